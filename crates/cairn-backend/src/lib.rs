@@ -1,0 +1,1 @@
+//! storage backends: local filesystem, in-memory, fault injection

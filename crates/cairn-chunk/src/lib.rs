@@ -1,0 +1,1 @@
+//! chunkers (fixed, Rabin, FastCDC, regression) and fingerprint functions

@@ -1,0 +1,64 @@
+//! The storage backend trait: a flat namespace of immutable objects.
+//!
+//! Keys are `/`-separated relative paths (`containers/00/0000000000000001`).
+//! Objects are written whole and atomically ([`Backend::write_atomic`]:
+//! durable and visible only when it returns, never half-written), read whole
+//! or by range, listed by prefix and deleted. Containers, index files, Bloom
+//! checkpoints and snapshots are all such objects, so crash safety reduces to
+//! ordering these writes (DESIGN: "never modify a written file").
+
+use crate::error::Result;
+
+/// Shared locks let readers proceed together; an exclusive lock admits one writer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LockMode {
+    Shared,
+    Exclusive,
+}
+
+/// Held for as long as the lock should last; dropping releases it.
+pub trait LockGuard: Send + Sync {}
+
+pub trait Backend: Send + Sync {
+    /// Reads the whole object.
+    fn read(&self, key: &str) -> Result<Vec<u8>>;
+
+    /// Reads `len` bytes at `offset`; an error if the object is shorter.
+    fn read_at(&self, key: &str, offset: u64, len: usize) -> Result<Vec<u8>>;
+
+    /// Reads the last `min(len, size)` bytes and returns them with the object's size.
+    fn read_tail(&self, key: &str, len: usize) -> Result<(u64, Vec<u8>)> {
+        let size = self.size(key)?;
+        let take = (len as u64).min(size);
+        let bytes = self.read_at(key, size - take, take as usize)?;
+        Ok((size, bytes))
+    }
+
+    /// Object size in bytes.
+    fn size(&self, key: &str) -> Result<u64>;
+
+    fn exists(&self, key: &str) -> Result<bool>;
+
+    /// Writes the object so that it is either entirely present and durable or
+    /// absent, replacing any previous object under `key` atomically.
+    fn write_atomic(&self, key: &str, data: &[u8]) -> Result<()>;
+
+    /// Deletes the object; deleting a missing object is not an error.
+    fn delete(&self, key: &str) -> Result<()>;
+
+    /// All keys starting with `prefix` (a directory such as `"snapshots/"`), sorted.
+    fn list(&self, prefix: &str) -> Result<Vec<String>>;
+
+    /// Takes the named repository lock. With `wait == false`, fails with
+    /// `Error::Locked` at once if it is held incompatibly.
+    fn lock(&self, name: &str, mode: LockMode, wait: bool) -> Result<Box<dyn LockGuard>>;
+
+    /// Removes leftovers of interrupted writes (temporary files). Called by a
+    /// writer that holds the exclusive lock.
+    fn clean_temporaries(&self) -> Result<usize> {
+        Ok(0)
+    }
+
+    /// A short description for messages (`/path/to/repo`, `memory`).
+    fn describe(&self) -> String;
+}

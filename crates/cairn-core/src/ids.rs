@@ -1,0 +1,145 @@
+//! Typed identifiers: chunk fingerprints, container ids, chunk kinds.
+//!
+//! Fingerprint width is a parameter, not a constant: FSL traces carry 48-bit
+//! hashes, DDFS uses SHA-1 (20 bytes), cairn defaults to BLAKE3-256 (32 bytes).
+//! A [`Fingerprint`] stores up to [`MAX_FINGERPRINT_LEN`] bytes plus its length.
+
+use std::fmt;
+use std::hash::{Hash, Hasher};
+
+/// The widest fingerprint cairn stores (SHA-256 / BLAKE3-256).
+pub const MAX_FINGERPRINT_LEN: usize = 32;
+
+/// A chunk's content fingerprint, `len` bytes wide (1..=32).
+///
+/// Invariant: bytes past `len` are zero, so derived equality and ordering are
+/// those of the significant bytes.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Fingerprint {
+    len: u8,
+    bytes: [u8; MAX_FINGERPRINT_LEN],
+}
+
+impl Fingerprint {
+    /// Builds a fingerprint from its significant bytes. Panics if `bytes` is
+    /// empty or wider than 32 bytes: widths come from configuration, which is
+    /// validated before any fingerprint is built.
+    pub fn from_slice(bytes: &[u8]) -> Self {
+        assert!(
+            !bytes.is_empty() && bytes.len() <= MAX_FINGERPRINT_LEN,
+            "fingerprint width {} out of range",
+            bytes.len()
+        );
+        let mut out = [0u8; MAX_FINGERPRINT_LEN];
+        out[..bytes.len()].copy_from_slice(bytes);
+        Fingerprint {
+            len: bytes.len() as u8,
+            bytes: out,
+        }
+    }
+
+    /// Like [`Fingerprint::from_slice`] but returns `None` for a bad width.
+    pub fn try_from_slice(bytes: &[u8]) -> Option<Self> {
+        (!bytes.is_empty() && bytes.len() <= MAX_FINGERPRINT_LEN).then(|| Self::from_slice(bytes))
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.len as usize]
+    }
+
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The first 8 bytes as a little-endian integer (zero-padded for narrow
+    /// fingerprints). Fingerprints are uniformly distributed, so this is a
+    /// good hash and bucket selector without rehashing.
+    pub fn prefix_u64(&self) -> u64 {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&self.bytes[..8]);
+        u64::from_le_bytes(b)
+    }
+
+    pub fn to_hex(&self) -> String {
+        hex::encode(self.as_bytes())
+    }
+
+    pub fn from_hex(s: &str) -> Option<Self> {
+        let v = hex::decode(s).ok()?;
+        Self::try_from_slice(&v)
+    }
+}
+
+impl Hash for Fingerprint {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.prefix_u64() ^ self.len as u64);
+    }
+}
+
+impl fmt::Debug for Fingerprint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Fingerprint({})", self.to_hex())
+    }
+}
+
+impl fmt::Display for Fingerprint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_hex())
+    }
+}
+
+/// A container's id: unique over the life of the repository (DDFS §3.3),
+/// allocated in increasing order so "containers appended since a checkpoint"
+/// is a range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ContainerId(pub u64);
+
+impl fmt::Display for ContainerId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:016x}", self.0)
+    }
+}
+
+/// What a stored chunk holds. Data chunks are L0 leaves of file content;
+/// tree chunks are L1..Ln recipe nodes; meta chunks hold directory listings.
+/// The kind and level are recorded in each container descriptor so physical
+/// GC can scan level by level (`003_ea5fccc485a97c5d.txt` §5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum ChunkKind {
+    Data = 0,
+    Tree = 1,
+    Meta = 2,
+}
+
+impl ChunkKind {
+    pub fn from_u8(v: u8) -> Option<Self> {
+        match v {
+            0 => Some(ChunkKind::Data),
+            1 => Some(ChunkKind::Tree),
+            2 => Some(ChunkKind::Meta),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fingerprint_width_is_kept() {
+        let f = Fingerprint::from_slice(&[1, 2, 3, 4, 5, 6]);
+        assert_eq!(f.len(), 6);
+        assert_eq!(f.as_bytes(), &[1, 2, 3, 4, 5, 6]);
+        assert_eq!(f.to_hex(), "010203040506");
+        assert_eq!(Fingerprint::from_hex("010203040506"), Some(f));
+        assert_ne!(f, Fingerprint::from_slice(&[1, 2, 3, 4, 5, 6, 0]));
+        assert!(Fingerprint::try_from_slice(&[]).is_none());
+        assert!(Fingerprint::try_from_slice(&[0; 33]).is_none());
+    }
+}

@@ -1,0 +1,1 @@
+//! the deduplicating engine: backup, dedup, containers, recipes, catalog, restore, check

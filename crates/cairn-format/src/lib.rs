@@ -1,0 +1,1 @@
+//! byte codecs of cairn's on-disk objects; no I/O
