@@ -1,1 +1,143 @@
-//! chunkers (fixed, Rabin, FastCDC, regression) and fingerprint functions
+//! cairn-chunk: chunkers (fixed, Rabin, FastCDC, regression), fingerprint
+//! functions and a streaming chunk reader.
+//!
+//! Every chunker implements [`cairn_core::Chunker`]: given a buffer whose first
+//! byte starts a chunk, it returns the chunk's length. Scans start afresh at
+//! each chunk's first byte (no state carries from one chunk to the next), and
+//! no call allocates.
+//!
+//! * [`FixedChunker`]: fixed-size blocks (the Venti baseline DDFS compares
+//!   against, `001_3652cceaf162c5a1.txt` §5.4).
+//! * [`RabinChunker`]: content-defined anchoring with a Rabin fingerprint over
+//!   a 48-byte sliding window (DDFS §3.1 "Anchoring", after Manber / LBFS), the
+//!   "basic version of fingerprint based chunking" of `004_62bf1a5ddd5ed253.txt`.
+//! * [`FastCdcChunker`]: Gear rolling hash with normalized chunking
+//!   (FastCDC, Xia et al.), the default.
+//! * [`RegressionChunker`]: regression chunking (`004_62bf1a5ddd5ed253.txt`,
+//!   slides "Regression Chunking Algorithm"): on reaching the maximum size it
+//!   falls back to the last position that matched the longest suffix of the
+//!   boundary pattern instead of a content-independent forced cut.
+//!
+//! The content-defined chunkers record how their last cut was made
+//! ([`CutKind`], via `last_cut_kind()`), so a dataset study can report the
+//! forced-boundary rate.
+//!
+//! [`fingerprint`] computes BLAKE3-256, SHA-256 or SHA-1 chunk fingerprints;
+//! [`ChunkReader`] turns any `Read` into batches of complete chunks
+//! ([`ChunkBatch`]) through one reused look-ahead buffer; [`cut_points`] chunks
+//! a whole in-memory buffer.
+
+mod fastcdc;
+mod fingerprint;
+mod fixed;
+mod gear;
+mod rabin;
+mod reader;
+mod regression;
+
+#[cfg(test)]
+mod proptests;
+#[cfg(test)]
+mod testutil;
+
+pub use cairn_core::Chunker;
+pub use fastcdc::FastCdcChunker;
+pub use fingerprint::fingerprint;
+pub use fixed::FixedChunker;
+pub use rabin::{RabinChunker, RABIN_POLYNOMIAL, RABIN_WINDOW};
+pub use reader::{cut_points, ChunkBatch, ChunkReader};
+pub use regression::{RegressionChunker, REGRESSION_LEVELS};
+
+use cairn_core::{ChunkerConfig, Result};
+
+/// How a content-defined chunker chose its last cut.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CutKind {
+    /// The rolling hash matched the full boundary pattern (the normal case).
+    Full,
+    /// Regression chunking only: the maximum size was reached without a full
+    /// match, and the cut fell back to the last position whose hash matched
+    /// the pattern with this many of its bits dropped (1 = longest suffix).
+    Regressed(u8),
+    /// The maximum size was reached without any (full or relaxed) match: a
+    /// content-independent cut.
+    Forced,
+    /// Input ended (eof) before the maximum size and before any match: the
+    /// last chunk of a stream.
+    EndOfInput,
+}
+
+/// Builds the chunker a configuration describes.
+///
+/// Panics if `cfg.validate()` fails: configurations come from a repository
+/// config or command line that was validated when read. Use
+/// [`try_new_chunker`] to get the error instead.
+pub fn new_chunker(cfg: &ChunkerConfig) -> Box<dyn Chunker> {
+    match try_new_chunker(cfg) {
+        Ok(c) => c,
+        Err(e) => panic!("invalid chunker configuration: {e}"),
+    }
+}
+
+/// Builds the chunker a configuration describes, after validating it.
+pub fn try_new_chunker(cfg: &ChunkerConfig) -> Result<Box<dyn Chunker>> {
+    cfg.validate()?;
+    Ok(match *cfg {
+        ChunkerConfig::Fixed { size } => Box::new(FixedChunker::new(size as usize)),
+        ChunkerConfig::Rabin { min, avg, max } => {
+            Box::new(RabinChunker::new(min as usize, avg as usize, max as usize))
+        }
+        ChunkerConfig::FastCdc { min, avg, max } => Box::new(FastCdcChunker::new(
+            min as usize,
+            avg as usize,
+            max as usize,
+        )),
+        ChunkerConfig::Regression { min, avg, max } => Box::new(RegressionChunker::new(
+            min as usize,
+            avg as usize,
+            max as usize,
+        )),
+    })
+}
+
+/// Panics unless `0 < min <= avg <= max` and `avg` is a power of two >= 2;
+/// shared by the content-defined chunkers' constructors.
+pub(crate) fn check_sizes(name: &str, min: usize, avg: usize, max: usize) {
+    assert!(
+        min > 0 && min <= avg && avg <= max,
+        "{name}: need 0 < min <= avg <= max (got {min}/{avg}/{max})"
+    );
+    assert!(
+        avg >= 2 && avg.is_power_of_two(),
+        "{name}: average size {avg} must be a power of two >= 2"
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn new_chunker_validates() {
+        let bad = ChunkerConfig::FastCdc {
+            min: 100,
+            avg: 1000,
+            max: 4000,
+        };
+        assert!(try_new_chunker(&bad).is_err());
+        assert!(std::panic::catch_unwind(|| new_chunker(&bad)).is_err());
+        let bad = ChunkerConfig::Rabin {
+            min: 32,
+            avg: 1024,
+            max: 4096,
+        };
+        assert!(try_new_chunker(&bad).is_err());
+        for name in ["fixed", "rabin", "fastcdc", "regression"] {
+            let cfg = ChunkerConfig::from_name(name, 8192).unwrap();
+            let c = new_chunker(&cfg);
+            assert_eq!(c.max_size(), cfg.max_size() as usize);
+        }
+        let c = new_chunker(&ChunkerConfig::default());
+        assert_eq!((c.min_size(), c.max_size()), (2048, 65536));
+    }
+}

@@ -62,3 +62,47 @@ pub trait Backend: Send + Sync {
     /// A short description for messages (`/path/to/repo`, `memory`).
     fn describe(&self) -> String;
 }
+
+macro_rules! forward_backend {
+    ($ptr:ident) => {
+        impl<T: Backend + ?Sized> Backend for $ptr<T> {
+            fn read(&self, key: &str) -> Result<Vec<u8>> {
+                (**self).read(key)
+            }
+            fn read_at(&self, key: &str, offset: u64, len: usize) -> Result<Vec<u8>> {
+                (**self).read_at(key, offset, len)
+            }
+            fn read_tail(&self, key: &str, len: usize) -> Result<(u64, Vec<u8>)> {
+                (**self).read_tail(key, len)
+            }
+            fn size(&self, key: &str) -> Result<u64> {
+                (**self).size(key)
+            }
+            fn exists(&self, key: &str) -> Result<bool> {
+                (**self).exists(key)
+            }
+            fn write_atomic(&self, key: &str, data: &[u8]) -> Result<()> {
+                (**self).write_atomic(key, data)
+            }
+            fn delete(&self, key: &str) -> Result<()> {
+                (**self).delete(key)
+            }
+            fn list(&self, prefix: &str) -> Result<Vec<String>> {
+                (**self).list(prefix)
+            }
+            fn lock(&self, name: &str, mode: LockMode, wait: bool) -> Result<Box<dyn LockGuard>> {
+                (**self).lock(name, mode, wait)
+            }
+            fn clean_temporaries(&self) -> Result<usize> {
+                (**self).clean_temporaries()
+            }
+            fn describe(&self) -> String {
+                (**self).describe()
+            }
+        }
+    };
+}
+
+use std::sync::Arc;
+forward_backend!(Arc);
+forward_backend!(Box);

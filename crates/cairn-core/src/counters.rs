@@ -15,6 +15,7 @@ macro_rules! counters {
 
         /// A point-in-time copy of [`Counters`], serializable.
         #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+        #[serde(default)]
         pub struct CountersSnapshot {
             $( $(#[$doc])* pub $name: u64, )*
         }
@@ -29,6 +30,11 @@ macro_rules! counters {
             /// Field-wise `self - earlier`, for per-run deltas.
             pub fn since(&self, earlier: &CountersSnapshot) -> CountersSnapshot {
                 CountersSnapshot { $( $name: self.$name.saturating_sub(earlier.$name), )* }
+            }
+
+            /// Field-wise sum, for totals over several runs.
+            pub fn plus(&self, other: &CountersSnapshot) -> CountersSnapshot {
+                CountersSnapshot { $( $name: self.$name + other.$name, )* }
             }
         }
     };

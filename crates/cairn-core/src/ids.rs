@@ -143,3 +143,41 @@ mod tests {
         assert!(Fingerprint::try_from_slice(&[0; 33]).is_none());
     }
 }
+
+/// A hasher for maps keyed by [`Fingerprint`]: fingerprints are already
+/// uniformly distributed, so the 64-bit prefix written by `Fingerprint::hash`
+/// is mixed once (narrow trace fingerprints leave high bytes zero) instead of
+/// being run through SipHash.
+#[derive(Clone, Copy, Default, Debug)]
+pub struct FpHasher(u64);
+
+impl Hasher for FpHasher {
+    fn finish(&self) -> u64 {
+        mix64(self.0)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ b as u64;
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 ^= v;
+    }
+}
+
+/// `BuildHasher` for [`FpHasher`].
+pub type BuildFpHasher = std::hash::BuildHasherDefault<FpHasher>;
+
+/// A `HashMap` keyed by fingerprint.
+pub type FpMap<V> = std::collections::HashMap<Fingerprint, V, BuildFpHasher>;
+
+/// A `HashSet` of fingerprints.
+pub type FpSet = std::collections::HashSet<Fingerprint, BuildFpHasher>;
+
+/// The splitmix64 finalizer: a bijective 64-bit mix.
+#[inline]
+pub fn mix64(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}

@@ -20,4 +20,6 @@ pub use chunker::Chunker;
 pub use config::{ChunkerConfig, CompressionCodec, CompressionConfig, FingerprintAlgo};
 pub use counters::{Counters, CountersSnapshot};
 pub use error::{Error, Result};
-pub use ids::{ChunkKind, ContainerId, Fingerprint, MAX_FINGERPRINT_LEN};
+pub use ids::{
+    mix64, BuildFpHasher, ChunkKind, ContainerId, Fingerprint, FpMap, FpSet, MAX_FINGERPRINT_LEN,
+};

@@ -1,1 +1,25 @@
-//! the deduplicating engine: backup, dedup, containers, recipes, catalog, restore, check
+//! cairn-engine: the deduplicating storage engine.
+//!
+//! The module tree follows the data flow of docs/ARCHITECTURE.md: a backup
+//! runs sources through chunking, fingerprinting, DDFS's accelerated segment
+//! filtering (`dedup`), stream-informed container packing (`backup::stream`)
+//! and Merkle-tree recipes (`backup::tree_builder`), then commits a snapshot
+//! (`catalog`). Restore walks recipes through a restore cache; `check`
+//! verifies; `stats` reports.
+
+pub mod backup;
+pub mod catalog;
+pub mod check;
+pub mod config;
+pub mod container_log;
+pub mod dedup;
+pub mod index;
+pub mod keys;
+pub mod repo;
+pub mod restore;
+pub mod stats;
+pub mod warnings;
+
+pub use backup::{backup, BackupOptions, BackupOutcome, Progress, Source};
+pub use config::RepoConfig;
+pub use repo::{Repository, WriteLock};

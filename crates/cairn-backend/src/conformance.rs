@@ -1,0 +1,344 @@
+//! The backend conformance suite: what every [`Backend`] must do.
+//!
+//! Compiled into the library (not `cfg(test)`) so backends in other crates
+//! can run it from their own tests:
+//!
+//! ```ignore
+//! cairn_backend::conformance::run_all(&|| Box::new(MyBackend::new()));
+//! ```
+//!
+//! `make` must return a fresh, empty backend on every call. Each check panics
+//! (with the check's name in the message) on the first violation. Lock checks
+//! that involve blocking use threads with bounded timeouts, so a broken
+//! backend fails the test instead of hanging it.
+
+use cairn_core::{Backend, Error, LockMode};
+use std::sync::{mpsc, Arc};
+use std::thread;
+use std::time::Duration;
+
+/// A named conformance check.
+pub type Check = fn(&Arc<dyn Backend>);
+
+/// Every check, in the order [`run_all`] runs them.
+pub const CHECKS: &[(&str, Check)] = &[
+    ("round_trip", check_round_trip),
+    ("overwrite", check_overwrite),
+    ("ranges", check_ranges),
+    ("truncated_read_at", check_truncated_read_at),
+    ("size_exists_delete", check_size_exists_delete),
+    ("list", check_list),
+    ("missing", check_missing),
+    ("key_validation", check_key_validation),
+    ("lock_exclusion", check_lock_exclusion),
+    ("lock_wait", check_lock_wait),
+    ("concurrent_writes", check_concurrent_writes),
+];
+
+/// Runs every check, each on a fresh backend from `make`.
+pub fn run_all(make: &dyn Fn() -> Box<dyn Backend>) {
+    for (name, check) in CHECKS {
+        let backend: Arc<dyn Backend> = Arc::from(make());
+        eprintln!("conformance check {name} on {}", backend.describe());
+        check(&backend);
+    }
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+pub fn check_round_trip(b: &Arc<dyn Backend>) {
+    let big = pattern(1 << 20, 3);
+    b.write_atomic("config", b"cfg").unwrap();
+    b.write_atomic("containers/00/0000000000000001", &big)
+        .unwrap();
+    b.write_atomic("empty", b"").unwrap();
+    assert_eq!(
+        b.read("config").unwrap(),
+        b"cfg",
+        "round_trip: small object"
+    );
+    assert!(
+        b.read("containers/00/0000000000000001").unwrap() == big,
+        "round_trip: 1 MiB object differs"
+    );
+    assert_eq!(b.read("empty").unwrap(), b"", "round_trip: empty object");
+    assert_eq!(b.size("empty").unwrap(), 0, "round_trip: empty size");
+    assert_eq!(
+        b.size("containers/00/0000000000000001").unwrap(),
+        big.len() as u64
+    );
+    assert!(!b.describe().is_empty(), "round_trip: describe is empty");
+}
+
+pub fn check_overwrite(b: &Arc<dyn Backend>) {
+    b.write_atomic("index/0000000000000001", &pattern(1000, 1))
+        .unwrap();
+    b.write_atomic("index/0000000000000001", b"short").unwrap();
+    assert_eq!(
+        b.read("index/0000000000000001").unwrap(),
+        b"short",
+        "overwrite: old content survived"
+    );
+    assert_eq!(b.size("index/0000000000000001").unwrap(), 5);
+    assert_eq!(b.list("index/").unwrap(), vec!["index/0000000000000001"]);
+}
+
+pub fn check_ranges(b: &Arc<dyn Backend>) {
+    let data = pattern(1000, 7);
+    b.write_atomic("obj", &data).unwrap();
+    assert_eq!(b.read_at("obj", 0, 10).unwrap(), data[..10]);
+    assert_eq!(b.read_at("obj", 500, 250).unwrap(), data[500..750]);
+    assert_eq!(
+        b.read_at("obj", 990, 10).unwrap(),
+        data[990..],
+        "ranges: last bytes"
+    );
+    assert_eq!(
+        b.read_at("obj", 1000, 0).unwrap(),
+        b"",
+        "ranges: empty at end"
+    );
+    assert_eq!(b.read_at("obj", 0, 1000).unwrap(), data, "ranges: whole");
+    assert_eq!(
+        b.read_tail("obj", 16).unwrap(),
+        (1000, data[984..].to_vec())
+    );
+    assert_eq!(b.read_tail("obj", 1000).unwrap(), (1000, data.clone()));
+    assert_eq!(
+        b.read_tail("obj", 5000).unwrap(),
+        (1000, data.clone()),
+        "ranges: tail longer than the object"
+    );
+    assert_eq!(b.read_tail("obj", 0).unwrap(), (1000, Vec::new()));
+    b.write_atomic("empty", b"").unwrap();
+    assert_eq!(b.read_tail("empty", 8).unwrap(), (0, Vec::new()));
+}
+
+pub fn check_truncated_read_at(b: &Arc<dyn Backend>) {
+    b.write_atomic("containers/00/0000000000000002", &pattern(100, 2))
+        .unwrap();
+    for (offset, len) in [(50, 51), (100, 1), (200, 0), (0, 101), (u64::MAX, 2)] {
+        let err = b
+            .read_at("containers/00/0000000000000002", offset, len)
+            .expect_err("truncated_read_at: a read past the end must fail");
+        assert!(
+            err.is_corruption() && !err.is_not_found(),
+            "truncated_read_at: want a corruption error, got {err}"
+        );
+        assert!(
+            err.to_string().contains("containers/00/0000000000000002"),
+            "truncated_read_at: message must name the key: {err}"
+        );
+    }
+}
+
+pub fn check_size_exists_delete(b: &Arc<dyn Backend>) {
+    assert!(!b.exists("snapshots/aa").unwrap());
+    b.write_atomic("snapshots/aa", b"12345").unwrap();
+    assert!(b.exists("snapshots/aa").unwrap());
+    assert_eq!(b.size("snapshots/aa").unwrap(), 5);
+    b.delete("snapshots/aa").unwrap();
+    assert!(!b.exists("snapshots/aa").unwrap(), "delete: still exists");
+    b.delete("snapshots/aa").unwrap();
+    b.delete("never/written").unwrap();
+    assert!(b.list("snapshots/").unwrap().is_empty());
+    // A directory-like prefix of existing keys is not an object.
+    b.write_atomic("containers/01/0000000000000003", b"x")
+        .unwrap();
+    assert!(
+        !b.exists("containers/01").unwrap(),
+        "a directory is not an object"
+    );
+}
+
+pub fn check_list(b: &Arc<dyn Backend>) {
+    let keys = [
+        "config",
+        "containers/00/0000000000000002",
+        "containers/00/0000000000000001",
+        "containers/01/0000000000000100",
+        "index/0000000000000003",
+        "snapshots/bb",
+        "snapshots/aa",
+        "snapshots-old/cc",
+    ];
+    for k in keys {
+        b.write_atomic(k, k.as_bytes()).unwrap();
+    }
+    let _guard = b.lock("repo", LockMode::Shared, false).unwrap();
+    assert_eq!(
+        b.list("snapshots/").unwrap(),
+        vec!["snapshots/aa", "snapshots/bb"]
+    );
+    assert_eq!(
+        b.list("containers/").unwrap(),
+        vec![
+            "containers/00/0000000000000001",
+            "containers/00/0000000000000002",
+            "containers/01/0000000000000100",
+        ],
+        "list: recursive and sorted"
+    );
+    assert_eq!(
+        b.list("containers/01/").unwrap(),
+        vec!["containers/01/0000000000000100"]
+    );
+    let mut all = keys.map(str::to_owned).to_vec();
+    all.sort();
+    assert_eq!(
+        b.list("").unwrap(),
+        all,
+        "list: everything, no internal files"
+    );
+    assert!(
+        b.list("nothing/").unwrap().is_empty(),
+        "list: missing prefix"
+    );
+    assert!(
+        b.list("config/").unwrap().is_empty(),
+        "list: file as prefix"
+    );
+}
+
+pub fn check_missing(b: &Arc<dyn Backend>) {
+    b.write_atomic("present", b"x").unwrap();
+    let results = [
+        ("read", b.read("absent").map(drop)),
+        ("read_at", b.read_at("absent", 0, 1).map(drop)),
+        ("read_tail", b.read_tail("absent", 1).map(drop)),
+        ("size", b.size("absent").map(drop)),
+        ("read nested", b.read("no/such/key").map(drop)),
+    ];
+    for (op, r) in results {
+        match r {
+            Err(e) => assert!(e.is_not_found(), "missing: {op} gave {e}"),
+            Ok(()) => panic!("missing: {op} of a missing key succeeded"),
+        }
+    }
+}
+
+pub fn check_key_validation(b: &Arc<dyn Backend>) {
+    for key in [
+        "",
+        "/etc/passwd",
+        "a//b",
+        "a/",
+        "..",
+        "../x",
+        "a/../b",
+        "./a",
+    ] {
+        let invalid = |r: cairn_core::Result<()>| matches!(r, Err(Error::InvalidInput(_)));
+        assert!(
+            invalid(b.write_atomic(key, b"x")),
+            "key_validation: write {key:?}"
+        );
+        assert!(
+            invalid(b.read(key).map(drop)),
+            "key_validation: read {key:?}"
+        );
+        assert!(invalid(b.delete(key)), "key_validation: delete {key:?}");
+        assert!(
+            invalid(b.exists(key).map(drop)),
+            "key_validation: exists {key:?}"
+        );
+    }
+    assert!(matches!(b.list("../"), Err(Error::InvalidInput(_))));
+    assert!(matches!(
+        b.lock("a/b", LockMode::Shared, false),
+        Err(Error::InvalidInput(_))
+    ));
+}
+
+fn locked(b: &Arc<dyn Backend>, mode: LockMode) -> bool {
+    match b.lock("repo", mode, false) {
+        Ok(_) => false,
+        Err(Error::Locked(_)) => true,
+        Err(e) => panic!("lock: unexpected error {e}"),
+    }
+}
+
+pub fn check_lock_exclusion(b: &Arc<dyn Backend>) {
+    let ex = b.lock("repo", LockMode::Exclusive, false).unwrap();
+    assert!(locked(b, LockMode::Exclusive), "exclusive admits exclusive");
+    assert!(locked(b, LockMode::Shared), "exclusive admits shared");
+    let other = b.lock("gc", LockMode::Exclusive, false);
+    assert!(
+        other.is_ok(),
+        "locks with different names must be independent"
+    );
+    drop(other);
+    drop(ex);
+    let s1 = b.lock("repo", LockMode::Shared, false).unwrap();
+    let s2 = b.lock("repo", LockMode::Shared, false).unwrap();
+    assert!(locked(b, LockMode::Exclusive), "shared admits exclusive");
+    drop(s1);
+    assert!(locked(b, LockMode::Exclusive), "one shared holder remains");
+    drop(s2);
+    let ex = b.lock("repo", LockMode::Exclusive, false);
+    assert!(ex.is_ok(), "lock not released on drop");
+}
+
+/// Takes `held` on "repo", then starts a thread waiting for `wanted`; the
+/// waiter must block until the holder drops its guard.
+fn wait_case(b: &Arc<dyn Backend>, held: LockMode, wanted: LockMode) {
+    let guard = b.lock("repo", held, false).unwrap();
+    let (tx, rx) = mpsc::channel();
+    let b2 = Arc::clone(b);
+    thread::spawn(move || {
+        let r = b2.lock("repo", wanted, true).map(drop);
+        let _ = tx.send(r);
+    });
+    assert!(
+        rx.recv_timeout(Duration::from_millis(150)).is_err(),
+        "lock_wait: {wanted:?} did not wait for {held:?}"
+    );
+    drop(guard);
+    match rx.recv_timeout(Duration::from_secs(5)) {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => panic!("lock_wait: waiting lock failed: {e}"),
+        Err(_) => panic!("lock_wait: {wanted:?} still blocked after {held:?} was released"),
+    }
+    // The waiter released its guard on return.
+    assert!(b.lock("repo", LockMode::Exclusive, false).is_ok());
+}
+
+pub fn check_lock_wait(b: &Arc<dyn Backend>) {
+    wait_case(b, LockMode::Exclusive, LockMode::Exclusive);
+    wait_case(b, LockMode::Exclusive, LockMode::Shared);
+    wait_case(b, LockMode::Shared, LockMode::Exclusive);
+}
+
+pub fn check_concurrent_writes(b: &Arc<dyn Backend>) {
+    let threads: Vec<_> = (0..8u8)
+        .map(|t| {
+            let b = Arc::clone(b);
+            thread::spawn(move || {
+                for i in 0..20u8 {
+                    b.write_atomic(&format!("containers/{t:02}/{i:016}"), &pattern(300, i))
+                        .unwrap();
+                    b.write_atomic("shared", &pattern(4096, t)).unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("concurrent_writes: a writer panicked");
+    }
+    assert_eq!(b.list("containers/").unwrap().len(), 160);
+    for t in 0..8u8 {
+        assert_eq!(
+            b.read(&format!("containers/{t:02}/{:016}", 19)).unwrap(),
+            pattern(300, 19)
+        );
+    }
+    let shared = b.read("shared").unwrap();
+    assert!(
+        (0..8).any(|t| shared == pattern(4096, t)),
+        "concurrent_writes: a concurrently overwritten object is not one whole version"
+    );
+}

@@ -1,0 +1,486 @@
+//! One function per subcommand: open the repository, call the engine, print.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde_json::json;
+
+use cairn_core::{ChunkerConfig, CompressionCodec, CompressionConfig, FingerprintAlgo};
+use cairn_engine::catalog::{self, SnapshotInfo};
+use cairn_engine::restore::Reader;
+use cairn_engine::{BackupOptions, Progress, RepoConfig, Repository, Source};
+use cairn_format::dir::EntryKind;
+
+use crate::args::{BackupArgs, Cli, Command, InitArgs};
+use crate::output::{bytes, mode_string, parse_size, time};
+use crate::progress::{estimate_total, Display};
+
+/// Exit code of a backup that committed a snapshot but skipped paths.
+const EXIT_INCOMPLETE: u8 = 3;
+
+pub fn run(cli: Cli) -> Result<ExitCode> {
+    let repo_path = || -> Result<PathBuf> {
+        cli.repo
+            .clone()
+            .ok_or_else(|| anyhow!("no repository given: pass --repo PATH or set CAIRN_REPO"))
+    };
+    let open = || -> Result<Repository> { Ok(Repository::open_local(&repo_path()?)?) };
+    match &cli.command {
+        Command::Init(a) => init(&cli, &repo_path()?, a),
+        Command::Backup(a) => backup(&cli, &repo_path()?, a),
+        Command::Snapshots => snapshots(&cli, &open()?),
+        Command::Ls { snapshot, path } => ls(&cli, &open()?, snapshot, path.as_deref()),
+        Command::Restore {
+            snapshot,
+            target,
+            include,
+            cache_containers,
+        } => restore(
+            &cli,
+            &open()?,
+            snapshot,
+            target,
+            include.as_deref(),
+            *cache_containers,
+        ),
+        Command::Cat { snapshot, path } => cat(&open()?, snapshot, path),
+        Command::Stats => stats(&cli, &open()?),
+        Command::Check { read_data } => check(&cli, &open()?, *read_data),
+    }
+}
+
+fn config_from(a: &InitArgs) -> Result<RepoConfig> {
+    let mut cfg = Repository::default_config();
+    let avg = parse_size(&a.avg_size)?;
+    let mut chunker = ChunkerConfig::from_name(&a.chunker, avg)?;
+    if a.min_size.is_some() || a.max_size.is_some() {
+        let min = a.min_size.as_deref().map(parse_size).transpose()?;
+        let max = a.max_size.as_deref().map(parse_size).transpose()?;
+        chunker = match chunker {
+            ChunkerConfig::Fixed { .. } => {
+                bail!("--min-size/--max-size do not apply to fixed chunking")
+            }
+            ChunkerConfig::Rabin {
+                min: m0,
+                avg,
+                max: x0,
+            } => ChunkerConfig::Rabin {
+                min: min.unwrap_or(m0),
+                avg,
+                max: max.unwrap_or(x0),
+            },
+            ChunkerConfig::FastCdc {
+                min: m0,
+                avg,
+                max: x0,
+            } => ChunkerConfig::FastCdc {
+                min: min.unwrap_or(m0),
+                avg,
+                max: max.unwrap_or(x0),
+            },
+            ChunkerConfig::Regression {
+                min: m0,
+                avg,
+                max: x0,
+            } => ChunkerConfig::Regression {
+                min: min.unwrap_or(m0),
+                avg,
+                max: max.unwrap_or(x0),
+            },
+        };
+    }
+    cfg.chunker = chunker;
+    cfg.fingerprint = FingerprintAlgo::from_name(&a.fingerprint)?;
+    cfg.compression = CompressionConfig {
+        codec: CompressionCodec::from_name(&a.compression)?,
+        level: a.zstd_level,
+        min_savings_pct: a.min_savings,
+    };
+    if a.min_savings > 99 {
+        bail!("--min-savings must be a percentage below 100");
+    }
+    cfg.container_size = parse_size(&a.container_size)?;
+    cfg.index.cache_containers = a.cache_containers;
+    cfg.index.summary_vector = !a.no_summary_vector;
+    cfg.index.locality_cache = !a.no_locality_cache;
+    cfg.validate()?;
+    Ok(cfg)
+}
+
+fn init(cli: &Cli, path: &Path, a: &InitArgs) -> Result<ExitCode> {
+    let repo = Repository::init_local(path, config_from(a)?)?;
+    if cli.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({"repository": path, "config": repo.config}))?
+        );
+    } else if !cli.quiet {
+        println!("created cairn repository at {}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn backup(cli: &Cli, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
+    if a.paths.is_empty() && !a.stdin {
+        bail!("nothing to back up: give one or more paths, or --stdin");
+    }
+    let mut sources: Vec<Source> = a.paths.iter().map(|p| Source::Path(p.clone())).collect();
+    if a.stdin {
+        sources.push(Source::Stdin {
+            name: a.stdin_name.clone(),
+        });
+    }
+    let (repo, created) = Repository::open_or_init_local(path, || {
+        config_from(&a.init).unwrap_or_else(|_| Repository::default_config())
+    })?;
+    if created {
+        // Surface invalid init options instead of silently using defaults.
+        config_from(&a.init)?;
+        if !cli.quiet && !cli.json {
+            eprintln!("created cairn repository at {}", path.display());
+        }
+    }
+    let lock = repo.lock_writer(a.wait)?;
+    let progress = Arc::new(Progress::default());
+    let display = Display::start(progress.clone(), !cli.quiet && !cli.json, "backup");
+    if display.active() && !a.stdin {
+        estimate_total(a.paths.clone(), progress.clone());
+    }
+    let outcome = cairn_engine::backup(
+        &repo,
+        &lock,
+        BackupOptions {
+            sources,
+            tags: a.tags.clone(),
+            host: a.host.clone(),
+            progress,
+        },
+    );
+    drop(display);
+    let outcome = outcome?;
+    for s in &outcome.skipped {
+        eprintln!("cairn: warning: skipped {s}");
+    }
+    for n in &outcome.notices {
+        eprintln!("cairn: note: {n}");
+    }
+    let st = &outcome.record.stats;
+    if cli.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({
+                "id": outcome.snapshot_id,
+                "time": time(outcome.record.time_unix_ns),
+                "paths": outcome.record.paths,
+                "tags": outcome.record.tags,
+                "stats": st,
+                "skipped": outcome.skipped,
+                "phases": outcome.phases,
+                "index_ram_bytes_per_chunk": outcome.index_ram_bytes_per_chunk,
+                "replayed_containers": outcome.replayed_containers,
+            }))?
+        );
+    } else if !cli.quiet {
+        let secs = outcome.phases.total_seconds.max(1e-9);
+        println!("snapshot {} saved", &outcome.snapshot_id[..16]);
+        println!(
+            "  {} files, {} dirs, {} symlinks, {} in {:.2}s ({:.1} MB/s)",
+            st.files,
+            st.dirs,
+            st.symlinks,
+            bytes(st.logical_bytes),
+            secs,
+            st.logical_bytes as f64 / 1e6 / secs
+        );
+        println!(
+            "  {} chunks, {} new ({} raw, {} stored), {} containers written",
+            st.chunks,
+            st.new_chunks,
+            bytes(st.new_raw_bytes),
+            bytes(st.new_stored_bytes),
+            st.containers_written
+        );
+        let c = &outcome.counters;
+        println!(
+            "  lookups: {} cache hits, {} bloom negatives, {} index page reads, {} prefetches",
+            c.cache_hits, c.bloom_negatives, c.index_page_reads, c.prefetches
+        );
+    }
+    if outcome.skipped.is_empty() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        eprintln!(
+            "cairn: error: {} path(s) could not be read; the snapshot holds everything else",
+            outcome.skipped.len()
+        );
+        Ok(ExitCode::from(EXIT_INCOMPLETE))
+    }
+}
+
+fn snapshot_json(s: &SnapshotInfo) -> serde_json::Value {
+    let r = &s.record;
+    json!({
+        "id": s.id,
+        "short_id": &s.id[..8],
+        "time": time(r.time_unix_ns),
+        "time_unix_ns": r.time_unix_ns,
+        "host": r.host,
+        "paths": r.paths,
+        "tags": r.tags,
+        "logical_bytes": r.stats.logical_bytes,
+        "files": r.stats.files,
+        "dirs": r.stats.dirs,
+        "chunks": r.stats.chunks,
+        "new_chunks": r.stats.new_chunks,
+        "new_stored_bytes": r.stats.new_stored_bytes,
+    })
+}
+
+fn snapshots(cli: &Cli, repo: &Repository) -> Result<ExitCode> {
+    let (all, bad) = catalog::list(&**repo.backend())?;
+    for (id, e) in &bad {
+        eprintln!("cairn: warning: snapshot {id} unreadable: {e}");
+    }
+    if cli.json {
+        let v: Vec<_> = all.iter().map(snapshot_json).collect();
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        println!(
+            "{:<10} {:<20} {:<12} {:>12}  paths",
+            "id", "time", "host", "size"
+        );
+        for s in &all {
+            let r = &s.record;
+            println!(
+                "{:<10} {:<20} {:<12} {:>12}  {}{}",
+                &s.id[..8],
+                time(r.time_unix_ns),
+                r.host,
+                bytes(r.stats.logical_bytes),
+                r.paths.join(" "),
+                if r.tags.is_empty() {
+                    String::new()
+                } else {
+                    format!("  [{}]", r.tags.join(","))
+                }
+            );
+        }
+    }
+    Ok(if bad.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn kind_name(k: EntryKind) -> &'static str {
+    match k {
+        EntryKind::File => "file",
+        EntryKind::Dir => "dir",
+        EntryKind::Symlink => "symlink",
+    }
+}
+
+fn ls(cli: &Cli, repo: &Repository, snapshot: &str, path: Option<&str>) -> Result<ExitCode> {
+    let snap = catalog::resolve(&**repo.backend(), snapshot)?;
+    let mut reader = Reader::open(repo, 4)?;
+    let mut rows = Vec::new();
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    reader.walk(&snap.record, path.unwrap_or(""), &mut |w| {
+        let e = &w.entry;
+        let kind = kind_name(e.kind);
+        if cli.json {
+            rows.push(json!({
+                "path": w.path, "type": kind, "size": e.size, "mode": e.mode & 0o7777,
+                "uid": e.uid, "gid": e.gid, "mtime": time(e.mtime_ns), "mtime_ns": e.mtime_ns,
+                "target": e.target.as_ref().map(|t| String::from_utf8_lossy(t).into_owned()),
+            }));
+        } else {
+            let target = e
+                .target
+                .as_ref()
+                .map(|t| format!(" -> {}", String::from_utf8_lossy(t)))
+                .unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "{} {:>12} {} {}{}",
+                mode_string(kind, e.mode),
+                e.size,
+                time(e.mtime_ns),
+                w.path,
+                target
+            );
+        }
+        Ok(())
+    })?;
+    if cli.json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&rows)?)?;
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn restore(
+    cli: &Cli,
+    repo: &Repository,
+    snapshot: &str,
+    target: &Path,
+    include: Option<&str>,
+    cache_containers: usize,
+) -> Result<ExitCode> {
+    let snap = catalog::resolve(&**repo.backend(), snapshot)?;
+    let before = repo.counters.snapshot();
+    let started = std::time::Instant::now();
+    let mut reader = Reader::open(repo, cache_containers)?;
+    let progress = Arc::new(Progress::default());
+    progress.bytes_total.store(
+        snap.record.stats.logical_bytes.max(1),
+        std::sync::atomic::Ordering::Relaxed,
+    );
+    let display = Display::start(progress.clone(), !cli.quiet && !cli.json, "restore");
+    let sum = reader.restore(&snap.record, target, include, &progress);
+    drop(display);
+    let sum = sum?;
+    let secs = started.elapsed().as_secs_f64();
+    let c = repo.counters.snapshot().since(&before);
+    for e in &sum.errors {
+        eprintln!("cairn: error: {e}");
+    }
+    if cli.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({
+                "snapshot": snap.id, "target": target, "summary": sum, "seconds": secs,
+                "containers_read": c.containers_read, "index_page_reads": c.index_page_reads,
+                "bytes_read": c.bytes_read,
+                "speed_factor": if c.containers_read > 0 { sum.bytes as f64 / 1e6 / c.containers_read as f64 } else { 0.0 },
+            }))?
+        );
+    } else if !cli.quiet {
+        println!(
+            "restored {} files, {} dirs, {} symlinks ({}) to {} in {:.2}s; {} containers read",
+            sum.files,
+            sum.dirs,
+            sum.symlinks,
+            bytes(sum.bytes),
+            target.display(),
+            secs,
+            c.containers_read
+        );
+    }
+    if sum.errors.is_empty() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        Err(anyhow!(
+            "{} entries could not be restored",
+            sum.errors.len()
+        ))
+    }
+}
+
+fn cat(repo: &Repository, snapshot: &str, path: &str) -> Result<ExitCode> {
+    let snap = catalog::resolve(&**repo.backend(), snapshot)?;
+    let mut reader = Reader::open(repo, 4)?;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
+    reader.cat(&snap.record, path, &mut out)?;
+    out.flush().context("writing to standard output")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn stats(cli: &Cli, repo: &Repository) -> Result<ExitCode> {
+    let s = cairn_engine::stats::stats(repo)?;
+    if cli.json {
+        println!("{}", serde_json::to_string_pretty(&s)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("snapshots:              {}", s.snapshots);
+    println!("logical bytes:          {}", bytes(s.logical_bytes));
+    println!("stored after dedup:     {}", bytes(s.stored_bytes));
+    println!("stored after compress:  {}", bytes(s.compressed_bytes));
+    println!(
+        "container files:        {} in {} containers",
+        bytes(s.container_bytes),
+        s.containers
+    );
+    println!("dedup ratio (global):   {:.2}x", s.dedup_ratio);
+    println!("compression (local):    {:.2}x", s.compression_ratio);
+    println!("total compression:      {:.2}x", s.total_compression);
+    println!(
+        "chunks:                 {} referenced, {} unique ({} data, {} tree, {} listing)",
+        s.chunks, s.unique_chunks, s.data_chunks, s.tree_chunks, s.meta_chunks
+    );
+    let c = &s.counters;
+    println!(
+        "lookups (all backups):  {} cache hits, {} bloom negatives, {} index page reads, {} prefetches",
+        c.cache_hits, c.bloom_negatives, c.index_page_reads, c.prefetches
+    );
+    println!(
+        "index RAM per chunk:    {:.2} bytes",
+        s.index_ram_bytes_per_chunk
+    );
+    println!(
+        "last backup:            {:.2}s ({:.1} MB/s)",
+        s.last_backup_seconds, s.last_backup_mb_per_s
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn check(cli: &Cli, repo: &Repository, read_data: bool) -> Result<ExitCode> {
+    let report = cairn_engine::check::check(repo, read_data)?;
+    if cli.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        for p in &report.problems {
+            let mut line = format!("cairn: damage: {}", p.message);
+            if let Some(c) = &p.container {
+                line += &format!(" [container {c}]");
+            }
+            if !p.snapshots.is_empty() {
+                let s: Vec<&str> = p.snapshots.iter().map(|s| &s[..8.min(s.len())]).collect();
+                line += &format!(" [snapshots {}]", s.join(","));
+            }
+            if !p.paths.is_empty() {
+                let paths: Vec<&str> = p.paths.iter().take(5).map(String::as_str).collect();
+                line += &format!(
+                    " [paths {}{}]",
+                    paths.join(", "),
+                    if p.paths.len() > 5 { ", ..." } else { "" }
+                );
+            }
+            eprintln!("{line}");
+        }
+        if !cli.quiet {
+            println!(
+                "checked {} snapshots, {} containers, {} indexed chunks{}",
+                report.snapshots,
+                report.containers,
+                report.indexed_chunks,
+                if read_data {
+                    format!(", {} chunks rehashed", report.chunks_verified)
+                } else {
+                    String::new()
+                }
+            );
+            if report.reclaimable_containers > 0 {
+                println!(
+                    "{} containers ({}) are referenced by no snapshot and reclaimable",
+                    report.reclaimable_containers,
+                    bytes(report.reclaimable_bytes)
+                );
+            }
+            if report.is_clean() {
+                println!("no problems found");
+            }
+        }
+    }
+    if report.is_clean() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        Err(anyhow!("check found {} problem(s)", report.problems.len()))
+    }
+}

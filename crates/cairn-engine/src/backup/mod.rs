@@ -1,0 +1,469 @@
+//! A backup: one stream per source, run in parallel (DDFS §4.2: several
+//! streams write in parallel, each into its own containers), then the commit
+//! sequence that makes the snapshot appear only when everything it references
+//! is durable:
+//!
+//! 1. every stream seals its open container (write + fsync);
+//! 2. the top-level directory listing is stored and sealed;
+//! 3. the in-memory index part is merged into a new index generation whose
+//!    `covered_below` is the next container id;
+//! 4. the Summary Vector checkpoint of that generation is written;
+//! 5. the snapshot record is written (the commit point).
+//!
+//! A crash before step 5 leaves only orphan containers (and perhaps a newer
+//! index generation that covers them), which the next open replays and
+//! `check` reports as reclaimable.
+
+pub mod stream;
+pub mod tree_builder;
+pub mod walker;
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use crossbeam_channel::bounded;
+use parking_lot::Mutex;
+use serde::Serialize;
+
+use cairn_chunk::ChunkBatch;
+use cairn_core::counters::bump;
+use cairn_core::{ChunkKind, CountersSnapshot, Error, Result};
+use cairn_format::dir::{encode_dir, DirEntry, EntryKind};
+use cairn_format::snapshot::{SnapshotRecord, SnapshotStats};
+
+use crate::catalog;
+use crate::dedup::Dedup;
+use crate::index;
+use crate::repo::{Repository, WriteLock};
+use stream::{PhaseTimes, Shared, Stream};
+use tree_builder::TreeBuilder;
+use walker::{EntryMeta, Event, Walker};
+pub use walker::{Progress, Source};
+
+pub struct BackupOptions {
+    pub sources: Vec<Source>,
+    pub tags: Vec<String>,
+    pub host: Option<String>,
+    pub progress: Arc<Progress>,
+}
+
+/// Seconds spent per pipeline phase (summed over streams and threads).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct PhaseReport {
+    pub open_seconds: f64,
+    pub read_chunk_seconds: f64,
+    pub hash_seconds: f64,
+    pub dedup_seconds: f64,
+    pub compress_seconds: f64,
+    pub write_seconds: f64,
+    pub commit_seconds: f64,
+    pub total_seconds: f64,
+}
+
+pub struct BackupOutcome {
+    pub snapshot_id: String,
+    pub record: SnapshotRecord,
+    /// Paths that could not be read (the snapshot holds everything else).
+    pub skipped: Vec<String>,
+    /// Non-fatal notices: changed files, special files, replay warnings.
+    pub notices: Vec<String>,
+    pub counters: CountersSnapshot,
+    pub phases: PhaseReport,
+    /// Fingerprint-lookup RAM (Summary Vector + in-memory index) per indexed chunk.
+    pub index_ram_bytes_per_chunk: f64,
+    /// Containers appended by an interrupted earlier backup and replayed now.
+    pub replayed_containers: u64,
+}
+
+#[derive(Default)]
+struct TreeCounts {
+    files: AtomicU64,
+    dirs: AtomicU64,
+    symlinks: AtomicU64,
+    logical_bytes: AtomicU64,
+}
+
+fn secs(ns: &AtomicU64) -> f64 {
+    ns.load(Ordering::Relaxed) as f64 / 1e9
+}
+
+fn top_level_name(source: &Source) -> Vec<u8> {
+    use std::os::unix::ffi::OsStrExt;
+    match source {
+        Source::Path(p) => p
+            .file_name()
+            .map(|n| n.as_bytes().to_vec())
+            .unwrap_or_else(|| b"root".to_vec()),
+        Source::Stdin { name } => name.as_bytes().to_vec(),
+    }
+}
+
+/// Runs a backup; the caller holds the writer lock.
+pub fn backup(repo: &Repository, _lock: &WriteLock, opts: BackupOptions) -> Result<BackupOutcome> {
+    let started = Instant::now();
+    if opts.sources.is_empty() {
+        return Err(Error::invalid(
+            "nothing to back up: give at least one path or --stdin",
+        ));
+    }
+    let mut names: Vec<Vec<u8>> = opts.sources.iter().map(top_level_name).collect();
+    for n in &names {
+        if n.is_empty() || n.contains(&b'/') || n == b"." || n == b".." {
+            return Err(Error::invalid(format!(
+                "invalid name {:?} for a backup source",
+                String::from_utf8_lossy(n)
+            )));
+        }
+    }
+    names.sort();
+    if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+        return Err(Error::invalid(format!(
+            "two sources share the name {:?}; back them up separately",
+            String::from_utf8_lossy(&w[0])
+        )));
+    }
+
+    let before = repo.counters.snapshot();
+    let warnings = crate::warnings::Warnings::default();
+    let cfg = repo.config.clone();
+    let opened = index::open_for_write(
+        repo.backend().clone(),
+        repo.counters.clone(),
+        &repo.log,
+        &cfg.index,
+        &warnings,
+    )?;
+    let replayed_containers = opened.replayed_containers;
+    let dedup = Dedup::new(
+        opened,
+        repo.log.clone(),
+        repo.counters.clone(),
+        cfg.index.cache_containers as usize,
+        cfg.index.summary_vector,
+        cfg.index.locality_cache,
+    );
+    let open_seconds = started.elapsed().as_secs_f64();
+    let shared = Shared {
+        cfg,
+        dedup,
+        log: repo.log.clone(),
+        counters: repo.counters.clone(),
+        phases: PhaseTimes::default(),
+        new_raw_bytes: AtomicU64::new(0),
+        new_stored_bytes: AtomicU64::new(0),
+        chunks: AtomicU64::new(0),
+        new_chunks: AtomicU64::new(0),
+    };
+    let counts = TreeCounts::default();
+    let skipped = Mutex::new(Vec::new());
+    let notices = Mutex::new(warnings.take());
+    let exclude = repo.local_root().and_then(|p| {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()))
+    });
+    let read_ns = Arc::new(AtomicU64::new(0));
+
+    // Run the streams, at most `workers` at a time; each keeps its own container.
+    let workers = std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .clamp(1, 8);
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<(usize, Result<Option<DirEntry>>)>> = Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..workers.min(opts.sources.len()) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(source) = opts.sources.get(i) else {
+                    break;
+                };
+                let r = run_stream(
+                    &shared,
+                    &counts,
+                    source,
+                    &opts.progress,
+                    exclude,
+                    &read_ns,
+                    &skipped,
+                    &notices,
+                );
+                let failed = r.is_err();
+                results.lock().push((i, r));
+                if failed {
+                    // Stop handing out sources; the others finish what they hold.
+                    next.store(usize::MAX / 2, Ordering::Relaxed);
+                }
+            });
+        }
+    });
+    let mut results = results.into_inner();
+    results.sort_by_key(|(i, _)| *i);
+    let mut top = Vec::new();
+    for (_, r) in results {
+        if let Some(entry) = r? {
+            top.push(entry);
+        }
+    }
+    let skipped = skipped.into_inner();
+    if top.is_empty() {
+        return Err(Error::invalid(format!(
+            "nothing was backed up: {}",
+            skipped.first().map_or("no readable source", String::as_str)
+        )));
+    }
+    top.sort_by(|a, b| a.name.cmp(&b.name));
+
+    // Commit sequence, steps 2-5.
+    let commit_started = Instant::now();
+    let mut listing = Vec::new();
+    encode_dir(&top, &mut listing)?;
+    let mut commit_stream = Stream::new(&shared);
+    let root = commit_stream
+        .store_blob(&listing)?
+        .ok_or_else(|| Error::invalid("empty root listing"))?;
+    commit_stream.seal()?;
+
+    let covered = shared.log.next_id();
+    let memory = shared.dedup.memory_entries();
+    let disk_generation = shared.dedup.disk.generation();
+    if !memory.is_empty() || covered != shared.dedup.disk.covered_below() {
+        let generation = shared.dedup.disk.write_merged(
+            memory,
+            covered,
+            shared.cfg.fingerprint.width(),
+            shared.cfg.index.page_size as usize,
+        )?;
+        index::write_checkpoint(
+            &**repo.backend(),
+            &shared.dedup.summary,
+            generation,
+            covered,
+        )?;
+    } else if disk_generation > 0
+        && !repo
+            .backend()
+            .exists(&crate::keys::bloom(disk_generation))?
+    {
+        index::write_checkpoint(
+            &**repo.backend(),
+            &shared.dedup.summary,
+            disk_generation,
+            covered,
+        )?;
+    }
+    let indexed = shared.dedup.disk.entry_count().max(1);
+    let index_ram_bytes_per_chunk = shared.dedup.ram_bytes() as f64 / indexed as f64;
+    shared.dedup.clear_memory();
+
+    let counters = repo.counters.snapshot().since(&before);
+    let now_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0);
+    let stats = SnapshotStats {
+        logical_bytes: counts.logical_bytes.load(Ordering::Relaxed),
+        files: counts.files.load(Ordering::Relaxed),
+        dirs: counts.dirs.load(Ordering::Relaxed),
+        symlinks: counts.symlinks.load(Ordering::Relaxed),
+        chunks: shared.chunks.load(Ordering::Relaxed),
+        new_chunks: shared.new_chunks.load(Ordering::Relaxed),
+        new_raw_bytes: shared.new_raw_bytes.load(Ordering::Relaxed),
+        new_stored_bytes: shared.new_stored_bytes.load(Ordering::Relaxed),
+        containers_written: counters.containers_written,
+        duration_ns: started.elapsed().as_nanos() as u64,
+        skipped_paths: skipped.len() as u64,
+        counters,
+    };
+    let paths = opts
+        .sources
+        .iter()
+        .map(|s| match s {
+            Source::Path(p) => std::path::absolute(p)
+                .unwrap_or_else(|_| p.clone())
+                .display()
+                .to_string(),
+            Source::Stdin { name } => format!("<stdin:{name}>"),
+        })
+        .collect();
+    let record = SnapshotRecord {
+        time_unix_ns: now_ns,
+        host: opts
+            .host
+            .unwrap_or_else(|| gethostname::gethostname().to_string_lossy().into_owned()),
+        paths,
+        tags: opts.tags,
+        root: root.into(),
+        stats,
+    };
+    let snapshot_id = catalog::commit(&**repo.backend(), &record)?;
+    let p = &shared.phases;
+    let phases = PhaseReport {
+        open_seconds,
+        read_chunk_seconds: secs(&read_ns),
+        hash_seconds: secs(&p.hash_ns),
+        dedup_seconds: secs(&p.dedup_ns),
+        compress_seconds: secs(&p.compress_ns),
+        write_seconds: secs(&p.write_ns),
+        commit_seconds: commit_started.elapsed().as_secs_f64(),
+        total_seconds: started.elapsed().as_secs_f64(),
+    };
+    Ok(BackupOutcome {
+        snapshot_id,
+        record,
+        skipped,
+        notices: notices.into_inner(),
+        counters: repo.counters.snapshot().since(&before),
+        phases,
+        index_ram_bytes_per_chunk,
+        replayed_containers,
+    })
+}
+
+/// One stream: a walker thread reads and chunks, this thread stores.
+#[allow(clippy::too_many_arguments)]
+fn run_stream(
+    shared: &Shared,
+    counts: &TreeCounts,
+    source: &Source,
+    progress: &Arc<Progress>,
+    exclude: Option<(u64, u64)>,
+    read_ns: &Arc<AtomicU64>,
+    skipped: &Mutex<Vec<String>>,
+    notices: &Mutex<Vec<String>>,
+) -> Result<Option<DirEntry>> {
+    let (tx, rx) = bounded::<Event>(4);
+    let (recycle_tx, recycle_rx) = bounded::<ChunkBatch>(8);
+    let mut stream = Stream::new(shared);
+    let result = std::thread::scope(|s| {
+        let walker = s.spawn(|| {
+            let mut w = Walker::new(
+                shared.cfg.chunker,
+                tx,
+                recycle_rx,
+                progress.clone(),
+                exclude,
+                read_ns.clone(),
+            );
+            w.run(source);
+            (w.skipped, w.notices)
+        });
+        let r = consume(&mut stream, counts, &rx, &recycle_tx);
+        drop(rx); // unblocks the walker if we stopped early
+        let (sk, no) = walker.join().expect("walker thread panicked");
+        skipped.lock().extend(sk);
+        notices.lock().extend(no);
+        r
+    });
+    let entry = result?;
+    stream.seal()?;
+    Ok(entry)
+}
+
+struct DirFrame {
+    name: Vec<u8>,
+    meta: EntryMeta,
+    entries: Vec<DirEntry>,
+}
+
+struct OpenFile {
+    name: Vec<u8>,
+    meta: EntryMeta,
+    tree: TreeBuilder,
+    bytes: u64,
+}
+
+fn entry(name: Vec<u8>, kind: EntryKind, m: &EntryMeta) -> DirEntry {
+    DirEntry {
+        name,
+        kind,
+        mode: m.mode,
+        uid: m.uid,
+        gid: m.gid,
+        mtime_ns: m.mtime_ns,
+        size: 0,
+        target: None,
+        content: None,
+    }
+}
+
+/// Consumes a walker's events, storing content and building listings.
+/// Returns the stream's top-level entry (`None` if it was skipped).
+fn consume(
+    stream: &mut Stream,
+    counts: &TreeCounts,
+    rx: &crossbeam_channel::Receiver<Event>,
+    recycle: &crossbeam_channel::Sender<ChunkBatch>,
+) -> Result<Option<DirEntry>> {
+    let mut stack: Vec<DirFrame> = Vec::new();
+    let mut file: Option<OpenFile> = None;
+    let mut top: Option<DirEntry> = None;
+    let mut fps = Vec::new();
+    let mut place = |e: DirEntry, stack: &mut Vec<DirFrame>| match stack.last_mut() {
+        Some(f) => f.entries.push(e),
+        None => top = Some(e),
+    };
+    for ev in rx.iter() {
+        match ev {
+            Event::DirStart { name, meta } => stack.push(DirFrame {
+                name,
+                meta,
+                entries: Vec::new(),
+            }),
+            Event::DirEnd => {
+                let f = stack.pop().expect("DirEnd matches a DirStart");
+                let mut listing = Vec::new();
+                encode_dir(&f.entries, &mut listing)?;
+                let content = stream.store_blob(&listing)?;
+                let mut e = entry(f.name, EntryKind::Dir, &f.meta);
+                e.size = listing.len() as u64;
+                e.content = content;
+                bump(&counts.dirs, 1);
+                place(e, &mut stack);
+            }
+            Event::FileStart { name, meta } => {
+                file = Some(OpenFile {
+                    name,
+                    meta,
+                    tree: TreeBuilder::new(&stream_tree_cfg(stream)),
+                    bytes: 0,
+                })
+            }
+            Event::Data(batch) => {
+                let f = file.as_mut().expect("Data inside a file");
+                let chunks: Vec<&[u8]> = batch.iter().collect();
+                fps.clear();
+                fps.extend_from_slice(stream.store_chunks(ChunkKind::Data, 0, &chunks)?);
+                for (fp, c) in fps.iter().zip(&chunks) {
+                    f.tree.push_leaf(*fp, c.len() as u64, stream)?;
+                    f.bytes += c.len() as u64;
+                }
+                drop(chunks);
+                let _ = recycle.try_send(batch);
+            }
+            Event::FileEnd { ok } => {
+                let f = file.take().expect("FileEnd matches a FileStart");
+                let content = f.tree.finish(stream)?;
+                if ok {
+                    let mut e = entry(f.name, EntryKind::File, &f.meta);
+                    e.size = f.bytes;
+                    e.content = content;
+                    bump(&counts.files, 1);
+                    bump(&counts.logical_bytes, f.bytes);
+                    place(e, &mut stack);
+                }
+            }
+            Event::Symlink { name, meta, target } => {
+                let mut e = entry(name, EntryKind::Symlink, &meta);
+                e.size = target.len() as u64;
+                e.target = Some(target);
+                bump(&counts.symlinks, 1);
+                place(e, &mut stack);
+            }
+        }
+    }
+    Ok(top)
+}
+
+fn stream_tree_cfg(stream: &Stream) -> crate::config::TreeConfig {
+    stream.tree_config().clone()
+}

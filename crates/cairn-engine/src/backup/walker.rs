@@ -1,0 +1,305 @@
+//! Reads one backup source — a file tree or a stream — on its own thread and
+//! emits events in a fixed order (depth-first, entries sorted by name bytes)
+//! with the file contents already cut into reused chunk batches. Reading and
+//! chunking thus overlap with fingerprinting and dedup on the stream thread.
+//!
+//! Problems that lose one path (unreadable, vanished) become `Skipped`
+//! warnings and the walk goes on; a file that changes while it is read is
+//! stored as read and reported.
+
+use std::fs::{self, File, Metadata};
+use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use crossbeam_channel::{Receiver, Sender};
+
+use cairn_chunk::{new_chunker, ChunkBatch, ChunkReader};
+use cairn_core::ChunkerConfig;
+
+/// Bytes of input per chunk batch handed from the walker to the stream.
+pub const BATCH_BYTES: usize = 1 << 20;
+
+/// Per-entry metadata recorded in directory listings.
+#[derive(Clone, Debug)]
+pub struct EntryMeta {
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub mtime_ns: i64,
+    pub size: u64,
+}
+
+impl EntryMeta {
+    pub fn from_fs(m: &Metadata) -> Self {
+        EntryMeta {
+            mode: m.permissions().mode(),
+            uid: m.uid(),
+            gid: m.gid(),
+            mtime_ns: m
+                .mtime()
+                .saturating_mul(1_000_000_000)
+                .saturating_add(m.mtime_nsec()),
+            size: m.len(),
+        }
+    }
+}
+
+pub enum Event {
+    DirStart {
+        name: Vec<u8>,
+        meta: EntryMeta,
+    },
+    DirEnd,
+    FileStart {
+        name: Vec<u8>,
+        meta: EntryMeta,
+    },
+    Data(ChunkBatch),
+    /// `ok == false`: reading failed part-way; the entry must be dropped.
+    FileEnd {
+        ok: bool,
+    },
+    Symlink {
+        name: Vec<u8>,
+        meta: EntryMeta,
+        target: Vec<u8>,
+    },
+}
+
+/// Progress shared with the caller (bytes of file content read so far).
+#[derive(Debug, Default)]
+pub struct Progress {
+    pub bytes_done: AtomicU64,
+    pub files_done: AtomicU64,
+    /// Total input bytes if known (0 = unknown).
+    pub bytes_total: AtomicU64,
+}
+
+/// What a walker reads.
+pub enum Source {
+    Path(PathBuf),
+    Stdin { name: String },
+}
+
+pub struct Walker {
+    chunker: ChunkerConfig,
+    tx: Sender<Event>,
+    recycle: Receiver<ChunkBatch>,
+    progress: Arc<Progress>,
+    /// Paths skipped with a reason, reported by the caller.
+    pub skipped: Vec<String>,
+    /// Non-fatal notices (changed files, special files).
+    pub notices: Vec<String>,
+    /// Never descend into this directory (the repository itself).
+    exclude: Option<(u64, u64)>,
+    read_ns: Arc<AtomicU64>,
+}
+
+fn name_of(path: &Path) -> Vec<u8> {
+    match path.file_name() {
+        Some(n) => n.as_bytes().to_vec(),
+        None => b"root".to_vec(),
+    }
+}
+
+impl Walker {
+    pub fn new(
+        chunker: ChunkerConfig,
+        tx: Sender<Event>,
+        recycle: Receiver<ChunkBatch>,
+        progress: Arc<Progress>,
+        exclude: Option<(u64, u64)>,
+        read_ns: Arc<AtomicU64>,
+    ) -> Self {
+        Walker {
+            chunker,
+            tx,
+            recycle,
+            progress,
+            skipped: Vec::new(),
+            notices: Vec::new(),
+            exclude,
+            read_ns,
+        }
+    }
+
+    /// Walks `source`; returns early (quietly) if the receiver has gone away.
+    pub fn run(&mut self, source: &Source) {
+        let _ = match source {
+            Source::Path(p) => self.walk_path(p, name_of(p)),
+            Source::Stdin { name } => self.walk_stdin(name),
+        };
+    }
+
+    fn send(&self, ev: Event) -> Result<(), ()> {
+        self.tx.send(ev).map_err(|_| ())
+    }
+
+    fn skip(&mut self, path: &Path, why: impl std::fmt::Display) {
+        self.skipped.push(format!("{}: {why}", path.display()));
+    }
+
+    fn walk_path(&mut self, path: &Path, name: Vec<u8>) -> Result<(), ()> {
+        let meta = match fs::symlink_metadata(path) {
+            Ok(m) => m,
+            Err(e) => {
+                self.skip(path, e);
+                return Ok(());
+            }
+        };
+        let ft = meta.file_type();
+        if ft.is_dir() {
+            if self.exclude == Some((meta.dev(), meta.ino())) {
+                self.notices.push(format!(
+                    "{}: not backing up the repository itself",
+                    path.display()
+                ));
+                return Ok(());
+            }
+            let mut children: Vec<PathBuf> = match fs::read_dir(path) {
+                Ok(rd) => {
+                    let mut v = Vec::new();
+                    for ent in rd {
+                        match ent {
+                            Ok(e) => v.push(e.path()),
+                            Err(e) => self.skip(path, e),
+                        }
+                    }
+                    v
+                }
+                Err(e) => {
+                    self.skip(path, e);
+                    return Ok(());
+                }
+            };
+            children.sort_by(|a, b| name_of(a).cmp(&name_of(b)));
+            self.send(Event::DirStart {
+                name,
+                meta: EntryMeta::from_fs(&meta),
+            })?;
+            for child in children {
+                let n = name_of(&child);
+                self.walk_path(&child, n)?;
+            }
+            self.send(Event::DirEnd)
+        } else if ft.is_symlink() {
+            match fs::read_link(path) {
+                Ok(t) => self.send(Event::Symlink {
+                    name,
+                    meta: EntryMeta::from_fs(&meta),
+                    target: t.as_os_str().as_bytes().to_vec(),
+                }),
+                Err(e) => {
+                    self.skip(path, e);
+                    Ok(())
+                }
+            }
+        } else if ft.is_file() {
+            let file = match File::open(path) {
+                Ok(f) => f,
+                Err(e) => {
+                    self.skip(path, e);
+                    return Ok(());
+                }
+            };
+            self.send(Event::FileStart {
+                name,
+                meta: EntryMeta::from_fs(&meta),
+            })?;
+            let ok = match self.read_content(&file) {
+                Ok(()) => true,
+                Err(ReadFailure::Io(e)) => {
+                    self.skip(path, format!("read failed: {e}"));
+                    false
+                }
+                Err(ReadFailure::Closed) => return Err(()),
+            };
+            if ok {
+                if let Ok(after) = file.metadata() {
+                    if after.len() != meta.len()
+                        || after.mtime_nsec() != meta.mtime_nsec()
+                        || after.mtime() != meta.mtime()
+                    {
+                        self.notices.push(format!(
+                            "{}: file changed while being read; stored as read",
+                            path.display()
+                        ));
+                    }
+                }
+            }
+            self.progress.files_done.fetch_add(1, Ordering::Relaxed);
+            self.send(Event::FileEnd { ok })
+        } else {
+            self.notices.push(format!(
+                "{}: skipping special file (device, socket or fifo)",
+                path.display()
+            ));
+            Ok(())
+        }
+    }
+
+    fn walk_stdin(&mut self, name: &str) -> Result<(), ()> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as i64)
+            .unwrap_or(0);
+        let meta = EntryMeta {
+            mode: 0o100644,
+            uid: 0,
+            gid: 0,
+            mtime_ns: now,
+            size: 0,
+        };
+        self.send(Event::FileStart {
+            name: name.as_bytes().to_vec(),
+            meta,
+        })?;
+        let stdin = std::io::stdin().lock();
+        let ok = match self.read_content(stdin) {
+            Ok(()) => true,
+            Err(ReadFailure::Io(e)) => {
+                self.skipped
+                    .push(format!("standard input: read failed: {e}"));
+                false
+            }
+            Err(ReadFailure::Closed) => return Err(()),
+        };
+        self.send(Event::FileEnd { ok })
+    }
+
+    fn read_content(&mut self, reader: impl Read) -> Result<(), ReadFailure> {
+        let mut cr = ChunkReader::new(reader, new_chunker(&self.chunker), BATCH_BYTES);
+        loop {
+            let mut batch = self
+                .recycle
+                .try_recv()
+                .unwrap_or_else(|_| ChunkBatch::new());
+            let t = Instant::now();
+            let more = cr.next_batch(&mut batch).map_err(ReadFailure::Io)?;
+            self.read_ns
+                .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            if batch.is_empty() {
+                return Ok(());
+            }
+            self.progress
+                .bytes_done
+                .fetch_add(batch.bytes() as u64, Ordering::Relaxed);
+            self.tx
+                .send(Event::Data(batch))
+                .map_err(|_| ReadFailure::Closed)?;
+            if !more {
+                return Ok(());
+            }
+        }
+    }
+}
+
+enum ReadFailure {
+    Io(std::io::Error),
+    Closed,
+}

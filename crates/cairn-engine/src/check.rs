@@ -1,0 +1,412 @@
+//! `check`: verifies that every snapshot is restorable without restoring it.
+//!
+//! 1. Every container's metadata section is read (one tail read each) and its
+//!    checksum verified; with `--read-data` the whole container is read, its
+//!    data checksum verified, and every chunk decompressed and rehashed.
+//! 2. The index file is read page by page (each page checksummed); every entry
+//!    must point at a container that holds the fingerprint, and every chunk of
+//!    a container below the index's checkpoint must be indexed.
+//! 3. Every snapshot record is loaded (its id is its hash) and its tree walked:
+//!    every referenced chunk must be indexed, in a sound container, and (with
+//!    `--read-data`) intact. Tree nodes and listings are read and decoded.
+//!    Subtrees already verified are not walked twice.
+//! 4. Containers no snapshot references are reported as reclaimable, not as
+//!    errors (an interrupted backup leaves such orphans by design).
+//!
+//! Each problem names the container involved and the snapshots and paths it
+//! damages.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use serde::Serialize;
+
+use cairn_chunk::fingerprint;
+use cairn_core::{ChunkKind, ContainerId, Fingerprint, FpMap, FpSet, Result};
+use cairn_format::compress::decompress;
+use cairn_format::container::ContainerMeta;
+use cairn_format::dir::{BlobRef, EntryKind};
+use cairn_format::tree::decode_tree_node;
+
+use crate::catalog;
+use crate::container_log::ContainerLog;
+use crate::index::disk_index::DiskIndex;
+use crate::repo::Repository;
+use crate::restore::Reader;
+
+#[derive(Debug, Default, Serialize)]
+pub struct Problem {
+    pub message: String,
+    pub container: Option<String>,
+    pub snapshots: BTreeSet<String>,
+    pub paths: BTreeSet<String>,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct CheckReport {
+    pub snapshots: u64,
+    pub containers: u64,
+    pub indexed_chunks: u64,
+    pub chunks_verified: u64,
+    pub problems: Vec<Problem>,
+    /// Containers no snapshot references (left by interrupted backups).
+    pub reclaimable_containers: u64,
+    pub reclaimable_bytes: u64,
+}
+
+impl CheckReport {
+    pub fn is_clean(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+/// Problems keyed by (message, container) so one damaged container touching
+/// many files is one line with all of them.
+#[derive(Default)]
+struct Problems {
+    map: BTreeMap<(String, Option<String>), Problem>,
+}
+
+impl Problems {
+    fn add(
+        &mut self,
+        message: String,
+        container: Option<ContainerId>,
+        snap: Option<&str>,
+        path: Option<&str>,
+    ) {
+        let c = container.map(|c| c.to_string());
+        let p = self
+            .map
+            .entry((message.clone(), c.clone()))
+            .or_insert_with(|| Problem {
+                message,
+                container: c,
+                ..Default::default()
+            });
+        if let Some(s) = snap {
+            p.snapshots.insert(s.to_string());
+        }
+        if let Some(path) = path {
+            p.paths.insert(path.to_string());
+        }
+    }
+}
+
+struct Ctx<'a> {
+    reader: Reader,
+    index: FpMap<ContainerId>,
+    metas: &'a HashMap<ContainerId, ContainerMeta>,
+    /// Containers whose metadata could not be read.
+    bad_containers: &'a HashMap<ContainerId, String>,
+    /// Chunks found damaged by `--read-data`.
+    bad_chunks: &'a FpMap<(ContainerId, String)>,
+    problems: Problems,
+    referenced: HashSet<ContainerId>,
+    verified_subtrees: FpSet,
+    fp_width: usize,
+    buf: Vec<u8>,
+}
+
+pub fn check(repo: &Repository, read_data: bool) -> Result<CheckReport> {
+    let mut report = CheckReport::default();
+    let mut problems = Problems::default();
+    let log: &ContainerLog = &repo.log;
+
+    // 1. Containers.
+    let ids = log.ids()?;
+    report.containers = ids.len() as u64;
+    let mut metas = HashMap::new();
+    let mut bad_containers = HashMap::new();
+    let mut bad_chunks: FpMap<(ContainerId, String)> = FpMap::default();
+    for &id in &ids {
+        let meta = if read_data {
+            log.read(id).map(|c| {
+                for d in &c.meta.descriptors {
+                    if let Err(e) = verify_chunk(repo, &c.bytes, &c.meta, d) {
+                        bad_chunks.insert(d.fp, (id, e));
+                    }
+                    report.chunks_verified += 1;
+                }
+                c.meta
+            })
+        } else {
+            log.read_meta(id)
+        };
+        match meta {
+            Ok(m) => {
+                metas.insert(id, m);
+            }
+            Err(e) => {
+                problems.add(format!("container unreadable: {e}"), Some(id), None, None);
+                bad_containers.insert(id, e.to_string());
+            }
+        }
+    }
+    for (fp, (id, e)) in &bad_chunks {
+        problems.add(format!("chunk {fp} damaged: {e}"), Some(*id), None, None);
+    }
+
+    // 2. Index.
+    let mut index: FpMap<ContainerId> = FpMap::default();
+    let disk = DiskIndex::open(repo.backend().clone(), repo.counters.clone());
+    let covered = match &disk {
+        Ok(d) => d.covered_below(),
+        Err(_) => ContainerId(0),
+    };
+    match disk.and_then(|d| d.read_all()) {
+        Ok(entries) => {
+            for e in entries {
+                index.insert(e.fp, e.container);
+            }
+        }
+        Err(e) => problems.add(format!("index unreadable: {e}"), None, None, None),
+    }
+    report.indexed_chunks = index.len() as u64;
+    let mut holds: HashMap<ContainerId, FpSet> = HashMap::new();
+    for (id, m) in &metas {
+        holds.insert(*id, m.descriptors.iter().map(|d| d.fp).collect());
+    }
+    for (fp, id) in &index {
+        if bad_containers.contains_key(id) {
+            continue;
+        }
+        if !holds.get(id).is_some_and(|s| s.contains(fp)) {
+            problems.add(
+                format!("index entry for chunk {fp} points at a container that does not hold it"),
+                Some(*id),
+                None,
+                None,
+            );
+        }
+    }
+    for (id, m) in &metas {
+        if *id < covered && m.descriptors.iter().any(|d| !index.contains_key(&d.fp)) {
+            problems.add(
+                "container's chunks are missing from the index".into(),
+                Some(*id),
+                None,
+                None,
+            );
+        }
+    }
+
+    // 3. Snapshots.
+    let (snaps, bad_snaps) = catalog::list(&**repo.backend())?;
+    report.snapshots = (snaps.len() + bad_snaps.len()) as u64;
+    for (id, e) in bad_snaps {
+        problems.add(
+            format!("snapshot record unreadable: {e}"),
+            None,
+            Some(&id),
+            None,
+        );
+    }
+    let mut ctx = Ctx {
+        reader: Reader::open(repo, crate::restore::DEFAULT_CACHE_CONTAINERS)?,
+        index,
+        metas: &metas,
+        bad_containers: &bad_containers,
+        bad_chunks: &bad_chunks,
+        problems,
+        referenced: HashSet::new(),
+        verified_subtrees: FpSet::default(),
+        fp_width: repo.config.fingerprint.width(),
+        buf: Vec::new(),
+    };
+    for s in &snaps {
+        match BlobRef::try_from(&s.record.root) {
+            Ok(root) => {
+                ctx.walk_dir(&s.id, "", &root);
+            }
+            Err(e) => ctx.problems.add(
+                format!("snapshot root invalid: {e}"),
+                None,
+                Some(&s.id),
+                None,
+            ),
+        }
+    }
+
+    // 4. Reclaimable containers.
+    for id in metas.keys() {
+        if !ctx.referenced.contains(id) {
+            report.reclaimable_containers += 1;
+            report.reclaimable_bytes += metas[id].file_size;
+        }
+    }
+    report.problems = ctx.problems.map.into_values().collect();
+    Ok(report)
+}
+
+fn verify_chunk(
+    repo: &Repository,
+    bytes: &[u8],
+    meta: &ContainerMeta,
+    d: &cairn_format::container::Descriptor,
+) -> std::result::Result<(), String> {
+    let stored =
+        cairn_format::container::stored_chunk(bytes, meta, d).map_err(|e| e.to_string())?;
+    let mut raw = Vec::new();
+    decompress(d.codec, stored, d.raw_len as usize, &mut raw).map_err(|e| e.to_string())?;
+    if fingerprint(repo.config.fingerprint, &raw) != d.fp {
+        return Err("content does not match its fingerprint".into());
+    }
+    Ok(())
+}
+
+impl Ctx<'_> {
+    /// Checks that `fp` is indexed in a sound container; returns the container.
+    fn locate(&mut self, fp: &Fingerprint, snap: &str, path: &str) -> Option<ContainerId> {
+        let Some(&id) = self.index.get(fp) else {
+            self.problems.add(
+                format!("chunk {fp} is missing"),
+                None,
+                Some(snap),
+                Some(path),
+            );
+            return None;
+        };
+        self.referenced.insert(id);
+        if self.bad_containers.contains_key(&id) {
+            self.problems.add(
+                "container unreadable".into(),
+                Some(id),
+                Some(snap),
+                Some(path),
+            );
+            return None;
+        }
+        if let Some((cid, e)) = self.bad_chunks.get(fp) {
+            self.problems.add(
+                format!("chunk {fp} damaged: {e}"),
+                Some(*cid),
+                Some(snap),
+                Some(path),
+            );
+            return None;
+        }
+        if !self
+            .metas
+            .get(&id)
+            .is_some_and(|m| m.descriptors.iter().any(|d| &d.fp == fp))
+        {
+            // Already reported by the index cross-check; attribute it here.
+            self.problems.add(
+                format!("index entry for chunk {fp} points at a container that does not hold it"),
+                Some(id),
+                Some(snap),
+                Some(path),
+            );
+            return None;
+        }
+        Some(id)
+    }
+
+    /// Reads a tree/meta chunk; reports failure against `snap`/`path`.
+    fn read(&mut self, fp: &Fingerprint, snap: &str, path: &str) -> Option<Vec<u8>> {
+        let id = self.locate(fp, snap, path)?;
+        let mut buf = std::mem::take(&mut self.buf);
+        match self.reader.read_chunk(fp, &mut buf) {
+            Ok(()) => Some(buf),
+            Err(e) => {
+                self.problems.add(
+                    format!("chunk {fp} unreadable: {e}"),
+                    Some(id),
+                    Some(snap),
+                    Some(path),
+                );
+                None
+            }
+        }
+    }
+
+    /// Walks a blob's tree; returns whether it is sound. `leaf_kind` is the
+    /// kind of its L0 chunks (data for files, meta for listings).
+    fn walk_blob(
+        &mut self,
+        snap: &str,
+        path: &str,
+        fp: Fingerprint,
+        level: u8,
+        leaf_kind: ChunkKind,
+    ) -> bool {
+        if self.verified_subtrees.contains(&fp) {
+            return true;
+        }
+        let ok = if level == 0 {
+            if leaf_kind == ChunkKind::Data {
+                self.locate(&fp, snap, path).is_some()
+            } else {
+                self.read(&fp, snap, path).is_some()
+            }
+        } else {
+            match self.read(&fp, snap, path) {
+                None => false,
+                Some(bytes) => match decode_tree_node(&bytes, self.fp_width) {
+                    Ok(node) if node.level == level => {
+                        let mut ok = true;
+                        for c in node.children {
+                            ok &= self.walk_blob(snap, path, c.fp, level - 1, leaf_kind);
+                        }
+                        ok
+                    }
+                    Ok(node) => {
+                        self.problems.add(
+                            format!("tree node {fp} has level {}, expected {level}", node.level),
+                            self.index.get(&fp).copied(),
+                            Some(snap),
+                            Some(path),
+                        );
+                        false
+                    }
+                    Err(e) => {
+                        self.problems.add(
+                            format!("tree node {fp}: {e}"),
+                            self.index.get(&fp).copied(),
+                            Some(snap),
+                            Some(path),
+                        );
+                        false
+                    }
+                },
+            }
+        };
+        if ok {
+            self.verified_subtrees.insert(fp);
+        }
+        ok
+    }
+
+    fn walk_dir(&mut self, snap: &str, path: &str, blob: &BlobRef) {
+        let shown = if path.is_empty() { "/" } else { path };
+        if !self.walk_blob(snap, shown, blob.root, blob.level, ChunkKind::Meta) {
+            return;
+        }
+        let entries = match self.reader.read_dir(Some(blob)) {
+            Ok(v) => v,
+            Err(e) => {
+                self.problems.add(
+                    format!("directory listing unreadable: {e}"),
+                    None,
+                    Some(snap),
+                    Some(shown),
+                );
+                return;
+            }
+        };
+        for e in entries {
+            let child = if path.is_empty() {
+                String::from_utf8_lossy(&e.name).into_owned()
+            } else {
+                format!("{path}/{}", String::from_utf8_lossy(&e.name))
+            };
+            match (e.kind, &e.content) {
+                (EntryKind::Dir, Some(b)) => self.walk_dir(snap, &child, b),
+                (EntryKind::File, Some(b)) => {
+                    self.walk_blob(snap, &child, b.root, b.level, ChunkKind::Data);
+                }
+                _ => {}
+            }
+        }
+    }
+}

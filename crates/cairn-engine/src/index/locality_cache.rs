@@ -1,0 +1,139 @@
+//! Locality Preserved Caching (DDFS §4.3): a fingerprint -> container cache
+//! filled and evicted a whole container metadata section at a time, LRU by
+//! container. A lookup that hits refreshes its container's recency.
+
+use std::collections::{BTreeMap, HashMap};
+
+use cairn_core::{ContainerId, Fingerprint, FpMap};
+
+pub struct LocalityCache {
+    capacity: usize,
+    map: FpMap<ContainerId>,
+    containers: HashMap<ContainerId, Cached>,
+    /// recency tick -> container, oldest first.
+    lru: BTreeMap<u64, ContainerId>,
+    tick: u64,
+}
+
+struct Cached {
+    fps: Vec<Fingerprint>,
+    tick: u64,
+}
+
+impl LocalityCache {
+    /// A cache holding at most `capacity` container metadata sections.
+    pub fn new(capacity: usize) -> Self {
+        LocalityCache {
+            capacity: capacity.max(1),
+            map: FpMap::default(),
+            containers: HashMap::new(),
+            lru: BTreeMap::new(),
+            tick: 0,
+        }
+    }
+
+    /// DDFS `Lookup(fingerprint)`.
+    pub fn lookup(&mut self, fp: &Fingerprint) -> Option<ContainerId> {
+        let id = *self.map.get(fp)?;
+        self.touch(id);
+        Some(id)
+    }
+
+    pub fn contains_container(&self, id: ContainerId) -> bool {
+        self.containers.contains_key(&id)
+    }
+
+    /// DDFS `Insert(container)`: all descriptors of one metadata section at
+    /// once, evicting the least recently used container first when full.
+    pub fn insert(&mut self, id: ContainerId, fps: Vec<Fingerprint>) {
+        if self.containers.contains_key(&id) {
+            self.touch(id);
+            return;
+        }
+        while self.containers.len() >= self.capacity {
+            let Some((_, victim)) = self.lru.pop_first() else {
+                break;
+            };
+            self.remove(victim);
+        }
+        for fp in &fps {
+            self.map.insert(*fp, id);
+        }
+        self.tick += 1;
+        self.lru.insert(self.tick, id);
+        self.containers.insert(
+            id,
+            Cached {
+                fps,
+                tick: self.tick,
+            },
+        );
+    }
+
+    /// DDFS `Remove(container)`. A fingerprint also present in a later cached
+    /// container keeps that container's mapping.
+    fn remove(&mut self, id: ContainerId) {
+        if let Some(c) = self.containers.remove(&id) {
+            self.lru.remove(&c.tick);
+            for fp in c.fps {
+                if self.map.get(&fp) == Some(&id) {
+                    self.map.remove(&fp);
+                }
+            }
+        }
+    }
+
+    fn touch(&mut self, id: ContainerId) {
+        if let Some(c) = self.containers.get_mut(&id) {
+            self.lru.remove(&c.tick);
+            self.tick += 1;
+            c.tick = self.tick;
+            self.lru.insert(self.tick, id);
+        }
+    }
+
+    pub fn len_containers(&self) -> usize {
+        self.containers.len()
+    }
+
+    /// Approximate heap bytes held (for the RAM report).
+    pub fn ram_bytes(&self) -> u64 {
+        let per_fp = std::mem::size_of::<Fingerprint>() * 2 + std::mem::size_of::<ContainerId>();
+        (self.map.len() * per_fp) as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fp(i: u8) -> Fingerprint {
+        Fingerprint::from_slice(&[i; 20])
+    }
+
+    #[test]
+    fn evicts_least_recently_used_container_whole() {
+        let mut c = LocalityCache::new(2);
+        c.insert(ContainerId(1), vec![fp(1), fp(2)]);
+        c.insert(ContainerId(2), vec![fp(3)]);
+        assert_eq!(c.lookup(&fp(1)), Some(ContainerId(1))); // 1 is now most recent
+        c.insert(ContainerId(3), vec![fp(4)]);
+        assert_eq!(
+            c.lookup(&fp(3)),
+            None,
+            "container 2 was least recently used"
+        );
+        assert_eq!(c.lookup(&fp(2)), Some(ContainerId(1)));
+        assert_eq!(c.lookup(&fp(4)), Some(ContainerId(3)));
+        assert_eq!(c.len_containers(), 2);
+    }
+
+    #[test]
+    fn shared_fingerprint_survives_eviction_of_older_container() {
+        let mut c = LocalityCache::new(2);
+        c.insert(ContainerId(1), vec![fp(9)]);
+        c.insert(ContainerId(2), vec![fp(9)]);
+        c.insert(ContainerId(3), vec![fp(7)]); // evicts 1
+        assert_eq!(c.lookup(&fp(9)), Some(ContainerId(2)));
+    }
+}

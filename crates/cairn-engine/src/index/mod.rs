@@ -1,0 +1,143 @@
+//! The fingerprint index as a whole: the Summary Vector, the in-memory part
+//! (entries of containers sealed or being filled since the last merge), and
+//! the on-disk paged index. Opening it for writing performs DDFS §4.1's
+//! recovery: load the checkpoint, then replay containers appended since.
+
+pub mod disk_index;
+pub mod locality_cache;
+pub mod summary_vector;
+
+use std::sync::Arc;
+
+use cairn_core::{Backend, ContainerId, Counters, Error, Result};
+use cairn_format::index::IndexEntry;
+
+use crate::config::IndexConfig;
+use crate::container_log::ContainerLog;
+use crate::keys;
+use crate::warnings::Warnings;
+use disk_index::DiskIndex;
+use summary_vector::SummaryVector;
+
+/// What a writer needs at open: the disk index, the Summary Vector with
+/// every stored fingerprint in it, and the replayed entries not yet merged.
+pub struct OpenedIndex {
+    pub disk: DiskIndex,
+    pub summary: SummaryVector,
+    pub replayed: Vec<IndexEntry>,
+    /// Containers replayed (appended after the last checkpoint).
+    pub replayed_containers: u64,
+}
+
+/// Opens the index for a writer: checkpoint + replay (DDFS §4.1).
+pub fn open_for_write(
+    backend: Arc<dyn Backend>,
+    counters: Arc<Counters>,
+    log: &ContainerLog,
+    cfg: &IndexConfig,
+    warnings: &Warnings,
+) -> Result<OpenedIndex> {
+    let disk = match DiskIndex::open(backend.clone(), counters.clone()) {
+        Ok(d) => d,
+        Err(e) if e.is_corruption() => {
+            warnings.push(format!("{e}; rebuilding the index from container metadata"));
+            for key in backend.list(keys::INDEX)? {
+                backend.delete(&key)?;
+            }
+            DiskIndex::open(backend.clone(), counters.clone())?
+        }
+        Err(e) => return Err(e),
+    };
+    let generation = disk.generation();
+    let covered = disk.covered_below();
+    let indexed = disk.entry_count();
+
+    let summary = match load_checkpoint(&*backend, generation, covered, cfg, indexed) {
+        Some(sv) => sv,
+        None => {
+            // No usable checkpoint: rebuild from the index file itself.
+            let sv = SummaryVector::with_capacity(
+                cfg.expected_chunks.max(indexed * 2),
+                cfg.bloom_bits_per_chunk,
+            );
+            for e in disk.read_all()? {
+                sv.insert(&e.fp);
+            }
+            sv
+        }
+    };
+
+    let mut replayed = Vec::new();
+    let mut replayed_containers = 0;
+    for id in log.ids()? {
+        if id < covered {
+            continue;
+        }
+        match log.read_meta(id) {
+            Ok(meta) => {
+                replayed_containers += 1;
+                for d in meta.descriptors {
+                    summary.insert(&d.fp);
+                    replayed.push(IndexEntry {
+                        fp: d.fp,
+                        container: id,
+                    });
+                }
+            }
+            Err(e) if e.is_corruption() => warnings.push(format!(
+                "skipping damaged container {id} during replay: {e}"
+            )),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(OpenedIndex {
+        disk,
+        summary,
+        replayed,
+        replayed_containers,
+    })
+}
+
+fn load_checkpoint(
+    backend: &dyn Backend,
+    generation: u64,
+    covered: ContainerId,
+    cfg: &IndexConfig,
+    indexed: u64,
+) -> Option<SummaryVector> {
+    if generation == 0 {
+        return Some(SummaryVector::with_capacity(
+            cfg.expected_chunks,
+            cfg.bloom_bits_per_chunk,
+        ));
+    }
+    let bytes = backend.read(&keys::bloom(generation)).ok()?;
+    let (sv, sv_covered) = SummaryVector::from_checkpoint(&bytes).ok()?;
+    // A checkpoint of another mark, or one too full for the index, is rebuilt.
+    (sv_covered == covered && !sv.is_overfull(indexed * 2, cfg.bloom_bits_per_chunk)).then_some(sv)
+}
+
+/// Writes the Summary Vector checkpoint for `generation` and removes older ones.
+pub fn write_checkpoint(
+    backend: &dyn Backend,
+    summary: &SummaryVector,
+    generation: u64,
+    covered: ContainerId,
+) -> Result<()> {
+    backend.write_atomic(&keys::bloom(generation), &summary.checkpoint(covered))?;
+    for key in backend.list(keys::BLOOM)? {
+        match keys::parse_generation(&key, keys::BLOOM) {
+            Some(g) if g < generation => backend.delete(&key)?,
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// An error for a fingerprint the index cannot place.
+pub fn missing_chunk(fp: &cairn_core::Fingerprint) -> Error {
+    Error::corrupt(
+        "repository",
+        format!("chunk {fp} is referenced but not in the index"),
+    )
+}

@@ -1,0 +1,60 @@
+//! Object key names in the repository namespace (see docs/FORMAT.md, "Layout").
+
+use cairn_core::ContainerId;
+
+pub const CONFIG: &str = "config";
+pub const CONTAINERS: &str = "containers/";
+pub const INDEX: &str = "index/";
+pub const BLOOM: &str = "bloom/";
+pub const SNAPSHOTS: &str = "snapshots/";
+/// The writer lock (exclusive).
+pub const WRITE_LOCK: &str = "write";
+
+pub fn container(id: ContainerId) -> String {
+    format!("containers/{:02x}/{:016x}", id.0 & 0xff, id.0)
+}
+
+/// Parses a container key back to its id (`None` for foreign files).
+pub fn parse_container(key: &str) -> Option<ContainerId> {
+    let rest = key.strip_prefix(CONTAINERS)?;
+    let (dir, name) = rest.split_once('/')?;
+    if dir.len() != 2 || name.len() != 16 {
+        return None;
+    }
+    let id = u64::from_str_radix(name, 16).ok()?;
+    (format!("{:02x}", id & 0xff) == dir).then_some(ContainerId(id))
+}
+
+pub fn index(generation: u64) -> String {
+    format!("index/{generation:016x}")
+}
+
+pub fn bloom(generation: u64) -> String {
+    format!("bloom/{generation:016x}")
+}
+
+pub fn parse_generation(key: &str, prefix: &str) -> Option<u64> {
+    let name = key.strip_prefix(prefix)?;
+    (name.len() == 16).then(|| u64::from_str_radix(name, 16).ok())?
+}
+
+pub fn snapshot(id_hex: &str) -> String {
+    format!("snapshots/{id_hex}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn container_keys_round_trip() {
+        for id in [0u64, 1, 255, 256, 0xdead_beef, u64::MAX] {
+            let k = container(ContainerId(id));
+            assert_eq!(parse_container(&k), Some(ContainerId(id)), "{k}");
+        }
+        assert_eq!(parse_container("containers/01/zz"), None);
+        assert_eq!(parse_container("containers/02/0000000000000001"), None);
+        assert_eq!(parse_generation(&index(7), INDEX), Some(7));
+        assert_eq!(parse_generation("index/xyz", INDEX), None);
+    }
+}

@@ -1,0 +1,143 @@
+//! Restore caches. A restore asks for chunks in recipe order; the cache
+//! decides which container reads serve them. This issue ships the container-
+//! granularity LRU (`002_c5d78fa3332f6f9f.txt` §2: "container-based caching");
+//! chunk LRU, forward assembly and ALACC plug in behind the same trait.
+//!
+//! Every chunk handed out is decompressed and verified against its
+//! fingerprint, so a damaged container is detected at the chunk it damages.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use cairn_chunk::fingerprint;
+use cairn_core::{ContainerId, Error, Fingerprint, FingerprintAlgo, FpMap, Result};
+use cairn_format::compress::decompress;
+use cairn_format::container::Descriptor;
+
+use crate::container_log::{ContainerLog, LoadedContainer};
+use crate::index::disk_index::DiskIndex;
+use crate::index::missing_chunk;
+
+/// Where chunks live: the index to locate them, the log to read containers.
+pub struct ChunkStore {
+    pub log: Arc<ContainerLog>,
+    pub index: DiskIndex,
+    pub algo: FingerprintAlgo,
+}
+
+impl ChunkStore {
+    pub fn locate(&self, fp: &Fingerprint) -> Result<ContainerId> {
+        self.index.lookup(fp)?.ok_or_else(|| missing_chunk(fp))
+    }
+
+    /// Decompresses chunk `d` of `c` into `out` and checks its fingerprint.
+    pub fn extract(&self, c: &LoadedContainer, d: &Descriptor, out: &mut Vec<u8>) -> Result<()> {
+        let stored = cairn_format::container::stored_chunk(&c.bytes, &c.meta, d)?;
+        decompress(d.codec, stored, d.raw_len as usize, out).map_err(|e| {
+            Error::corrupt(
+                format!("container {}", c.meta.id),
+                format!("chunk {}: {e}", d.fp),
+            )
+        })?;
+        if fingerprint(self.algo, out) != d.fp {
+            return Err(Error::corrupt(
+                format!("container {}", c.meta.id),
+                format!("chunk {} does not match its fingerprint", d.fp),
+            ));
+        }
+        Ok(())
+    }
+}
+
+pub trait RestoreCache: Send {
+    /// Writes the raw bytes of chunk `fp` into `out` (cleared first).
+    fn read_chunk(&mut self, fp: &Fingerprint, store: &ChunkStore, out: &mut Vec<u8>)
+        -> Result<()>;
+}
+
+/// LRU over whole containers: a miss reads the container holding the chunk
+/// and keeps it for later chunks, evicting the least recently used one.
+pub struct ContainerLru {
+    capacity: usize,
+    containers: HashMap<ContainerId, Cached>,
+    by_fp: FpMap<(ContainerId, usize)>,
+    lru: BTreeMap<u64, ContainerId>,
+    tick: u64,
+}
+
+struct Cached {
+    loaded: LoadedContainer,
+    tick: u64,
+}
+
+impl ContainerLru {
+    /// A cache of `capacity` containers (at least one).
+    pub fn new(capacity: usize) -> Self {
+        ContainerLru {
+            capacity: capacity.max(1),
+            containers: HashMap::new(),
+            by_fp: FpMap::default(),
+            lru: BTreeMap::new(),
+            tick: 0,
+        }
+    }
+
+    fn load(&mut self, id: ContainerId, store: &ChunkStore) -> Result<()> {
+        while self.containers.len() >= self.capacity {
+            let Some((_, victim)) = self.lru.pop_first() else {
+                break;
+            };
+            if let Some(c) = self.containers.remove(&victim) {
+                for d in &c.loaded.meta.descriptors {
+                    if self.by_fp.get(&d.fp).is_some_and(|(cid, _)| *cid == victim) {
+                        self.by_fp.remove(&d.fp);
+                    }
+                }
+            }
+        }
+        let loaded = store.log.read(id)?;
+        for (i, d) in loaded.meta.descriptors.iter().enumerate() {
+            self.by_fp.insert(d.fp, (id, i));
+        }
+        self.tick += 1;
+        self.lru.insert(self.tick, id);
+        self.containers.insert(
+            id,
+            Cached {
+                loaded,
+                tick: self.tick,
+            },
+        );
+        Ok(())
+    }
+}
+
+impl RestoreCache for ContainerLru {
+    fn read_chunk(
+        &mut self,
+        fp: &Fingerprint,
+        store: &ChunkStore,
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        if !self.by_fp.contains_key(fp) {
+            let id = store.locate(fp)?;
+            self.load(id, store)?;
+        }
+        let Some(&(id, i)) = self.by_fp.get(fp) else {
+            return Err(Error::corrupt(
+                "repository",
+                format!("index places chunk {fp} in a container that does not hold it"),
+            ));
+        };
+        let c = self
+            .containers
+            .get_mut(&id)
+            .expect("indexed container is cached");
+        self.lru.remove(&c.tick);
+        self.tick += 1;
+        c.tick = self.tick;
+        self.lru.insert(self.tick, id);
+        let d = c.loaded.meta.descriptors[i].clone();
+        store.extract(&c.loaded, &d, out)
+    }
+}

@@ -1,0 +1,429 @@
+use super::*;
+use crate::compress::{compress, decompress};
+use cairn_core::CompressionConfig;
+use proptest::prelude::*;
+
+fn fp(w: usize, seed: u8) -> Fingerprint {
+    let v: Vec<u8> = (0..w)
+        .map(|i| seed.wrapping_mul(31).wrapping_add(i as u8))
+        .collect();
+    Fingerprint::from_slice(&v)
+}
+
+fn small(id: u64) -> Vec<u8> {
+    let mut w = ContainerWriter::new(ContainerId(id), 4, 1 << 20);
+    w.push(
+        fp(4, 1),
+        ChunkKind::Data,
+        0,
+        CompressionCodec::None,
+        5,
+        b"hello",
+    );
+    w.push(
+        fp(4, 2),
+        ChunkKind::Tree,
+        1,
+        CompressionCodec::None,
+        3,
+        b"abc",
+    );
+    w.push(fp(4, 3), ChunkKind::Meta, 0, CompressionCodec::None, 0, b"");
+    w.finish()
+}
+
+/// Recomputes metadata, trailer and header checksums after a test edits fields.
+fn reseal(b: &mut [u8]) {
+    let n = b.len();
+    let t0 = n - CONTAINER_TRAILER_LEN;
+    let meta_off = get_u64(&b[t0..], TR_META_OFFSET_OFFSET) as usize;
+    let meta_len = get_u64(&b[t0..], TR_META_LEN_OFFSET) as usize;
+    if meta_off.checked_add(meta_len).is_some_and(|e| e <= t0) {
+        let c = crc32c::crc32c(&b[meta_off..meta_off + meta_len]);
+        set_u32(&mut b[t0..], TR_META_CRC_OFFSET, c);
+    }
+    let c = crc32c::crc32c(&b[t0..t0 + TR_CRC_OFFSET]);
+    set_u32(&mut b[t0..], TR_CRC_OFFSET, c);
+    let c = crc32c::crc32c(&b[..HDR_CRC_OFFSET]);
+    set_u32(b, HDR_CRC_OFFSET, c);
+}
+
+fn meta_start(b: &[u8]) -> usize {
+    get_u64(&b[b.len() - CONTAINER_TRAILER_LEN..], TR_META_OFFSET_OFFSET) as usize
+}
+
+fn err_text(b: &[u8]) -> String {
+    decode_container(b).unwrap_err().to_string()
+}
+
+#[test]
+fn round_trip_and_stored_chunk() {
+    let bytes = small(42);
+    assert_eq!(bytes.len(), encoded_len(3, 8, 4));
+    let m = decode_container(&bytes).unwrap();
+    assert_eq!(m.id, ContainerId(42));
+    assert_eq!(m.fp_width, 4);
+    assert_eq!(m.data_offset, CONTAINER_HEADER_LEN as u64);
+    assert_eq!(m.data_len, 8);
+    assert_eq!(m.file_size, bytes.len() as u64);
+    assert_eq!(m.descriptors.len(), 3);
+    assert_eq!(m.descriptors[1].kind, ChunkKind::Tree);
+    assert_eq!(m.descriptors[1].level, 1);
+    let payloads: Vec<&[u8]> = m
+        .descriptors
+        .iter()
+        .map(|d| stored_chunk(&bytes, &m, d).unwrap())
+        .collect();
+    assert_eq!(payloads, vec![&b"hello"[..], b"abc", b""]);
+    assert_eq!(chunk_file_range(&m, &m.descriptors[1]), 37..40);
+    // A stored chunk past the bytes given (a short read) is an error.
+    assert!(stored_chunk(&bytes[..36], &m, &m.descriptors[0]).is_err());
+    let mut bogus = m.descriptors[0];
+    bogus.offset = 6;
+    assert!(stored_chunk(&bytes, &m, &bogus).is_err());
+}
+
+#[test]
+fn empty_container_is_valid() {
+    let bytes = ContainerWriter::new(ContainerId(7), 32, 4 << 20).finish();
+    assert_eq!(bytes.len(), MIN_CONTAINER_LEN);
+    let m = decode_container(&bytes).unwrap();
+    assert!(m.descriptors.is_empty());
+}
+
+#[test]
+fn tail_decoding_at_every_tail_length() {
+    let bytes = small(9);
+    let full = decode_container(&bytes).unwrap();
+    let size = bytes.len() as u64;
+    let mut need = None;
+    for len in 0..=bytes.len() {
+        match decode_tail(size, &bytes[bytes.len() - len..]).unwrap() {
+            TailDecode::Meta(m) => assert_eq!(m, full),
+            TailDecode::NeedTail(n) => {
+                assert!(len < n && n as u64 <= size, "len {len} need {n}");
+                if len >= CONTAINER_TRAILER_LEN {
+                    need = Some(n);
+                }
+            }
+        }
+    }
+    assert_eq!(need, Some(bytes.len() - meta_start(&bytes)));
+    assert!(decode_tail(3, &bytes).is_err());
+}
+
+#[test]
+fn tail_does_not_read_data() {
+    let mut bytes = small(9);
+    bytes[CONTAINER_HEADER_LEN] ^= 1;
+    assert!(matches!(
+        decode_tail(bytes.len() as u64, &bytes).unwrap(),
+        TailDecode::Meta(_)
+    ));
+    assert!(err_text(&bytes).contains("data checksum mismatch"));
+}
+
+#[test]
+fn every_prefix_is_rejected() {
+    let bytes = small(1);
+    for cut in 0..bytes.len() {
+        let p = &bytes[..cut];
+        assert!(
+            decode_container(p).unwrap_err().is_corruption(),
+            "cut {cut}"
+        );
+        assert!(decode_tail(cut as u64, p).is_err(), "tail cut {cut}");
+    }
+}
+
+#[test]
+fn every_bit_flip_is_detected() {
+    let bytes = small(1);
+    for i in 0..bytes.len() * 8 {
+        let mut b = bytes.clone();
+        b[i / 8] ^= 1 << (i % 8);
+        assert!(decode_container(&b).is_err(), "flip of bit {i} undetected");
+    }
+}
+
+#[test]
+fn structural_errors_behind_valid_checksums() {
+    let good = small(5);
+    let ms = meta_start(&good);
+    let d0 = ms + META_COUNT_LEN; // first descriptor
+    let t0 = good.len() - CONTAINER_TRAILER_LEN;
+
+    let mut b = good.clone();
+    b[d0 + 4 + DESC_KIND_OFFSET] = 9;
+    reseal(&mut b);
+    assert!(
+        err_text(&b).contains("unknown chunk kind 9"),
+        "{}",
+        err_text(&b)
+    );
+
+    let mut b = good.clone();
+    b[d0 + 4 + DESC_CODEC_OFFSET] = 7;
+    reseal(&mut b);
+    assert!(err_text(&b).contains("unknown codec 7"));
+
+    let mut b = good.clone();
+    set_u32(&mut b[d0 + 4..], DESC_OFFSET_OFFSET, 6);
+    reseal(&mut b);
+    assert!(err_text(&b).contains("outside"));
+
+    let mut b = good.clone();
+    set_u32(&mut b[d0 + 4..], DESC_RAW_LEN_OFFSET, 6);
+    reseal(&mut b);
+    assert!(err_text(&b).contains("raw length"));
+
+    let mut b = good.clone();
+    set_u32(&mut b, ms, 2);
+    reseal(&mut b);
+    assert!(err_text(&b).contains("trailer says 3"));
+
+    let mut b = good.clone();
+    set_u32(&mut b[t0..], TR_COUNT_OFFSET, 2);
+    reseal(&mut b);
+    assert!(err_text(&b).contains("descriptors of width"));
+
+    let mut b = good.clone();
+    set_u64(&mut b, HDR_ID_OFFSET, 6);
+    reseal(&mut b);
+    assert!(err_text(&b).contains("trailer id"));
+
+    let mut b = good.clone();
+    b[HDR_FP_WIDTH_OFFSET] = 5;
+    reseal(&mut b);
+    assert!(err_text(&b).contains("header fingerprint width 5"));
+
+    for w in [0u8, 33] {
+        let mut b = good.clone();
+        b[t0 + TR_FP_WIDTH_OFFSET] = w;
+        reseal(&mut b);
+        assert!(err_text(&b).contains("width"), "{}", err_text(&b));
+    }
+
+    let mut b = good.clone();
+    b[t0 + TR_RESERVED_OFFSET] = 1;
+    reseal(&mut b);
+    assert!(err_text(&b).contains("reserved"));
+
+    let mut b = good.clone();
+    b[HDR_RESERVED2_OFFSET] = 1;
+    reseal(&mut b);
+    assert!(err_text(&b).contains("reserved"));
+
+    let mut b = good.clone();
+    set_u64(&mut b[t0..], TR_DATA_OFFSET_OFFSET, 0);
+    reseal(&mut b);
+    assert!(err_text(&b).contains("data section offset"));
+
+    let mut b = good.clone();
+    set_u64(&mut b[t0..], TR_META_OFFSET_OFFSET, ms as u64 + 1);
+    reseal(&mut b);
+    assert!(err_text(&b).contains("does not follow"));
+
+    let mut b = good.clone();
+    set_u64(&mut b[t0..], TR_META_LEN_OFFSET, u64::MAX);
+    reseal(&mut b);
+    assert!(decode_container(&b).unwrap_err().is_corruption());
+
+    let mut b = good.clone();
+    b[0] = b'X';
+    assert!(err_text(&b).contains("bad magic"));
+    let mut b = good.clone();
+    b[t0 + TR_MAGIC_OFFSET] = b'X';
+    assert!(err_text(&b).contains("bad trailer magic"));
+}
+
+#[test]
+fn newer_versions_are_unsupported() {
+    let good = small(5);
+    let t0 = good.len() - CONTAINER_TRAILER_LEN;
+    let mut b = good.clone();
+    set_u32(&mut b, HDR_VERSION_OFFSET, 2);
+    reseal(&mut b);
+    assert!(matches!(
+        decode_container(&b),
+        Err(Error::UnsupportedVersion { found: 2, .. })
+    ));
+    let mut b = good.clone();
+    set_u32(&mut b[t0..], TR_VERSION_OFFSET, 2);
+    reseal(&mut b);
+    assert!(matches!(
+        decode_tail(b.len() as u64, &b[t0..]),
+        Err(Error::UnsupportedVersion { found: 2, .. })
+    ));
+    set_u32(&mut b[t0..], TR_VERSION_OFFSET, 0);
+    reseal(&mut b);
+    assert!(decode_container(&b).unwrap_err().is_corruption());
+}
+
+#[test]
+fn would_fit_tracks_capacity() {
+    let cap = encoded_len(2, 100, 8);
+    let mut w = ContainerWriter::new(ContainerId(1), 8, cap);
+    assert!(
+        w.would_fit(10 * cap),
+        "empty writer accepts an oversize chunk"
+    );
+    w.push(
+        fp(8, 1),
+        ChunkKind::Data,
+        0,
+        CompressionCodec::None,
+        60,
+        &[0; 60],
+    );
+    assert!(w.would_fit(40));
+    assert!(!w.would_fit(41));
+    w.push(
+        fp(8, 2),
+        ChunkKind::Data,
+        0,
+        CompressionCodec::None,
+        40,
+        &[0; 40],
+    );
+    assert_eq!(w.encoded_len(), cap);
+    assert!(!w.would_fit(0));
+    assert_eq!((w.len(), w.data_len(), w.is_empty()), (2, 100, false));
+    assert_eq!(w.finish().len(), cap);
+}
+
+#[test]
+fn finish_into_reuses_and_reset_renames() {
+    let mut w = ContainerWriter::new(ContainerId(3), 4, 1 << 20);
+    let mut out = vec![1, 2, 3];
+    w.push(
+        fp(4, 1),
+        ChunkKind::Data,
+        0,
+        CompressionCodec::None,
+        5,
+        b"hello",
+    );
+    w.push(
+        fp(4, 2),
+        ChunkKind::Tree,
+        1,
+        CompressionCodec::None,
+        3,
+        b"abc",
+    );
+    w.push(fp(4, 3), ChunkKind::Meta, 0, CompressionCodec::None, 0, b"");
+    w.finish_into(&mut out);
+    assert_eq!(out, small(3));
+    assert!(w.is_empty() && w.data_len() == 0 && w.id() == ContainerId(3));
+    w.reset(ContainerId(4));
+    w.push(
+        fp(4, 1),
+        ChunkKind::Data,
+        0,
+        CompressionCodec::None,
+        5,
+        b"hello",
+    );
+    w.push(
+        fp(4, 2),
+        ChunkKind::Tree,
+        1,
+        CompressionCodec::None,
+        3,
+        b"abc",
+    );
+    w.push(fp(4, 3), ChunkKind::Meta, 0, CompressionCodec::None, 0, b"");
+    assert_eq!(w.descriptors().len(), 3);
+    w.finish_into(&mut out);
+    assert_eq!(out, small(4));
+}
+
+#[test]
+#[should_panic(expected = "width mismatch")]
+fn push_rejects_wrong_width() {
+    let mut w = ContainerWriter::new(ContainerId(1), 8, 1024);
+    w.push(
+        fp(4, 1),
+        ChunkKind::Data,
+        0,
+        CompressionCodec::None,
+        1,
+        b"x",
+    );
+}
+
+fn codec_strategy() -> impl Strategy<Value = CompressionCodec> {
+    prop_oneof![
+        Just(CompressionCodec::None),
+        Just(CompressionCodec::Zstd),
+        Just(CompressionCodec::Lz4),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn prop_round_trip(
+        id in any::<u64>(),
+        width in 1usize..=32,
+        chunks in proptest::collection::vec(
+            (any::<[u8; 32]>(), 0u8..3, any::<u8>(), codec_strategy(),
+             prop_oneof![proptest::collection::vec(any::<u8>(), 0..600),
+                         proptest::collection::vec(0u8..2, 0..2000)]),
+            0..12),
+    ) {
+        let mut w = ContainerWriter::new(ContainerId(id), width, 1 << 20);
+        let mut raws = Vec::new();
+        let mut stored = Vec::new();
+        for (fpb, kind, level, codec, raw) in &chunks {
+            let cfg = CompressionConfig { codec: *codec, level: 1, min_savings_pct: 5 };
+            let used = compress(&cfg, raw, &mut stored);
+            let f = Fingerprint::from_slice(&fpb[..width]);
+            w.push(f, ChunkKind::from_u8(*kind).unwrap(), *level, used, raw.len() as u32, &stored);
+            raws.push(raw.clone());
+        }
+        let expected = w.descriptors().to_vec();
+        let bytes = w.finish();
+        let m = decode_container(&bytes).unwrap();
+        prop_assert_eq!(&m.descriptors, &expected);
+        prop_assert_eq!(m.id, ContainerId(id));
+        let mut out = Vec::new();
+        for (d, raw) in m.descriptors.iter().zip(&raws) {
+            let s = stored_chunk(&bytes, &m, d).unwrap();
+            decompress(d.codec, s, d.raw_len as usize, &mut out).unwrap();
+            prop_assert_eq!(&out, raw);
+        }
+        match decode_tail(bytes.len() as u64, &bytes[bytes.len() - metadata_len(m.descriptors.len(), width) - CONTAINER_TRAILER_LEN..]).unwrap() {
+            TailDecode::Meta(t) => prop_assert_eq!(t, m),
+            TailDecode::NeedTail(n) => prop_assert!(false, "needed {}", n),
+        }
+    }
+
+    #[test]
+    fn prop_byte_changes_are_detected(pos in any::<prop::sample::Index>(), x in 1u8..=255) {
+        let mut b = small(77);
+        let i = pos.index(b.len());
+        b[i] ^= x;
+        prop_assert!(decode_container(&b).is_err());
+    }
+
+    #[test]
+    fn prop_decoders_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..400), extra in 0u64..1000) {
+        let _ = decode_container(&bytes);
+        let _ = decode_tail(bytes.len() as u64 + extra, &bytes);
+    }
+
+    #[test]
+    fn prop_mutated_tails_never_panic(pos in any::<prop::sample::Index>(), x in any::<u8>(), reseal_it in any::<bool>()) {
+        let mut b = small(77);
+        let i = pos.index(b.len());
+        b[i] = x;
+        if reseal_it {
+            reseal(&mut b);
+        }
+        let _ = decode_container(&b);
+        let _ = decode_tail(b.len() as u64, &b);
+    }
+}

@@ -1,0 +1,242 @@
+//! Snapshot records: one catalog entry per backup, a JSON document inside an
+//! [`envelope`](crate::envelope) with magic `CAIRNSNP`, version 1.
+//!
+//! The record names the root of the snapshot's tree (the root directory
+//! listing, a blob whose Merkle tree follows `003_ea5fccc485a97c5d.txt` §2)
+//! and the statistics of the run that wrote it. Logical GC starts its mark
+//! phase from these roots. The engine stores it under
+//! `snapshots/<BLAKE3 of the encoded bytes>`; the encoding is deterministic
+//! (fields in declaration order, compact JSON) so equal records hash equal.
+//!
+//! JSON because records are few, small and worth reading with `jq`; unknown
+//! fields are ignored and missing statistics default to zero, so minor
+//! additions do not need a version bump.
+
+use cairn_core::{Error, Fingerprint, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::dir::BlobRef;
+use crate::envelope::{open, seal};
+
+/// Envelope magic of snapshot records.
+pub const SNAPSHOT_MAGIC: [u8; 8] = *b"CAIRNSNP";
+/// The record version this build writes and the newest it reads.
+pub const SNAPSHOT_VERSION: u32 = 1;
+
+const WHAT: &str = "snapshot record";
+
+/// A catalog entry: what was backed up, when, and where its tree starts.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct SnapshotRecord {
+    pub time_unix_ns: i64,
+    pub host: String,
+    pub paths: Vec<String>,
+    pub tags: Vec<String>,
+    pub root: BlobRefRecord,
+    pub stats: SnapshotStats,
+}
+
+/// Counters of the backup run that wrote a snapshot.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct SnapshotStats {
+    pub logical_bytes: u64,
+    pub files: u64,
+    pub dirs: u64,
+    pub symlinks: u64,
+    pub chunks: u64,
+    pub new_chunks: u64,
+    pub new_raw_bytes: u64,
+    pub new_stored_bytes: u64,
+    pub containers_written: u64,
+    pub duration_ns: u64,
+    pub skipped_paths: u64,
+    /// Lookup and I/O counters of the run (DDFS Table 4 quantities among them).
+    pub counters: cairn_core::CountersSnapshot,
+}
+
+/// The serde form of a [`BlobRef`]: the root fingerprint as lowercase hex.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct BlobRefRecord {
+    pub root: String,
+    pub level: u8,
+    pub size: u64,
+}
+
+impl From<BlobRef> for BlobRefRecord {
+    fn from(b: BlobRef) -> Self {
+        BlobRefRecord {
+            root: b.root.to_hex(),
+            level: b.level,
+            size: b.size,
+        }
+    }
+}
+
+impl From<&BlobRef> for BlobRefRecord {
+    fn from(b: &BlobRef) -> Self {
+        BlobRefRecord::from(*b)
+    }
+}
+
+impl TryFrom<&BlobRefRecord> for BlobRef {
+    type Error = Error;
+
+    /// [`Error::Corrupt`] if `root` is not 1..=32 bytes of hex.
+    fn try_from(r: &BlobRefRecord) -> Result<Self> {
+        let root = Fingerprint::from_hex(&r.root).ok_or_else(|| {
+            Error::corrupt(
+                WHAT,
+                format!("root {:?} is not a hex fingerprint of 1..=32 bytes", r.root),
+            )
+        })?;
+        Ok(BlobRef {
+            root,
+            level: r.level,
+            size: r.size,
+        })
+    }
+}
+
+impl TryFrom<BlobRefRecord> for BlobRef {
+    type Error = Error;
+
+    fn try_from(r: BlobRefRecord) -> Result<Self> {
+        BlobRef::try_from(&r)
+    }
+}
+
+impl SnapshotRecord {
+    /// The root as a [`BlobRef`] (validated by [`decode_snapshot`]).
+    pub fn root_ref(&self) -> Result<BlobRef> {
+        BlobRef::try_from(&self.root)
+    }
+}
+
+/// The envelope-framed JSON bytes of `rec`. Deterministic.
+pub fn encode_snapshot(rec: &SnapshotRecord) -> Vec<u8> {
+    // Plain structs of strings and integers: serialization cannot fail.
+    let json = serde_json::to_vec(rec).unwrap_or_default();
+    seal(&SNAPSHOT_MAGIC, SNAPSHOT_VERSION, &json)
+}
+
+/// Verifies the envelope, parses the JSON and checks the root fingerprint.
+pub fn decode_snapshot(bytes: &[u8]) -> Result<SnapshotRecord> {
+    let (_, payload) = open(&SNAPSHOT_MAGIC, SNAPSHOT_VERSION, WHAT, bytes)?;
+    let rec: SnapshotRecord = serde_json::from_slice(payload)
+        .map_err(|e| Error::corrupt(WHAT, format!("invalid JSON: {e}")))?;
+    rec.root_ref()?;
+    Ok(rec)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn sample() -> SnapshotRecord {
+        SnapshotRecord {
+            time_unix_ns: 1_700_000_000_000_000_000,
+            host: "host-1".into(),
+            paths: vec!["/home/a".into(), "/etc".into()],
+            tags: vec!["daily".into()],
+            root: BlobRef {
+                root: Fingerprint::from_slice(&[0xab; 32]),
+                level: 2,
+                size: 4096,
+            }
+            .into(),
+            stats: SnapshotStats {
+                files: 3,
+                chunks: 10,
+                ..Default::default()
+            },
+        }
+    }
+
+    #[test]
+    fn round_trip_and_determinism() {
+        let r = sample();
+        let a = encode_snapshot(&r);
+        assert_eq!(a, encode_snapshot(&r.clone()));
+        assert_eq!(decode_snapshot(&a).unwrap(), r);
+        assert_eq!(
+            r.root_ref().unwrap().root,
+            Fingerprint::from_slice(&[0xab; 32])
+        );
+    }
+
+    #[test]
+    fn every_prefix_and_bit_flip_is_rejected() {
+        let a = encode_snapshot(&sample());
+        for cut in 0..a.len() {
+            assert!(decode_snapshot(&a[..cut]).is_err());
+        }
+        for i in (0..a.len() * 8).step_by(7) {
+            let mut b = a.clone();
+            b[i / 8] ^= 1 << (i % 8);
+            assert!(decode_snapshot(&b).is_err(), "flip {i}");
+        }
+    }
+
+    #[test]
+    fn bad_payloads_are_corrupt() {
+        let bad_json = seal(&SNAPSHOT_MAGIC, 1, b"{not json");
+        let e = decode_snapshot(&bad_json).unwrap_err();
+        assert!(
+            e.is_corruption() && e.to_string().contains("invalid JSON"),
+            "{e}"
+        );
+        let mut r = sample();
+        r.root.root = "xyz".into();
+        let e = decode_snapshot(&encode_snapshot(&r)).unwrap_err();
+        assert!(e.to_string().contains("hex fingerprint"), "{e}");
+        r.root.root = String::new();
+        assert!(decode_snapshot(&encode_snapshot(&r)).is_err());
+        let newer = seal(&SNAPSHOT_MAGIC, 2, b"{}");
+        assert!(matches!(
+            decode_snapshot(&newer),
+            Err(Error::UnsupportedVersion { found: 2, .. })
+        ));
+    }
+
+    #[test]
+    fn tolerant_of_missing_stats_and_unknown_fields() {
+        let json = br#"{"time_unix_ns":5,"host":"h","paths":[],"tags":[],
+            "root":{"root":"0102","level":0,"size":2},"stats":{"files":1},"future":true}"#;
+        let r = decode_snapshot(&seal(&SNAPSHOT_MAGIC, 1, json)).unwrap();
+        assert_eq!(r.stats.files, 1);
+        assert_eq!(r.stats.dirs, 0);
+    }
+
+    proptest! {
+        #[test]
+        fn prop_round_trip(
+            time in any::<i64>(),
+            host in ".{0,20}",
+            paths in proptest::collection::vec(".{0,20}", 0..4),
+            tags in proptest::collection::vec("[a-z]{0,8}", 0..4),
+            fp in proptest::collection::vec(any::<u8>(), 1..=32),
+            level in any::<u8>(),
+            stats in any::<[u64; 11]>(),
+        ) {
+            let r = SnapshotRecord {
+                time_unix_ns: time, host, paths, tags,
+                root: BlobRef { root: Fingerprint::from_slice(&fp), level, size: stats[0] }.into(),
+                stats: SnapshotStats {
+                    logical_bytes: stats[0], files: stats[1], dirs: stats[2], symlinks: stats[3],
+                    chunks: stats[4], new_chunks: stats[5], new_raw_bytes: stats[6],
+                    new_stored_bytes: stats[7], containers_written: stats[8],
+                    duration_ns: stats[9], skipped_paths: stats[10],
+                    counters: cairn_core::CountersSnapshot { lookups: stats[1], ..Default::default() },
+                },
+            };
+            prop_assert_eq!(decode_snapshot(&encode_snapshot(&r)).unwrap(), r);
+        }
+
+        #[test]
+        fn prop_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let _ = decode_snapshot(&bytes);
+        }
+    }
+}

@@ -1,0 +1,398 @@
+//! Golden bytes: fixed objects encoded through the public API must equal the
+//! annotated hex below, byte for byte, and must decode back to the same
+//! values. These pin `docs/FORMAT.md` (each constant names its section); a
+//! change here is a format change and needs a version bump, not an edit.
+//!
+//! The hex was produced by an encoder written independently from FORMAT.md
+//! (a short Python script), so it checks the spec as much as the code.
+//! Syntax: whitespace-separated hex, `# comment` to end of line, and `00*N`
+//! for a run of N zero bytes. Codec `none` everywhere, so nothing depends on
+//! the zstd or lz4 version.
+
+use cairn_core::{ChunkKind, CompressionCodec, ContainerId, Fingerprint};
+use cairn_format::container::{
+    decode_container, decode_tail, stored_chunk, ContainerWriter, TailDecode,
+};
+use cairn_format::dir::{decode_dir, encode_dir, BlobRef, DirEntry, EntryKind};
+use cairn_format::envelope::{open, seal};
+use cairn_format::index::{
+    decode_index_header, decode_index_page, encode_index, index_page_offset, IndexEntry,
+    IndexHeader,
+};
+use cairn_format::snapshot::{decode_snapshot, encode_snapshot, SnapshotRecord, SnapshotStats};
+use cairn_format::tree::{decode_tree_node, encode_tree_node, ChildRef, TreeNode};
+
+fn parse(golden: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    for line in golden.lines() {
+        let code = line.split('#').next().unwrap_or("");
+        for tok in code.split_whitespace() {
+            if let Some((byte, n)) = tok.split_once('*') {
+                let b = u8::from_str_radix(byte, 16).expect("run byte");
+                out.extend(std::iter::repeat_n(b, n.parse().expect("run length")));
+            } else {
+                assert!(tok.len() % 2 == 0, "odd hex token {tok}");
+                for i in (0..tok.len()).step_by(2) {
+                    out.push(u8::from_str_radix(&tok[i..i + 2], 16).expect("hex"));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Asserts equality and, on mismatch, shows the first differing offset.
+fn assert_bytes(name: &str, actual: &[u8], golden: &str) {
+    let expected = parse(golden);
+    if actual != expected.as_slice() {
+        let at = actual
+            .iter()
+            .zip(&expected)
+            .position(|(a, b)| a != b)
+            .unwrap_or(actual.len().min(expected.len()));
+        panic!(
+            "{name}: bytes differ from golden at offset {at} (lengths {} vs {})\nactual:   {}\n",
+            actual.len(),
+            expected.len(),
+            actual
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<String>()
+        );
+    }
+}
+
+fn fp(b: u8) -> Fingerprint {
+    Fingerprint::from_slice(&[b; 8])
+}
+
+const MTIME: i64 = 1_700_000_000_000_000_000;
+
+fn tree_node() -> TreeNode {
+    TreeNode {
+        level: 1,
+        children: vec![
+            ChildRef {
+                fp: fp(0x11),
+                size: 5,
+            },
+            ChildRef {
+                fp: fp(0x22),
+                size: 6,
+            },
+        ],
+    }
+}
+
+fn tree_bytes() -> Vec<u8> {
+    let mut out = Vec::new();
+    encode_tree_node(&tree_node(), &mut out);
+    out
+}
+
+fn dir_entries() -> Vec<DirEntry> {
+    vec![
+        DirEntry {
+            name: b"hello.txt".to_vec(),
+            kind: EntryKind::File,
+            mode: 0o100644,
+            uid: 1000,
+            gid: 1000,
+            mtime_ns: MTIME,
+            size: 11,
+            target: None,
+            content: Some(BlobRef {
+                root: fp(0xc3),
+                level: 1,
+                size: 11,
+            }),
+        },
+        DirEntry {
+            name: b"link".to_vec(),
+            kind: EntryKind::Symlink,
+            mode: 0o120777,
+            uid: 1000,
+            gid: 1000,
+            mtime_ns: MTIME,
+            size: 9,
+            target: Some(b"hello.txt".to_vec()),
+            content: None,
+        },
+    ]
+}
+
+fn snapshot() -> SnapshotRecord {
+    SnapshotRecord {
+        time_unix_ns: MTIME,
+        host: "h".into(),
+        paths: vec!["/data".into()],
+        tags: vec![],
+        root: BlobRef {
+            root: fp(0xd4),
+            level: 0,
+            size: 120,
+        }
+        .into(),
+        stats: SnapshotStats {
+            logical_bytes: 11,
+            files: 1,
+            dirs: 1,
+            symlinks: 1,
+            chunks: 3,
+            new_chunks: 3,
+            new_raw_bytes: 49,
+            new_stored_bytes: 49,
+            containers_written: 1,
+            duration_ns: 1000,
+            skipped_paths: 0,
+            counters: Default::default(),
+        },
+    }
+}
+
+/// FORMAT.md "Envelope".
+#[test]
+fn golden_envelope() {
+    let bytes = seal(b"CAIRNCFG", 1, b"{}");
+    assert_bytes("envelope", &bytes, ENVELOPE);
+    assert_eq!(
+        open(b"CAIRNCFG", 1, "config", &parse(ENVELOPE)).unwrap(),
+        (1, &b"{}"[..])
+    );
+}
+
+/// FORMAT.md "Tree node".
+#[test]
+fn golden_tree_node() {
+    assert_bytes("tree node", &tree_bytes(), TREE_NODE);
+    assert_eq!(decode_tree_node(&parse(TREE_NODE), 8).unwrap(), tree_node());
+}
+
+/// FORMAT.md "Container" (header, data section, metadata section, trailer).
+#[test]
+fn golden_container() {
+    let tree = tree_bytes();
+    let mut w = ContainerWriter::new(ContainerId(0x2a), 8, 4 << 20);
+    w.push(
+        fp(0x11),
+        ChunkKind::Data,
+        0,
+        CompressionCodec::None,
+        5,
+        b"hello",
+    );
+    w.push(
+        fp(0x22),
+        ChunkKind::Data,
+        0,
+        CompressionCodec::None,
+        6,
+        b"world!",
+    );
+    w.push(
+        fp(0xc3),
+        ChunkKind::Tree,
+        1,
+        CompressionCodec::None,
+        tree.len() as u32,
+        &tree,
+    );
+    let expected_desc = w.descriptors().to_vec();
+    assert_bytes("container", &w.finish(), CONTAINER);
+
+    let golden = parse(CONTAINER);
+    let meta = decode_container(&golden).unwrap();
+    assert_eq!(meta.id, ContainerId(0x2a));
+    assert_eq!(meta.descriptors, expected_desc);
+    assert_eq!(
+        stored_chunk(&golden, &meta, &meta.descriptors[1]).unwrap(),
+        b"world!"
+    );
+    assert_eq!(
+        stored_chunk(&golden, &meta, &meta.descriptors[2]).unwrap(),
+        &tree[..]
+    );
+    // Metadata (4 + 3 * 23 bytes) plus trailer (72) is the tail one read needs.
+    let n = golden.len() as u64;
+    assert_eq!(
+        decode_tail(n, &golden[golden.len() - 144..]).unwrap(),
+        TailDecode::NeedTail(145)
+    );
+    assert_eq!(
+        decode_tail(n, &golden[golden.len() - 145..]).unwrap(),
+        TailDecode::Meta(meta)
+    );
+}
+
+/// FORMAT.md "Directory listing".
+#[test]
+fn golden_dir() {
+    let mut out = Vec::new();
+    encode_dir(&dir_entries(), &mut out).unwrap();
+    assert_bytes("directory listing", &out, DIR);
+    assert_eq!(decode_dir(&parse(DIR), 8).unwrap(), dir_entries());
+}
+
+/// FORMAT.md "Snapshot record". A decode-only fixture: a version-1 record
+/// written without the later `stats.counters` object must keep decoding (to
+/// zero counters). Exact encoder bytes are not pinned because the JSON lists
+/// every field of `cairn_core::CountersSnapshot`, which grows with the engine.
+#[test]
+fn golden_snapshot() {
+    let golden = parse(SNAPSHOT);
+    assert_eq!(decode_snapshot(&golden).unwrap(), snapshot());
+    let again = encode_snapshot(&snapshot());
+    assert_eq!(again, encode_snapshot(&snapshot()), "deterministic");
+    assert_eq!(decode_snapshot(&again).unwrap(), snapshot());
+    assert_eq!(&again[..8], b"CAIRNSNP");
+}
+
+/// FORMAT.md "Fingerprint index".
+#[test]
+fn golden_index() {
+    let header = IndexHeader {
+        fp_width: 8,
+        page_size: 256,
+        page_count: 2,
+        entry_count: 3,
+        covered_below: ContainerId(0x2b),
+    };
+    let entries: Vec<IndexEntry> = [0x11, 0x22, 0xc3]
+        .iter()
+        .map(|&b| IndexEntry {
+            fp: fp(b),
+            container: ContainerId(0x2a),
+        })
+        .collect();
+    assert_bytes("index", &encode_index(&header, &entries).unwrap(), INDEX);
+
+    let golden = parse(INDEX);
+    assert_eq!(decode_index_header(&golden).unwrap(), header);
+    let page = |p: u64| {
+        let off = index_page_offset(&header, p) as usize;
+        decode_index_page(&golden[off..off + 256], &header, p).unwrap()
+    };
+    assert_eq!(page(0), entries[..2]);
+    assert_eq!(page(1), entries[2..]);
+}
+
+const ENVELOPE: &str = r#"
+    434149524e434647                         # magic "CAIRNCFG"
+    01000000                                 # version 1
+    0200000000000000                         # payload_len 2
+    7b7d                                     # payload '{}'
+    94d31fa3                                 # crc32c of the above
+"#;
+
+const TREE_NODE: &str = r#"
+    01                                       # node format version 1
+    01                                       # level 1
+    02000000                                 # child count 2
+    1111111111111111                         # child 0 fingerprint
+    0500000000000000                         # child 0 size 5
+    2222222222222222                         # child 1 fingerprint
+    0600000000000000                         # child 1 size 6
+"#;
+
+const CONTAINER: &str = r#"
+    434149524e435452                         # header: magic "CAIRNCTR"
+    01000000                                 # header: version 1
+    08                                       # header: fingerprint width 8
+    000000                                   # header: reserved
+    2a00000000000000                         # header: container id 0x2a
+    00000000                                 # header: reserved
+    fb884b47                                 # header: crc32c of header bytes 0..28
+    68656c6c6f                               # data: chunk 0 payload (5 bytes)
+    776f726c6421                             # data: chunk 1 payload (6 bytes)
+    0101020000001111111111111111050000000000000022222222222222220600000000000000 # data: chunk 2 payload (38 bytes)
+    03000000                                 # metadata: descriptor count 3
+    1111111111111111                         # descriptor 0: fingerprint
+    000000                                   # descriptor 0: kind 0, level 0, codec 0 (none)
+    00000000                                 # descriptor 0: offset 0 in data section
+    05000000                                 # descriptor 0: stored_len 5
+    05000000                                 # descriptor 0: raw_len 5
+    2222222222222222                         # descriptor 1: fingerprint
+    000000                                   # descriptor 1: kind 0, level 0, codec 0 (none)
+    05000000                                 # descriptor 1: offset 5 in data section
+    06000000                                 # descriptor 1: stored_len 6
+    06000000                                 # descriptor 1: raw_len 6
+    c3c3c3c3c3c3c3c3                         # descriptor 2: fingerprint
+    010100                                   # descriptor 2: kind 1, level 1, codec 0 (none)
+    0b000000                                 # descriptor 2: offset 11 in data section
+    26000000                                 # descriptor 2: stored_len 38
+    26000000                                 # descriptor 2: raw_len 38
+    2a00000000000000                         # trailer: container id 0x2a
+    2000000000000000                         # trailer: data section offset 32
+    3100000000000000                         # trailer: data section length 49
+    5100000000000000                         # trailer: metadata offset 81
+    4900000000000000                         # trailer: metadata length 73
+    03000000                                 # trailer: chunk count 3
+    c27880b0                                 # trailer: data crc32c
+    8addfdae                                 # trailer: metadata crc32c
+    08                                       # trailer: fingerprint width 8
+    000000                                   # trailer: reserved
+    01000000                                 # trailer: version 1
+    434149524e454e44                         # trailer: magic "CAIRNEND"
+    152734d6                                 # trailer: crc32c of trailer bytes 0..68
+"#;
+
+const DIR: &str = r#"
+    01                                       # listing format version 1
+    02                                       # entry count 2 (varint)
+    09                                       # entry 0: name length 9
+    68656c6c6f2e747874                       # entry 0: name "hello.txt"
+    0002                                     # entry 0: kind 0 (file), flags 2 (content)
+    a4810000                                 # entry 0: mode 0o100644
+    e8030000                                 # entry 0: uid 1000
+    e8030000                                 # entry 0: gid 1000
+    00002a36fe9c9717                         # entry 0: mtime_ns 1700000000000000000
+    0b00000000000000                         # entry 0: size 11
+    c3c3c3c3c3c3c3c3                         # entry 0: content root fingerprint
+    01                                       # entry 0: content root level 1
+    0b00000000000000                         # entry 0: content size 11
+    04                                       # entry 1: name length 4
+    6c696e6b                                 # entry 1: name "link"
+    0201                                     # entry 1: kind 2 (symlink), flags 1 (target)
+    ffa10000                                 # entry 1: mode 0o120777
+    e8030000                                 # entry 1: uid 1000
+    e8030000                                 # entry 1: gid 1000
+    00002a36fe9c9717                         # entry 1: mtime_ns 1700000000000000000
+    0900000000000000                         # entry 1: size 9
+    09                                       # entry 1: target length 9
+    68656c6c6f2e747874                       # entry 1: target "hello.txt"
+"#;
+
+const SNAPSHOT: &str = r#"
+    434149524e534e50                         # magic "CAIRNSNP"
+    01000000                                 # version 1
+    3f01000000000000                         # payload_len 319
+    7b2274696d655f756e69785f6e73223a313730303030303030303030303030303030302c22686f7374223a2268222c227061746873223a5b222f64617461225d2c2274616773223a5b5d2c22726f6f74223a7b22726f6f74223a2264346434643464346434643464346434222c226c6576656c223a302c2273697a65223a3132307d2c227374617473223a7b226c6f676963616c5f6279746573223a31312c2266696c6573223a312c2264697273223a312c2273796d6c696e6b73223a312c226368756e6b73223a332c226e65775f6368756e6b73223a332c226e65775f7261775f6279746573223a34392c226e65775f73746f7265645f6279746573223a34392c22636f6e7461696e6572735f7772697474656e223a312c226475726174696f6e5f6e73223a313030302c22736b69707065645f7061746873223a307d7d # JSON payload
+    7a43230b                                 # crc32c of the above
+"#;
+
+const INDEX: &str = r#"
+    434149524e494458                         # header: magic "CAIRNIDX"
+    01000000                                 # header: version 1
+    08000000                                 # header: fingerprint width 8, reserved
+    00010000                                 # header: page size 256
+    00000000                                 # header: reserved
+    0200000000000000                         # header: data page count 2
+    0300000000000000                         # header: entry count 3
+    2b00000000000000                         # header: covered_below 0x2b
+    fbfb3997                                 # header: crc32c of header bytes 0..48
+    00*204                                   # header page padding
+    0000000000000000                         # page 0: page number
+    02000000                                 # page 0: entry count 2
+    1111111111111111                         # page 0: entry fingerprint
+    2a00000000000000                         # page 0: entry container 0x2a
+    2222222222222222                         # page 0: entry fingerprint
+    2a00000000000000                         # page 0: entry container 0x2a
+    00*208                                   # page 0: padding
+    702e2cc1                                 # page 0: crc32c of page bytes 0..252
+    0100000000000000                         # page 1: page number
+    01000000                                 # page 1: entry count 1
+    c3c3c3c3c3c3c3c3                         # page 1: entry fingerprint
+    2a00000000000000                         # page 1: entry container 0x2a
+    00*224                                   # page 1: padding
+    9516ce19                                 # page 1: crc32c of page bytes 0..252
+"#;
