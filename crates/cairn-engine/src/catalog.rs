@@ -42,7 +42,10 @@ pub fn load(backend: &dyn Backend, id: &str) -> Result<SnapshotRecord> {
 }
 
 /// All snapshots, oldest first, plus the ones that failed to load.
-pub fn list(backend: &dyn Backend) -> Result<(Vec<SnapshotInfo>, Vec<(String, Error)>)> {
+/// Snapshot ids whose records could not be loaded, with the reason.
+pub type Unreadable = Vec<(String, Error)>;
+
+pub fn list(backend: &dyn Backend) -> Result<(Vec<SnapshotInfo>, Unreadable)> {
     let mut good = Vec::new();
     let mut bad = Vec::new();
     for key in backend.list(keys::SNAPSHOTS)? {

@@ -1,7 +1,6 @@
-//! A shared sink for non-fatal problems (a skipped unreadable file, a file that
-//! changed while read, a damaged container skipped during replay). The CLI
-//! prints them one per line and turns a non-empty "skipped" list into a
-//! non-zero exit.
+//! A shared sink for non-fatal problems met while opening the index (a damaged
+//! container skipped during replay, an index rebuilt from containers). The
+//! backup returns them as notices; the CLI prints them one per line.
 
 use std::sync::Arc;
 
@@ -10,22 +9,10 @@ use parking_lot::Mutex;
 #[derive(Clone, Default)]
 pub struct Warnings {
     inner: Arc<Mutex<Vec<String>>>,
-    sink: Option<Arc<dyn Fn(&str) + Send + Sync>>,
 }
 
 impl Warnings {
-    /// Warnings that are also passed to `sink` as they happen.
-    pub fn with_sink(sink: Arc<dyn Fn(&str) + Send + Sync>) -> Self {
-        Warnings {
-            inner: Arc::default(),
-            sink: Some(sink),
-        }
-    }
-
     pub fn push(&self, msg: String) {
-        if let Some(s) = &self.sink {
-            s(&msg);
-        }
         self.inner.lock().push(msg);
     }
 

@@ -177,7 +177,7 @@ impl Walker {
                     return Ok(());
                 }
             };
-            children.sort_by(|a, b| name_of(a).cmp(&name_of(b)));
+            children.sort_by_key(|p| name_of(p));
             self.send(Event::DirStart {
                 name,
                 meta: EntryMeta::from_fs(&meta),

@@ -70,7 +70,7 @@ impl DiskIndex {
     }
 
     pub fn header(&self) -> Option<IndexHeader> {
-        self.current.read().as_ref().map(|c| c.header.clone())
+        self.current.read().as_ref().map(|c| c.header)
     }
 
     /// Every container below this id is in the file.
@@ -166,7 +166,7 @@ impl DiskIndex {
         page_size: usize,
     ) -> Result<u64> {
         let old = self.read_all()?;
-        new_entries.sort_by(|a, b| a.fp.cmp(&b.fp));
+        new_entries.sort_by_key(|e| e.fp);
         new_entries.dedup_by(|a, b| a.fp == b.fp);
         let merged = merge_sorted(old, new_entries);
         let per_page = codec::entries_per_page(page_size, fp_width).max(1);

@@ -159,9 +159,7 @@ mod tests {
         assert!((0..500).all(|i| back.contains(&fp(i))));
         let mut bad = bytes.clone();
         bad[40] ^= 1;
-        assert!(SummaryVector::from_checkpoint(&bad)
-            .unwrap_err()
-            .is_corruption());
+        assert!(SummaryVector::from_checkpoint(&bad).is_err_and(|e| e.is_corruption()));
         assert!(SummaryVector::from_checkpoint(&bytes[..bytes.len() - 3]).is_err());
     }
 

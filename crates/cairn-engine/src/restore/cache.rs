@@ -137,7 +137,7 @@ impl RestoreCache for ContainerLru {
         self.tick += 1;
         c.tick = self.tick;
         self.lru.insert(self.tick, id);
-        let d = c.loaded.meta.descriptors[i].clone();
+        let d = c.loaded.meta.descriptors[i];
         store.extract(&c.loaded, &d, out)
     }
 }

@@ -1,0 +1,242 @@
+//! Crash and fault tests through the fault-injecting backend.
+//!
+//! A "crash" after N writes means the (N+1)-th write and everything after it
+//! never reach storage, as when the process dies. For every N that falls inside
+//! a backup, the repository must afterwards still list exactly the earlier
+//! snapshots, restore them byte-identical, pass `check`, and accept the next
+//! backup. A transient full disk must fail the backup cleanly and lose nothing.
+
+use std::path::Path;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+use cairn_backend::{FaultBackend, FaultPlan, InjectedError, MemBackend};
+use cairn_core::Backend;
+use cairn_engine::restore::Reader;
+use cairn_engine::{catalog, BackupOptions, Progress, RepoConfig, Repository, Source};
+
+fn write_tree(root: &Path, seed: u64, files: usize) {
+    std::fs::create_dir_all(root.join("sub")).unwrap();
+    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut next = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    for i in 0..files {
+        let len = 20_000 + (next() % 200_000) as usize;
+        let data: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+        let dir = if i % 2 == 0 {
+            root.to_path_buf()
+        } else {
+            root.join("sub")
+        };
+        std::fs::write(dir.join(format!("f{i}")), data).unwrap();
+    }
+}
+
+fn small_config() -> RepoConfig {
+    let mut cfg = Repository::default_config();
+    cfg.container_size = 256 * 1024;
+    cfg.chunker = cairn_core::ChunkerConfig::FastCdc {
+        min: 1024,
+        avg: 4096,
+        max: 16384,
+    };
+    cfg.index.expected_chunks = 10_000;
+    cfg
+}
+
+fn backup(repo: &Repository, path: &Path) -> cairn_core::Result<String> {
+    let lock = repo.lock_writer(false)?;
+    let out = cairn_engine::backup(
+        repo,
+        &lock,
+        BackupOptions {
+            sources: vec![Source::Path(path.to_path_buf())],
+            tags: vec![],
+            host: Some("test".into()),
+            progress: Arc::new(Progress::default()),
+        },
+    )?;
+    Ok(out.snapshot_id)
+}
+
+fn assert_restores(repo: &Repository, id: &str, original: &Path) {
+    let snap = catalog::resolve(&**repo.backend(), id).unwrap();
+    let target = tempfile::tempdir().unwrap();
+    let mut reader = Reader::open(repo, 4).unwrap();
+    let sum = reader
+        .restore(&snap.record, target.path(), None, &Progress::default())
+        .unwrap();
+    assert!(sum.errors.is_empty(), "{:?}", sum.errors);
+    let name = original.file_name().unwrap();
+    assert_same_tree(original, &target.path().join(name));
+}
+
+fn assert_same_tree(a: &Path, b: &Path) {
+    let mut ea: Vec<_> = std::fs::read_dir(a)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    let mut eb: Vec<_> = std::fs::read_dir(b)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    ea.sort();
+    eb.sort();
+    assert_eq!(ea, eb, "entries of {}", a.display());
+    for n in ea {
+        let (pa, pb) = (a.join(&n), b.join(&n));
+        if pa.is_dir() {
+            assert_same_tree(&pa, &pb);
+        } else {
+            assert!(
+                std::fs::read(&pa).unwrap() == std::fs::read(&pb).unwrap(),
+                "{}",
+                pa.display()
+            );
+        }
+    }
+}
+
+fn assert_check_clean(repo: &Repository) {
+    let report = cairn_engine::check::check(repo, true).unwrap();
+    assert!(report.is_clean(), "check found {:#?}", report.problems);
+}
+
+fn fresh(plan: &Arc<FaultPlan>) -> (MemBackend, Arc<dyn Backend>) {
+    let mem = MemBackend::new();
+    let backend: Arc<dyn Backend> = Arc::new(FaultBackend::new(mem.clone(), plan.clone()));
+    (mem, backend)
+}
+
+#[test]
+fn crash_at_every_write_of_a_backup_loses_nothing() {
+    let src = tempfile::tempdir().unwrap();
+    let gen1 = src.path().join("data");
+    write_tree(&gen1, 1, 12);
+    let gen2 = src.path().join("data2");
+    let plan = FaultPlan::new();
+
+    // How many writes does the second backup make?
+    let (_, backend) = fresh(&plan);
+    let repo = Repository::init(backend.clone(), small_config()).unwrap();
+    backup(&repo, &gen1).unwrap();
+    std::fs::rename(&gen1, &gen2).unwrap();
+    write_tree(&gen2, 2, 6); // overwrite half the files: new data
+    let before = plan.writes_attempted();
+    backup(&repo, &gen2).unwrap();
+    let writes = plan.writes_attempted() - before;
+    assert!(writes >= 5, "second backup made only {writes} writes");
+    std::fs::rename(&gen2, &gen1).unwrap();
+    write_tree(&gen1, 1, 12); // restore generation 1 content
+
+    let crashes = AtomicU64::new(0);
+    for n in 0..writes {
+        plan.reset();
+        let (_, backend) = fresh(&plan);
+        let repo = Repository::init(backend.clone(), small_config()).unwrap();
+        let s1 = backup(&repo, &gen1).unwrap();
+        std::fs::rename(&gen1, &gen2).unwrap();
+        write_tree(&gen2, 2, 6);
+        plan.crash_after_writes(n);
+        let r = backup(&repo, &gen2);
+        assert!(
+            r.is_err(),
+            "crash after {n} of {writes} writes went unnoticed"
+        );
+        crashes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        drop(repo);
+        plan.restart();
+
+        // Reopen as a new process would.
+        let repo = Repository::open(backend.clone()).unwrap();
+        let (snaps, bad) = catalog::list(&**repo.backend()).unwrap();
+        assert!(bad.is_empty());
+        assert_eq!(
+            snaps.len(),
+            1,
+            "crash after {n} writes left a partial snapshot"
+        );
+        assert_eq!(snaps[0].id, s1);
+        std::fs::rename(&gen2, &gen1).unwrap();
+        write_tree(&gen1, 1, 12);
+        assert_restores(&repo, &s1, &gen1);
+        assert_check_clean(&repo);
+        // The next backup works and sees everything.
+        let s2 = backup(&repo, &gen1).unwrap();
+        assert_restores(&repo, &s2, &gen1);
+        assert_check_clean(&repo);
+    }
+    assert_eq!(crashes.into_inner(), writes);
+}
+
+#[test]
+fn full_disk_fails_the_backup_cleanly() {
+    let src = tempfile::tempdir().unwrap();
+    let data = src.path().join("data");
+    write_tree(&data, 7, 8);
+    let plan = FaultPlan::new();
+    let (_, backend) = fresh(&plan);
+    let repo = Repository::init(backend.clone(), small_config()).unwrap();
+    let s1 = backup(&repo, &data).unwrap();
+    write_tree(&data, 8, 8);
+    for nth in 1..=3 {
+        plan.fail_write_once(nth, InjectedError::DISK_FULL);
+        let err = backup(&repo, &data).unwrap_err().to_string();
+        assert!(
+            err.contains("No space left") || err.contains("disk full"),
+            "{err}"
+        );
+        plan.reset();
+    }
+    let (snaps, _) = catalog::list(&**repo.backend()).unwrap();
+    assert_eq!(snaps.len(), 1);
+    let s2 = backup(&repo, &data).unwrap();
+    assert_ne!(s1, s2);
+    assert_restores(&repo, &s2, &data);
+    assert_check_clean(&repo);
+}
+
+#[test]
+fn corrupted_container_reads_are_reported_not_restored() {
+    let src = tempfile::tempdir().unwrap();
+    let data = src.path().join("data");
+    write_tree(&data, 3, 6);
+    let plan = FaultPlan::new();
+    let (_, backend) = fresh(&plan);
+    let repo = Repository::init(backend.clone(), small_config()).unwrap();
+    let s1 = backup(&repo, &data).unwrap();
+    // Flip a bit in the middle of the first container's data section.
+    let first = backend.list("containers/").unwrap()[0].clone();
+    plan.corrupt_read(&first, cairn_backend::CorruptAt::Start(5000), 3);
+    let report = cairn_engine::check::check(&repo, true).unwrap();
+    assert!(!report.is_clean());
+    let id_hex = first.rsplit('/').next().unwrap();
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|p| p.container.as_deref() == Some(id_hex)),
+        "{:#?}",
+        report.problems
+    );
+    let snap = catalog::resolve(&**repo.backend(), &s1).unwrap();
+    let target = tempfile::tempdir().unwrap();
+    let sum = Reader::open(&repo, 4).unwrap().restore(
+        &snap.record,
+        target.path(),
+        None,
+        &Progress::default(),
+    );
+    let failed = match sum {
+        Err(e) => e.is_corruption(),
+        Ok(s) => !s.errors.is_empty(),
+    };
+    assert!(
+        failed,
+        "restore from a damaged container must not succeed silently"
+    );
+}
