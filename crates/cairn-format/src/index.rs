@@ -76,7 +76,7 @@ pub struct IndexHeader {
 
 /// Entries one data page holds.
 pub fn entries_per_page(page_size: usize, fp_width: usize) -> usize {
-    page_size.saturating_sub(INDEX_PAGE_OVERHEAD) / (fp_width + CONTAINER_LEN)
+    page_size.saturating_sub(INDEX_PAGE_OVERHEAD) / fp_width.saturating_add(CONTAINER_LEN)
 }
 
 /// The first 8 fingerprint bytes as a **big-endian** integer (zero-padded),

@@ -3,7 +3,7 @@
 //! | module | object | paper |
 //! |---|---|---|
 //! | [`envelope`] | framing of small whole-file objects (config, snapshot, Bloom checkpoint) | DDFS §4.1 checkpoints |
-//! | [`compress`] | per-chunk local compression, selective storage | `004` "selective compression" |
+//! | [`compress`](mod@compress) | per-chunk local compression, selective storage | `004` "selective compression" |
 //! | [`container`] | container: header, data section, metadata section, trailer | DDFS §3.3, §4.2 |
 //! | [`tree`] | Merkle-tree recipe nodes (L1..Ln) | `003` §2 |
 //! | [`dir`] | directory listings | — |

@@ -4,7 +4,8 @@
 //! change here is a format change and needs a version bump, not an edit.
 //!
 //! The hex was produced by an encoder written independently from FORMAT.md
-//! (a short Python script), so it checks the spec as much as the code.
+//! (`tests/golden/gen_golden.py`, which prints the constants at the end of
+//! this file verbatim), so it checks the spec as much as the code.
 //! Syntax: whitespace-separated hex, `# comment` to end of line, and `00*N`
 //! for a run of N zero bytes. Codec `none` everywhere, so nothing depends on
 //! the zstd or lz4 version.

@@ -1,4 +1,5 @@
 use super::*;
+use crate::bytes::{set_u32, set_u64};
 use crate::compress::{compress, decompress};
 use cairn_core::CompressionConfig;
 use proptest::prelude::*;

@@ -22,7 +22,7 @@ use std::ops::Range;
 
 use cairn_core::{ChunkKind, CompressionCodec, ContainerId, Error, Fingerprint, Result};
 
-use crate::bytes::{check_fp_width, get_u32, get_u64, put_u32, set_u32, set_u64, show_magic};
+use crate::bytes::{check_fp_width, get_u32, get_u64, show_magic};
 
 /// First 8 bytes of every container.
 pub const CONTAINER_MAGIC: [u8; 8] = *b"CAIRNCTR";
@@ -119,202 +119,6 @@ pub const fn encoded_len(chunks: usize, data_len: usize, fp_width: usize) -> usi
     CONTAINER_HEADER_LEN + data_len + metadata_len(chunks, fp_width) + CONTAINER_TRAILER_LEN
 }
 
-/// Accumulates chunks of one stream into one container (SISL, DDFS §4.2).
-///
-/// The data section is built in place behind a reserved header, so
-/// [`ContainerWriter::finish_into`] appends metadata and trailer and hands the
-/// buffer over without copying payloads.
-#[derive(Debug)]
-pub struct ContainerWriter {
-    id: ContainerId,
-    fp_width: usize,
-    capacity: usize,
-    /// Reserved header followed by the data section so far.
-    buf: Vec<u8>,
-    descriptors: Vec<Descriptor>,
-}
-
-impl ContainerWriter {
-    /// A new empty container. `capacity` is the target size of the encoded
-    /// container in bytes (e.g. 4 MiB).
-    ///
-    /// Panics if `fp_width` is not in 1..=32 (widths come from validated
-    /// configuration).
-    pub fn new(id: ContainerId, fp_width: usize, capacity: usize) -> Self {
-        assert!(
-            (1..=cairn_core::MAX_FINGERPRINT_LEN).contains(&fp_width),
-            "fingerprint width {fp_width} out of range"
-        );
-        let mut buf = Vec::with_capacity(capacity.clamp(CONTAINER_HEADER_LEN, 64 << 20));
-        buf.resize(CONTAINER_HEADER_LEN, 0);
-        ContainerWriter {
-            id,
-            fp_width,
-            capacity,
-            buf,
-            descriptors: Vec::new(),
-        }
-    }
-
-    /// True if a chunk of `stored_len` stored bytes keeps the encoded
-    /// container within its capacity (and the data section within `u32`
-    /// offsets). Always true when empty: an oversize chunk gets a container
-    /// of its own.
-    pub fn would_fit(&self, stored_len: usize) -> bool {
-        if self.descriptors.is_empty() {
-            return true;
-        }
-        let data = self.data_len().saturating_add(stored_len);
-        data <= u32::MAX as usize
-            && encoded_len(self.descriptors.len() + 1, data, self.fp_width) <= self.capacity
-    }
-
-    /// Appends a chunk's stored payload and its descriptor.
-    ///
-    /// Panics if `fp` is not `fp_width` bytes wide or the data section would
-    /// pass 4 GiB (offsets are `u32`); both are caller bugs.
-    pub fn push(
-        &mut self,
-        fp: Fingerprint,
-        kind: ChunkKind,
-        level: u8,
-        codec: CompressionCodec,
-        raw_len: u32,
-        stored: &[u8],
-    ) {
-        assert_eq!(fp.len(), self.fp_width, "fingerprint width mismatch");
-        let offset = self.data_len();
-        assert!(
-            offset + stored.len() <= u32::MAX as usize,
-            "container data section exceeds 4 GiB"
-        );
-        debug_assert!(
-            codec != CompressionCodec::None || raw_len as usize == stored.len(),
-            "uncompressed chunk with raw_len != stored length"
-        );
-        self.buf.extend_from_slice(stored);
-        self.descriptors.push(Descriptor {
-            fp,
-            kind,
-            level,
-            codec,
-            offset: offset as u32,
-            stored_len: stored.len() as u32,
-            raw_len,
-        });
-    }
-
-    pub fn id(&self) -> ContainerId {
-        self.id
-    }
-
-    pub fn fp_width(&self) -> usize {
-        self.fp_width
-    }
-
-    pub fn capacity(&self) -> usize {
-        self.capacity
-    }
-
-    /// Number of chunks.
-    pub fn len(&self) -> usize {
-        self.descriptors.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.descriptors.is_empty()
-    }
-
-    /// Bytes in the data section so far.
-    pub fn data_len(&self) -> usize {
-        self.buf.len() - CONTAINER_HEADER_LEN
-    }
-
-    /// Size the container would have if finished now.
-    pub fn encoded_len(&self) -> usize {
-        encoded_len(self.len(), self.data_len(), self.fp_width)
-    }
-
-    pub fn descriptors(&self) -> &[Descriptor] {
-        &self.descriptors
-    }
-
-    /// Starts over as an empty container with a new id.
-    pub fn reset(&mut self, id: ContainerId) {
-        self.id = id;
-        self.buf.truncate(CONTAINER_HEADER_LEN);
-        self.descriptors.clear();
-    }
-
-    /// The complete container bytes.
-    pub fn finish(mut self) -> Vec<u8> {
-        let mut out = Vec::new();
-        self.finish_into(&mut out);
-        out
-    }
-
-    /// Replaces `out` with the complete container bytes (swapping buffers,
-    /// no copy) and leaves the writer empty, **with the same id**: call
-    /// [`ContainerWriter::reset`] with the next id before pushing again.
-    /// `out`'s old allocation becomes the writer's next buffer.
-    pub fn finish_into(&mut self, out: &mut Vec<u8>) {
-        let w = self.fp_width;
-        let buf = &mut self.buf;
-        let header = &mut buf[..CONTAINER_HEADER_LEN];
-        header.fill(0);
-        header[HDR_MAGIC_OFFSET..HDR_MAGIC_OFFSET + HDR_MAGIC_LEN]
-            .copy_from_slice(&CONTAINER_MAGIC);
-        set_u32(header, HDR_VERSION_OFFSET, CONTAINER_VERSION);
-        header[HDR_FP_WIDTH_OFFSET] = w as u8;
-        set_u64(header, HDR_ID_OFFSET, self.id.0);
-        let hcrc = crc32c::crc32c(&header[..HDR_CRC_OFFSET]);
-        set_u32(header, HDR_CRC_OFFSET, hcrc);
-
-        let data_len = buf.len() - CONTAINER_HEADER_LEN;
-        let data_crc = crc32c::crc32c(&buf[CONTAINER_HEADER_LEN..]);
-        let meta_offset = buf.len();
-        buf.reserve(metadata_len(self.descriptors.len(), w) + CONTAINER_TRAILER_LEN);
-        put_u32(buf, self.descriptors.len() as u32);
-        for d in &self.descriptors {
-            encode_descriptor(d, buf);
-        }
-        let meta_len = buf.len() - meta_offset;
-        let meta_crc = crc32c::crc32c(&buf[meta_offset..]);
-
-        let mut t = [0u8; CONTAINER_TRAILER_LEN];
-        set_u64(&mut t, TR_ID_OFFSET, self.id.0);
-        set_u64(&mut t, TR_DATA_OFFSET_OFFSET, CONTAINER_HEADER_LEN as u64);
-        set_u64(&mut t, TR_DATA_LEN_OFFSET, data_len as u64);
-        set_u64(&mut t, TR_META_OFFSET_OFFSET, meta_offset as u64);
-        set_u64(&mut t, TR_META_LEN_OFFSET, meta_len as u64);
-        set_u32(&mut t, TR_COUNT_OFFSET, self.descriptors.len() as u32);
-        set_u32(&mut t, TR_DATA_CRC_OFFSET, data_crc);
-        set_u32(&mut t, TR_META_CRC_OFFSET, meta_crc);
-        t[TR_FP_WIDTH_OFFSET] = w as u8;
-        set_u32(&mut t, TR_VERSION_OFFSET, CONTAINER_VERSION);
-        t[TR_MAGIC_OFFSET..TR_MAGIC_OFFSET + TR_MAGIC_LEN]
-            .copy_from_slice(&CONTAINER_TRAILER_MAGIC);
-        let tcrc = crc32c::crc32c(&t[..TR_CRC_OFFSET]);
-        set_u32(&mut t, TR_CRC_OFFSET, tcrc);
-        buf.extend_from_slice(&t);
-
-        std::mem::swap(buf, out);
-        self.buf.clear();
-        self.buf.resize(CONTAINER_HEADER_LEN, 0);
-        self.descriptors.clear();
-    }
-}
-
-fn encode_descriptor(d: &Descriptor, out: &mut Vec<u8>) {
-    out.extend_from_slice(d.fp.as_bytes());
-    out.push(d.kind as u8);
-    out.push(d.level);
-    out.push(d.codec as u8);
-    put_u32(out, d.offset);
-    put_u32(out, d.stored_len);
-    put_u32(out, d.raw_len);
-}
-
 /// What a container's trailer and metadata section say.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ContainerMeta {
@@ -340,8 +144,8 @@ pub enum TailDecode {
 /// The file range `[start, end)` of a chunk's stored payload, for reading
 /// one chunk (or a run of chunks) without the rest of the data section.
 pub fn chunk_file_range(meta: &ContainerMeta, d: &Descriptor) -> Range<u64> {
-    let start = meta.data_offset + u64::from(d.offset);
-    start..start + u64::from(d.stored_len)
+    let start = meta.data_offset.saturating_add(u64::from(d.offset));
+    start..start.saturating_add(u64::from(d.stored_len))
 }
 
 fn what_for(id: ContainerId) -> String {
@@ -651,6 +455,9 @@ pub fn stored_chunk<'a>(
     Ok(&container[r.start as usize..r.end as usize])
 }
 
+mod writer;
+
+pub use writer::ContainerWriter;
+
 #[cfg(test)]
-#[path = "container_tests.rs"]
 mod tests;

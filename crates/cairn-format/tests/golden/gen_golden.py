@@ -1,0 +1,169 @@
+# Independent encoder of the cairn formats, written from docs/FORMAT.md (not
+# from the Rust code), to cross-check the codecs. Prints the annotated golden
+# hex constants found at the end of ../golden.rs:
+#     python3 crates/cairn-format/tests/golden/gen_golden.py
+# Any change to its output is a format change (bump the object's version).
+import struct, json
+
+def crc32c(data):
+    crc = 0xffffffff
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xffffffff
+
+assert crc32c(b"123456789") == 0xE3069283
+
+class Out:
+    def __init__(s): s.b = bytearray(); s.lines = []
+    def put(s, data, comment):
+        data = bytes(data)
+        s.b += data
+        s.lines.append((data, comment))
+    def text(s):
+        res = []
+        for data, c in s.lines:
+            h = data.hex()
+            # compress runs of zero bytes longer than 8
+            if len(data) > 8 and all(x == 0 for x in data):
+                h = "00*%d" % len(data)
+            res.append('    %-40s # %s' % (h, c) if len(h) <= 40 else '    %s # %s' % (h, c))
+        return "\n".join(res)
+
+u8 = lambda v: struct.pack('<B', v)
+u32 = lambda v: struct.pack('<I', v)
+u64 = lambda v: struct.pack('<Q', v)
+i64 = lambda v: struct.pack('<q', v)
+def varint(v):
+    o = bytearray()
+    while v >= 0x80:
+        o.append((v & 0x7f) | 0x80); v >>= 7
+    o.append(v); return bytes(o)
+
+FA, FB, FC, FD = bytes([0x11]*8), bytes([0x22]*8), bytes([0xc3]*8), bytes([0xd4]*8)
+
+# --- envelope
+env = Out()
+payload = b'{}'
+env.put(b"CAIRNCFG", "magic \"CAIRNCFG\"")
+env.put(u32(1), "version 1")
+env.put(u64(len(payload)), "payload_len 2")
+env.put(payload, "payload '{}'")
+env.put(u32(crc32c(env.b)), "crc32c of the above")
+
+# --- tree node
+tree = Out()
+tree.put(u8(1), "node format version 1")
+tree.put(u8(1), "level 1")
+tree.put(u32(2), "child count 2")
+tree.put(FA, "child 0 fingerprint"); tree.put(u64(5), "child 0 size 5")
+tree.put(FB, "child 1 fingerprint"); tree.put(u64(6), "child 1 size 6")
+TREE = bytes(tree.b)
+
+# --- container
+chunks = [(FA, 0, 0, 0, b"hello"), (FB, 0, 0, 0, b"world!"), (FC, 1, 1, 0, TREE)]
+ctr = Out()
+hdr = b"CAIRNCTR" + u32(1) + u8(8) + b"\0\0\0" + u64(0x2a) + u32(0)
+ctr.put(b"CAIRNCTR", "header: magic \"CAIRNCTR\"")
+ctr.put(u32(1), "header: version 1")
+ctr.put(u8(8), "header: fingerprint width 8")
+ctr.put(b"\0\0\0", "header: reserved")
+ctr.put(u64(0x2a), "header: container id 0x2a")
+ctr.put(u32(0), "header: reserved")
+ctr.put(u32(crc32c(hdr)), "header: crc32c of header bytes 0..28")
+data = b""
+for i, c in enumerate(chunks):
+    ctr.put(c[4], "data: chunk %d payload (%d bytes)" % (i, len(c[4])))
+    data += c[4]
+meta_off = len(ctr.b)
+meta = bytearray(u32(3))
+ctr.put(u32(3), "metadata: descriptor count 3")
+off = 0
+for i, (fp, kind, level, codec, p) in enumerate(chunks):
+    d = fp + u8(kind) + u8(level) + u8(codec) + u32(off) + u32(len(p)) + u32(len(p))
+    meta += d
+    ctr.put(fp, "descriptor %d: fingerprint" % i)
+    ctr.put(u8(kind) + u8(level) + u8(codec), "descriptor %d: kind %d, level %d, codec %d (none)" % (i, kind, level, codec))
+    ctr.put(u32(off), "descriptor %d: offset %d in data section" % (i, off))
+    ctr.put(u32(len(p)), "descriptor %d: stored_len %d" % (i, len(p)))
+    ctr.put(u32(len(p)), "descriptor %d: raw_len %d" % (i, len(p)))
+    off += len(p)
+tr = bytearray()
+def t(b, c):
+    tr.extend(b); ctr.put(b, "trailer: " + c)
+t(u64(0x2a), "container id 0x2a")
+t(u64(32), "data section offset 32")
+t(u64(len(data)), "data section length %d" % len(data))
+t(u64(meta_off), "metadata offset %d" % meta_off)
+t(u64(len(meta)), "metadata length %d" % len(meta))
+t(u32(3), "chunk count 3")
+t(u32(crc32c(data)), "data crc32c")
+t(u32(crc32c(meta)), "metadata crc32c")
+t(u8(8), "fingerprint width 8")
+t(b"\0\0\0", "reserved")
+t(u32(1), "version 1")
+t(b"CAIRNEND", "magic \"CAIRNEND\"")
+t(u32(crc32c(tr)), "crc32c of trailer bytes 0..68")
+
+# --- dir listing
+d = Out()
+d.put(u8(1), "listing format version 1")
+d.put(varint(2), "entry count 2 (varint)")
+MT = 1_700_000_000_000_000_000
+d.put(varint(9), "entry 0: name length 9"); d.put(b"hello.txt", "entry 0: name \"hello.txt\"")
+d.put(u8(0) + u8(2), "entry 0: kind 0 (file), flags 2 (content)")
+d.put(u32(0o100644), "entry 0: mode 0o100644"); d.put(u32(1000), "entry 0: uid 1000"); d.put(u32(1000), "entry 0: gid 1000")
+d.put(i64(MT), "entry 0: mtime_ns 1700000000000000000"); d.put(u64(11), "entry 0: size 11")
+d.put(FC, "entry 0: content root fingerprint"); d.put(u8(1), "entry 0: content root level 1"); d.put(u64(11), "entry 0: content size 11")
+d.put(varint(4), "entry 1: name length 4"); d.put(b"link", "entry 1: name \"link\"")
+d.put(u8(2) + u8(1), "entry 1: kind 2 (symlink), flags 1 (target)")
+d.put(u32(0o120777), "entry 1: mode 0o120777"); d.put(u32(1000), "entry 1: uid 1000"); d.put(u32(1000), "entry 1: gid 1000")
+d.put(i64(MT), "entry 1: mtime_ns 1700000000000000000"); d.put(u64(9), "entry 1: size 9")
+d.put(varint(9), "entry 1: target length 9"); d.put(b"hello.txt", "entry 1: target \"hello.txt\"")
+
+# --- snapshot
+snap = Out()
+js = json.dumps({"time_unix_ns": MT, "host": "h", "paths": ["/data"], "tags": [],
+                 "root": {"root": FD.hex(), "level": 0, "size": 120},
+                 "stats": {"logical_bytes": 11, "files": 1, "dirs": 1, "symlinks": 1, "chunks": 3,
+                           "new_chunks": 3, "new_raw_bytes": 49, "new_stored_bytes": 49,
+                           "containers_written": 1, "duration_ns": 1000, "skipped_paths": 0}},
+                separators=(",", ":")).encode()
+snap.put(b"CAIRNSNP", "magic \"CAIRNSNP\""); snap.put(u32(1), "version 1"); snap.put(u64(len(js)), "payload_len %d" % len(js))
+snap.put(js, "JSON payload")
+snap.put(u32(crc32c(snap.b)), "crc32c of the above")
+
+# --- index
+idx = Out()
+PS, PC = 256, 2
+h = b"CAIRNIDX" + u32(1) + u8(8) + b"\0\0\0" + u32(PS) + u32(0) + u64(PC) + u64(3) + u64(0x2b)
+idx.put(b"CAIRNIDX", "header: magic \"CAIRNIDX\"")
+idx.put(u32(1), "header: version 1")
+idx.put(u8(8) + b"\0\0\0", "header: fingerprint width 8, reserved")
+idx.put(u32(PS), "header: page size 256")
+idx.put(u32(0), "header: reserved")
+idx.put(u64(PC), "header: data page count 2")
+idx.put(u64(3), "header: entry count 3")
+idx.put(u64(0x2b), "header: covered_below 0x2b")
+idx.put(u32(crc32c(h)), "header: crc32c of header bytes 0..48")
+idx.put(bytes(PS - 52), "header page padding")
+def page_of(fp, pc):
+    return (int.from_bytes(fp[:8].ljust(8, b"\0"), "big") * pc) >> 64
+entries = [(FA, 0x2a), (FB, 0x2a), (FC, 0x2a)]
+for p in range(PC):
+    es = [e for e in entries if page_of(e[0], PC) == p]
+    pg = bytearray(u64(p) + u32(len(es)))
+    idx.put(u64(p), "page %d: page number" % p)
+    idx.put(u32(len(es)), "page %d: entry count %d" % (p, len(es)))
+    for fp, c in es:
+        pg += fp + u64(c)
+        idx.put(fp, "page %d: entry fingerprint" % p)
+        idx.put(u64(c), "page %d: entry container 0x%x" % (p, c))
+    pad = PS - 4 - len(pg)
+    pg += bytes(pad)
+    idx.put(bytes(pad), "page %d: padding" % p)
+    idx.put(u32(crc32c(pg)), "page %d: crc32c of page bytes 0..252" % p)
+
+for name, o in [("ENVELOPE", env), ("TREE_NODE", tree), ("CONTAINER", ctr), ("DIR", d), ("SNAPSHOT", snap), ("INDEX", idx)]:
+    print("const %s: &str = r#\"\n%s\n\"#;\n" % (name, o.text()))
