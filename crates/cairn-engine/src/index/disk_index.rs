@@ -118,9 +118,7 @@ impl DiskIndex {
             .backend
             .read_at(&key, codec::index_page_offset(h, page_no), h.page_size)?;
         bump(&self.counters.index_page_reads, 1);
-        let entries =
-            codec::decode_index_page(&page, h, page_no).map_err(|e| rename_corrupt(e, &key))?;
-        Ok(entries.iter().find(|e| &e.fp == fp).map(|e| e.container))
+        codec::lookup_in_page(&page, h, page_no, fp).map_err(|e| rename_corrupt(e, &key))
     }
 
     /// Reads every entry of the current generation (sequentially, verifying
