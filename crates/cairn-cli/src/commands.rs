@@ -133,12 +133,10 @@ fn backup(cli: &Cli, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
             name: a.stdin_name.clone(),
         });
     }
-    let (repo, created) = Repository::open_or_init_local(path, || {
-        config_from(&a.init).unwrap_or_else(|_| Repository::default_config())
-    })?;
+    // Validated before anything is created, so bad flags never leave a repository behind.
+    let cfg = config_from(&a.init)?;
+    let (repo, created) = Repository::open_or_init_local(path, || cfg)?;
     if created {
-        // Surface invalid init options instead of silently using defaults.
-        config_from(&a.init)?;
         if !cli.quiet && !cli.json {
             eprintln!("created cairn repository at {}", path.display());
         }
@@ -427,6 +425,15 @@ fn stats(cli: &Cli, repo: &Repository) -> Result<ExitCode> {
         "last backup:            {:.2}s ({:.1} MB/s)",
         s.last_backup_seconds, s.last_backup_mb_per_s
     );
+    let phases: Vec<String> = s
+        .last_backup_phases
+        .iter()
+        .filter(|(k, _)| k.as_str() != "total")
+        .map(|(k, v)| format!("{k} {v:.2}s"))
+        .collect();
+    if !phases.is_empty() {
+        println!("  per phase:            {}", phases.join(", "));
+    }
     Ok(ExitCode::SUCCESS)
 }
 

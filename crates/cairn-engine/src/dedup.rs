@@ -184,3 +184,104 @@ impl Dedup {
         self.state.lock().cache.ram_bytes()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::IndexConfig;
+    use crate::warnings::Warnings;
+    use cairn_backend::MemBackend;
+    use cairn_core::{Backend, ChunkKind, CompressionCodec};
+    use cairn_format::container::ContainerWriter;
+    use proptest::prelude::*;
+    use std::collections::HashSet;
+
+    fn fp(i: u16) -> Fingerprint {
+        Fingerprint::from_slice(blake3::hash(&i.to_le_bytes()).as_bytes())
+    }
+
+    /// Runs `batches` of fingerprints through the dedup path as a stream
+    /// would (sealing a container every `per_container` new chunks, merging
+    /// the index between "backups"), and returns the new/duplicate decisions.
+    fn run(batches: &[Vec<u16>], per_container: usize, summary: bool, cache: bool) -> Vec<bool> {
+        let backend: Arc<dyn Backend> = Arc::new(MemBackend::new());
+        let counters = Arc::new(Counters::default());
+        let log = Arc::new(ContainerLog::open(backend.clone(), counters.clone()).unwrap());
+        let cfg = IndexConfig {
+            expected_chunks: 64,
+            cache_containers: 2,
+            ..Default::default()
+        };
+        let mut decisions = Vec::new();
+        // Each pair of batches is one "backup": reopen, replay, merge at the end.
+        for backup in batches.chunks(2) {
+            let opened = crate::index::open_for_write(
+                backend.clone(),
+                counters.clone(),
+                &log,
+                &cfg,
+                &Warnings::default(),
+            )
+            .unwrap();
+            let dedup = Dedup::new(opened, log.clone(), counters.clone(), 2, summary, cache);
+            let mut writer: Option<ContainerWriter> = None;
+            let mut is_new = Vec::new();
+            for batch in backup {
+                let fps: Vec<Fingerprint> = batch.iter().map(|&i| fp(i)).collect();
+                dedup.resolve_batch(&fps, &mut is_new).unwrap();
+                for (f, &new) in fps.iter().zip(&is_new) {
+                    decisions.push(new);
+                    if !new {
+                        continue;
+                    }
+                    let w = writer.get_or_insert_with(|| {
+                        let id = log.allocate();
+                        dedup.container_opened(id);
+                        ContainerWriter::new(id, 32, 1 << 20)
+                    });
+                    w.push(*f, ChunkKind::Data, 0, CompressionCodec::None, 1, &[0]);
+                    if w.len() >= per_container {
+                        let w = writer.take().unwrap();
+                        let id = w.id();
+                        let sealed: Vec<Fingerprint> =
+                            w.descriptors().iter().map(|d| d.fp).collect();
+                        log.append(id, &w.finish()).unwrap();
+                        dedup.container_sealed(id, sealed.into_iter());
+                    }
+                }
+            }
+            if let Some(w) = writer.take() {
+                let id = w.id();
+                let sealed: Vec<Fingerprint> = w.descriptors().iter().map(|d| d.fp).collect();
+                log.append(id, &w.finish()).unwrap();
+                dedup.container_sealed(id, sealed.into_iter());
+            }
+            let covered = log.next_id();
+            let g = dedup
+                .disk
+                .write_merged(dedup.memory_entries(), covered, 32, 512)
+                .unwrap();
+            crate::index::write_checkpoint(&*backend, &dedup.summary, g, covered).unwrap();
+        }
+        decisions
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+
+        /// Whatever the ablation, a chunk is new exactly when it was never
+        /// seen before: the Summary Vector and cache change cost, never answers.
+        #[test]
+        fn decisions_equal_exact_membership(
+            batches in proptest::collection::vec(proptest::collection::vec(0u16..300, 0..60), 1..7),
+            per_container in 1usize..20,
+        ) {
+            let mut seen = HashSet::new();
+            let expected: Vec<bool> = batches.iter().flatten().map(|i| seen.insert(*i)).collect();
+            for (summary, cache) in [(false, false), (true, false), (false, true), (true, true)] {
+                prop_assert_eq!(&run(&batches, per_container, summary, cache), &expected,
+                    "summary={} cache={}", summary, cache);
+            }
+        }
+    }
+}

@@ -49,6 +49,8 @@ pub struct RepoStats {
     /// Time spent and throughput of the newest backup.
     pub last_backup_seconds: f64,
     pub last_backup_mb_per_s: f64,
+    /// Seconds per pipeline phase of the newest backup.
+    pub last_backup_phases: std::collections::BTreeMap<String, f64>,
 }
 
 fn ratio(a: u64, b: u64) -> f64 {
@@ -113,6 +115,7 @@ pub fn stats(repo: &Repository) -> Result<RepoStats> {
         index_ram_bytes_per_chunk: ratio(bloom_bytes, indexed),
         counters,
         last_backup_seconds: last_secs,
+        last_backup_phases: last.map(|s| s.phases.clone()).unwrap_or_default(),
         last_backup_mb_per_s: if last_secs > 0.0 {
             last.map_or(0, |s| s.logical_bytes) as f64 / 1e6 / last_secs
         } else {

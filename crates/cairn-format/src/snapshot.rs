@@ -53,6 +53,9 @@ pub struct SnapshotStats {
     pub skipped_paths: u64,
     /// Lookup and I/O counters of the run (DDFS Table 4 quantities among them).
     pub counters: cairn_core::CountersSnapshot,
+    /// Seconds spent per pipeline phase (open, read_chunk, hash, dedup,
+    /// compress, write, commit, total), summed over threads.
+    pub phases: std::collections::BTreeMap<String, f64>,
 }
 
 /// The serde form of a [`BlobRef`]: the root fingerprint as lowercase hex.

@@ -61,6 +61,25 @@ pub struct PhaseReport {
     pub total_seconds: f64,
 }
 
+impl PhaseReport {
+    /// Phase name (without the `_seconds` suffix) -> seconds.
+    pub fn as_map(&self) -> std::collections::BTreeMap<String, f64> {
+        [
+            ("open", self.open_seconds),
+            ("read_chunk", self.read_chunk_seconds),
+            ("hash", self.hash_seconds),
+            ("dedup", self.dedup_seconds),
+            ("compress", self.compress_seconds),
+            ("write", self.write_seconds),
+            ("commit", self.commit_seconds),
+            ("total", self.total_seconds),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
+    }
+}
+
 pub struct BackupOutcome {
     pub snapshot_id: String,
     pub record: SnapshotRecord,
@@ -273,6 +292,7 @@ pub fn backup(repo: &Repository, _lock: &WriteLock, opts: BackupOptions) -> Resu
         duration_ns: started.elapsed().as_nanos() as u64,
         skipped_paths: skipped.len() as u64,
         counters,
+        phases: Default::default(),
     };
     let paths = opts
         .sources
@@ -285,17 +305,6 @@ pub fn backup(repo: &Repository, _lock: &WriteLock, opts: BackupOptions) -> Resu
             Source::Stdin { name } => format!("<stdin:{name}>"),
         })
         .collect();
-    let record = SnapshotRecord {
-        time_unix_ns: now_ns,
-        host: opts
-            .host
-            .unwrap_or_else(|| gethostname::gethostname().to_string_lossy().into_owned()),
-        paths,
-        tags: opts.tags,
-        root: root.into(),
-        stats,
-    };
-    let snapshot_id = catalog::commit(&**repo.backend(), &record)?;
     let p = &shared.phases;
     let phases = PhaseReport {
         open_seconds,
@@ -307,6 +316,19 @@ pub fn backup(repo: &Repository, _lock: &WriteLock, opts: BackupOptions) -> Resu
         commit_seconds: commit_started.elapsed().as_secs_f64(),
         total_seconds: started.elapsed().as_secs_f64(),
     };
+    let mut stats = stats;
+    stats.phases = phases.as_map();
+    let record = SnapshotRecord {
+        time_unix_ns: now_ns,
+        host: opts
+            .host
+            .unwrap_or_else(|| gethostname::gethostname().to_string_lossy().into_owned()),
+        paths,
+        tags: opts.tags,
+        root: root.into(),
+        stats,
+    };
+    let snapshot_id = catalog::commit(&**repo.backend(), &record)?;
     Ok(BackupOutcome {
         snapshot_id,
         record,

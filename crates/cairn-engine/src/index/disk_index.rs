@@ -280,3 +280,49 @@ mod tests {
         assert_eq!(reader.lookup(&fp(7000)).unwrap(), Some(ContainerId(3)));
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use cairn_backend::MemBackend;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(32))]
+
+        /// The index never loses an entry: after any sequence of merges every
+        /// fingerprint ever merged is found (first container wins), by a page
+        /// lookup and by a full read.
+        #[test]
+        fn merges_never_lose_entries(
+            rounds in proptest::collection::vec(proptest::collection::vec(any::<u32>(), 0..400), 1..6),
+            width in prop_oneof![Just(6usize), Just(20), Just(32)],
+            page_size in prop_oneof![Just(256usize), Just(512), Just(4096)],
+        ) {
+            let backend: Arc<dyn Backend> = Arc::new(MemBackend::new());
+            let ix = DiskIndex::open(backend, Arc::new(Counters::default())).unwrap();
+            let mut model: BTreeMap<Vec<u8>, ContainerId> = BTreeMap::new();
+            for (r, keys) in rounds.iter().enumerate() {
+                let c = ContainerId(r as u64 + 1);
+                let entries: Vec<IndexEntry> = keys.iter().map(|k| IndexEntry {
+                    fp: Fingerprint::from_slice(&blake3::hash(&k.to_le_bytes()).as_bytes()[..width]),
+                    container: c,
+                }).collect();
+                for e in &entries {
+                    model.entry(e.fp.as_bytes().to_vec()).or_insert(c);
+                }
+                ix.write_merged(entries, ContainerId(r as u64 + 2), width, page_size).unwrap();
+            }
+            prop_assert_eq!(ix.entry_count(), model.len() as u64);
+            let all = ix.read_all().unwrap();
+            prop_assert_eq!(all.len(), model.len());
+            for e in &all {
+                prop_assert_eq!(model.get(e.fp.as_bytes()), Some(&e.container));
+            }
+            for (k, c) in &model {
+                prop_assert_eq!(ix.lookup(&Fingerprint::from_slice(k)).unwrap(), Some(*c));
+            }
+        }
+    }
+}
