@@ -232,6 +232,7 @@ mod tests {
                     new_stored_bytes: stats[7], containers_written: stats[8],
                     duration_ns: stats[9], skipped_paths: stats[10],
                     counters: cairn_core::CountersSnapshot { lookups: stats[1], ..Default::default() },
+                    phases: [("hash".to_string(), 0.25)].into_iter().collect(),
                 },
             };
             prop_assert_eq!(decode_snapshot(&encode_snapshot(&r)).unwrap(), r);
