@@ -136,10 +136,8 @@ fn backup(cli: &Cli, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
     // Validated before anything is created, so bad flags never leave a repository behind.
     let cfg = config_from(&a.init)?;
     let (repo, created) = Repository::open_or_init_local(path, || cfg)?;
-    if created {
-        if !cli.quiet && !cli.json {
-            eprintln!("created cairn repository at {}", path.display());
-        }
+    if created && !cli.quiet && !cli.json {
+        eprintln!("created cairn repository at {}", path.display());
     }
     let lock = repo.lock_writer(a.wait)?;
     let progress = Arc::new(Progress::default());
