@@ -147,6 +147,7 @@ fn snapshot() -> SnapshotRecord {
             duration_ns: 1000,
             skipped_paths: 0,
             counters: Default::default(),
+            phases: Default::default(),
         },
     }
 }
