@@ -31,6 +31,7 @@ use crate::catalog;
 use crate::container_log::ContainerLog;
 use crate::index::disk_index::DiskIndex;
 use crate::repo::Repository;
+use crate::restore::cache::Locator;
 use crate::restore::Reader;
 
 #[derive(Debug, Default, Serialize)]
@@ -159,7 +160,23 @@ pub fn check(repo: &Repository, read_data: bool) -> Result<CheckReport> {
                 index.insert(e.fp, e.container);
             }
         }
-        Err(e) => problems.add(format!("index unreadable: {e}"), None, None, None),
+        Err(e) => {
+            problems.add(
+                format!("index unreadable (the next backup rebuilds it from the containers): {e}"),
+                None,
+                None,
+                None,
+            );
+            // Walk the snapshots with the mapping a rebuild would produce, so
+            // the one damaged index is reported once, not once per chunk.
+            let mut ids: Vec<&ContainerId> = metas.keys().collect();
+            ids.sort();
+            for id in ids {
+                for d in &metas[id].descriptors {
+                    index.entry(d.fp).or_insert(*id);
+                }
+            }
+        }
     }
     report.indexed_chunks = index.len() as u64;
     let mut holds: HashMap<ContainerId, FpSet> = HashMap::new();
@@ -202,7 +219,11 @@ pub fn check(repo: &Repository, read_data: bool) -> Result<CheckReport> {
         );
     }
     let mut ctx = Ctx {
-        reader: Reader::open(repo, crate::restore::DEFAULT_CACHE_CONTAINERS)?,
+        reader: Reader::with_locator(
+            repo,
+            Locator::Memory(index.clone()),
+            crate::restore::DEFAULT_CACHE_CONTAINERS,
+        ),
         index,
         metas: &metas,
         bad_containers: &bad_containers,

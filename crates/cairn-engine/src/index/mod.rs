@@ -37,11 +37,19 @@ pub fn open_for_write(
     cfg: &IndexConfig,
     warnings: &Warnings,
 ) -> Result<OpenedIndex> {
-    let disk = match DiskIndex::open(backend.clone(), counters.clone()) {
+    // Every page is verified up front (one sequential read): a damaged index
+    // is rebuilt now rather than failing a lookup half-way through a backup.
+    let disk = match DiskIndex::open(backend.clone(), counters.clone())
+        .and_then(|d| d.read_all().map(|_| d))
+    {
         Ok(d) => d,
         Err(e) if e.is_corruption() => {
             warnings.push(format!("{e}; rebuilding the index from container metadata"));
-            for key in backend.list(keys::INDEX)? {
+            for key in backend
+                .list(keys::INDEX)?
+                .into_iter()
+                .chain(backend.list(keys::BLOOM)?)
+            {
                 backend.delete(&key)?;
             }
             DiskIndex::open(backend.clone(), counters.clone())?

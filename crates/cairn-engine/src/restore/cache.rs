@@ -7,7 +7,7 @@
 //! fingerprint, so a damaged container is detected at the chunk it damages.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use cairn_chunk::fingerprint;
 use cairn_core::{ContainerId, Error, Fingerprint, FingerprintAlgo, FpMap, Result};
@@ -18,16 +18,57 @@ use crate::container_log::{ContainerLog, LoadedContainer};
 use crate::index::disk_index::DiskIndex;
 use crate::index::missing_chunk;
 
+/// How chunks are located: the on-disk index (one page read per miss), or a
+/// map already in memory (`check`, which has read the whole index anyway).
+pub enum Locator {
+    Disk(DiskIndex),
+    Memory(FpMap<ContainerId>),
+}
+
 /// Where chunks live: the index to locate them, the log to read containers.
 pub struct ChunkStore {
     pub log: Arc<ContainerLog>,
-    pub index: DiskIndex,
+    pub locator: Locator,
     pub algo: FingerprintAlgo,
+    /// Built from every container's metadata section if the index turns out
+    /// damaged: containers are self-describing, so restore goes on.
+    fallback: OnceLock<FpMap<ContainerId>>,
 }
 
 impl ChunkStore {
+    pub fn new(log: Arc<ContainerLog>, locator: Locator, algo: FingerprintAlgo) -> Self {
+        ChunkStore {
+            log,
+            locator,
+            algo,
+            fallback: OnceLock::new(),
+        }
+    }
+
     pub fn locate(&self, fp: &Fingerprint) -> Result<ContainerId> {
-        self.index.lookup(fp)?.ok_or_else(|| missing_chunk(fp))
+        let found = match &self.locator {
+            Locator::Disk(ix) => match ix.lookup(fp) {
+                Err(e) if e.is_corruption() => self.rebuilt()?.get(fp).copied(),
+                other => other?,
+            },
+            Locator::Memory(map) => map.get(fp).copied(),
+        };
+        found.ok_or_else(|| missing_chunk(fp))
+    }
+
+    fn rebuilt(&self) -> Result<&FpMap<ContainerId>> {
+        if let Some(m) = self.fallback.get() {
+            return Ok(m);
+        }
+        let mut map = FpMap::default();
+        for id in self.log.ids()? {
+            if let Ok(meta) = self.log.read_meta(id) {
+                for d in meta.descriptors {
+                    map.entry(d.fp).or_insert(id);
+                }
+            }
+        }
+        Ok(self.fallback.get_or_init(|| map))
     }
 
     /// Decompresses chunk `d` of `c` into `out` and checks its fingerprint.

@@ -35,7 +35,7 @@ use crate::backup::Progress;
 use crate::index::disk_index::DiskIndex;
 use crate::repo::Repository;
 use blob_reader::BlobReader;
-use cache::{ChunkStore, ContainerLru, RestoreCache};
+use cache::{ChunkStore, ContainerLru, Locator, RestoreCache};
 
 /// Default restore cache: 16 containers (64 MiB at the default container size).
 pub const DEFAULT_CACHE_CONTAINERS: usize = 16;
@@ -73,14 +73,18 @@ fn join(parent: &str, name: &[u8]) -> String {
 impl Reader {
     pub fn open(repo: &Repository, cache_containers: usize) -> Result<Self> {
         let index = DiskIndex::open(repo.backend().clone(), repo.counters.clone())?;
-        Ok(Reader {
-            store: ChunkStore {
-                log: repo.log.clone(),
-                index,
-                algo: repo.config.fingerprint,
-            },
+        Ok(Self::with_locator(
+            repo,
+            Locator::Disk(index),
+            cache_containers,
+        ))
+    }
+
+    pub fn with_locator(repo: &Repository, locator: Locator, cache_containers: usize) -> Self {
+        Reader {
+            store: ChunkStore::new(repo.log.clone(), locator, repo.config.fingerprint),
             cache: Box::new(ContainerLru::new(cache_containers)),
-        })
+        }
     }
 
     fn blob(&mut self) -> BlobReader<'_> {
