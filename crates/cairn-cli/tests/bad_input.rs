@@ -1,0 +1,326 @@
+//! Bad input: missing and unreadable paths, things that are not a
+//! repository, and a second writer. Every failure is one `cairn: error:` line
+//! on stderr (warnings aside) and a non-zero exit; nothing panics.
+
+mod common;
+
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Child, ChildStdin, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+#[test]
+fn a_missing_path_among_valid_ones_still_makes_a_snapshot_exit_3() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    let tree = tmp.path().join("tree");
+    let other = tmp.path().join("other.txt");
+    let missing = tmp.path().join("missing-dir");
+    build_sample_tree(&tree, &mut Rng::new(20));
+    write_file(&other, b"other file\n", 0o644);
+    let m = Manifest::capture(&tree);
+
+    let r = cairn(
+        &repo,
+        &["backup", "--json", s(&tree), s(&missing), s(&other)],
+    )
+    .code(3);
+    let err = r.one_line_error();
+    assert!(err.contains("could not be read"), "{err}");
+    let warnings: Vec<&str> = r
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("cairn: warning:"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{}", r.stderr);
+    assert!(warnings[0].contains(s(&missing)), "{}", warnings[0]);
+    let b = r.json();
+    assert_eq!(b["skipped"].as_array().unwrap().len(), 1);
+    assert_eq!(b["stats"]["skipped_paths"].as_u64(), Some(1));
+
+    // The snapshot exists and holds everything that could be read.
+    let ids = snapshot_ids(&repo);
+    assert_eq!(ids, vec![b["id"].as_str().unwrap().to_string()]);
+    let out = tmp.path().join("out");
+    cairn(&repo, &["restore", "latest", "-t", s(&out)]).ok();
+    assert_tree_matches(&m, &out.join("tree"));
+    assert_eq!(fs::read(out.join("other.txt")).unwrap(), b"other file\n");
+    assert!(!out.join("missing-dir").exists());
+    cairn(&repo, &["check"]).ok();
+
+    // Without --json the human summary still goes to stdout.
+    let r = cairn(&repo, &["backup", s(&other), s(&missing)]).code(3);
+    r.one_line_error();
+    assert!(r.stdout_str().contains("saved"), "{}", r.stdout_str());
+}
+
+#[test]
+fn all_paths_missing_fails_without_a_snapshot() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    cairn(&repo, &["init", "-q"]).ok();
+    let a = tmp.path().join("nope-a");
+    let b = tmp.path().join("nope-b");
+    let r = cairn(&repo, &["backup", s(&a), s(&b)]).code(1);
+    let err = r.one_line_error();
+    assert!(err.contains("nothing was backed up"), "{err}");
+    // It names a missing path (the first stream to finish: either one).
+    assert!(err.contains("nope-a") || err.contains("nope-b"), "{err}");
+    assert!(snapshot_ids(&repo).is_empty());
+    cairn(&repo, &["check"]).ok();
+    // The repository is still usable.
+    let f = tmp.path().join("f.txt");
+    write_file(&f, b"x", 0o644);
+    cairn(&repo, &["backup", "-q", s(&f)]).ok();
+    assert_eq!(snapshot_ids(&repo).len(), 1);
+}
+
+#[test]
+fn unreadable_files_are_skipped_with_a_warning_exit_3() {
+    if is_root() {
+        eprintln!("skipped: running as root, which can read a chmod-000 file");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    cairn(&repo, &["init", "-q"]).ok();
+    let tree = tmp.path().join("tree");
+    build_sample_tree(&tree, &mut Rng::new(21));
+    let locked = tree.join("locked.bin");
+    let locked_dir = tree.join("locked-dir");
+    write_file(&locked, b"secret", 0o644);
+    write_file(&locked_dir.join("inner.txt"), b"inner", 0o644);
+    let mut expected = Manifest::capture(&tree);
+    for k in ["locked.bin", "locked-dir", "locked-dir/inner.txt"] {
+        expected.0.remove(k).unwrap();
+    }
+    fs::set_permissions(&locked, fs::Permissions::from_mode(0o000)).unwrap();
+    fs::set_permissions(&locked_dir, fs::Permissions::from_mode(0o000)).unwrap();
+
+    let r = cairn(&repo, &["backup", s(&tree)]);
+    // Restore permissions before asserting so the tempdir can be removed.
+    fs::set_permissions(&locked_dir, fs::Permissions::from_mode(0o755)).unwrap();
+    fs::set_permissions(&locked, fs::Permissions::from_mode(0o644)).unwrap();
+    let r = r.code(3);
+    let err = r.one_line_error();
+    assert!(err.contains("2 path(s)"), "{err}");
+    let warnings: Vec<&str> = r
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("cairn: warning:"))
+        .collect();
+    assert_eq!(warnings.len(), 2, "{}", r.stderr);
+    assert!(r.stderr.contains("locked.bin"), "{}", r.stderr);
+    assert!(r.stderr.contains("locked-dir"), "{}", r.stderr);
+
+    // Everything else is in the snapshot, byte-identical.
+    let out = tmp.path().join("out");
+    cairn(&repo, &["restore", "latest", "-t", s(&out)]).ok();
+    assert_tree_matches(&expected, &out.join("tree"));
+    cairn(&repo, &["check", "--read-data"]).ok();
+}
+
+/// Every command against `repo`, which is not a usable repository, fails
+/// with one line and exit 1, and leaves `repo` as it was.
+fn every_command_fails_cleanly(repo: &Path, tmp: &Path, expect: &str) {
+    let source = tmp.join("source.txt");
+    write_file(&source, b"data", 0o644);
+    let before = repo.exists().then(|| fs::symlink_metadata(repo).unwrap());
+    let before_tree = (repo.is_dir()).then(|| Manifest::capture(repo));
+    let target = tmp.join("restore-target");
+    for args in [
+        vec!["snapshots"],
+        vec!["snapshots", "--json"],
+        vec!["ls", "latest"],
+        vec!["cat", "latest", "x"],
+        vec!["restore", "latest", "-t", s(&target)],
+        vec!["stats"],
+        vec!["check"],
+        vec!["check", "--read-data"],
+        vec!["backup", s(&source)],
+        vec!["init"],
+    ] {
+        let r = cairn(repo, &args).code(1);
+        let err = r.one_line_error();
+        if args[0] != "init" && args[0] != "backup" {
+            assert!(err.contains(expect), "{args:?}: {err}");
+        }
+        assert!(r.stdout.is_empty() || args[0] == "backup", "{args:?}");
+    }
+    assert!(!target.exists(), "a failed restore created its target");
+    match before {
+        None => assert!(!repo.exists(), "a reader created {}", repo.display()),
+        Some(m) => {
+            let now = fs::symlink_metadata(repo).unwrap();
+            assert_eq!(m.len(), now.len());
+            assert_eq!(m.file_type(), now.file_type());
+        }
+    }
+    if let Some(t) = before_tree {
+        assert_eq!(t, Manifest::capture(repo), "the directory was modified");
+    }
+}
+
+#[test]
+fn repo_that_is_not_a_repository() {
+    let tmp = tempfile::tempdir().unwrap();
+    // A non-empty directory that is not a repository.
+    let dir = tmp.path().join("photos");
+    write_file(&dir.join("cat.jpg"), b"meow", 0o644);
+    every_command_fails_cleanly(&dir, tmp.path(), "not a cairn repository");
+    // A regular file.
+    let file = tmp.path().join("file.txt");
+    write_file(&file, b"just a file", 0o644);
+    every_command_fails_cleanly(&file, tmp.path(), "file.txt");
+}
+
+#[test]
+fn readers_on_an_empty_or_missing_directory_fail_without_creating_anything() {
+    let tmp = tempfile::tempdir().unwrap();
+    let empty = tmp.path().join("empty");
+    fs::create_dir(&empty).unwrap();
+    let missing = tmp.path().join("missing");
+    for repo in [&empty, &missing] {
+        for args in [
+            vec!["snapshots"],
+            vec!["stats"],
+            vec!["check"],
+            vec!["ls", "latest"],
+        ] {
+            let err = cairn(repo, &args).code(1).one_line_error();
+            assert!(err.contains("not a cairn repository"), "{err}");
+        }
+    }
+    assert_eq!(fs::read_dir(&empty).unwrap().count(), 0);
+    assert!(!missing.exists());
+}
+
+// ---------------------------------------------------------------------------
+// The writer lock
+// ---------------------------------------------------------------------------
+
+const HELD_ARGS: [&str; 5] = ["backup", "--json", "--stdin", "--stdin-name", "held.bin"];
+
+/// Starts a `backup --stdin` and returns once it holds the writer lock.
+fn hold_lock(repo: &Path, first_part: &[u8]) -> (Child, ChildStdin) {
+    let mut child = command(repo, &HELD_ARGS)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    // cairn reads standard input only after it took the writer lock, and
+    // writing more than a pipe holds (64 KiB) returns only once it reads.
+    assert!(first_part.len() >= 1 << 20);
+    stdin.write_all(first_part).unwrap();
+    (child, stdin)
+}
+
+fn lock_scenario(tmp: &Path) -> (std::path::PathBuf, Vec<u8>, Vec<u8>) {
+    let repo = tmp.join("repo");
+    cairn(&repo, &["init", "-q"]).ok();
+    let mut rng = Rng::new(22);
+    (repo, rng.bytes(2 << 20), rng.bytes(3 << 20))
+}
+
+#[test]
+fn a_second_writer_fails_with_one_line_about_the_lock() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (repo, part1, part2) = lock_scenario(tmp.path());
+    let tree = tmp.path().join("tree");
+    build_random_files(&tree, &mut Rng::new(23), 3, 100_000);
+
+    let (child, mut stdin) = hold_lock(&repo, &part1);
+    let started = Instant::now();
+    let r = cairn(&repo, &["backup", s(&tree)]);
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "did not fail fast"
+    );
+    let err = r.one_line_error();
+    assert!(err.contains("lock"), "{err}");
+    assert!(
+        err.contains("--wait"),
+        "the error should suggest --wait: {err}"
+    );
+    // Readers take no lock.
+    let snaps = snapshots(&repo);
+    assert!(snaps.is_empty());
+    cairn(&repo, &["check"]).ok();
+
+    stdin.write_all(&part2).unwrap();
+    drop(stdin);
+    let first = finish(child, &HELD_ARGS).ok();
+    let id = first.json()["id"].as_str().unwrap().to_string();
+    let mut all = part1.clone();
+    all.extend_from_slice(&part2);
+    let cat = cairn(&repo, &["cat", &id, "held.bin"]).ok();
+    assert!(cat.stdout == all, "the held backup stored different bytes");
+    // After the first writer is gone, the second succeeds.
+    cairn(&repo, &["backup", "-q", s(&tree)]).ok();
+    cairn(&repo, &["check", "--read-data"]).ok();
+}
+
+/// Runs the `--wait` scenario: a writer holds the lock while a second one
+/// (backing up `tree`, new data) waits. Returns the ids of both snapshots and
+/// the bytes the first stored.
+fn wait_scenario(tmp: &Path, tree: &Path) -> (std::path::PathBuf, String, String, Vec<u8>) {
+    let (repo, part1, part2) = lock_scenario(tmp);
+    let (child, mut stdin) = hold_lock(&repo, &part1);
+
+    let wait_args = ["backup", "--wait", "--json", s(tree)];
+    let mut waiter = command(&repo, &wait_args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    assert!(
+        waiter.try_wait().unwrap().is_none(),
+        "--wait did not wait for the first writer"
+    );
+    stdin.write_all(&part2).unwrap();
+    drop(stdin);
+    let first = finish(child, &HELD_ARGS).ok();
+    let second = finish(waiter, &wait_args).ok();
+    let id1 = first.json()["id"].as_str().unwrap().to_string();
+    let id2 = second.json()["id"].as_str().unwrap().to_string();
+    let mut all = part1;
+    all.extend_from_slice(&part2);
+    (repo, id1, id2, all)
+}
+
+#[test]
+fn wait_waits_for_the_first_writer_then_succeeds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = tmp.path().join("tree");
+    build_random_files(&tree, &mut Rng::new(24), 4, 1_500_000);
+    let m = Manifest::capture(&tree);
+    let (repo, id1, id2, _) = wait_scenario(tmp.path(), &tree);
+    // Both committed, the waiter last.
+    assert_eq!(snapshot_ids(&repo), vec![id1, id2.clone()]);
+    let out = tmp.path().join("out");
+    cairn(&repo, &["restore", &id2, "-t", s(&out)]).ok();
+    assert_tree_matches(&m, &out.join("tree"));
+}
+
+#[test]
+#[ignore = "BUG: a `backup --wait` writer allocates container ids from the listing it read \
+            before it got the lock, so it overwrites the containers the first writer just \
+            wrote; the first writer's snapshot is destroyed"]
+fn wait_keeps_the_first_writers_data() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = tmp.path().join("tree");
+    build_random_files(&tree, &mut Rng::new(25), 4, 1_500_000);
+    let (repo, id1, _, held) = wait_scenario(tmp.path(), &tree);
+    let cat = cairn(&repo, &["cat", &id1, "held.bin"]);
+    assert_eq!(cat.code, Some(0), "{}", cat.stderr);
+    assert!(cat.stdout == held, "the first writer's data changed");
+    cairn(&repo, &["check", "--read-data"]).ok();
+}
