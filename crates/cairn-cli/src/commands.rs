@@ -15,7 +15,7 @@ use cairn_engine::{BackupOptions, Progress, RepoConfig, Repository, Source};
 use cairn_format::dir::EntryKind;
 
 use crate::args::{BackupArgs, Cli, Command, InitArgs};
-use crate::output::{bytes, mode_string, parse_size, time};
+use crate::output::{bytes, display_name, mode_string, parse_size, time};
 use crate::progress::{estimate_total, Display};
 
 /// Exit code of a backup that committed a snapshot but skipped paths.
@@ -307,8 +307,8 @@ fn ls(cli: &Cli, repo: &Repository, snapshot: &str, path: Option<&str>) -> Resul
                 mode_string(kind, e.mode),
                 e.size,
                 time(e.mtime_ns),
-                w.path,
-                target
+                display_name(&w.path),
+                display_name(&target)
             );
         }
         Ok(())

@@ -1,7 +1,5 @@
 //! Human-readable formatting: sizes, ratios, times, one-line errors.
 
-use std::time::{Duration, UNIX_EPOCH};
-
 /// An error and its causes on one line ("a: b: c"), without repeats.
 pub fn one_line(e: &anyhow::Error) -> String {
     let mut parts: Vec<String> = Vec::new();
@@ -29,9 +27,50 @@ pub fn bytes(n: u64) -> String {
     }
 }
 
+/// RFC 3339 UTC time, to the second, for any `i64` nanoseconds since the
+/// epoch (before 1970 too: file times can be).
 pub fn time(unix_ns: i64) -> String {
-    let t = UNIX_EPOCH + Duration::from_nanos(unix_ns.max(0) as u64);
-    humantime::format_rfc3339_seconds(t).to_string()
+    let secs = unix_ns.div_euclid(1_000_000_000);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Proleptic Gregorian date of a day count from 1970-01-01 (the well-known
+/// era-based conversion: 400-year eras of 146097 days).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+/// A file name for a terminal: control characters escaped, invalid UTF-8 lossy.
+pub fn display_name(s: &str) -> String {
+    if s.chars().any(char::is_control) {
+        s.chars()
+            .map(|c| {
+                if c.is_control() {
+                    c.escape_default().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect()
+    } else {
+        s.to_string()
+    }
 }
 
 /// Parses "8KiB", "4MiB", "1GiB", "8K", "4M" or plain bytes.
@@ -59,11 +98,18 @@ pub fn mode_string(kind: &str, mode: u32) -> String {
         "symlink" => 'l',
         _ => '-',
     });
-    for shift in [6u32, 3, 0] {
+    // (shift, special bit, its letter when executable)
+    for (shift, special, letter) in [(6u32, 0o4000, 's'), (3, 0o2000, 's'), (0, 0o1000, 't')] {
         let bits = (mode >> shift) & 7;
         s.push(if bits & 4 != 0 { 'r' } else { '-' });
         s.push(if bits & 2 != 0 { 'w' } else { '-' });
-        s.push(if bits & 1 != 0 { 'x' } else { '-' });
+        let x = bits & 1 != 0;
+        s.push(match (mode & special != 0, x) {
+            (true, true) => letter,
+            (true, false) => letter.to_ascii_uppercase(),
+            (false, true) => 'x',
+            (false, false) => '-',
+        });
     }
     s
 }
@@ -88,5 +134,12 @@ mod tests {
         assert_eq!(bytes(1536), "1.50 KiB");
         assert_eq!(mode_string("dir", 0o755), "drwxr-xr-x");
         assert_eq!(time(0), "1970-01-01T00:00:00Z");
+        assert_eq!(time(-1), "1969-12-31T23:59:59Z");
+        assert_eq!(time(951_782_400_000_000_000), "2000-02-29T00:00:00Z");
+        assert_eq!(time(-315_619_200_000_000_000), "1960-01-01T00:00:00Z");
+        assert_eq!(mode_string("file", 0o4755), "-rwsr-xr-x");
+        assert_eq!(mode_string("dir", 0o1777), "drwxrwxrwt");
+        assert_eq!(mode_string("file", 0o2640), "-rw-r-S---");
+        assert_eq!(display_name("a\nb"), "a\\nb");
     }
 }

@@ -311,9 +311,6 @@ fn wait_waits_for_the_first_writer_then_succeeds() {
 }
 
 #[test]
-#[ignore = "BUG: a `backup --wait` writer allocates container ids from the listing it read \
-            before it got the lock, so it overwrites the containers the first writer just \
-            wrote; the first writer's snapshot is destroyed"]
 fn wait_keeps_the_first_writers_data() {
     let tmp = tempfile::tempdir().unwrap();
     let tree = tmp.path().join("tree");

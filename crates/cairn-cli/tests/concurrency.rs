@@ -84,10 +84,6 @@ fn readers_stay_correct_while_a_writer_commits() {
 }
 
 #[test]
-#[ignore = "BUG: `check` running while a backup commits reports false damage (`index entry for \
-            chunk .. points at a container that does not hold it`, exit 1) on a healthy \
-            repository: it lists the containers, then reads an index generation written after \
-            a container it did not list (~2% of runs)"]
 fn check_during_a_backup_reports_no_false_damage() {
     let tmp = tempfile::tempdir().unwrap();
     let repo = prefilled(tmp.path(), 40);

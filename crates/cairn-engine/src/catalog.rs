@@ -67,7 +67,14 @@ pub fn list(backend: &dyn Backend) -> Result<(Vec<SnapshotInfo>, Unreadable)> {
 /// Resolves `latest` or a unique id prefix (at least 4 hex digits).
 pub fn resolve(backend: &dyn Backend, spec: &str) -> Result<SnapshotInfo> {
     if spec == "latest" {
-        let (all, _) = list(backend)?;
+        let (all, bad) = list(backend)?;
+        // A damaged record may be the newest: never answer with an older one silently.
+        if let Some((id, e)) = bad.into_iter().next() {
+            return Err(Error::corrupt(
+                format!("snapshot {id}"),
+                format!("{e}; 'latest' cannot be determined, name a snapshot id instead"),
+            ));
+        }
         return all
             .into_iter()
             .last()

@@ -108,12 +108,34 @@ struct Ctx<'a> {
     buf: Vec<u8>,
 }
 
+const MISSING_CONTAINER: &str = "container file is missing (the index and snapshots reference it)";
+const NOT_HELD: &str = "index entries point at chunks this container does not hold";
+
 pub fn check(repo: &Repository, read_data: bool) -> Result<CheckReport> {
     let mut report = CheckReport::default();
     let mut problems = Problems::default();
     let log: &ContainerLog = &repo.log;
 
-    // 1. Containers.
+    // Read in commit order reversed (snapshots, then index, then containers):
+    // a concurrent backup commits containers, then index, then snapshot, so
+    // everything a listed snapshot or index entry references is already
+    // durable by the time it is listed here.
+    let (snaps, bad_snaps) = catalog::list(&**repo.backend())?;
+    report.snapshots = (snaps.len() + bad_snaps.len()) as u64;
+    for (id, e) in &bad_snaps {
+        problems.add(
+            format!("snapshot record unreadable: {e}"),
+            None,
+            Some(id),
+            None,
+        );
+    }
+
+    let disk = DiskIndex::open(repo.backend().clone(), repo.counters.clone());
+    let covered = disk.as_ref().map_or(ContainerId(0), |d| d.covered_below());
+    let index_entries = disk.and_then(|d| d.read_all());
+
+    // Containers.
     let ids = log.ids()?;
     report.containers = ids.len() as u64;
     let mut metas = HashMap::new();
@@ -122,6 +144,14 @@ pub fn check(repo: &Repository, read_data: bool) -> Result<CheckReport> {
     for &id in &ids {
         let meta = if read_data {
             log.read(id).map(|c| {
+                if !c.data_ok {
+                    problems.add(
+                        "data section checksum mismatch".into(),
+                        Some(id),
+                        None,
+                        None,
+                    );
+                }
                 for d in &c.meta.descriptors {
                     if let Err(e) = verify_chunk(repo, &c.bytes, &c.meta, d) {
                         bad_chunks.insert(d.fp, (id, e));
@@ -147,14 +177,9 @@ pub fn check(repo: &Repository, read_data: bool) -> Result<CheckReport> {
         problems.add(format!("chunk {fp} damaged: {e}"), Some(*id), None, None);
     }
 
-    // 2. Index.
+    // Index against containers.
     let mut index: FpMap<ContainerId> = FpMap::default();
-    let disk = DiskIndex::open(repo.backend().clone(), repo.counters.clone());
-    let covered = match &disk {
-        Ok(d) => d.covered_below(),
-        Err(_) => ContainerId(0),
-    };
-    match disk.and_then(|d| d.read_all()) {
+    match index_entries {
         Ok(entries) => {
             for e in entries {
                 index.insert(e.fp, e.container);
@@ -187,13 +212,10 @@ pub fn check(repo: &Repository, read_data: bool) -> Result<CheckReport> {
         if bad_containers.contains_key(id) {
             continue;
         }
-        if !holds.get(id).is_some_and(|s| s.contains(fp)) {
-            problems.add(
-                format!("index entry for chunk {fp} points at a container that does not hold it"),
-                Some(*id),
-                None,
-                None,
-            );
+        match holds.get(id) {
+            None => problems.add(MISSING_CONTAINER.into(), Some(*id), None, None),
+            Some(s) if !s.contains(fp) => problems.add(NOT_HELD.into(), Some(*id), None, None),
+            Some(_) => {}
         }
     }
     for (id, m) in &metas {
@@ -207,17 +229,6 @@ pub fn check(repo: &Repository, read_data: bool) -> Result<CheckReport> {
         }
     }
 
-    // 3. Snapshots.
-    let (snaps, bad_snaps) = catalog::list(&**repo.backend())?;
-    report.snapshots = (snaps.len() + bad_snaps.len()) as u64;
-    for (id, e) in bad_snaps {
-        problems.add(
-            format!("snapshot record unreadable: {e}"),
-            None,
-            Some(&id),
-            None,
-        );
-    }
     let mut ctx = Ctx {
         reader: Reader::with_locator(
             repo,
@@ -306,19 +317,19 @@ impl Ctx<'_> {
             );
             return None;
         }
-        if !self
-            .metas
-            .get(&id)
-            .is_some_and(|m| m.descriptors.iter().any(|d| &d.fp == fp))
-        {
+        match self.metas.get(&id) {
             // Already reported by the index cross-check; attribute it here.
-            self.problems.add(
-                format!("index entry for chunk {fp} points at a container that does not hold it"),
-                Some(id),
-                Some(snap),
-                Some(path),
-            );
-            return None;
+            None => {
+                self.problems
+                    .add(MISSING_CONTAINER.into(), Some(id), Some(snap), Some(path));
+                return None;
+            }
+            Some(m) if !m.descriptors.iter().any(|d| &d.fp == fp) => {
+                self.problems
+                    .add(NOT_HELD.into(), Some(id), Some(snap), Some(path));
+                return None;
+            }
+            Some(_) => {}
         }
         Some(id)
     }

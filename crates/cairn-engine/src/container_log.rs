@@ -23,6 +23,11 @@ pub struct ContainerLog {
 pub struct LoadedContainer {
     pub bytes: Vec<u8>,
     pub meta: ContainerMeta,
+    /// Whether the data-section checksum held. When it does not but the
+    /// metadata section is sound, the container is still served: every chunk
+    /// is verified against its fingerprint on the way out, so one flipped
+    /// byte costs the chunk it hits, not the 4 MiB around it.
+    pub data_ok: bool,
 }
 
 impl ContainerLog {
@@ -47,6 +52,15 @@ impl ContainerLog {
             .collect();
         ids.sort();
         Ok(ids)
+    }
+
+    /// Re-reads the next id from the containers present. A writer calls this
+    /// once it holds the lock: ids read before then may already have been
+    /// used by the writer it waited for.
+    pub fn refresh_next_id(&self) -> Result<()> {
+        let next = self.ids()?.last().map(|id| id.0 + 1).unwrap_or(1);
+        self.next_id.fetch_max(next, Ordering::Relaxed);
+        Ok(())
     }
 
     pub fn ids(&self) -> Result<Vec<ContainerId>> {
@@ -100,9 +114,21 @@ impl ContainerLog {
     pub fn read(&self, id: ContainerId) -> Result<LoadedContainer> {
         let bytes = self.backend.read(&keys::container(id))?;
         bump(&self.counters.containers_read, 1);
-        let meta = container::decode_container(&bytes).map_err(|e| with_container(e, id))?;
+        let (meta, data_ok) = match container::decode_container(&bytes) {
+            Ok(m) => (m, true),
+            Err(e) if e.is_corruption() => match container::decode_tail(bytes.len() as u64, &bytes)
+            {
+                Ok(TailDecode::Meta(m)) => (m, false),
+                _ => return Err(with_container(e, id)),
+            },
+            Err(e) => return Err(with_container(e, id)),
+        };
         check_id(id, meta.id)?;
-        Ok(LoadedContainer { bytes, meta })
+        Ok(LoadedContainer {
+            bytes,
+            meta,
+            data_ok,
+        })
     }
 
     pub fn delete(&self, id: ContainerId) -> Result<()> {
@@ -123,6 +149,9 @@ fn check_id(expected: ContainerId, found: ContainerId) -> Result<()> {
 /// Names the container in a corruption error that the codec could not name.
 fn with_container(e: Error, id: ContainerId) -> Error {
     match e {
+        Error::Corrupt { what, detail } if what.contains(&id.to_string()) => {
+            Error::Corrupt { what, detail }
+        }
         Error::Corrupt { what, detail } => {
             Error::corrupt(format!("container {id} ({what})"), detail)
         }

@@ -129,6 +129,9 @@ impl Repository {
             .backend
             .lock(keys::WRITE_LOCK, LockMode::Exclusive, wait)?;
         self.backend.clean_temporaries()?;
+        // Everything read before the lock may be stale: the config cannot
+        // change, but the container log has grown if we waited for a writer.
+        self.log.refresh_next_id()?;
         Ok(WriteLock { _guard: guard })
     }
 }

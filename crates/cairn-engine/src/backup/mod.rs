@@ -108,12 +108,8 @@ fn secs(ns: &AtomicU64) -> f64 {
 }
 
 fn top_level_name(source: &Source) -> Vec<u8> {
-    use std::os::unix::ffi::OsStrExt;
     match source {
-        Source::Path(p) => p
-            .file_name()
-            .map(|n| n.as_bytes().to_vec())
-            .unwrap_or_else(|| b"root".to_vec()),
+        Source::Path(p) => walker::source_name(p),
         Source::Stdin { name } => name.as_bytes().to_vec(),
     }
 }

@@ -86,6 +86,18 @@ pub enum Source {
     Stdin { name: String },
 }
 
+/// The top-level entry name of a source path: its file name, or for `.`,
+/// `..` and the like the name of the directory it resolves to (`root` for `/`).
+pub fn source_name(path: &Path) -> Vec<u8> {
+    if let Some(n) = path.file_name() {
+        return n.as_bytes().to_vec();
+    }
+    std::fs::canonicalize(path)
+        .ok()
+        .and_then(|c| c.file_name().map(|n| n.as_bytes().to_vec()))
+        .unwrap_or_else(|| b"root".to_vec())
+}
+
 pub struct Walker {
     chunker: ChunkerConfig,
     tx: Sender<Event>,
@@ -131,7 +143,7 @@ impl Walker {
     /// Walks `source`; returns early (quietly) if the receiver has gone away.
     pub fn run(&mut self, source: &Source) {
         let _ = match source {
-            Source::Path(p) => self.walk_path(p, name_of(p)),
+            Source::Path(p) => self.walk_path(p, source_name(p)),
             Source::Stdin { name } => self.walk_stdin(name),
         };
     }

@@ -124,6 +124,17 @@ impl DiskIndex {
     /// Reads every entry of the current generation (sequentially, verifying
     /// every page), sorted by fingerprint.
     pub fn read_all(&self) -> Result<Vec<IndexEntry>> {
+        match self.read_all_once() {
+            // A concurrent writer replaced this generation: read the newest.
+            Err(e) if e.is_not_found() => {
+                *self.current.write() = Self::load_latest(&*self.backend)?;
+                self.read_all_once()
+            }
+            other => other,
+        }
+    }
+
+    fn read_all_once(&self) -> Result<Vec<IndexEntry>> {
         let Some(cur) = self.current.read().clone() else {
             return Ok(Vec::new());
         };

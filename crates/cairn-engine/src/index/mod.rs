@@ -43,7 +43,7 @@ pub fn open_for_write(
         .and_then(|d| d.read_all().map(|_| d))
     {
         Ok(d) => d,
-        Err(e) if e.is_corruption() => {
+        Err(e) if is_damage(&e) => {
             warnings.push(format!("{e}; rebuilding the index from container metadata"));
             for key in backend
                 .list(keys::INDEX)?
@@ -140,6 +140,13 @@ pub fn write_checkpoint(
         }
     }
     Ok(())
+}
+
+/// Whether an error opening the index means the file is damaged (a flipped
+/// version field reads as an unknown version): the index is derived from the
+/// containers, so such an index is rebuilt rather than trusted.
+pub fn is_damage(e: &Error) -> bool {
+    e.is_corruption() || matches!(e, Error::UnsupportedVersion { .. })
 }
 
 /// An error for a fingerprint the index cannot place.

@@ -60,14 +60,7 @@ impl ChunkStore {
         if let Some(m) = self.fallback.get() {
             return Ok(m);
         }
-        let mut map = FpMap::default();
-        for id in self.log.ids()? {
-            if let Ok(meta) = self.log.read_meta(id) {
-                for d in meta.descriptors {
-                    map.entry(d.fp).or_insert(id);
-                }
-            }
-        }
+        let map = map_from_containers(&self.log)?;
         Ok(self.fallback.get_or_init(|| map))
     }
 
@@ -88,6 +81,21 @@ impl ChunkStore {
         }
         Ok(())
     }
+}
+
+/// Fingerprint -> container for every chunk in every readable container's
+/// metadata section (the oldest container wins, as in the index): what an
+/// index rebuild would produce.
+pub fn map_from_containers(log: &ContainerLog) -> Result<FpMap<ContainerId>> {
+    let mut map = FpMap::default();
+    for id in log.ids()? {
+        if let Ok(meta) = log.read_meta(id) {
+            for d in meta.descriptors {
+                map.entry(d.fp).or_insert(id);
+            }
+        }
+    }
+    Ok(map)
 }
 
 pub trait RestoreCache: Send {

@@ -72,12 +72,15 @@ fn join(parent: &str, name: &[u8]) -> String {
 
 impl Reader {
     pub fn open(repo: &Repository, cache_containers: usize) -> Result<Self> {
-        let index = DiskIndex::open(repo.backend().clone(), repo.counters.clone())?;
-        Ok(Self::with_locator(
-            repo,
-            Locator::Disk(index),
-            cache_containers,
-        ))
+        let locator = match DiskIndex::open(repo.backend().clone(), repo.counters.clone()) {
+            Ok(index) => Locator::Disk(index),
+            // The index is derived data; containers describe themselves.
+            Err(e) if crate::index::is_damage(&e) => {
+                Locator::Memory(cache::map_from_containers(&repo.log)?)
+            }
+            Err(e) => return Err(e),
+        };
+        Ok(Self::with_locator(repo, locator, cache_containers))
     }
 
     pub fn with_locator(repo: &Repository, locator: Locator, cache_containers: usize) -> Self {
@@ -252,7 +255,10 @@ impl Reader {
     ) {
         let r = match e.kind {
             EntryKind::Dir => self.restore_dir(e, dest, sum, dirs, progress),
-            EntryKind::File => self.restore_file(&e, dest, sum, progress),
+            EntryKind::File => self.restore_file(&e, dest, sum, progress).inspect_err(|_| {
+                // Leave no half-written file that could pass for the real one.
+                let _ = fs::remove_file(dest);
+            }),
             EntryKind::Symlink => restore_symlink(&e, dest).map(|()| sum.symlinks += 1),
         };
         if let Err(err) = r {
