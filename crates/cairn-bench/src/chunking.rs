@@ -29,7 +29,7 @@ use cairn_chunk::{
     FastCdcChunker, RabinChunker, RegressionChunker,
 };
 use cairn_core::{ChunkerConfig, FingerprintAlgo};
-use serde_json::json;
+use serde_json::{json, Value};
 
 struct Options {
     mib: usize,
@@ -118,7 +118,7 @@ struct Row {
     forced: Option<f64>,
 }
 
-pub fn run(args: &[String]) -> Result<()> {
+pub fn run(args: &[String]) -> Result<Value> {
     let o = parse(args)?;
     let data = generate(o.mib << 20);
     let mut rows = Vec::new();
@@ -205,14 +205,13 @@ pub fn run(args: &[String]) -> Result<()> {
         forced: None,
     });
 
-    report(&o, data.len(), &rows);
-    Ok(())
+    Ok(report(&o, data.len(), &rows))
 }
 
-fn report(o: &Options, bytes: usize, rows: &[Row]) {
+fn report(o: &Options, bytes: usize, rows: &[Row]) -> Value {
     let mbps = |t: Duration| bytes as f64 / t.as_secs_f64() / 1e6;
     let (scan_mbps, b3_mbps) = (mbps(rows[0].time), mbps(rows[1].time));
-    if o.json {
+    let doc = {
         let results: Vec<_> = rows
             .iter()
             .map(|r| {
@@ -229,15 +228,17 @@ fn report(o: &Options, bytes: usize, rows: &[Row]) {
                 })
             })
             .collect();
-        let doc = json!({
+        json!({
             "benchmark": "chunking",
             "mib": o.mib,
             "avg": o.avg,
             "runs": o.runs,
             "results": results,
-        });
+        })
+    };
+    if o.json {
         println!("{doc:#}");
-        return;
+        return doc;
     }
     println!(
         "chunking: {} MiB pseudo-random, avg {} B (min avg/4, max avg*8), best of {}",
@@ -267,6 +268,7 @@ fn report(o: &Options, bytes: usize, rows: &[Row]) {
             forced
         );
     }
+    doc
 }
 
 #[cfg(test)]

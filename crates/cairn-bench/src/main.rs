@@ -5,31 +5,95 @@
 //!
 //! * `chunking`: throughput of every chunker against a plain memory scan and
 //!   BLAKE3 over the same buffer ([`chunking`]).
+//! * `backup`: cairn backups of a unique and a mostly-duplicate generation of
+//!   real files against a single-threaded read + FastCDC + BLAKE3 pass
+//!   ([`backup`]).
+//! * `restore`: restores of both generations against a single-threaded file
+//!   copy ([`restore`]).
+//! * `memory`: peak RSS of `cairn backup --stdin` fed GiBs of generated data,
+//!   against trivial child processes ([`memory`]).
+//!
+//! Every benchmark reports ratios against a baseline measured in the same
+//! run, prints a table, and prints one JSON object with `--json` (or writes
+//! it to a file with `--json-out PATH`, keeping the table).
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
+mod backup;
 mod chunking;
+mod common;
+mod dataset;
+mod memory;
+mod restore;
+mod sys;
 
 const USAGE: &str = "usage: cairn-bench <subcommand> [options]
 
 subcommands:
   chunking [--mib N] [--avg BYTES] [--runs R] [--json]
       chunker throughput (fixed, rabin, fastcdc, regression) vs a memory
-      scan and BLAKE3 over N MiB (default 256) of pseudo-random bytes";
+      scan and BLAKE3 over N MiB (default 256) of pseudo-random bytes
+
+  backup [--mib N] [--dup-pct P] [--runs R] [--streams one|dirs] [--dir D] [--keep] [--json]
+      cairn backup of a generated N MiB (default 1024) file tree (gen1, unique)
+      and of an edited copy with >= P% (default 90) duplicate bytes (gen2),
+      vs a single-threaded read + FastCDC + BLAKE3 pass over the same files
+
+  restore [--mib N] [--dup-pct P] [--runs R] [--cache C] [--no-verify] [--dir D] [--keep] [--json]
+      restore of gen1 and gen2 (reusing `backup --dir D --keep`'s repository
+      if present) vs a single-threaded copy of the same files
+
+  memory [--gib G] [--dup-pct P] [--seed N] [--repo R] [--cairn PATH] [--dir D] [--keep] [--json]
+      peak RSS of `cairn backup --stdin` fed G GiB (default 4) of generated
+      data vs `cat > /dev/null` on the same stream and `cairn --version`
+
+  --dir D keeps the generated dataset in D for reuse (default: a temporary
+  directory under $TMPDIR, removed at the end); --keep keeps repositories.
+  Every subcommand also takes --json-out PATH: write the JSON result to PATH
+  and still print the table.";
+
+/// Takes `--json-out PATH` out of `args`.
+fn json_out(args: &mut Vec<String>) -> anyhow::Result<Option<PathBuf>> {
+    let Some(i) = args.iter().position(|a| a == "--json-out") else {
+        return Ok(None);
+    };
+    anyhow::ensure!(i + 1 < args.len(), "--json-out needs a value");
+    let path = PathBuf::from(args.remove(i + 1));
+    args.remove(i);
+    Ok(Some(path))
+}
+
+fn run(args: &mut Vec<String>) -> anyhow::Result<()> {
+    let out = json_out(args)?;
+    let sub = &args[1..];
+    let doc = match args[0].as_str() {
+        "chunking" => chunking::run(sub)?,
+        "backup" => backup::run(sub)?,
+        "restore" => restore::run(sub)?,
+        "memory" => memory::run(sub)?,
+        "help" | "-h" | "--help" => {
+            println!("{USAGE}");
+            return Ok(());
+        }
+        other => anyhow::bail!("unknown subcommand {other:?}\n\n{USAGE}"),
+    };
+    if let Some(p) = out {
+        let mut text = serde_json::to_string_pretty(&doc)?;
+        text.push('\n');
+        std::fs::write(&p, text).map_err(|e| anyhow::anyhow!("writing {}: {e}", p.display()))?;
+    }
+    Ok(())
+}
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
-        Some("chunking") => chunking::run(&args[1..]),
-        Some("help" | "-h" | "--help") => {
-            println!("{USAGE}");
-            Ok(())
-        }
         None => {
             eprintln!("{USAGE}");
             return ExitCode::from(2);
         }
-        Some(other) => Err(anyhow::anyhow!("unknown subcommand {other:?}\n\n{USAGE}")),
+        Some(_) => run(&mut args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

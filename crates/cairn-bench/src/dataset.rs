@@ -1,0 +1,460 @@
+//! Deterministic benchmark data.
+//!
+//! Content is a sequence of *segments* (16 KiB..1 MiB), each either
+//! incompressible pseudo-random bytes (splitmix64) or, with probability
+//! [`TEXT_PCT`]%, compressible text (words drawn from a small vocabulary); a
+//! segment is a pure function of its seed, kind and length, so a stream can
+//! repeat earlier content without storing it.
+//!
+//! [`Dataset::prepare`] writes two generations of real files:
+//!
+//! * `gen1/`: `--mib` MiB in files of 64 KiB..64 MiB (log-uniform sizes) in
+//!   [`DIRS`] directories `d00..`;
+//! * `gen2/`: gen1 edited so that at least `dup_pct`% of its bytes are
+//!   duplicates of gen1: an edit budget of 95% of the remaining share is
+//!   spent 70% on regions of 8 KiB..512 KiB in files chosen by byte weight
+//!   (overwrite 50%, insert 30%, delete 20%; each also charged 16 KiB for the
+//!   chunks its edges change) and 30% on new files. Other files are copied.
+//!
+//! A `dataset.json` manifest written last marks a complete dataset; a later
+//! run with the same parameters reuses it.
+
+use std::fs;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde_json::{json, Value};
+
+pub const MIN_FILE: u64 = 64 << 10;
+pub const MAX_FILE: u64 = 64 << 20;
+pub const DIRS: u64 = 8;
+/// Share of segments that are compressible text.
+pub const TEXT_PCT: u64 = 15;
+const SEED: u64 = 0x6361_6972_6e2d_6473;
+const VERSION: u64 = 2;
+
+/// splitmix64.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (`n > 0`).
+    pub fn below(&mut self, n: u64) -> u64 {
+        ((self.next_u64() as u128 * n as u128) >> 64) as u64
+    }
+
+    /// Uniform in `lo..hi`.
+    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.below(hi - lo)
+    }
+
+    /// Log-uniform in `lo..hi`.
+    pub fn log_uniform(&mut self, lo: u64, hi: u64) -> u64 {
+        let f = (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+        ((lo as f64) * (hi as f64 / lo as f64).powf(f)) as u64
+    }
+
+    pub fn chance(&mut self, pct: u64) -> bool {
+        self.below(100) < pct
+    }
+}
+
+/// Fills `out` with pseudo-random bytes from `seed`.
+pub fn fill_random(seed: u64, out: &mut [u8]) {
+    let mut r = Rng::new(seed);
+    let mut words = out.chunks_exact_mut(8);
+    for w in &mut words {
+        w.copy_from_slice(&r.next_u64().to_le_bytes());
+    }
+    let rest = words.into_remainder();
+    let last = r.next_u64().to_le_bytes();
+    let n = rest.len();
+    rest.copy_from_slice(&last[..n]);
+}
+
+const WORDS: &[&str] = &[
+    "the",
+    "of",
+    "and",
+    "to",
+    "in",
+    "is",
+    "that",
+    "for",
+    "it",
+    "as",
+    "was",
+    "with",
+    "be",
+    "by",
+    "on",
+    "not",
+    "he",
+    "this",
+    "are",
+    "or",
+    "his",
+    "from",
+    "at",
+    "which",
+    "but",
+    "have",
+    "an",
+    "had",
+    "they",
+    "you",
+    "were",
+    "their",
+    "one",
+    "all",
+    "we",
+    "can",
+    "her",
+    "has",
+    "there",
+    "been",
+    "if",
+    "more",
+    "when",
+    "will",
+    "would",
+    "who",
+    "so",
+    "no",
+    "backup",
+    "chunk",
+    "container",
+    "index",
+    "segment",
+    "restore",
+    "snapshot",
+    "fingerprint",
+    "locality",
+    "cache",
+    "stream",
+    "bloom",
+    "filter",
+    "repository",
+    "deduplication",
+    "storage",
+];
+
+/// Fills `out` with text: words from [`WORDS`], lines of about ten words.
+pub fn fill_text(seed: u64, out: &mut [u8]) {
+    let mut r = Rng::new(seed);
+    let mut pos = 0;
+    let mut col = 0;
+    while pos < out.len() {
+        let x = r.next_u64();
+        let w = WORDS[(x % WORDS.len() as u64) as usize].as_bytes();
+        col += 1;
+        let sep: &[u8] = if col == 11 {
+            col = 0;
+            b".\n"
+        } else if ((x >> 32) as u8) < 15 {
+            b", "
+        } else {
+            b" "
+        };
+        for part in [w, sep] {
+            let n = part.len().min(out.len() - pos);
+            out[pos..pos + n].copy_from_slice(&part[..n]);
+            pos += n;
+        }
+    }
+}
+
+/// A run of generated content: a pure function of its fields.
+#[derive(Clone, Copy, Debug)]
+pub struct Segment {
+    pub seed: u64,
+    pub len: usize,
+    pub text: bool,
+}
+
+impl Segment {
+    /// A segment of 16 KiB..1 MiB (at most `max_len`), text with
+    /// probability [`TEXT_PCT`]%.
+    pub fn draw(rng: &mut Rng, max_len: u64) -> Segment {
+        let len = rng_len(rng).min(max_len);
+        Segment::draw_len(rng, len)
+    }
+
+    pub fn draw_len(rng: &mut Rng, len: u64) -> Segment {
+        Segment {
+            text: rng.chance(TEXT_PCT),
+            seed: rng.next_u64(),
+            len: len as usize,
+        }
+    }
+
+    /// Writes the segment's bytes into `out` (resized to its length).
+    pub fn fill(&self, out: &mut Vec<u8>) {
+        out.resize(self.len, 0);
+        if self.text {
+            fill_text(self.seed, out);
+        } else {
+            fill_random(self.seed, out);
+        }
+    }
+}
+
+fn rng_len(rng: &mut Rng) -> u64 {
+    rng.range(16 << 10, (1 << 20) + 1)
+}
+
+/// Writes `size` bytes of fresh segments to `path`.
+fn write_fresh(path: &Path, size: u64, rng: &mut Rng, buf: &mut Vec<u8>) -> Result<()> {
+    let f = fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+    let mut w = BufWriter::with_capacity(1 << 20, f);
+    let mut left = size;
+    while left > 0 {
+        let s = Segment::draw(rng, left);
+        s.fill(buf);
+        w.write_all(buf)?;
+        left -= s.len as u64;
+    }
+    w.flush()
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum EditKind {
+    Overwrite,
+    Insert,
+    Delete,
+}
+
+struct Edit {
+    kind: EditKind,
+    len: u64,
+}
+
+/// A prepared two-generation dataset.
+pub struct Dataset {
+    pub root: PathBuf,
+    pub mib: u64,
+    pub dup_pct: u64,
+    /// The manifest: sizes, file counts and edit counts.
+    pub manifest: Value,
+    pub reused: bool,
+    pub gen_bytes: [u64; 2],
+    pub gen_files: [u64; 2],
+}
+
+impl Dataset {
+    pub fn gen_dir(&self, generation: usize) -> PathBuf {
+        self.root.join(format!("gen{generation}"))
+    }
+
+    /// Reuses the dataset under `root` if its manifest matches, otherwise
+    /// (re)generates it.
+    pub fn prepare(root: &Path, mib: u64, dup_pct: u64) -> Result<Dataset> {
+        anyhow::ensure!(mib > 0, "--mib must be positive");
+        anyhow::ensure!(dup_pct <= 100, "--dup-pct must be at most 100");
+        let manifest_path = root.join("dataset.json");
+        if let Ok(bytes) = fs::read(&manifest_path) {
+            if let Ok(m) = serde_json::from_slice::<Value>(&bytes) {
+                if m["version"] == VERSION && m["mib"] == mib && m["dup_pct"] == dup_pct {
+                    return Ok(Self::from_manifest(root, m, true));
+                }
+            }
+        }
+        let _ = fs::remove_file(&manifest_path);
+        let m = generate(root, mib, dup_pct)?;
+        fs::write(&manifest_path, serde_json::to_vec_pretty(&m)?)
+            .with_context(|| format!("writing {}", manifest_path.display()))?;
+        Ok(Self::from_manifest(root, m, false))
+    }
+
+    fn from_manifest(root: &Path, m: Value, reused: bool) -> Dataset {
+        let n = |g: &str, k: &str| m[g][k].as_u64().unwrap_or(0);
+        Dataset {
+            root: root.to_path_buf(),
+            mib: m["mib"].as_u64().unwrap_or(0),
+            dup_pct: m["dup_pct"].as_u64().unwrap_or(0),
+            gen_bytes: [n("gen1", "bytes"), n("gen2", "bytes")],
+            gen_files: [n("gen1", "files"), n("gen2", "files")],
+            manifest: m,
+            reused,
+        }
+    }
+}
+
+fn generate(root: &Path, mib: u64, dup_pct: u64) -> Result<Value> {
+    let (g1, g2) = (root.join("gen1"), root.join("gen2"));
+    for g in [&g1, &g2] {
+        crate::common::remove(g)?;
+        for d in 0..DIRS {
+            fs::create_dir_all(g.join(format!("d{d:02}")))?;
+        }
+    }
+    let mut rng = Rng::new(SEED);
+    let mut buf = Vec::with_capacity(1 << 20);
+
+    // Generation 1.
+    let total = mib << 20;
+    let mut files: Vec<(PathBuf, u64)> = Vec::new();
+    let mut left = total;
+    while left > 0 {
+        let mut size = rng.log_uniform(MIN_FILE, MAX_FILE).min(left);
+        if left - size < MIN_FILE {
+            size = left;
+        }
+        let rel = PathBuf::from(format!("d{:02}/f{:05}", rng.below(DIRS), files.len()));
+        write_fresh(&g1.join(&rel), size, &mut rng, &mut buf)?;
+        files.push((rel, size));
+        left -= size;
+    }
+
+    // Generation 2: plan the edits.
+    let budget = (total as f64 * (100 - dup_pct) as f64 / 100.0 * 0.95) as u64;
+    let mut new_budget = budget * 3 / 10;
+    let mut edit_budget = budget - new_budget;
+    let starts: Vec<u64> = files
+        .iter()
+        .scan(0, |acc, (_, s)| {
+            let start = *acc;
+            *acc += s;
+            Some(start)
+        })
+        .collect();
+    let mut edits: Vec<Vec<Edit>> = (0..files.len()).map(|_| Vec::new()).collect();
+    const EDGE_COST: u64 = 16 << 10;
+    while edit_budget > EDGE_COST {
+        let at = rng.below(total);
+        let i = starts.partition_point(|&s| s <= at) - 1;
+        let kind = match rng.below(10) {
+            0..=4 => EditKind::Overwrite,
+            5..=7 => EditKind::Insert,
+            _ => EditKind::Delete,
+        };
+        let len = rng.log_uniform(8 << 10, 512 << 10);
+        let cost = EDGE_COST + if kind == EditKind::Delete { 0 } else { len };
+        edits[i].push(Edit { kind, len });
+        edit_budget = edit_budget.saturating_sub(cost);
+    }
+
+    // Generation 2: write it.
+    let (mut counts, mut bytes) = ([0u64; 3], [0u64; 3]);
+    let (mut g2_bytes, mut g2_files, mut edited) = (0u64, 0u64, 0u64);
+    let mut seg = Vec::new();
+    for ((rel, _), file_edits) in files.iter().zip(&edits) {
+        let (src, dst) = (g1.join(rel), g2.join(rel));
+        if file_edits.is_empty() {
+            g2_bytes += fs::copy(&src, &dst)
+                .with_context(|| format!("copying {} to {}", src.display(), dst.display()))?;
+        } else {
+            edited += 1;
+            let mut data = fs::read(&src).with_context(|| format!("reading {}", src.display()))?;
+            for e in file_edits {
+                let cur = data.len() as u64;
+                let pos = rng.below(cur) as usize;
+                let k = e.kind as usize;
+                counts[k] += 1;
+                match e.kind {
+                    EditKind::Overwrite => {
+                        let n = e.len.min(cur - pos as u64);
+                        Segment::draw_len(&mut rng, n).fill(&mut seg);
+                        data[pos..pos + seg.len()].copy_from_slice(&seg);
+                        bytes[k] += n;
+                    }
+                    EditKind::Insert => {
+                        Segment::draw_len(&mut rng, e.len).fill(&mut seg);
+                        data.splice(pos..pos, seg.iter().copied());
+                        bytes[k] += e.len;
+                    }
+                    EditKind::Delete => {
+                        let n = e.len.min(cur - pos as u64).min(cur / 2) as usize;
+                        data.drain(pos..pos + n);
+                        bytes[k] += n as u64;
+                    }
+                }
+            }
+            fs::write(&dst, &data).with_context(|| format!("writing {}", dst.display()))?;
+            g2_bytes += data.len() as u64;
+        }
+        g2_files += 1;
+    }
+    let (mut new_files, mut new_bytes) = (0u64, 0u64);
+    while new_budget >= MIN_FILE {
+        let size = rng.log_uniform(MIN_FILE, 16 << 20).min(new_budget);
+        let rel = format!("d{:02}/n{:05}", rng.below(DIRS), new_files);
+        write_fresh(&g2.join(rel), size, &mut rng, &mut buf)?;
+        new_budget -= size;
+        new_files += 1;
+        new_bytes += size;
+    }
+    g2_bytes += new_bytes;
+    g2_files += new_files;
+
+    Ok(json!({
+        "version": VERSION,
+        "mib": mib,
+        "dup_pct": dup_pct,
+        "text_pct": TEXT_PCT,
+        "gen1": { "bytes": total, "files": files.len() },
+        "gen2": {
+            "bytes": g2_bytes,
+            "files": g2_files,
+            "edited_files": edited,
+            "overwrites": counts[0], "overwritten_bytes": bytes[0],
+            "inserts": counts[1], "inserted_bytes": bytes[1],
+            "deletes": counts[2], "deleted_bytes": bytes[2],
+            "new_files": new_files, "new_file_bytes": new_bytes,
+        },
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn segments_are_deterministic() {
+        let mut r = Rng::new(7);
+        let s = Segment::draw(&mut r, 100_000);
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        s.fill(&mut a);
+        s.fill(&mut b);
+        assert_eq!(a, b);
+        assert_eq!(a.len(), s.len);
+        let mut t = vec![0u8; 1001];
+        fill_text(3, &mut t);
+        assert!(t.iter().all(|c| c.is_ascii()));
+        let mut u = vec![0u8; 13];
+        fill_random(3, &mut u);
+        assert_ne!(u, vec![0u8; 13]);
+    }
+
+    #[test]
+    fn small_dataset_meets_its_dup_target() {
+        let dir = std::env::temp_dir().join(format!("cairn-bench-ds-{}", std::process::id()));
+        let ds = Dataset::prepare(&dir, 8, 90).unwrap();
+        assert_eq!(ds.gen_bytes[0], 8 << 20);
+        assert!(!ds.reused);
+        let again = Dataset::prepare(&dir, 8, 90).unwrap();
+        assert!(again.reused);
+        let new = ds.manifest["gen2"]["new_file_bytes"].as_u64().unwrap()
+            + ds.manifest["gen2"]["overwritten_bytes"].as_u64().unwrap()
+            + ds.manifest["gen2"]["inserted_bytes"].as_u64().unwrap();
+        assert!(
+            new * 10 <= ds.gen_bytes[1],
+            "new {new} of {}",
+            ds.gen_bytes[1]
+        );
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}
