@@ -3,7 +3,8 @@
 //! sequence that makes the snapshot appear only when everything it references
 //! is durable:
 //!
-//! 1. every stream seals its open container (write + fsync);
+//! 1. every stream seals its open container (written + fsynced by the sealer
+//!    thread, so streams keep hashing while the disk works);
 //! 2. the top-level directory listing is stored and sealed;
 //! 3. the in-memory index part is merged into a new index generation whose
 //!    `covered_below` is the next container id;
@@ -159,6 +160,8 @@ pub fn backup(repo: &Repository, _lock: &WriteLock, opts: BackupOptions) -> Resu
         cfg.index.locality_cache,
     );
     let open_seconds = started.elapsed().as_secs_f64();
+    // At most two sealed containers wait for the disk (8 MiB at the default size).
+    let (seal_tx, seal_rx) = bounded::<stream::SealJob>(2);
     let shared = Shared {
         cfg,
         dedup,
@@ -169,6 +172,8 @@ pub fn backup(repo: &Repository, _lock: &WriteLock, opts: BackupOptions) -> Resu
         new_stored_bytes: AtomicU64::new(0),
         chunks: AtomicU64::new(0),
         new_chunks: AtomicU64::new(0),
+        seal_tx: Mutex::new(Some(seal_tx)),
+        seal_error: Mutex::new(None),
     };
     let counts = TreeCounts::default();
     let skipped = Mutex::new(Vec::new());
@@ -179,64 +184,24 @@ pub fn backup(repo: &Repository, _lock: &WriteLock, opts: BackupOptions) -> Resu
     });
     let read_ns = Arc::new(AtomicU64::new(0));
 
-    // Run the streams, at most `workers` at a time; each keeps its own container.
-    let workers = std::thread::available_parallelism()
-        .map_or(2, |n| n.get())
-        .clamp(1, 8);
-    let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<(usize, Result<Option<DirEntry>>)>> = Mutex::new(Vec::new());
-    std::thread::scope(|s| {
-        for _ in 0..workers.min(opts.sources.len()) {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(source) = opts.sources.get(i) else {
-                    break;
-                };
-                let r = run_stream(
-                    &shared,
-                    &counts,
-                    source,
-                    &opts.progress,
-                    exclude,
-                    &read_ns,
-                    &skipped,
-                    &notices,
-                );
-                let failed = r.is_err();
-                results.lock().push((i, r));
-                if failed {
-                    // Stop handing out sources; the others finish what they hold.
-                    next.store(usize::MAX / 2, Ordering::Relaxed);
-                }
-            });
-        }
+    // Streams and the root listing run while the sealer thread writes their
+    // containers; every container is durable once the sealer has finished.
+    let commit_started = Mutex::new(Instant::now());
+    let stored = std::thread::scope(|s| {
+        let sealer = s.spawn(|| stream::run_sealer(&shared, seal_rx));
+        let r = run_streams_and_root(
+            &shared, &counts, &opts, exclude, &read_ns, &skipped, &notices, &commit_started,
+        );
+        shared.close_sealer();
+        sealer.join().expect("sealer thread panicked");
+        r
     });
-    let mut results = results.into_inner();
-    results.sort_by_key(|(i, _)| *i);
-    let mut top = Vec::new();
-    for (_, r) in results {
-        if let Some(entry) = r? {
-            top.push(entry);
-        }
+    if let Some(e) = shared.seal_error.lock().take() {
+        return Err(e);
     }
+    let root = stored?;
+    let commit_started = commit_started.into_inner();
     let skipped = skipped.into_inner();
-    if top.is_empty() {
-        return Err(Error::invalid(format!(
-            "nothing was backed up: {}",
-            skipped.first().map_or("no readable source", String::as_str)
-        )));
-    }
-    top.sort_by(|a, b| a.name.cmp(&b.name));
-
-    // Commit sequence, steps 2-5.
-    let commit_started = Instant::now();
-    let mut listing = Vec::new();
-    encode_dir(&top, &mut listing)?;
-    let mut commit_stream = Stream::new(&shared);
-    let root = commit_stream
-        .store_blob(&listing)?
-        .ok_or_else(|| Error::invalid("empty root listing"))?;
-    commit_stream.seal()?;
 
     let covered = shared.log.next_id();
     let memory = shared.dedup.memory_entries();
@@ -335,6 +300,78 @@ pub fn backup(repo: &Repository, _lock: &WriteLock, opts: BackupOptions) -> Resu
         index_ram_bytes_per_chunk,
         replayed_containers,
     })
+}
+
+/// Runs every source as a stream (at most one per core at a time, each with
+/// its own container), then stores the top-level listing; returns its root.
+#[allow(clippy::too_many_arguments)]
+fn run_streams_and_root(
+    shared: &Shared,
+    counts: &TreeCounts,
+    opts: &BackupOptions,
+    exclude: Option<(u64, u64)>,
+    read_ns: &Arc<AtomicU64>,
+    skipped: &Mutex<Vec<String>>,
+    notices: &Mutex<Vec<String>>,
+    commit_started: &Mutex<Instant>,
+) -> Result<cairn_format::dir::BlobRef> {
+    let workers = std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .clamp(1, 8);
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<(usize, Result<Option<DirEntry>>)>> = Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..workers.min(opts.sources.len()) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(source) = opts.sources.get(i) else {
+                    break;
+                };
+                let r = run_stream(
+                    shared,
+                    counts,
+                    source,
+                    &opts.progress,
+                    exclude,
+                    read_ns,
+                    skipped,
+                    notices,
+                );
+                let failed = r.is_err();
+                results.lock().push((i, r));
+                if failed {
+                    // Stop handing out sources; the others finish what they hold.
+                    next.store(usize::MAX / 2, Ordering::Relaxed);
+                }
+            });
+        }
+    });
+    let mut results = results.into_inner();
+    results.sort_by_key(|(i, _)| *i);
+    let mut top = Vec::new();
+    for (_, r) in results {
+        if let Some(entry) = r? {
+            top.push(entry);
+        }
+    }
+    if top.is_empty() {
+        return Err(Error::invalid(format!(
+            "nothing was backed up: {}",
+            skipped.lock().first().map_or("no readable source", String::as_str)
+        )));
+    }
+    top.sort_by(|a, b| a.name.cmp(&b.name));
+
+    // Commit sequence, step 2: the top-level listing.
+    *commit_started.lock() = Instant::now();
+    let mut listing = Vec::new();
+    encode_dir(&top, &mut listing)?;
+    let mut commit_stream = Stream::new(shared);
+    let root = commit_stream
+        .store_blob(&listing)?
+        .ok_or_else(|| Error::invalid("empty root listing"))?;
+    commit_stream.seal()?;
+    Ok(root)
 }
 
 /// One stream: a walker thread reads and chunks, this thread stores.

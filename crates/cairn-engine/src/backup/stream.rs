@@ -1,13 +1,16 @@
 //! One backup stream (DDFS §4.2, Stream-Informed Segment Layout): its chunks
 //! go through the shared dedup path and its new chunks are packed, in stream
 //! order, into the stream's own open container; no other stream writes into
-//! it. A full container is sealed (written whole and fsynced) before its
-//! fingerprints join the in-memory index as "stored".
+//! it. A full container is handed to the sealer thread, which writes it whole
+//! and fsyncs it, and only then lets its fingerprints join the in-memory index
+//! as "stored"; the stream meanwhile goes on hashing and packing.
 
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crossbeam_channel::{Receiver, Sender};
+use parking_lot::Mutex;
 use rayon::prelude::*;
 
 use cairn_chunk::{cut_points, fingerprint, new_chunker};
@@ -32,6 +35,29 @@ pub struct PhaseTimes {
     pub write_ns: AtomicU64,
 }
 
+/// A full container on its way to disk.
+pub struct SealJob {
+    pub id: ContainerId,
+    pub bytes: Vec<u8>,
+    pub fps: Vec<Fingerprint>,
+}
+
+/// Writes sealed containers in the order handed over, off the streams'
+/// threads. The first failure is kept; later jobs are dropped unwritten.
+pub fn run_sealer(shared: &Shared, jobs: Receiver<SealJob>) {
+    for job in jobs {
+        if shared.seal_error.lock().is_some() {
+            continue;
+        }
+        let t = Instant::now();
+        match shared.log.append(job.id, &job.bytes) {
+            Ok(()) => shared.dedup.container_sealed(job.id, job.fps.into_iter()),
+            Err(e) => *shared.seal_error.lock() = Some(e),
+        }
+        bump(&shared.phases.write_ns, elapsed_ns(t));
+    }
+}
+
 /// What every stream of one backup shares.
 pub struct Shared {
     pub cfg: RepoConfig,
@@ -44,10 +70,22 @@ pub struct Shared {
     pub new_stored_bytes: AtomicU64,
     pub chunks: AtomicU64,
     pub new_chunks: AtomicU64,
+    /// Hand-over to the sealer thread; `None` once the backup closes it.
+    pub seal_tx: Mutex<Option<Sender<SealJob>>>,
+    /// The sealer's first failure (the backup's error if there is one).
+    pub seal_error: Mutex<Option<cairn_core::Error>>,
+}
+
+impl Shared {
+    /// No more containers will be sealed: the sealer ends once streams drop theirs.
+    pub fn close_sealer(&self) {
+        self.seal_tx.lock().take();
+    }
 }
 
 pub struct Stream<'a> {
     shared: &'a Shared,
+    seal_tx: Option<Sender<SealJob>>,
     writer: Option<ContainerWriter>,
     is_new: Vec<bool>,
     fps: Vec<Fingerprint>,
@@ -61,6 +99,7 @@ impl<'a> Stream<'a> {
     pub fn new(shared: &'a Shared) -> Self {
         Stream {
             shared,
+            seal_tx: shared.seal_tx.lock().clone(),
             writer: None,
             is_new: Vec::new(),
             fps: Vec::new(),
@@ -156,19 +195,28 @@ impl<'a> Stream<'a> {
         Ok(())
     }
 
-    /// Seals the open container: durable first, then indexed in memory.
-    pub fn seal(&mut self) -> Result<Option<ContainerId>> {
+    /// Hands the open container to the sealer (durable first, then indexed
+    /// in memory, both on the sealer thread).
+    pub fn seal(&mut self) -> Result<()> {
         let Some(writer) = self.writer.take() else {
-            return Ok(None);
+            return Ok(());
         };
-        let id = writer.id();
-        let fps: Vec<Fingerprint> = writer.descriptors().iter().map(|d| d.fp).collect();
-        let bytes = writer.finish();
-        let t = Instant::now();
-        self.shared.log.append(id, &bytes)?;
-        bump(&self.shared.phases.write_ns, elapsed_ns(t));
-        self.shared.dedup.container_sealed(id, fps.into_iter());
-        Ok(Some(id))
+        let failed = || {
+            cairn_core::Error::io(
+                "sealing a container",
+                std::io::Error::other("an earlier container write failed"),
+            )
+        };
+        if self.shared.seal_error.lock().is_some() {
+            return Err(failed());
+        }
+        let job = SealJob {
+            id: writer.id(),
+            fps: writer.descriptors().iter().map(|d| d.fp).collect(),
+            bytes: writer.finish(),
+        };
+        let tx = self.seal_tx.as_ref().ok_or_else(failed)?;
+        tx.send(job).map_err(|_| failed())
     }
 
     /// Stores an in-memory blob (a directory listing) as `Meta` L0 chunks cut by
