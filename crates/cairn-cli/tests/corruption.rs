@@ -251,7 +251,8 @@ fn container_structure_damage_is_found_by_check() {
             // by its fingerprint, so restore must be exact (check reports it).
             if name == "header" {
                 assert!(
-                    fx.restore_is_exact_or_fails(&repo, "latest", &fx.m2, &ctx).is_ok(),
+                    fx.restore_is_exact_or_fails(&repo, "latest", &fx.m2, &ctx)
+                        .is_ok(),
                     "{ctx}: header damage must not cost any file"
                 );
                 continue;

@@ -190,7 +190,14 @@ pub fn backup(repo: &Repository, _lock: &WriteLock, opts: BackupOptions) -> Resu
     let stored = std::thread::scope(|s| {
         let sealer = s.spawn(|| stream::run_sealer(&shared, seal_rx));
         let r = run_streams_and_root(
-            &shared, &counts, &opts, exclude, &read_ns, &skipped, &notices, &commit_started,
+            &shared,
+            &counts,
+            &opts,
+            exclude,
+            &read_ns,
+            &skipped,
+            &notices,
+            &commit_started,
         );
         shared.close_sealer();
         sealer.join().expect("sealer thread panicked");
@@ -357,7 +364,10 @@ fn run_streams_and_root(
     if top.is_empty() {
         return Err(Error::invalid(format!(
             "nothing was backed up: {}",
-            skipped.lock().first().map_or("no readable source", String::as_str)
+            skipped
+                .lock()
+                .first()
+                .map_or("no readable source", String::as_str)
         )));
     }
     top.sort_by(|a, b| a.name.cmp(&b.name));
