@@ -14,6 +14,7 @@ pub mod config;
 pub mod counters;
 pub mod error;
 pub mod ids;
+pub mod trace;
 
 pub use backend::{Backend, LockGuard, LockMode};
 pub use chunker::Chunker;
@@ -23,3 +24,4 @@ pub use error::{Error, Result};
 pub use ids::{
     mix64, BuildFpHasher, ChunkKind, ContainerId, Fingerprint, FpMap, FpSet, MAX_FINGERPRINT_LEN,
 };
+pub use trace::{TraceChunk, TraceEvent, TraceMeta, TraceSource};

@@ -28,7 +28,7 @@ use cairn_format::dir::{BlobRef, EntryKind};
 use cairn_format::tree::decode_tree_node;
 
 use crate::catalog;
-use crate::container_log::ContainerLog;
+use crate::container_log::ContainerStore;
 use crate::index::disk_index::DiskIndex;
 use crate::repo::Repository;
 use crate::restore::cache::Locator;
@@ -114,7 +114,7 @@ const NOT_HELD: &str = "index entries point at chunks this container does not ho
 pub fn check(repo: &Repository, read_data: bool) -> Result<CheckReport> {
     let mut report = CheckReport::default();
     let mut problems = Problems::default();
-    let log: &ContainerLog = &repo.log;
+    let log: &dyn ContainerStore = &*repo.log;
 
     // Read in commit order reversed (snapshots, then index, then containers):
     // a concurrent backup commits containers, then index, then snapshot, so

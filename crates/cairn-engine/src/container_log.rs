@@ -9,9 +9,33 @@ use std::sync::Arc;
 
 use cairn_core::counters::bump;
 use cairn_core::{Backend, ContainerId, Counters, Error, Result};
-use cairn_format::container::{self, ContainerMeta, TailDecode, TAIL_READ_HINT};
+use cairn_format::container::{self, ContainerMeta, ContainerWriter, TailDecode, TAIL_READ_HINT};
 
 use crate::keys;
+
+/// The container log as the engine sees it: append whole containers, read a
+/// metadata section alone, read a whole container. [`ContainerLog`] stores
+/// encoded containers in a [`Backend`]; the simulator supplies a
+/// metadata-only store behind the same trait, so the engine never asks
+/// whether it is simulating.
+pub trait ContainerStore: Send + Sync {
+    /// Ids of the containers present, ascending.
+    fn ids(&self) -> Result<Vec<ContainerId>>;
+    /// A fresh id, unique over the store's life.
+    fn allocate(&self) -> ContainerId;
+    /// The id the next allocation returns.
+    fn next_id(&self) -> ContainerId;
+    /// Re-reads the next id from the store (a writer calls this once it holds
+    /// the lock: ids read before may have been used by the writer it waited for).
+    fn refresh_next_id(&self) -> Result<()>;
+    /// Appends a sealed container; durable when this returns.
+    fn append(&self, writer: ContainerWriter) -> Result<()>;
+    /// The metadata section alone (DDFS §4.3: one small read).
+    fn read_meta(&self, id: ContainerId) -> Result<ContainerMeta>;
+    /// The whole container, checked.
+    fn read(&self, id: ContainerId) -> Result<LoadedContainer>;
+    fn delete(&self, id: ContainerId) -> Result<()>;
+}
 
 pub struct ContainerLog {
     backend: Arc<dyn Backend>,
@@ -53,33 +77,39 @@ impl ContainerLog {
         ids.sort();
         Ok(ids)
     }
+}
 
-    /// Re-reads the next id from the containers present. A writer calls this
-    /// once it holds the lock: ids read before then may already have been
-    /// used by the writer it waited for.
-    pub fn refresh_next_id(&self) -> Result<()> {
+impl ContainerStore for ContainerLog {
+    fn refresh_next_id(&self) -> Result<()> {
         let next = self.ids()?.last().map(|id| id.0 + 1).unwrap_or(1);
         self.next_id.fetch_max(next, Ordering::Relaxed);
         Ok(())
     }
 
-    pub fn ids(&self) -> Result<Vec<ContainerId>> {
+    fn ids(&self) -> Result<Vec<ContainerId>> {
         Self::list_ids(&*self.backend)
     }
 
-    pub fn allocate(&self) -> ContainerId {
+    fn allocate(&self) -> ContainerId {
         ContainerId(self.next_id.fetch_add(1, Ordering::Relaxed))
     }
 
     /// The id the next allocation will return: every container below it
     /// has been allocated (and, once all streams are sealed, written).
-    pub fn next_id(&self) -> ContainerId {
+    fn next_id(&self) -> ContainerId {
         ContainerId(self.next_id.load(Ordering::Relaxed))
     }
 
-    /// Appends a sealed container: written whole, durable when this returns.
-    pub fn append(&self, id: ContainerId, bytes: &[u8]) -> Result<()> {
-        self.backend.write_atomic(&keys::container(id), bytes)?;
+    /// Encodes the container and writes it whole; durable when this returns.
+    fn append(&self, writer: ContainerWriter) -> Result<()> {
+        let id = writer.id();
+        if writer.is_sparse() {
+            return Err(Error::invalid(format!(
+                "container {id} lacks chunk payloads and cannot be stored"
+            )));
+        }
+        let bytes = writer.finish();
+        self.backend.write_atomic(&keys::container(id), &bytes)?;
         bump(&self.counters.containers_written, 1);
         Ok(())
     }
@@ -87,7 +117,7 @@ impl ContainerLog {
     /// Reads only the metadata section (descriptors) of a container: one tail
     /// read of `TAIL_READ_HINT` bytes, a second only for unusually large
     /// metadata sections.
-    pub fn read_meta(&self, id: ContainerId) -> Result<ContainerMeta> {
+    fn read_meta(&self, id: ContainerId) -> Result<ContainerMeta> {
         let key = keys::container(id);
         bump(&self.counters.container_meta_reads, 1);
         let (size, tail) = self.backend.read_tail(&key, TAIL_READ_HINT)?;
@@ -111,7 +141,7 @@ impl ContainerLog {
     }
 
     /// Reads and verifies a whole container (header, trailer, both checksums).
-    pub fn read(&self, id: ContainerId) -> Result<LoadedContainer> {
+    fn read(&self, id: ContainerId) -> Result<LoadedContainer> {
         let bytes = self.backend.read(&keys::container(id))?;
         bump(&self.counters.containers_read, 1);
         let (meta, data_ok) = match container::decode_container(&bytes) {
@@ -131,7 +161,7 @@ impl ContainerLog {
         })
     }
 
-    pub fn delete(&self, id: ContainerId) -> Result<()> {
+    fn delete(&self, id: ContainerId) -> Result<()> {
         self.backend.delete(&keys::container(id))
     }
 }

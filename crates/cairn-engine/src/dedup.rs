@@ -28,7 +28,7 @@ use cairn_core::counters::bump;
 use cairn_core::{ContainerId, Counters, Fingerprint, FpMap, Result};
 use cairn_format::index::IndexEntry;
 
-use crate::container_log::ContainerLog;
+use crate::container_log::ContainerStore;
 use crate::index::disk_index::DiskIndex;
 use crate::index::locality_cache::LocalityCache;
 use crate::index::summary_vector::SummaryVector;
@@ -37,7 +37,7 @@ use crate::index::OpenedIndex;
 pub struct Dedup {
     pub disk: DiskIndex,
     pub summary: SummaryVector,
-    log: Arc<ContainerLog>,
+    log: Arc<dyn ContainerStore>,
     counters: Arc<Counters>,
     use_summary: bool,
     use_cache: bool,
@@ -55,7 +55,7 @@ struct State {
 impl Dedup {
     pub fn new(
         index: OpenedIndex,
-        log: Arc<ContainerLog>,
+        log: Arc<dyn ContainerStore>,
         counters: Arc<Counters>,
         cache_containers: usize,
         use_summary: bool,
@@ -206,7 +206,9 @@ mod tests {
     fn run(batches: &[Vec<u16>], per_container: usize, summary: bool, cache: bool) -> Vec<bool> {
         let backend: Arc<dyn Backend> = Arc::new(MemBackend::new());
         let counters = Arc::new(Counters::default());
-        let log = Arc::new(ContainerLog::open(backend.clone(), counters.clone()).unwrap());
+        let log: Arc<dyn ContainerStore> = Arc::new(
+            crate::container_log::ContainerLog::open(backend.clone(), counters.clone()).unwrap(),
+        );
         let cfg = IndexConfig {
             expected_chunks: 64,
             cache_containers: 2,
@@ -218,7 +220,7 @@ mod tests {
             let opened = crate::index::open_for_write(
                 backend.clone(),
                 counters.clone(),
-                &log,
+                &*log,
                 &cfg,
                 &Warnings::default(),
             )
@@ -245,7 +247,7 @@ mod tests {
                         let id = w.id();
                         let sealed: Vec<Fingerprint> =
                             w.descriptors().iter().map(|d| d.fp).collect();
-                        log.append(id, &w.finish()).unwrap();
+                        log.append(w).unwrap();
                         dedup.container_sealed(id, sealed.into_iter());
                     }
                 }
@@ -253,7 +255,7 @@ mod tests {
             if let Some(w) = writer.take() {
                 let id = w.id();
                 let sealed: Vec<Fingerprint> = w.descriptors().iter().map(|d| d.fp).collect();
-                log.append(id, &w.finish()).unwrap();
+                log.append(w).unwrap();
                 dedup.container_sealed(id, sealed.into_iter());
             }
             let covered = log.next_id();

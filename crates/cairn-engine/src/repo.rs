@@ -9,14 +9,14 @@ use cairn_backend::{CountingBackend, LocalBackend};
 use cairn_core::{Backend, Counters, Error, LockGuard, LockMode, Result};
 
 use crate::config::RepoConfig;
-use crate::container_log::ContainerLog;
+use crate::container_log::{ContainerLog, ContainerStore};
 use crate::keys;
 
 pub struct Repository {
     backend: Arc<dyn Backend>,
     pub config: RepoConfig,
     pub counters: Arc<Counters>,
-    pub log: Arc<ContainerLog>,
+    pub log: Arc<dyn ContainerStore>,
     /// The repository directory, for a local repository (never backed up into itself).
     local_root: Option<PathBuf>,
 }
@@ -76,7 +76,8 @@ impl Repository {
         let config = RepoConfig::decode(&bytes)?;
         let counters = Arc::new(Counters::default());
         let backend: Arc<dyn Backend> = Arc::new(CountingBackend::new(backend, counters.clone()));
-        let log = Arc::new(ContainerLog::open(backend.clone(), counters.clone())?);
+        let log: Arc<dyn ContainerStore> =
+            Arc::new(ContainerLog::open(backend.clone(), counters.clone())?);
         Ok(Repository {
             backend,
             config,

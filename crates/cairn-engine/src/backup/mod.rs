@@ -146,7 +146,7 @@ pub fn backup(repo: &Repository, _lock: &WriteLock, opts: BackupOptions) -> Resu
     let opened = index::open_for_write(
         repo.backend().clone(),
         repo.counters.clone(),
-        &repo.log,
+        &*repo.log,
         &cfg.index,
         &warnings,
     )?;

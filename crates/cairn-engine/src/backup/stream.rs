@@ -15,14 +15,14 @@ use rayon::prelude::*;
 
 use cairn_chunk::{cut_points, fingerprint, new_chunker};
 use cairn_core::counters::bump;
-use cairn_core::{ChunkKind, CompressionCodec, ContainerId, Counters, Fingerprint, Result};
+use cairn_core::{ChunkKind, CompressionCodec, Counters, Fingerprint, Result};
 use cairn_format::compress::compress;
 use cairn_format::container::ContainerWriter;
 use cairn_format::dir::BlobRef;
 
 use super::tree_builder::{NodeSink, TreeBuilder};
 use crate::config::RepoConfig;
-use crate::container_log::ContainerLog;
+use crate::container_log::ContainerStore;
 use crate::dedup::Dedup;
 
 /// Wall time spent per pipeline phase, nanoseconds, summed over streams.
@@ -37,9 +37,7 @@ pub struct PhaseTimes {
 
 /// A full container on its way to disk.
 pub struct SealJob {
-    pub id: ContainerId,
-    pub bytes: Vec<u8>,
-    pub fps: Vec<Fingerprint>,
+    pub writer: ContainerWriter,
 }
 
 /// Writes sealed containers in the order handed over, off the streams'
@@ -50,8 +48,10 @@ pub fn run_sealer(shared: &Shared, jobs: Receiver<SealJob>) {
             continue;
         }
         let t = Instant::now();
-        match shared.log.append(job.id, &job.bytes) {
-            Ok(()) => shared.dedup.container_sealed(job.id, job.fps.into_iter()),
+        let id = job.writer.id();
+        let fps: Vec<Fingerprint> = job.writer.descriptors().iter().map(|d| d.fp).collect();
+        match shared.log.append(job.writer) {
+            Ok(()) => shared.dedup.container_sealed(id, fps.into_iter()),
             Err(e) => *shared.seal_error.lock() = Some(e),
         }
         bump(&shared.phases.write_ns, elapsed_ns(t));
@@ -62,7 +62,7 @@ pub fn run_sealer(shared: &Shared, jobs: Receiver<SealJob>) {
 pub struct Shared {
     pub cfg: RepoConfig,
     pub dedup: Dedup,
-    pub log: Arc<ContainerLog>,
+    pub log: Arc<dyn ContainerStore>,
     pub counters: Arc<Counters>,
     pub phases: PhaseTimes,
     /// New chunks' raw and stored bytes, for the snapshot summary.
@@ -210,11 +210,7 @@ impl<'a> Stream<'a> {
         if self.shared.seal_error.lock().is_some() {
             return Err(failed());
         }
-        let job = SealJob {
-            id: writer.id(),
-            fps: writer.descriptors().iter().map(|d| d.fp).collect(),
-            bytes: writer.finish(),
-        };
+        let job = SealJob { writer };
         let tx = self.seal_tx.as_ref().ok_or_else(failed)?;
         tx.send(job).map_err(|_| failed())
     }

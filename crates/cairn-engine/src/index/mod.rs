@@ -13,7 +13,7 @@ use cairn_core::{Backend, ContainerId, Counters, Error, Result};
 use cairn_format::index::IndexEntry;
 
 use crate::config::IndexConfig;
-use crate::container_log::ContainerLog;
+use crate::container_log::ContainerStore;
 use crate::keys;
 use crate::warnings::Warnings;
 use disk_index::DiskIndex;
@@ -33,7 +33,7 @@ pub struct OpenedIndex {
 pub fn open_for_write(
     backend: Arc<dyn Backend>,
     counters: Arc<Counters>,
-    log: &ContainerLog,
+    log: &dyn ContainerStore,
     cfg: &IndexConfig,
     warnings: &Warnings,
 ) -> Result<OpenedIndex> {

@@ -14,7 +14,7 @@ use cairn_core::{ContainerId, Error, Fingerprint, FingerprintAlgo, FpMap, Result
 use cairn_format::compress::decompress;
 use cairn_format::container::Descriptor;
 
-use crate::container_log::{ContainerLog, LoadedContainer};
+use crate::container_log::{ContainerStore, LoadedContainer};
 use crate::index::disk_index::DiskIndex;
 use crate::index::missing_chunk;
 
@@ -27,7 +27,7 @@ pub enum Locator {
 
 /// Where chunks live: the index to locate them, the log to read containers.
 pub struct ChunkStore {
-    pub log: Arc<ContainerLog>,
+    pub log: Arc<dyn ContainerStore>,
     pub locator: Locator,
     pub algo: FingerprintAlgo,
     /// Built from every container's metadata section if the index turns out
@@ -36,7 +36,7 @@ pub struct ChunkStore {
 }
 
 impl ChunkStore {
-    pub fn new(log: Arc<ContainerLog>, locator: Locator, algo: FingerprintAlgo) -> Self {
+    pub fn new(log: Arc<dyn ContainerStore>, locator: Locator, algo: FingerprintAlgo) -> Self {
         ChunkStore {
             log,
             locator,
@@ -60,7 +60,7 @@ impl ChunkStore {
         if let Some(m) = self.fallback.get() {
             return Ok(m);
         }
-        let map = map_from_containers(&self.log)?;
+        let map = map_from_containers(&*self.log)?;
         Ok(self.fallback.get_or_init(|| map))
     }
 
@@ -86,7 +86,7 @@ impl ChunkStore {
 /// Fingerprint -> container for every chunk in every readable container's
 /// metadata section (the oldest container wins, as in the index): what an
 /// index rebuild would produce.
-pub fn map_from_containers(log: &ContainerLog) -> Result<FpMap<ContainerId>> {
+pub fn map_from_containers(log: &dyn ContainerStore) -> Result<FpMap<ContainerId>> {
     let mut map = FpMap::default();
     for id in log.ids()? {
         if let Ok(meta) = log.read_meta(id) {

@@ -76,7 +76,7 @@ impl Reader {
             Ok(index) => Locator::Disk(index),
             // The index is derived data; containers describe themselves.
             Err(e) if crate::index::is_damage(&e) => {
-                Locator::Memory(cache::map_from_containers(&repo.log)?)
+                Locator::Memory(cache::map_from_containers(&*repo.log)?)
             }
             Err(e) => return Err(e),
         };

@@ -428,3 +428,40 @@ proptest! {
         let _ = decode_tail(b.len() as u64, &b);
     }
 }
+
+/// A container described without payloads has exactly the metadata the
+/// encoded container with the same chunks decodes to (but the data checksum).
+#[test]
+fn sparse_meta_equals_encoded_meta() {
+    use cairn_core::{ChunkKind, CompressionCodec, ContainerId, Fingerprint};
+    let mut full = ContainerWriter::new(ContainerId(9), 20, 1 << 20);
+    let mut sparse = ContainerWriter::new(ContainerId(9), 20, 1 << 20);
+    for i in 0..50u32 {
+        let fp = Fingerprint::from_slice(&[i as u8; 20]);
+        let payload = vec![i as u8; 100 + i as usize * 7];
+        full.push(
+            fp,
+            ChunkKind::Data,
+            0,
+            CompressionCodec::Zstd,
+            4096,
+            &payload,
+        );
+        sparse.push_absent(
+            fp,
+            ChunkKind::Data,
+            0,
+            CompressionCodec::Zstd,
+            4096,
+            payload.len() as u32,
+        );
+    }
+    assert!(sparse.is_sparse() && !full.is_sparse());
+    assert_eq!(full.data_len(), sparse.data_len());
+    assert_eq!(full.encoded_len(), sparse.encoded_len());
+    let bytes = full.finish();
+    let mut decoded = decode_container(&bytes).unwrap();
+    let meta = sparse.into_meta();
+    decoded.data_crc = 0;
+    assert_eq!(meta, decoded);
+}

@@ -20,6 +20,10 @@ pub struct ContainerWriter {
     /// Reserved header followed by the data section so far.
     buf: Vec<u8>,
     descriptors: Vec<Descriptor>,
+    /// Logical bytes of chunks recorded without their payload
+    /// ([`ContainerWriter::push_absent`]): a simulated container that is
+    /// described, never encoded.
+    absent: usize,
 }
 
 impl ContainerWriter {
@@ -41,6 +45,7 @@ impl ContainerWriter {
             capacity,
             buf,
             descriptors: Vec::new(),
+            absent: 0,
         }
     }
 
@@ -92,6 +97,58 @@ impl ContainerWriter {
         });
     }
 
+    /// Records a chunk whose payload is not at hand (a chunk trace knows only
+    /// its sizes): the descriptor is laid out exactly as [`push`](Self::push)
+    /// would, and the data section grows by `stored_len` logical bytes. Such
+    /// a container can only be described ([`into_meta`](Self::into_meta)),
+    /// never encoded.
+    pub fn push_absent(
+        &mut self,
+        fp: Fingerprint,
+        kind: ChunkKind,
+        level: u8,
+        codec: CompressionCodec,
+        raw_len: u32,
+        stored_len: u32,
+    ) {
+        assert_eq!(fp.len(), self.fp_width, "fingerprint width mismatch");
+        let offset = self.data_len();
+        assert!(
+            offset + stored_len as usize <= u32::MAX as usize,
+            "container data section exceeds 4 GiB"
+        );
+        self.absent += stored_len as usize;
+        self.descriptors.push(Descriptor {
+            fp,
+            kind,
+            level,
+            codec,
+            offset: offset as u32,
+            stored_len,
+            raw_len,
+        });
+    }
+
+    /// Whether some chunk was recorded without its payload.
+    pub fn is_sparse(&self) -> bool {
+        self.absent > 0
+    }
+
+    /// The metadata a reader of the finished container would decode, without
+    /// encoding it: what a metadata-only container store keeps. `file_size`
+    /// is the size the encoded container would have.
+    pub fn into_meta(self) -> ContainerMeta {
+        ContainerMeta {
+            id: self.id,
+            fp_width: self.fp_width,
+            data_offset: CONTAINER_HEADER_LEN as u64,
+            data_len: self.data_len() as u64,
+            data_crc: 0,
+            file_size: self.encoded_len() as u64,
+            descriptors: self.descriptors,
+        }
+    }
+
     pub fn id(&self) -> ContainerId {
         self.id
     }
@@ -115,7 +172,7 @@ impl ContainerWriter {
 
     /// Bytes in the data section so far.
     pub fn data_len(&self) -> usize {
-        self.buf.len() - CONTAINER_HEADER_LEN
+        self.buf.len() - CONTAINER_HEADER_LEN + self.absent
     }
 
     /// Size the container would have if finished now.
@@ -132,6 +189,7 @@ impl ContainerWriter {
         self.id = id;
         self.buf.truncate(CONTAINER_HEADER_LEN);
         self.descriptors.clear();
+        self.absent = 0;
     }
 
     /// The complete container bytes.
@@ -145,7 +203,11 @@ impl ContainerWriter {
     /// no copy) and leaves the writer empty, **with the same id**: call
     /// [`ContainerWriter::reset`] with the next id before pushing again.
     /// `out`'s old allocation becomes the writer's next buffer.
+    ///
+    /// Panics if the container is sparse ([`push_absent`](Self::push_absent)):
+    /// there are no payload bytes to encode.
     pub fn finish_into(&mut self, out: &mut Vec<u8>) {
+        assert!(!self.is_sparse(), "a sparse container cannot be encoded");
         let w = self.fp_width;
         let buf = &mut self.buf;
         let header = &mut buf[..CONTAINER_HEADER_LEN];
