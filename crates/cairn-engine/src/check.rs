@@ -20,7 +20,6 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use serde::Serialize;
 
-use cairn_chunk::fingerprint;
 use cairn_core::{ChunkKind, ContainerId, Fingerprint, FpMap, FpSet, Result};
 use cairn_format::compress::decompress;
 use cairn_format::container::ContainerMeta;
@@ -242,7 +241,7 @@ pub fn check(repo: &Repository, read_data: bool) -> Result<CheckReport> {
         problems,
         referenced: HashSet::new(),
         verified_subtrees: FpSet::default(),
-        fp_width: repo.config.fingerprint.width(),
+        fp_width: repo.config.fp_width(),
         buf: Vec::new(),
     };
     for s in &snaps {
@@ -280,7 +279,7 @@ fn verify_chunk(
         cairn_format::container::stored_chunk(bytes, meta, d).map_err(|e| e.to_string())?;
     let mut raw = Vec::new();
     decompress(d.codec, stored, d.raw_len as usize, &mut raw).map_err(|e| e.to_string())?;
-    if fingerprint(repo.config.fingerprint, &raw) != d.fp {
+    if repo.config.fingerprinter().of(&raw) != d.fp {
         return Err("content does not match its fingerprint".into());
     }
     Ok(())

@@ -2,11 +2,30 @@
 //! the `config` object (an envelope with magic `CAIRNCFG` and a JSON payload)
 //! when the repository is created, and read back by every later process.
 
-use cairn_core::{ChunkerConfig, CompressionConfig, Error, FingerprintAlgo, Result};
+use cairn_core::{ChunkerConfig, CompressionConfig, Error, Fingerprint, FingerprintAlgo, Result};
 use serde::{Deserialize, Serialize};
 
 pub const CONFIG_MAGIC: &[u8; 8] = b"CAIRNCFG";
 pub const CONFIG_VERSION: u32 = 1;
+
+/// Computes stored fingerprints: the algorithm's digest, cut to the
+/// repository's width.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fingerprinter {
+    pub algo: FingerprintAlgo,
+    pub width: usize,
+}
+
+impl Fingerprinter {
+    pub fn of(&self, data: &[u8]) -> Fingerprint {
+        let f = cairn_chunk::fingerprint(self.algo, data);
+        if self.width < f.len() {
+            Fingerprint::from_slice(&f.as_bytes()[..self.width])
+        } else {
+            f
+        }
+    }
+}
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -15,6 +34,10 @@ pub struct RepoConfig {
     pub id: String,
     pub chunker: ChunkerConfig,
     pub fingerprint: FingerprintAlgo,
+    /// Stored fingerprint width in bytes when narrower than the algorithm's:
+    /// a prefix, as in traces with narrow hashes (FSL's 48-bit). `None`: full.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fingerprint_width: Option<u8>,
     pub compression: CompressionConfig,
     /// Target size of a sealed container in bytes (DDFS: 4 MiB).
     pub container_size: u32,
@@ -81,6 +104,7 @@ impl RepoConfig {
             id,
             chunker: ChunkerConfig::default(),
             fingerprint: FingerprintAlgo::default(),
+            fingerprint_width: None,
             compression: CompressionConfig::default(),
             container_size: 4 * 1024 * 1024,
             index: IndexConfig::default(),
@@ -88,8 +112,30 @@ impl RepoConfig {
         }
     }
 
+    /// Stored fingerprint width in bytes.
+    pub fn fp_width(&self) -> usize {
+        self.fingerprint_width
+            .map_or(self.fingerprint.width(), |w| w as usize)
+    }
+
+    pub fn fingerprinter(&self) -> Fingerprinter {
+        Fingerprinter {
+            algo: self.fingerprint,
+            width: self.fp_width(),
+        }
+    }
+
     pub fn validate(&self) -> Result<()> {
         self.chunker.validate()?;
+        if let Some(w) = self.fingerprint_width {
+            if w == 0 || w as usize > self.fingerprint.width() {
+                return Err(Error::invalid(format!(
+                    "fingerprint width {w} must be 1..={} for {}",
+                    self.fingerprint.width(),
+                    self.fingerprint.name()
+                )));
+            }
+        }
         if !(64 * 1024..=256 * 1024 * 1024).contains(&self.container_size) {
             return Err(Error::invalid(format!(
                 "container size {} must be between 64 KiB and 256 MiB",

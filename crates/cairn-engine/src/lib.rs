@@ -15,6 +15,7 @@ pub mod container_log;
 pub mod dedup;
 pub mod index;
 pub mod keys;
+pub mod meta_store;
 pub mod repo;
 pub mod restore;
 pub mod stats;

@@ -64,6 +64,27 @@ impl Repository {
         Self::open(backend)
     }
 
+    /// Creates a repository whose containers live in a store of the caller's
+    /// choosing (the simulator's metadata-only store); everything else (config,
+    /// index, Summary Vector checkpoints, snapshots) goes to `backend`.
+    pub fn init_with_store(
+        backend: Arc<dyn Backend>,
+        config: RepoConfig,
+        counters: Arc<Counters>,
+        store: Arc<dyn ContainerStore>,
+    ) -> Result<Self> {
+        config.validate()?;
+        backend.write_atomic(keys::CONFIG, &config.encode())?;
+        let backend: Arc<dyn Backend> = Arc::new(CountingBackend::new(backend, counters.clone()));
+        Ok(Repository {
+            backend,
+            config,
+            counters,
+            log: store,
+            local_root: None,
+        })
+    }
+
     /// Opens an existing repository.
     pub fn open(backend: Arc<dyn Backend>) -> Result<Self> {
         let bytes = match backend.read(keys::CONFIG) {

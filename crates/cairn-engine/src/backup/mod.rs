@@ -16,6 +16,8 @@
 //! `check` reports as reclaimable.
 
 pub mod stream;
+pub mod trace_recorder;
+pub mod trace_walker;
 pub mod tree_builder;
 pub mod walker;
 
@@ -111,7 +113,7 @@ fn secs(ns: &AtomicU64) -> f64 {
 fn top_level_name(source: &Source) -> Vec<u8> {
     match source {
         Source::Path(p) => walker::source_name(p),
-        Source::Stdin { name } => name.as_bytes().to_vec(),
+        Source::Stdin { name } | Source::Trace { name, .. } => name.as_bytes().to_vec(),
     }
 }
 
@@ -217,7 +219,7 @@ pub fn backup(repo: &Repository, _lock: &WriteLock, opts: BackupOptions) -> Resu
         let generation = shared.dedup.disk.write_merged(
             memory,
             covered,
-            shared.cfg.fingerprint.width(),
+            shared.cfg.fp_width(),
             shared.cfg.index.page_size as usize,
         )?;
         index::write_checkpoint(
@@ -271,6 +273,7 @@ pub fn backup(repo: &Repository, _lock: &WriteLock, opts: BackupOptions) -> Resu
                 .display()
                 .to_string(),
             Source::Stdin { name } => format!("<stdin:{name}>"),
+            Source::Trace { name, .. } => format!("<trace:{name}>"),
         })
         .collect();
     let p = &shared.phases;
@@ -492,6 +495,15 @@ fn consume(
                     tree: TreeBuilder::new(&stream_tree_cfg(stream)),
                     bytes: 0,
                 })
+            }
+            Event::Fingerprinted(chunks) => {
+                let f = file.as_mut().expect("chunks inside a file");
+                fps.clear();
+                fps.extend_from_slice(stream.store_fingerprinted(ChunkKind::Data, 0, &chunks)?);
+                for (fp, c) in fps.iter().zip(&chunks) {
+                    f.tree.push_leaf(*fp, c.size as u64, stream)?;
+                    f.bytes += c.size as u64;
+                }
             }
             Event::Data(batch) => {
                 let f = file.as_mut().expect("Data inside a file");

@@ -13,9 +13,9 @@ use crossbeam_channel::{Receiver, Sender};
 use parking_lot::Mutex;
 use rayon::prelude::*;
 
-use cairn_chunk::{cut_points, fingerprint, new_chunker};
+use cairn_chunk::{cut_points, new_chunker};
 use cairn_core::counters::bump;
-use cairn_core::{ChunkKind, CompressionCodec, Counters, Fingerprint, Result};
+use cairn_core::{ChunkKind, CompressionCodec, Counters, Fingerprint, Result, TraceChunk};
 use cairn_format::compress::compress;
 use cairn_format::container::ContainerWriter;
 use cairn_format::dir::BlobRef;
@@ -109,11 +109,11 @@ impl<'a> Stream<'a> {
     /// Fingerprints `chunks` in parallel into `self.fps`.
     fn hash_all(&mut self, chunks: &[&[u8]]) {
         let t = Instant::now();
-        let algo = self.shared.cfg.fingerprint;
+        let fingerprinter = self.shared.cfg.fingerprinter();
         chunks
             .par_iter()
             .with_min_len(8)
-            .map(|c| fingerprint(algo, c))
+            .map(|c| fingerprinter.of(c))
             .collect_into_vec(&mut self.fps);
         bump(&self.shared.phases.hash_ns, elapsed_ns(t));
     }
@@ -161,6 +161,69 @@ impl<'a> Stream<'a> {
         Ok(&self.fps)
     }
 
+    /// Stores chunks known by fingerprint and sizes only (a trace): the same
+    /// dedup path, packed as payload-less descriptors of their stored size.
+    pub fn store_fingerprinted(
+        &mut self,
+        kind: ChunkKind,
+        level: u8,
+        chunks: &[TraceChunk],
+    ) -> Result<&[Fingerprint]> {
+        let sh = self.shared;
+        self.fps.clear();
+        self.fps.extend(chunks.iter().map(|c| c.fp));
+        let t = Instant::now();
+        sh.dedup.resolve_batch(&self.fps, &mut self.is_new)?;
+        bump(&sh.phases.dedup_ns, elapsed_ns(t));
+        bump(&sh.chunks, chunks.len() as u64);
+        let codec = sh.cfg.compression.codec;
+        for (i, c) in chunks.iter().enumerate() {
+            if self.is_new[i] {
+                let codec = if c.stored_size < c.size {
+                    codec
+                } else {
+                    CompressionCodec::None
+                };
+                self.place(c.stored_size as usize)?.push_absent(
+                    c.fp,
+                    kind,
+                    level,
+                    codec,
+                    c.size,
+                    c.stored_size,
+                );
+                self.count_new(c.size, c.stored_size as usize);
+            }
+        }
+        Ok(&self.fps)
+    }
+
+    /// The open container, sealing the current one first if `stored_len`
+    /// more bytes would not fit.
+    fn place(&mut self, stored_len: usize) -> Result<&mut ContainerWriter> {
+        if self
+            .writer
+            .as_ref()
+            .is_some_and(|w| !w.would_fit(stored_len))
+        {
+            self.seal()?;
+        }
+        let sh = self.shared;
+        Ok(self.writer.get_or_insert_with(|| {
+            let id = sh.log.allocate();
+            sh.dedup.container_opened(id);
+            ContainerWriter::new(id, sh.cfg.fp_width(), sh.cfg.container_size as usize)
+        }))
+    }
+
+    fn count_new(&self, raw_len: u32, stored_len: usize) {
+        let sh = self.shared;
+        bump(&sh.new_chunks, 1);
+        bump(&sh.new_raw_bytes, raw_len as u64);
+        bump(&sh.new_stored_bytes, stored_len as u64);
+        bump(&sh.counters.chunks_written, 1);
+    }
+
     fn pack(
         &mut self,
         fp: Fingerprint,
@@ -170,28 +233,9 @@ impl<'a> Stream<'a> {
         raw_len: u32,
         stored: &[u8],
     ) -> Result<()> {
-        if self
-            .writer
-            .as_ref()
-            .is_some_and(|w| !w.would_fit(stored.len()))
-        {
-            self.seal()?;
-        }
-        let sh = self.shared;
-        let writer = self.writer.get_or_insert_with(|| {
-            let id = sh.log.allocate();
-            sh.dedup.container_opened(id);
-            ContainerWriter::new(
-                id,
-                sh.cfg.fingerprint.width(),
-                sh.cfg.container_size as usize,
-            )
-        });
-        writer.push(fp, kind, level, codec, raw_len, stored);
-        bump(&sh.new_chunks, 1);
-        bump(&sh.new_raw_bytes, raw_len as u64);
-        bump(&sh.new_stored_bytes, stored.len() as u64);
-        bump(&sh.counters.chunks_written, 1);
+        self.place(stored.len())?
+            .push(fp, kind, level, codec, raw_len, stored);
+        self.count_new(raw_len, stored.len());
         Ok(())
     }
 

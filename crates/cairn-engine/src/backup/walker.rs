@@ -19,7 +19,7 @@ use std::time::Instant;
 use crossbeam_channel::{Receiver, Sender};
 
 use cairn_chunk::{new_chunker, ChunkBatch, ChunkReader};
-use cairn_core::ChunkerConfig;
+use cairn_core::{ChunkerConfig, TraceChunk, TraceSource};
 
 /// Bytes of input per chunk batch handed from the walker to the stream.
 pub const BATCH_BYTES: usize = 1 << 20;
@@ -60,6 +60,8 @@ pub enum Event {
         meta: EntryMeta,
     },
     Data(ChunkBatch),
+    /// Chunks known only by fingerprint and sizes (a trace).
+    Fingerprinted(Vec<TraceChunk>),
     /// `ok == false`: reading failed part-way; the entry must be dropped.
     FileEnd {
         ok: bool,
@@ -83,7 +85,17 @@ pub struct Progress {
 /// What a walker reads.
 pub enum Source {
     Path(PathBuf),
-    Stdin { name: String },
+    Stdin {
+        name: String,
+    },
+    /// A chunk trace. `flat`: the trace names files by whole paths (Destor,
+    /// FSL); they are listed in trace order in one directory named `name`.
+    /// Otherwise the trace carries cairn's own directory events.
+    Trace {
+        name: String,
+        source: parking_lot::Mutex<Box<dyn TraceSource>>,
+        flat: bool,
+    },
 }
 
 /// The top-level entry name of a source path: its file name, or for `.`,
@@ -145,6 +157,16 @@ impl Walker {
         let _ = match source {
             Source::Path(p) => self.walk_path(p, source_name(p)),
             Source::Stdin { name } => self.walk_stdin(name),
+            Source::Trace { name, source, flat } => {
+                let mut src = source.lock();
+                super::trace_walker::walk_trace(
+                    &mut **src,
+                    name,
+                    *flat,
+                    &self.tx,
+                    &mut self.skipped,
+                )
+            }
         };
     }
 

@@ -9,8 +9,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, OnceLock};
 
-use cairn_chunk::fingerprint;
-use cairn_core::{ContainerId, Error, Fingerprint, FingerprintAlgo, FpMap, Result};
+use crate::config::Fingerprinter;
+use cairn_core::{ContainerId, Error, Fingerprint, FpMap, Result};
 use cairn_format::compress::decompress;
 use cairn_format::container::Descriptor;
 
@@ -29,18 +29,22 @@ pub enum Locator {
 pub struct ChunkStore {
     pub log: Arc<dyn ContainerStore>,
     pub locator: Locator,
-    pub algo: FingerprintAlgo,
+    pub fingerprinter: Fingerprinter,
     /// Built from every container's metadata section if the index turns out
     /// damaged: containers are self-describing, so restore goes on.
     fallback: OnceLock<FpMap<ContainerId>>,
 }
 
 impl ChunkStore {
-    pub fn new(log: Arc<dyn ContainerStore>, locator: Locator, algo: FingerprintAlgo) -> Self {
+    pub fn new(
+        log: Arc<dyn ContainerStore>,
+        locator: Locator,
+        fingerprinter: Fingerprinter,
+    ) -> Self {
         ChunkStore {
             log,
             locator,
-            algo,
+            fingerprinter,
             fallback: OnceLock::new(),
         }
     }
@@ -73,7 +77,7 @@ impl ChunkStore {
                 format!("chunk {}: {e}", d.fp),
             )
         })?;
-        if fingerprint(self.algo, out) != d.fp {
+        if self.fingerprinter.of(out) != d.fp {
             return Err(Error::corrupt(
                 format!("container {}", c.meta.id),
                 format!("chunk {} does not match its fingerprint", d.fp),

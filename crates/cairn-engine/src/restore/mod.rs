@@ -85,7 +85,7 @@ impl Reader {
 
     pub fn with_locator(repo: &Repository, locator: Locator, cache_containers: usize) -> Self {
         Reader {
-            store: ChunkStore::new(repo.log.clone(), locator, repo.config.fingerprint),
+            store: ChunkStore::new(repo.log.clone(), locator, repo.config.fingerprinter()),
             cache: Box::new(ContainerLru::new(cache_containers)),
         }
     }
@@ -100,7 +100,7 @@ impl Reader {
             return Ok(Vec::new());
         };
         let bytes = self.blob().read_all(b)?;
-        decode_dir(&bytes, self.store.algo.width())
+        decode_dir(&bytes, self.store.fingerprinter.width)
     }
 
     pub fn root_entries(&mut self, snap: &SnapshotRecord) -> Result<Vec<DirEntry>> {

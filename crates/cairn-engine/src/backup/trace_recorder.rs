@@ -1,0 +1,129 @@
+//! Records what a backup of a path would ingest as a chunk trace: the real
+//! walker reads and chunks the files, each chunk is fingerprinted and
+//! compressed with the repository configuration to learn its stored size,
+//! and every walker event becomes a `TraceEvent`. Replaying the trace
+//! (`Source::Trace` with `flat = false`) therefore feeds the engine the very
+//! event stream a real backup of the same files would, which is what makes
+//! simulated and real counters agree exactly.
+
+use std::path::Path;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+use crossbeam_channel::bounded;
+use rayon::prelude::*;
+
+use cairn_chunk::ChunkBatch;
+use cairn_core::{Result, TraceChunk, TraceEvent, TraceMeta};
+use cairn_format::compress::compress;
+
+use super::walker::{EntryMeta, Event, Progress, Source, Walker};
+use crate::config::RepoConfig;
+
+fn meta(m: &EntryMeta) -> TraceMeta {
+    TraceMeta {
+        mode: m.mode,
+        uid: m.uid,
+        gid: m.gid,
+        mtime_ns: m.mtime_ns,
+        size: m.size,
+    }
+}
+
+/// What a recording saw besides its events.
+#[derive(Debug, Default)]
+pub struct Recorded {
+    pub skipped: Vec<String>,
+    pub notices: Vec<String>,
+    pub chunks: u64,
+    pub bytes: u64,
+}
+
+/// Walks `path` as a backup would and hands every event to `sink`, in order.
+pub fn record_trace(
+    path: &Path,
+    cfg: &RepoConfig,
+    progress: Arc<Progress>,
+    sink: &mut dyn FnMut(TraceEvent) -> Result<()>,
+) -> Result<Recorded> {
+    let (tx, rx) = bounded::<Event>(4);
+    let (recycle_tx, recycle_rx) = bounded::<ChunkBatch>(8);
+    let fingerprinter = cfg.fingerprinter();
+    let compression = cfg.compression;
+    let source = Source::Path(path.to_path_buf());
+    let mut rec = Recorded::default();
+    std::thread::scope(|s| {
+        let walker = s.spawn(|| {
+            let mut w = Walker::new(
+                cfg.chunker,
+                tx,
+                recycle_rx,
+                progress,
+                None,
+                Arc::new(AtomicU64::new(0)),
+            );
+            w.run(&source);
+            (w.skipped, w.notices)
+        });
+        let mut result = Ok(());
+        for ev in rx.iter() {
+            let r = match ev {
+                Event::DirStart { name, meta: m } => sink(TraceEvent::DirStart {
+                    name,
+                    meta: meta(&m),
+                }),
+                Event::DirEnd => sink(TraceEvent::DirEnd),
+                Event::FileStart { name, meta: m } => sink(TraceEvent::FileStart {
+                    name,
+                    meta: meta(&m),
+                }),
+                Event::FileEnd { ok: true } => sink(TraceEvent::FileEnd),
+                // A file that failed mid-read is dropped by a backup too; its
+                // chunks were already recorded, as the backup stored them.
+                Event::FileEnd { ok: false } => sink(TraceEvent::FileEnd),
+                Event::Symlink {
+                    name,
+                    meta: m,
+                    target,
+                } => sink(TraceEvent::Symlink {
+                    name,
+                    meta: meta(&m),
+                    target,
+                }),
+                Event::Data(batch) => {
+                    let chunks: Vec<TraceChunk> = (0..batch.len())
+                        .into_par_iter()
+                        .map_init(Vec::new, |out, i| {
+                            let c = batch.chunk(i);
+                            compress(&compression, c, out);
+                            TraceChunk {
+                                fp: fingerprinter.of(c),
+                                size: c.len() as u32,
+                                stored_size: out.len() as u32,
+                            }
+                        })
+                        .collect();
+                    rec.chunks += chunks.len() as u64;
+                    rec.bytes += batch.bytes() as u64;
+                    let _ = recycle_tx.try_send(batch);
+                    chunks
+                        .into_iter()
+                        .try_for_each(|c| sink(TraceEvent::Chunk(c)))
+                }
+                Event::Fingerprinted(chunks) => chunks
+                    .into_iter()
+                    .try_for_each(|c| sink(TraceEvent::Chunk(c))),
+            };
+            if r.is_err() {
+                result = r;
+                break;
+            }
+        }
+        drop(rx);
+        let (sk, no) = walker.join().expect("walker thread panicked");
+        rec.skipped = sk;
+        rec.notices = no;
+        result
+    })?;
+    Ok(rec)
+}
