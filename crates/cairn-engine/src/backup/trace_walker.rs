@@ -42,7 +42,7 @@ fn flat_name(index: u64, name: &[u8]) -> Vec<u8> {
 
 /// Walks `src`; a malformed trace ends the walk with the error in `errors`
 /// (the backup then fails: a trace is all-or-nothing input).
-pub fn walk_trace(
+pub(crate) fn walk_trace(
     src: &mut dyn TraceSource,
     name: &str,
     flat: bool,
