@@ -1,0 +1,7 @@
+//! cairn-sim: the simulation harness. Trace readers (`trace`), synthetic
+//! workloads (`workload`) and the device model (`device`) feed and measure
+//! the same engine the real backups use; nothing here forks the engine.
+
+pub mod device;
+pub mod trace;
+pub mod workload;
