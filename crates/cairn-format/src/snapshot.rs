@@ -44,8 +44,16 @@ pub struct SnapshotStats {
     pub files: u64,
     pub dirs: u64,
     pub symlinks: u64,
+    /// Chunk references of every kind (data, tree nodes, listings).
     pub chunks: u64,
+    /// Chunks stored new, of every kind.
     pub new_chunks: u64,
+    /// Data (L0 file content) chunk references, and how many were new.
+    pub data_chunks: u64,
+    pub new_data_chunks: u64,
+    /// Raw and stored bytes of the new data chunks.
+    pub new_data_raw_bytes: u64,
+    pub new_data_stored_bytes: u64,
     pub new_raw_bytes: u64,
     pub new_stored_bytes: u64,
     pub containers_written: u64,
@@ -231,6 +239,8 @@ mod tests {
                     chunks: stats[4], new_chunks: stats[5], new_raw_bytes: stats[6],
                     new_stored_bytes: stats[7], containers_written: stats[8],
                     duration_ns: stats[9], skipped_paths: stats[10],
+                    data_chunks: stats[4], new_data_chunks: stats[5],
+                    new_data_raw_bytes: stats[6], new_data_stored_bytes: stats[7],
                     counters: cairn_core::CountersSnapshot { lookups: stats[1], ..Default::default() },
                     phases: [("hash".to_string(), 0.25)].into_iter().collect(),
                 },

@@ -146,6 +146,11 @@ fn snapshot() -> SnapshotRecord {
             containers_written: 1,
             duration_ns: 1000,
             skipped_paths: 0,
+            // Fields added after this record was written decode as zero.
+            data_chunks: 0,
+            new_data_chunks: 0,
+            new_data_raw_bytes: 0,
+            new_data_stored_bytes: 0,
             counters: Default::default(),
             phases: Default::default(),
         },

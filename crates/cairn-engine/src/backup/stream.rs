@@ -70,6 +70,10 @@ pub struct Shared {
     pub new_stored_bytes: AtomicU64,
     pub chunks: AtomicU64,
     pub new_chunks: AtomicU64,
+    pub data_chunks: AtomicU64,
+    pub new_data_chunks: AtomicU64,
+    pub new_data_raw_bytes: AtomicU64,
+    pub new_data_stored_bytes: AtomicU64,
     /// Hand-over to the sealer thread; `None` once the backup closes it.
     pub seal_tx: Mutex<Option<Sender<SealJob>>>,
     /// The sealer's first failure (the backup's error if there is one).
@@ -133,6 +137,9 @@ impl<'a> Stream<'a> {
         sh.dedup.resolve_batch(&self.fps, &mut self.is_new)?;
         bump(&sh.phases.dedup_ns, elapsed_ns(t));
         bump(&sh.chunks, chunks.len() as u64);
+        if kind == ChunkKind::Data {
+            bump(&sh.data_chunks, chunks.len() as u64);
+        }
 
         let new_idx: Vec<usize> = (0..chunks.len()).filter(|&i| self.is_new[i]).collect();
         if !new_idx.is_empty() {
@@ -176,6 +183,9 @@ impl<'a> Stream<'a> {
         sh.dedup.resolve_batch(&self.fps, &mut self.is_new)?;
         bump(&sh.phases.dedup_ns, elapsed_ns(t));
         bump(&sh.chunks, chunks.len() as u64);
+        if kind == ChunkKind::Data {
+            bump(&sh.data_chunks, chunks.len() as u64);
+        }
         let codec = sh.cfg.compression.codec;
         for (i, c) in chunks.iter().enumerate() {
             if self.is_new[i] {
@@ -192,7 +202,7 @@ impl<'a> Stream<'a> {
                     c.size,
                     c.stored_size,
                 );
-                self.count_new(c.size, c.stored_size as usize);
+                self.count_new(kind, c.size, c.stored_size as usize);
             }
         }
         Ok(&self.fps)
@@ -216,8 +226,13 @@ impl<'a> Stream<'a> {
         }))
     }
 
-    fn count_new(&self, raw_len: u32, stored_len: usize) {
+    fn count_new(&self, kind: ChunkKind, raw_len: u32, stored_len: usize) {
         let sh = self.shared;
+        if kind == ChunkKind::Data {
+            bump(&sh.new_data_chunks, 1);
+            bump(&sh.new_data_raw_bytes, raw_len as u64);
+            bump(&sh.new_data_stored_bytes, stored_len as u64);
+        }
         bump(&sh.new_chunks, 1);
         bump(&sh.new_raw_bytes, raw_len as u64);
         bump(&sh.new_stored_bytes, stored_len as u64);
@@ -235,7 +250,7 @@ impl<'a> Stream<'a> {
     ) -> Result<()> {
         self.place(stored.len())?
             .push(fp, kind, level, codec, raw_len, stored);
-        self.count_new(raw_len, stored.len());
+        self.count_new(kind, raw_len, stored.len());
         Ok(())
     }
 
