@@ -59,6 +59,13 @@ pub enum Command {
     Cat { snapshot: String, path: String },
     /// Repository statistics: dedup, compression, counters, index RAM.
     Stats,
+    /// Record what a backup of PATH would ingest as a cairn chunk trace
+    /// (fingerprint, size and compressed size of every chunk, plus the
+    /// directory tree), so a dataset can be studied without keeping it.
+    Trace(TraceArgs),
+    /// Replay chunk traces or a synthetic workload, one generation each,
+    /// through a simulated repository; one row per generation.
+    Sim(SimArgs),
     /// Verify the repository; exit non-zero if anything is damaged.
     Check {
         /// Also read every container and rehash every chunk.
@@ -127,6 +134,52 @@ pub struct BackupArgs {
     #[arg(long)]
     pub wait: bool,
     /// Settings used if the repository does not exist yet.
+    #[command(flatten)]
+    pub init: InitArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct TraceArgs {
+    /// File or directory to trace.
+    pub path: PathBuf,
+    /// Output trace file.
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// Chunker, fingerprint and compression (as for `init`).
+    #[command(flatten)]
+    pub init: InitArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct SimArgs {
+    /// Trace files, one per generation, in order.
+    pub traces: Vec<PathBuf>,
+    /// Trace format (default: detected from content): destor, fsl or cairn.
+    #[arg(long)]
+    pub format: Option<String>,
+    /// Synthetic workload instead of traces: ddfs or lineage.
+    #[arg(long, conflicts_with = "traces")]
+    pub workload: Option<String>,
+    /// Workload parameter k=v (repeatable), e.g. --param generations=10.
+    #[arg(long = "param")]
+    pub params: Vec<String>,
+    /// Device class of the model: hdd, ssd, optane, pm, dram, or one from --device-file.
+    #[arg(long, default_value = "hdd")]
+    pub device: String,
+    /// TOML file with custom device classes.
+    #[arg(long)]
+    pub device_file: Option<PathBuf>,
+    /// Also simulate a restore of each generation (containers read, speed factor).
+    #[arg(long)]
+    pub restore: bool,
+    /// Restore cache size in containers.
+    #[arg(long, default_value_t = 16)]
+    pub restore_cache: usize,
+    /// Rows as CSV.
+    #[arg(long, conflicts_with = "json")]
+    pub csv: bool,
+    /// Engine settings (container size, locality cache, ablations); chunker
+    /// choices are fixed by the trace and ignored.
     #[command(flatten)]
     pub init: InitArgs,
 }

@@ -49,10 +49,12 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Cat { snapshot, path } => cat(&open()?, snapshot, path),
         Command::Stats => stats(&cli, &open()?),
         Command::Check { read_data } => check(&cli, &open()?, *read_data),
+        Command::Trace(a) => crate::sim_commands::trace(&cli, a),
+        Command::Sim(a) => crate::sim_commands::sim(&cli, a),
     }
 }
 
-fn config_from(a: &InitArgs) -> Result<RepoConfig> {
+pub fn config_from(a: &InitArgs) -> Result<RepoConfig> {
     let mut cfg = Repository::default_config();
     let avg = parse_size(&a.avg_size)?;
     let mut chunker = ChunkerConfig::from_name(&a.chunker, avg)?;

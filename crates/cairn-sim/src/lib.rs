@@ -3,5 +3,6 @@
 //! the same engine the real backups use; nothing here forks the engine.
 
 pub mod device;
+pub mod sim;
 pub mod trace;
 pub mod workload;

@@ -51,7 +51,7 @@ impl LocalityCache {
             return;
         }
         while self.containers.len() >= self.capacity {
-            let Some((_, victim)) = self.lru.pop_first() else {
+            let Some(victim) = self.pop_lru() else {
                 break;
             };
             self.remove(victim);
@@ -74,7 +74,6 @@ impl LocalityCache {
     /// container keeps that container's mapping.
     fn remove(&mut self, id: ContainerId) {
         if let Some(c) = self.containers.remove(&id) {
-            self.lru.remove(&c.tick);
             for fp in c.fps {
                 if self.map.get(&fp) == Some(&id) {
                     self.map.remove(&fp);
@@ -83,13 +82,28 @@ impl LocalityCache {
         }
     }
 
+    /// Marks `id` most recently used. The `lru` queue is updated lazily: a
+    /// hit only stamps the container, and eviction re-queues a container
+    /// whose stamp is newer than its queue position, so a hit costs O(1).
     fn touch(&mut self, id: ContainerId) {
         if let Some(c) = self.containers.get_mut(&id) {
-            self.lru.remove(&c.tick);
             self.tick += 1;
             c.tick = self.tick;
-            self.lru.insert(self.tick, id);
         }
+    }
+
+    /// The least recently used container, removed from the queue.
+    fn pop_lru(&mut self) -> Option<ContainerId> {
+        while let Some((queued, id)) = self.lru.pop_first() {
+            match self.containers.get(&id) {
+                Some(c) if c.tick != queued => {
+                    self.lru.insert(c.tick, id);
+                }
+                Some(_) => return Some(id),
+                None => {}
+            }
+        }
+        None
     }
 
     pub fn len_containers(&self) -> usize {

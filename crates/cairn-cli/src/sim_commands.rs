@@ -1,0 +1,178 @@
+//! `cairn trace` and `cairn sim`: record a dataset as a chunk trace; replay
+//! traces or synthetic workloads through a simulated repository.
+
+use std::io::BufWriter;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{anyhow, Context, Result};
+
+use cairn_engine::backup::trace_recorder::record_trace;
+use cairn_engine::Progress;
+use cairn_sim::device::{find_class, load_classes, DeviceModel};
+use cairn_sim::sim::{self, GenerationInput, GenerationRow, SimOptions};
+use cairn_sim::trace::{CairnTraceWriter, TraceFormat};
+use cairn_sim::workload;
+
+use crate::args::{Cli, SimArgs, TraceArgs};
+use crate::commands::config_from;
+use crate::output::bytes;
+use crate::progress::{estimate_total, Display};
+
+pub fn trace(cli: &Cli, a: &TraceArgs) -> Result<ExitCode> {
+    let cfg = config_from(&a.init)?;
+    if !a.path.exists() {
+        return Err(anyhow!("{}: no such file or directory", a.path.display()));
+    }
+    let file = std::fs::File::create(&a.output)
+        .with_context(|| format!("creating {}", a.output.display()))?;
+    let mut w = CairnTraceWriter::new(BufWriter::with_capacity(1 << 20, file), cfg.fp_width())?;
+    let progress = Arc::new(Progress::default());
+    let display = Display::start(progress.clone(), !cli.quiet && !cli.json, "trace");
+    if display.active() {
+        estimate_total(vec![a.path.clone()], progress.clone());
+    }
+    let rec = record_trace(&a.path, &cfg, progress, &mut |ev| w.write_event(&ev));
+    drop(display);
+    let rec = rec?;
+    w.finish()?;
+    for s in &rec.skipped {
+        eprintln!("cairn: warning: skipped {s}");
+    }
+    if cli.json {
+        println!(
+            "{}",
+            serde_json::json!({"trace": a.output, "chunks": rec.chunks, "bytes": rec.bytes, "skipped": rec.skipped})
+        );
+    } else if !cli.quiet {
+        println!(
+            "traced {} chunks ({}) into {}",
+            rec.chunks,
+            bytes(rec.bytes),
+            a.output.display()
+        );
+    }
+    Ok(if rec.skipped.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(3)
+    })
+}
+
+fn parse_params(params: &[String]) -> Result<Vec<(String, String)>> {
+    params
+        .iter()
+        .map(|p| {
+            p.split_once('=')
+                .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+                .ok_or_else(|| anyhow!("--param {p:?} must be key=value"))
+        })
+        .collect()
+}
+
+pub fn sim(cli: &Cli, a: &SimArgs) -> Result<ExitCode> {
+    let config = config_from(&a.init)?;
+    let custom = match &a.device_file {
+        Some(p) => load_classes(p)?,
+        None => Vec::new(),
+    };
+    let class = find_class(&a.device, &custom).ok_or_else(|| {
+        anyhow!(
+            "unknown device class {:?} (built in: hdd, ssd, optane, pm, dram)",
+            a.device
+        )
+    })?;
+    let format = a
+        .format
+        .as_deref()
+        .map(|f| f.parse::<TraceFormat>().map_err(|e| anyhow!("{e}")))
+        .transpose()?;
+    let inputs: Vec<GenerationInput> = match &a.workload {
+        Some(name) => {
+            let w: Arc<dyn workload::Workload> =
+                Arc::from(workload::from_name(name, &parse_params(&a.params)?)?);
+            (0..w.generations())
+                .map(|g| GenerationInput::Workload {
+                    workload: w.clone(),
+                    generation: g,
+                })
+                .collect()
+        }
+        None => {
+            if !a.params.is_empty() {
+                return Err(anyhow!("--param needs --workload"));
+            }
+            a.traces
+                .iter()
+                .map(|p| GenerationInput::Trace {
+                    path: p.clone(),
+                    format,
+                })
+                .collect()
+        }
+    };
+    let report = sim::run(
+        &inputs,
+        &SimOptions {
+            config,
+            device: DeviceModel::for_device(class),
+            restore: a.restore,
+            restore_cache_containers: a.restore_cache,
+        },
+    )?;
+    if cli.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else if a.csv {
+        println!("{}", CSV_HEADER);
+        for r in report
+            .generations
+            .iter()
+            .chain(std::iter::once(&report.totals))
+        {
+            println!("{}", csv_row(r));
+        }
+    } else {
+        println!(
+            "{:>5} {:>10} {:>10} {:>11} {:>7} {:>7} {:>9} {:>10} {:>8} {:>8} {:>6} {:>6} {:>6} {:>9} {:>8}",
+            "gen", "chunks", "unique", "logical", "dedup", "total", "bloom-neg", "cache-hit", "idx-read",
+            "prefetch", "c-wr", "c-rd", "speed", "model-s", "wall-s"
+        );
+        for r in report
+            .generations
+            .iter()
+            .chain(std::iter::once(&report.totals))
+        {
+            println!(
+                "{:>5} {:>10} {:>10} {:>11} {:>7.2} {:>7.2} {:>9} {:>10} {:>8} {:>8} {:>6} {:>6} {:>6.2} {:>9.3} {:>8.3}",
+                r.id, r.chunks, r.unique_chunks, bytes(r.logical_bytes), r.dedup_ratio, r.total_compression,
+                r.bloom_negatives, r.cache_hits, r.index_page_reads, r.prefetches, r.containers_written,
+                r.containers_read, r.speed_factor, r.modeled_seconds, r.wall_seconds
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+const CSV_HEADER: &str = "id,chunks,unique_chunks,logical_bytes,stored_bytes,dedup_ratio,total_compression,bloom_negatives,cache_hits,index_page_reads,prefetches,containers_written,containers_read,speed_factor,modeled_seconds,wall_seconds";
+
+fn csv_row(r: &GenerationRow) -> String {
+    format!(
+        "{},{},{},{},{},{:.6},{:.6},{},{},{},{},{},{},{:.6},{:.6},{:.6}",
+        r.id,
+        r.chunks,
+        r.unique_chunks,
+        r.logical_bytes,
+        r.stored_bytes,
+        r.dedup_ratio,
+        r.total_compression,
+        r.bloom_negatives,
+        r.cache_hits,
+        r.index_page_reads,
+        r.prefetches,
+        r.containers_written,
+        r.containers_read,
+        r.speed_factor,
+        r.modeled_seconds,
+        r.wall_seconds
+    )
+}

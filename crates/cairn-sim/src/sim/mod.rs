@@ -1,0 +1,272 @@
+//! `cairn sim`: runs a workload, generation by generation, through a fresh
+//! simulated repository built from the real engine: the same backup
+//! pipeline, dedup path, index, recipes and commit, with a metadata-only
+//! container store and the device model in place of disks. Each generation
+//! is one backup; optionally it is then "restored" through a container LRU
+//! over its chunk sequence to measure the speed factor.
+
+pub mod restore;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::Serialize;
+
+use cairn_backend::MemBackend;
+use cairn_core::{Backend, Counters, Error, Result, TraceEvent, TraceSource};
+use cairn_engine::meta_store::MetaOnlyStore;
+use cairn_engine::{BackupOptions, Progress, RepoConfig, Repository, Source};
+
+use crate::device::{DeviceBackend, DeviceModel, DeviceStore, StageTimes};
+use crate::trace::{open_trace, TraceFormat};
+use crate::workload::Workload;
+
+/// One generation's input.
+pub enum GenerationInput {
+    Trace {
+        path: PathBuf,
+        format: Option<TraceFormat>,
+    },
+    Workload {
+        workload: Arc<dyn Workload>,
+        generation: usize,
+    },
+}
+
+impl GenerationInput {
+    fn open(&self) -> Result<(Box<dyn TraceSource>, bool)> {
+        match self {
+            GenerationInput::Trace { path, format } => {
+                let src = open_trace(path, *format)?;
+                let cairn = match format {
+                    Some(f) => *f == TraceFormat::Cairn,
+                    None => sniff_cairn(path)?,
+                };
+                Ok((src, !cairn))
+            }
+            // Generated workloads name files by path, like external traces.
+            GenerationInput::Workload {
+                workload,
+                generation,
+            } => Ok((workload.generation(*generation), true)),
+        }
+    }
+
+    fn name(&self, g: usize) -> String {
+        match self {
+            GenerationInput::Trace { path, .. } => path
+                .file_name()
+                .map_or_else(|| format!("gen{g}"), |n| n.to_string_lossy().into_owned()),
+            GenerationInput::Workload {
+                workload,
+                generation,
+            } => {
+                format!("{}-gen{generation}", workload.name())
+            }
+        }
+    }
+}
+
+fn sniff_cairn(path: &std::path::Path) -> Result<bool> {
+    use std::io::Read;
+    let mut head = [0u8; crate::trace::detect::DETECT_LEN];
+    let n = std::fs::File::open(path)
+        .and_then(|mut f| f.read(&mut head))
+        .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+    Ok(crate::trace::detect(&head[..n]) == Some(TraceFormat::Cairn))
+}
+
+/// Fingerprint width of the first chunk of an input (traces fix it).
+fn probe_width(input: &GenerationInput) -> Result<Option<usize>> {
+    let (mut src, _) = input.open()?;
+    while let Some(ev) = src.next_event()? {
+        if let TraceEvent::Chunk(c) = ev {
+            return Ok(Some(c.fp.len()));
+        }
+    }
+    Ok(None)
+}
+
+pub struct SimOptions {
+    /// Engine configuration; chunker choices are fixed by the trace and ignored.
+    pub config: RepoConfig,
+    pub device: DeviceModel,
+    /// Also simulate a restore of each generation.
+    pub restore: bool,
+    /// Restore cache capacity in containers.
+    pub restore_cache_containers: usize,
+}
+
+/// One row of the report (also the shape of `totals`).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct GenerationRow {
+    pub id: String,
+    /// Data chunks in the generation.
+    pub chunks: u64,
+    /// Data chunks stored new.
+    pub unique_chunks: u64,
+    pub logical_bytes: u64,
+    /// Stored bytes of the new data chunks (after local compression).
+    pub stored_bytes: u64,
+    /// Logical / new raw bytes of this generation.
+    pub dedup_ratio: f64,
+    /// Cumulative logical / cumulative stored, up to this generation.
+    pub total_compression: f64,
+    pub bloom_negatives: u64,
+    pub cache_hits: u64,
+    pub index_page_reads: u64,
+    pub prefetches: u64,
+    pub containers_written: u64,
+    /// Containers read by the simulated restore (0 without `--restore`).
+    pub containers_read: u64,
+    /// MB restored per container read (0 without `--restore`).
+    pub speed_factor: f64,
+    pub modeled_seconds: f64,
+    pub wall_seconds: f64,
+    /// Modeled time per stage.
+    pub stages: StageTimes,
+}
+
+#[derive(Debug, Serialize)]
+pub struct SimReport {
+    pub config: serde_json::Value,
+    pub generations: Vec<GenerationRow>,
+    pub totals: GenerationRow,
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+/// Runs every generation in order through one fresh simulated repository.
+pub fn run(inputs: &[GenerationInput], opts: &SimOptions) -> Result<SimReport> {
+    if inputs.is_empty() {
+        return Err(Error::invalid(
+            "nothing to simulate: give trace files or --workload",
+        ));
+    }
+    let mut cfg = opts.config.clone();
+    if let Some(w) = probe_width(&inputs[0])? {
+        if w > cfg.fingerprint.width() {
+            return Err(Error::invalid(format!(
+                "trace fingerprints are {w} bytes, wider than {} ({} bytes)",
+                cfg.fingerprint.name(),
+                cfg.fingerprint.width()
+            )));
+        }
+        cfg.fingerprint_width = (w < cfg.fingerprint.width()).then_some(w as u8);
+    }
+    let counters = Arc::new(Counters::default());
+    let model = opts.device.clone();
+    let backend: Arc<dyn Backend> = Arc::new(DeviceBackend::new(MemBackend::new(), model.clone()));
+    let store = Arc::new(DeviceStore::new(
+        MetaOnlyStore::new(counters.clone()),
+        model.clone(),
+    ));
+    let repo = Repository::init_with_store(backend, cfg.clone(), counters.clone(), store.clone())?;
+
+    let mut rows = Vec::with_capacity(inputs.len());
+    let (mut cum_logical, mut cum_stored) = (0u64, 0u64);
+    for (g, input) in inputs.iter().enumerate() {
+        let (src, flat) = input.open()?;
+        let lock = repo.lock_writer(false)?;
+        let usage_before = model.usage();
+        let counters_before = counters.snapshot();
+        let started = Instant::now();
+        let out = cairn_engine::backup(
+            &repo,
+            &lock,
+            BackupOptions {
+                sources: vec![Source::Trace {
+                    name: input.name(g),
+                    source: parking_lot::Mutex::new(src),
+                    flat,
+                }],
+                tags: vec![format!("gen{g}")],
+                host: Some("sim".into()),
+                progress: Arc::new(Progress::default()),
+            },
+        )?;
+        drop(lock);
+        if let Some(s) = out.skipped.first() {
+            return Err(Error::invalid(s.clone()));
+        }
+        let mut restored = restore::RestoreResult::default();
+        if opts.restore {
+            let (mut src, _) = input.open()?;
+            restored = restore::simulate(
+                &mut *src,
+                store.inner(),
+                &model,
+                opts.restore_cache_containers,
+            )?;
+        }
+        let wall = started.elapsed().as_secs_f64();
+        let delta = counters.snapshot().since(&counters_before);
+        let stages = model.times(&model.usage().since(&usage_before), &delta);
+        let st = &out.record.stats;
+        cum_logical += st.logical_bytes;
+        cum_stored += st.new_data_stored_bytes;
+        rows.push(GenerationRow {
+            id: format!("{g}"),
+            chunks: st.data_chunks,
+            unique_chunks: st.new_data_chunks,
+            logical_bytes: st.logical_bytes,
+            stored_bytes: st.new_data_stored_bytes,
+            dedup_ratio: ratio(st.logical_bytes, st.new_data_raw_bytes),
+            total_compression: ratio(cum_logical, cum_stored),
+            bloom_negatives: delta.bloom_negatives,
+            cache_hits: delta.cache_hits,
+            index_page_reads: delta.index_page_reads,
+            prefetches: delta.prefetches,
+            containers_written: delta.containers_written,
+            containers_read: restored.containers_read,
+            speed_factor: restored.speed_factor(),
+            modeled_seconds: stages.total_seconds,
+            wall_seconds: wall,
+            stages,
+        });
+    }
+    let totals = totals(&rows, &model, &counters);
+    Ok(SimReport {
+        config: serde_json::to_value(&cfg).map_err(|e| Error::invalid(e.to_string()))?,
+        generations: rows,
+        totals,
+    })
+}
+
+fn totals(rows: &[GenerationRow], model: &DeviceModel, counters: &Counters) -> GenerationRow {
+    let sum = |f: fn(&GenerationRow) -> u64| rows.iter().map(f).sum::<u64>();
+    let logical = sum(|r| r.logical_bytes);
+    let stored = sum(|r| r.stored_bytes);
+    let read = sum(|r| r.containers_read);
+    let stages = model.report(&counters.snapshot());
+    GenerationRow {
+        id: "total".into(),
+        chunks: sum(|r| r.chunks),
+        unique_chunks: sum(|r| r.unique_chunks),
+        logical_bytes: logical,
+        stored_bytes: stored,
+        dedup_ratio: rows.last().map_or(0.0, |r| r.total_compression),
+        total_compression: ratio(logical, stored),
+        bloom_negatives: sum(|r| r.bloom_negatives),
+        cache_hits: sum(|r| r.cache_hits),
+        index_page_reads: sum(|r| r.index_page_reads),
+        prefetches: sum(|r| r.prefetches),
+        containers_written: sum(|r| r.containers_written),
+        containers_read: read,
+        speed_factor: if read == 0 {
+            0.0
+        } else {
+            logical as f64 / 1e6 / read as f64
+        },
+        modeled_seconds: stages.total_seconds,
+        wall_seconds: rows.iter().map(|r| r.wall_seconds).sum(),
+        stages,
+    }
+}
