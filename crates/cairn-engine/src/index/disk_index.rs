@@ -121,52 +121,70 @@ impl DiskIndex {
         codec::lookup_in_page(&page, h, page_no, fp).map_err(|e| rename_corrupt(e, &key))
     }
 
-    /// Reads every entry of the current generation (sequentially, verifying
-    /// every page), sorted by fingerprint.
+    /// Every entry of the current generation (sequentially, verifying every
+    /// page), sorted by fingerprint.
     pub fn read_all(&self) -> Result<Vec<IndexEntry>> {
-        match self.read_all_once() {
-            // A concurrent writer replaced this generation: read the newest.
+        let mut out = Vec::with_capacity(self.entry_count().min(1 << 26) as usize);
+        self.for_each_entry(&mut |e| out.push(*e))?;
+        Ok(out)
+    }
+
+    /// Calls `f` with every entry of the current generation in fingerprint
+    /// order, verifying every page; returns the count. Streams page by page.
+    pub fn for_each_entry(&self, f: &mut dyn FnMut(&IndexEntry)) -> Result<u64> {
+        let Some((cur, bytes)) = self.read_file()? else {
+            return Ok(0);
+        };
+        let key = keys::index(cur.generation);
+        let mut n = 0;
+        for page in Pages::new(&cur.header, &bytes, &key) {
+            for e in page? {
+                f(&e);
+                n += 1;
+            }
+        }
+        if n != cur.header.entry_count {
+            return Err(Error::corrupt(
+                key,
+                format!(
+                    "header says {} entries, pages hold {n}",
+                    cur.header.entry_count
+                ),
+            ));
+        }
+        Ok(n)
+    }
+
+    /// The current generation's header and file bytes (re-reading the newest
+    /// generation if a concurrent writer replaced this one).
+    fn read_file(&self) -> Result<Option<(Current, Vec<u8>)>> {
+        let read = |cur: Option<Current>| -> Result<Option<(Current, Vec<u8>)>> {
+            match cur {
+                None => Ok(None),
+                Some(c) => {
+                    let bytes = self.backend.read(&keys::index(c.generation))?;
+                    Ok(Some((c, bytes)))
+                }
+            }
+        };
+        let cur = self.current.read().clone();
+        match read(cur) {
             Err(e) if e.is_not_found() => {
-                *self.current.write() = Self::load_latest(&*self.backend)?;
-                self.read_all_once()
+                let fresh = Self::load_latest(&*self.backend)?;
+                *self.current.write() = fresh.clone();
+                read(fresh)
             }
             other => other,
         }
     }
 
-    fn read_all_once(&self) -> Result<Vec<IndexEntry>> {
-        let Some(cur) = self.current.read().clone() else {
-            return Ok(Vec::new());
-        };
-        let key = keys::index(cur.generation);
-        let bytes = self.backend.read(&key)?;
-        let h = &cur.header;
-        let mut out = Vec::with_capacity(h.entry_count.min(1 << 26) as usize);
-        for page_no in 0..h.page_count {
-            let off = codec::index_page_offset(h, page_no) as usize;
-            let page = bytes.get(off..off + h.page_size).ok_or_else(|| {
-                Error::corrupt(key.clone(), format!("truncated before page {page_no}"))
-            })?;
-            out.extend(
-                codec::decode_index_page(page, h, page_no).map_err(|e| rename_corrupt(e, &key))?,
-            );
-        }
-        if out.len() as u64 != h.entry_count {
-            return Err(Error::corrupt(
-                key,
-                format!(
-                    "header says {} entries, pages hold {}",
-                    h.entry_count,
-                    out.len()
-                ),
-            ));
-        }
-        Ok(out)
-    }
-
     /// Writes a new generation holding the current entries plus `new_entries`
     /// (entries already present keep their container), then deletes older
     /// generations. `covered_below` becomes the new replay checkpoint.
+    ///
+    /// The merge streams: old pages are decoded one at a time and merged with
+    /// the sorted new entries straight into output pages, so memory holds the
+    /// old and new file images but never a decoded copy of the whole index.
     pub fn write_merged(
         &self,
         mut new_entries: Vec<IndexEntry>,
@@ -174,29 +192,32 @@ impl DiskIndex {
         fp_width: usize,
         page_size: usize,
     ) -> Result<u64> {
-        let old = self.read_all()?;
         new_entries.sort_by_key(|e| e.fp);
         new_entries.dedup_by(|a, b| a.fp == b.fp);
-        let merged = merge_sorted(old, new_entries);
+        let old = self.read_file()?;
+        let old_count = old.as_ref().map_or(0, |(c, _)| c.header.entry_count);
         let per_page = codec::entries_per_page(page_size, fp_width).max(1);
+        // Sized for the upper bound (old and new never overlap in practice).
+        let upper = old_count + new_entries.len() as u64;
         let mut page_count =
-            ((merged.len() as f64 / (per_page as f64 * TARGET_FILL)).ceil() as u64).max(1);
+            ((upper as f64 / (per_page as f64 * TARGET_FILL)).ceil() as u64).max(1);
         let generation = self.generation() + 1;
         let bytes = loop {
-            let header = IndexHeader {
+            match merge_into_pages(
+                old.as_ref(),
+                &new_entries,
                 fp_width,
                 page_size,
                 page_count,
-                entry_count: merged.len() as u64,
                 covered_below,
-            };
-            match codec::encode_index(&header, &merged) {
+            ) {
                 Ok(b) => break b,
                 // A bucket overflowed its page: spread over more pages.
                 Err(Error::InvalidInput(_)) => page_count = page_count + page_count / 2 + 1,
                 Err(e) => return Err(e),
             }
         };
+        drop(old);
         self.backend
             .write_atomic(&keys::index(generation), &bytes)?;
         let header = codec::decode_index_header(&bytes)?;
@@ -211,28 +232,127 @@ impl DiskIndex {
     }
 }
 
-/// Merges two fingerprint-sorted entry lists; on equal fingerprints the
-/// entry of `old` wins (a chunk stays where it was first stored).
-fn merge_sorted(old: Vec<IndexEntry>, new: Vec<IndexEntry>) -> Vec<IndexEntry> {
-    let mut out = Vec::with_capacity(old.len() + new.len());
-    let (mut a, mut b) = (old.into_iter().peekable(), new.into_iter().peekable());
-    loop {
-        let take_a = match (a.peek(), b.peek()) {
-            (Some(x), Some(y)) => match x.fp.cmp(&y.fp) {
-                std::cmp::Ordering::Less => true,
-                std::cmp::Ordering::Greater => false,
-                std::cmp::Ordering::Equal => {
-                    b.next();
-                    true
-                }
-            },
-            (Some(_), None) => true,
-            (None, Some(_)) => false,
-            (None, None) => break,
-        };
-        out.push(if take_a { a.next() } else { b.next() }.expect("peeked"));
+/// Decodes the data pages of an index file image one at a time.
+struct Pages<'a> {
+    header: &'a IndexHeader,
+    bytes: &'a [u8],
+    key: &'a str,
+    next: u64,
+}
+
+impl<'a> Pages<'a> {
+    fn new(header: &'a IndexHeader, bytes: &'a [u8], key: &'a str) -> Self {
+        Pages {
+            header,
+            bytes,
+            key,
+            next: 0,
+        }
     }
-    out
+}
+
+impl Iterator for Pages<'_> {
+    type Item = Result<Vec<IndexEntry>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.next >= self.header.page_count {
+            return None;
+        }
+        let page_no = self.next;
+        self.next += 1;
+        let off = codec::index_page_offset(self.header, page_no) as usize;
+        let Some(page) = self.bytes.get(off..off + self.header.page_size) else {
+            return Some(Err(Error::corrupt(
+                self.key.to_string(),
+                format!("truncated before page {page_no}"),
+            )));
+        };
+        Some(
+            codec::decode_index_page(page, self.header, page_no)
+                .map_err(|e| rename_corrupt(e, self.key)),
+        )
+    }
+}
+
+/// One pass of the streaming merge with a given page count; `InvalidInput`
+/// if some page overflows.
+fn merge_into_pages(
+    old: Option<&(Current, Vec<u8>)>,
+    new: &[IndexEntry],
+    fp_width: usize,
+    page_size: usize,
+    page_count: u64,
+    covered_below: ContainerId,
+) -> Result<Vec<u8>> {
+    let mut out = Vec::with_capacity((page_count as usize + 1) * page_size);
+    out.resize(page_size, 0); // the header page, written last
+    let key = old
+        .map(|(c, _)| keys::index(c.generation))
+        .unwrap_or_default();
+    let mut old_pages = old.map(|(c, bytes)| Pages::new(&c.header, bytes, &key));
+    let mut old_buf: std::vec::IntoIter<IndexEntry> = Vec::new().into_iter();
+    let mut old_next = || -> Result<Option<IndexEntry>> {
+        loop {
+            if let Some(e) = old_buf.next() {
+                return Ok(Some(e));
+            }
+            match old_pages.as_mut().and_then(|p| p.next()) {
+                Some(page) => old_buf = page?.into_iter(),
+                None => return Ok(None),
+            }
+        }
+    };
+    let header = IndexHeader {
+        fp_width,
+        page_size,
+        page_count,
+        entry_count: 0,
+        covered_below,
+    };
+    let mut a = old_next()?;
+    let mut b = new.iter().peekable();
+    let mut page: Vec<IndexEntry> = Vec::new();
+    let mut page_no = 0u64;
+    let mut count = 0u64;
+    loop {
+        // Next entry in merged order; the old entry wins on equal fingerprints.
+        let e = match (a, b.peek()) {
+            (Some(x), Some(y)) if x.fp <= y.fp => {
+                if x.fp == y.fp {
+                    b.next();
+                }
+                a = old_next()?;
+                Some(x)
+            }
+            (Some(_), Some(_)) | (None, Some(_)) => b.next().copied(),
+            (Some(x), None) => {
+                a = old_next()?;
+                Some(x)
+            }
+            (None, None) => None,
+        };
+        let target = e.map_or(page_count, |e| codec::page_of(&e.fp, page_count));
+        while page_no < target {
+            codec::encode_index_page(&header, page_no, &page, &mut out)?;
+            count += page.len() as u64;
+            page.clear();
+            page_no += 1;
+        }
+        match e {
+            Some(e) => page.push(e),
+            None => break,
+        }
+    }
+    let mut head = Vec::with_capacity(page_size);
+    codec::encode_index_header(
+        &IndexHeader {
+            entry_count: count,
+            ..header
+        },
+        &mut head,
+    )?;
+    out[..page_size].copy_from_slice(&head);
+    Ok(out)
 }
 
 fn rename_corrupt(e: Error, key: &str) -> Error {

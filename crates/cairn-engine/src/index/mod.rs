@@ -40,7 +40,7 @@ pub fn open_for_write(
     // Every page is verified up front (one sequential read): a damaged index
     // is rebuilt now rather than failing a lookup half-way through a backup.
     let disk = match DiskIndex::open(backend.clone(), counters.clone())
-        .and_then(|d| d.read_all().map(|_| d))
+        .and_then(|d| d.for_each_entry(&mut |_| {}).map(|_| d))
     {
         Ok(d) => d,
         Err(e) if is_damage(&e) => {
@@ -68,9 +68,7 @@ pub fn open_for_write(
                 cfg.expected_chunks.max(indexed * 2),
                 cfg.bloom_bits_per_chunk,
             );
-            for e in disk.read_all()? {
-                sv.insert(&e.fp);
-            }
+            disk.for_each_entry(&mut |e| sv.insert(&e.fp))?;
             sv
         }
     };
