@@ -178,6 +178,10 @@ pub struct SimArgs {
     /// Rows as CSV.
     #[arg(long, conflicts_with = "json")]
     pub csv: bool,
+    /// Instead of simulating, write each generation of --workload as real
+    /// files under DIR/gen<N> (to run the same workload through `backup`).
+    #[arg(long, value_name = "DIR", requires = "workload")]
+    pub write_bytes: Option<PathBuf>,
     /// Engine settings (container size, locality cache, ablations); chunker
     /// choices are fixed by the trace and ignored.
     #[command(flatten)]

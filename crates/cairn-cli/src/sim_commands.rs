@@ -91,6 +91,9 @@ pub fn sim(cli: &Cli, a: &SimArgs) -> Result<ExitCode> {
         Some(name) => {
             let w: Arc<dyn workload::Workload> =
                 Arc::from(workload::from_name(name, &parse_params(&a.params)?)?);
+            if let Some(dir) = &a.write_bytes {
+                return write_bytes(cli, &*w, dir);
+            }
             (0..w.generations())
                 .map(|g| GenerationInput::Workload {
                     workload: w.clone(),
@@ -175,4 +178,27 @@ fn csv_row(r: &GenerationRow) -> String {
         r.modeled_seconds,
         r.wall_seconds
     )
+}
+
+/// Materializes every generation of a workload as real files.
+fn write_bytes(cli: &Cli, w: &dyn workload::Workload, dir: &std::path::Path) -> Result<ExitCode> {
+    let mut rows = Vec::new();
+    for g in 0..w.generations() {
+        let out = dir.join(format!("gen{g}"));
+        let st = workload::write_generation_bytes(w, g, &out)
+            .with_context(|| format!("writing generation {g} to {}", out.display()))?;
+        if !cli.quiet && !cli.json {
+            println!(
+                "gen{g}: {} files, {} -> {}",
+                st.files,
+                bytes(st.bytes),
+                out.display()
+            );
+        }
+        rows.push(serde_json::json!({"generation": g, "dir": out, "files": st.files, "bytes": st.bytes, "chunks": st.chunks}));
+    }
+    if cli.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+    }
+    Ok(ExitCode::SUCCESS)
 }

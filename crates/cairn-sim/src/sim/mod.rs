@@ -270,3 +270,6 @@ fn totals(rows: &[GenerationRow], model: &DeviceModel, counters: &Counters) -> G
         stages,
     }
 }
+
+#[cfg(test)]
+mod tests;
