@@ -1,7 +1,9 @@
 //! cairn-sim: the simulation harness. Trace readers (`trace`), synthetic
 //! workloads (`workload`) and the device model (`device`) feed and measure
 //! the same engine the real backups use; nothing here forks the engine.
+//! `analyze` is the dataset study of `004_62bf1a5ddd5ed253.txt`.
 
+pub mod analyze;
 pub mod device;
 pub mod sim;
 pub mod trace;

@@ -1,0 +1,292 @@
+//! One SVG figure of an [`AnalyzeReport`], four panels after the figures of
+//! `004_62bf1a5ddd5ed253.txt`: savings vs average chunk size ("Average Chunk
+//! Size"), chunk-size histograms of basic vs regression chunking ("Regression
+//! Chunking Performance"), share of duplicate bytes by reference count
+//! ("Chunk Reference Count") and global vs partitioned savings ("Efficient
+//! partitioning strategies").
+//!
+//! Drawn with `plotters`' SVG backend, built without default features (those
+//! need fontconfig/freetype). PNG is refused with an error: the bitmap
+//! backend draws text only through a TrueType font file, and cairn ships
+//! none (enabling such a font would also make SVG text depend on it); convert
+//! the SVG instead (e.g. `rsvg-convert -o fig.png fig.svg`).
+
+use std::path::Path;
+
+use plotters::coord::ranged1d::{SegmentValue, SegmentedCoord};
+use plotters::coord::types::RangedCoordu32;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+use cairn_core::error::IoContext;
+use cairn_core::{Error, Result};
+
+use super::table::bytes;
+use super::AnalyzeReport;
+
+type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
+type Drawn = std::result::Result<(), DrawingAreaErrorKind<std::io::Error>>;
+
+const BASIC: RGBColor = RGBColor(0x1f, 0x77, 0xb4);
+const REGRESSION: RGBColor = RGBColor(0xd6, 0x27, 0x28);
+const COMPRESSED: RGBColor = RGBColor(0xff, 0x7f, 0x0e);
+const BARS: RGBColor = RGBColor(0x2c, 0xa0, 0x2c);
+
+/// Writes the figure to `path`, which must end in `.svg`.
+pub fn plot(r: &AnalyzeReport, path: &Path) -> Result<()> {
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
+    match ext.as_deref() {
+        Some("svg") => {}
+        Some("png") => {
+            return Err(Error::invalid(format!(
+                "cannot write {}: PNG plots are not supported (bitmap text needs a font file \
+                 cairn does not ship); write an .svg file and convert it, e.g. with rsvg-convert",
+                path.display()
+            )))
+        }
+        _ => {
+            return Err(Error::invalid(format!(
+                "cannot write {}: the plot file name must end in .svg",
+                path.display()
+            )))
+        }
+    }
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (1400, 1000)).into_drawing_area();
+        draw(r, &root).map_err(|e| Error::invalid(format!("plot: {e}")))?;
+    }
+    std::fs::write(path, svg).ctx(|| format!("write {}", path.display()))
+}
+
+fn draw(r: &AnalyzeReport, root: &Area) -> Drawn {
+    root.fill(&WHITE)?;
+    let title = format!(
+        "cairn analyze: {} files, {} (after 004: primary data dedup study)",
+        r.files,
+        bytes(r.logical_bytes)
+    );
+    let body = root.titled(&title, ("sans-serif", 22))?;
+    let panels = body.split_evenly((2, 2));
+    savings_panel(r, &panels[0])?;
+    histogram_panel(r, &panels[1])?;
+    refcount_panel(r, &panels[2])?;
+    partition_panel(r, &panels[3])?;
+    root.present()
+}
+
+/// Percent axis top: the largest value plus headroom, at least 1.
+fn top(values: impl Iterator<Item = f64>) -> f64 {
+    (values.fold(0.0, f64::max) * 1.15).max(1.0)
+}
+
+/// A segmented axis of `n` categories (a `u32` range includes its end).
+fn categories(n: usize) -> SegmentedCoord<RangedCoordu32> {
+    (0u32..(n as u32).saturating_sub(1)).into_segmented()
+}
+
+fn center_label(labels: &[String]) -> impl Fn(&SegmentValue<u32>) -> String + '_ {
+    move |v| match v {
+        SegmentValue::CenterOf(i) => labels.get(*i as usize).cloned().unwrap_or_default(),
+        _ => String::new(),
+    }
+}
+
+fn savings_panel(r: &AnalyzeReport, area: &Area) -> Drawn {
+    let pts = &r.chunk_size_sweep;
+    let labels: Vec<String> = pts.iter().map(|p| bytes(p.chunker.avg.into())).collect();
+    let values = pts
+        .iter()
+        .flat_map(|p| [Some(p.savings), p.savings_with_compression])
+        .flatten();
+    let ymax = top(values.map(|v| v * 100.0));
+    let mut chart = ChartBuilder::on(area)
+        .caption(
+            "Savings vs average chunk size (FastCDC)",
+            ("sans-serif", 18),
+        )
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(55)
+        .build_cartesian_2d(categories(pts.len()), 0f64..ymax)?;
+    let fmt = center_label(&labels);
+    chart
+        .configure_mesh()
+        .x_desc("average chunk size")
+        .y_desc("savings (%)")
+        .x_label_formatter(&fmt)
+        .y_label_formatter(&|v| format!("{v:.0}"))
+        .draw()?;
+    let at = |i: usize| SegmentValue::CenterOf(i as u32);
+    let dedup: Vec<_> = pts
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (at(i), p.savings * 100.0))
+        .collect();
+    chart
+        .draw_series(LineSeries::new(dedup.clone(), BASIC.stroke_width(2)))?
+        .label("dedup")
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BASIC.stroke_width(2)));
+    chart.draw_series(dedup.into_iter().map(|p| Circle::new(p, 4, BASIC.filled())))?;
+    if r.compression.is_some() {
+        let both: Vec<_> = pts
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (at(i), p.savings_with_compression.unwrap_or(0.0) * 100.0))
+            .collect();
+        chart
+            .draw_series(LineSeries::new(both.clone(), COMPRESSED.stroke_width(2)))?
+            .label("dedup + compression")
+            .legend(|(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], COMPRESSED.stroke_width(2))
+            });
+        chart.draw_series(
+            both.into_iter()
+                .map(|p| Circle::new(p, 4, COMPRESSED.filled())),
+        )?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerLeft)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+}
+
+fn histogram_panel(r: &AnalyzeReport, area: &Area) -> Drawn {
+    let c = &r.chunking;
+    let kib = |b: u64| b as f64 / 1024.0;
+    let xmax = kib(c.basic.histogram.last().map_or(1, |b| b.hi));
+    let ymax = c
+        .basic
+        .histogram
+        .iter()
+        .chain(&c.regression.histogram)
+        .map(|b| b.chunks)
+        .max()
+        .unwrap_or(0)
+        .max(1) as f64
+        * 1.15;
+    let caption = format!(
+        "Chunk sizes, basic vs regression ({} / {} / {})",
+        bytes(c.sizes.min.into()),
+        bytes(c.sizes.avg.into()),
+        bytes(c.sizes.max.into())
+    );
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(55)
+        .build_cartesian_2d(0f64..xmax, 0f64..ymax)?;
+    chart
+        .configure_mesh()
+        .x_desc("chunk size (KiB; end-of-file chunks excluded)")
+        .y_desc("chunks")
+        .x_label_formatter(&|v| format!("{v:.0}"))
+        .y_label_formatter(&|v| format!("{v:.0}"))
+        .draw()?;
+    for (stats, color) in [(&c.basic, BASIC), (&c.regression, REGRESSION)] {
+        let mut steps = vec![(0.0, 0.0)];
+        for b in &stats.histogram {
+            steps.push((kib(b.lo - 1), b.chunks as f64));
+            steps.push((kib(b.hi), b.chunks as f64));
+        }
+        steps.push((xmax, 0.0));
+        let label = format!(
+            "{}: forced {:.2}%, regressed {:.2}%",
+            stats.algorithm,
+            stats.forced_share * 100.0,
+            stats.regressed_share * 100.0
+        );
+        chart
+            .draw_series(LineSeries::new(steps, color.stroke_width(2)))?
+            .label(label)
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+            });
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+}
+
+fn bar_panel(area: &Area, caption: &str, xdesc: &str, labels: &[String], values: &[f64]) -> Drawn {
+    let ymax = top(values.iter().copied());
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(55)
+        .build_cartesian_2d(categories(values.len()), 0f64..ymax)?;
+    let fmt = center_label(labels);
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_desc(xdesc)
+        .y_desc("%")
+        .x_label_formatter(&fmt)
+        .y_label_formatter(&|v| format!("{v:.0}"))
+        .draw()?;
+    chart.draw_series(
+        Histogram::vertical(&chart)
+            .style(BARS.filled())
+            .margin(10)
+            .data(values.iter().enumerate().map(|(i, v)| (i as u32, *v))),
+    )?;
+    chart.draw_series(values.iter().enumerate().map(|(i, v)| {
+        Text::new(
+            format!("{v:.1}%"),
+            (SegmentValue::CenterOf(i as u32), *v),
+            ("sans-serif", 13)
+                .into_font()
+                .color(&BLACK)
+                .pos(Pos::new(HPos::Center, VPos::Bottom)),
+        )
+    }))?;
+    Ok(())
+}
+
+fn refcount_panel(r: &AnalyzeReport, area: &Area) -> Drawn {
+    let rc = &r.reference_counts;
+    let labels: Vec<String> = rc
+        .groups
+        .iter()
+        .map(|g| match g.max_refs - g.min_refs {
+            0 => g.min_refs.to_string(),
+            _ => format!("{}-{}", g.min_refs, g.max_refs),
+        })
+        .collect();
+    let values: Vec<f64> = rc
+        .groups
+        .iter()
+        .map(|g| g.duplicate_share * 100.0)
+        .collect();
+    let caption = format!(
+        "Share of duplicate bytes by reference count (FastCDC {} avg)",
+        bytes(rc.chunker.avg.into())
+    );
+    bar_panel(area, &caption, "references to the chunk", &labels, &values)
+}
+
+fn partition_panel(r: &AnalyzeReport, area: &Area) -> Drawn {
+    let p = &r.partitioning;
+    let all = [&p.global, &p.by_type, &p.by_path];
+    let labels: Vec<String> = all
+        .iter()
+        .map(|s| format!("{} ({})", s.scheme, s.partitions))
+        .collect();
+    let values: Vec<f64> = all.iter().map(|s| s.savings * 100.0).collect();
+    let caption = format!(
+        "Savings: global vs partitioned (FastCDC {} avg)",
+        bytes(p.chunker.avg.into())
+    );
+    bar_panel(area, &caption, "dedup scope (partitions)", &labels, &values)
+}
