@@ -66,6 +66,10 @@ pub enum Command {
     /// Replay chunk traces or a synthetic workload, one generation each,
     /// through a simulated repository; one row per generation.
     Sim(SimArgs),
+    /// Dataset study (primary-dedup paper): savings vs chunk size, basic vs
+    /// regression chunking, duplicate bytes by reference count, global vs
+    /// partitioned dedup.
+    Analyze(AnalyzeArgs),
     /// Verify the repository; exit non-zero if anything is damaged.
     Check {
         /// Also read every container and rehash every chunk.
@@ -186,4 +190,26 @@ pub struct SimArgs {
     /// choices are fixed by the trace and ignored.
     #[command(flatten)]
     pub init: InitArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct AnalyzeArgs {
+    /// Files and directories to study.
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+    /// Write the figure to FILE (.svg or .png).
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
+    /// Stop after this many files.
+    #[arg(long)]
+    pub max_files: Option<u64>,
+    /// Skip files and directories with this name anywhere (repeatable), e.g. --exclude .git
+    #[arg(long = "exclude")]
+    pub exclude: Vec<String>,
+    /// Do not measure local compression (about halves the run time).
+    #[arg(long)]
+    pub no_compression: bool,
+    /// Fingerprint: blake3, sha256 or sha1.
+    #[arg(long, default_value = "blake3")]
+    pub fingerprint: String,
 }

@@ -51,6 +51,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Check { read_data } => check(&cli, &open()?, *read_data),
         Command::Trace(a) => crate::sim_commands::trace(&cli, a),
         Command::Sim(a) => crate::sim_commands::sim(&cli, a),
+        Command::Analyze(a) => crate::sim_commands::analyze(&cli, a),
     }
 }
 

@@ -14,7 +14,7 @@ use cairn_sim::sim::{self, GenerationInput, GenerationRow, SimOptions};
 use cairn_sim::trace::{CairnTraceWriter, TraceFormat};
 use cairn_sim::workload;
 
-use crate::args::{Cli, SimArgs, TraceArgs};
+use crate::args::{AnalyzeArgs, Cli, SimArgs, TraceArgs};
 use crate::commands::config_from;
 use crate::output::bytes;
 use crate::progress::{estimate_total, Display};
@@ -199,6 +199,45 @@ fn write_bytes(cli: &Cli, w: &dyn workload::Workload, dir: &std::path::Path) -> 
     }
     if cli.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn analyze(cli: &Cli, a: &AnalyzeArgs) -> Result<ExitCode> {
+    use cairn_sim::analyze::{self as study, AnalyzeOptions};
+    let mut opts = AnalyzeOptions {
+        fingerprint: cairn_core::FingerprintAlgo::from_name(&a.fingerprint)?,
+        max_files: a.max_files,
+        exclude_names: a.exclude.clone(),
+        ..AnalyzeOptions::default()
+    };
+    if a.no_compression {
+        opts.compression = None;
+    }
+    if let Some(p) = &a.plot {
+        // Refuse a bad figure name before reading gigabytes.
+        study::check_plot_path(p)?;
+    }
+    let progress = Arc::new(Progress::default());
+    let display = Display::start(progress.clone(), !cli.quiet && !cli.json, "analyze");
+    if display.active() {
+        estimate_total(a.paths.clone(), progress.clone());
+    }
+    let report = study::analyze(&a.paths, &opts, Some(&progress.bytes_done));
+    drop(display);
+    let report = report?;
+    if let Some(p) = &a.plot {
+        study::plot(&report, p)?;
+    }
+    if cli.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", study::render_table(&report));
+        if let Some(p) = &a.plot {
+            if !cli.quiet {
+                println!("figure written to {}", p.display());
+            }
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -185,3 +185,41 @@ fn bad_trace_input_is_one_clear_line() {
     .code(1);
     r.one_line_error();
 }
+
+#[test]
+fn analyze_reports_and_plots() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let mut rng = Rng::new(3);
+    build_random_files(&data, &mut rng, 4, 300_000);
+    copy_dir(&data, &tmp.path().join("copy"));
+    let r = cairn(
+        tmp.path(),
+        &["analyze", "--json", s(&data), s(&tmp.path().join("copy"))],
+    )
+    .ok();
+    let v = r.json();
+    assert!(
+        v["chunk_size_sweep"]
+            .as_array()
+            .is_some_and(|a| !a.is_empty()),
+        "{v}"
+    );
+    let svg = tmp.path().join("fig.svg");
+    cairn(tmp.path(), &["analyze", "-q", s(&data), "--plot", s(&svg)]).ok();
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("<svg"));
+    let r = cairn(
+        tmp.path(),
+        &[
+            "analyze",
+            s(&data),
+            "--plot",
+            s(&tmp.path().join("fig.bmp")),
+        ],
+    )
+    .code(1);
+    assert!(r.one_line_error().contains(".svg or .png"));
+    cairn(tmp.path(), &["analyze", s(&tmp.path().join("missing"))])
+        .code(1)
+        .one_line_error();
+}

@@ -57,7 +57,7 @@ use serde::Serialize;
 
 use cairn_core::{ChunkerConfig, CompressionConfig, Error, FingerprintAlgo, Result};
 
-pub use plot::plot;
+pub use plot::{check_plot_path, plot};
 pub use table::render_table;
 
 /// Minimum, average and maximum chunk size of a content-defined chunker.

@@ -35,32 +35,82 @@ const BARS: RGBColor = RGBColor(0x2c, 0xa0, 0x2c);
 
 /// Writes the figure to `path`, which must end in `.svg`.
 pub fn plot(r: &AnalyzeReport, path: &Path) -> Result<()> {
+    let png = check_plot_path(path)?;
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
+        draw(r, &root).map_err(|e| Error::invalid(format!("plot: {e}")))?;
+    }
+    let bytes = if png {
+        rasterize(&svg, path)?
+    } else {
+        svg.into_bytes()
+    };
+    std::fs::write(path, bytes).ctx(|| format!("write {}", path.display()))
+}
+
+const WIDTH: u32 = 1400;
+const HEIGHT: u32 = 1000;
+
+/// Whether `path` names a PNG (`true`) or an SVG (`false`) figure; an error
+/// for any other name, so a run can refuse it before reading any data.
+pub fn check_plot_path(path: &Path) -> Result<bool> {
     let ext = path
         .extension()
         .and_then(|e| e.to_str())
         .map(str::to_ascii_lowercase);
     match ext.as_deref() {
-        Some("svg") => {}
-        Some("png") => {
-            return Err(Error::invalid(format!(
-                "cannot write {}: PNG plots are not supported (bitmap text needs a font file \
-                 cairn does not ship); write an .svg file and convert it, e.g. with rsvg-convert",
-                path.display()
-            )))
-        }
-        _ => {
-            return Err(Error::invalid(format!(
-                "cannot write {}: the plot file name must end in .svg",
-                path.display()
-            )))
-        }
+        Some("svg") => Ok(false),
+        Some("png") => Ok(true),
+        _ => Err(Error::invalid(format!(
+            "cannot write {}: the plot file name must end in .svg or .png",
+            path.display()
+        ))),
     }
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (1400, 1000)).into_drawing_area();
-        draw(r, &root).map_err(|e| Error::invalid(format!("plot: {e}")))?;
+}
+
+/// Renders the SVG figure to PNG pixels (resvg, pure Rust) with the
+/// system's fonts for the labels. Without any installed font the labels
+/// could not be drawn, so that is an error rather than an unlabeled figure.
+fn rasterize(svg: &str, path: &Path) -> Result<Vec<u8>> {
+    use resvg::{tiny_skia, usvg};
+    let mut opt = usvg::Options::default();
+    opt.fontdb_mut().load_system_fonts();
+    if opt.fontdb.is_empty() {
+        return Err(Error::invalid(format!(
+            "cannot write {}: no system fonts to draw PNG labels with (install a TrueType \
+             font such as fonts-dejavu-core, or write an .svg figure)",
+            path.display()
+        )));
     }
-    std::fs::write(path, svg).ctx(|| format!("write {}", path.display()))
+    // The figure asks for the generic families; point them at an installed
+    // face (fontdb's defaults name fonts such as Arial that may be absent).
+    let db = opt.fontdb_mut();
+    let family = ["DejaVu Sans", "Liberation Sans", "Noto Sans", "FreeSans"]
+        .into_iter()
+        .find(|f| {
+            db.faces()
+                .any(|face| face.families.iter().any(|(n, _)| n == f))
+        })
+        .map(str::to_string)
+        .or_else(|| {
+            db.faces()
+                .next()
+                .and_then(|f| f.families.first().map(|(n, _)| n.clone()))
+        });
+    if let Some(family) = family {
+        db.set_sans_serif_family(family.clone());
+        db.set_serif_family(family.clone());
+        db.set_monospace_family(family);
+    }
+    let tree = usvg::Tree::from_str(svg, &opt)
+        .map_err(|e| Error::invalid(format!("plot: rendering the figure: {e}")))?;
+    let mut pixmap = tiny_skia::Pixmap::new(WIDTH, HEIGHT)
+        .ok_or_else(|| Error::invalid("plot: figure size out of range"))?;
+    resvg::render(&tree, tiny_skia::Transform::default(), &mut pixmap.as_mut());
+    pixmap
+        .encode_png()
+        .map_err(|e| Error::invalid(format!("plot: encoding PNG: {e}")))
 }
 
 fn draw(r: &AnalyzeReport, root: &Area) -> Drawn {

@@ -292,7 +292,7 @@ fn compression_and_tables() {
 }
 
 #[test]
-fn plot_writes_svg_and_rejects_other_names() {
+fn plot_writes_svg_and_png_and_rejects_other_names() {
     let dir = tempfile::tempdir().unwrap();
     known_tree(&dir.path().join("data"));
     let r = run(&dir.path().join("data"), &quick());
@@ -301,7 +301,17 @@ fn plot_writes_svg_and_rejects_other_names() {
     let text = fs::read_to_string(&svg).unwrap();
     assert!(text.contains("<svg"));
     assert!(text.contains("Savings vs average chunk size"));
-    for bad in ["fig.png", "fig.txt", "fig"] {
+    // PNG: the same figure rasterized; with no system fonts, a clear error.
+    let png = dir.path().join("fig.png");
+    match plot(&r, &png) {
+        Ok(()) => {
+            let bytes = fs::read(&png).unwrap();
+            assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+            assert!(bytes.len() > 10_000, "a 1400x1000 figure");
+        }
+        Err(e) => assert!(e.to_string().contains("no system fonts"), "{e}"),
+    }
+    for bad in ["fig.txt", "fig"] {
         let e = plot(&r, &dir.path().join(bad)).unwrap_err();
         assert!(
             matches!(e, cairn_core::Error::InvalidInput(_)),
