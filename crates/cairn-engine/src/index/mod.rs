@@ -4,6 +4,7 @@
 //! recovery: load the checkpoint, then replay containers appended since.
 
 pub mod disk_index;
+pub mod frugal;
 pub mod locality_cache;
 pub mod summary_vector;
 

@@ -1,0 +1,302 @@
+//! The on-disk chunk-metadata log (paper 004, "Log-structured organization"):
+//! fixed-size records `(fingerprint, container id)` appended in order. A
+//! record's position (a `u32`) is the 4-byte pointer the cuckoo table holds.
+//!
+//! Appends collect in a RAM write buffer and go to the backend as one
+//! immutable segment object (`frugal/<first position, 10 digits>`) when the
+//! buffer holds `segment_records` records or on [`ChunkLog::flush`]. Segment
+//! layout (little-endian):
+//!
+//! ```text
+//! 0   4  magic "CFLG"
+//! 4   1  version (1)
+//! 5   1  fingerprint width W
+//! 6   2  reserved (0)
+//! 8   4  first record position
+//! 12  4  record count C
+//! 16  C × (W + 8)  records: fingerprint ‖ container id u64
+//! end 4  crc32c of every byte before it
+//! ```
+//!
+//! Records are fixed-size, so a run of records is one `read_at`. The segment
+//! checksum is verified when a segment is read whole (open, rebuild); a
+//! range read cannot verify it (see `docs/frugal-index.md`).
+
+use std::sync::Arc;
+
+use cairn_core::{Backend, ContainerId, Error, Fingerprint, Result};
+
+/// Key prefix of the log's segments.
+pub const LOG_PREFIX: &str = "frugal/";
+
+const MAGIC: &[u8; 4] = b"CFLG";
+const VERSION: u8 = 1;
+/// Segment header bytes.
+pub const HEADER_LEN: usize = 16;
+/// Segment trailer bytes (crc32c).
+pub const TRAILER_LEN: usize = 4;
+
+pub fn segment_key(first: u32) -> String {
+    format!("{LOG_PREFIX}{first:010}")
+}
+
+/// One log record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LogRecord {
+    pub pos: u32,
+    pub fp: Fingerprint,
+    pub container: ContainerId,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Segment {
+    first: u32,
+    count: u32,
+}
+
+pub struct ChunkLog {
+    backend: Arc<dyn Backend>,
+    fp_width: Option<usize>,
+    segment_records: usize,
+    /// Written segments, in position order (8 bytes of RAM each).
+    segments: Vec<Segment>,
+    /// Position of the first buffered record = records on disk.
+    flushed: u32,
+    buffer: Vec<(Fingerprint, ContainerId)>,
+}
+
+fn corrupt(key: &str, detail: impl Into<String>) -> Error {
+    Error::corrupt(format!("frugal index segment {key}"), detail)
+}
+
+struct Header {
+    width: usize,
+    first: u32,
+    count: u32,
+}
+
+fn decode_header(key: &str, b: &[u8]) -> Result<Header> {
+    if b.len() < HEADER_LEN || &b[..4] != MAGIC {
+        return Err(corrupt(key, "bad magic"));
+    }
+    if b[4] != VERSION {
+        return Err(Error::UnsupportedVersion {
+            what: "frugal index segment".into(),
+            found: b[4] as u32,
+            supported: VERSION as u32,
+        });
+    }
+    let width = b[5] as usize;
+    if width == 0 || width > cairn_core::ids::MAX_FINGERPRINT_LEN {
+        return Err(corrupt(key, format!("fingerprint width {width}")));
+    }
+    Ok(Header {
+        width,
+        first: u32::from_le_bytes(b[8..12].try_into().expect("4 bytes")),
+        count: u32::from_le_bytes(b[12..16].try_into().expect("4 bytes")),
+    })
+}
+
+fn decode_record(width: usize, pos: u32, b: &[u8]) -> LogRecord {
+    LogRecord {
+        pos,
+        fp: Fingerprint::from_slice(&b[..width]),
+        container: ContainerId(u64::from_le_bytes(
+            b[width..width + 8].try_into().expect("8 bytes"),
+        )),
+    }
+}
+
+impl ChunkLog {
+    /// Opens the log: lists its segments and reads each header (16 bytes),
+    /// checking that positions are contiguous.
+    pub fn open(backend: Arc<dyn Backend>, segment_records: usize) -> Result<Self> {
+        let mut log = ChunkLog {
+            backend,
+            fp_width: None,
+            segment_records: segment_records.max(1),
+            segments: Vec::new(),
+            flushed: 0,
+            buffer: Vec::new(),
+        };
+        for key in log.backend.list(LOG_PREFIX)? {
+            let head = log.backend.read_at(&key, 0, HEADER_LEN)?;
+            let h = decode_header(&key, &head)?;
+            if key != segment_key(h.first) || h.first != log.flushed {
+                return Err(corrupt(
+                    &key,
+                    format!("starts at record {}, expected {}", h.first, log.flushed),
+                ));
+            }
+            if *log.fp_width.get_or_insert(h.width) != h.width {
+                return Err(corrupt(&key, "fingerprint width differs from the log's"));
+            }
+            log.segments.push(Segment {
+                first: h.first,
+                count: h.count,
+            });
+            log.flushed = h
+                .first
+                .checked_add(h.count)
+                .ok_or_else(|| corrupt(&key, "record count overflows"))?;
+        }
+        Ok(log)
+    }
+
+    fn record_len(&self) -> usize {
+        self.fp_width.unwrap_or(0) + 8
+    }
+
+    /// Records appended (on disk + buffered).
+    pub fn len(&self) -> u32 {
+        self.flushed + self.buffer.len() as u32
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Records on disk.
+    pub fn flushed_len(&self) -> u32 {
+        self.flushed
+    }
+
+    pub fn segment_count(&self) -> usize {
+        self.segments.len()
+    }
+
+    pub fn fp_width(&self) -> Option<usize> {
+        self.fp_width
+    }
+
+    /// Records waiting in the write buffer.
+    pub fn buffered_len(&self) -> usize {
+        self.buffer.len()
+    }
+
+    /// Appends a record to the write buffer and returns its position.
+    pub fn append(&mut self, fp: &Fingerprint, container: ContainerId) -> Result<u32> {
+        if *self.fp_width.get_or_insert(fp.len()) != fp.len() {
+            return Err(Error::invalid(format!(
+                "fingerprint width {} differs from the frugal index's {}",
+                fp.len(),
+                self.fp_width.unwrap_or(0)
+            )));
+        }
+        let pos = self.len();
+        if pos > super::cuckoo::MAX_POINTER {
+            return Err(Error::invalid("frugal index log is full (2^32-1 records)"));
+        }
+        self.buffer.push((*fp, container));
+        Ok(pos)
+    }
+
+    /// Whether the write buffer holds a whole segment (time to [`ChunkLog::flush`]).
+    pub fn buffer_full(&self) -> bool {
+        self.buffer.len() >= self.segment_records
+    }
+
+    /// Writes the buffered records as one segment (one write).
+    pub fn flush(&mut self) -> Result<()> {
+        if self.buffer.is_empty() {
+            return Ok(());
+        }
+        let width = self.fp_width.expect("set by append");
+        let count = self.buffer.len();
+        let mut out = Vec::with_capacity(HEADER_LEN + count * (width + 8) + TRAILER_LEN);
+        out.extend_from_slice(MAGIC);
+        out.push(VERSION);
+        out.push(width as u8);
+        out.extend_from_slice(&[0, 0]);
+        out.extend_from_slice(&self.flushed.to_le_bytes());
+        out.extend_from_slice(&(count as u32).to_le_bytes());
+        for (fp, c) in &self.buffer {
+            out.extend_from_slice(fp.as_bytes());
+            out.extend_from_slice(&c.0.to_le_bytes());
+        }
+        let crc = crc32c::crc32c(&out);
+        out.extend_from_slice(&crc.to_le_bytes());
+        self.backend
+            .write_atomic(&segment_key(self.flushed), &out)?;
+        self.segments.push(Segment {
+            first: self.flushed,
+            count: count as u32,
+        });
+        self.flushed += count as u32;
+        self.buffer.clear();
+        Ok(())
+    }
+
+    /// The record at `pos` if it is still in the write buffer (no I/O).
+    pub fn buffered(&self, pos: u32) -> Option<LogRecord> {
+        let i = pos.checked_sub(self.flushed)? as usize;
+        self.buffer
+            .get(i)
+            .map(|&(fp, container)| LogRecord { pos, fp, container })
+    }
+
+    /// Reads the on-disk records `pos .. pos+k`, stopping at the end of
+    /// `pos`'s segment, with one backend `read_at`. The first returned
+    /// record is the one at `pos`.
+    pub fn read_run(&self, pos: u32, k: usize) -> Result<Vec<LogRecord>> {
+        if pos >= self.flushed {
+            return Err(Error::invalid(format!(
+                "frugal log position {pos} is not on disk"
+            )));
+        }
+        let si = self.segments.partition_point(|s| s.first <= pos) - 1;
+        let seg = self.segments[si];
+        let end = (seg.first + seg.count).min(pos.saturating_add(k.max(1) as u32));
+        let rl = self.record_len();
+        let n = (end - pos) as usize;
+        let key = segment_key(seg.first);
+        let offset = (HEADER_LEN + (pos - seg.first) as usize * rl) as u64;
+        let bytes = self.backend.read_at(&key, offset, n * rl)?;
+        if bytes.len() != n * rl {
+            return Err(corrupt(&key, "short read"));
+        }
+        let width = self.fp_width.expect("segments exist");
+        Ok(bytes
+            .chunks_exact(rl)
+            .enumerate()
+            .map(|(i, b)| decode_record(width, pos + i as u32, b))
+            .collect())
+    }
+
+    /// Calls `f` for every record, on disk (each segment read whole and its
+    /// checksum verified) then buffered. Returns the segments read.
+    pub fn scan(&self, f: &mut dyn FnMut(LogRecord)) -> Result<u64> {
+        let mut reads = 0;
+        for seg in &self.segments {
+            let key = segment_key(seg.first);
+            let bytes = self.backend.read(&key)?;
+            reads += 1;
+            if bytes.len() < HEADER_LEN + TRAILER_LEN {
+                return Err(corrupt(&key, "truncated"));
+            }
+            let (body, tail) = bytes.split_at(bytes.len() - TRAILER_LEN);
+            if crc32c::crc32c(body) != u32::from_le_bytes(tail.try_into().expect("4 bytes")) {
+                return Err(corrupt(&key, "checksum mismatch"));
+            }
+            let h = decode_header(&key, body)?;
+            let rl = h.width + 8;
+            if h.first != seg.first
+                || h.count != seg.count
+                || body.len() != HEADER_LEN + h.count as usize * rl
+            {
+                return Err(corrupt(&key, "header does not match its size or position"));
+            }
+            for (i, b) in body[HEADER_LEN..].chunks_exact(rl).enumerate() {
+                f(decode_record(h.width, seg.first + i as u32, b));
+            }
+        }
+        for (i, &(fp, container)) in self.buffer.iter().enumerate() {
+            f(LogRecord {
+                pos: self.flushed + i as u32,
+                fp,
+                container,
+            });
+        }
+        Ok(reads)
+    }
+}
