@@ -70,6 +70,9 @@ pub enum Command {
     /// regression chunking, duplicate bytes by reference count, global vs
     /// partitioned dedup.
     Analyze(AnalyzeArgs),
+    /// Run a reproduction experiment; prints a table (or --json) and writes
+    /// CSV and a plot. Available: index-io (DDFS Table 4).
+    Experiment(ExperimentArgs),
     /// Verify the repository; exit non-zero if anything is damaged.
     Check {
         /// Also read every container and rehash every chunk.
@@ -212,4 +215,22 @@ pub struct AnalyzeArgs {
     /// Fingerprint: blake3, sha256 or sha1.
     #[arg(long, default_value = "blake3")]
     pub fingerprint: String,
+}
+
+#[derive(Args, Debug)]
+pub struct ExperimentArgs {
+    /// Experiment name: index-io.
+    pub name: String,
+    /// Small sizes (seconds instead of minutes).
+    #[arg(long)]
+    pub quick: bool,
+    /// A real dataset recorded with `cairn trace`, one file per generation (repeatable).
+    #[arg(long = "trace")]
+    pub traces: Vec<PathBuf>,
+    /// Directory for the CSV and the plot.
+    #[arg(long, default_value = "experiments-out")]
+    pub out: PathBuf,
+    /// Plot format: svg or png.
+    #[arg(long, default_value = "svg")]
+    pub plot_format: String,
 }

@@ -52,6 +52,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Trace(a) => crate::sim_commands::trace(&cli, a),
         Command::Sim(a) => crate::sim_commands::sim(&cli, a),
         Command::Analyze(a) => crate::sim_commands::analyze(&cli, a),
+        Command::Experiment(a) => crate::sim_commands::experiment(&cli, a),
     }
 }
 

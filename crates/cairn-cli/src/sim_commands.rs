@@ -14,7 +14,7 @@ use cairn_sim::sim::{self, GenerationInput, GenerationRow, SimOptions};
 use cairn_sim::trace::{CairnTraceWriter, TraceFormat};
 use cairn_sim::workload;
 
-use crate::args::{AnalyzeArgs, Cli, SimArgs, TraceArgs};
+use crate::args::{AnalyzeArgs, Cli, ExperimentArgs, SimArgs, TraceArgs};
 use crate::commands::config_from;
 use crate::output::bytes;
 use crate::progress::{estimate_total, Display};
@@ -237,6 +237,32 @@ pub fn analyze(cli: &Cli, a: &AnalyzeArgs) -> Result<ExitCode> {
             if !cli.quiet {
                 println!("figure written to {}", p.display());
             }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn experiment(cli: &Cli, a: &ExperimentArgs) -> Result<ExitCode> {
+    use cairn_sim::experiment::{index_io, IndexIoOptions};
+    let out = match a.name.as_str() {
+        "index-io" => index_io(&IndexIoOptions {
+            quick: a.quick,
+            traces: a.traces.clone(),
+            out_dir: a.out.clone(),
+            plot_ext: a.plot_format.clone(),
+        })?,
+        other => {
+            return Err(anyhow!(
+                "unknown experiment {other:?} (available: index-io; eager-vs-lazy, ring-size and index-ram are not built yet)"
+            ))
+        }
+    };
+    if cli.json {
+        println!("{}", serde_json::to_string_pretty(&out.to_json())?);
+    } else {
+        print!("{}", out.table);
+        if !cli.quiet {
+            println!("CSV and plot written to {}", a.out.display());
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -223,3 +223,42 @@ fn analyze_reports_and_plots() {
         .code(1)
         .one_line_error();
 }
+
+#[test]
+fn experiment_index_io_quick() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let v = cairn(
+        tmp.path(),
+        &[
+            "experiment",
+            "index-io",
+            "--quick",
+            "--json",
+            "--out",
+            s(&out),
+        ],
+    )
+    .ok()
+    .json();
+    assert_eq!(v["experiment"], "index-io");
+    let rows = v["rows"].as_array().unwrap();
+    let reads = |case: &str| {
+        rows.iter()
+            .find(|r| r["workload"] == "ddfs" && r["case"] == case)
+            .unwrap()["index_page_reads"]
+            .as_u64()
+            .unwrap()
+    };
+    for case in ["bloom", "cache", "both"] {
+        assert!(reads(case) <= reads("none"), "{case}");
+    }
+    assert!(
+        reads("both") as f64 <= 0.01 * reads("none") as f64,
+        "Summary Vector + LPC avoid >= 99%"
+    );
+    assert!(out.join("index-io.csv").exists() && out.join("index-io.svg").exists());
+    cairn(tmp.path(), &["experiment", "nope"])
+        .code(1)
+        .one_line_error();
+}

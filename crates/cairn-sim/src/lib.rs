@@ -5,6 +5,8 @@
 
 pub mod analyze;
 pub mod device;
+pub mod experiment;
+mod figure;
 pub mod sim;
 pub mod trace;
 pub mod workload;

@@ -42,7 +42,7 @@ pub fn plot(r: &AnalyzeReport, path: &Path) -> Result<()> {
         draw(r, &root).map_err(|e| Error::invalid(format!("plot: {e}")))?;
     }
     let bytes = if png {
-        rasterize(&svg, path)?
+        crate::figure::rasterize(&svg, WIDTH, HEIGHT, &path.display().to_string())?
     } else {
         svg.into_bytes()
     };
@@ -67,50 +67,6 @@ pub fn check_plot_path(path: &Path) -> Result<bool> {
             path.display()
         ))),
     }
-}
-
-/// Renders the SVG figure to PNG pixels (resvg, pure Rust) with the
-/// system's fonts for the labels. Without any installed font the labels
-/// could not be drawn, so that is an error rather than an unlabeled figure.
-fn rasterize(svg: &str, path: &Path) -> Result<Vec<u8>> {
-    use resvg::{tiny_skia, usvg};
-    let mut opt = usvg::Options::default();
-    opt.fontdb_mut().load_system_fonts();
-    if opt.fontdb.is_empty() {
-        return Err(Error::invalid(format!(
-            "cannot write {}: no system fonts to draw PNG labels with (install a TrueType \
-             font such as fonts-dejavu-core, or write an .svg figure)",
-            path.display()
-        )));
-    }
-    // The figure asks for the generic families; point them at an installed
-    // face (fontdb's defaults name fonts such as Arial that may be absent).
-    let db = opt.fontdb_mut();
-    let family = ["DejaVu Sans", "Liberation Sans", "Noto Sans", "FreeSans"]
-        .into_iter()
-        .find(|f| {
-            db.faces()
-                .any(|face| face.families.iter().any(|(n, _)| n == f))
-        })
-        .map(str::to_string)
-        .or_else(|| {
-            db.faces()
-                .next()
-                .and_then(|f| f.families.first().map(|(n, _)| n.clone()))
-        });
-    if let Some(family) = family {
-        db.set_sans_serif_family(family.clone());
-        db.set_serif_family(family.clone());
-        db.set_monospace_family(family);
-    }
-    let tree = usvg::Tree::from_str(svg, &opt)
-        .map_err(|e| Error::invalid(format!("plot: rendering the figure: {e}")))?;
-    let mut pixmap = tiny_skia::Pixmap::new(WIDTH, HEIGHT)
-        .ok_or_else(|| Error::invalid("plot: figure size out of range"))?;
-    resvg::render(&tree, tiny_skia::Transform::default(), &mut pixmap.as_mut());
-    pixmap
-        .encode_png()
-        .map_err(|e| Error::invalid(format!("plot: encoding PNG: {e}")))
 }
 
 fn draw(r: &AnalyzeReport, root: &Area) -> Drawn {

@@ -1,0 +1,118 @@
+use super::*;
+
+fn quick(dir: &std::path::Path, ext: &str) -> ExperimentOutput {
+    index_io(&IndexIoOptions {
+        quick: true,
+        traces: Vec::new(),
+        out_dir: dir.to_path_buf(),
+        plot_ext: ext.into(),
+    })
+    .unwrap()
+}
+
+fn get<'a>(out: &'a ExperimentOutput, case: &str) -> &'a serde_json::Value {
+    out.rows
+        .iter()
+        .find(|r| r["workload"] == "ddfs" && r["case"] == case)
+        .unwrap_or_else(|| panic!("no row for {case}"))
+}
+
+#[test]
+fn index_io_quick_has_four_cases_and_meets_acceptance() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = quick(tmp.path(), "svg");
+    eprintln!("{}", out.table);
+    assert_eq!(out.experiment, "index-io");
+    assert_eq!(out.rows.len(), 4);
+    let reads = |c: &str| get(&out, c)["index_page_reads"].as_u64().unwrap();
+    let none = reads("none");
+    assert!(none > 0);
+    for (case, ..) in CASES {
+        let r = get(&out, case);
+        assert!(reads(case) <= none, "{case}: {} > {none}", reads(case));
+        assert_eq!(
+            r["disk_reads"].as_u64().unwrap(),
+            reads(case) + r["prefetches"].as_u64().unwrap()
+        );
+        assert_eq!(r["lookups"], get(&out, "none")["lookups"]);
+    }
+    // Issue acceptance: Summary Vector + locality cache avoid >= 99% of the
+    // index page reads on the generations workload.
+    let both = get(&out, "both")["index_page_read_reduction_vs_none"]
+        .as_f64()
+        .unwrap();
+    assert!(both >= 0.99, "both avoids only {:.4}", both);
+    // Each mechanism alone avoids some reads, together more than either.
+    let red = |c: &str| get(&out, c)["reduction_vs_none"].as_f64().unwrap();
+    assert!(red("bloom") > 0.0 && red("cache") > red("bloom") && red("both") > red("cache"));
+    assert!(out.extra.contains_key("summary"));
+    assert_eq!(out.csv.lines().count(), 5);
+    assert!(out.table.contains("both"));
+    let csv = std::fs::read_to_string(tmp.path().join("index-io.csv")).unwrap();
+    assert_eq!(csv, out.csv);
+    let svg = std::fs::read_to_string(tmp.path().join("index-io.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("bloom"));
+}
+
+#[test]
+fn index_io_rejects_unknown_plot_format() {
+    let tmp = tempfile::tempdir().unwrap();
+    let err = index_io(&IndexIoOptions {
+        quick: true,
+        traces: Vec::new(),
+        out_dir: tmp.path().to_path_buf(),
+        plot_ext: "gif".into(),
+    })
+    .unwrap_err();
+    assert!(err.to_string().contains("svg or png"), "{err}");
+}
+
+/// The full-size run documented in `docs/experiments/lookup.md`:
+/// `cargo test --release -p cairn-sim experiment::tests::index_io_full -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn index_io_full() {
+    let dir = std::env::var_os("CAIRN_EXPERIMENT_OUT")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::env::temp_dir().join("cairn-index-io"));
+    let started = std::time::Instant::now();
+    let out = index_io(&IndexIoOptions {
+        quick: false,
+        traces: Vec::new(),
+        out_dir: dir.clone(),
+        plot_ext: std::env::var("CAIRN_EXPERIMENT_EXT").unwrap_or_else(|_| "svg".into()),
+    })
+    .unwrap();
+    println!("{}", out.table);
+    println!("{}", serde_json::to_string_pretty(&out.to_json()).unwrap());
+    println!(
+        "wrote {} in {:.1} s",
+        dir.display(),
+        started.elapsed().as_secs_f64()
+    );
+}
+
+#[test]
+fn index_io_adds_a_trace_workload() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/destor");
+    let out = index_io(&IndexIoOptions {
+        quick: true,
+        traces: vec![data.join("gen0.trace"), data.join("gen1.trace")],
+        out_dir: tmp.path().to_path_buf(),
+        plot_ext: "svg".into(),
+    })
+    .unwrap();
+    assert_eq!(out.rows.len(), 8);
+    let trace: Vec<_> = out
+        .rows
+        .iter()
+        .filter(|r| r["workload"] == "trace")
+        .collect();
+    assert_eq!(trace.len(), 4);
+    let none = trace[0]["index_page_reads"].as_u64().unwrap();
+    for r in &trace {
+        assert!(r["index_page_reads"].as_u64().unwrap() <= none);
+    }
+    assert!(out.extra["summary"]["trace"]["both"].is_object());
+}

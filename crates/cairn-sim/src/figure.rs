@@ -1,0 +1,45 @@
+//! Figures: PNG rendering shared by `cairn analyze` and the experiments.
+//! Plots are drawn once as SVG (plotters without default features); a PNG
+//! is that SVG rasterized with resvg, labels drawn with an installed font.
+
+use cairn_core::{Error, Result};
+
+/// Renders an SVG figure of `width` x `height` to PNG with the system's
+/// fonts (as `cairn analyze --plot x.png` does).
+pub(crate) fn rasterize(svg: &str, width: u32, height: u32, what: &str) -> Result<Vec<u8>> {
+    use resvg::{tiny_skia, usvg};
+    let mut opt = usvg::Options::default();
+    opt.fontdb_mut().load_system_fonts();
+    if opt.fontdb.is_empty() {
+        return Err(Error::invalid(format!(
+            "cannot write {what}: no system fonts to draw PNG labels with (install a TrueType \
+             font such as fonts-dejavu-core, or write an .svg figure)"
+        )));
+    }
+    let db = opt.fontdb_mut();
+    let family = ["DejaVu Sans", "Liberation Sans", "Noto Sans", "FreeSans"]
+        .into_iter()
+        .find(|f| {
+            db.faces()
+                .any(|face| face.families.iter().any(|(n, _)| n == f))
+        })
+        .map(str::to_string)
+        .or_else(|| {
+            db.faces()
+                .next()
+                .and_then(|f| f.families.first().map(|(n, _)| n.clone()))
+        });
+    if let Some(family) = family {
+        db.set_sans_serif_family(family.clone());
+        db.set_serif_family(family.clone());
+        db.set_monospace_family(family);
+    }
+    let tree = usvg::Tree::from_str(svg, &opt)
+        .map_err(|e| Error::invalid(format!("plot: rendering the figure: {e}")))?;
+    let mut pixmap = tiny_skia::Pixmap::new(width, height)
+        .ok_or_else(|| Error::invalid("plot: figure size out of range"))?;
+    resvg::render(&tree, tiny_skia::Transform::default(), &mut pixmap.as_mut());
+    pixmap
+        .encode_png()
+        .map_err(|e| Error::invalid(format!("plot: encoding PNG: {e}")))
+}
