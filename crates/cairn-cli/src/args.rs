@@ -71,7 +71,8 @@ pub enum Command {
     /// partitioned dedup.
     Analyze(AnalyzeArgs),
     /// Run a reproduction experiment; prints a table (or --json) and writes
-    /// CSV and a plot. Available: index-io (DDFS Table 4).
+    /// CSV and a plot. Available: index-io (DDFS Table 4), index-ram (index
+    /// RAM per chunk and throughput, DDFS vs the primary-dedup cuckoo index).
     Experiment(ExperimentArgs),
     /// Verify the repository; exit non-zero if anything is damaged.
     Check {
@@ -219,7 +220,7 @@ pub struct AnalyzeArgs {
 
 #[derive(Args, Debug)]
 pub struct ExperimentArgs {
-    /// Experiment name: index-io.
+    /// Experiment name: index-io or index-ram.
     pub name: String,
     /// Small sizes (seconds instead of minutes).
     #[arg(long)]

@@ -243,7 +243,7 @@ pub fn analyze(cli: &Cli, a: &AnalyzeArgs) -> Result<ExitCode> {
 }
 
 pub fn experiment(cli: &Cli, a: &ExperimentArgs) -> Result<ExitCode> {
-    use cairn_sim::experiment::{index_io, IndexIoOptions};
+    use cairn_sim::experiment::{index_io, index_ram, IndexIoOptions, IndexRamOptions};
     let out = match a.name.as_str() {
         "index-io" => index_io(&IndexIoOptions {
             quick: a.quick,
@@ -251,9 +251,14 @@ pub fn experiment(cli: &Cli, a: &ExperimentArgs) -> Result<ExitCode> {
             out_dir: a.out.clone(),
             plot_ext: a.plot_format.clone(),
         })?,
+        "index-ram" => index_ram(&IndexRamOptions {
+            quick: a.quick,
+            out_dir: a.out.clone(),
+            plot_ext: a.plot_format.clone(),
+        })?,
         other => {
             return Err(anyhow!(
-                "unknown experiment {other:?} (available: index-io; eager-vs-lazy, ring-size and index-ram are not built yet)"
+                "unknown experiment {other:?} (available: index-io, index-ram; eager-vs-lazy and ring-size are not built yet)"
             ))
         }
     };

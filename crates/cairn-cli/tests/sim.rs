@@ -262,3 +262,31 @@ fn experiment_index_io_quick() {
         .code(1)
         .one_line_error();
 }
+
+#[test]
+fn experiment_index_ram_quick() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let v = cairn(
+        tmp.path(),
+        &[
+            "experiment",
+            "index-ram",
+            "--quick",
+            "--json",
+            "--out",
+            s(&out),
+        ],
+    )
+    .ok()
+    .json();
+    let rows = v["rows"].as_array().unwrap();
+    let bpc = |i: &str| {
+        rows.iter().find(|r| r["index"] == i).unwrap()["bytes_per_chunk"]
+            .as_f64()
+            .unwrap()
+    };
+    assert!((6.0..=6.3).contains(&bpc("frugal")), "{}", bpc("frugal"));
+    assert_eq!(bpc("ddfs"), 1.25);
+    assert!(out.join("index-ram.csv").exists());
+}

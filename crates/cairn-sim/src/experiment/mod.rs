@@ -8,6 +8,7 @@
 //!   and without the Summary Vector and the Locality Preserved Cache.
 
 mod index_io;
+pub mod index_ram;
 
 #[cfg(test)]
 mod tests;
@@ -18,6 +19,7 @@ use cairn_core::error::IoContext;
 use cairn_core::Result;
 
 pub use index_io::{ddfs_params, index_io, IndexIoOptions, CASES, DDFS_TABLE4};
+pub use index_ram::{index_ram, IndexRamOptions};
 
 /// What an experiment produced: one JSON object per row, experiment-level
 /// results under `extra` (e.g. `"summary"`), the rows as CSV (with a header
