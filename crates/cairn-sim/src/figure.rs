@@ -3,6 +3,26 @@
 //! is that SVG rasterized with resvg, labels drawn with an installed font.
 
 use cairn_core::{Error, Result};
+use plotters::coord::Shift;
+use plotters::prelude::{DrawingArea, DrawingAreaErrorKind, IntoDrawingArea, SVGBackend};
+
+/// The drawing area every figure is drawn on.
+pub(crate) type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
+/// What a drawing function returns.
+pub(crate) type Drawn = std::result::Result<(), DrawingAreaErrorKind<std::io::Error>>;
+
+/// Draws a `width` x `height` figure with `draw` and returns its SVG text.
+pub(crate) fn svg(
+    (width, height): (u32, u32),
+    draw: impl FnOnce(&Area) -> Drawn,
+) -> Result<String> {
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, (width, height)).into_drawing_area();
+        draw(&root).map_err(|e| Error::invalid(format!("plot: {e}")))?;
+    }
+    Ok(out)
+}
 
 /// Renders an SVG figure of `width` x `height` to PNG with the system's
 /// fonts (as `cairn analyze --plot x.png` does).

@@ -15,7 +15,6 @@ use std::path::Path;
 
 use plotters::coord::ranged1d::{SegmentValue, SegmentedCoord};
 use plotters::coord::types::RangedCoordu32;
-use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
@@ -25,8 +24,7 @@ use cairn_core::{Error, Result};
 use super::table::bytes;
 use super::AnalyzeReport;
 
-type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
-type Drawn = std::result::Result<(), DrawingAreaErrorKind<std::io::Error>>;
+use crate::figure::{Area, Drawn};
 
 const BASIC: RGBColor = RGBColor(0x1f, 0x77, 0xb4);
 const REGRESSION: RGBColor = RGBColor(0xd6, 0x27, 0x28);
@@ -36,11 +34,7 @@ const BARS: RGBColor = RGBColor(0x2c, 0xa0, 0x2c);
 /// Writes the figure to `path`, which must end in `.svg`.
 pub fn plot(r: &AnalyzeReport, path: &Path) -> Result<()> {
     let png = check_plot_path(path)?;
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
-        draw(r, &root).map_err(|e| Error::invalid(format!("plot: {e}")))?;
-    }
+    let svg = crate::figure::svg((WIDTH, HEIGHT), |root| draw(r, root))?;
     let bytes = if png {
         crate::figure::rasterize(&svg, WIDTH, HEIGHT, &path.display().to_string())?
     } else {

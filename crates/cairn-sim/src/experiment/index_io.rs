@@ -16,17 +16,16 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use serde_json::{json, Value};
 
-use cairn_core::{Error, Result};
+use cairn_core::Result;
 use cairn_engine::Repository;
 
-use super::{write_file, ExperimentOutput};
+use super::{finish, plot_format, ExperimentOutput};
 use crate::device::{DeviceClass, DeviceModel};
-use crate::figure::rasterize;
+use crate::figure::{Area, Drawn};
 use crate::sim::{self, GenerationInput, SimOptions, SimReport};
 use crate::workload;
 
@@ -99,13 +98,7 @@ struct CaseResult {
 /// Runs the experiment: for each workload the four [`CASES`], then writes
 /// `index-io.csv` and `index-io.<plot_ext>` into `out_dir`.
 pub fn index_io(opts: &IndexIoOptions) -> Result<ExperimentOutput> {
-    let ext = opts.plot_ext.to_ascii_lowercase();
-    if ext != "svg" && ext != "png" {
-        return Err(Error::invalid(format!(
-            "plot format {:?}: must be svg or png",
-            opts.plot_ext
-        )));
-    }
+    let ext = plot_format(&opts.plot_ext)?;
     let params = ddfs_params(opts.quick);
     let ddfs: Arc<dyn workload::Workload> = Arc::from(workload::from_name("ddfs", &params)?);
     let mut workloads: Vec<(String, Vec<GenerationInput>)> = vec![(
@@ -175,34 +168,18 @@ pub fn index_io(opts: &IndexIoOptions) -> Result<ExperimentOutput> {
     );
     let csv = csv(&rows);
     let table = table(&rows);
-    let csv_path = write_file(&opts.out_dir, "index-io.csv", csv.as_bytes())?;
-    let plot_name = format!("index-io.{ext}");
     let svg = plot_svg(&rows)?;
-    let bytes = if ext == "png" {
-        rasterize(
-            &svg,
-            WIDTH,
-            HEIGHT,
-            &opts.out_dir.join(&plot_name).display().to_string(),
-        )?
-    } else {
-        svg.into_bytes()
-    };
-    let plot_path = write_file(&opts.out_dir, &plot_name, &bytes)?;
-    extra.insert(
-        "files".into(),
-        json!([
-            csv_path.display().to_string(),
-            plot_path.display().to_string()
-        ]),
-    );
-    Ok(ExperimentOutput {
-        experiment: "index-io".into(),
+    finish(
+        "index-io",
+        &opts.out_dir,
+        &ext,
+        svg,
+        (WIDTH, HEIGHT),
         rows,
         extra,
         csv,
         table,
-    })
+    )
 }
 
 /// `1 - x / base` (0 when the base is 0).
@@ -373,18 +350,10 @@ const COLORS: [RGBColor; 4] = [
     RGBColor(0xff, 0x7f, 0x0e),
 ];
 
-type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
-type Drawn = std::result::Result<(), DrawingAreaErrorKind<std::io::Error>>;
-
 /// Two panels (index page reads, disk reads), bars per case, one bar
 /// colour per workload, log-scale y.
 fn plot_svg(rows: &[Value]) -> Result<String> {
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
-        draw(rows, &root).map_err(|e| Error::invalid(format!("plot: {e}")))?;
-    }
-    Ok(svg)
+    crate::figure::svg((WIDTH, HEIGHT), |root| draw(rows, root))
 }
 
 fn draw(rows: &[Value], root: &Area) -> Drawn {

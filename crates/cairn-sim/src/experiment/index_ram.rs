@@ -18,20 +18,19 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use serde_json::{json, Value};
 
 use cairn_backend::MemBackend;
-use cairn_core::{Backend, ContainerId, Counters, Error, Fingerprint, FingerprintAlgo, Result};
+use cairn_core::{Backend, ContainerId, Counters, Fingerprint, FingerprintAlgo, Result};
 use cairn_engine::index::disk_index::DiskIndex;
 use cairn_engine::index::frugal::{FrugalConfig, FrugalIndex};
 use cairn_engine::index::summary_vector::SummaryVector;
 use cairn_format::index::IndexEntry;
 
-use super::{write_file, ExperimentOutput};
-use crate::figure::rasterize;
+use super::{finish, plot_format, ExperimentOutput};
+use crate::figure::{Area, Drawn};
 
 /// Bloom bits per chunk of the Summary Vector (cairn's default, DDFS's).
 pub const BLOOM_BITS_PER_CHUNK: u32 = 10;
@@ -248,13 +247,7 @@ fn measure_frugal(fps: &[Fingerprint], stream: &[(Fingerprint, bool)]) -> Result
 /// Runs the experiment and writes `index-ram.csv` and `index-ram.<plot_ext>`
 /// into `out_dir`.
 pub fn index_ram(opts: &IndexRamOptions) -> Result<ExperimentOutput> {
-    let ext = opts.plot_ext.to_ascii_lowercase();
-    if ext != "svg" && ext != "png" {
-        return Err(Error::invalid(format!(
-            "plot format {:?}: must be svg or png",
-            opts.plot_ext
-        )));
-    }
+    let ext = plot_format(&opts.plot_ext)?;
     let n = chunk_count(opts.quick);
     let fps: Vec<Fingerprint> = (0..n).map(fp).collect();
     let stream = lookup_stream(n);
@@ -290,34 +283,18 @@ pub fn index_ram(opts: &IndexRamOptions) -> Result<ExperimentOutput> {
     );
     let csv = csv(&rows);
     let table = table(&rows, n);
-    let csv_path = write_file(&opts.out_dir, "index-ram.csv", csv.as_bytes())?;
-    let plot_name = format!("index-ram.{ext}");
     let svg = plot_svg(&rows)?;
-    let bytes = if ext == "png" {
-        rasterize(
-            &svg,
-            WIDTH,
-            HEIGHT,
-            &opts.out_dir.join(&plot_name).display().to_string(),
-        )?
-    } else {
-        svg.into_bytes()
-    };
-    let plot_path = write_file(&opts.out_dir, &plot_name, &bytes)?;
-    extra.insert(
-        "files".into(),
-        json!([
-            csv_path.display().to_string(),
-            plot_path.display().to_string()
-        ]),
-    );
-    Ok(ExperimentOutput {
-        experiment: "index-ram".into(),
+    finish(
+        "index-ram",
+        &opts.out_dir,
+        &ext,
+        svg,
+        (WIDTH, HEIGHT),
         rows,
         extra,
         csv,
         table,
-    })
+    )
 }
 
 fn row(m: &Measured) -> Value {
@@ -443,18 +420,10 @@ const HEIGHT: u32 = 500;
 
 const COLORS: [RGBColor; 2] = [RGBColor(0x1f, 0x77, 0xb4), RGBColor(0xd6, 0x27, 0x28)];
 
-type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
-type Drawn = std::result::Result<(), DrawingAreaErrorKind<std::io::Error>>;
-
 /// Two bar panels: RAM bytes per chunk (with paper 004's 6 bytes/chunk as a
 /// dashed line) and lookups per second.
 fn plot_svg(rows: &[Value]) -> Result<String> {
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
-        draw(rows, &root).map_err(|e| Error::invalid(format!("plot: {e}")))?;
-    }
-    Ok(svg)
+    crate::figure::svg((WIDTH, HEIGHT), |root| draw(rows, root))
 }
 
 fn draw(rows: &[Value], root: &Area) -> Drawn {

@@ -46,6 +46,62 @@ impl ExperimentOutput {
     }
 }
 
+/// The plot format named by `plot_ext`: `svg` or `png` (any case). Checked
+/// before an experiment runs, so a bad name costs nothing.
+fn plot_format(plot_ext: &str) -> Result<String> {
+    let ext = plot_ext.to_ascii_lowercase();
+    if ext != "svg" && ext != "png" {
+        return Err(cairn_core::Error::invalid(format!(
+            "plot format {plot_ext:?}: must be svg or png"
+        )));
+    }
+    Ok(ext)
+}
+
+/// Writes `<experiment>.csv` and `<experiment>.<ext>` into `out_dir` (a PNG
+/// is the SVG figure rasterized), records both under `extra["files"]` and
+/// assembles the output.
+#[allow(clippy::too_many_arguments)]
+fn finish(
+    experiment: &str,
+    out_dir: &Path,
+    ext: &str,
+    svg: String,
+    (width, height): (u32, u32),
+    rows: Vec<serde_json::Value>,
+    mut extra: serde_json::Map<String, serde_json::Value>,
+    csv: String,
+    table: String,
+) -> Result<ExperimentOutput> {
+    let csv_path = write_file(out_dir, &format!("{experiment}.csv"), csv.as_bytes())?;
+    let plot_name = format!("{experiment}.{ext}");
+    let bytes = if ext == "png" {
+        crate::figure::rasterize(
+            &svg,
+            width,
+            height,
+            &out_dir.join(&plot_name).display().to_string(),
+        )?
+    } else {
+        svg.into_bytes()
+    };
+    let plot_path = write_file(out_dir, &plot_name, &bytes)?;
+    extra.insert(
+        "files".into(),
+        serde_json::json!([
+            csv_path.display().to_string(),
+            plot_path.display().to_string()
+        ]),
+    );
+    Ok(ExperimentOutput {
+        experiment: experiment.into(),
+        rows,
+        extra,
+        csv,
+        table,
+    })
+}
+
 /// Writes `bytes` to `dir/name`, creating `dir`.
 fn write_file(dir: &Path, name: &str, bytes: &[u8]) -> Result<std::path::PathBuf> {
     std::fs::create_dir_all(dir).ctx(|| format!("create {}", dir.display()))?;
