@@ -426,11 +426,7 @@ impl Ctx<'_> {
             }
         };
         for e in entries {
-            let child = if path.is_empty() {
-                String::from_utf8_lossy(&e.name).into_owned()
-            } else {
-                format!("{path}/{}", String::from_utf8_lossy(&e.name))
-            };
+            let child = crate::restore::join(path, &e.name);
             match (e.kind, &e.content) {
                 (EntryKind::Dir, Some(b)) => self.walk_dir(snap, &child, b),
                 (EntryKind::File, Some(b)) => {

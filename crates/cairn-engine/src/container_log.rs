@@ -57,15 +57,13 @@ pub struct LoadedContainer {
 impl ContainerLog {
     /// Opens the log; the next id is one past the largest container present.
     pub fn open(backend: Arc<dyn Backend>, counters: Arc<Counters>) -> Result<Self> {
-        let next = Self::list_ids(&*backend)?
-            .last()
-            .map(|id| id.0 + 1)
-            .unwrap_or(1);
-        Ok(ContainerLog {
+        let log = ContainerLog {
             backend,
             counters,
-            next_id: AtomicU64::new(next),
-        })
+            next_id: AtomicU64::new(1),
+        };
+        log.refresh_next_id()?;
+        Ok(log)
     }
 
     pub fn list_ids(backend: &dyn Backend) -> Result<Vec<ContainerId>> {

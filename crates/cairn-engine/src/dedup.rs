@@ -168,20 +168,11 @@ impl Dedup {
         self.state.lock().memory.clear();
     }
 
-    /// Entries in the in-memory part.
-    pub fn memory_len(&self) -> usize {
-        self.state.lock().memory.len()
-    }
-
     /// Fingerprint-lookup RAM (Summary Vector + in-memory index part), bytes.
     pub fn ram_bytes(&self) -> u64 {
         let st = self.state.lock();
         let entry = std::mem::size_of::<(Fingerprint, Option<ContainerId>)>() + 1;
         self.summary.ram_bytes() + (st.memory.capacity() * entry) as u64
-    }
-
-    pub fn cache_ram_bytes(&self) -> u64 {
-        self.state.lock().cache.ram_bytes()
     }
 }
 

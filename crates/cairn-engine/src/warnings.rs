@@ -19,12 +19,4 @@ impl Warnings {
     pub fn take(&self) -> Vec<String> {
         std::mem::take(&mut *self.inner.lock())
     }
-
-    pub fn len(&self) -> usize {
-        self.inner.lock().len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }

@@ -500,7 +500,7 @@ fn consume(
                 file = Some(OpenFile {
                     name,
                     meta,
-                    tree: TreeBuilder::new(&stream_tree_cfg(stream)),
+                    tree: TreeBuilder::new(stream.tree_config()),
                     bytes: 0,
                 })
             }
@@ -547,8 +547,4 @@ fn consume(
         }
     }
     Ok(top)
-}
-
-fn stream_tree_cfg(stream: &Stream) -> crate::config::TreeConfig {
-    stream.tree_config().clone()
 }

@@ -77,10 +77,9 @@ pub fn record_trace(
                     name,
                     meta: meta(&m),
                 }),
-                Event::FileEnd { ok: true } => sink(TraceEvent::FileEnd),
-                // A file that failed mid-read is dropped by a backup too; its
-                // chunks were already recorded, as the backup stored them.
-                Event::FileEnd { ok: false } => sink(TraceEvent::FileEnd),
+                // A file that failed mid-read (`ok == false`) still ends here:
+                // its chunks were recorded, as the backup stored them.
+                Event::FileEnd { .. } => sink(TraceEvent::FileEnd),
                 Event::Symlink {
                     name,
                     meta: m,

@@ -91,19 +91,23 @@ impl DiskIndex {
     /// Looks a fingerprint up with one page read. If a concurrent writer has
     /// replaced this generation meanwhile, reloads the newest one and retries.
     pub fn lookup(&self, fp: &Fingerprint) -> Result<Option<ContainerId>> {
+        Ok(self.with_current(|cur| self.lookup_in(cur, fp))?.flatten())
+    }
+
+    /// Runs `f` on the current generation (`None` when there is no index).
+    /// If a concurrent writer replaced that generation meanwhile (its object
+    /// is gone), reloads the newest generation and runs `f` once more.
+    fn with_current<T>(&self, f: impl Fn(&Current) -> Result<T>) -> Result<Option<T>> {
         let Some(cur) = self.current.read().clone() else {
             return Ok(None);
         };
-        match self.lookup_in(&cur, fp) {
+        match f(&cur) {
             Err(e) if e.is_not_found() => {
                 let fresh = Self::load_latest(&*self.backend)?;
                 *self.current.write() = fresh.clone();
-                match fresh {
-                    Some(cur) => self.lookup_in(&cur, fp),
-                    None => Ok(None),
-                }
+                fresh.map(|c| f(&c)).transpose()
             }
-            other => other,
+            other => other.map(Some),
         }
     }
 
@@ -158,24 +162,7 @@ impl DiskIndex {
     /// The current generation's header and file bytes (re-reading the newest
     /// generation if a concurrent writer replaced this one).
     fn read_file(&self) -> Result<Option<(Current, Vec<u8>)>> {
-        let read = |cur: Option<Current>| -> Result<Option<(Current, Vec<u8>)>> {
-            match cur {
-                None => Ok(None),
-                Some(c) => {
-                    let bytes = self.backend.read(&keys::index(c.generation))?;
-                    Ok(Some((c, bytes)))
-                }
-            }
-        };
-        let cur = self.current.read().clone();
-        match read(cur) {
-            Err(e) if e.is_not_found() => {
-                let fresh = Self::load_latest(&*self.backend)?;
-                *self.current.write() = fresh.clone();
-                read(fresh)
-            }
-            other => other,
-        }
+        self.with_current(|c| Ok((c.clone(), self.backend.read(&keys::index(c.generation))?)))
     }
 
     /// Writes a new generation holding the current entries plus `new_entries`

@@ -109,12 +109,6 @@ impl LocalityCache {
     pub fn len_containers(&self) -> usize {
         self.containers.len()
     }
-
-    /// Approximate heap bytes held (for the RAM report).
-    pub fn ram_bytes(&self) -> u64 {
-        let per_fp = std::mem::size_of::<Fingerprint>() * 2 + std::mem::size_of::<ContainerId>();
-        (self.map.len() * per_fp) as u64
-    }
 }
 
 #[cfg(test)]

@@ -61,7 +61,8 @@ pub struct Walked {
     pub entry: DirEntry,
 }
 
-fn join(parent: &str, name: &[u8]) -> String {
+/// The snapshot path of entry `name` inside directory `parent` (`""` = root).
+pub(crate) fn join(parent: &str, name: &[u8]) -> String {
     let n = String::from_utf8_lossy(name);
     if parent.is_empty() {
         n.into_owned()
