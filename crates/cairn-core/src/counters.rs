@@ -63,6 +63,22 @@ counters! {
     containers_written,
     /// Chunks written into containers.
     chunks_written,
+    /// Summary Vector membership tests.
+    bloom_tests,
+    /// Summary Vector inserts (chunks decided new while the filter is in use).
+    bloom_inserts,
+    /// Locality-cache probes before any disk access (eager's cache step,
+    /// lazy's pre-lookup).
+    cache_probes,
+    /// Lazy lookup: locality-ring entries walked by post-lookups
+    /// (`000_d04706aa48332137.txt` eq. (4), the ring and rank accesses).
+    post_lookup_visits,
+    /// Lazy lookup: second cache probes of buffered fingerprints during post-lookup.
+    post_lookup_probes,
+    /// Lazy lookup: buffered fingerprints a post-lookup found in the cache.
+    post_lookup_hits,
+    /// Lazy lookup: buffered fingerprints resolved by a batched index page read.
+    lazy_disk_resolved,
     /// Bytes read from the backend.
     bytes_read,
     /// Bytes written to the backend.

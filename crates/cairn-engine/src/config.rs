@@ -61,6 +61,118 @@ pub struct IndexConfig {
     pub summary_vector: bool,
     /// Use the Locality Preserved Cache (off only for DDFS Table 4 ablations).
     pub locality_cache: bool,
+    /// Eager or lazy fingerprint lookup and the lazy parameters.
+    #[serde(default)]
+    pub lookup: LookupConfig,
+    /// Which structure answers the dedup path's index lookups.
+    #[serde(default)]
+    pub kind: IndexKind,
+}
+
+/// The structure the dedup path looks fingerprints up in after the locality
+/// cache. Either way the paged index is also written at commit: restore and
+/// check find chunks through it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IndexKind {
+    /// DDFS: the Summary Vector, then one page of the on-disk paged index.
+    #[default]
+    Paged,
+    /// `004`'s RAM-frugal index: a cuckoo table of 6-byte slots (2-byte
+    /// signature, 4-byte pointer) over a log-structured chunk log on disk,
+    /// with a prefetch cache. No Summary Vector: the table filters new chunks.
+    Frugal,
+}
+
+impl IndexKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            IndexKind::Paged => "paged",
+            IndexKind::Frugal => "frugal",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "paged" | "ddfs" => Ok(IndexKind::Paged),
+            "frugal" => Ok(IndexKind::Frugal),
+            _ => Err(Error::invalid(format!(
+                "index kind {s:?}: must be paged or frugal"
+            ))),
+        }
+    }
+}
+
+/// When a fingerprint that may be a duplicate is resolved
+/// (`000_d04706aa48332137.txt` §2.2-2.3). Never changes whether it is one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LookupStrategy {
+    /// DDFS §4.4: every cache miss that passes the Summary Vector reads its
+    /// index page at once.
+    #[default]
+    Eager,
+    /// `000` Algorithm 2: misses wait in buffer buckets, one per index page,
+    /// and are resolved a bucket per page read, plus post-lookup over the
+    /// locality ring.
+    Lazy,
+    /// Chosen from the device model (`000` eq. (8)) for `device` before the
+    /// engine runs: `cairn init --lookup auto --device D` and `cairn sim
+    /// --lookup auto` replace it by `eager` or `lazy` and a ring size.
+    Auto,
+}
+
+impl LookupStrategy {
+    pub fn name(self) -> &'static str {
+        match self {
+            LookupStrategy::Eager => "eager",
+            LookupStrategy::Lazy => "lazy",
+            LookupStrategy::Auto => "auto",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "eager" => Ok(LookupStrategy::Eager),
+            "lazy" => Ok(LookupStrategy::Lazy),
+            "auto" => Ok(LookupStrategy::Auto),
+            _ => Err(Error::invalid(format!(
+                "lookup strategy {s:?}: must be eager, lazy or auto"
+            ))),
+        }
+    }
+}
+
+/// The lookup strategy and lazy lookup's parameters (`000` §2.3, §5.2-5.3).
+/// The cache size of both strategies is [`IndexConfig::cache_containers`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LookupConfig {
+    pub strategy: LookupStrategy,
+    /// Fingerprints a buffer bucket collects before its index page is read.
+    pub bucket_threshold: u32,
+    /// Fingerprints per locality ring (`000` §5.2 default: 2048).
+    pub ring_size: u32,
+    /// Buffered fingerprints per stream at most; beyond it the bucket of the
+    /// oldest one is read early. With real data each buffered chunk's
+    /// content waits in memory, so this bounds memory as well.
+    pub buffer_fingerprints: u32,
+    /// Device class the choice of `auto` was made for (a name of the device
+    /// model's table, e.g. `HDD`); recorded, not used by the engine.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+}
+
+impl Default for LookupConfig {
+    fn default() -> Self {
+        LookupConfig {
+            strategy: LookupStrategy::Eager,
+            bucket_threshold: 16,
+            ring_size: 2048,
+            buffer_fingerprints: 8192,
+            device: None,
+        }
+    }
 }
 
 /// Shape of the Merkle-tree recipes (`003_ea5fccc485a97c5d.txt` §2).
@@ -84,6 +196,8 @@ impl Default for IndexConfig {
             cache_containers: 256,
             summary_vector: true,
             locality_cache: true,
+            lookup: LookupConfig::default(),
+            kind: IndexKind::Paged,
         }
     }
 }
@@ -159,6 +273,18 @@ impl RepoConfig {
         if ix.cache_containers == 0 {
             return Err(Error::invalid(
                 "the locality cache needs at least one container",
+            ));
+        }
+        let l = &ix.lookup;
+        if l.bucket_threshold == 0 || l.ring_size == 0 || l.buffer_fingerprints == 0 {
+            return Err(Error::invalid(
+                "lazy lookup's bucket threshold, ring size and buffer must be at least 1",
+            ));
+        }
+        if ix.kind == IndexKind::Frugal && l.strategy == LookupStrategy::Lazy {
+            return Err(Error::invalid(
+                "lazy lookup batches reads of the paged index's pages; the frugal index has \
+                 none (use eager lookup with it)",
             ));
         }
         let t = &self.tree;

@@ -10,7 +10,10 @@ use serde::Serialize;
 use cairn_core::{ChunkKind, CountersSnapshot, Result};
 
 use crate::catalog;
+use crate::config::IndexKind;
 use crate::index::disk_index::DiskIndex;
+use crate::index::frugal::cuckoo::CuckooTable;
+use crate::index::frugal::FrugalConfig;
 use crate::index::summary_vector::SummaryVector;
 use crate::keys;
 use crate::repo::Repository;
@@ -88,12 +91,26 @@ pub fn stats(repo: &Repository) -> Result<RepoStats> {
     }
     let disk = DiskIndex::open(repo.backend().clone(), repo.counters.clone())?;
     let indexed = disk.entry_count();
-    let bloom_bytes = repo
-        .backend()
-        .read(&keys::bloom(disk.generation()))
-        .ok()
-        .and_then(|b| SummaryVector::from_checkpoint(&b).ok())
-        .map_or(0, |(sv, _)| sv.ram_bytes());
+    // What the dedup path's filter occupies in RAM while a backup runs: the
+    // Summary Vector as checkpointed, or a frugal table sized for the index.
+    let bloom_bytes = match repo.config.index.kind {
+        IndexKind::Paged => repo
+            .backend()
+            .read(&keys::bloom(disk.generation()))
+            .ok()
+            .and_then(|b| SummaryVector::from_checkpoint(&b).ok())
+            .map_or(0, |(sv, _)| sv.ram_bytes()),
+        IndexKind::Frugal => {
+            let f = FrugalConfig::default();
+            let table = CuckooTable::with_capacity(
+                (indexed as usize).max(f.expected_chunks),
+                f.bucket_slots,
+                f.max_load,
+                f.max_kicks,
+            );
+            table.ram_bytes() as u64
+        }
+    };
     let last = snaps.last().map(|s| &s.record.stats);
     let last_secs = last.map_or(0.0, |s| s.duration_ns as f64 / 1e9);
     Ok(RepoStats {

@@ -142,6 +142,13 @@ pub fn backup(repo: &Repository, _lock: &WriteLock, opts: BackupOptions) -> Resu
         )));
     }
 
+    if repo.config.index.lookup.strategy == crate::config::LookupStrategy::Auto {
+        return Err(Error::invalid(
+            "lookup strategy \"auto\" is resolved for a device class before a backup runs \
+             (cairn init --lookup auto --device NAME, or cairn sim --lookup auto); \
+             this repository's config still says auto",
+        ));
+    }
     let before = repo.counters.snapshot();
     let warnings = crate::warnings::Warnings::default();
     let cfg = repo.config.clone();
@@ -217,33 +224,13 @@ pub fn backup(repo: &Repository, _lock: &WriteLock, opts: BackupOptions) -> Resu
     let skipped = skipped.into_inner();
 
     let covered = shared.log.next_id();
-    let memory = shared.dedup.memory_entries();
-    let disk_generation = shared.dedup.disk.generation();
-    if !memory.is_empty() || covered != shared.dedup.disk.covered_below() {
-        let generation = shared.dedup.disk.write_merged(
-            memory,
-            covered,
-            shared.cfg.fp_width(),
-            shared.cfg.index.page_size as usize,
-        )?;
-        index::write_checkpoint(
-            &**repo.backend(),
-            &shared.dedup.summary,
-            generation,
-            covered,
-        )?;
-    } else if disk_generation > 0
-        && !repo
-            .backend()
-            .exists(&crate::keys::bloom(disk_generation))?
-    {
-        index::write_checkpoint(
-            &**repo.backend(),
-            &shared.dedup.summary,
-            disk_generation,
-            covered,
-        )?;
-    }
+    shared.dedup.commit_index(
+        &**repo.backend(),
+        shared.dedup.memory_entries(),
+        covered,
+        shared.cfg.fp_width(),
+        shared.cfg.index.page_size as usize,
+    )?;
     let indexed = shared.dedup.disk.entry_count().max(1);
     let index_ram_bytes_per_chunk = shared.dedup.ram_bytes() as f64 / indexed as f64;
     shared.dedup.clear_memory();
@@ -391,7 +378,7 @@ fn run_streams_and_root(
     let root = commit_stream
         .store_blob(&listing)?
         .ok_or_else(|| Error::invalid("empty root listing"))?;
-    commit_stream.seal()?;
+    commit_stream.finish()?;
     Ok(root)
 }
 
@@ -431,7 +418,7 @@ fn run_stream(
         r
     });
     let entry = result?;
-    stream.seal()?;
+    stream.finish()?;
     Ok(entry)
 }
 

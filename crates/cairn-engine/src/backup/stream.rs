@@ -5,6 +5,8 @@
 //! and fsyncs it, and only then lets its fingerprints join the in-memory index
 //! as "stored"; the stream meanwhile goes on hashing and packing.
 
+use std::borrow::Cow;
+use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Instant;
@@ -21,8 +23,9 @@ use cairn_format::container::ContainerWriter;
 use cairn_format::dir::BlobRef;
 
 use super::tree_builder::{NodeSink, TreeBuilder};
-use crate::config::RepoConfig;
+use crate::config::{LookupStrategy, RepoConfig};
 use crate::container_log::ContainerStore;
+use crate::dedup::lazy::{Decision, LazyBuffer};
 use crate::dedup::Dedup;
 
 /// Wall time spent per pipeline phase, nanoseconds, summed over streams.
@@ -93,6 +96,40 @@ pub struct Stream<'a> {
     writer: Option<ContainerWriter>,
     is_new: Vec<bool>,
     fps: Vec<Fingerprint>,
+    /// Lazy lookup (`000` Algorithm 2) when configured, with the chunks
+    /// whose fingerprints wait in its buffer, by rank.
+    lazy: Option<LazyBuffer>,
+    decisions: Vec<Decision>,
+    held: HashMap<u64, NewChunk<'static>>,
+}
+
+/// A chunk decided new, on its way into the open container.
+struct NewChunk<'c> {
+    fp: Fingerprint,
+    kind: ChunkKind,
+    level: u8,
+    body: Body<'c>,
+}
+
+enum Body<'c> {
+    /// Content, compressed when packed.
+    Bytes(Cow<'c, [u8]>),
+    /// A traced chunk: sizes only, packed payload-less.
+    Sized { size: u32, stored_size: u32 },
+}
+
+impl NewChunk<'_> {
+    fn into_owned(self) -> NewChunk<'static> {
+        NewChunk {
+            fp: self.fp,
+            kind: self.kind,
+            level: self.level,
+            body: match self.body {
+                Body::Bytes(b) => Body::Bytes(Cow::Owned(b.into_owned())),
+                Body::Sized { size, stored_size } => Body::Sized { size, stored_size },
+            },
+        }
+    }
 }
 
 fn elapsed_ns(t: Instant) -> u64 {
@@ -101,12 +138,16 @@ fn elapsed_ns(t: Instant) -> u64 {
 
 impl<'a> Stream<'a> {
     pub fn new(shared: &'a Shared) -> Self {
+        let lookup = &shared.cfg.index.lookup;
         Stream {
             shared,
             seal_tx: shared.seal_tx.lock().clone(),
             writer: None,
             is_new: Vec::new(),
             fps: Vec::new(),
+            lazy: (lookup.strategy == LookupStrategy::Lazy).then(|| LazyBuffer::new(lookup)),
+            decisions: Vec::new(),
+            held: HashMap::new(),
         }
     }
 
@@ -132,39 +173,8 @@ impl<'a> Stream<'a> {
         chunks: &[&[u8]],
     ) -> Result<&[Fingerprint]> {
         self.hash_all(chunks);
-        let sh = self.shared;
-        let t = Instant::now();
-        sh.dedup.resolve_batch(&self.fps, &mut self.is_new)?;
-        bump(&sh.phases.dedup_ns, elapsed_ns(t));
-        bump(&sh.chunks, chunks.len() as u64);
-        if kind == ChunkKind::Data {
-            bump(&sh.data_chunks, chunks.len() as u64);
-        }
-
-        let new_idx: Vec<usize> = (0..chunks.len()).filter(|&i| self.is_new[i]).collect();
-        if !new_idx.is_empty() {
-            let t = Instant::now();
-            let ccfg = sh.cfg.compression;
-            let compressed: Vec<(CompressionCodec, Vec<u8>)> = new_idx
-                .par_iter()
-                .map(|&i| {
-                    let mut out = Vec::new();
-                    let codec = compress(&ccfg, chunks[i], &mut out);
-                    (codec, out)
-                })
-                .collect();
-            bump(&sh.phases.compress_ns, elapsed_ns(t));
-            for (&i, (codec, stored)) in new_idx.iter().zip(compressed) {
-                self.pack(
-                    self.fps[i],
-                    kind,
-                    level,
-                    codec,
-                    chunks[i].len() as u32,
-                    &stored,
-                )?;
-            }
-        }
+        let bodies = chunks.iter().map(|c| Body::Bytes(Cow::Borrowed(*c)));
+        self.dedup_and_pack(kind, level, bodies.collect())?;
         Ok(&self.fps)
     }
 
@@ -176,36 +186,150 @@ impl<'a> Stream<'a> {
         level: u8,
         chunks: &[TraceChunk],
     ) -> Result<&[Fingerprint]> {
-        let sh = self.shared;
         self.fps.clear();
         self.fps.extend(chunks.iter().map(|c| c.fp));
+        let bodies = chunks.iter().map(|c| Body::Sized {
+            size: c.size,
+            stored_size: c.stored_size,
+        });
+        self.dedup_and_pack(kind, level, bodies.collect())?;
+        Ok(&self.fps)
+    }
+
+    /// Decides which of `self.fps` (with `bodies`) are new and packs those.
+    /// Eager lookup decides the whole batch now; lazy lookup decides some now
+    /// and holds the rest, packing earlier held chunks it resolves meanwhile.
+    fn dedup_and_pack(&mut self, kind: ChunkKind, level: u8, bodies: Vec<Body<'_>>) -> Result<()> {
+        let sh = self.shared;
         let t = Instant::now();
-        sh.dedup.resolve_batch(&self.fps, &mut self.is_new)?;
-        bump(&sh.phases.dedup_ns, elapsed_ns(t));
-        bump(&sh.chunks, chunks.len() as u64);
+        bump(&sh.chunks, bodies.len() as u64);
         if kind == ChunkKind::Data {
-            bump(&sh.data_chunks, chunks.len() as u64);
+            bump(&sh.data_chunks, bodies.len() as u64);
         }
-        let codec = sh.cfg.compression.codec;
-        for (i, c) in chunks.iter().enumerate() {
-            if self.is_new[i] {
-                let codec = if c.stored_size < c.size {
-                    codec
-                } else {
-                    CompressionCodec::None
-                };
-                self.place(c.stored_size as usize)?.push_absent(
-                    c.fp,
-                    kind,
-                    level,
-                    codec,
-                    c.size,
-                    c.stored_size,
-                );
-                self.count_new(kind, c.size, c.stored_size as usize);
+        fn chunk_of<'c>(
+            fp: Fingerprint,
+            kind: ChunkKind,
+            level: u8,
+            body: Body<'c>,
+        ) -> NewChunk<'c> {
+            NewChunk {
+                fp,
+                kind,
+                level,
+                body,
             }
         }
-        Ok(&self.fps)
+        let chunk = |fp, body| chunk_of(fp, kind, level, body);
+        let mut new: Vec<NewChunk<'_>> = Vec::new();
+        match self.lazy.as_mut() {
+            None => {
+                sh.dedup.resolve_batch(&self.fps, &mut self.is_new)?;
+                bump(&sh.phases.dedup_ns, elapsed_ns(t));
+                for ((fp, body), &is_new) in self.fps.iter().zip(bodies).zip(&self.is_new) {
+                    if is_new {
+                        new.push(chunk(*fp, body));
+                    }
+                }
+            }
+            Some(lazy) => {
+                let base = lazy.next_rank();
+                lazy.submit(&sh.dedup, &self.fps, &mut self.decisions)?;
+                bump(&sh.phases.dedup_ns, elapsed_ns(t));
+                let mut bodies: Vec<Option<Body<'_>>> = bodies.into_iter().map(Some).collect();
+                for (i, d) in self.decisions.iter().enumerate() {
+                    if *d == Decision::New {
+                        new.push(chunk(self.fps[i], bodies[i].take().expect("body")));
+                    }
+                }
+                for (rank, is_new) in lazy.take_resolved() {
+                    let held = match rank.checked_sub(base) {
+                        Some(i) if (i as usize) < bodies.len() => {
+                            let i = i as usize;
+                            let body = bodies[i].take().expect("body");
+                            chunk(self.fps[i], body)
+                        }
+                        _ => self.held.remove(&rank).expect("held chunk"),
+                    };
+                    if is_new {
+                        new.push(held);
+                    }
+                }
+                for (i, d) in self.decisions.iter().enumerate() {
+                    if let (Decision::Pending(rank), Some(body)) = (*d, bodies[i].take()) {
+                        self.held
+                            .insert(rank, chunk(self.fps[i], body).into_owned());
+                    }
+                }
+            }
+        }
+        self.pack_all(new)
+    }
+
+    /// Lazy lookup only: resolves every held chunk and packs the new ones.
+    fn flush_lazy(&mut self) -> Result<()> {
+        let Some(lazy) = self.lazy.as_mut() else {
+            return Ok(());
+        };
+        let t = Instant::now();
+        lazy.flush(&self.shared.dedup)?;
+        bump(&self.shared.phases.dedup_ns, elapsed_ns(t));
+        let mut new = Vec::new();
+        for (rank, is_new) in lazy.take_resolved() {
+            let held = self.held.remove(&rank).expect("held chunk");
+            if is_new {
+                new.push(held);
+            }
+        }
+        debug_assert!(self.held.is_empty());
+        self.pack_all(new)
+    }
+
+    /// Compresses the new chunks' contents in parallel, then packs all of
+    /// them in the given order.
+    fn pack_all(&mut self, new: Vec<NewChunk<'_>>) -> Result<()> {
+        if new.is_empty() {
+            return Ok(());
+        }
+        let sh = self.shared;
+        let t = Instant::now();
+        let ccfg = sh.cfg.compression;
+        let compressed: Vec<Option<(CompressionCodec, Vec<u8>)>> = new
+            .par_iter()
+            .map(|c| match &c.body {
+                Body::Bytes(b) => {
+                    let mut out = Vec::new();
+                    let codec = compress(&ccfg, b, &mut out);
+                    Some((codec, out))
+                }
+                Body::Sized { .. } => None,
+            })
+            .collect();
+        bump(&sh.phases.compress_ns, elapsed_ns(t));
+        for (c, packed) in new.into_iter().zip(compressed) {
+            match (c.body, packed) {
+                (Body::Bytes(raw), Some((codec, stored))) => {
+                    self.pack(c.fp, c.kind, c.level, codec, raw.len() as u32, &stored)?
+                }
+                (Body::Sized { size, stored_size }, _) => {
+                    let codec = if stored_size < size {
+                        sh.cfg.compression.codec
+                    } else {
+                        CompressionCodec::None
+                    };
+                    self.place(stored_size as usize)?.push_absent(
+                        c.fp,
+                        c.kind,
+                        c.level,
+                        codec,
+                        size,
+                        stored_size,
+                    );
+                    self.count_new(c.kind, size, stored_size as usize);
+                }
+                (Body::Bytes(_), None) => unreachable!("contents are always compressed"),
+            }
+        }
+        Ok(())
     }
 
     /// The open container, sealing the current one first if `stored_len`
@@ -254,9 +378,16 @@ impl<'a> Stream<'a> {
         Ok(())
     }
 
+    /// Ends the stream: resolves whatever lazy lookup still holds, then
+    /// hands the open container to the sealer.
+    pub fn finish(&mut self) -> Result<()> {
+        self.flush_lazy()?;
+        self.seal()
+    }
+
     /// Hands the open container to the sealer (durable first, then indexed
     /// in memory, both on the sealer thread).
-    pub fn seal(&mut self) -> Result<()> {
+    fn seal(&mut self) -> Result<()> {
         let Some(writer) = self.writer.take() else {
             return Ok(());
         };

@@ -111,6 +111,51 @@ impl DiskIndex {
         }
     }
 
+    /// The page `fp` lives on in the current generation: lazy lookup's buffer
+    /// bucket (`000_d04706aa48332137.txt` §2.3). `None` when there is no page
+    /// to read (no index yet, or a fingerprint of another width).
+    pub fn page_of(&self, fp: &Fingerprint) -> Option<u64> {
+        let cur = self.current.read();
+        let h = &cur.as_ref()?.header;
+        (h.page_count > 0 && fp.len() == h.fp_width).then(|| codec::page_of(fp, h.page_count))
+    }
+
+    /// Looks up several fingerprints, reading each distinct page they fall on
+    /// once (one read for a lazy bucket, whose fingerprints share a page).
+    /// Results are in the order of `fps`.
+    pub fn lookup_many(&self, fps: &[Fingerprint]) -> Result<Vec<Option<ContainerId>>> {
+        let found = self.with_current(|cur| {
+            let h = &cur.header;
+            let mut out = vec![None; fps.len()];
+            if h.page_count == 0 {
+                return Ok(out);
+            }
+            let key = keys::index(cur.generation);
+            let mut order: Vec<(u64, usize)> = fps
+                .iter()
+                .enumerate()
+                .filter(|(_, fp)| fp.len() == h.fp_width)
+                .map(|(i, fp)| (codec::page_of(fp, h.page_count), i))
+                .collect();
+            order.sort_unstable();
+            for run in order.chunk_by(|a, b| a.0 == b.0) {
+                let page_no = run[0].0;
+                let page = self.backend.read_at(
+                    &key,
+                    codec::index_page_offset(h, page_no),
+                    h.page_size,
+                )?;
+                bump(&self.counters.index_page_reads, 1);
+                for &(_, i) in run {
+                    out[i] = codec::lookup_in_page(&page, h, page_no, &fps[i])
+                        .map_err(|e| rename_corrupt(e, &key))?;
+                }
+            }
+            Ok(out)
+        })?;
+        Ok(found.unwrap_or_else(|| vec![None; fps.len()]))
+    }
+
     fn lookup_in(&self, cur: &Current, fp: &Fingerprint) -> Result<Option<ContainerId>> {
         let h = &cur.header;
         if h.page_count == 0 || fp.len() != h.fp_width {

@@ -13,18 +13,21 @@ use std::sync::Arc;
 use cairn_core::{Backend, ContainerId, Counters, Error, Result};
 use cairn_format::index::IndexEntry;
 
-use crate::config::IndexConfig;
+use crate::config::{IndexConfig, IndexKind};
 use crate::container_log::ContainerStore;
 use crate::keys;
 use crate::warnings::Warnings;
 use disk_index::DiskIndex;
+use frugal::{FrugalConfig, FrugalIndex};
 use summary_vector::SummaryVector;
 
 /// What a writer needs at open: the disk index, the Summary Vector with
-/// every stored fingerprint in it, and the replayed entries not yet merged.
+/// every stored fingerprint in it (paged kind) or the frugal index (frugal
+/// kind), and the replayed entries not yet merged.
 pub struct OpenedIndex {
     pub disk: DiskIndex,
     pub summary: SummaryVector,
+    pub frugal: Option<FrugalIndex>,
     pub replayed: Vec<IndexEntry>,
     /// Containers replayed (appended after the last checkpoint).
     pub replayed_containers: u64,
@@ -61,16 +64,25 @@ pub fn open_for_write(
     let covered = disk.covered_below();
     let indexed = disk.entry_count();
 
-    let summary = match load_checkpoint(&*backend, generation, covered, cfg, indexed) {
-        Some(sv) => sv,
-        None => {
-            // No usable checkpoint: rebuild from the index file itself.
-            let sv = SummaryVector::with_capacity(
-                cfg.expected_chunks.max(indexed * 2),
-                cfg.bloom_bits_per_chunk,
-            );
-            disk.for_each_entry(&mut |e| sv.insert(&e.fp))?;
-            sv
+    let frugal = match cfg.kind {
+        IndexKind::Paged => None,
+        IndexKind::Frugal => Some(open_frugal(&backend, &counters, &disk, warnings)?),
+    };
+    // The frugal kind has no Summary Vector: an empty one stands in.
+    let summary = if frugal.is_some() {
+        SummaryVector::with_capacity(1024, cfg.bloom_bits_per_chunk)
+    } else {
+        match load_checkpoint(&*backend, generation, covered, cfg, indexed) {
+            Some(sv) => sv,
+            None => {
+                // No usable checkpoint: rebuild from the index file itself.
+                let sv = SummaryVector::with_capacity(
+                    cfg.expected_chunks.max(indexed * 2),
+                    cfg.bloom_bits_per_chunk,
+                );
+                disk.for_each_entry(&mut |e| sv.insert(&e.fp))?;
+                sv
+            }
         }
     };
 
@@ -84,7 +96,9 @@ pub fn open_for_write(
             Ok(meta) => {
                 replayed_containers += 1;
                 for d in meta.descriptors {
-                    summary.insert(&d.fp);
+                    if frugal.is_none() {
+                        summary.insert(&d.fp);
+                    }
                     replayed.push(IndexEntry {
                         fp: d.fp,
                         container: id,
@@ -100,9 +114,56 @@ pub fn open_for_write(
     Ok(OpenedIndex {
         disk,
         summary,
+        frugal,
         replayed,
         replayed_containers,
     })
+}
+
+/// Opens the frugal index's chunk log and table. The log is derived data,
+/// like the paged index: one that is damaged, or that holds fewer records
+/// than the paged index has entries (a lost segment), is rebuilt from the
+/// paged index with a warning.
+fn open_frugal(
+    backend: &Arc<dyn Backend>,
+    counters: &Arc<Counters>,
+    disk: &DiskIndex,
+    warnings: &Warnings,
+) -> Result<FrugalIndex> {
+    let cfg = FrugalConfig {
+        expected_chunks: (disk.entry_count() as usize).max(1 << 16),
+        ..FrugalConfig::default()
+    };
+    let problem = match FrugalIndex::open(backend.clone(), counters.clone(), cfg.clone()) {
+        Ok(f) if f.log().len() as u64 >= disk.entry_count() => return Ok(f),
+        Ok(f) => format!(
+            "the frugal index holds {} chunks, the paged index {}",
+            f.log().len(),
+            disk.entry_count()
+        ),
+        Err(e) if is_damage(&e) => e.to_string(),
+        Err(e) => return Err(e),
+    };
+    warnings.push(format!(
+        "{problem}; rebuilding the frugal index from the paged index"
+    ));
+    for key in backend.list(frugal::log::LOG_PREFIX)? {
+        backend.delete(&key)?;
+    }
+    let mut f = FrugalIndex::open(backend.clone(), counters.clone(), cfg)?;
+    let mut failed = None;
+    disk.for_each_entry(&mut |e| {
+        if failed.is_none() {
+            if let Err(err) = f.insert(&e.fp, e.container) {
+                failed = Some(err);
+            }
+        }
+    })?;
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    f.flush()?;
+    Ok(f)
 }
 
 fn load_checkpoint(

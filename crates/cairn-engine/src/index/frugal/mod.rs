@@ -5,8 +5,9 @@
 //! and a prefetch cache that loads the next 100-1000 mappings of the log with
 //! the one read that confirms a signature match.
 //!
-//! Not wired into the dedup path yet: `dedup.rs` still uses the DDFS index
-//! (Summary Vector + paged disk index). See `docs/frugal-index.md`.
+//! Selected with `index.kind = "frugal"`: the dedup path (`dedup/mod.rs`)
+//! then looks fingerprints up here instead of in the Summary Vector and the
+//! paged index, and appends new entries at commit. See `docs/frugal-index.md`.
 
 pub mod cuckoo;
 pub mod log;
@@ -215,6 +216,17 @@ impl FrugalIndex {
             self.log.flush()?;
         }
         Ok(pos)
+    }
+
+    /// Makes room for `additional` inserts in one rebuild (a sequential scan
+    /// of the log), sized so the table ends near its maximum load, rather
+    /// than doubling part-way through them and ending half empty.
+    pub fn reserve(&mut self, additional: usize) -> Result<()> {
+        let want = self.table.len() + additional;
+        if want as f64 > self.table.slot_count() as f64 * self.cfg.max_load {
+            self.rebuild(want)?;
+        }
+        Ok(())
     }
 
     /// Looks a fingerprint up: prefetch cache, then each signature match in

@@ -261,3 +261,31 @@ fn frugal_empty_index() {
     ix.flush().unwrap();
     assert_eq!(ix.ram().entries, 0);
 }
+
+/// `reserve` sizes the table for a batch of inserts at once, so after the
+/// batch it is near its maximum load (6 / 0.97 bytes per chunk), where
+/// doubling on demand would leave it about half empty.
+#[test]
+fn frugal_reserve_keeps_the_table_full() {
+    let backend = Arc::new(MemBackend::new());
+    let mut idx = open(
+        &backend,
+        FrugalConfig {
+            expected_chunks: 10_000,
+            ..small_cfg()
+        },
+    );
+    for i in 0..10_000 {
+        idx.insert(&fp(i, 32), ContainerId(i / 100)).unwrap();
+    }
+    idx.reserve(50_000).unwrap();
+    for i in 10_000..60_000 {
+        idx.insert(&fp(i, 32), ContainerId(i / 100)).unwrap();
+    }
+    let ram = idx.ram();
+    assert_eq!(ram.entries, 60_000);
+    assert!(ram.bytes_per_chunk < 6.3, "{ram:?}");
+    for i in (0..60_000).step_by(997) {
+        assert_eq!(idx.lookup(&fp(i, 32)).unwrap(), Some(ContainerId(i / 100)));
+    }
+}

@@ -1,0 +1,343 @@
+//! Lazy fingerprint lookup, `000_d04706aa48332137.txt` §2.3 Algorithm 2 and
+//! Fig. 4 (after Ma et al., "Lazy exact deduplication"), for one stream:
+//!
+//! 1. **Bloom filter.** Every fingerprint gets a rank (its arrival order in
+//!    the stream, Fig. 3), Bloom negatives included. A Bloom negative is new
+//!    and is decided at once.
+//! 2. **Locality ring.** A Bloom positive joins the current locality ring; a
+//!    ring holding `ring_size` fingerprints is closed and a new one begun.
+//! 3. **Pre-lookup** in the cache (temporal locality). A hit is a duplicate.
+//! 4. **Buffer bucket.** A miss waits in the buffer bucket of the on-disk
+//!    index page it belongs to. When a bucket holds `bucket_threshold`
+//!    fingerprints, one page read resolves all of them: absent means new,
+//!    present means duplicate.
+//! 5. **Prefetch and post-lookup.** A fingerprint found on disk loads its
+//!    container's metadata section into the cache, then every other buffered
+//!    fingerprint of the same locality ring is looked up in the cache again
+//!    (spatial locality); hits are duplicates and leave their buckets.
+//!
+//! cairn additions, none of which changes an answer: the in-memory part of
+//! the index (this backup's chunks, DDFS §3.2) is consulted after the
+//! pre-lookup like a disk hit without the read; with no on-disk index there
+//! is no page to batch for, so a miss is decided at once; a stream holds at
+//! most `buffer_fingerprints` buffered fingerprints (their chunk contents
+//! wait in memory), beyond which the bucket of the oldest is read early; and
+//! the end of the stream reads every remaining bucket.
+//!
+//! Exactness: a fingerprint is new exactly when no earlier occurrence was
+//! stored, as with eager lookup. Every occurrence of one fingerprint falls
+//! in the same bucket and a bucket is resolved in rank order, so the first
+//! buffered occurrence is decided new (joining the in-memory part) and the
+//! later ones find it there. Lazy lookup changes when a chunk is decided,
+//! never what is decided.
+
+use std::collections::{HashMap, VecDeque};
+
+use cairn_core::counters::bump;
+use cairn_core::{Fingerprint, Result};
+
+use super::{Dedup, State};
+use crate::config::LookupConfig;
+
+/// What [`LazyBuffer::submit`] decided for one fingerprint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    New,
+    Duplicate,
+    /// Buffered: the decision comes later from [`LazyBuffer::take_resolved`]
+    /// under this rank.
+    Pending(u64),
+}
+
+/// A buffered fingerprint.
+struct Waiting {
+    fp: Fingerprint,
+    ring: u64,
+    page: u64,
+}
+
+/// A locality ring: ranks of the Bloom positives that joined it, in order.
+struct Ring {
+    members: Vec<u64>,
+    /// Members still buffered.
+    waiting: usize,
+}
+
+/// Lazy lookup's per-stream state: buffer buckets, locality rings, ranks.
+pub struct LazyBuffer {
+    bucket_threshold: usize,
+    ring_size: usize,
+    capacity: usize,
+    next_rank: u64,
+    waiting: HashMap<u64, Waiting>,
+    /// Index page -> ranks buffered for it, in rank order.
+    buckets: HashMap<u64, Vec<u64>>,
+    /// Buffered ranks, oldest first (entries already resolved are skipped).
+    arrival: VecDeque<u64>,
+    rings: VecDeque<Ring>,
+    /// Id of `rings[0]`; ring ids grow by one per ring.
+    first_ring: u64,
+    resolved: Vec<(u64, bool)>,
+}
+
+impl LazyBuffer {
+    pub fn new(cfg: &LookupConfig) -> Self {
+        LazyBuffer {
+            bucket_threshold: cfg.bucket_threshold.max(1) as usize,
+            ring_size: cfg.ring_size.max(1) as usize,
+            capacity: cfg.buffer_fingerprints.max(1) as usize,
+            next_rank: 0,
+            waiting: HashMap::new(),
+            buckets: HashMap::new(),
+            arrival: VecDeque::new(),
+            rings: VecDeque::new(),
+            first_ring: 0,
+            resolved: Vec::new(),
+        }
+    }
+
+    /// Rank the next submitted fingerprint will get.
+    pub fn next_rank(&self) -> u64 {
+        self.next_rank
+    }
+
+    /// Fingerprints buffered now.
+    pub fn buffered(&self) -> usize {
+        self.waiting.len()
+    }
+
+    /// Runs `fps` (ranks `next_rank()..`) through Algorithm 2. `out[i]` is
+    /// `fps[i]`'s decision or `Pending(rank)`; buffered fingerprints this
+    /// resolved (of this batch or earlier ones) are in [`Self::take_resolved`].
+    pub fn submit(
+        &mut self,
+        dedup: &Dedup,
+        fps: &[Fingerprint],
+        out: &mut Vec<Decision>,
+    ) -> Result<()> {
+        out.clear();
+        let mut st = dedup.state.lock();
+        for fp in fps {
+            let d = self.submit_one(dedup, &mut st, fp)?;
+            out.push(d);
+        }
+        Ok(())
+    }
+
+    /// Resolves every buffered fingerprint (end of stream), in page order.
+    pub fn flush(&mut self, dedup: &Dedup) -> Result<()> {
+        let mut st = dedup.state.lock();
+        let mut pages: Vec<u64> = self.buckets.keys().copied().collect();
+        pages.sort_unstable();
+        for page in pages {
+            self.resolve_bucket(dedup, &mut st, page)?;
+        }
+        debug_assert!(self.waiting.is_empty());
+        self.arrival.clear();
+        self.first_ring += self.rings.len() as u64;
+        self.rings.clear();
+        Ok(())
+    }
+
+    /// Buffered fingerprints decided since the last call: `(rank, is_new)`.
+    pub fn take_resolved(&mut self) -> Vec<(u64, bool)> {
+        std::mem::take(&mut self.resolved)
+    }
+
+    fn submit_one(&mut self, dedup: &Dedup, st: &mut State, fp: &Fingerprint) -> Result<Decision> {
+        let c = &*dedup.counters;
+        let rank = self.next_rank;
+        self.next_rank += 1;
+        bump(&c.lookups, 1);
+        // Step 1: Bloom filter (the rank is taken even by a negative).
+        if dedup.bloom_says_new(fp) {
+            bump(&c.bloom_negatives, 1);
+            dedup.decide_new(st, fp);
+            return Ok(Decision::New);
+        }
+        // Step 2: the locality ring.
+        let ring = self.join_ring(rank);
+        // Step 3: pre-lookup.
+        if dedup.cache_probe(st, fp) {
+            bump(&c.cache_hits, 1);
+            return Ok(Decision::Duplicate);
+        }
+        match st.memory.get(fp) {
+            Some(&Some(id)) => {
+                bump(&c.index_hits, 1);
+                dedup.prefetch(st, id)?;
+                self.post_lookup(dedup, st, ring);
+                return Ok(Decision::Duplicate);
+            }
+            Some(None) => {
+                bump(&c.index_hits, 1);
+                return Ok(Decision::Duplicate);
+            }
+            None => {}
+        }
+        // Step 4: the buffer bucket of fp's index page.
+        let Some(page) = dedup.disk.page_of(fp) else {
+            dedup.note_false_positive();
+            dedup.decide_new(st, fp);
+            return Ok(Decision::New);
+        };
+        self.waiting.insert(
+            rank,
+            Waiting {
+                fp: *fp,
+                ring,
+                page,
+            },
+        );
+        self.ring_mut(ring).waiting += 1;
+        self.arrival.push_back(rank);
+        let bucket = self.buckets.entry(page).or_default();
+        bucket.push(rank);
+        if bucket.len() >= self.bucket_threshold {
+            self.resolve_bucket(dedup, st, page)?;
+        }
+        // The buffer is full: read the oldest buffered fingerprint's bucket.
+        while self.waiting.len() > self.capacity {
+            let Some(oldest) = self.arrival.pop_front() else {
+                break;
+            };
+            if let Some(w) = self.waiting.get(&oldest) {
+                let page = w.page;
+                self.resolve_bucket(dedup, st, page)?;
+            }
+        }
+        Ok(Decision::Pending(rank))
+    }
+
+    /// Adds a Bloom positive to the current ring, opening a new one when it
+    /// holds `ring_size` fingerprints. Returns the ring's id.
+    fn join_ring(&mut self, rank: u64) -> u64 {
+        if self
+            .rings
+            .back()
+            .is_none_or(|r| r.members.len() >= self.ring_size)
+        {
+            self.rings.push_back(Ring {
+                members: Vec::with_capacity(self.ring_size.min(4096)),
+                waiting: 0,
+            });
+            self.drop_settled_rings();
+        }
+        self.rings.back_mut().expect("a ring").members.push(rank);
+        self.first_ring + self.rings.len() as u64 - 1
+    }
+
+    fn ring_mut(&mut self, id: u64) -> &mut Ring {
+        &mut self.rings[(id - self.first_ring) as usize]
+    }
+
+    /// Forgets closed rings at the front with nothing buffered.
+    fn drop_settled_rings(&mut self) {
+        while self.rings.len() > 1 && self.rings[0].waiting == 0 {
+            self.rings.pop_front();
+            self.first_ring += 1;
+        }
+    }
+
+    /// Steps 4-5 for one bucket: one read of its index page decides every
+    /// fingerprint in it, in rank order.
+    fn resolve_bucket(&mut self, dedup: &Dedup, st: &mut State, page: u64) -> Result<()> {
+        let Some(ranks) = self.buckets.remove(&page) else {
+            return Ok(());
+        };
+        let c = &*dedup.counters;
+        // Fingerprints the in-memory part cannot answer go to the disk, all
+        // in one read (a repeated fingerprint is asked once).
+        let mut ask: Vec<Fingerprint> = Vec::new();
+        for r in &ranks {
+            let fp = self.waiting[r].fp;
+            if !st.memory.contains_key(&fp) && !ask.contains(&fp) {
+                ask.push(fp);
+            }
+        }
+        let on_disk = if ask.is_empty() {
+            Vec::new()
+        } else {
+            dedup.disk.lookup_many(&ask)?
+        };
+        for r in ranks {
+            // A post-lookup earlier in this loop may have settled it.
+            let Some(w) = self.waiting.get(&r) else {
+                continue;
+            };
+            let (fp, ring) = (w.fp, w.ring);
+            let container = match st.memory.get(&fp) {
+                Some(&found) => Some(found),
+                None => {
+                    let i = ask.iter().position(|a| *a == fp).expect("asked");
+                    on_disk[i].map(Some)
+                }
+            };
+            match container {
+                Some(container) => {
+                    bump(&c.index_hits, 1);
+                    bump(&c.lazy_disk_resolved, 1);
+                    self.settle(r, false);
+                    if let Some(id) = container {
+                        dedup.prefetch(st, id)?;
+                        self.post_lookup(dedup, st, ring);
+                    }
+                }
+                None => {
+                    dedup.note_false_positive();
+                    bump(&c.lazy_disk_resolved, 1);
+                    dedup.decide_new(st, &fp);
+                    self.settle(r, true);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Step 5: looks every still-buffered fingerprint of ring `id` up in the
+    /// cache again; hits are duplicates and leave their buckets.
+    fn post_lookup(&mut self, dedup: &Dedup, st: &mut State, id: u64) {
+        if !dedup.use_cache || id < self.first_ring {
+            return;
+        }
+        let c = &*dedup.counters;
+        let idx = (id - self.first_ring) as usize;
+        bump(&c.post_lookup_visits, self.rings[idx].members.len() as u64);
+        if self.rings[idx].waiting == 0 {
+            return;
+        }
+        let members = std::mem::take(&mut self.rings[idx].members);
+        for &r in &members {
+            let Some(w) = self.waiting.get(&r) else {
+                continue;
+            };
+            bump(&c.post_lookup_probes, 1);
+            if st.cache.lookup(&w.fp).is_some() {
+                bump(&c.post_lookup_hits, 1);
+                let page = w.page;
+                if let Some(b) = self.buckets.get_mut(&page) {
+                    b.retain(|&x| x != r);
+                    if b.is_empty() {
+                        self.buckets.remove(&page);
+                    }
+                }
+                self.settle(r, false);
+            }
+        }
+        self.rings[idx].members = members;
+    }
+
+    /// Records the decision for buffered rank `r`.
+    fn settle(&mut self, r: u64, is_new: bool) {
+        if let Some(w) = self.waiting.remove(&r) {
+            if let Some(ring) = w
+                .ring
+                .checked_sub(self.first_ring)
+                .and_then(|i| self.rings.get_mut(i as usize))
+            {
+                ring.waiting -= 1;
+            }
+            self.resolved.push((r, is_new));
+        }
+    }
+}

@@ -1,0 +1,269 @@
+//! Dedup decisions equal exact membership under every ablation and both
+//! lookup strategies.
+
+use super::*;
+use crate::config::{IndexConfig, IndexKind, LookupConfig};
+use crate::warnings::Warnings;
+use cairn_backend::MemBackend;
+use cairn_core::{Backend, ChunkKind, CompressionCodec};
+use cairn_format::container::ContainerWriter;
+use lazy::{Decision, LazyBuffer};
+use proptest::prelude::*;
+use std::collections::HashSet;
+
+fn fp(i: u16) -> Fingerprint {
+    Fingerprint::from_slice(blake3::hash(&i.to_le_bytes()).as_bytes())
+}
+
+/// Packs new chunks into containers of `per_container` chunks, sealing
+/// (and announcing to the dedup path) as a stream's sealer would.
+struct Packer<'a> {
+    dedup: &'a Dedup,
+    log: &'a Arc<dyn ContainerStore>,
+    writer: Option<ContainerWriter>,
+    per_container: usize,
+}
+
+impl Packer<'_> {
+    fn push(&mut self, f: Fingerprint) {
+        let (dedup, log) = (self.dedup, self.log);
+        let w = self.writer.get_or_insert_with(|| {
+            let id = log.allocate();
+            dedup.container_opened(id);
+            ContainerWriter::new(id, 32, 1 << 20)
+        });
+        w.push(f, ChunkKind::Data, 0, CompressionCodec::None, 1, &[0]);
+        if w.len() >= self.per_container {
+            self.seal();
+        }
+    }
+
+    fn seal(&mut self) {
+        if let Some(w) = self.writer.take() {
+            let id = w.id();
+            let sealed: Vec<Fingerprint> = w.descriptors().iter().map(|d| d.fp).collect();
+            self.log.append(w).unwrap();
+            self.dedup.container_sealed(id, sealed.into_iter());
+        }
+    }
+}
+
+/// Runs `batches` of fingerprints through the dedup path as a stream
+/// would (sealing a container every `per_container` new chunks, merging
+/// the index between "backups"), eagerly or, with `lazy`, through
+/// Algorithm 2, and returns the new/duplicate decisions in input order.
+fn run(
+    batches: &[Vec<u16>],
+    per_container: usize,
+    summary: bool,
+    cache: bool,
+    lazy: Option<&LookupConfig>,
+) -> Vec<bool> {
+    run_counted(
+        batches,
+        per_container,
+        summary,
+        cache,
+        lazy,
+        IndexKind::Paged,
+    )
+    .0
+}
+
+/// [`run`], also returning the counters of the whole run.
+fn run_counted(
+    batches: &[Vec<u16>],
+    per_container: usize,
+    summary: bool,
+    cache: bool,
+    lazy: Option<&LookupConfig>,
+    kind: IndexKind,
+) -> (Vec<bool>, cairn_core::CountersSnapshot) {
+    let backend: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let counters = Arc::new(Counters::default());
+    let log: Arc<dyn ContainerStore> = Arc::new(
+        crate::container_log::ContainerLog::open(backend.clone(), counters.clone()).unwrap(),
+    );
+    let cfg = IndexConfig {
+        expected_chunks: 64,
+        cache_containers: 2,
+        kind,
+        ..Default::default()
+    };
+    let mut decisions: Vec<Option<bool>> = Vec::new();
+    // Each pair of batches is one "backup": reopen, replay, merge at the end.
+    for backup in batches.chunks(2) {
+        let opened = crate::index::open_for_write(
+            backend.clone(),
+            counters.clone(),
+            &*log,
+            &cfg,
+            &Warnings::default(),
+        )
+        .unwrap();
+        let dedup = Dedup::new(opened, log.clone(), counters.clone(), 2, summary, cache);
+        let mut packer = Packer {
+            dedup: &dedup,
+            log: &log,
+            writer: None,
+            per_container,
+        };
+        let mut buffer = lazy.map(LazyBuffer::new);
+        let base = decisions.len();
+        let mut is_new = Vec::new();
+        let mut out = Vec::new();
+        let mut fps_by_rank: Vec<Fingerprint> = Vec::new();
+        for batch in backup {
+            let fps: Vec<Fingerprint> = batch.iter().map(|&i| fp(i)).collect();
+            fps_by_rank.extend(&fps);
+            match buffer.as_mut() {
+                None => {
+                    dedup.resolve_batch(&fps, &mut is_new).unwrap();
+                    for (f, &new) in fps.iter().zip(&is_new) {
+                        decisions.push(Some(new));
+                        if new {
+                            packer.push(*f);
+                        }
+                    }
+                }
+                Some(b) => {
+                    b.submit(&dedup, &fps, &mut out).unwrap();
+                    for (f, d) in fps.iter().zip(&out) {
+                        decisions.push(match d {
+                            Decision::New => Some(true),
+                            Decision::Duplicate => Some(false),
+                            Decision::Pending(_) => None,
+                        });
+                        if *d == Decision::New {
+                            packer.push(*f);
+                        }
+                    }
+                    for (rank, new) in b.take_resolved() {
+                        let slot = &mut decisions[base + rank as usize];
+                        assert_eq!(*slot, None, "rank {rank} decided twice");
+                        *slot = Some(new);
+                        if new {
+                            packer.push(fps_by_rank[rank as usize]);
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(b) = buffer.as_mut() {
+            b.flush(&dedup).unwrap();
+            for (rank, new) in b.take_resolved() {
+                decisions[base + rank as usize] = Some(new);
+                if new {
+                    packer.push(fps_by_rank[rank as usize]);
+                }
+            }
+            assert_eq!(b.buffered(), 0);
+        }
+        packer.seal();
+        dedup
+            .commit_index(&*backend, dedup.memory_entries(), log.next_id(), 32, 512)
+            .unwrap();
+    }
+    let decisions = decisions
+        .into_iter()
+        .map(|d| d.expect("every chunk decided"))
+        .collect();
+    (decisions, counters.snapshot())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// Whatever the ablation, a chunk is new exactly when it was never
+    /// seen before: the Summary Vector and cache change cost, never answers.
+    #[test]
+    fn decisions_equal_exact_membership(
+        batches in proptest::collection::vec(proptest::collection::vec(0u16..300, 0..60), 1..7),
+        per_container in 1usize..20,
+    ) {
+        let mut seen = HashSet::new();
+        let expected: Vec<bool> = batches.iter().flatten().map(|i| seen.insert(*i)).collect();
+        for (summary, cache) in [(false, false), (true, false), (false, true), (true, true)] {
+            prop_assert_eq!(&run(&batches, per_container, summary, cache, None), &expected,
+                "summary={} cache={}", summary, cache);
+        }
+    }
+
+    /// The frugal index in place of Summary Vector + paged index changes
+    /// cost, never answers, with and without the locality cache.
+    #[test]
+    fn frugal_index_decisions_equal_exact_membership(
+        batches in proptest::collection::vec(proptest::collection::vec(0u16..300, 0..60), 1..7),
+        per_container in 1usize..20,
+    ) {
+        let mut seen = HashSet::new();
+        let expected: Vec<bool> = batches.iter().flatten().map(|i| seen.insert(*i)).collect();
+        for cache in [false, true] {
+            let (got, _) = run_counted(&batches, per_container, true, cache, None, IndexKind::Frugal);
+            prop_assert_eq!(&got, &expected, "cache={}", cache);
+        }
+    }
+
+    /// Lazy lookup decides exactly what eager lookup decides, for any bucket
+    /// threshold, ring size and buffer size, under every ablation.
+    #[test]
+    fn lazy_decides_like_eager(
+        batches in proptest::collection::vec(proptest::collection::vec(0u16..300, 0..80), 1..7),
+        per_container in 1usize..20,
+        bucket_threshold in 1u32..6,
+        ring_size in 1u32..40,
+        buffer_fingerprints in 1u32..50,
+    ) {
+        let lazy = LookupConfig {
+            bucket_threshold,
+            ring_size,
+            buffer_fingerprints,
+            ..LookupConfig::default()
+        };
+        for (summary, cache) in [(false, false), (true, false), (false, true), (true, true)] {
+            let eager = run(&batches, per_container, summary, cache, None);
+            prop_assert_eq!(&run(&batches, per_container, summary, cache, Some(&lazy)), &eager,
+                "summary={} cache={}", summary, cache);
+        }
+    }
+}
+
+/// On a repeated generation, lazy lookup batches index page reads: fewer
+/// page reads than eager, with post-lookup resolving the rest of each ring.
+#[test]
+fn lazy_reads_fewer_index_pages_than_eager() {
+    let gen: Vec<u16> = (0..3000).collect();
+    let batches: Vec<Vec<u16>> = vec![gen.clone(), vec![], gen.clone(), vec![]];
+    let lazy_cfg = LookupConfig {
+        bucket_threshold: 4,
+        ring_size: 256,
+        buffer_fingerprints: 4096,
+        ..LookupConfig::default()
+    };
+    let (eager, e) = run_counted(&batches, 64, true, true, None, IndexKind::Paged);
+    let (lazy, l) = run_counted(&batches, 64, true, true, Some(&lazy_cfg), IndexKind::Paged);
+    assert_eq!(eager, lazy);
+    assert!(
+        l.index_page_reads * 2 < e.index_page_reads,
+        "lazy {l:?}\neager {e:?}"
+    );
+    assert!(l.post_lookup_hits > 0 && l.lazy_disk_resolved > 0, "{l:?}");
+    assert!(l.post_lookup_visits >= l.post_lookup_probes);
+    assert_eq!(e.post_lookup_visits + e.post_lookup_probes, 0);
+}
+
+/// With the frugal index, later backups find earlier chunks through the
+/// chunk log (no Summary Vector, no paged-index page reads for lookups).
+#[test]
+fn frugal_index_finds_earlier_backups_chunks() {
+    let gen: Vec<u16> = (0..2000).collect();
+    let batches: Vec<Vec<u16>> = vec![gen.clone(), vec![], gen.clone(), vec![]];
+    let (decisions, c) = run_counted(&batches, 64, true, false, None, IndexKind::Frugal);
+    assert!(decisions[..2000].iter().all(|&n| n));
+    assert!(decisions[2000..].iter().all(|&n| !n));
+    // Every second-generation lookup was confirmed in the log, and the
+    // prefetch cache made that a small number of log reads.
+    assert_eq!(c.index_hits, 2000);
+    assert!(c.index_page_reads > 0 && c.index_page_reads < 100, "{c:?}");
+    assert_eq!(c.bloom_inserts, 0);
+}
