@@ -72,7 +72,9 @@ pub enum Command {
     Analyze(AnalyzeArgs),
     /// Run a reproduction experiment; prints a table (or --json) and writes
     /// CSV and a plot. Available: index-io (DDFS Table 4), index-ram (index
-    /// RAM per chunk and throughput, DDFS vs the primary-dedup cuckoo index).
+    /// RAM per chunk and throughput, DDFS vs the primary-dedup cuckoo index),
+    /// eager-vs-lazy and ring-size (fingerprint lookup per device class),
+    /// partition (partitioned dedup with reconciliation, primary-dedup paper).
     Experiment(ExperimentArgs),
     /// Verify the repository; exit non-zero if anything is damaged.
     Check {
@@ -120,6 +122,28 @@ pub struct InitArgs {
     /// Disable the Locality Preserved Cache (ablation).
     #[arg(long)]
     pub no_locality_cache: bool,
+    /// Dedup index: paged (DDFS Summary Vector + paged on-disk index) or
+    /// frugal (cuckoo table of 6 bytes per chunk over an on-disk chunk log).
+    #[arg(long, default_value = "paged")]
+    pub index: String,
+    /// Fingerprint lookup: eager (DDFS), lazy (buffered, batched index page
+    /// reads) or auto (chosen by the device model for --lookup-device; in
+    /// `cairn sim`, for --device).
+    #[arg(long, default_value = "eager")]
+    pub lookup: String,
+    /// Lazy lookup: fingerprints per buffer bucket before its index page is read.
+    #[arg(long, default_value_t = 16)]
+    pub bucket_threshold: u32,
+    /// Lazy lookup: fingerprints per locality ring.
+    #[arg(long, default_value_t = 2048)]
+    pub ring_size: u32,
+    /// Lazy lookup: most fingerprints (and their chunks) buffered per stream.
+    #[arg(long, default_value_t = 8192)]
+    pub lookup_buffer: u32,
+    /// Device class the repository's index is on, for --lookup auto (init,
+    /// backup): hdd, ssd, optane, pm.
+    #[arg(long)]
+    pub lookup_device: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -220,7 +244,7 @@ pub struct AnalyzeArgs {
 
 #[derive(Args, Debug)]
 pub struct ExperimentArgs {
-    /// Experiment name: index-io or index-ram.
+    /// Experiment name: index-io, index-ram, eager-vs-lazy, ring-size or partition.
     pub name: String,
     /// Small sizes (seconds instead of minutes).
     #[arg(long)]

@@ -10,6 +10,7 @@ use serde_json::json;
 
 use cairn_core::{ChunkerConfig, CompressionCodec, CompressionConfig, FingerprintAlgo};
 use cairn_engine::catalog::{self, SnapshotInfo};
+use cairn_engine::config::{IndexKind, LookupStrategy};
 use cairn_engine::restore::Reader;
 use cairn_engine::{BackupOptions, Progress, RepoConfig, Repository, Source};
 use cairn_format::dir::EntryKind;
@@ -110,12 +111,43 @@ pub fn config_from(a: &InitArgs) -> Result<RepoConfig> {
     cfg.index.cache_containers = a.cache_containers;
     cfg.index.summary_vector = !a.no_summary_vector;
     cfg.index.locality_cache = !a.no_locality_cache;
+    cfg.index.kind = IndexKind::parse(&a.index)?;
+    let lookup = &mut cfg.index.lookup;
+    lookup.strategy = LookupStrategy::parse(&a.lookup)?;
+    lookup.bucket_threshold = a.bucket_threshold;
+    lookup.ring_size = a.ring_size;
+    lookup.buffer_fingerprints = a.lookup_buffer;
+    lookup.device = a.lookup_device.clone();
+    cfg.validate()?;
+    Ok(cfg)
+}
+
+/// A configuration for a new repository: `--lookup auto` is replaced by the
+/// strategy and ring size the device model picks for `--lookup-device`,
+/// calibrated on a small synthetic backup workload (there is no data yet).
+fn repository_config(cli: &Cli, a: &InitArgs) -> Result<RepoConfig> {
+    let mut cfg = config_from(a)?;
+    if cfg.index.lookup.strategy != LookupStrategy::Auto {
+        return Ok(cfg);
+    }
+    let name = a.lookup_device.as_deref().ok_or_else(|| {
+        anyhow!("--lookup auto needs --lookup-device (hdd, ssd, optane or pm): the device the index is on")
+    })?;
+    let device = cairn_sim::device::DeviceClass::by_name(name)
+        .ok_or_else(|| anyhow!("unknown device class {name:?} (hdd, ssd, optane, pm, dram)"))?;
+    let choice = cairn_sim::sim::auto::choose_for_new_repository(&cfg, &device)?;
+    if !cli.quiet && !cli.json {
+        eprintln!("lookup auto: {}", choice.reason);
+    }
+    cfg.index.lookup.strategy = choice.strategy;
+    cfg.index.lookup.ring_size = choice.ring_size;
+    cfg.index.lookup.device = Some(device.name.clone());
     cfg.validate()?;
     Ok(cfg)
 }
 
 fn init(cli: &Cli, path: &Path, a: &InitArgs) -> Result<ExitCode> {
-    let repo = Repository::init_local(path, config_from(a)?)?;
+    let repo = Repository::init_local(path, repository_config(cli, a)?)?;
     if cli.json {
         println!(
             "{}",
@@ -138,7 +170,11 @@ fn backup(cli: &Cli, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
         });
     }
     // Validated before anything is created, so bad flags never leave a repository behind.
-    let cfg = config_from(&a.init)?;
+    let cfg = if a.init.lookup.eq_ignore_ascii_case("auto") && path.join("config").exists() {
+        config_from(&a.init)? // the repository exists: its own config applies
+    } else {
+        repository_config(cli, &a.init)?
+    };
     let (repo, created) = Repository::open_or_init_local(path, || cfg)?;
     if created && !cli.quiet && !cli.json {
         eprintln!("created cairn repository at {}", path.display());

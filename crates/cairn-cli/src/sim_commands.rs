@@ -72,6 +72,11 @@ fn parse_params(params: &[String]) -> Result<Vec<(String, String)>> {
 
 pub fn sim(cli: &Cli, a: &SimArgs) -> Result<ExitCode> {
     let config = config_from(&a.init)?;
+    if a.init.lookup_device.is_some() {
+        return Err(anyhow!(
+            "--lookup-device is for init and backup; cairn sim chooses --lookup auto for --device"
+        ));
+    }
     let custom = match &a.device_file {
         Some(p) => load_classes(p)?,
         None => Vec::new(),
@@ -151,6 +156,11 @@ pub fn sim(cli: &Cli, a: &SimArgs) -> Result<ExitCode> {
                 r.bloom_negatives, r.cache_hits, r.index_page_reads, r.prefetches, r.containers_written,
                 r.containers_read, r.speed_factor, r.modeled_seconds, r.wall_seconds
             );
+        }
+    }
+    if let Some(choice) = &report.lookup_choice {
+        if !cli.json && !cli.quiet {
+            eprintln!("lookup auto: {}", choice.reason);
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -242,23 +252,45 @@ pub fn analyze(cli: &Cli, a: &AnalyzeArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Experiments `cairn experiment NAME` runs.
+pub const EXPERIMENTS: [&str; 5] = [
+    "index-io",
+    "index-ram",
+    "eager-vs-lazy",
+    "ring-size",
+    "partition",
+];
+
 pub fn experiment(cli: &Cli, a: &ExperimentArgs) -> Result<ExitCode> {
-    use cairn_sim::experiment::{index_io, index_ram, IndexIoOptions, IndexRamOptions};
+    use cairn_sim::experiment::{
+        eager_vs_lazy, index_io, index_ram, partition, ring_size, ExperimentOptions,
+        IndexRamOptions,
+    };
+    let opts = ExperimentOptions {
+        quick: a.quick,
+        traces: a.traces.clone(),
+        out_dir: a.out.clone(),
+        plot_ext: a.plot_format.clone(),
+    };
     let out = match a.name.as_str() {
-        "index-io" => index_io(&IndexIoOptions {
-            quick: a.quick,
-            traces: a.traces.clone(),
-            out_dir: a.out.clone(),
-            plot_ext: a.plot_format.clone(),
-        })?,
+        "index-io" => index_io(&opts)?,
+        "index-ram" if !a.traces.is_empty() => {
+            return Err(anyhow!(
+                "index-ram measures indexes on generated fingerprints; it takes no --trace"
+            ))
+        }
         "index-ram" => index_ram(&IndexRamOptions {
             quick: a.quick,
             out_dir: a.out.clone(),
             plot_ext: a.plot_format.clone(),
         })?,
+        "eager-vs-lazy" => eager_vs_lazy(&opts)?,
+        "ring-size" => ring_size(&opts)?,
+        "partition" => partition(&opts)?,
         other => {
             return Err(anyhow!(
-                "unknown experiment {other:?} (available: index-io, index-ram; eager-vs-lazy and ring-size are not built yet)"
+                "unknown experiment {other:?} (available: {})",
+                EXPERIMENTS.join(", ")
             ))
         }
     };

@@ -115,6 +115,23 @@ fn round_trips(configs: &[&[&str]]) {
                     .unwrap();
                 assert!(biggest <= 300 << 10, "a container of {biggest} bytes");
             }
+            ["--index", "frugal"] => {
+                // The frugal index answered the lookups: its chunk log is on
+                // disk and no Summary Vector was used.
+                assert!(!files_under(&repo.join("frugal")).is_empty());
+                assert_eq!(st["bloom_inserts"].as_u64(), Some(0), "{st}");
+                assert!(files_under(&repo.join("bloom")).is_empty());
+            }
+            ["--lookup", "lazy", ..] => {
+                // Lazy lookup ran: buffered fingerprints were resolved by
+                // batched page reads or by post-lookup.
+                assert!(
+                    st["lazy_disk_resolved"].as_u64().unwrap()
+                        + st["post_lookup_hits"].as_u64().unwrap()
+                        > 0,
+                    "{st}"
+                );
+            }
             ["--no-summary-vector", ..] => {
                 assert_eq!(st["bloom_negatives"].as_u64(), Some(0), "{st}");
                 assert_eq!(st["cache_hits"].as_u64(), Some(0), "{st}");
@@ -123,6 +140,128 @@ fn round_trips(configs: &[&[&str]]) {
         }
         // Dedup works with every setting: gen 2 shares most of gen 1.
         assert!(st["dedup_ratio"].as_f64().unwrap() > 1.3, "{opts:?}: {st}");
+    }
+}
+
+#[test]
+fn frugal_index_round_trips() {
+    round_trips(&[&["--index", "frugal"]]);
+}
+
+/// The frugal index's chunk log is derived data: a damaged or lost segment
+/// is rebuilt from the paged index with a note, and dedup goes on.
+#[test]
+fn a_damaged_frugal_log_is_rebuilt() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    let tree = tmp.path().join("tree");
+    cairn(&repo, &["init", "-q", "--index", "frugal"]).ok();
+    two_generations(&repo, &tree, 12);
+    let segments = files_under(&repo.join("frugal"));
+    flip_byte(&segments[0], 30);
+    let b = cairn(&repo, &["backup", "--json", s(&tree)]).ok();
+    assert!(
+        b.stderr.contains("rebuilding the frugal index"),
+        "{}",
+        b.stderr
+    );
+    assert_eq!(b.json()["stats"]["new_data_chunks"].as_u64(), Some(0));
+    for seg in files_under(&repo.join("frugal")) {
+        fs::remove_file(seg).unwrap();
+    }
+    let b = cairn(&repo, &["backup", "--json", s(&tree)]).ok();
+    assert!(
+        b.stderr.contains("rebuilding the frugal index"),
+        "{}",
+        b.stderr
+    );
+    assert_eq!(b.json()["stats"]["new_data_chunks"].as_u64(), Some(0));
+    let check = cairn(&repo, &["check", "--read-data"]).ok().stdout_str();
+    assert!(check.contains("no problems found"), "{check}");
+}
+
+#[test]
+fn lazy_lookup_round_trips() {
+    // Tiny buckets, rings and buffer so every lazy path runs on small data.
+    round_trips(&[
+        &[
+            "--lookup",
+            "lazy",
+            "--bucket-threshold",
+            "2",
+            "--ring-size",
+            "8",
+            "--lookup-buffer",
+            "16",
+            "--cache-containers",
+            "1",
+            "--container-size",
+            "256KiB",
+        ],
+        &["--lookup", "lazy"],
+    ]);
+}
+
+/// Lazy lookup stores exactly what eager lookup stores.
+#[test]
+fn lazy_and_eager_lookup_store_the_same_chunks() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut new_chunks = Vec::new();
+    for lookup in ["eager", "lazy"] {
+        let repo = tmp.path().join(lookup);
+        let tree = tmp.path().join(format!("tree-{lookup}"));
+        cairn(
+            &repo,
+            &[
+                "init",
+                "-q",
+                "--lookup",
+                lookup,
+                "--bucket-threshold",
+                "3",
+                "--ring-size",
+                "32",
+                "--lookup-buffer",
+                "64",
+                "--container-size",
+                "256KiB",
+            ],
+        )
+        .ok();
+        two_generations(&repo, &tree, 77);
+        let st = cairn(&repo, &["stats", "--json"]).ok().json();
+        new_chunks.push((st["unique_chunks"].clone(), st["stored_bytes"].clone()));
+    }
+    assert_eq!(new_chunks[0], new_chunks[1]);
+}
+
+#[test]
+fn lookup_auto_is_chosen_for_the_device_at_init() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (device, want) in [("hdd", None), ("pm", Some("eager"))] {
+        let repo = tmp.path().join(device);
+        let run = cairn(
+            &repo,
+            &["init", "--lookup", "auto", "--lookup-device", device],
+        )
+        .ok();
+        let err = run.stderr.clone();
+        assert!(
+            err.contains("lookup auto:") && err.contains("eq. (8)"),
+            "{err}"
+        );
+        let text = fs::read(repo.join("config")).unwrap();
+        let text = String::from_utf8_lossy(&text);
+        assert!(
+            !text.contains("\"auto\""),
+            "auto left in the config: {text}"
+        );
+        if let Some(w) = want {
+            assert!(text.contains(&format!("\"strategy\": \"{w}\"")), "{text}");
+        }
+        // The repository works with whatever was chosen.
+        let tree = tmp.path().join(format!("tree-{device}"));
+        two_generations(&repo, &tree, 5);
     }
 }
 
@@ -163,6 +302,13 @@ fn invalid_settings_fail_with_one_line_and_create_nothing() {
         &["--container-size", "0"],
         &["--container-size", "100GiB"],
         &["--cache-containers", "0"],
+        &["--lookup", "sometimes"],
+        &["--lookup", "lazy", "--ring-size", "0"],
+        &["--lookup", "lazy", "--bucket-threshold", "0"],
+        &["--lookup", "auto"],
+        &["--lookup", "auto", "--lookup-device", "floppy"],
+        &["--index", "btree"],
+        &["--index", "frugal", "--lookup", "lazy"],
     ];
     for (i, opts) in bad.iter().enumerate() {
         let repo = tmp.path().join(format!("repo{i}"));

@@ -224,23 +224,21 @@ fn analyze_reports_and_plots() {
         .one_line_error();
 }
 
+/// `cairn experiment NAME --quick --json --out OUT`, parsed.
+fn quick_experiment(dir: &std::path::Path, name: &str, out: &std::path::Path) -> serde_json::Value {
+    cairn(
+        dir,
+        &["experiment", name, "--quick", "--json", "--out", s(out)],
+    )
+    .ok()
+    .json()
+}
+
 #[test]
 fn experiment_index_io_quick() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("out");
-    let v = cairn(
-        tmp.path(),
-        &[
-            "experiment",
-            "index-io",
-            "--quick",
-            "--json",
-            "--out",
-            s(&out),
-        ],
-    )
-    .ok()
-    .json();
+    let v = quick_experiment(tmp.path(), "index-io", &out);
     assert_eq!(v["experiment"], "index-io");
     let rows = v["rows"].as_array().unwrap();
     let reads = |case: &str| {
@@ -267,19 +265,7 @@ fn experiment_index_io_quick() {
 fn experiment_index_ram_quick() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("out");
-    let v = cairn(
-        tmp.path(),
-        &[
-            "experiment",
-            "index-ram",
-            "--quick",
-            "--json",
-            "--out",
-            s(&out),
-        ],
-    )
-    .ok()
-    .json();
+    let v = quick_experiment(tmp.path(), "index-ram", &out);
     let rows = v["rows"].as_array().unwrap();
     let bpc = |i: &str| {
         rows.iter().find(|r| r["index"] == i).unwrap()["bytes_per_chunk"]
@@ -289,4 +275,127 @@ fn experiment_index_ram_quick() {
     assert!((6.0..=6.3).contains(&bpc("frugal")), "{}", bpc("frugal"));
     assert_eq!(bpc("ddfs"), 1.25);
     assert!(out.join("index-ram.csv").exists());
+}
+
+/// `--json` shapes of the lookup experiments, and the papers' directions on
+/// the quick workload: lazy wins under HDD, eager under Optane and PM.
+#[test]
+fn experiment_eager_vs_lazy_and_ring_size_quick() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let run = |name: &str| quick_experiment(tmp.path(), name, &out);
+    let v = run("eager-vs-lazy");
+    assert_eq!(v["experiment"], "eager-vs-lazy");
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 8);
+    for r in rows {
+        for k in [
+            "total_seconds",
+            "bloom_seconds",
+            "pre_lookup_seconds",
+            "disk_seconds",
+            "post_lookup_seconds",
+        ] {
+            assert!(r[k].as_f64().unwrap() >= 0.0, "{k} in {r}");
+        }
+        assert!(r["device"].is_string() && r["strategy"].is_string());
+    }
+    let total = |d: &str, st: &str| {
+        rows.iter()
+            .find(|r| r["device"] == d && r["strategy"] == st)
+            .unwrap()["total_seconds"]
+            .as_f64()
+            .unwrap()
+    };
+    assert!(total("HDD", "lazy") < total("HDD", "eager"));
+    assert!(total("Optane", "eager") < total("Optane", "lazy"));
+    assert!(total("PM", "eager") < total("PM", "lazy"));
+    assert!(v["eq8"]["HDD"]["lazy_wins"].as_bool().unwrap());
+    assert!(out.join("eager-vs-lazy.csv").exists() && out.join("eager-vs-lazy.svg").exists());
+
+    let v = run("ring-size");
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 4 * 12);
+    for d in ["HDD", "SSD", "Optane", "PM"] {
+        let best = v["optimum"][d].as_u64().unwrap();
+        let min = rows
+            .iter()
+            .filter(|r| r["device"] == d)
+            .map(|r| r["total_seconds"].as_f64().unwrap())
+            .fold(f64::MAX, f64::min);
+        let at_best = rows
+            .iter()
+            .find(|r| r["device"] == d && r["ring_size"] == best)
+            .unwrap()["total_seconds"]
+            .as_f64()
+            .unwrap();
+        assert_eq!(at_best, min, "{d}");
+    }
+    assert!(out.join("ring-size.csv").exists() && out.join("ring-size.svg").exists());
+}
+
+/// `cairn sim --lookup auto` picks a strategy per device and says why.
+#[test]
+fn sim_lookup_auto_chooses_per_device() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut chosen = Vec::new();
+    for device in ["hdd", "pm"] {
+        let run = cairn(
+            tmp.path(),
+            &[
+                "sim",
+                "--json",
+                "--workload",
+                "ddfs",
+                "--param",
+                "generations=3",
+                "--param",
+                "generation_bytes=8MiB",
+                "--lookup",
+                "auto",
+                "--device",
+                device,
+            ],
+        )
+        .ok();
+        let v = run.json();
+        let c = &v["lookup_choice"];
+        assert!(c["reason"].as_str().unwrap().contains("eq. (8)"), "{c}");
+        assert_eq!(v["config"]["index"]["lookup"]["strategy"], c["strategy"]);
+        chosen.push(c["strategy"].as_str().unwrap().to_string());
+    }
+    assert_eq!(chosen[1], "eager", "PM is within 7x of DRAM: eager wins");
+    cairn(
+        tmp.path(),
+        &["sim", "--workload", "ddfs", "--lookup-device", "hdd"],
+    )
+    .code(1)
+    .one_line_error();
+}
+
+#[test]
+fn experiment_partition_quick() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let v = quick_experiment(tmp.path(), "partition", &out);
+    assert_eq!(v["experiment"], "partition");
+    let rows = v["rows"].as_array().unwrap();
+    let global = |w: &serde_json::Value| {
+        rows.iter()
+            .find(|x| x["workload"] == *w && x["strategy"] == "global")
+            .unwrap()["savings"]
+            .as_f64()
+            .unwrap()
+    };
+    for r in rows {
+        let (savings, g) = (r["savings"].as_f64().unwrap(), global(&r["workload"]));
+        if r["k"].is_null() {
+            // Each partition alone never finds more than global dedup.
+            assert!(savings <= g + 1e-12, "{r}");
+        } else {
+            // Reconciled partitions save what global dedup saves.
+            assert!((savings - g).abs() < 1e-12, "{r}");
+        }
+    }
+    assert!(out.join("partition.csv").exists());
 }

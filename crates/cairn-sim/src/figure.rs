@@ -24,6 +24,17 @@ pub(crate) fn svg(
     Ok(out)
 }
 
+/// The label of category bars drawn at `i..i+1` for x = `i + 0.5` (empty
+/// between categories), for `x_label_formatter`.
+pub(crate) fn category_label<S: AsRef<str>>(names: &[S], x: f64) -> String {
+    let i = (x - 0.5).round();
+    if (x - 0.5 - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < names.len() {
+        names[i as usize].as_ref().to_string()
+    } else {
+        String::new()
+    }
+}
+
 /// Renders an SVG figure of `width` x `height` to PNG with the system's
 /// fonts (as `cairn analyze --plot x.png` does).
 pub(crate) fn rasterize(svg: &str, width: u32, height: u32, what: &str) -> Result<Vec<u8>> {

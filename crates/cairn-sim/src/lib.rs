@@ -7,6 +7,7 @@ pub mod analyze;
 pub mod device;
 pub mod experiment;
 mod figure;
+pub mod partition;
 pub mod sim;
 pub mod trace;
 pub mod workload;

@@ -17,6 +17,7 @@
 //! locality-ring size (§4.2). [`lazy_disk_lookups`] and
 //! [`post_lookup_accesses`] are cairn's own first-order estimates of them.
 
+use cairn_core::CountersSnapshot;
 use serde::{Deserialize, Serialize};
 
 use super::class::DeviceClass;
@@ -186,6 +187,48 @@ pub fn lazy_disk_lookups(buffered: f64, bucket_threshold: f64) -> f64 {
 /// Lookup (§4.2).
 pub fn post_lookup_accesses(disk_hits: f64, l_local_ring: f64) -> f64 {
     disk_hits * (l_local_ring - 1.0).max(0.0)
+}
+
+/// Eq. (3)'s inputs measured by an eager run: `F_Dup` = duplicates found
+/// (cache hits + index hits), `R_cache^eager` = cache hits / `F_Dup`,
+/// `F_disk^eager` = external accesses of the lookup (index page reads +
+/// metadata prefetches, both charged at `V_disk` by the device model).
+pub fn eager_params_from(c: &CountersSnapshot, t_bloom: f64) -> EagerParams {
+    let f_dup = (c.cache_hits + c.index_hits) as f64;
+    EagerParams {
+        t_bloom_eager: t_bloom,
+        f_dup,
+        r_cache_eager: rate(c.cache_hits as f64, f_dup),
+        f_disk_eager: (c.index_page_reads + c.prefetches) as f64,
+    }
+}
+
+/// Eq. (5)'s inputs measured by a lazy run: `R_first_cache` = pre-lookup
+/// hits / `F_Dup`, `R_second_cache` = post-lookup hits / `F_Dup`,
+/// `F_disk^lazy` as for eager, and `F_cache^post-lookup` = ring entries
+/// walked + second probes that missed (the hits are the `R_second_cache`
+/// term), so eq. (5)'s DRAM terms add up to what the device model charges
+/// for post-lookup.
+pub fn lazy_params_from(c: &CountersSnapshot, t_bloom: f64) -> LazyParams {
+    let f_dup = (c.cache_hits + c.index_hits + c.post_lookup_hits) as f64;
+    LazyParams {
+        t_bloom_lazy: t_bloom,
+        f_dup,
+        r_first_cache: rate(c.cache_hits as f64, f_dup),
+        r_second_cache: rate(c.post_lookup_hits as f64, f_dup),
+        f_disk_lazy: (c.index_page_reads + c.prefetches) as f64,
+        f_cache_post_lookup: (c.post_lookup_visits
+            + c.post_lookup_probes.saturating_sub(c.post_lookup_hits))
+            as f64,
+    }
+}
+
+fn rate(x: f64, of: f64) -> f64 {
+    if of > 0.0 {
+        x / of
+    } else {
+        0.0
+    }
 }
 
 #[cfg(test)]

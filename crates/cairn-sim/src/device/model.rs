@@ -52,12 +52,14 @@ pub enum Stage {
     OtherWrite,
     /// Summary Vector (Bloom filter) tests and inserts, in memory.
     Bloom,
-    /// Locality-cache probes, in memory.
+    /// Locality-cache probes, in memory (eager's cache step, lazy's pre-lookup).
     CacheLookup,
+    /// Lazy lookup's post-lookup: locality-ring walks and second cache probes.
+    PostLookup,
 }
 
 /// Number of stages.
-pub const STAGES: usize = 8;
+pub const STAGES: usize = 9;
 
 impl Stage {
     /// Every stage, in report order.
@@ -70,6 +72,7 @@ impl Stage {
         Stage::OtherWrite,
         Stage::Bloom,
         Stage::CacheLookup,
+        Stage::PostLookup,
     ];
 
     /// Position in [`Stage::ALL`].
@@ -79,7 +82,7 @@ impl Stage {
 
     /// Charged at the memory class rather than the storage class by default.
     pub const fn is_memory(self) -> bool {
-        matches!(self, Stage::Bloom | Stage::CacheLookup)
+        matches!(self, Stage::Bloom | Stage::CacheLookup | Stage::PostLookup)
     }
 
     /// snake_case name, as in JSON.
@@ -93,6 +96,7 @@ impl Stage {
             Stage::OtherWrite => "other_write",
             Stage::Bloom => "bloom",
             Stage::CacheLookup => "cache_lookup",
+            Stage::PostLookup => "post_lookup",
         }
     }
 }
@@ -112,7 +116,8 @@ pub struct DeviceConfig {
     /// key in one 512-bit block, one cache line. Use `k` for a classic filter,
     /// 0 to leave the Bloom stage to explicit charges only.
     pub bloom_accesses: u32,
-    /// Memory accesses per locality-cache probe (default 1; 0: explicit charges only).
+    /// Memory accesses per locality-cache probe and per locality-ring entry
+    /// walked (default 1; 0: explicit charges only).
     pub cache_accesses: u32,
 }
 
@@ -183,13 +188,16 @@ pub struct StageTimes {
     pub memory_device: String,
     pub bloom_seconds: f64,
     pub cache_seconds: f64,
+    /// Lazy lookup's post-lookup (`000` eq. (4), `T_post-lookup^cache`).
+    pub post_lookup_seconds: f64,
     pub index_page_read_seconds: f64,
     pub prefetch_seconds: f64,
     pub container_read_seconds: f64,
     pub container_write_seconds: f64,
     pub other_read_seconds: f64,
     pub other_write_seconds: f64,
-    /// Fingerprint lookup, `000` eq. (2): bloom + cache + index page reads + prefetch.
+    /// Fingerprint lookup, `000` eq. (2) / (4): bloom + cache (pre-lookup) +
+    /// post-lookup + index page reads + prefetch.
     pub lookup_seconds: f64,
     /// Every stage.
     pub total_seconds: f64,
@@ -207,6 +215,7 @@ impl StageTimes {
             Stage::OtherWrite => self.other_write_seconds,
             Stage::Bloom => self.bloom_seconds,
             Stage::CacheLookup => self.cache_seconds,
+            Stage::PostLookup => self.post_lookup_seconds,
         }
     }
 
@@ -220,6 +229,7 @@ impl StageTimes {
             Stage::OtherWrite => &mut self.other_write_seconds,
             Stage::Bloom => &mut self.bloom_seconds,
             Stage::CacheLookup => &mut self.cache_seconds,
+            Stage::PostLookup => &mut self.post_lookup_seconds,
         }
     }
 }
@@ -289,18 +299,21 @@ impl DeviceModel {
         }
     }
 
-    /// In-memory accesses derived from the engine's counters: `(bloom, cache)`.
+    /// In-memory accesses derived from the engine's counters: `(bloom,
+    /// cache, post_lookup)`.
     ///
-    /// Bloom: `bloom_accesses * (tests + inserts)`, tests = `lookups -
-    /// cache_hits`, inserts = `lookups - cache_hits - index_hits`.
-    /// Cache: `cache_accesses * lookups`.
-    pub fn memory_accesses(&self, counters: &CountersSnapshot) -> (u64, u64) {
+    /// Bloom: `bloom_accesses * (bloom_tests + bloom_inserts)`.
+    /// Cache: `cache_accesses * cache_probes`.
+    /// Post-lookup: `cache_accesses * (post_lookup_visits + post_lookup_probes)`:
+    /// every ring entry walked and every second probe, `000` eq. (5)'s
+    /// `F_cache^post-lookup`.
+    pub fn memory_accesses(&self, counters: &CountersSnapshot) -> (u64, u64, u64) {
         let c = &self.inner.config;
-        let tests = counters.lookups.saturating_sub(counters.cache_hits);
-        let inserts = tests.saturating_sub(counters.index_hits);
-        let bloom = u64::from(c.bloom_accesses) * (tests + inserts);
-        let cache = u64::from(c.cache_accesses) * counters.lookups;
-        (bloom, cache)
+        let bloom = u64::from(c.bloom_accesses) * (counters.bloom_tests + counters.bloom_inserts);
+        let cache = u64::from(c.cache_accesses) * counters.cache_probes;
+        let post = u64::from(c.cache_accesses)
+            * (counters.post_lookup_visits + counters.post_lookup_probes);
+        (bloom, cache, post)
     }
 
     /// Modeled seconds of everything charged so far plus the in-memory
@@ -314,7 +327,7 @@ impl DeviceModel {
     /// [`CountersSnapshot::since`] delta of the same run).
     pub fn times(&self, usage: &IoUsage, counters: &CountersSnapshot) -> StageTimes {
         let c = &self.inner.config;
-        let (bloom, cache) = self.memory_accesses(counters);
+        let (bloom, cache, post) = self.memory_accesses(counters);
         let mut t = StageTimes {
             storage_device: c.storage.name.clone(),
             memory_device: c.memory.name.clone(),
@@ -324,6 +337,7 @@ impl DeviceModel {
             let extra = match stage {
                 Stage::Bloom => bloom,
                 Stage::CacheLookup => cache,
+                Stage::PostLookup => post,
                 _ => 0,
             };
             let secs = c
@@ -331,8 +345,11 @@ impl DeviceModel {
                 .seconds(usage.accesses(stage) + extra, usage.bytes(stage));
             *t.slot(stage) = secs;
         }
-        t.lookup_seconds =
-            t.bloom_seconds + t.cache_seconds + t.index_page_read_seconds + t.prefetch_seconds;
+        t.lookup_seconds = t.bloom_seconds
+            + t.cache_seconds
+            + t.post_lookup_seconds
+            + t.index_page_read_seconds
+            + t.prefetch_seconds;
         t.total_seconds = Stage::ALL.iter().map(|&s| t.get(s)).sum();
         t
     }
@@ -356,6 +373,7 @@ mod tests {
             );
         }
         assert!(Stage::Bloom.is_memory() && Stage::CacheLookup.is_memory());
+        assert!(Stage::PostLookup.is_memory());
         assert!(!Stage::IndexPageRead.is_memory() && !Stage::OtherWrite.is_memory());
     }
 
@@ -404,16 +422,22 @@ mod tests {
             index_hits: 300,
             bloom_negatives: 80,
             bloom_false_positives: 20,
+            bloom_tests: 400,
+            bloom_inserts: 100,
+            cache_probes: 1000,
+            post_lookup_visits: 150,
+            post_lookup_probes: 50,
             ..Default::default()
         };
         // Bloom: tests 400 + inserts 100 = 500 accesses at 0.13 us = 65 us.
-        // Cache: 1000 probes at 0.13 us = 130 us.
-        assert_eq!(m.memory_accesses(&c), (500, 1000));
+        // Cache: 1000 probes at 0.13 us = 130 us. Post-lookup: 200 = 26 us.
+        assert_eq!(m.memory_accesses(&c), (500, 1000, 200));
         let t = m.report(&c);
         assert!(close(t.bloom_seconds, 65e-6), "{}", t.bloom_seconds);
         assert!(close(t.cache_seconds, 130e-6), "{}", t.cache_seconds);
-        assert!(close(t.lookup_seconds, 195e-6));
-        assert!(close(t.total_seconds, 195e-6));
+        assert!(close(t.post_lookup_seconds, 26e-6));
+        assert!(close(t.lookup_seconds, 221e-6));
+        assert!(close(t.total_seconds, 221e-6));
 
         // k = 7 accesses per Bloom operation, no cache charging, plus an
         // explicit charge of 10 post-lookup cache accesses.
@@ -424,7 +448,7 @@ mod tests {
         };
         let m = DeviceModel::new(cfg);
         m.charge_many(Stage::CacheLookup, 10, 0);
-        assert_eq!(m.memory_accesses(&c), (3500, 0));
+        assert_eq!(m.memory_accesses(&c), (3500, 0, 0));
         let t = m.report(&c);
         assert!(close(t.bloom_seconds, 3500.0 * 0.13e-6));
         assert!(close(t.cache_seconds, 1.3e-6));
@@ -446,6 +470,9 @@ mod tests {
         m.charge(Stage::ContainerRead, 0);
         let c = CountersSnapshot {
             lookups: 10,
+            bloom_tests: 10,
+            bloom_inserts: 10,
+            cache_probes: 10,
             ..Default::default()
         };
         let t = m.report(&c);
@@ -493,6 +520,7 @@ mod tests {
             "memory_device",
             "bloom_seconds",
             "cache_seconds",
+            "post_lookup_seconds",
             "index_page_read_seconds",
             "prefetch_seconds",
             "container_read_seconds",
@@ -504,7 +532,7 @@ mod tests {
         ] {
             assert!(keys.contains(&k), "{k} missing from {keys:?}");
         }
-        assert_eq!(keys.len(), 12);
+        assert_eq!(keys.len(), 13);
         let back: StageTimes = serde_json::from_value(v).unwrap();
         assert_eq!(back.storage_device, "PM");
         // Configs round-trip, overrides included.

@@ -129,8 +129,12 @@ fn engine_traffic_is_classified() {
 
     // The report: in-memory stages from the counters, I/O from the usage.
     let t = model.times(&u, &c);
+    // Eager lookup probes the cache first, tests the Summary Vector on every
+    // miss and inserts every chunk it decides new.
     let tests = c.lookups - c.cache_hits;
     let inserts = tests - c.index_hits;
+    assert_eq!((c.bloom_tests, c.bloom_inserts), (tests, inserts));
+    assert_eq!(c.cache_probes, c.lookups);
     let dram = DeviceClass::dram().latency_seconds();
     assert!(((t.bloom_seconds - (tests + inserts) as f64 * dram) / t.bloom_seconds).abs() < 1e-12);
     assert!(((t.cache_seconds - c.lookups as f64 * dram) / t.cache_seconds).abs() < 1e-12);

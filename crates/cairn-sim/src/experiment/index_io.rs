@@ -13,7 +13,6 @@
 //! * **index page reads** alone (`index_page_read_reduction_vs_none`): the
 //!   acceptance criterion of the issue ("avoid >= 99% of index page reads").
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use plotters::prelude::*;
@@ -23,7 +22,8 @@ use serde_json::{json, Value};
 use cairn_core::Result;
 use cairn_engine::Repository;
 
-use super::{finish, plot_format, ExperimentOutput};
+use super::tabulate::{self, f, s, u};
+use super::{plot_format, ExperimentOptions, ExperimentOutput};
 use crate::device::{DeviceClass, DeviceModel};
 use crate::figure::{Area, Drawn};
 use crate::sim::{self, GenerationInput, SimOptions, SimReport};
@@ -49,44 +49,16 @@ pub const DDFS_TABLE4: [(&str, [u64; 4]); 2] = [
     ),
 ];
 
-/// Options of [`index_io`].
-#[derive(Clone, Debug)]
-pub struct IndexIoOptions {
-    /// Small workload (seconds in a debug build), for tests and CI.
-    pub quick: bool,
-    /// A real dataset traced with `cairn trace`, one file per generation in
-    /// order; simulated as a second workload when not empty.
-    pub traces: Vec<PathBuf>,
-    /// Where `index-io.csv` and the plot are written (created if missing).
-    pub out_dir: PathBuf,
-    /// `"svg"` or `"png"`.
-    pub plot_ext: String,
-}
-
-impl Default for IndexIoOptions {
-    fn default() -> Self {
-        IndexIoOptions {
-            quick: false,
-            traces: Vec::new(),
-            out_dir: PathBuf::from("."),
-            plot_ext: "svg".into(),
-        }
-    }
-}
-
 /// The synthetic workload's parameters: DDFS §5.3 generations (dedup ratio
 /// 30 per generation, local compression 2, 4 streams), 10 generations.
 pub fn ddfs_params(quick: bool) -> Vec<(String, String)> {
     let bytes = if quick { "16MiB" } else { "12GiB" };
-    [
+    super::params(&[
         ("generations", "10"),
         ("generation_bytes", bytes),
         ("streams", "4"),
         ("seed", "1"),
-    ]
-    .iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect()
+    ])
 }
 
 struct CaseResult {
@@ -97,7 +69,7 @@ struct CaseResult {
 
 /// Runs the experiment: for each workload the four [`CASES`], then writes
 /// `index-io.csv` and `index-io.<plot_ext>` into `out_dir`.
-pub fn index_io(opts: &IndexIoOptions) -> Result<ExperimentOutput> {
+pub fn index_io(opts: &ExperimentOptions) -> Result<ExperimentOutput> {
     let ext = plot_format(&opts.plot_ext)?;
     let params = ddfs_params(opts.quick);
     let ddfs: Arc<dyn workload::Workload> = Arc::from(workload::from_name("ddfs", &params)?);
@@ -166,19 +138,14 @@ pub fn index_io(opts: &IndexIoOptions) -> Result<ExperimentOutput> {
                 .collect(),
         ),
     );
-    let csv = csv(&rows);
+    let csv = tabulate::csv(&rows, &COLUMNS);
     let table = table(&rows);
     let svg = plot_svg(&rows)?;
-    finish(
-        "index-io",
+    ExperimentOutput::new("index-io", rows, extra, csv, table).written(
         &opts.out_dir,
         &ext,
         svg,
         (WIDTH, HEIGHT),
-        rows,
-        extra,
-        csv,
-        table,
     )
 }
 
@@ -223,18 +190,6 @@ fn rows(results: &[CaseResult]) -> Vec<Value> {
     out
 }
 
-fn u(v: &Value, k: &str) -> u64 {
-    v[k].as_u64().unwrap_or(0)
-}
-
-fn f(v: &Value, k: &str) -> f64 {
-    v[k].as_f64().unwrap_or(0.0)
-}
-
-fn s<'a>(v: &'a Value, k: &str) -> &'a str {
-    v[k].as_str().unwrap_or("")
-}
-
 fn summary(rows: &[Value]) -> Value {
     let mut m = serde_json::Map::new();
     for r in rows {
@@ -267,24 +222,6 @@ const COLUMNS: [&str; 14] = [
     "wall_seconds",
 ];
 
-fn csv(rows: &[Value]) -> String {
-    let mut out = COLUMNS.join(",");
-    out.push('\n');
-    for r in rows {
-        let cells: Vec<String> = COLUMNS
-            .iter()
-            .map(|c| match &r[*c] {
-                Value::String(x) => x.clone(),
-                Value::Number(n) if n.is_f64() => format!("{:.6}", n.as_f64().unwrap_or(0.0)),
-                other => other.to_string(),
-            })
-            .collect();
-        out.push_str(&cells.join(","));
-        out.push('\n');
-    }
-    out
-}
-
 fn table(rows: &[Value]) -> String {
     let head = [
         "workload",
@@ -315,29 +252,12 @@ fn table(rows: &[Value]) -> String {
             format!("{:.2}%", f(r, "index_page_read_reduction_vs_none") * 100.0),
         ]);
     }
-    let widths: Vec<usize> = (0..head.len())
-        .map(|i| lines.iter().map(|l| l[i].len()).max().unwrap_or(0))
-        .collect();
-    let mut out = String::from(
+    tabulate::align(
         "index-io: DDFS Table 4, index and locality reads (disk reads = index page reads + \
-         container-metadata prefetches; reductions vs `none`)\n",
-    );
-    for l in &lines {
-        let cells: Vec<String> = l
-            .iter()
-            .enumerate()
-            .map(|(i, c)| {
-                if i < 2 {
-                    format!("{c:<w$}", w = widths[i])
-                } else {
-                    format!("{c:>w$}", w = widths[i])
-                }
-            })
-            .collect();
-        out.push_str(cells.join("  ").trim_end());
-        out.push('\n');
-    }
-    out
+         container-metadata prefetches; reductions vs `none`)",
+        &lines,
+        2,
+    )
 }
 
 const WIDTH: u32 = 1200;
@@ -397,14 +317,7 @@ fn panel(rows: &[Value], area: &Area, key: &str, caption: &str) -> Drawn {
         .configure_mesh()
         .disable_x_mesh()
         .x_labels(CASES.len() * 2 + 1)
-        .x_label_formatter(&|x| {
-            let i = (*x - 0.5).round();
-            if (x - 0.5 - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < CASES.len() {
-                CASES[i as usize].0.to_string()
-            } else {
-                String::new()
-            }
-        })
+        .x_label_formatter(&|x| crate::figure::category_label(&CASES.map(|c| c.0), *x))
         .x_desc("case (Summary Vector / locality cache)")
         .y_desc("reads (log)")
         .y_label_formatter(&|v| format!("{v:.0e}"))

@@ -29,7 +29,8 @@ use cairn_engine::index::frugal::{FrugalConfig, FrugalIndex};
 use cairn_engine::index::summary_vector::SummaryVector;
 use cairn_format::index::IndexEntry;
 
-use super::{finish, plot_format, ExperimentOutput};
+use super::tabulate::{self, f, s, u};
+use super::{plot_format, ExperimentOutput};
 use crate::figure::{Area, Drawn};
 
 /// Bloom bits per chunk of the Summary Vector (cairn's default, DDFS's).
@@ -281,19 +282,14 @@ pub fn index_ram(opts: &IndexRamOptions) -> Result<ExperimentOutput> {
             .collect::<serde_json::Map<_, _>>()
             .into(),
     );
-    let csv = csv(&rows);
+    let csv = tabulate::csv(&rows, &COLUMNS);
     let table = table(&rows, n);
     let svg = plot_svg(&rows)?;
-    finish(
-        "index-ram",
+    ExperimentOutput::new("index-ram", rows, extra, csv, table).written(
         &opts.out_dir,
         &ext,
         svg,
         (WIDTH, HEIGHT),
-        rows,
-        extra,
-        csv,
-        table,
     )
 }
 
@@ -315,18 +311,6 @@ fn row(m: &Measured) -> Value {
     })
 }
 
-fn u(v: &Value, k: &str) -> u64 {
-    v[k].as_u64().unwrap_or(0)
-}
-
-fn f(v: &Value, k: &str) -> f64 {
-    v[k].as_f64().unwrap_or(0.0)
-}
-
-fn s<'a>(v: &'a Value, k: &str) -> &'a str {
-    v[k].as_str().unwrap_or("")
-}
-
 const COLUMNS: [&str; 13] = [
     "index",
     "chunks",
@@ -342,24 +326,6 @@ const COLUMNS: [&str; 13] = [
     "insert_seconds",
     "lookup_seconds",
 ];
-
-fn csv(rows: &[Value]) -> String {
-    let mut out = COLUMNS.join(",");
-    out.push('\n');
-    for r in rows {
-        let cells: Vec<String> = COLUMNS
-            .iter()
-            .map(|c| match &r[*c] {
-                Value::String(x) => x.clone(),
-                Value::Number(n) if n.is_f64() => format!("{:.6}", n.as_f64().unwrap_or(0.0)),
-                other => other.to_string(),
-            })
-            .collect();
-        out.push_str(&cells.join(","));
-        out.push('\n');
-    }
-    out
-}
 
 fn table(rows: &[Value], n: u64) -> String {
     let head = [
@@ -389,30 +355,12 @@ fn table(rows: &[Value], n: u64) -> String {
             format!("{:.5}", f(r, "disk_reads_per_lookup")),
         ]);
     }
-    let widths: Vec<usize> = (0..head.len())
-        .map(|i| lines.iter().map(|l| l[i].len()).max().unwrap_or(0))
-        .collect();
-    let mut out = format!(
+    let title = format!(
         "index-ram: RAM per indexed chunk and lookup rate, {n} BLAKE3 fingerprints, \
          {n} lookups (50% present in insertion order, 50% absent), in-memory backend \
          (paper 004: {PAPER_004_BYTES_PER_CHUNK} bytes/chunk)\n"
     );
-    for l in &lines {
-        let cells: Vec<String> = l
-            .iter()
-            .enumerate()
-            .map(|(i, c)| {
-                if i == 0 {
-                    format!("{c:<w$}", w = widths[i])
-                } else {
-                    format!("{c:>w$}", w = widths[i])
-                }
-            })
-            .collect();
-        out.push_str(cells.join("  ").trim_end());
-        out.push('\n');
-    }
-    out
+    tabulate::align(&title, &lines, 1)
 }
 
 const WIDTH: u32 = 1000;
@@ -478,14 +426,7 @@ fn panel(
         .configure_mesh()
         .disable_x_mesh()
         .x_labels(n * 2 + 1)
-        .x_label_formatter(&|x| {
-            let i = (*x - 0.5).round();
-            if (x - 0.5 - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < names.len() {
-                names[i as usize].clone()
-            } else {
-                String::new()
-            }
-        })
+        .x_label_formatter(&|x| crate::figure::category_label(names.as_slice(), *x))
         .x_desc("index")
         .y_desc(y_desc)
         .y_label_formatter(&|v| {

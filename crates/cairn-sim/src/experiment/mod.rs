@@ -6,20 +6,74 @@
 //! * [`index_io`] (`cairn experiment index-io`): DDFS
 //!   (`001_3652cceaf162c5a1.txt`) §5.2 Table 4, index and locality reads with
 //!   and without the Summary Vector and the Locality Preserved Cache.
+//! * [`index_ram`] (`cairn experiment index-ram`): RAM per chunk and
+//!   throughput of the DDFS index and the RAM-frugal index of `004`.
+//! * [`eager_vs_lazy`] and [`ring_size`] (`cairn experiment eager-vs-lazy`,
+//!   `ring-size`): `000_d04706aa48332137.txt` §5.2-5.3, eager vs lazy
+//!   lookup per device and the best locality-ring size.
+//! * [`partition()`] (`cairn experiment partition`): paper 004
+//!   (`004_62bf1a5ddd5ed253.txt`) partitioned dedup by file type, path and
+//!   stream, and reconciliation `k` partitions at a time.
 
 mod index_io;
 pub mod index_ram;
+pub mod lookup_strategy;
+mod partition;
+mod tabulate;
 
 #[cfg(test)]
 mod tests;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use cairn_core::error::IoContext;
 use cairn_core::Result;
 
-pub use index_io::{ddfs_params, index_io, IndexIoOptions, CASES, DDFS_TABLE4};
+pub use index_io::{ddfs_params, index_io, CASES, DDFS_TABLE4};
 pub use index_ram::{index_ram, IndexRamOptions};
+pub use lookup_strategy::{eager_vs_lazy, ring_size};
+pub use partition::partition;
+
+/// Options of the experiments that run a workload: `index-io`,
+/// `eager-vs-lazy`, `ring-size`, `partition`.
+#[derive(Clone, Debug)]
+pub struct ExperimentOptions {
+    /// Small workloads (seconds in a debug build), for tests and CI.
+    pub quick: bool,
+    /// A real dataset traced with `cairn trace` (one file per generation or
+    /// stream, in order), studied as workload `trace` when not empty.
+    pub traces: Vec<PathBuf>,
+    /// Where the CSV and the plot are written (created if missing).
+    pub out_dir: PathBuf,
+    /// `"svg"` or `"png"`.
+    pub plot_ext: String,
+}
+
+impl Default for ExperimentOptions {
+    fn default() -> Self {
+        ExperimentOptions {
+            quick: false,
+            traces: Vec::new(),
+            out_dir: PathBuf::from("."),
+            plot_ext: "svg".into(),
+        }
+    }
+}
+
+/// Options of [`index_io`].
+pub type IndexIoOptions = ExperimentOptions;
+/// Options of [`eager_vs_lazy`] and [`ring_size`].
+pub type LookupOptions = ExperimentOptions;
+/// Options of [`partition`].
+pub type PartitionOptions = ExperimentOptions;
+
+/// `key=value` workload parameters as owned pairs.
+pub(crate) fn params(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
 
 /// What an experiment produced: one JSON object per row, experiment-level
 /// results under `extra` (e.g. `"summary"`), the rows as CSV (with a header
@@ -58,48 +112,56 @@ fn plot_format(plot_ext: &str) -> Result<String> {
     Ok(ext)
 }
 
-/// Writes `<experiment>.csv` and `<experiment>.<ext>` into `out_dir` (a PNG
-/// is the SVG figure rasterized), records both under `extra["files"]` and
-/// assembles the output.
-#[allow(clippy::too_many_arguments)]
-fn finish(
-    experiment: &str,
-    out_dir: &Path,
-    ext: &str,
-    svg: String,
-    (width, height): (u32, u32),
-    rows: Vec<serde_json::Value>,
-    mut extra: serde_json::Map<String, serde_json::Value>,
-    csv: String,
-    table: String,
-) -> Result<ExperimentOutput> {
-    let csv_path = write_file(out_dir, &format!("{experiment}.csv"), csv.as_bytes())?;
-    let plot_name = format!("{experiment}.{ext}");
-    let bytes = if ext == "png" {
-        crate::figure::rasterize(
-            &svg,
-            width,
-            height,
-            &out_dir.join(&plot_name).display().to_string(),
-        )?
-    } else {
-        svg.into_bytes()
-    };
-    let plot_path = write_file(out_dir, &plot_name, &bytes)?;
-    extra.insert(
-        "files".into(),
-        serde_json::json!([
-            csv_path.display().to_string(),
-            plot_path.display().to_string()
-        ]),
-    );
-    Ok(ExperimentOutput {
-        experiment: experiment.into(),
-        rows,
-        extra,
-        csv,
-        table,
-    })
+impl ExperimentOutput {
+    pub(crate) fn new(
+        experiment: &str,
+        rows: Vec<serde_json::Value>,
+        extra: serde_json::Map<String, serde_json::Value>,
+        csv: String,
+        table: String,
+    ) -> Self {
+        ExperimentOutput {
+            experiment: experiment.into(),
+            rows,
+            extra,
+            csv,
+            table,
+        }
+    }
+
+    /// Writes `<experiment>.csv` and `<experiment>.<ext>` into `out_dir` (a
+    /// PNG is the SVG figure of `width` x `height` rasterized) and records
+    /// both under `extra["files"]`.
+    pub(crate) fn written(
+        mut self,
+        out_dir: &Path,
+        ext: &str,
+        svg: String,
+        (width, height): (u32, u32),
+    ) -> Result<Self> {
+        let name = &self.experiment;
+        let csv_path = write_file(out_dir, &format!("{name}.csv"), self.csv.as_bytes())?;
+        let plot_name = format!("{name}.{ext}");
+        let bytes = if ext == "png" {
+            crate::figure::rasterize(
+                &svg,
+                width,
+                height,
+                &out_dir.join(&plot_name).display().to_string(),
+            )?
+        } else {
+            svg.into_bytes()
+        };
+        let plot_path = write_file(out_dir, &plot_name, &bytes)?;
+        self.extra.insert(
+            "files".into(),
+            serde_json::json!([
+                csv_path.display().to_string(),
+                plot_path.display().to_string()
+            ]),
+        );
+        Ok(self)
+    }
 }
 
 /// Writes `bytes` to `dir/name`, creating `dir`.

@@ -116,3 +116,93 @@ fn index_io_adds_a_trace_workload() {
     }
     assert!(out.extra["summary"]["trace"]["both"].is_object());
 }
+
+fn lookup_quick(dir: &std::path::Path) -> LookupOptions {
+    LookupOptions {
+        quick: true,
+        traces: Vec::new(),
+        out_dir: dir.to_path_buf(),
+        plot_ext: "svg".into(),
+    }
+}
+
+/// Both strategies run on the same input and find the same duplicates; the
+/// stages add up to the total; lazy reads fewer index pages.
+#[test]
+fn eager_vs_lazy_quick_rows_add_up() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = eager_vs_lazy(&lookup_quick(tmp.path())).unwrap();
+    eprintln!("{}", out.table);
+    assert_eq!(out.rows.len(), 8);
+    for r in &out.rows {
+        let sum: f64 = [
+            "bloom_seconds",
+            "pre_lookup_seconds",
+            "disk_seconds",
+            "post_lookup_seconds",
+        ]
+        .iter()
+        .map(|k| r[*k].as_f64().unwrap())
+        .sum();
+        let total = r["total_seconds"].as_f64().unwrap();
+        assert!((sum - total).abs() <= 1e-9 * total.max(1.0), "{r}");
+    }
+    let row = |d: &str, s: &str| {
+        out.rows
+            .iter()
+            .find(|r| r["device"] == d && r["strategy"] == s)
+            .unwrap()
+    };
+    assert_eq!(
+        row("HDD", "eager")["lookups"],
+        row("HDD", "lazy")["lookups"]
+    );
+    assert!(
+        row("HDD", "lazy")["index_page_reads"].as_u64()
+            < row("HDD", "eager")["index_page_reads"].as_u64()
+    );
+    assert_eq!(
+        row("PM", "eager")["post_lookup_seconds"].as_f64(),
+        Some(0.0)
+    );
+    assert_eq!(out.extra["winner"]["HDD"], "lazy");
+    assert_eq!(out.extra["winner"]["PM"], "eager");
+    let svg = std::fs::read_to_string(tmp.path().join("eager-vs-lazy.svg")).unwrap();
+    assert!(svg.starts_with("<svg"));
+}
+
+/// Ring size 1 means no post-lookup; larger rings walk more ring entries.
+#[test]
+fn ring_size_quick_optimum_and_post_lookup_growth() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = ring_size(&lookup_quick(tmp.path())).unwrap();
+    assert_eq!(out.rows.len(), 48);
+    let hdd: Vec<&serde_json::Value> = out.rows.iter().filter(|r| r["device"] == "HDD").collect();
+    assert_eq!(hdd[0]["ring_size"], 1);
+    assert_eq!(hdd[0]["post_lookup_hits"], 0);
+    assert!(
+        hdd[11]["post_lookup_seconds"].as_f64().unwrap()
+            > hdd[0]["post_lookup_seconds"].as_f64().unwrap()
+    );
+    for d in crate::experiment::lookup_strategy::DEVICES {
+        assert!(out.extra["optimum"][d].as_u64().is_some(), "{d}");
+    }
+}
+
+/// The full-size runs documented in `docs/experiments/lookup.md`:
+/// `cargo test --release -p cairn-sim experiment::tests::lookup_full -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn lookup_full() {
+    let dir = std::env::var_os("CAIRN_EXPERIMENT_OUT")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::env::temp_dir().join("cairn-lookup"));
+    let opts = LookupOptions {
+        quick: false,
+        ..lookup_quick(&dir)
+    };
+    for out in [eager_vs_lazy(&opts).unwrap(), ring_size(&opts).unwrap()] {
+        println!("{}", out.table);
+        println!("{}", serde_json::to_string_pretty(&out.to_json()).unwrap());
+    }
+}

@@ -5,6 +5,7 @@
 //! is one backup; optionally it is then "restored" through a container LRU
 //! over its chunk sequence to measure the speed factor.
 
+pub mod auto;
 pub mod restore;
 
 use std::path::PathBuf;
@@ -14,13 +15,14 @@ use std::time::Instant;
 use serde::Serialize;
 
 use cairn_backend::MemBackend;
-use cairn_core::{Backend, Counters, Error, Result, TraceEvent, TraceSource};
+use cairn_core::{Backend, Counters, CountersSnapshot, Error, Result, TraceEvent, TraceSource};
 use cairn_engine::meta_store::MetaOnlyStore;
 use cairn_engine::{BackupOptions, Progress, RepoConfig, Repository, Source};
 
-use crate::device::{DeviceBackend, DeviceModel, DeviceStore, StageTimes};
+use crate::device::{DeviceBackend, DeviceModel, DeviceStore, IoUsage, Stage, StageTimes};
 use crate::trace::{open_trace, TraceFormat};
 use crate::workload::Workload;
+use cairn_engine::config::LookupStrategy;
 
 /// One generation's input.
 pub enum GenerationInput {
@@ -124,6 +126,10 @@ pub struct GenerationRow {
     pub speed_factor: f64,
     pub modeled_seconds: f64,
     pub wall_seconds: f64,
+    /// RAM of the dedup index (Summary Vector or frugal table, plus the
+    /// in-memory part) per indexed chunk at the end of the generation
+    /// (totals: the last generation's).
+    pub index_ram_bytes_per_chunk: f64,
     /// Modeled time per stage.
     pub stages: StageTimes,
 }
@@ -133,6 +139,15 @@ pub struct SimReport {
     pub config: serde_json::Value,
     pub generations: Vec<GenerationRow>,
     pub totals: GenerationRow,
+    /// Engine counters of the whole run.
+    pub counters: CountersSnapshot,
+    /// What the whole run charged per stage, device-independent: price it
+    /// on any device with [`DeviceModel::times`].
+    #[serde(skip)]
+    pub usage: IoUsage,
+    /// With `lookup = "auto"`: what the calibration chose, and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lookup_choice: Option<auto::LookupChoice>,
 }
 
 fn ratio(a: u64, b: u64) -> f64 {
@@ -160,6 +175,16 @@ pub fn run(inputs: &[GenerationInput], opts: &SimOptions) -> Result<SimReport> {
             )));
         }
         cfg.fingerprint_width = (w < cfg.fingerprint.width()).then_some(w as u8);
+    }
+    let mut lookup_choice = None;
+    if cfg.index.lookup.strategy == LookupStrategy::Auto {
+        // The index lives on the device its page reads are charged to.
+        let device = opts.device.config().device(Stage::IndexPageRead).clone();
+        let choice = auto::choose(inputs, &cfg, &device)?;
+        cfg.index.lookup.strategy = choice.strategy;
+        cfg.index.lookup.ring_size = choice.ring_size;
+        cfg.index.lookup.device = Some(device.name.clone());
+        lookup_choice = Some(choice);
     }
     let counters = Arc::new(Counters::default());
     let model = opts.device.clone();
@@ -229,6 +254,7 @@ pub fn run(inputs: &[GenerationInput], opts: &SimOptions) -> Result<SimReport> {
             speed_factor: restored.speed_factor(),
             modeled_seconds: stages.total_seconds,
             wall_seconds: wall,
+            index_ram_bytes_per_chunk: out.index_ram_bytes_per_chunk,
             stages,
         });
     }
@@ -237,6 +263,9 @@ pub fn run(inputs: &[GenerationInput], opts: &SimOptions) -> Result<SimReport> {
         config: serde_json::to_value(&cfg).map_err(|e| Error::invalid(e.to_string()))?,
         generations: rows,
         totals,
+        counters: counters.snapshot(),
+        usage: model.usage(),
+        lookup_choice,
     })
 }
 
@@ -267,6 +296,7 @@ fn totals(rows: &[GenerationRow], model: &DeviceModel, counters: &Counters) -> G
         },
         modeled_seconds: stages.total_seconds,
         wall_seconds: rows.iter().map(|r| r.wall_seconds).sum(),
+        index_ram_bytes_per_chunk: rows.last().map_or(0.0, |r| r.index_ram_bytes_per_chunk),
         stages,
     }
 }
