@@ -235,6 +235,57 @@ fn lazy_and_eager_lookup_store_the_same_chunks() {
     assert_eq!(new_chunks[0], new_chunks[1]);
 }
 
+/// Parallel streams sharing content: lazy lookup in each stream, one shared
+/// index, still stores every distinct chunk exactly once.
+#[test]
+fn lazy_lookup_with_parallel_streams_stores_each_chunk_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut rng = Rng::new(31);
+    let shared = rng.bytes(1_500_000);
+    let mut dirs = Vec::new();
+    for d in 0..4 {
+        let dir = tmp.path().join(format!("src{d}"));
+        write_file(&dir.join("shared.bin"), &shared, 0o644);
+        write_file(&dir.join("own.bin"), &rng.bytes(200_000), 0o644);
+        dirs.push(dir);
+    }
+    let mut stats = Vec::new();
+    for lookup in ["eager", "lazy"] {
+        let repo = tmp.path().join(format!("repo-{lookup}"));
+        cairn(
+            &repo,
+            &[
+                "init",
+                "-q",
+                "--lookup",
+                lookup,
+                "--bucket-threshold",
+                "2",
+                "--ring-size",
+                "16",
+                "--lookup-buffer",
+                "32",
+            ],
+        )
+        .ok();
+        // The first backup fills the on-disk index, so the second one's
+        // streams buffer their Bloom positives.
+        cairn(&repo, &["backup", "-q", s(&dirs[0])]).ok();
+        let mut args = vec!["backup", "-q"];
+        args.extend(dirs.iter().map(|d| s(d)));
+        cairn(&repo, &args).ok();
+        let st = cairn(&repo, &["stats", "--json"]).ok().json();
+        if lookup == "lazy" {
+            assert!(st["lazy_disk_resolved"].as_u64().unwrap() > 0, "{st}");
+        }
+        stats.push((st["unique_chunks"].clone(), st["stored_bytes"].clone()));
+        let out = tmp.path().join(format!("out-{lookup}"));
+        cairn(&repo, &["restore", "latest", "-q", "-t", s(&out)]).ok();
+        assert_eq!(fs::read(out.join("src3/shared.bin")).unwrap(), shared);
+    }
+    assert_eq!(stats[0], stats[1]);
+}
+
 #[test]
 fn lookup_auto_is_chosen_for_the_device_at_init() {
     let tmp = tempfile::tempdir().unwrap();

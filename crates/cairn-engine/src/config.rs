@@ -155,7 +155,8 @@ pub struct LookupConfig {
     pub ring_size: u32,
     /// Buffered fingerprints per stream at most; beyond it the bucket of the
     /// oldest one is read early. With real data each buffered chunk's
-    /// content waits in memory, so this bounds memory as well.
+    /// content waits in memory, so this bounds memory as well (and a stream
+    /// holding more than 64 MiB of content reads all its buckets early).
     pub buffer_fingerprints: u32,
     /// Device class the choice of `auto` was made for (a name of the device
     /// model's table, e.g. `HDD`); recorded, not used by the engine.

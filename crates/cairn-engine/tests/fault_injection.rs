@@ -114,6 +114,35 @@ fn fresh(plan: &Arc<FaultPlan>) -> (MemBackend, Arc<dyn Backend>) {
 
 #[test]
 fn crash_at_every_write_of_a_backup_loses_nothing() {
+    crash_at_every_write(small_config);
+}
+
+/// Lazy lookup holds chunks until their bucket or ring resolves them: a
+/// crash anywhere still loses nothing committed.
+#[test]
+fn crash_at_every_write_with_lazy_lookup_loses_nothing() {
+    crash_at_every_write(|| {
+        let mut cfg = small_config();
+        cfg.index.lookup.strategy = cairn_engine::config::LookupStrategy::Lazy;
+        cfg.index.lookup.bucket_threshold = 2;
+        cfg.index.lookup.ring_size = 16;
+        cfg.index.lookup.buffer_fingerprints = 32;
+        cfg
+    });
+}
+
+/// The frugal index's chunk log is written at commit before the paged
+/// index: a crash between them, or anywhere else, loses nothing.
+#[test]
+fn crash_at_every_write_with_the_frugal_index_loses_nothing() {
+    crash_at_every_write(|| {
+        let mut cfg = small_config();
+        cfg.index.kind = cairn_engine::config::IndexKind::Frugal;
+        cfg
+    });
+}
+
+fn crash_at_every_write(small_config: fn() -> RepoConfig) {
     let src = tempfile::tempdir().unwrap();
     let gen1 = src.path().join("data");
     write_tree(&gen1, 1, 12);

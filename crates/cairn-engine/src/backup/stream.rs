@@ -101,7 +101,14 @@ pub struct Stream<'a> {
     lazy: Option<LazyBuffer>,
     decisions: Vec<Decision>,
     held: HashMap<u64, NewChunk<'static>>,
+    /// Content bytes in `held`.
+    held_bytes: usize,
 }
+
+/// Content a lazy stream holds at most while its fingerprints wait; beyond
+/// it every bucket is read early. Bounds memory whatever the chunk sizes
+/// (`buffer_fingerprints` alone would allow 8192 chunks of the maximum size).
+const HELD_BYTES_MAX: usize = 64 << 20;
 
 /// A chunk decided new, on its way into the open container.
 struct NewChunk<'c> {
@@ -119,6 +126,14 @@ enum Body<'c> {
 }
 
 impl NewChunk<'_> {
+    /// Bytes of content held in memory (none for a traced chunk).
+    fn content_len(&self) -> usize {
+        match &self.body {
+            Body::Bytes(b) => b.len(),
+            Body::Sized { .. } => 0,
+        }
+    }
+
     fn into_owned(self) -> NewChunk<'static> {
         NewChunk {
             fp: self.fp,
@@ -130,6 +145,17 @@ impl NewChunk<'_> {
             },
         }
     }
+}
+
+/// Removes held chunk `rank` (lazy lookup has just decided it).
+fn take_held(
+    held: &mut HashMap<u64, NewChunk<'static>>,
+    held_bytes: &mut usize,
+    rank: u64,
+) -> NewChunk<'static> {
+    let c = held.remove(&rank).expect("held chunk");
+    *held_bytes -= c.content_len();
+    c
 }
 
 fn elapsed_ns(t: Instant) -> u64 {
@@ -148,6 +174,7 @@ impl<'a> Stream<'a> {
             lazy: (lookup.strategy == LookupStrategy::Lazy).then(|| LazyBuffer::new(lookup)),
             decisions: Vec::new(),
             held: HashMap::new(),
+            held_bytes: 0,
         }
     }
 
@@ -248,7 +275,7 @@ impl<'a> Stream<'a> {
                             let body = bodies[i].take().expect("body");
                             chunk(self.fps[i], body)
                         }
-                        _ => self.held.remove(&rank).expect("held chunk"),
+                        _ => take_held(&mut self.held, &mut self.held_bytes, rank),
                     };
                     if is_new {
                         new.push(held);
@@ -256,13 +283,18 @@ impl<'a> Stream<'a> {
                 }
                 for (i, d) in self.decisions.iter().enumerate() {
                     if let (Decision::Pending(rank), Some(body)) = (*d, bodies[i].take()) {
-                        self.held
-                            .insert(rank, chunk(self.fps[i], body).into_owned());
+                        let held = chunk(self.fps[i], body).into_owned();
+                        self.held_bytes += held.content_len();
+                        self.held.insert(rank, held);
                     }
                 }
             }
         }
-        self.pack_all(new)
+        self.pack_all(new)?;
+        if self.held_bytes > HELD_BYTES_MAX {
+            self.flush_lazy()?;
+        }
+        Ok(())
     }
 
     /// Lazy lookup only: resolves every held chunk and packs the new ones.
@@ -275,12 +307,12 @@ impl<'a> Stream<'a> {
         bump(&self.shared.phases.dedup_ns, elapsed_ns(t));
         let mut new = Vec::new();
         for (rank, is_new) in lazy.take_resolved() {
-            let held = self.held.remove(&rank).expect("held chunk");
+            let held = take_held(&mut self.held, &mut self.held_bytes, rank);
             if is_new {
                 new.push(held);
             }
         }
-        debug_assert!(self.held.is_empty());
+        debug_assert!(self.held.is_empty() && self.held_bytes == 0);
         self.pack_all(new)
     }
 
