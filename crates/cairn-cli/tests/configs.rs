@@ -159,6 +159,9 @@ fn a_damaged_frugal_log_is_rebuilt() {
     two_generations(&repo, &tree, 12);
     let segments = files_under(&repo.join("frugal"));
     flip_byte(&segments[0], 30);
+    // check reports the damage (derived data, rebuilt by the next backup).
+    let err = cairn(&repo, &["check"]).code(1).stderr;
+    assert!(err.contains("frugal index unreadable"), "{err}");
     let b = cairn(&repo, &["backup", "--json", s(&tree)]).ok();
     assert!(
         b.stderr.contains("rebuilding the frugal index"),
