@@ -321,3 +321,49 @@ impl RepoConfig {
         Ok(cfg)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A config written before `index.lookup` and `index.kind` existed still
+    /// decodes, as eager lookup over the paged index.
+    #[test]
+    fn configs_without_lookup_or_kind_decode_as_eager_paged() {
+        let mut v = serde_json::to_value(RepoConfig::new("00ff".into())).unwrap();
+        let index = v["index"].as_object_mut().unwrap();
+        index.remove("lookup");
+        index.remove("kind");
+        let json = serde_json::to_vec(&v).unwrap();
+        let bytes = cairn_format::envelope::seal(CONFIG_MAGIC, CONFIG_VERSION, &json);
+        let cfg = RepoConfig::decode(&bytes).unwrap();
+        assert_eq!(cfg.index.lookup, LookupConfig::default());
+        assert_eq!(cfg.index.kind, IndexKind::Paged);
+        assert_eq!(cfg, RepoConfig::new("00ff".into()));
+    }
+
+    #[test]
+    fn lookup_settings_round_trip_and_are_validated() {
+        let mut cfg = RepoConfig::new("00ff".into());
+        cfg.index.kind = IndexKind::Frugal;
+        cfg.index.lookup.device = Some("HDD".into());
+        assert_eq!(RepoConfig::decode(&cfg.encode()).unwrap(), cfg);
+        cfg.index.lookup.strategy = LookupStrategy::Lazy;
+        assert!(cfg.validate().is_err(), "lazy lookup needs the paged index");
+        cfg.index.kind = IndexKind::Paged;
+        cfg.validate().unwrap();
+        cfg.index.lookup.ring_size = 0;
+        assert!(cfg.validate().is_err());
+        for (s, want) in [
+            ("EAGER", LookupStrategy::Eager),
+            ("lazy", LookupStrategy::Lazy),
+            ("auto", LookupStrategy::Auto),
+        ] {
+            assert_eq!(LookupStrategy::parse(s).unwrap(), want);
+            assert_eq!(LookupStrategy::parse(want.name()).unwrap(), want);
+        }
+        assert!(LookupStrategy::parse("sometimes").is_err());
+        assert_eq!(IndexKind::parse("ddfs").unwrap(), IndexKind::Paged);
+        assert!(IndexKind::parse("btree").is_err());
+    }
+}
