@@ -24,7 +24,6 @@ use cairn_engine::Repository;
 
 use super::tabulate::{self, f, s, u};
 use super::{plot_format, ExperimentOptions, ExperimentOutput};
-use crate::device::{DeviceClass, DeviceModel};
 use crate::figure::{Area, Drawn};
 use crate::sim::{self, GenerationInput, SimOptions, SimReport};
 use crate::workload;
@@ -101,15 +100,7 @@ pub fn index_io(opts: &ExperimentOptions) -> Result<ExperimentOutput> {
             let mut config = Repository::default_config();
             config.index.summary_vector = summary;
             config.index.locality_cache = cache;
-            let report = sim::run(
-                inputs,
-                &SimOptions {
-                    config,
-                    device: DeviceModel::for_device(DeviceClass::hdd()),
-                    restore: false,
-                    restore_cache_containers: 16,
-                },
-            )?;
+            let report = sim::run(inputs, &SimOptions::backups_only(config))?;
             results.push(CaseResult {
                 workload: name.clone(),
                 case,

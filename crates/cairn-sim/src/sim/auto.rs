@@ -62,15 +62,7 @@ pub fn run_strategy(
     let mut config = base.clone();
     config.index.lookup.strategy = strategy;
     config.index.lookup.ring_size = ring_size;
-    let report = super::run(
-        inputs,
-        &SimOptions {
-            config,
-            device: DeviceModel::for_device(DeviceClass::hdd()),
-            restore: false,
-            restore_cache_containers: 16,
-        },
-    )?;
+    let report = super::run(inputs, &SimOptions::backups_only(config))?;
     Ok(StrategyRun {
         strategy,
         ring_size,

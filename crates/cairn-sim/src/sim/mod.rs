@@ -100,6 +100,19 @@ pub struct SimOptions {
     pub restore_cache_containers: usize,
 }
 
+impl SimOptions {
+    /// Backups only, no restore simulation, charged on the HDD model (a run
+    /// is device-independent: price its `usage` on any device later).
+    pub fn backups_only(config: RepoConfig) -> Self {
+        SimOptions {
+            config,
+            device: DeviceModel::for_device(crate::device::DeviceClass::hdd()),
+            restore: false,
+            restore_cache_containers: 16,
+        }
+    }
+}
+
 /// One row of the report (also the shape of `totals`).
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct GenerationRow {
