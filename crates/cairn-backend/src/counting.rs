@@ -8,91 +8,23 @@
 //! [`cairn_core::Counters`] the rest of the engine reports into.
 
 use cairn_core::counters::bump;
-use cairn_core::{Backend, Counters, LockGuard, LockMode, Result};
+use cairn_core::Counters;
 use std::sync::Arc;
 
-/// Wraps a backend and counts its reads and writes into shared counters.
-#[derive(Debug)]
-pub struct CountingBackend<B> {
-    inner: B,
-    counters: Arc<Counters>,
-}
+use crate::observed::{IoObserver, IoOp, ObservedBackend};
 
-impl<B: Backend> CountingBackend<B> {
-    pub fn new(inner: B, counters: Arc<Counters>) -> Self {
-        CountingBackend { inner, counters }
-    }
+/// Wraps a backend and counts its reads and writes into shared counters:
+/// `CountingBackend::new(inner, counters)`; `observer()` is the counters.
+pub type CountingBackend<B> = ObservedBackend<B, Arc<Counters>>;
 
-    pub fn counters(&self) -> &Arc<Counters> {
-        &self.counters
-    }
-
-    pub fn inner(&self) -> &B {
-        &self.inner
-    }
-
-    pub fn into_inner(self) -> B {
-        self.inner
-    }
-
-    fn count_read(&self, bytes: usize) {
-        bump(&self.counters.read_ops, 1);
-        bump(&self.counters.bytes_read, bytes as u64);
-    }
-}
-
-impl<B: Backend> Backend for CountingBackend<B> {
-    fn read(&self, key: &str) -> Result<Vec<u8>> {
-        let data = self.inner.read(key)?;
-        self.count_read(data.len());
-        Ok(data)
-    }
-
-    fn read_at(&self, key: &str, offset: u64, len: usize) -> Result<Vec<u8>> {
-        let data = self.inner.read_at(key, offset, len)?;
-        self.count_read(data.len());
-        Ok(data)
-    }
-
-    fn read_tail(&self, key: &str, len: usize) -> Result<(u64, Vec<u8>)> {
-        let (size, data) = self.inner.read_tail(key, len)?;
-        self.count_read(data.len());
-        Ok((size, data))
-    }
-
-    fn size(&self, key: &str) -> Result<u64> {
-        self.inner.size(key)
-    }
-
-    fn exists(&self, key: &str) -> Result<bool> {
-        self.inner.exists(key)
-    }
-
-    fn write_atomic(&self, key: &str, data: &[u8]) -> Result<()> {
-        self.inner.write_atomic(key, data)?;
-        bump(&self.counters.write_ops, 1);
-        bump(&self.counters.bytes_written, data.len() as u64);
-        Ok(())
-    }
-
-    fn delete(&self, key: &str) -> Result<()> {
-        self.inner.delete(key)
-    }
-
-    fn list(&self, prefix: &str) -> Result<Vec<String>> {
-        self.inner.list(prefix)
-    }
-
-    fn lock(&self, name: &str, mode: LockMode, wait: bool) -> Result<Box<dyn LockGuard>> {
-        self.inner.lock(name, mode, wait)
-    }
-
-    fn clean_temporaries(&self) -> Result<usize> {
-        self.inner.clean_temporaries()
-    }
-
-    fn describe(&self) -> String {
-        self.inner.describe()
+impl IoObserver for Arc<Counters> {
+    fn observe(&self, op: IoOp, _key: &str, bytes: usize) {
+        let (ops, total) = match op {
+            IoOp::Write => (&self.write_ops, &self.bytes_written),
+            IoOp::Read | IoOp::ReadAt | IoOp::ReadTail => (&self.read_ops, &self.bytes_read),
+        };
+        bump(ops, 1);
+        bump(total, bytes as u64);
     }
 }
 
@@ -100,6 +32,7 @@ impl<B: Backend> Backend for CountingBackend<B> {
 mod tests {
     use super::*;
     use crate::MemBackend;
+    use cairn_core::Backend;
 
     #[test]
     fn counts_reads_and_writes() {

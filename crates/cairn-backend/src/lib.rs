@@ -5,8 +5,9 @@
 //!   `flock` repository locks.
 //! * [`MemBackend`]: an in-memory repository with the same semantics, for
 //!   tests and experiments; clones share one store.
-//! * [`CountingBackend`]: a pass-through that counts read/write operations and
-//!   bytes into a shared [`cairn_core::Counters`].
+//! * [`ObservedBackend`]: a pass-through that reports every data access to an
+//!   [`IoObserver`]; [`CountingBackend`] is the one that counts read/write
+//!   operations and bytes into a shared [`cairn_core::Counters`].
 //! * [`FaultBackend`]: a pass-through driven by a shared [`FaultPlan`] that
 //!   injects crashes, transient write failures and bit flips.
 //! * [`conformance`]: a suite every backend must pass (also usable by
@@ -19,11 +20,13 @@ pub mod counting;
 pub mod fault;
 pub mod local;
 pub mod mem;
+pub mod observed;
 
 pub use counting::CountingBackend;
 pub use fault::{is_injected_crash, CorruptAt, FaultBackend, FaultPlan, InjectedError};
 pub use local::LocalBackend;
 pub use mem::MemBackend;
+pub use observed::{IoObserver, IoOp, ObservedBackend};
 
 use cairn_core::{Error, Result};
 

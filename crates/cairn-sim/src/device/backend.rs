@@ -1,5 +1,6 @@
-//! [`DeviceBackend`]: a pass-through [`Backend`] that charges every data
-//! access to a [`DeviceModel`] stage, by key prefix and method.
+//! [`DeviceBackend`]: a pass-through [`Backend`](cairn_core::Backend) that
+//! charges every data access to a [`DeviceModel`] stage, by key prefix and
+//! method (an [`ObservedBackend`] whose observer is a [`DeviceCharger`]).
 //!
 //! | call | key | stage |
 //! | --- | --- | --- |
@@ -16,31 +17,24 @@
 //! Nothing sleeps: modeled time is accounted, wall time stays the real one.
 //!
 //! A simulator that stores containers without their payload can take a stage
-//! out of automatic charging ([`DeviceBackend::with_manual`]) and charge the
-//! logical sizes itself ([`DeviceBackend::charge`]).
+//! out of automatic charging ([`DeviceCharger::with_manual`]) and charge the
+//! logical sizes itself ([`DeviceCharger::charge`], through `observer()`).
 //!
 //! The key prefixes are those of `cairn-engine/src/keys.rs`. The split into
 //! index page reads and metadata prefetches is the disk part of the eager
 //! fingerprint lookup of `000_d04706aa48332137.txt` §2.2 (eq. (3),
 //! `V_disk x F_disk`).
 
-use cairn_core::{Backend, LockGuard, LockMode, Result};
+use cairn_backend::{IoObserver, ObservedBackend};
 
 use super::model::{DeviceModel, Stage, STAGES};
+
+pub use cairn_backend::IoOp;
 
 /// Container objects (`cairn-engine` `keys::CONTAINERS`).
 pub const CONTAINERS_PREFIX: &str = "containers/";
 /// On-disk index generations (`cairn-engine` `keys::INDEX`).
 pub const INDEX_PREFIX: &str = "index/";
-
-/// The data-moving backend methods.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum IoOp {
-    Read,
-    ReadAt,
-    ReadTail,
-    Write,
-}
 
 /// The stage a call of `op` on `key` is charged to.
 pub fn classify(op: IoOp, key: &str) -> Stage {
@@ -55,24 +49,30 @@ pub fn classify(op: IoOp, key: &str) -> Stage {
     }
 }
 
-/// Wraps a backend and charges its data accesses to a device model.
+/// Wraps a backend and charges its data accesses to a device model:
+/// `DeviceBackend::new(inner, model)`, or `DeviceBackend::new(inner,
+/// DeviceCharger::from(model).with_manual(..))`.
+pub type DeviceBackend<B> = ObservedBackend<B, DeviceCharger>;
+
+/// The [`IoObserver`] of a [`DeviceBackend`]: charges each access to the
+/// stage [`classify`] names, unless that stage is left to explicit charges.
 #[derive(Debug)]
-pub struct DeviceBackend<B> {
-    inner: B,
+pub struct DeviceCharger {
     model: DeviceModel,
     manual: [bool; STAGES],
 }
 
-impl<B: Backend> DeviceBackend<B> {
+impl From<DeviceModel> for DeviceCharger {
     /// Charges every stage automatically.
-    pub fn new(inner: B, model: DeviceModel) -> Self {
-        DeviceBackend {
-            inner,
+    fn from(model: DeviceModel) -> Self {
+        DeviceCharger {
             model,
             manual: [false; STAGES],
         }
     }
+}
 
+impl DeviceCharger {
     /// Leaves `stages` to explicit [`charge`](Self::charge) calls: calls
     /// classified into them are forwarded but not charged.
     pub fn with_manual(mut self, stages: &[Stage]) -> Self {
@@ -96,74 +96,14 @@ impl<B: Backend> DeviceBackend<B> {
     pub fn model(&self) -> &DeviceModel {
         &self.model
     }
+}
 
-    pub fn inner(&self) -> &B {
-        &self.inner
-    }
-
-    pub fn into_inner(self) -> B {
-        self.inner
-    }
-
-    fn auto(&self, op: IoOp, key: &str, bytes: usize) {
+impl IoObserver for DeviceCharger {
+    fn observe(&self, op: IoOp, key: &str, bytes: usize) {
         let stage = classify(op, key);
         if !self.manual[stage.index()] {
             self.model.charge(stage, bytes as u64);
         }
-    }
-}
-
-impl<B: Backend> Backend for DeviceBackend<B> {
-    fn read(&self, key: &str) -> Result<Vec<u8>> {
-        let data = self.inner.read(key)?;
-        self.auto(IoOp::Read, key, data.len());
-        Ok(data)
-    }
-
-    fn read_at(&self, key: &str, offset: u64, len: usize) -> Result<Vec<u8>> {
-        let data = self.inner.read_at(key, offset, len)?;
-        self.auto(IoOp::ReadAt, key, data.len());
-        Ok(data)
-    }
-
-    fn read_tail(&self, key: &str, len: usize) -> Result<(u64, Vec<u8>)> {
-        let (size, data) = self.inner.read_tail(key, len)?;
-        self.auto(IoOp::ReadTail, key, data.len());
-        Ok((size, data))
-    }
-
-    fn size(&self, key: &str) -> Result<u64> {
-        self.inner.size(key)
-    }
-
-    fn exists(&self, key: &str) -> Result<bool> {
-        self.inner.exists(key)
-    }
-
-    fn write_atomic(&self, key: &str, data: &[u8]) -> Result<()> {
-        self.inner.write_atomic(key, data)?;
-        self.auto(IoOp::Write, key, data.len());
-        Ok(())
-    }
-
-    fn delete(&self, key: &str) -> Result<()> {
-        self.inner.delete(key)
-    }
-
-    fn list(&self, prefix: &str) -> Result<Vec<String>> {
-        self.inner.list(prefix)
-    }
-
-    fn lock(&self, name: &str, mode: LockMode, wait: bool) -> Result<Box<dyn LockGuard>> {
-        self.inner.lock(name, mode, wait)
-    }
-
-    fn clean_temporaries(&self) -> Result<usize> {
-        self.inner.clean_temporaries()
-    }
-
-    fn describe(&self) -> String {
-        self.inner.describe()
     }
 }
 
@@ -172,6 +112,7 @@ mod tests {
     use super::*;
     use crate::device::class::DeviceClass;
     use cairn_backend::MemBackend;
+    use cairn_core::{Backend, LockMode};
     use std::sync::Arc;
 
     const C: &str = "containers/01/0000000000000001";
@@ -248,12 +189,18 @@ mod tests {
     #[test]
     fn manual_stages_and_logical_sizes() {
         let model = DeviceModel::for_device(DeviceClass::hdd());
-        let b = DeviceBackend::new(MemBackend::new(), model.clone())
-            .with_manual(&[Stage::ContainerWrite, Stage::ContainerRead]);
-        assert!(b.is_manual(Stage::ContainerWrite) && !b.is_manual(Stage::IndexPageRead));
+        let b = DeviceBackend::new(
+            MemBackend::new(),
+            DeviceCharger::from(model.clone())
+                .with_manual(&[Stage::ContainerWrite, Stage::ContainerRead]),
+        );
+        let charger = b.observer();
+        assert!(
+            charger.is_manual(Stage::ContainerWrite) && !charger.is_manual(Stage::IndexPageRead)
+        );
         // A metadata-only container: 64 bytes stored, 4 MiB logical.
         b.write_atomic(C, &[0; 64]).unwrap();
-        b.charge(Stage::ContainerWrite, 4 << 20);
+        b.observer().charge(Stage::ContainerWrite, 4 << 20);
         b.read(C).unwrap();
         b.read_tail(C, 16).unwrap();
         let u = model.usage();
@@ -274,13 +221,10 @@ mod tests {
         assert!(model.usage().accesses(Stage::ContainerWrite) > 0);
         // Also through Arc<dyn Backend>, with every stage manual.
         cairn_backend::conformance::run_all(&|| {
-            Box::new(
-                DeviceBackend::new(
-                    Arc::new(MemBackend::new()) as Arc<dyn Backend>,
-                    model.clone(),
-                )
-                .with_manual(&Stage::ALL),
-            )
+            Box::new(DeviceBackend::new(
+                Arc::new(MemBackend::new()) as Arc<dyn Backend>,
+                DeviceCharger::from(model.clone()).with_manual(&Stage::ALL),
+            ))
         });
     }
 
@@ -298,7 +242,7 @@ mod tests {
                         let key = format!("containers/{t:02x}/{i:016x}");
                         b.write_atomic(&key, &[t as u8; 10]).unwrap();
                         b.read_tail(&key, 4).unwrap();
-                        b.charge(Stage::CacheLookup, 0);
+                        b.observer().charge(Stage::CacheLookup, 0);
                     }
                 });
             }

@@ -31,7 +31,7 @@ pub mod store;
 mod tests;
 
 pub use analytic::{Choice, EagerCost, EagerParams, LazyCost, LazyParams};
-pub use backend::{classify, DeviceBackend, IoOp};
+pub use backend::{classify, DeviceBackend, DeviceCharger, IoOp};
 pub use class::{find_class, load_classes, parse_classes, DeviceClass, TABLE1_LATENCY_US};
 pub use model::{DeviceConfig, DeviceModel, IoUsage, Stage, StageTimes};
 pub use store::DeviceStore;

@@ -1,0 +1,105 @@
+//! [`ObservedBackend`]: a pass-through [`Backend`] that reports every
+//! successful data access to an [`IoObserver`]: one `(op, key, bytes)` per
+//! `read`, `read_at`, `read_tail` (bytes returned) and `write_atomic` (bytes
+//! written). Failed calls, `size`, `exists`, `list`, `delete`, locks and
+//! `clean_temporaries` are forwarded unreported. The I/O counters
+//! ([`crate::CountingBackend`]) and the simulator's device model are two
+//! observers.
+
+use cairn_core::{Backend, LockGuard, LockMode, Result};
+
+/// The data-moving backend methods.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IoOp {
+    Read,
+    ReadAt,
+    ReadTail,
+    Write,
+}
+
+/// Told about each successful data access of an [`ObservedBackend`].
+pub trait IoObserver: Send + Sync {
+    fn observe(&self, op: IoOp, key: &str, bytes: usize);
+}
+
+/// Wraps a backend and reports its data accesses to an observer.
+#[derive(Debug)]
+pub struct ObservedBackend<B, O> {
+    inner: B,
+    observer: O,
+}
+
+impl<B: Backend, O: IoObserver> ObservedBackend<B, O> {
+    pub fn new(inner: B, observer: impl Into<O>) -> Self {
+        ObservedBackend {
+            inner,
+            observer: observer.into(),
+        }
+    }
+
+    pub fn observer(&self) -> &O {
+        &self.observer
+    }
+
+    pub fn inner(&self) -> &B {
+        &self.inner
+    }
+
+    pub fn into_inner(self) -> B {
+        self.inner
+    }
+}
+
+impl<B: Backend, O: IoObserver> Backend for ObservedBackend<B, O> {
+    fn read(&self, key: &str) -> Result<Vec<u8>> {
+        let data = self.inner.read(key)?;
+        self.observer.observe(IoOp::Read, key, data.len());
+        Ok(data)
+    }
+
+    fn read_at(&self, key: &str, offset: u64, len: usize) -> Result<Vec<u8>> {
+        let data = self.inner.read_at(key, offset, len)?;
+        self.observer.observe(IoOp::ReadAt, key, data.len());
+        Ok(data)
+    }
+
+    fn read_tail(&self, key: &str, len: usize) -> Result<(u64, Vec<u8>)> {
+        let (size, data) = self.inner.read_tail(key, len)?;
+        self.observer.observe(IoOp::ReadTail, key, data.len());
+        Ok((size, data))
+    }
+
+    fn size(&self, key: &str) -> Result<u64> {
+        self.inner.size(key)
+    }
+
+    fn exists(&self, key: &str) -> Result<bool> {
+        self.inner.exists(key)
+    }
+
+    fn write_atomic(&self, key: &str, data: &[u8]) -> Result<()> {
+        self.inner.write_atomic(key, data)?;
+        self.observer.observe(IoOp::Write, key, data.len());
+        Ok(())
+    }
+
+    fn delete(&self, key: &str) -> Result<()> {
+        self.inner.delete(key)
+    }
+
+    fn list(&self, prefix: &str) -> Result<Vec<String>> {
+        self.inner.list(prefix)
+    }
+
+    fn lock(&self, name: &str, mode: LockMode, wait: bool) -> Result<Box<dyn LockGuard>> {
+        self.inner.lock(name, mode, wait)
+    }
+
+    fn clean_temporaries(&self) -> Result<usize> {
+        self.inner.clean_temporaries()
+    }
+
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+}
