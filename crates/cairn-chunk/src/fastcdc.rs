@@ -148,11 +148,7 @@ impl Chunker for FastCdcChunker {
                 return Some(len);
             }
         }
-        self.last = if end == self.max {
-            CutKind::Forced
-        } else {
-            CutKind::EndOfInput
-        };
+        self.last = CutKind::unmatched(end, self.max);
         Some(end)
     }
 

@@ -67,6 +67,18 @@ pub enum CutKind {
     EndOfInput,
 }
 
+impl CutKind {
+    /// The kind of a cut at `end` with no hash match, `max` being the
+    /// chunker's maximum size: forced at the maximum, else the input's end.
+    pub fn unmatched(end: usize, max: usize) -> CutKind {
+        if end == max {
+            CutKind::Forced
+        } else {
+            CutKind::EndOfInput
+        }
+    }
+}
+
 /// Builds the chunker a configuration describes.
 ///
 /// Panics if `cfg.validate()` fails: configurations come from a repository

@@ -211,11 +211,7 @@ impl Chunker for RabinChunker {
                 Some(len)
             }
             None => {
-                self.last = if end == self.max {
-                    CutKind::Forced
-                } else {
-                    CutKind::EndOfInput
-                };
+                self.last = CutKind::unmatched(end, self.max);
                 Some(end)
             }
         }
