@@ -58,15 +58,18 @@ pub fn open<'a>(
     what: &str,
     bytes: &'a [u8],
 ) -> Result<(u32, &'a [u8])> {
-    if bytes.len() < MAGIC_LEN {
-        return Err(Error::corrupt(
+    let truncated = || {
+        Error::corrupt(
             what,
             format!(
                 "truncated at offset {}: {} bytes is shorter than the {ENVELOPE_OVERHEAD}-byte envelope",
                 bytes.len(),
                 bytes.len()
             ),
-        ));
+        )
+    };
+    if bytes.len() < MAGIC_LEN {
+        return Err(truncated());
     }
     let found = &bytes[MAGIC_OFFSET..MAGIC_OFFSET + MAGIC_LEN];
     if found != magic {
@@ -80,14 +83,7 @@ pub fn open<'a>(
         ));
     }
     if bytes.len() < ENVELOPE_OVERHEAD {
-        return Err(Error::corrupt(
-            what,
-            format!(
-                "truncated at offset {}: {} bytes is shorter than the {ENVELOPE_OVERHEAD}-byte envelope",
-                bytes.len(),
-                bytes.len()
-            ),
-        ));
+        return Err(truncated());
     }
     let version = get_u32(bytes, VERSION_OFFSET);
     if version > max_version {

@@ -340,11 +340,14 @@ impl<'a> Stream<'a> {
         for (c, packed) in new.into_iter().zip(compressed) {
             match (c.body, packed) {
                 (Body::Bytes(raw), Some((codec, stored))) => {
-                    self.pack(c.fp, c.kind, c.level, codec, raw.len() as u32, &stored)?
+                    let raw_len = raw.len() as u32;
+                    self.place(stored.len())?
+                        .push(c.fp, c.kind, c.level, codec, raw_len, &stored);
+                    self.count_new(c.kind, raw_len, stored.len());
                 }
                 (Body::Sized { size, stored_size }, _) => {
                     let codec = if stored_size < size {
-                        sh.cfg.compression.codec
+                        ccfg.codec
                     } else {
                         CompressionCodec::None
                     };
@@ -393,21 +396,6 @@ impl<'a> Stream<'a> {
         bump(&sh.new_raw_bytes, raw_len as u64);
         bump(&sh.new_stored_bytes, stored_len as u64);
         bump(&sh.counters.chunks_written, 1);
-    }
-
-    fn pack(
-        &mut self,
-        fp: Fingerprint,
-        kind: ChunkKind,
-        level: u8,
-        codec: CompressionCodec,
-        raw_len: u32,
-        stored: &[u8],
-    ) -> Result<()> {
-        self.place(stored.len())?
-            .push(fp, kind, level, codec, raw_len, stored);
-        self.count_new(kind, raw_len, stored.len());
-        Ok(())
     }
 
     /// Ends the stream: resolves whatever lazy lookup still holds, then
