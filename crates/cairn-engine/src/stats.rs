@@ -102,13 +102,11 @@ pub fn stats(repo: &Repository) -> Result<RepoStats> {
             .map_or(0, |(sv, _)| sv.ram_bytes()),
         IndexKind::Frugal => {
             let f = FrugalConfig::default();
-            let table = CuckooTable::with_capacity(
+            CuckooTable::ram_bytes_for(
                 (indexed as usize).max(f.expected_chunks),
                 f.bucket_slots,
                 f.max_load,
-                f.max_kicks,
-            );
-            table.ram_bytes() as u64
+            ) as u64
         }
     };
     let last = snaps.last().map(|s| &s.record.stats);

@@ -125,9 +125,22 @@ impl CuckooTable {
         max_load: f64,
         max_kicks: usize,
     ) -> Self {
+        let (buckets, bs) = Self::shape_for(entries, bucket_slots, max_load);
+        Self::with_buckets(buckets, bs, max_kicks)
+    }
+
+    /// `(buckets, bucket_slots)` of [`with_capacity`](Self::with_capacity).
+    fn shape_for(entries: usize, bucket_slots: usize, max_load: f64) -> (usize, usize) {
         let bs = bucket_slots.clamp(1, 64);
         let slots = (entries as f64 / max_load.clamp(0.1, 1.0)).ceil() as usize;
-        Self::with_buckets(slots.div_ceil(bs), bs, max_kicks)
+        (slots.div_ceil(bs).max(1), bs)
+    }
+
+    /// Slot RAM of an empty [`with_capacity`](Self::with_capacity) table,
+    /// without allocating it.
+    pub fn ram_bytes_for(entries: usize, bucket_slots: usize, max_load: f64) -> usize {
+        let (buckets, bs) = Self::shape_for(entries, bucket_slots, max_load);
+        buckets * bs * SLOT_BYTES
     }
 
     #[inline]

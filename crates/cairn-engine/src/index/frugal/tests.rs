@@ -289,3 +289,21 @@ fn frugal_reserve_keeps_the_table_full() {
         assert_eq!(idx.lookup(&fp(i, 32)).unwrap(), Some(ContainerId(i / 100)));
     }
 }
+
+/// `ram_bytes_for` (what `cairn stats` reports) is the slot RAM of the
+/// table `with_capacity` would build.
+#[test]
+fn ram_bytes_for_matches_an_allocated_table() {
+    for (entries, slots, load) in [
+        (0, 8, 0.97),
+        (1, 8, 0.97),
+        (65_536, 8, 0.97),
+        (1_000_003, 4, 0.9),
+    ] {
+        let t = CuckooTable::with_capacity(entries, slots, load, 500);
+        assert_eq!(
+            CuckooTable::ram_bytes_for(entries, slots, load),
+            t.ram_bytes()
+        );
+    }
+}
