@@ -122,11 +122,11 @@ pub fn config_from(a: &InitArgs) -> Result<RepoConfig> {
     Ok(cfg)
 }
 
-/// A configuration for a new repository: `--lookup auto` is replaced by the
-/// strategy and ring size the device model picks for `--lookup-device`,
-/// calibrated on a small synthetic backup workload (there is no data yet).
-fn repository_config(cli: &Cli, a: &InitArgs) -> Result<RepoConfig> {
-    let mut cfg = config_from(a)?;
+/// The configuration a new repository is created with: `--lookup auto` is
+/// replaced by the strategy and ring size the device model picks for
+/// `--lookup-device`, calibrated on a small synthetic backup workload
+/// (there is no data yet).
+fn resolve_auto(cli: &Cli, mut cfg: RepoConfig, a: &InitArgs) -> Result<RepoConfig> {
     if cfg.index.lookup.strategy != LookupStrategy::Auto {
         return Ok(cfg);
     }
@@ -147,7 +147,7 @@ fn repository_config(cli: &Cli, a: &InitArgs) -> Result<RepoConfig> {
 }
 
 fn init(cli: &Cli, path: &Path, a: &InitArgs) -> Result<ExitCode> {
-    let repo = Repository::init_local(path, repository_config(cli, a)?)?;
+    let repo = Repository::init_local(path, resolve_auto(cli, config_from(a)?, a)?)?;
     if cli.json {
         println!(
             "{}",
@@ -170,12 +170,8 @@ fn backup(cli: &Cli, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
         });
     }
     // Validated before anything is created, so bad flags never leave a repository behind.
-    let cfg = if a.init.lookup.eq_ignore_ascii_case("auto") && path.join("config").exists() {
-        config_from(&a.init)? // the repository exists: its own config applies
-    } else {
-        repository_config(cli, &a.init)?
-    };
-    let (repo, created) = Repository::open_or_init_local(path, || cfg)?;
+    let cfg = config_from(&a.init)?;
+    let (repo, created) = Repository::open_or_init_local(path, || resolve_auto(cli, cfg, &a.init))?;
     if created && !cli.quiet && !cli.json {
         eprintln!("created cairn repository at {}", path.display());
     }

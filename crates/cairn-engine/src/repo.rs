@@ -127,14 +127,16 @@ impl Repository {
 
     /// Opens the local repository at `path`, creating it with `config` if
     /// `path` does not hold one yet. Returns whether it was created.
-    pub fn open_or_init_local(
+    /// `config` runs only when the repository is created (and nothing is
+    /// created if it fails).
+    pub fn open_or_init_local<E: From<Error>>(
         path: &Path,
-        config: impl FnOnce() -> RepoConfig,
-    ) -> Result<(Self, bool)> {
+        config: impl FnOnce() -> std::result::Result<RepoConfig, E>,
+    ) -> std::result::Result<(Self, bool), E> {
         if path.join(keys::CONFIG).is_file() {
             return Ok((Self::open_local(path)?, false));
         }
-        Ok((Self::init_local(path, config())?, true))
+        Ok((Self::init_local(path, config()?)?, true))
     }
 
     pub fn backend(&self) -> &Arc<dyn Backend> {
