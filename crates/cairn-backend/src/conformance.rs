@@ -33,6 +33,8 @@ pub const CHECKS: &[(&str, Check)] = &[
     ("lock_exclusion", check_lock_exclusion),
     ("lock_wait", check_lock_wait),
     ("concurrent_writes", check_concurrent_writes),
+    ("create_new", check_create_new),
+    ("create_new_race", check_create_new_race),
 ];
 
 /// Runs every check, each on a fresh backend from `make`.
@@ -341,4 +343,73 @@ pub fn check_concurrent_writes(b: &Arc<dyn Backend>) {
         (0..8).any(|t| shared == pattern(4096, t)),
         "concurrent_writes: a concurrently overwritten object is not one whole version"
     );
+}
+
+/// `create_new` writes an absent object, refuses to replace a present one
+/// (returning `false` and leaving it intact), and creates missing parents.
+pub fn check_create_new(b: &Arc<dyn Backend>) {
+    assert!(
+        b.create_new("a/b/c", b"one").expect("create_new"),
+        "create_new: absent key must be created"
+    );
+    assert!(
+        !b.create_new("a/b/c", b"two").expect("create_new"),
+        "create_new: present key must not be created"
+    );
+    assert_eq!(
+        b.read("a/b/c").expect("read"),
+        b"one",
+        "create_new: existing object replaced"
+    );
+    b.delete("a/b/c").expect("delete");
+    assert!(
+        b.create_new("a/b/c", b"three").expect("create_new"),
+        "create_new after delete"
+    );
+    assert_eq!(b.read("a/b/c").expect("read"), b"three");
+    assert_eq!(
+        b.list("a/").expect("list"),
+        vec!["a/b/c".to_string()],
+        "create_new leaves no stray object"
+    );
+}
+
+/// Of several threads racing to create one key, exactly one succeeds and
+/// the object holds that one's bytes, whole.
+pub fn check_create_new_race(b: &Arc<dyn Backend>) {
+    for round in 0..8u8 {
+        let key = format!("race/{round}");
+        let winners: Vec<(u8, bool)> = thread::scope(|s| {
+            let handles: Vec<_> = (0..6u8)
+                .map(|t| {
+                    let key = key.clone();
+                    s.spawn(move || {
+                        (
+                            t,
+                            b.create_new(&key, &pattern(4096, t)).expect("create_new"),
+                        )
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("thread"))
+                .collect()
+        });
+        let won: Vec<u8> = winners
+            .iter()
+            .filter(|(_, w)| *w)
+            .map(|(t, _)| *t)
+            .collect();
+        assert_eq!(
+            won.len(),
+            1,
+            "create_new race: exactly one creator wins, got {won:?}"
+        );
+        assert_eq!(
+            b.read(&key).expect("read"),
+            pattern(4096, won[0]),
+            "create_new race: winner's bytes"
+        );
+    }
 }

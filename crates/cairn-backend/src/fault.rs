@@ -375,6 +375,11 @@ impl<B: Backend> Backend for FaultBackend<B> {
         self.inner.write_atomic(key, data)
     }
 
+    fn create_new(&self, key: &str, data: &[u8]) -> Result<bool> {
+        self.plan.before_write(key)?;
+        self.inner.create_new(key, data)
+    }
+
     fn delete(&self, key: &str) -> Result<()> {
         self.plan.check_mutation(|| format!("deleting {key}"))?;
         self.inner.delete(key)

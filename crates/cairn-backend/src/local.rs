@@ -199,6 +199,48 @@ impl LocalBackend {
         result
     }
 
+    /// Create-if-absent: the durable temporary is hard-linked to the target
+    /// name, and `link(2)` fails with `EEXIST` rather than replace an existing
+    /// entry, so of two racing creators exactly one wins (unlike `rename`).
+    fn create_inner(&self, target: &Path, data: &[u8]) -> io::Result<bool> {
+        // A writer that holds the lock may remove our temporary (it cleans
+        // leftovers of interrupted writes) between its creation and the
+        // link: then the link fails with `NotFound`, and the write is redone
+        // unless the target appeared meanwhile.
+        let mut attempts = 0;
+        loop {
+            match self.create_once(target, data) {
+                Err(e) if e.kind() == io::ErrorKind::NotFound && attempts < 8 => {
+                    if fs::symlink_metadata(target).is_ok() {
+                        return Ok(false);
+                    }
+                    attempts += 1;
+                }
+                r => return r,
+            }
+        }
+    }
+
+    fn create_once(&self, target: &Path, data: &[u8]) -> io::Result<bool> {
+        let (tmp, mut file) = self.temp_file()?;
+        let result = (|| {
+            file.write_all(data)?;
+            file.sync_all()?;
+            drop(file);
+            let parent = target.parent().unwrap_or(&self.root);
+            self.ensure_dir(parent)?;
+            match fs::hard_link(&tmp, target) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(false),
+                Err(e) => return Err(e),
+            }
+            sync_dir_io(parent)?;
+            Ok(true)
+        })();
+        let _ = fs::remove_file(&tmp);
+        result
+    }
+
     fn list_dir(&self, dir_key: &str, prefix: &str, out: &mut Vec<String>) -> Result<()> {
         let dir = if dir_key.is_empty() {
             self.root.clone()
@@ -329,6 +371,12 @@ impl Backend for LocalBackend {
     fn write_atomic(&self, key: &str, data: &[u8]) -> Result<()> {
         let target = self.object_path(key)?;
         self.write_inner(&target, data)
+            .map_err(|e| self.write_err(key, e))
+    }
+
+    fn create_new(&self, key: &str, data: &[u8]) -> Result<bool> {
+        let target = self.object_path(key)?;
+        self.create_inner(&target, data)
             .map_err(|e| self.write_err(key, e))
     }
 

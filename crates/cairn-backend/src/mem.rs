@@ -161,6 +161,16 @@ impl Backend for MemBackend {
         Ok(())
     }
 
+    fn create_new(&self, key: &str, data: &[u8]) -> Result<bool> {
+        validate_key(key)?;
+        let mut objects = self.inner.objects.write();
+        if objects.contains_key(key) {
+            return Ok(false);
+        }
+        objects.insert(key.to_owned(), Arc::new(data.to_vec()));
+        Ok(true)
+    }
+
     fn delete(&self, key: &str) -> Result<()> {
         validate_key(key)?;
         self.inner.objects.write().remove(key);

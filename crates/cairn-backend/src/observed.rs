@@ -83,6 +83,14 @@ impl<B: Backend, O: IoObserver> Backend for ObservedBackend<B, O> {
         Ok(())
     }
 
+    fn create_new(&self, key: &str, data: &[u8]) -> Result<bool> {
+        let created = self.inner.create_new(key, data)?;
+        if created {
+            self.observer.observe(IoOp::Write, key, data.len());
+        }
+        Ok(created)
+    }
+
     fn delete(&self, key: &str) -> Result<()> {
         self.inner.delete(key)
     }

@@ -43,6 +43,13 @@ pub enum Command {
         path: Option<String>,
     },
     /// Restore a snapshot (or one subtree of it) into a directory.
+    ///
+    /// A restore touches nothing outside its target: each file is written to
+    /// a temporary and renamed into place (a hard link or symlink already at
+    /// its name is replaced, never written through or followed), and a
+    /// symlink where a directory goes is replaced by a real directory.
+    /// A full target file system stops the restore with one error.
+    /// See docs/restore-target.md.
     Restore {
         snapshot: String,
         /// Directory to restore into (created if missing).
@@ -54,6 +61,20 @@ pub enum Command {
         /// Restore cache size in containers.
         #[arg(long, default_value_t = 16)]
         cache_containers: usize,
+        /// Entries already in the target where the snapshot has one: `always`
+        /// replaces files, symlinks and empty directories (a non-empty
+        /// directory only with --delete; otherwise it is reported as an error
+        /// and kept); `if-changed` is `always` but keeps a file whose size
+        /// and mtime match; `never` keeps every existing entry (counted as
+        /// skipped) and still descends into existing directories.
+        #[arg(long, default_value = "always", value_parser = ["always", "if-changed", "never"])]
+        overwrite: String,
+        /// Also remove entries of the restored directories that the snapshot
+        /// does not have (a full restore: of the whole target), and allow
+        /// replacing a non-empty directory by a file or symlink. Removes only
+        /// entries inside the target; symlinks are removed, never followed.
+        #[arg(long)]
+        delete: bool,
     },
     /// Write one file of a snapshot to standard output.
     Cat { snapshot: String, path: String },
@@ -81,6 +102,24 @@ pub enum Command {
         /// Also read every container and rehash every chunk.
         #[arg(long)]
         read_data: bool,
+    },
+    /// Rebuild derived data after damage (`check` says which to run).
+    #[command(subcommand)]
+    Repair(RepairCommand),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum RepairCommand {
+    /// Rebuild the index, its Summary Vector checkpoint and the frugal log
+    /// from the containers' metadata sections. Chunks of lost or damaged
+    /// containers leave the index, so the next backup stores them again.
+    Index {
+        /// Read every container whole and leave damaged chunks out too.
+        #[arg(long)]
+        read_data: bool,
+        /// Wait for a running backup instead of failing at once.
+        #[arg(long)]
+        wait: bool,
     },
 }
 

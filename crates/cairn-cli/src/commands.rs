@@ -15,7 +15,7 @@ use cairn_engine::restore::Reader;
 use cairn_engine::{BackupOptions, Progress, RepoConfig, Repository, Source};
 use cairn_format::dir::EntryKind;
 
-use crate::args::{BackupArgs, Cli, Command, InitArgs};
+use crate::args::{BackupArgs, Cli, Command, InitArgs, RepairCommand};
 use crate::output::{bytes, display_name, mode_string, parse_size, time};
 use crate::progress::{estimate_total, Display};
 
@@ -24,9 +24,12 @@ const EXIT_INCOMPLETE: u8 = 3;
 
 pub fn run(cli: Cli) -> Result<ExitCode> {
     let repo_path = || -> Result<PathBuf> {
-        cli.repo
+        let path = cli
+            .repo
             .clone()
-            .ok_or_else(|| anyhow!("no repository given: pass --repo PATH or set CAIRN_REPO"))
+            .ok_or_else(|| anyhow!("no repository given: pass --repo PATH or set CAIRN_REPO"))?;
+        refuse_url(&path)?;
+        Ok(path)
     };
     let open = || -> Result<Repository> { Ok(Repository::open_local(&repo_path()?)?) };
     match &cli.command {
@@ -39,6 +42,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             target,
             include,
             cache_containers,
+            overwrite,
+            delete,
         } => restore(
             &cli,
             &open()?,
@@ -46,15 +51,49 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             target,
             include.as_deref(),
             *cache_containers,
+            &cairn_engine::restore::RestoreOptions {
+                overwrite: overwrite.parse()?,
+                delete: *delete,
+            },
         ),
         Command::Cat { snapshot, path } => cat(&open()?, snapshot, path),
         Command::Stats => stats(&cli, &open()?),
         Command::Check { read_data } => check(&cli, &open()?, *read_data),
+        Command::Repair(RepairCommand::Index { read_data, wait }) => {
+            repair_index(&cli, &open()?, *read_data, *wait)
+        }
         Command::Trace(a) => crate::sim_commands::trace(&cli, a),
         Command::Sim(a) => crate::sim_commands::sim(&cli, a),
         Command::Analyze(a) => crate::sim_commands::analyze(&cli, a),
         Command::Experiment(a) => crate::sim_commands::experiment(&cli, a),
     }
+}
+
+/// URL schemes of remote repositories (cairn's and its peers'): a `--repo`
+/// naming one is refused rather than created as a local directory of that name.
+const REMOTE_SCHEMES: &[&str] = &[
+    "s3", "sftp", "rest", "gs", "azure", "b2", "swift", "rclone", "http", "https", "ftp", "ssh",
+    "file",
+];
+
+/// Refuses a `--repo` that is a URL: only local repositories exist so far.
+fn refuse_url(path: &Path) -> Result<()> {
+    let s = path.to_string_lossy();
+    let Some((scheme, _)) = s.split_once(':') else {
+        return Ok(());
+    };
+    let is_scheme = !scheme.is_empty()
+        && scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c));
+    if is_scheme
+        && (REMOTE_SCHEMES.contains(&scheme.to_ascii_lowercase().as_str())
+            || s[scheme.len()..].starts_with("://"))
+    {
+        bail!("unsupported repository {s:?}: {scheme}: repositories are not supported yet, only local directories");
+    }
+    Ok(())
 }
 
 pub fn config_from(a: &InitArgs) -> Result<RepoConfig> {
@@ -169,8 +208,23 @@ fn backup(cli: &Cli, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
             name: a.stdin_name.clone(),
         });
     }
-    // Validated before anything is created, so bad flags never leave a repository behind.
+    // Validated before anything is created, so bad flags or missing sources
+    // never leave a repository behind.
     let cfg = config_from(&a.init)?;
+    if !a.stdin {
+        if let Some((p, e)) = a
+            .paths
+            .iter()
+            .find_map(|p| std::fs::symlink_metadata(p).err().map(|e| (p, e)))
+            .filter(|_| {
+                a.paths
+                    .iter()
+                    .all(|p| std::fs::symlink_metadata(p).is_err())
+            })
+        {
+            bail!("nothing to back up: cannot read {}: {e}", p.display());
+        }
+    }
     let (repo, created) = Repository::open_or_init_local(path, || resolve_auto(cli, cfg, &a.init))?;
     if created && !cli.quiet && !cli.json {
         eprintln!("created cairn repository at {}", path.display());
@@ -308,6 +362,16 @@ fn snapshots(cli: &Cli, repo: &Repository) -> Result<ExitCode> {
     })
 }
 
+/// Resolves a snapshot spec; unreadable records that `latest` skipped are
+/// reported once each (one of them may have been the newest).
+fn resolve_snapshot(repo: &Repository, spec: &str) -> Result<SnapshotInfo> {
+    let (info, skipped) = catalog::resolve_reporting(&**repo.backend(), spec)?;
+    for (id, e) in &skipped {
+        eprintln!("cairn: warning: snapshot {id} unreadable, skipped when resolving {spec:?}: {e}");
+    }
+    Ok(info)
+}
+
 fn kind_name(k: EntryKind) -> &'static str {
     match k {
         EntryKind::File => "file",
@@ -317,7 +381,7 @@ fn kind_name(k: EntryKind) -> &'static str {
 }
 
 fn ls(cli: &Cli, repo: &Repository, snapshot: &str, path: Option<&str>) -> Result<ExitCode> {
-    let snap = catalog::resolve(&**repo.backend(), snapshot)?;
+    let snap = resolve_snapshot(repo, snapshot)?;
     let mut reader = Reader::open(repo, 4)?;
     let mut rows = Vec::new();
     let stdout = std::io::stdout();
@@ -363,8 +427,9 @@ fn restore(
     target: &Path,
     include: Option<&str>,
     cache_containers: usize,
+    opts: &cairn_engine::restore::RestoreOptions,
 ) -> Result<ExitCode> {
-    let snap = catalog::resolve(&**repo.backend(), snapshot)?;
+    let snap = resolve_snapshot(repo, snapshot)?;
     let before = repo.counters.snapshot();
     let started = std::time::Instant::now();
     let mut reader = Reader::open(repo, cache_containers)?;
@@ -374,7 +439,7 @@ fn restore(
         std::sync::atomic::Ordering::Relaxed,
     );
     let display = Display::start(progress.clone(), !cli.quiet && !cli.json, "restore");
-    let sum = reader.restore(&snap.record, target, include, &progress);
+    let sum = reader.restore_with(&snap.record, target, include, opts, &progress);
     drop(display);
     let sum = sum?;
     let secs = started.elapsed().as_secs_f64();
@@ -403,6 +468,12 @@ fn restore(
             secs,
             c.containers_read
         );
+        if sum.replaced + sum.skipped + sum.deleted > 0 {
+            println!(
+                "existing entries in the target: {} replaced, {} skipped, {} deleted",
+                sum.replaced, sum.skipped, sum.deleted
+            );
+        }
     }
     if sum.errors.is_empty() {
         Ok(ExitCode::SUCCESS)
@@ -415,7 +486,7 @@ fn restore(
 }
 
 fn cat(repo: &Repository, snapshot: &str, path: &str) -> Result<ExitCode> {
-    let snap = catalog::resolve(&**repo.backend(), snapshot)?;
+    let snap = resolve_snapshot(repo, snapshot)?;
     let mut reader = Reader::open(repo, 4)?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
@@ -467,6 +538,37 @@ fn stats(cli: &Cli, repo: &Repository) -> Result<ExitCode> {
         .collect();
     if !phases.is_empty() {
         println!("  per phase:            {}", phases.join(", "));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn repair_index(cli: &Cli, repo: &Repository, read_data: bool, wait: bool) -> Result<ExitCode> {
+    let lock = repo.lock_writer(wait)?;
+    let report = cairn_engine::repair::repair_index(repo, &lock, read_data)?;
+    for (id, why) in &report.lost_containers {
+        eprintln!("cairn: warning: container {id} is lost ({why}); its chunks left the index");
+    }
+    if cli.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else if !cli.quiet {
+        println!(
+            "index rebuilt from {} containers: {} chunks indexed{}{}",
+            report.containers,
+            report.indexed_chunks,
+            if report.lost_containers.is_empty() {
+                String::new()
+            } else {
+                format!(", {} containers lost", report.lost_containers.len())
+            },
+            if report.damaged_chunks > 0 {
+                format!(", {} damaged chunks left out", report.damaged_chunks)
+            } else {
+                String::new()
+            }
+        );
+        if !report.lost_containers.is_empty() || report.damaged_chunks > 0 {
+            println!("new backups store lost chunks again; `cairn check` names the snapshots that lost data");
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

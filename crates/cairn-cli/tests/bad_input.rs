@@ -67,8 +67,8 @@ fn all_paths_missing_fails_without_a_snapshot() {
     let b = tmp.path().join("nope-b");
     let r = cairn(&repo, &["backup", s(&a), s(&b)]).code(1);
     let err = r.one_line_error();
-    assert!(err.contains("nothing was backed up"), "{err}");
-    // It names a missing path (the first stream to finish: either one).
+    assert!(err.contains("nothing to back up"), "{err}");
+    // It names a missing path.
     assert!(err.contains("nope-a") || err.contains("nope-b"), "{err}");
     assert!(snapshot_ids(&repo).is_empty());
     cairn(&repo, &["check"]).ok();
@@ -320,4 +320,50 @@ fn wait_keeps_the_first_writers_data() {
     assert_eq!(cat.code, Some(0), "{}", cat.stderr);
     assert!(cat.stdout == held, "the first writer's data changed");
     cairn(&repo, &["check", "--read-data"]).ok();
+}
+
+/// A backup of a nonexistent path into a repository that does not exist
+/// yet fails without creating the repository.
+#[test]
+fn backup_of_a_missing_path_creates_no_repository() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    let err = cairn(&repo, &["backup", s(&tmp.path().join("nope"))]).one_line_error();
+    assert!(err.contains("nope"), "{err}");
+    assert!(!repo.exists(), "the repository was created for nothing");
+}
+
+/// `--repo` values that name a remote store are refused with one line,
+/// and no local directory of that name appears.
+#[test]
+fn remote_repository_urls_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = tmp.path().join("f.txt");
+    write_file(&f, b"x", 0o644);
+    for url in [
+        "s3:https://host/bucket/prefix",
+        "s3://bucket/prefix",
+        "sftp:user@host:/srv/repo",
+        "rest:http://host:8000/",
+        "gs:bucket:/",
+        "azure:container:/",
+    ] {
+        for args in [vec!["init"], vec!["backup", s(&f)], vec!["snapshots"]] {
+            let r = std::process::Command::new(env!("CARGO_BIN_EXE_cairn"))
+                .current_dir(tmp.path())
+                .env_remove("CAIRN_REPO")
+                .arg("--repo")
+                .arg(url)
+                .args(&args)
+                .output()
+                .unwrap();
+            assert_eq!(r.status.code(), Some(1), "{url} {args:?}");
+            let err = String::from_utf8_lossy(&r.stderr);
+            assert!(err.contains("not supported"), "{url}: {err}");
+            assert_eq!(err.lines().count(), 1, "{url}: {err}");
+        }
+        let scheme = url.split(':').next().unwrap();
+        assert!(!tmp.path().join(format!("{scheme}:")).exists(), "{url}");
+        assert!(!tmp.path().join(url).exists(), "{url}");
+    }
 }

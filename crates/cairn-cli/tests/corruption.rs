@@ -9,7 +9,7 @@
 //! | `containers/..` | data byte | `check --read-data` fails naming container, snapshot and path; restore fails for that file only |
 //! | `containers/..` | header, metadata, trailer, truncation, deletion | `check` fails naming the container; restore fails cleanly |
 //! | `index/..` | any | `check` fails naming the index; the next backup rebuilds it |
-//! | `bloom/..` | any | only a cache: check stays clean, restore works, the next backup rebuilds it and still dedups |
+//! | `bloom/..` | any | derived data: check reports the damaged checkpoint (naming the repair), restore works, the next backup rebuilds it and still dedups |
 //! | `snapshots/..` | any | `check` and `snapshots` fail naming the snapshot; other snapshots restore |
 //! | `config` | any | every command fails with one line; nothing is written |
 
@@ -418,10 +418,11 @@ fn a_damaged_index_header_is_rebuilt_by_the_next_backup() {
 // Summary Vector checkpoint
 // ---------------------------------------------------------------------------
 
-/// The Bloom-filter checkpoint is a cache: the engine rebuilds it from the
-/// index when it does not verify, so damage changes nothing visible.
+/// The Bloom-filter checkpoint is derived data: `check` reports a flipped,
+/// truncated, zeroed or missing one as such (naming the repair), restores
+/// are unaffected, and the next backup rebuilds it from the index.
 #[test]
-fn bloom_checkpoint_damage_is_harmless() {
+fn bloom_checkpoint_damage_is_reported_and_rebuilt() {
     let fx = Fixture::new(36);
     let cases = [
         ("magic", Damage::Flip(2)),
@@ -434,8 +435,13 @@ fn bloom_checkpoint_damage_is_harmless() {
     for (name, damage) in cases {
         let repo = fx.copy(&format!("repo-{name}"));
         apply(&only_file(&repo.join("bloom")), damage);
-        let r = cairn(&repo, &["check"]).ok();
-        assert!(r.stdout_str().contains("no problems found"), "{name}");
+        let r = cairn(&repo, &["check"]).code(1);
+        assert!(
+            r.stderr.contains("Summary Vector checkpoint damaged")
+                && r.stderr.contains("repair index"),
+            "{name}: {}",
+            r.stderr
+        );
         fx.restore_is_exact_or_fails(&repo, &fx.id2, &fx.m2, name)
             .unwrap_or_else(|r| panic!("bloom {name}: {}", r.stderr));
         // The next backup succeeds and still deduplicates everything.
@@ -445,6 +451,17 @@ fn bloom_checkpoint_damage_is_harmless() {
         cairn(&repo, &["check", "--read-data"]).ok();
         assert_eq!(files_under(&repo.join("bloom")).len(), 1, "{name}");
     }
+    // A zeroed checkpoint of full length is caught too.
+    let repo = fx.copy("repo-zeroed");
+    let file = only_file(&repo.join("bloom"));
+    let len = fs::metadata(&file).unwrap().len() as usize;
+    fs::write(&file, vec![0u8; len]).unwrap();
+    let r = cairn(&repo, &["check"]).code(1);
+    assert!(
+        r.stderr.contains("Summary Vector checkpoint damaged"),
+        "{}",
+        r.stderr
+    );
 }
 
 // ---------------------------------------------------------------------------

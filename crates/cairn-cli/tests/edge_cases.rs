@@ -231,7 +231,12 @@ fn restore_over_an_existing_target_replaces_without_following_symlinks() {
     fs::remove_dir_all(r.join("empty")).unwrap();
     write_file(&r.join("empty"), b"not a dir", 0o644);
     write_file(&r.join(BIG2), b"short", 0o644);
-    cairn(&repo, &["restore", "latest", "-t", s(&out)]).ok();
+    // The non-empty directory where a file goes is kept without --delete
+    // (one error, exit 1), and replaced with it.
+    let r1 = cairn(&repo, &["restore", "latest", "-t", s(&out)]).code(1);
+    assert!(r1.stderr.contains("--delete"), "{}", r1.stderr);
+    assert!(out.join("tree/docs/readme.txt/inner").is_dir());
+    cairn(&repo, &["restore", "latest", "-t", s(&out), "--delete"]).ok();
     assert_tree_matches(&m, &out.join("tree"));
     assert_eq!(
         fs::read(outside.join("victim.txt")).unwrap(),

@@ -43,6 +43,11 @@ pub trait Backend: Send + Sync {
     /// absent, replacing any previous object under `key` atomically.
     fn write_atomic(&self, key: &str, data: &[u8]) -> Result<()>;
 
+    /// Writes the object only if no object exists under `key`, atomically
+    /// (create-if-absent: of two racing creators exactly one succeeds, and an
+    /// existing object is never replaced). Returns whether it was created.
+    fn create_new(&self, key: &str, data: &[u8]) -> Result<bool>;
+
     /// Deletes the object; deleting a missing object is not an error.
     fn delete(&self, key: &str) -> Result<()>;
 
@@ -83,6 +88,9 @@ macro_rules! forward_backend {
             }
             fn write_atomic(&self, key: &str, data: &[u8]) -> Result<()> {
                 (**self).write_atomic(key, data)
+            }
+            fn create_new(&self, key: &str, data: &[u8]) -> Result<bool> {
+                (**self).create_new(key, data)
             }
             fn delete(&self, key: &str) -> Result<()> {
                 (**self).delete(key)

@@ -64,6 +64,20 @@ impl Fingerprint {
         u64::from_le_bytes(b)
     }
 
+    /// A 64-bit hash of **every** significant byte: the length, then each
+    /// 8-byte little-endian word (the last zero-padded) folded in through
+    /// the splitmix64 finalizer. Hash tables, Bloom filters and index pages
+    /// key on this rather than on a prefix, so fingerprints that share
+    /// their first bytes (a crafted trace) still spread evenly.
+    #[inline]
+    pub fn fold64(&self) -> u64 {
+        let mut h = self.len as u64;
+        for w in self.bytes[..(self.len as usize).div_ceil(8) * 8].chunks_exact(8) {
+            h = mix64(h ^ u64::from_le_bytes(w.try_into().expect("8 bytes")));
+        }
+        h
+    }
+
     pub fn to_hex(&self) -> String {
         hex::encode(self.as_bytes())
     }
@@ -89,8 +103,11 @@ impl PartialEq for Fingerprint {
 }
 
 impl Hash for Fingerprint {
+    /// Every significant byte counts (see [`Fingerprint::fold64`]); maps
+    /// keyed by fingerprint additionally mix in a per-process random seed
+    /// ([`FpHasher`]).
     fn hash<H: Hasher>(&self, state: &mut H) {
-        state.write_u64(self.prefix_u64() ^ self.len as u64);
+        state.write_u64(self.fold64());
     }
 }
 
@@ -158,12 +175,24 @@ mod tests {
     }
 }
 
-/// A hasher for maps keyed by [`Fingerprint`]: fingerprints are already
-/// uniformly distributed, so the 64-bit prefix written by `Fingerprint::hash`
-/// is mixed once (narrow trace fingerprints leave high bytes zero) instead of
-/// being run through SipHash.
-#[derive(Clone, Copy, Default, Debug)]
+/// A hasher for maps keyed by [`Fingerprint`]: `Fingerprint::hash` writes
+/// the full-width [`Fingerprint::fold64`], which is mixed once more with a
+/// seed drawn at random per process, so even fingerprints crafted to collide
+/// under the unkeyed fold cannot be aimed at one bucket (no SipHash: one mix
+/// is enough and ~10x cheaper). Map iteration order therefore varies between
+/// runs; nothing that decides or counts may depend on it.
+#[derive(Clone, Copy, Debug)]
 pub struct FpHasher(u64);
+
+impl Default for FpHasher {
+    fn default() -> Self {
+        static SEED: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+        FpHasher(*SEED.get_or_init(|| {
+            use std::hash::BuildHasher;
+            std::collections::hash_map::RandomState::new().hash_one(0x5eed_u64)
+        }))
+    }
+}
 
 impl Hasher for FpHasher {
     fn finish(&self) -> u64 {

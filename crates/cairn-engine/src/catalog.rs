@@ -66,19 +66,20 @@ pub fn list(backend: &dyn Backend) -> Result<(Vec<SnapshotInfo>, Unreadable)> {
 
 /// Resolves `latest` or a unique id prefix (at least 4 hex digits).
 pub fn resolve(backend: &dyn Backend, spec: &str) -> Result<SnapshotInfo> {
+    resolve_reporting(backend, spec).map(|(info, _)| info)
+}
+
+/// Like [`resolve`], and also returns the unreadable records that `latest`
+/// skipped: one damaged record does not disable `latest`, but a damaged
+/// record may have been the newest, so the caller must say so.
+pub fn resolve_reporting(backend: &dyn Backend, spec: &str) -> Result<(SnapshotInfo, Unreadable)> {
     if spec == "latest" {
         let (all, bad) = list(backend)?;
-        // A damaged record may be the newest: never answer with an older one silently.
-        if let Some((id, e)) = bad.into_iter().next() {
-            return Err(Error::corrupt(
-                format!("snapshot {id}"),
-                format!("{e}; 'latest' cannot be determined, name a snapshot id instead"),
-            ));
-        }
-        return all
-            .into_iter()
-            .last()
-            .ok_or_else(|| Error::NotFound("no snapshots in the repository".into()));
+        let newest = all.into_iter().last().ok_or_else(|| match bad.first() {
+            Some((id, e)) => Error::corrupt(format!("snapshot {id}"), e.to_string()),
+            None => Error::NotFound("no snapshots in the repository".into()),
+        })?;
+        return Ok((newest, bad));
     }
     if spec.len() < 4 || !spec.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(Error::invalid(format!(
@@ -94,10 +95,13 @@ pub fn resolve(backend: &dyn Backend, spec: &str) -> Result<SnapshotInfo> {
         .collect();
     match matches.as_slice() {
         [] => Err(Error::NotFound(format!("snapshot {spec}"))),
-        [id] => Ok(SnapshotInfo {
-            id: id.clone(),
-            record: load(backend, id)?,
-        }),
+        [id] => Ok((
+            SnapshotInfo {
+                id: id.clone(),
+                record: load(backend, id)?,
+            },
+            Vec::new(),
+        )),
         _ => Err(Error::invalid(format!(
             "snapshot prefix {spec} is ambiguous ({} matches)",
             matches.len()

@@ -109,8 +109,14 @@ struct Ctx<'a> {
     buf: Vec<u8>,
 }
 
-const MISSING_CONTAINER: &str = "container file is missing (the index and snapshots reference it)";
-const NOT_HELD: &str = "index entries point at chunks this container does not hold";
+const MISSING_CONTAINER: &str = "container file is missing (the index and snapshots reference it; \
+     `cairn repair index` drops it from the index so new backups store its chunks again)";
+const NOT_HELD: &str = "index entries point at chunks this container does not hold \
+     (`cairn repair index` rebuilds the index from the containers)";
+/// What to run when data is lost: new backups then store it again.
+const REPAIR_LOST: &str = "`cairn repair index` makes new backups store lost chunks again";
+/// How derived data (index, Summary Vector checkpoint) is repaired.
+const REBUILD: &str = "rebuilt by the next backup or `cairn repair index`";
 
 /// The frugal index's chunk log (derived data, like the paged index): every
 /// segment must verify, every indexed chunk must be in it, and every record
@@ -184,7 +190,30 @@ pub fn check(repo: &Repository, read_data: bool) -> Result<CheckReport> {
 
     let disk = DiskIndex::open(repo.backend().clone(), repo.counters.clone());
     let covered = disk.as_ref().map_or(ContainerId(0), |d| d.covered_below());
+    let generation = disk.as_ref().map_or(0, |d| d.generation());
     let index_entries = disk.and_then(|d| d.read_all());
+    if repo.config.index.kind == IndexKind::Paged && generation > 0 {
+        // A writer that committed meanwhile deletes the checkpoint of the
+        // generation read above (after writing its own): not damage.
+        let moved_on = || {
+            DiskIndex::open(repo.backend().clone(), repo.counters.clone())
+                .is_ok_and(|d| d.generation() != generation)
+        };
+        if let Err(e) = verify_checkpoint(repo, generation, covered).or_else(|e| {
+            if e.is_not_found() && moved_on() {
+                Ok(())
+            } else {
+                Err(e)
+            }
+        }) {
+            problems.add(
+                format!("Summary Vector checkpoint damaged (derived data, {REBUILD}): {e}"),
+                None,
+                None,
+                None,
+            );
+        }
+    }
     // The frugal chunk log is written before the paged index, so read after
     // it, it covers at least what the index does.
     let frugal_records = (repo.config.index.kind == IndexKind::Frugal).then(|| {
@@ -203,13 +232,8 @@ pub fn check(repo: &Repository, read_data: bool) -> Result<CheckReport> {
     for &id in &ids {
         let meta = if read_data {
             log.read(id).map(|c| {
-                if !c.data_ok {
-                    problems.add(
-                        "data section checksum mismatch".into(),
-                        Some(id),
-                        None,
-                        None,
-                    );
+                if let Some(damage) = &c.damage {
+                    problems.add(format!("container damaged: {damage}"), Some(id), None, None);
                 }
                 for d in &c.meta.descriptors {
                     if let Err(e) = verify_chunk(repo, &c.bytes, &c.meta, d) {
@@ -227,7 +251,12 @@ pub fn check(repo: &Repository, read_data: bool) -> Result<CheckReport> {
                 metas.insert(id, m);
             }
             Err(e) => {
-                problems.add(format!("container unreadable: {e}"), Some(id), None, None);
+                problems.add(
+                    format!("container unreadable: {e} ({REPAIR_LOST})"),
+                    Some(id),
+                    None,
+                    None,
+                );
                 bad_containers.insert(id, e.to_string());
             }
         }
@@ -236,7 +265,15 @@ pub fn check(repo: &Repository, read_data: bool) -> Result<CheckReport> {
         problems.add(format!("chunk {fp} damaged: {e}"), Some(*id), None, None);
     }
 
-    // Index against containers.
+    // Index against containers. No index generation at all while
+    // containers exist means the index was deleted: derived data, like a
+    // damaged one.
+    let index_entries = match index_entries {
+        Ok(_) if generation == 0 && !ids.is_empty() => Err(cairn_core::Error::NotFound(
+            "no index file in index/".into(),
+        )),
+        other => other,
+    };
     let mut index: FpMap<ContainerId> = FpMap::default();
     match index_entries {
         Ok(entries) => {
@@ -245,8 +282,13 @@ pub fn check(repo: &Repository, read_data: bool) -> Result<CheckReport> {
             }
         }
         Err(e) => {
+            let what = if e.is_not_found() {
+                "missing"
+            } else {
+                "unreadable"
+            };
             problems.add(
-                format!("index unreadable (the next backup rebuilds it from the containers): {e}"),
+                format!("index {what} (derived data, {REBUILD}): {e}"),
                 None,
                 None,
                 None,
@@ -257,7 +299,7 @@ pub fn check(repo: &Repository, read_data: bool) -> Result<CheckReport> {
             ids.sort();
             for id in ids {
                 for d in &metas[id].descriptors {
-                    index.entry(d.fp).or_insert(*id);
+                    index.insert(d.fp, *id);
                 }
             }
         }
@@ -333,6 +375,21 @@ pub fn check(repo: &Repository, read_data: bool) -> Result<CheckReport> {
     Ok(report)
 }
 
+/// The Summary Vector checkpoint of the current index generation must be
+/// present, decode (envelope checksum included) and cover what the index
+/// covers.
+fn verify_checkpoint(repo: &Repository, generation: u64, covered: ContainerId) -> Result<()> {
+    let bytes = repo.backend().read(&crate::keys::bloom(generation))?;
+    let (_, sv_covered) = crate::index::summary_vector::SummaryVector::from_checkpoint(&bytes)?;
+    if sv_covered != covered {
+        return Err(cairn_core::Error::corrupt(
+            "summary vector checkpoint",
+            format!("covers containers below {sv_covered}, the index below {covered}"),
+        ));
+    }
+    Ok(())
+}
+
 fn verify_chunk(
     repo: &Repository,
     bytes: &[u8],
@@ -354,7 +411,7 @@ impl Ctx<'_> {
     fn locate(&mut self, fp: &Fingerprint, snap: &str, path: &str) -> Option<ContainerId> {
         let Some(&id) = self.index.get(fp) else {
             self.problems.add(
-                format!("chunk {fp} is missing"),
+                format!("chunk {fp} is missing ({REPAIR_LOST})"),
                 None,
                 Some(snap),
                 Some(path),

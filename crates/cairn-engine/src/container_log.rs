@@ -25,9 +25,12 @@ pub trait ContainerStore: Send + Sync {
     fn allocate(&self) -> ContainerId;
     /// The id the next allocation returns.
     fn next_id(&self) -> ContainerId;
-    /// Re-reads the next id from the store (a writer calls this once it holds
-    /// the lock: ids read before may have been used by the writer it waited for).
-    fn refresh_next_id(&self) -> Result<()>;
+    /// Re-reads the next id from the store, and never lets it fall below
+    /// `floor` (one past every id referenced anywhere else: index, snapshot
+    /// records), so the id of a container that was lost is never handed out
+    /// again. A writer calls this once it holds the lock: ids read before may
+    /// have been used by the writer it waited for.
+    fn refresh_next_id(&self, floor: ContainerId) -> Result<()>;
     /// Appends a sealed container; durable when this returns.
     fn append(&self, writer: ContainerWriter) -> Result<()>;
     /// The metadata section alone (DDFS §4.3: one small read).
@@ -52,6 +55,9 @@ pub struct LoadedContainer {
     /// is verified against its fingerprint on the way out, so one flipped
     /// byte costs the chunk it hits, not the 4 MiB around it.
     pub data_ok: bool,
+    /// Why the whole-container decode failed when `data_ok` is false (the
+    /// section it names: header, data checksum, ...), for reports.
+    pub damage: Option<String>,
 }
 
 impl ContainerLog {
@@ -62,7 +68,7 @@ impl ContainerLog {
             counters,
             next_id: AtomicU64::new(1),
         };
-        log.refresh_next_id()?;
+        log.refresh_next_id(ContainerId(1))?;
         Ok(log)
     }
 
@@ -78,9 +84,9 @@ impl ContainerLog {
 }
 
 impl ContainerStore for ContainerLog {
-    fn refresh_next_id(&self) -> Result<()> {
+    fn refresh_next_id(&self, floor: ContainerId) -> Result<()> {
         let next = self.ids()?.last().map(|id| id.0 + 1).unwrap_or(1);
-        self.next_id.fetch_max(next, Ordering::Relaxed);
+        self.next_id.fetch_max(next.max(floor.0), Ordering::Relaxed);
         Ok(())
     }
 
@@ -142,11 +148,11 @@ impl ContainerStore for ContainerLog {
     fn read(&self, id: ContainerId) -> Result<LoadedContainer> {
         let bytes = self.backend.read(&keys::container(id))?;
         bump(&self.counters.containers_read, 1);
-        let (meta, data_ok) = match container::decode_container(&bytes) {
-            Ok(m) => (m, true),
+        let (meta, damage) = match container::decode_container(&bytes) {
+            Ok(m) => (m, None),
             Err(e) if e.is_corruption() => match container::decode_tail(bytes.len() as u64, &bytes)
             {
-                Ok(TailDecode::Meta(m)) => (m, false),
+                Ok(TailDecode::Meta(m)) => (m, Some(e.to_string())),
                 _ => return Err(with_container(e, id)),
             },
             Err(e) => return Err(with_container(e, id)),
@@ -155,7 +161,8 @@ impl ContainerStore for ContainerLog {
         Ok(LoadedContainer {
             bytes,
             meta,
-            data_ok,
+            data_ok: damage.is_none(),
+            damage,
         })
     }
 

@@ -16,6 +16,7 @@ pub mod dedup;
 pub mod index;
 pub mod keys;
 pub mod meta_store;
+pub mod repair;
 pub mod repo;
 pub mod restore;
 pub mod stats;

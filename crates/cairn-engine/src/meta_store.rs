@@ -65,9 +65,9 @@ impl ContainerStore for MetaOnlyStore {
         ContainerId(self.next_id.load(Ordering::Relaxed))
     }
 
-    fn refresh_next_id(&self) -> Result<()> {
+    fn refresh_next_id(&self, floor: ContainerId) -> Result<()> {
         let next = self.metas.read().keys().last().map_or(1, |id| id.0 + 1);
-        self.next_id.fetch_max(next, Ordering::Relaxed);
+        self.next_id.fetch_max(next.max(floor.0), Ordering::Relaxed);
         Ok(())
     }
 

@@ -6,10 +6,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use cairn_backend::{CountingBackend, LocalBackend};
-use cairn_core::{Backend, Counters, Error, LockGuard, LockMode, Result};
+use cairn_core::{Backend, ContainerId, Counters, Error, LockGuard, LockMode, Result};
 
+use crate::catalog;
 use crate::config::RepoConfig;
 use crate::container_log::{ContainerLog, ContainerStore};
+use crate::index::disk_index::DiskIndex;
 use crate::keys;
 
 pub struct Repository {
@@ -37,6 +39,13 @@ fn new_repo_id() -> String {
     hex::encode(&h.finalize().as_bytes()[..16])
 }
 
+fn already_a_repository(backend: &dyn Backend) -> Error {
+    Error::invalid(format!(
+        "{} already holds a cairn repository",
+        backend.describe()
+    ))
+}
+
 impl Repository {
     /// Default configuration with a fresh repository id.
     pub fn default_config() -> RepoConfig {
@@ -45,23 +54,30 @@ impl Repository {
 
     /// Creates a repository in `backend`; fails if one exists already.
     pub fn init(backend: Arc<dyn Backend>, config: RepoConfig) -> Result<Self> {
-        config.validate()?;
-        if backend.exists(keys::CONFIG)? {
-            return Err(Error::invalid(format!(
-                "{} already holds a cairn repository",
-                backend.describe()
-            )));
+        if !Self::create_config(&*backend, &config)? {
+            return Err(already_a_repository(&*backend));
         }
-        let stray = backend.list("")?;
-        if !stray.is_empty() {
-            return Err(Error::invalid(format!(
-                "{} is not empty and not a cairn repository (found {})",
-                backend.describe(),
-                stray[0]
-            )));
-        }
-        backend.write_atomic(keys::CONFIG, &config.encode())?;
         Self::open(backend)
+    }
+
+    /// Writes `config` as the repository's config if there is none yet.
+    /// Creation is exclusive (create-if-absent, never a rename over an
+    /// existing config): of two racing creators (two `init`s, or `init` and a
+    /// first `backup`) exactly one writes its config and the other sees it.
+    /// Returns whether this call created the repository.
+    fn create_config(backend: &dyn Backend, config: &RepoConfig) -> Result<bool> {
+        config.validate()?;
+        let present = backend.list("")?;
+        if present.iter().any(|k| k == keys::CONFIG) {
+            return Ok(false);
+        }
+        if let Some(stray) = present.first() {
+            return Err(Error::invalid(format!(
+                "{} is not empty and not a cairn repository (found {stray})",
+                backend.describe(),
+            )));
+        }
+        backend.create_new(keys::CONFIG, &config.encode())
     }
 
     /// Creates a repository whose containers live in a store of the caller's
@@ -127,8 +143,9 @@ impl Repository {
 
     /// Opens the local repository at `path`, creating it with `config` if
     /// `path` does not hold one yet. Returns whether it was created.
-    /// `config` runs only when the repository is created (and nothing is
-    /// created if it fails).
+    /// `config` runs only when the repository may need creating (and nothing
+    /// is created if it fails). A repository created concurrently by another
+    /// process wins: its config is the one opened.
     pub fn open_or_init_local<E: From<Error>>(
         path: &Path,
         config: impl FnOnce() -> std::result::Result<RepoConfig, E>,
@@ -136,7 +153,10 @@ impl Repository {
         if path.join(keys::CONFIG).is_file() {
             return Ok((Self::open_local(path)?, false));
         }
-        Ok((Self::init_local(path, config()?)?, true))
+        let config = config()?;
+        let backend = LocalBackend::create(path)?;
+        let created = Self::create_config(&backend, &config)?;
+        Ok((Self::open_local(path)?, created))
     }
 
     pub fn backend(&self) -> &Arc<dyn Backend> {
@@ -148,14 +168,44 @@ impl Repository {
     }
 
     /// Takes the single-writer lock; removes leftovers of interrupted writes.
+    /// The config this handle was opened with is checked against the one
+    /// stored, under the lock: a writer never writes with a config other than
+    /// the repository's.
     pub fn lock_writer(&self, wait: bool) -> Result<WriteLock> {
         let guard = self
             .backend
             .lock(keys::WRITE_LOCK, LockMode::Exclusive, wait)?;
+        let stored = RepoConfig::decode(&self.backend.read(keys::CONFIG)?)?;
+        if stored != self.config {
+            return Err(Error::invalid(format!(
+                "the config of {} changed after it was opened; run the command again",
+                self.backend.describe()
+            )));
+        }
         self.backend.clean_temporaries()?;
         // Everything read before the lock may be stale: the config cannot
         // change, but the container log has grown if we waited for a writer.
-        self.log.refresh_next_id()?;
+        self.log.refresh_next_id(self.container_id_floor()?)?;
         Ok(WriteLock { _guard: guard })
+    }
+
+    /// One past every container id the repository has ever referenced
+    /// outside the container log: the index's coverage mark (an index
+    /// generation covers every container below it) and each readable
+    /// snapshot record's allocation mark. Containers present are counted by
+    /// the log itself. Damaged or missing sources count as 0: each is a
+    /// lower bound, and a dedup hit is verified against the container anyway.
+    fn container_id_floor(&self) -> Result<ContainerId> {
+        let index = match DiskIndex::open(self.backend.clone(), self.counters.clone()) {
+            Ok(ix) => ix.covered_below().0,
+            Err(_) => 0,
+        };
+        let (snapshots, _) = catalog::list(&*self.backend)?;
+        let recorded = snapshots
+            .iter()
+            .map(|s| s.record.next_container)
+            .max()
+            .unwrap_or(0);
+        Ok(ContainerId(index.max(recorded).max(1)))
     }
 }

@@ -4,9 +4,11 @@
 //! A paged hash table in one immutable file: page 0 is a header page, then
 //! `page_count` data pages of `page_size` bytes. A fingerprint lives in page
 //! [`page_of`]`(fp)`, so a lookup is one page read (`offset = (page_no + 1) *
-//! page_size`). The bucket function is monotone in the fingerprint's leading
-//! bytes, so pages are ordered by fingerprint: merging a sorted run of new
-//! entries with the old file writes the new file sequentially. `covered_below`
+//! page_size`). The bucket function is monotone in the page key (a hash of
+//! every fingerprint byte, [`page_key`]), and entries are stored in
+//! [`entry_order`] (page key, then fingerprint), so merging a sorted run of
+//! new entries with the old file writes the new file sequentially, and
+//! fingerprints that share a prefix cannot crowd one page. `covered_below`
 //! is the checkpoint for replay after a crash (DDFS §4.1): every container
 //! with a smaller id is in the file; later ones are re-read from the log.
 //!
@@ -15,7 +17,7 @@
 //!               | page_size u32 | reserved u32 | page_count u64 | entry_count u64
 //!               | covered_below u64 | crc32c u32 (over the 48 bytes before) | zero padding
 //! data page:    page_no u64 | entry count u32 | entries (fp [w] | container u64),
-//!               sorted by fp | zero padding | crc32c u32 (last 4 bytes, over the rest)
+//!               in entry_order | zero padding | crc32c u32 (last 4 bytes, over the rest)
 //! ```
 
 use cairn_core::{ContainerId, Error, Fingerprint, Result};
@@ -25,7 +27,10 @@ use crate::bytes::{check_fp_width, get_u32, get_u64, set_u32, set_u64, show_magi
 /// First 8 bytes of an index file.
 pub const INDEX_MAGIC: [u8; 8] = *b"CAIRNIDX";
 /// The index format version this build writes and the newest it reads.
-pub const INDEX_VERSION: u32 = 1;
+/// Version 2 places entries by a hash of the whole fingerprint (version 1
+/// used its first 8 bytes); an index of another version is derived data
+/// that the next backup rebuilds.
+pub const INDEX_VERSION: u32 = 2;
 /// Smallest allowed page size.
 pub const MIN_INDEX_PAGE_SIZE: usize = 256;
 /// Largest allowed page size.
@@ -79,21 +84,24 @@ pub fn entries_per_page(page_size: usize, fp_width: usize) -> usize {
     page_size.saturating_sub(INDEX_PAGE_OVERHEAD) / fp_width.saturating_add(CONTAINER_LEN)
 }
 
-/// The first 8 fingerprint bytes as a **big-endian** integer (zero-padded),
-/// so that the order of prefixes is the byte order of fingerprints.
-fn prefix_be(fp: &Fingerprint) -> u64 {
-    let mut b = [0u8; 8];
-    let s = fp.as_bytes();
-    let n = s.len().min(8);
-    b[..n].copy_from_slice(&s[..n]);
-    u64::from_be_bytes(b)
+/// The page key of a fingerprint: [`Fingerprint::fold64`], a hash of every
+/// byte, so fingerprints sharing a prefix still spread over all pages.
+pub fn page_key(fp: &Fingerprint) -> u64 {
+    fp.fold64()
 }
 
-/// The data page holding `fp`: `(prefix * page_count) >> 64`, where `prefix`
-/// is the first 8 bytes read big-endian. Monotone in fingerprint byte order;
-/// 0 when `page_count` is 0.
+/// The order of entries in an index file, within and across pages: by page
+/// key, then by fingerprint bytes. [`page_of`] is monotone in the page key,
+/// so this order is page order for every page count (which is what lets a
+/// merge stream an old file into a new one of another size).
+pub fn entry_order(fp: &Fingerprint) -> (u64, Fingerprint) {
+    (page_key(fp), *fp)
+}
+
+/// The data page holding `fp`: `(page_key * page_count) >> 64`; 0 when
+/// `page_count` is 0.
 pub fn page_of(fp: &Fingerprint, page_count: u64) -> u64 {
-    ((prefix_be(fp) as u128 * page_count as u128) >> 64) as u64
+    ((page_key(fp) as u128 * page_count as u128) >> 64) as u64
 }
 
 /// File offset of data page `page_no`.
@@ -205,7 +213,7 @@ pub fn encode_index_page(
                 e.fp
             )));
         }
-        if i > 0 && entries[i - 1].fp >= e.fp {
+        if i > 0 && entry_order(&entries[i - 1].fp) >= entry_order(&e.fp) {
             return Err(Error::invalid(format!(
                 "index entries not sorted and unique at {}",
                 e.fp
@@ -230,7 +238,7 @@ pub fn encode_index_page(
 }
 
 /// The whole index file: header page, then `page_count` data pages.
-/// `sorted_entries` must be sorted by fingerprint bytes and unique, and
+/// `sorted_entries` must be in [`entry_order`] and unique, and
 /// `header.entry_count` must equal their number. [`Error::InvalidInput`] if a
 /// bucket overflows its page (retry with more pages).
 pub fn encode_index(header: &IndexHeader, sorted_entries: &[IndexEntry]) -> Result<Vec<u8>> {
@@ -419,7 +427,10 @@ pub fn decode_index_page(
         if page_of(&fp, header.page_count) != page_no {
             return Err(bad("belongs to another page"));
         }
-        if out.last().is_some_and(|p| p.fp >= fp) {
+        if out
+            .last()
+            .is_some_and(|p| entry_order(&p.fp) >= entry_order(&fp))
+        {
             return Err(bad("not sorted or duplicate"));
         }
         out.push(IndexEntry {
@@ -444,12 +455,12 @@ pub fn lookup_in_page(
     if fp.len() != w || !(1..=cairn_core::MAX_FINGERPRINT_LEN).contains(&w) {
         return Ok(None);
     }
-    let key = fp.as_bytes();
+    let key = entry_order(fp);
     let (mut lo, mut hi) = (0usize, count);
     while lo < hi {
         let mid = lo + (hi - lo) / 2;
         let (k, c) = entry_at(page, w, mid);
-        match k.cmp(key) {
+        match entry_order(&Fingerprint::from_slice(k)).cmp(&key) {
             std::cmp::Ordering::Less => lo = mid + 1,
             std::cmp::Ordering::Greater => hi = mid,
             std::cmp::Ordering::Equal => return Ok(Some(ContainerId(c))),

@@ -34,6 +34,12 @@ pub struct SnapshotRecord {
     pub tags: Vec<String>,
     pub root: BlobRefRecord,
     pub stats: SnapshotStats,
+    /// Every container id below this had been allocated when the snapshot
+    /// was committed: a writer never allocates below the largest such mark,
+    /// so a lost container's id is never reused (0 in records written before
+    /// the field existed).
+    #[serde(default)]
+    pub next_container: u64,
 }
 
 /// Counters of the backup run that wrote a snapshot.
@@ -147,6 +153,7 @@ mod tests {
 
     fn sample() -> SnapshotRecord {
         SnapshotRecord {
+            next_container: 0,
             time_unix_ns: 1_700_000_000_000_000_000,
             host: "host-1".into(),
             paths: vec!["/home/a".into(), "/etc".into()],
@@ -232,6 +239,7 @@ mod tests {
             stats in any::<[u64; 11]>(),
         ) {
             let r = SnapshotRecord {
+                next_container: 0,
                 time_unix_ns: time, host, paths, tags,
                 root: BlobRef { root: Fingerprint::from_slice(&fp), level, size: stats[0] }.into(),
                 stats: SnapshotStats {

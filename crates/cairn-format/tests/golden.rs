@@ -17,8 +17,8 @@ use cairn_format::container::{
 use cairn_format::dir::{decode_dir, encode_dir, BlobRef, DirEntry, EntryKind};
 use cairn_format::envelope::{open, seal};
 use cairn_format::index::{
-    decode_index_header, decode_index_page, encode_index, index_page_offset, IndexEntry,
-    IndexHeader,
+    decode_index_header, decode_index_page, encode_index, entry_order, index_page_offset, page_of,
+    IndexEntry, IndexHeader,
 };
 use cairn_format::snapshot::{decode_snapshot, encode_snapshot, SnapshotRecord, SnapshotStats};
 use cairn_format::tree::{decode_tree_node, encode_tree_node, ChildRef, TreeNode};
@@ -124,6 +124,7 @@ fn dir_entries() -> Vec<DirEntry> {
 
 fn snapshot() -> SnapshotRecord {
     SnapshotRecord {
+        next_container: 0,
         time_unix_ns: MTIME,
         host: "h".into(),
         paths: vec!["/data".into()],
@@ -264,13 +265,14 @@ fn golden_index() {
         entry_count: 3,
         covered_below: ContainerId(0x2b),
     };
-    let entries: Vec<IndexEntry> = [0x11, 0x22, 0xc3]
+    let mut entries: Vec<IndexEntry> = [0x11, 0x22, 0xc3]
         .iter()
         .map(|&b| IndexEntry {
             fp: fp(b),
             container: ContainerId(0x2a),
         })
         .collect();
+    entries.sort_by_key(|e| entry_order(&e.fp));
     assert_bytes("index", &encode_index(&header, &entries).unwrap(), INDEX);
 
     let golden = parse(INDEX);
@@ -279,8 +281,14 @@ fn golden_index() {
         let off = index_page_offset(&header, p) as usize;
         decode_index_page(&golden[off..off + 256], &header, p).unwrap()
     };
-    assert_eq!(page(0), entries[..2]);
-    assert_eq!(page(1), entries[2..]);
+    for p in 0..2 {
+        let want: Vec<IndexEntry> = entries
+            .iter()
+            .filter(|e| page_of(&e.fp, 2) == p)
+            .copied()
+            .collect();
+        assert_eq!(page(p), want, "page {p}");
+    }
 }
 
 const ENVELOPE: &str = r#"
@@ -379,27 +387,27 @@ const SNAPSHOT: &str = r#"
 
 const INDEX: &str = r#"
     434149524e494458                         # header: magic "CAIRNIDX"
-    01000000                                 # header: version 1
+    02000000                                 # header: version 2
     08000000                                 # header: fingerprint width 8, reserved
     00010000                                 # header: page size 256
     00000000                                 # header: reserved
     0200000000000000                         # header: data page count 2
     0300000000000000                         # header: entry count 3
     2b00000000000000                         # header: covered_below 0x2b
-    fbfb3997                                 # header: crc32c of header bytes 0..48
+    77b295f4                                 # header: crc32c of header bytes 0..48
     00*204                                   # header page padding
     0000000000000000                         # page 0: page number
     02000000                                 # page 0: entry count 2
-    1111111111111111                         # page 0: entry fingerprint
+    c3c3c3c3c3c3c3c3                         # page 0: entry fingerprint
     2a00000000000000                         # page 0: entry container 0x2a
     2222222222222222                         # page 0: entry fingerprint
     2a00000000000000                         # page 0: entry container 0x2a
     00*208                                   # page 0: padding
-    702e2cc1                                 # page 0: crc32c of page bytes 0..252
+    14ba0f42                                 # page 0: crc32c of page bytes 0..252
     0100000000000000                         # page 1: page number
     01000000                                 # page 1: entry count 1
-    c3c3c3c3c3c3c3c3                         # page 1: entry fingerprint
+    1111111111111111                         # page 1: entry fingerprint
     2a00000000000000                         # page 1: entry container 0x2a
     00*224                                   # page 1: padding
-    9516ce19                                 # page 1: crc32c of page bytes 0..252
+    f182ed9a                                 # page 1: crc32c of page bytes 0..252
 "#;

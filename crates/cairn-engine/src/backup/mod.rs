@@ -293,13 +293,16 @@ pub fn backup(repo: &Repository, _lock: &WriteLock, opts: BackupOptions) -> Resu
         tags: opts.tags,
         root: root.into(),
         stats,
+        next_container: covered.0,
     };
     let snapshot_id = catalog::commit(&**repo.backend(), &record)?;
+    let mut notices = notices.into_inner();
+    notices.extend(shared.dedup.lost_report());
     Ok(BackupOutcome {
         snapshot_id,
         record,
         skipped,
-        notices: notices.into_inner(),
+        notices,
         counters: repo.counters.snapshot().since(&before),
         phases,
         index_ram_bytes_per_chunk,

@@ -52,9 +52,8 @@ pub fn run_sealer(shared: &Shared, jobs: Receiver<SealJob>) {
         }
         let t = Instant::now();
         let id = job.writer.id();
-        let fps: Vec<Fingerprint> = job.writer.descriptors().iter().map(|d| d.fp).collect();
         match shared.log.append(job.writer) {
-            Ok(()) => shared.dedup.container_sealed(id, fps.into_iter()),
+            Ok(()) => shared.dedup.container_sealed(id),
             Err(e) => *shared.seal_error.lock() = Some(e),
         }
         bump(&shared.phases.write_ns, elapsed_ns(t));
@@ -405,12 +404,18 @@ impl<'a> Stream<'a> {
         self.seal()
     }
 
-    /// Hands the open container to the sealer (durable first, then indexed
-    /// in memory, both on the sealer thread).
+    /// Hands the open container to the sealer. Its chunks are placed in
+    /// the in-memory index now, on the stream's own thread, so dedup
+    /// decisions and counters never depend on how far the sealer has got;
+    /// the sealer only makes it durable.
     fn seal(&mut self) -> Result<()> {
         let Some(writer) = self.writer.take() else {
             return Ok(());
         };
+        self.shared.dedup.container_closed(
+            writer.id(),
+            writer.descriptors().iter().map(|d| d.fp).collect(),
+        );
         let failed = || {
             cairn_core::Error::io(
                 "sealing a container",

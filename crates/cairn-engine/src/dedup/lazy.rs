@@ -164,8 +164,11 @@ impl LazyBuffer {
         }
         match st.memory.get(fp) {
             Some(&Some(id)) => {
+                if !dedup.confirm(st, id, fp)? {
+                    dedup.decide_new(st, fp);
+                    return Ok(Decision::New);
+                }
                 bump(&c.index_hits, 1);
-                dedup.prefetch(st, id)?;
                 self.post_lookup(dedup, st, ring);
                 return Ok(Decision::Duplicate);
             }
@@ -273,15 +276,23 @@ impl LazyBuffer {
                     on_disk[i].map(Some)
                 }
             };
+            let confirmed = match container {
+                Some(Some(id)) => Some(dedup.confirm(st, id, &fp)?),
+                _ => None,
+            };
             match container {
-                Some(container) => {
+                Some(container) if confirmed != Some(false) => {
                     bump(&c.index_hits, 1);
                     bump(&c.lazy_disk_resolved, 1);
                     self.settle(r, false);
-                    if let Some(id) = container {
-                        dedup.prefetch(st, id)?;
+                    if container.is_some() {
                         self.post_lookup(dedup, st, ring);
                     }
+                }
+                Some(_) => {
+                    bump(&c.lazy_disk_resolved, 1);
+                    dedup.decide_new(st, &fp);
+                    self.settle(r, true);
                 }
                 None => {
                     dedup.note_false_positive();

@@ -37,7 +37,7 @@ use crate::index::disk_index::DiskIndex;
 use crate::index::frugal::FrugalIndex;
 use crate::index::locality_cache::LocalityCache;
 use crate::index::summary_vector::SummaryVector;
-use crate::index::{write_checkpoint, OpenedIndex};
+use crate::index::{delete_checkpoints_before, write_checkpoint, OpenedIndex};
 use crate::keys;
 
 pub mod lazy;
@@ -49,6 +49,8 @@ pub struct Dedup {
     counters: Arc<Counters>,
     use_summary: bool,
     use_cache: bool,
+    /// The current generation's checkpoint was unusable at open.
+    checkpoint_rebuilt: bool,
     state: Mutex<State>,
 }
 
@@ -60,6 +62,16 @@ struct State {
     memory: FpMap<Option<ContainerId>>,
     /// Containers being filled: no metadata section on disk yet.
     open: HashSet<ContainerId>,
+    /// Containers closed but not yet durable, with their fingerprints (what
+    /// their metadata section will list): at most the sealer's queue.
+    pending: std::collections::HashMap<ContainerId, Vec<Fingerprint>>,
+    /// Containers present at open plus those sealed since (checked when the
+    /// locality cache is off).
+    present: HashSet<ContainerId>,
+    /// Containers an index hit pointed at that are missing or damaged, why.
+    lost: std::collections::BTreeMap<ContainerId, String>,
+    /// Index hits that could not be confirmed: chunks stored again.
+    stored_again: u64,
 }
 
 impl Dedup {
@@ -72,8 +84,9 @@ impl Dedup {
         use_cache: bool,
     ) -> Self {
         let mut memory = FpMap::default();
+        // Replayed containers come in ascending id order: the newest copy wins.
         for e in index.replayed {
-            memory.entry(e.fp).or_insert(Some(e.container));
+            memory.insert(e.fp, Some(e.container));
         }
         let use_summary = use_summary && index.frugal.is_none();
         Dedup {
@@ -83,11 +96,16 @@ impl Dedup {
             counters,
             use_summary,
             use_cache,
+            checkpoint_rebuilt: index.checkpoint_rebuilt,
             state: Mutex::new(State {
                 cache: LocalityCache::new(cache_containers),
                 frugal: index.frugal,
                 memory,
                 open: HashSet::new(),
+                pending: Default::default(),
+                present: index.present,
+                lost: Default::default(),
+                stored_again: 0,
             }),
         }
     }
@@ -132,11 +150,9 @@ impl Dedup {
             },
         };
         match found {
-            Some(container) => {
+            Some(Some(id)) if !self.confirm(st, id, fp)? => Ok(true),
+            Some(_) => {
                 bump(&c.index_hits, 1);
-                if let Some(id) = container {
-                    self.prefetch(st, id)?;
-                }
                 Ok(false)
             }
             None => {
@@ -183,18 +199,82 @@ impl Dedup {
         st.memory.insert(*fp, None);
     }
 
-    /// Loads container `id`'s metadata section into the locality cache
-    /// unless it is there already or still open (no section on disk yet).
-    /// Returns whether a section was read.
-    fn prefetch(&self, st: &mut State, id: ContainerId) -> Result<bool> {
-        if !self.use_cache || st.open.contains(&id) || st.cache.contains_container(id) {
-            return Ok(false);
+    /// Confirms an index hit: container `id` must exist and hold `fp`, so
+    /// a dedup decision never points at a container that was lost, damaged
+    /// or (before ids were never reused) replaced. With the locality cache
+    /// on this is DDFS's prefetch (§4.4): the metadata section is read into
+    /// the cache, and whether it lists `fp` is the confirmation. With the
+    /// cache off (a Table 4 ablation) only the container's presence is
+    /// checked, so the ablation's I/O counts stay DDFS's.
+    ///
+    /// `false` means the chunk must be stored again; the container is
+    /// remembered as lost and reported once at the end of the backup.
+    fn confirm(&self, st: &mut State, id: ContainerId, fp: &Fingerprint) -> Result<bool> {
+        let held = if st.open.contains(&id) {
+            true
+        } else if let Some(fps) = st.pending.get(&id) {
+            // Closed by a stream, still on its way to disk: the section it
+            // will have is known, and loading it counts as the read it would
+            // be once durable, so counters do not depend on disk timing.
+            let held = fps.contains(fp);
+            if self.use_cache && !st.cache.contains_container(id) {
+                let fps = fps.clone();
+                st.cache.insert(id, fps);
+                bump(&self.counters.prefetches, 1);
+                bump(&self.counters.container_meta_reads, 1);
+            }
+            held
+        } else if st.lost.contains_key(&id) {
+            false
+        } else if !self.use_cache {
+            if st.present.contains(&id) {
+                true
+            } else {
+                st.lost.insert(id, "missing".into());
+                false
+            }
+        } else if st.cache.contains_container(id) {
+            st.cache.container_holds(id, fp)
+        } else {
+            match self.log.read_meta(id) {
+                Ok(meta) => {
+                    bump(&self.counters.prefetches, 1);
+                    let held = meta.descriptors.iter().any(|d| d.fp == *fp);
+                    st.cache
+                        .insert(id, meta.descriptors.iter().map(|d| d.fp).collect());
+                    held
+                }
+                Err(e) if e.is_not_found() || crate::index::is_damage(&e) => {
+                    st.lost.insert(id, e.to_string());
+                    false
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        if !held {
+            st.stored_again += 1;
         }
-        let meta = self.log.read_meta(id)?;
-        bump(&self.counters.prefetches, 1);
-        st.cache
-            .insert(id, meta.descriptors.iter().map(|d| d.fp).collect());
-        Ok(true)
+        Ok(held)
+    }
+
+    /// One line per container found lost during this backup, and how many
+    /// chunks were stored again because of it (empty when none).
+    pub fn lost_report(&self) -> Vec<String> {
+        let st = self.state.lock();
+        if st.stored_again == 0 {
+            return Vec::new();
+        }
+        let mut out: Vec<String> = st
+            .lost
+            .iter()
+            .map(|(id, why)| format!("container {id} is missing or damaged ({why})"))
+            .collect();
+        out.push(format!(
+            "{} chunk(s) indexed in lost or replaced containers were stored again; \
+             `cairn check` reports what older snapshots lost, `cairn repair index` rebuilds the index",
+            st.stored_again
+        ));
+        out
     }
 
     /// A stream starts filling container `id`.
@@ -202,13 +282,23 @@ impl Dedup {
         self.state.lock().open.insert(id);
     }
 
-    /// Chunks packed into container `id` (called when it is sealed and durable).
-    pub fn container_sealed(&self, id: ContainerId, fps: impl Iterator<Item = Fingerprint>) {
+    /// A stream closed container `id` holding `fps` and handed it to the
+    /// sealer: its chunks are in the in-memory index from now on, and its
+    /// metadata section is served from `fps` until it is durable.
+    pub fn container_closed(&self, id: ContainerId, fps: Vec<Fingerprint>) {
         let mut st = self.state.lock();
-        for fp in fps {
-            st.memory.insert(fp, Some(id));
+        for fp in &fps {
+            st.memory.insert(*fp, Some(id));
         }
         st.open.remove(&id);
+        st.pending.insert(id, fps);
+    }
+
+    /// Container `id` is written and durable.
+    pub fn container_sealed(&self, id: ContainerId) {
+        let mut st = self.state.lock();
+        st.pending.remove(&id);
+        st.present.insert(id);
     }
 
     /// Entries to merge into the on-disk index (all packed chunks).
@@ -255,13 +345,23 @@ impl Dedup {
         };
         let generation = self.disk.generation();
         if !entries.is_empty() || covered != self.disk.covered_below() {
-            let generation = self
+            // The checkpoint of the new generation is written before the
+            // generation itself, and older checkpoints go only after it: a
+            // reader (`check`) never sees an index generation without its
+            // checkpoint. A crash in between leaves a checkpoint of a
+            // generation not yet written, which the next commit overwrites.
+            let next = generation + 1;
+            if !frugal {
+                backend.write_atomic(&keys::bloom(next), &self.summary.checkpoint(covered))?;
+            }
+            let written = self
                 .disk
                 .write_merged(entries, covered, fp_width, page_size)?;
+            debug_assert_eq!(written, next);
             if !frugal {
-                write_checkpoint(backend, &self.summary, generation, covered)?;
+                delete_checkpoints_before(backend, written)?;
             }
-        } else if !frugal && generation > 0 && !backend.exists(&keys::bloom(generation))? {
+        } else if !frugal && generation > 0 && self.checkpoint_rebuilt {
             write_checkpoint(backend, &self.summary, generation, covered)?;
         }
         Ok(())

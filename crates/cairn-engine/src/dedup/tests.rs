@@ -42,8 +42,9 @@ impl Packer<'_> {
         if let Some(w) = self.writer.take() {
             let id = w.id();
             let sealed: Vec<Fingerprint> = w.descriptors().iter().map(|d| d.fp).collect();
+            self.dedup.container_closed(id, sealed);
             self.log.append(w).unwrap();
-            self.dedup.container_sealed(id, sealed.into_iter());
+            self.dedup.container_sealed(id);
         }
     }
 }

@@ -211,7 +211,7 @@ impl DiskIndex {
     }
 
     /// Writes a new generation holding the current entries plus `new_entries`
-    /// (entries already present keep their container), then deletes older
+    /// (a new entry replaces a present one: the newest copy wins), then deletes older
     /// generations. `covered_below` becomes the new replay checkpoint.
     ///
     /// The merge streams: old pages are decoded one at a time and merged with
@@ -219,14 +219,41 @@ impl DiskIndex {
     /// old and new file images but never a decoded copy of the whole index.
     pub fn write_merged(
         &self,
+        new_entries: Vec<IndexEntry>,
+        covered_below: ContainerId,
+        fp_width: usize,
+        page_size: usize,
+    ) -> Result<u64> {
+        let old = self.read_file()?;
+        self.write_generation(old, new_entries, covered_below, fp_width, page_size)
+    }
+
+    /// Writes a new generation holding exactly `entries` (`repair index`:
+    /// the old generation is not read, so a damaged one does not matter),
+    /// then deletes older generations.
+    pub fn write_replacing(
+        &self,
+        entries: Vec<IndexEntry>,
+        covered_below: ContainerId,
+        fp_width: usize,
+        page_size: usize,
+    ) -> Result<u64> {
+        self.write_generation(None, entries, covered_below, fp_width, page_size)
+    }
+
+    fn write_generation(
+        &self,
+        old: Option<(Current, Vec<u8>)>,
         mut new_entries: Vec<IndexEntry>,
         covered_below: ContainerId,
         fp_width: usize,
         page_size: usize,
     ) -> Result<u64> {
-        new_entries.sort_by_key(|e| e.fp);
+        // Among equal fingerprints the last one given is kept (callers list
+        // copies oldest first: the newest copy wins).
+        new_entries.reverse();
+        new_entries.sort_by_key(|e| codec::entry_order(&e.fp));
         new_entries.dedup_by(|a, b| a.fp == b.fp);
-        let old = self.read_file()?;
         let old_count = old.as_ref().map_or(0, |(c, _)| c.header.entry_count);
         let per_page = codec::entries_per_page(page_size, fp_width).max(1);
         // Sized for the upper bound (old and new never overlap in practice).
@@ -244,8 +271,19 @@ impl DiskIndex {
                 covered_below,
             ) {
                 Ok(b) => break b,
-                // A bucket overflowed its page: spread over more pages.
-                Err(Error::InvalidInput(_)) => page_count = page_count + page_count / 2 + 1,
+                // A bucket overflowed its page: spread over more pages. Page
+                // keys hash whole fingerprints, so this converges fast; the
+                // bound stops fingerprints crafted to collide in the 64-bit
+                // page key from growing the file without end.
+                Err(Error::InvalidInput(_)) if page_count < upper.max(64) * 4 => {
+                    page_count = page_count + page_count / 2 + 1
+                }
+                Err(Error::InvalidInput(m)) => {
+                    return Err(Error::invalid(format!(
+                        "the fingerprint index cannot place {upper} entries ({m}): \
+                         too many fingerprints share a page key"
+                    )))
+                }
                 Err(e) => return Err(e),
             }
         };
@@ -347,14 +385,18 @@ fn merge_into_pages(
     let mut page_no = 0u64;
     let mut count = 0u64;
     loop {
-        // Next entry in merged order; the old entry wins on equal fingerprints.
+        // Next entry in merged order. On equal fingerprints the new entry
+        // wins: a backup stores a chunk the index already holds only when the
+        // indexed container was lost or damaged, so the new copy is the one
+        // that can be read (the newest copy is canonical).
         let e = match (a, b.peek()) {
-            (Some(x), Some(y)) if x.fp <= y.fp => {
-                if x.fp == y.fp {
-                    b.next();
-                }
+            (Some(x), Some(y)) if codec::entry_order(&x.fp) <= codec::entry_order(&y.fp) => {
                 a = old_next()?;
-                Some(x)
+                if x.fp == y.fp {
+                    b.next().copied()
+                } else {
+                    Some(x)
+                }
             }
             (Some(_), Some(_)) | (None, Some(_)) => b.next().copied(),
             (Some(x), None) => {
@@ -430,8 +472,8 @@ mod tests {
         assert_eq!(ix.lookup(&fp(10)).unwrap(), Some(ContainerId(1)));
         assert_eq!(
             ix.lookup(&fp(2500)).unwrap(),
-            Some(ContainerId(1)),
-            "old entry wins"
+            Some(ContainerId(2)),
+            "the newest copy wins"
         );
         assert_eq!(ix.lookup(&fp(5999)).unwrap(), Some(ContainerId(2)));
         assert_eq!(ix.lookup(&fp(6000)).unwrap(), None);
@@ -455,7 +497,7 @@ mod properties {
         #![proptest_config(ProptestConfig::with_cases(32))]
 
         /// The index never loses an entry: after any sequence of merges every
-        /// fingerprint ever merged is found (first container wins), by a page
+        /// fingerprint ever merged is found (the newest container wins), by a page
         /// lookup and by a full read.
         #[test]
         fn merges_never_lose_entries(
@@ -473,7 +515,7 @@ mod properties {
                     container: c,
                 }).collect();
                 for e in &entries {
-                    model.entry(e.fp.as_bytes().to_vec()).or_insert(c);
+                    model.insert(e.fp.as_bytes().to_vec(), c);
                 }
                 ix.write_merged(entries, ContainerId(r as u64 + 2), width, page_size).unwrap();
             }

@@ -43,6 +43,12 @@ impl LocalityCache {
         self.containers.contains_key(&id)
     }
 
+    /// Whether cached container `id`'s metadata section lists `fp` (a scan
+    /// of one section: only to confirm an index hit on a cached container).
+    pub fn container_holds(&self, id: ContainerId, fp: &Fingerprint) -> bool {
+        self.containers.get(&id).is_some_and(|c| c.fps.contains(fp))
+    }
+
     /// DDFS `Insert(container)`: all descriptors of one metadata section at
     /// once, evicting the least recently used container first when full.
     pub fn insert(&mut self, id: ContainerId, fps: Vec<Fingerprint>) {

@@ -31,6 +31,12 @@ pub struct OpenedIndex {
     pub replayed: Vec<IndexEntry>,
     /// Containers replayed (appended after the last checkpoint).
     pub replayed_containers: u64,
+    /// Every container present in the log at open.
+    pub present: std::collections::HashSet<ContainerId>,
+    /// The checkpoint of the current generation was missing or damaged and
+    /// was rebuilt from the index: the commit rewrites it even if nothing
+    /// else changed.
+    pub checkpoint_rebuilt: bool,
 }
 
 /// Opens the index for a writer: checkpoint + replay (DDFS §4.1).
@@ -69,12 +75,14 @@ pub fn open_for_write(
         IndexKind::Frugal => Some(open_frugal(&backend, &counters, &disk, warnings)?),
     };
     // The frugal kind has no Summary Vector: an empty one stands in.
+    let mut checkpoint_rebuilt = false;
     let summary = if frugal.is_some() {
         SummaryVector::with_capacity(1024, cfg.bloom_bits_per_chunk)
     } else {
         match load_checkpoint(&*backend, generation, covered, cfg, indexed) {
             Some(sv) => sv,
             None => {
+                checkpoint_rebuilt = generation > 0;
                 // No usable checkpoint: rebuild from the index file itself.
                 let sv = SummaryVector::with_capacity(
                     cfg.expected_chunks.max(indexed * 2),
@@ -88,7 +96,9 @@ pub fn open_for_write(
 
     let mut replayed = Vec::new();
     let mut replayed_containers = 0;
-    for id in log.ids()? {
+    let ids = log.ids()?;
+    let present = ids.iter().copied().collect();
+    for id in ids {
         if id < covered {
             continue;
         }
@@ -117,6 +127,8 @@ pub fn open_for_write(
         frugal,
         replayed,
         replayed_containers,
+        present,
+        checkpoint_rebuilt,
     })
 }
 
@@ -193,6 +205,11 @@ pub fn write_checkpoint(
     covered: ContainerId,
 ) -> Result<()> {
     backend.write_atomic(&keys::bloom(generation), &summary.checkpoint(covered))?;
+    delete_checkpoints_before(backend, generation)
+}
+
+/// Removes the checkpoints of generations before `generation`.
+pub fn delete_checkpoints_before(backend: &dyn Backend, generation: u64) -> Result<()> {
     for key in backend.list(keys::BLOOM)? {
         match keys::parse_generation(&key, keys::BLOOM) {
             Some(g) if g < generation => backend.delete(&key)?,

@@ -8,12 +8,14 @@
 //! `FingerprintIndex::open`. The filter is the `fastbloom` crate's atomic
 //! variant, so parallel streams insert without a lock.
 
-use cairn_core::{mix64, ContainerId, Error, Fingerprint, Result};
+use cairn_core::{ContainerId, Error, Fingerprint, Result};
 use fastbloom::AtomicBloomFilter;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub const BLOOM_MAGIC: &[u8; 8] = b"CAIRNBLM";
-pub const BLOOM_VERSION: u32 = 1;
+/// Version 2 keys the filter on a hash of the whole fingerprint (version 1 on
+/// its first 8 bytes); a checkpoint of another version is rebuilt from the index.
+pub const BLOOM_VERSION: u32 = 2;
 
 pub struct SummaryVector {
     filter: AtomicBloomFilter,
@@ -21,11 +23,11 @@ pub struct SummaryVector {
     inserted: AtomicU64,
 }
 
-/// The Bloom key of a fingerprint. Fingerprints are uniform, but narrow ones
-/// (48-bit trace hashes) leave the top of the 64-bit prefix zero, so mix first.
+/// The Bloom key of a fingerprint: a hash of every byte (not a prefix, so
+/// fingerprints sharing their first bytes do not all set the same bits).
 #[inline]
 fn key(fp: &Fingerprint) -> u64 {
-    mix64(fp.prefix_u64() ^ ((fp.len() as u64) << 56))
+    fp.fold64()
 }
 
 /// Hash count minimizing the false-positive rate: k = ln 2 * bits/item.

@@ -49,15 +49,35 @@ impl ChunkStore {
         }
     }
 
+    /// The container holding `fp`: the index's answer, or, when the index
+    /// is damaged, missing (deleted: it is derived data) or does not know
+    /// the chunk, the answer of the containers' own metadata sections.
     pub fn locate(&self, fp: &Fingerprint) -> Result<ContainerId> {
         let found = match &self.locator {
             Locator::Disk(ix) => match ix.lookup(fp) {
-                Err(e) if e.is_corruption() => self.rebuilt()?.get(fp).copied(),
+                Err(e) if crate::index::is_damage(&e) => None,
                 other => other?,
             },
             Locator::Memory(map) => map.get(fp).copied(),
         };
-        found.ok_or_else(|| missing_chunk(fp))
+        match found {
+            Some(id) => Ok(id),
+            None => self.locate_in_containers(fp, None),
+        }
+    }
+
+    /// Where the containers' metadata sections place `fp`, other than
+    /// `stale` (a container the index named that turned out missing or not
+    /// to hold it). Built once per reader, on first need.
+    pub fn locate_in_containers(
+        &self,
+        fp: &Fingerprint,
+        stale: Option<ContainerId>,
+    ) -> Result<ContainerId> {
+        match self.rebuilt()?.get(fp) {
+            Some(&id) if Some(id) != stale => Ok(id),
+            _ => Err(missing_chunk(fp)),
+        }
     }
 
     fn rebuilt(&self) -> Result<&FpMap<ContainerId>> {
@@ -88,14 +108,14 @@ impl ChunkStore {
 }
 
 /// Fingerprint -> container for every chunk in every readable container's
-/// metadata section (the oldest container wins, as in the index): what an
+/// metadata section (the newest container wins, as in the index): what an
 /// index rebuild would produce.
 pub fn map_from_containers(log: &dyn ContainerStore) -> Result<FpMap<ContainerId>> {
     let mut map = FpMap::default();
     for id in log.ids()? {
         if let Ok(meta) = log.read_meta(id) {
             for d in meta.descriptors {
-                map.entry(d.fp).or_insert(id);
+                map.insert(d.fp, id);
             }
         }
     }
@@ -174,7 +194,22 @@ impl RestoreCache for ContainerLru {
     ) -> Result<()> {
         if !self.by_fp.contains_key(fp) {
             let id = store.locate(fp)?;
-            self.load(id, store)?;
+            // The index is derived data: if the container it names is gone,
+            // damaged or lacks the chunk, the containers themselves decide.
+            match self.load(id, store) {
+                Err(e) if e.is_not_found() || crate::index::is_damage(&e) => {
+                    match store.locate_in_containers(fp, Some(id)) {
+                        Ok(other) => self.load(other, store)?,
+                        Err(_) => return Err(e),
+                    }
+                }
+                r => r?,
+            }
+            if !self.by_fp.contains_key(fp) {
+                if let Ok(other) = store.locate_in_containers(fp, Some(id)) {
+                    self.load(other, store)?;
+                }
+            }
         }
         let Some(&(id, i)) = self.by_fp.get(fp) else {
             return Err(Error::corrupt(

@@ -4,22 +4,39 @@
 //! permitted) and symlinks. Directory metadata is applied after their
 //! contents. A damaged file is reported and the rest of the restore goes on.
 //!
+//! Every change to the target goes through [`target::Target`], which keeps a
+//! restore inside its target: files are written to a temporary and renamed
+//! into place (never written through an existing inode), no pre-existing
+//! symlink is followed, a non-empty directory is only removed with
+//! `--delete`, and a full target file system stops the restore with one
+//! error (rules: `docs/restore-target.md`).
+//!
 //! ```text
-//! restore(snapshot, target, include):
+//! restore(snapshot, target, include, options):
 //!     entry <- resolve include path in the snapshot tree (root if none)
+//!     make each include parent a real directory (a symlink there is unlinked)
 //!     visit(entry, target/path):
-//!         dir     -> mkdir; for child in listing: visit(child); remember (dir, meta)
-//!         file    -> for chunk in tree(content): cache.read_chunk -> verify -> write
-//!                    set mode, owner, mtime
-//!         symlink -> symlink(target); owner, mtime
+//!         dir     -> mkdir, or enter an existing real directory;
+//!                    --delete: remove what the listing lacks;
+//!                    for child in listing: visit(child); remember (dir, meta)
+//!         file    -> temp <- new file; for chunk in tree(content):
+//!                    cache.read_chunk -> verify -> write temp;
+//!                    set mode, owner, mtime on temp; rename temp -> dest
+//!         symlink -> temp symlink; owner, mtime; rename temp -> dest
+//!         (an existing entry at dest: replaced, skipped or refused per options;
+//!          ENOSPC/EDQUOT: stop everything)
 //!     for (dir, meta) in remembered, deepest first: set mode, owner, mtime
 //! ```
 
 pub mod blob_reader;
 pub mod cache;
+pub mod target;
+#[cfg(test)]
+mod tests;
 
+use std::ffi::OsStr;
 use std::fs;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -36,6 +53,8 @@ use crate::index::disk_index::DiskIndex;
 use crate::repo::Repository;
 use blob_reader::BlobReader;
 use cache::{ChunkStore, ContainerLru, Locator, RestoreCache};
+use target::{DirState, Placed, Target};
+pub use target::{Overwrite, RestoreOptions};
 
 /// Default restore cache: 16 containers (64 MiB at the default container size).
 pub const DEFAULT_CACHE_CONTAINERS: usize = 16;
@@ -45,12 +64,24 @@ pub struct Reader {
     cache: Box<dyn RestoreCache>,
 }
 
+/// What a restore did. `files`, `dirs`, `symlinks` and `bytes` count what
+/// was written (including replacements); the other counts describe entries
+/// that were already in the target.
 #[derive(Debug, Default, Serialize)]
 pub struct RestoreSummary {
     pub files: u64,
     pub dirs: u64,
     pub symlinks: u64,
     pub bytes: u64,
+    /// Existing entries left as they were (`--overwrite never`, or unchanged
+    /// files with `--overwrite if-changed`).
+    pub skipped: u64,
+    /// Existing entries replaced by a snapshot entry (a file, symlink or
+    /// directory of another kind, or an older file).
+    pub replaced: u64,
+    /// Entries removed by `--delete` because the snapshot does not have
+    /// them (a directory with its contents counts once).
+    pub deleted: u64,
     /// Entries that could not be restored, each with the reason.
     pub errors: Vec<String>,
 }
@@ -205,7 +236,9 @@ impl Reader {
         Ok(n)
     }
 
-    /// Restores the snapshot (or the subtree at `include`) under `target`.
+    /// Restores the snapshot (or the subtree at `include`) under `target`
+    /// with the default [`RestoreOptions`] (`--overwrite always`, no
+    /// `--delete`).
     pub fn restore(
         &mut self,
         snap: &SnapshotRecord,
@@ -213,150 +246,259 @@ impl Reader {
         include: Option<&str>,
         progress: &Progress,
     ) -> Result<RestoreSummary> {
-        fs::create_dir_all(target).ctx(|| format!("creating {}", target.display()))?;
-        let mut sum = RestoreSummary::default();
-        let mut dirs: Vec<(PathBuf, DirEntry)> = Vec::new();
-        match include
-            .map(|p| p.trim_matches('/'))
-            .filter(|p| !p.is_empty())
-        {
-            None => {
-                for e in self.root_entries(snap)? {
-                    let dest = target.join(std::ffi::OsStr::from_bytes(&e.name));
-                    self.restore_entry(e, &dest, &mut sum, &mut dirs, progress);
-                }
-            }
-            Some(p) => {
-                let e = self
-                    .find(snap, p)?
-                    .ok_or_else(|| Error::NotFound(format!("{p} in the snapshot")))?;
-                let dest = target.join(p);
-                if let Some(parent) = dest.parent() {
-                    fs::create_dir_all(parent).ctx(|| format!("creating {}", parent.display()))?;
-                }
-                self.restore_entry(e, &dest, &mut sum, &mut dirs, progress);
-            }
-        }
-        // Deepest directories first, so a parent's mtime is set last.
-        for (path, e) in dirs.iter().rev() {
-            if let Err(err) = apply_meta(path, e) {
-                sum.errors.push(format!("{}: {err}", path.display()));
-            }
-        }
-        Ok(sum)
+        self.restore_with(snap, target, include, &RestoreOptions::default(), progress)
     }
 
-    fn restore_entry(
+    /// Restores the snapshot (or the subtree at `include`) under `target`,
+    /// treating entries already in the target as `opts` says (see the
+    /// [`target`](self::target) module). A failed entry is recorded in
+    /// [`RestoreSummary::errors`] and the restore goes on; a full target file
+    /// system stops it at once with one error.
+    pub fn restore_with(
         &mut self,
-        e: DirEntry,
-        dest: &Path,
-        sum: &mut RestoreSummary,
-        dirs: &mut Vec<(PathBuf, DirEntry)>,
+        snap: &SnapshotRecord,
+        target: &Path,
+        include: Option<&str>,
+        opts: &RestoreOptions,
         progress: &Progress,
-    ) {
-        let r = match e.kind {
-            EntryKind::Dir => self.restore_dir(e, dest, sum, dirs, progress),
-            EntryKind::File => self.restore_file(&e, dest, sum, progress).inspect_err(|_| {
-                // Leave no half-written file that could pass for the real one.
-                let _ = fs::remove_file(dest);
-            }),
-            EntryKind::Symlink => restore_symlink(&e, dest).map(|()| sum.symlinks += 1),
+    ) -> Result<RestoreSummary> {
+        self.restore_into(snap, target, include, &Target::new(opts.clone()), progress)
+    }
+
+    pub(crate) fn restore_into(
+        &mut self,
+        snap: &SnapshotRecord,
+        root: &Path,
+        include: Option<&str>,
+        t: &Target,
+        progress: &Progress,
+    ) -> Result<RestoreSummary> {
+        // Resolve what to restore before touching the target, so that a
+        // path missing from the snapshot creates nothing.
+        let comps: Vec<&str> = include
+            .unwrap_or("")
+            .split('/')
+            .filter(|c| !c.is_empty() && *c != ".")
+            .collect();
+        let picked = if comps.is_empty() {
+            None
+        } else {
+            let p = include.unwrap_or_default();
+            let e = self
+                .find(snap, p)?
+                .ok_or_else(|| Error::NotFound(format!("{p} in the snapshot")))?;
+            Some(e)
         };
-        if let Err(err) = r {
-            sum.errors.push(format!("{}: {err}", dest.display()));
+        let root_entries = match picked {
+            None => self.root_entries(snap)?,
+            Some(_) => Vec::new(),
+        };
+        // The target itself is the user's path: created with its parents,
+        // and followed if it is a symlink, like any path argument. Below it,
+        // nothing pre-existing is followed.
+        fs::create_dir_all(root).ctx(|| format!("creating {}", root.display()))?;
+        let mut run = Run {
+            target: t,
+            progress,
+            sum: RestoreSummary::default(),
+            dirs: Vec::new(),
+        };
+        let outcome = match picked {
+            None => {
+                if t.opts.delete {
+                    let keep = root_entries.iter().map(|e| e.name.as_slice()).collect();
+                    run.sum.deleted += t.prune(root, &keep, &mut run.sum.errors);
+                }
+                root_entries.into_iter().try_for_each(|e| {
+                    let dest = root.join(OsStr::from_bytes(&e.name));
+                    self.restore_entry(e, &dest, &mut run)
+                })
+            }
+            Some(e) => self.restore_included(e, root, &comps, &mut run),
+        };
+        // Deepest directories first, so a parent's mtime is set last. Done
+        // even after a fatal error: it needs no space.
+        for (path, e) in run.dirs.iter().rev() {
+            if let Err(err) = apply_dir_meta(path, e) {
+                run.sum.errors.push(format!("{}: {err}", path.display()));
+            }
         }
+        outcome?;
+        Ok(run.sum)
     }
 
-    fn restore_dir(
+    /// `--include a/b/c`: makes `a` and `a/b` real directories in the target
+    /// (they get no recorded metadata), then restores `c`.
+    fn restore_included(
         &mut self,
         e: DirEntry,
-        dest: &Path,
-        sum: &mut RestoreSummary,
-        dirs: &mut Vec<(PathBuf, DirEntry)>,
-        progress: &Progress,
+        root: &Path,
+        comps: &[&str],
+        run: &mut Run,
     ) -> Result<()> {
-        if fs::symlink_metadata(dest).is_ok_and(|m| !m.is_dir()) {
-            fs::remove_file(dest).ctx(|| format!("replacing {}", dest.display()))?;
+        let mut dest = root.to_path_buf();
+        let (last, parents) = comps.split_last().expect("include has a component");
+        for c in parents {
+            dest.push(c);
+            let state = run
+                .target
+                .prepare_dir(&dest)
+                .map_err(|err| target::full_disk(err, &dest).unwrap_or_else(|err| err))?;
+            match state {
+                DirState::Skipped => {
+                    run.sum.skipped += 1;
+                    return Ok(());
+                }
+                DirState::Replaced => run.sum.replaced += 1,
+                DirState::Created | DirState::Existing => {}
+            }
         }
-        fs::create_dir_all(dest).ctx(|| format!("creating {}", dest.display()))?;
-        // Owner-writable while we fill it; the recorded mode is applied afterwards.
-        let _ = fs::set_permissions(dest, fs::Permissions::from_mode(0o700));
-        let children = self.read_dir(e.content.as_ref())?;
-        sum.dirs += 1;
-        dirs.push((dest.to_path_buf(), e));
+        dest.push(last);
+        self.restore_entry(e, &dest, run)
+    }
+
+    /// Restores one entry. `Err` only for a fatal error (a full target file
+    /// system); anything else is recorded in the summary.
+    fn restore_entry(&mut self, e: DirEntry, dest: &Path, run: &mut Run) -> Result<()> {
+        let r = match e.kind {
+            EntryKind::Dir => return self.restore_dir(e, dest, run),
+            EntryKind::File => self.restore_file(&e, dest, run),
+            EntryKind::Symlink => run.target.place_symlink(dest, &e).map(|placed| {
+                if run.sum.count(placed, dest, 0) {
+                    run.sum.symlinks += 1;
+                }
+            }),
+        };
+        r.or_else(|err| run.settle(err, dest))
+    }
+
+    fn restore_dir(&mut self, e: DirEntry, dest: &Path, run: &mut Run) -> Result<()> {
+        let children = match self.read_dir(e.content.as_ref()) {
+            Ok(c) => c,
+            Err(err) => return run.settle(err, dest),
+        };
+        let state = match run.target.prepare_dir(dest) {
+            Ok(s) => s,
+            Err(err) => return run.settle(err, dest),
+        };
+        // An existing directory keeps its metadata under `--overwrite never`.
+        let restore_meta = match state {
+            DirState::Skipped => {
+                run.sum.skipped += 1;
+                return Ok(());
+            }
+            DirState::Existing if run.target.opts.overwrite == Overwrite::Never => {
+                run.sum.skipped += 1;
+                false
+            }
+            DirState::Replaced => {
+                run.sum.replaced += 1;
+                true
+            }
+            DirState::Created | DirState::Existing => true,
+        };
+        if run.target.opts.delete && state == DirState::Existing {
+            let keep = children.iter().map(|c| c.name.as_slice()).collect();
+            run.sum.deleted += run.target.prune(dest, &keep, &mut run.sum.errors);
+        }
+        if restore_meta {
+            // Owner-writable while we fill it; the recorded mode is applied
+            // afterwards. `dest` was just checked to be a real directory.
+            let _ = fs::set_permissions(dest, fs::Permissions::from_mode(0o700));
+            run.sum.dirs += 1;
+            run.dirs.push((dest.to_path_buf(), e));
+        }
         for c in children {
-            let d = dest.join(std::ffi::OsStr::from_bytes(&c.name));
-            self.restore_entry(c, &d, sum, dirs, progress);
+            let d = dest.join(OsStr::from_bytes(&c.name));
+            self.restore_entry(c, &d, run)?;
         }
         Ok(())
     }
 
-    fn restore_file(
-        &mut self,
-        e: &DirEntry,
-        dest: &Path,
-        sum: &mut RestoreSummary,
-        progress: &Progress,
-    ) -> Result<()> {
-        if fs::symlink_metadata(dest).is_ok_and(|m| !m.is_file()) {
-            remove_any(dest)?;
-        }
-        let f = fs::File::create(dest).ctx(|| format!("creating {}", dest.display()))?;
-        let mut w = BufWriter::with_capacity(1 << 20, f);
-        if let Some(b) = &e.content {
+    fn restore_file(&mut self, e: &DirEntry, dest: &Path, run: &mut Run) -> Result<()> {
+        let progress = run.progress;
+        let placed = run.target.place_file(dest, e, &mut |w| {
+            let Some(b) = &e.content else { return Ok(()) };
             self.blob().for_each_chunk(b, &mut |c| {
                 progress
                     .bytes_done
                     .fetch_add(c.len() as u64, Ordering::Relaxed);
                 w.write_all(c).ctx(|| format!("writing {}", dest.display()))
-            })?;
+            })
+        })?;
+        if placed == Placed::Skipped {
+            progress.bytes_done.fetch_add(e.size, Ordering::Relaxed);
         }
-        w.flush().ctx(|| format!("writing {}", dest.display()))?;
-        drop(w);
-        apply_meta(dest, e)?;
-        sum.files += 1;
-        sum.bytes += e.size;
+        if run.sum.count(placed, dest, e.size) {
+            run.sum.files += 1;
+        }
         progress.files_done.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 }
 
-fn remove_any(p: &Path) -> Result<()> {
+/// The state of one restore run.
+struct Run<'a> {
+    target: &'a Target,
+    progress: &'a Progress,
+    sum: RestoreSummary,
+    /// Directories whose recorded metadata is applied at the end.
+    dirs: Vec<(PathBuf, DirEntry)>,
+}
+
+impl Run<'_> {
+    /// An entry failed: a full file system becomes the fatal error, anything
+    /// else is recorded and the restore goes on.
+    fn settle(&mut self, err: Error, dest: &Path) -> Result<()> {
+        match target::full_disk(err, dest) {
+            Ok(fatal) => Err(fatal),
+            Err(err) => {
+                self.sum.errors.push(format!("{}: {err}", dest.display()));
+                Ok(())
+            }
+        }
+    }
+}
+
+impl RestoreSummary {
+    /// Counts a placed file or symlink of `size` bytes; `true` if it was
+    /// written (the caller counts it as a file or symlink).
+    fn count(&mut self, placed: Placed, dest: &Path, size: u64) -> bool {
+        match placed {
+            Placed::New => {}
+            Placed::Replaced => self.replaced += 1,
+            Placed::Skipped => {
+                self.skipped += 1;
+                return false;
+            }
+            Placed::NonEmptyDir => {
+                self.errors.push(format!(
+                    "{} is a non-empty directory; pass --delete to replace it",
+                    dest.display()
+                ));
+                return false;
+            }
+        }
+        self.bytes += size;
+        true
+    }
+}
+
+/// Ownership (best effort: only root may give files away), mode, mtime of a
+/// directory this restore created or entered, unless it is no longer a real
+/// directory (then it is left alone: these calls would follow a symlink).
+fn apply_dir_meta(p: &Path, e: &DirEntry) -> Result<()> {
     let m = fs::symlink_metadata(p).ctx(|| format!("inspecting {}", p.display()))?;
-    if m.is_dir() {
-        fs::remove_dir_all(p)
-    } else {
-        fs::remove_file(p)
+    if !m.is_dir() {
+        return Err(Error::invalid(
+            "replaced by something else during the restore",
+        ));
     }
-    .ctx(|| format!("replacing {}", p.display()))
-}
-
-fn restore_symlink(e: &DirEntry, dest: &Path) -> Result<()> {
-    if fs::symlink_metadata(dest).is_ok() {
-        remove_any(dest)?;
-    }
-    let target = std::ffi::OsStr::from_bytes(e.target.as_deref().unwrap_or_default());
-    std::os::unix::fs::symlink(target, dest)
-        .ctx(|| format!("creating symlink {}", dest.display()))?;
-    let _ = std::os::unix::fs::lchown(dest, Some(e.uid), Some(e.gid));
-    filetime::set_symlink_file_times(dest, mtime(e), mtime(e))
-        .ctx(|| format!("setting times of {}", dest.display()))
-}
-
-fn mtime(e: &DirEntry) -> filetime::FileTime {
-    filetime::FileTime::from_unix_time(
-        e.mtime_ns.div_euclid(1_000_000_000),
-        e.mtime_ns.rem_euclid(1_000_000_000) as u32,
-    )
-}
-
-/// Ownership (best effort: only root may give files away), mode, mtime.
-fn apply_meta(p: &Path, e: &DirEntry) -> Result<()> {
     let _ = std::os::unix::fs::lchown(p, Some(e.uid), Some(e.gid));
     fs::set_permissions(p, fs::Permissions::from_mode(e.mode & 0o7777))
         .ctx(|| format!("setting mode of {}", p.display()))?;
-    filetime::set_file_times(p, mtime(e), mtime(e))
-        .ctx(|| format!("setting times of {}", p.display()))
+    let t = target::mtime(e);
+    filetime::set_file_times(p, t, t).ctx(|| format!("setting times of {}", p.display()))
 }
 
 impl Reader {

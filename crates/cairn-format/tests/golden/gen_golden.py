@@ -137,9 +137,9 @@ snap.put(u32(crc32c(snap.b)), "crc32c of the above")
 # --- index
 idx = Out()
 PS, PC = 256, 2
-h = b"CAIRNIDX" + u32(1) + u8(8) + b"\0\0\0" + u32(PS) + u32(0) + u64(PC) + u64(3) + u64(0x2b)
+h = b"CAIRNIDX" + u32(2) + u8(8) + b"\0\0\0" + u32(PS) + u32(0) + u64(PC) + u64(3) + u64(0x2b)
 idx.put(b"CAIRNIDX", "header: magic \"CAIRNIDX\"")
-idx.put(u32(1), "header: version 1")
+idx.put(u32(2), "header: version 2")
 idx.put(u8(8) + b"\0\0\0", "header: fingerprint width 8, reserved")
 idx.put(u32(PS), "header: page size 256")
 idx.put(u32(0), "header: reserved")
@@ -148,11 +148,24 @@ idx.put(u64(3), "header: entry count 3")
 idx.put(u64(0x2b), "header: covered_below 0x2b")
 idx.put(u32(crc32c(h)), "header: crc32c of header bytes 0..48")
 idx.put(bytes(PS - 52), "header page padding")
+M64 = (1 << 64) - 1
+def mix64(z):
+    z = ((z ^ (z >> 30)) * 0xbf58476d1ce4e5b9) & M64
+    z = ((z ^ (z >> 27)) * 0x94d049bb133111eb) & M64
+    return z ^ (z >> 31)
+def page_key(fp):
+    # Every byte counts: the length, then each 8-byte little-endian word
+    # (the last zero-padded) folded in through splitmix64's finalizer.
+    h = len(fp)
+    padded = fp.ljust((len(fp) + 7) // 8 * 8, b"\0")
+    for i in range(0, len(padded), 8):
+        h = mix64(h ^ int.from_bytes(padded[i:i + 8], "little"))
+    return h
 def page_of(fp, pc):
-    return (int.from_bytes(fp[:8].ljust(8, b"\0"), "big") * pc) >> 64
+    return (page_key(fp) * pc) >> 64
 entries = [(FA, 0x2a), (FB, 0x2a), (FC, 0x2a)]
 for p in range(PC):
-    es = [e for e in entries if page_of(e[0], PC) == p]
+    es = sorted((e for e in entries if page_of(e[0], PC) == p), key=lambda e: (page_key(e[0]), e[0]))
     pg = bytearray(u64(p) + u32(len(es)))
     idx.put(u64(p), "page %d: page number" % p)
     idx.put(u32(len(es)), "page %d: entry count %d" % (p, len(es)))

@@ -62,8 +62,8 @@ impl<S: ContainerStore> ContainerStore for DeviceStore<S> {
         self.inner.next_id()
     }
 
-    fn refresh_next_id(&self) -> Result<()> {
-        self.inner.refresh_next_id()
+    fn refresh_next_id(&self, floor: ContainerId) -> Result<()> {
+        self.inner.refresh_next_id(floor)
     }
 
     fn append(&self, writer: ContainerWriter) -> Result<()> {

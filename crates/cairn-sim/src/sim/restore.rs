@@ -1,5 +1,5 @@
 //! Simulated restore of one generation: its data chunks in trace order, each
-//! located in the container that holds it (the oldest copy, as the index
+//! located in the container that holds it (the newest copy, as the index
 //! resolves duplicates), read through a container-granularity LRU of a given
 //! capacity (`002_c5d78fa3332f6f9f.txt` §2, container-based caching). Counts
 //! container reads and the speed factor (MB restored per container read);
@@ -41,7 +41,7 @@ pub fn simulate(
         if let Some(meta) = store.peek(id) {
             size.insert(id, meta.file_size);
             for d in &meta.descriptors {
-                place.entry(d.fp).or_insert(id);
+                place.insert(d.fp, id);
             }
         }
     }

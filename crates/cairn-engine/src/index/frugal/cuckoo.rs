@@ -41,10 +41,10 @@ pub struct KeyHash {
 }
 
 impl KeyHash {
-    /// Fingerprints are uniform, but narrow (trace) ones leave high prefix
-    /// bytes zero, so the 64-bit prefix is mixed once.
+    /// A hash of every fingerprint byte, so fingerprints that share a
+    /// prefix (a crafted trace) still spread over buckets and signatures.
     pub fn of(fp: &Fingerprint) -> Self {
-        let h = mix64(fp.prefix_u64());
+        let h = fp.fold64();
         KeyHash {
             bucket_hash: (h >> 32) as u32,
             sig: h as u16,

@@ -1,0 +1,252 @@
+//! The data-safety defects of issue 8, each reproduced through the binary:
+//! no path may exit 0 with a snapshot that does not restore byte-identically.
+//!
+//! 1. `init` racing the first `backup` (and two racing `init`s): creation is
+//!    exclusive, the backup writes with the config that won.
+//! 2. A lost container's id is never reused, so the index never places a
+//!    chunk in a container that does not hold it.
+//! 3. A backup that meets a missing container stores the chunk again and
+//!    says so; `repair index` rebuilds derived data; `check` names the repair.
+//! 4. A deleted index is derived data: restore falls back to the
+//!    containers and `check` says the index is missing, not the chunks.
+
+mod common;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use common::*;
+
+fn config_text(repo: &Path) -> String {
+    String::from_utf8_lossy(&fs::read(repo.join("config")).unwrap()).into_owned()
+}
+
+fn restore_matches(repo: &Path, spec: &str, out: &Path, expected: &Manifest, tree_name: &str) {
+    let _ = fs::remove_dir_all(out);
+    cairn(repo, &["restore", spec, "--target", s(out)]).ok();
+    assert_tree_matches(expected, &out.join(tree_name));
+}
+
+fn container_files(repo: &Path) -> Vec<PathBuf> {
+    let mut v = files_under(&repo.join("containers"));
+    v.sort();
+    v
+}
+
+/// Defect 1: `backup` and `init --fingerprint sha256` race on a new
+/// repository. Whatever wins, a backup that exits 0 restores byte-identically,
+/// and an `init` that exits 0 left its settings in the config.
+#[test]
+fn init_racing_the_first_backup_never_loses_either() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = tmp.path().join("tree");
+    build_random_files(&tree, &mut Rng::new(1), 6, 150_000);
+    let m = Manifest::capture(&tree);
+    let (mut init_won, mut backup_first) = (0, 0);
+    for round in 0..16 {
+        let repo = tmp.path().join(format!("repo{round}"));
+        let b = command(&repo, &["backup", "-q", "--json", s(&tree)])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let i = command(&repo, &["init", "-q", "--fingerprint", "sha256"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let b = finish(b, &["backup"]);
+        let i = finish(i, &["init"]);
+        let config = config_text(&repo);
+        if i.code == Some(0) {
+            init_won += 1;
+            assert!(
+                config.contains("sha256"),
+                "round {round}: init exited 0 but its config lost: {config}"
+            );
+        } else {
+            backup_first += 1;
+            let line = i.one_line_error();
+            assert!(
+                line.contains("already holds a cairn repository") || line.contains("not empty"),
+                "round {round}: {line}"
+            );
+        }
+        if b.code == Some(0) {
+            restore_matches(&repo, "latest", &tmp.path().join("out"), &m, "tree");
+        } else {
+            b.one_line_error();
+        }
+        cairn(&repo, &["check", "--read-data"]).ok();
+    }
+    eprintln!("init won {init_won}, backup created first {backup_first}");
+}
+
+/// Defect 1, second half: two concurrent `init`s with different settings:
+/// exactly one exits 0 and the config is that one's.
+#[test]
+fn two_racing_inits_exactly_one_wins() {
+    let tmp = tempfile::tempdir().unwrap();
+    for round in 0..16 {
+        let repo = tmp.path().join(format!("repo{round}"));
+        let spawn = |fp: &str| {
+            command(&repo, &["init", "-q", "--fingerprint", fp])
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let a = spawn("sha256");
+        let b = spawn("sha1");
+        let a = finish(a, &["init"]);
+        let b = finish(b, &["init"]);
+        assert!(
+            (a.code == Some(0)) != (b.code == Some(0)),
+            "round {round}: exactly one init must win ({:?}, {:?})",
+            a.code,
+            b.code
+        );
+        let config = config_text(&repo);
+        let (winner, loser) = if a.code == Some(0) {
+            ("sha256", b)
+        } else {
+            ("sha1", a)
+        };
+        assert!(
+            config.contains(&format!("\"{winner}\"")),
+            "round {round}: config is not the winner's"
+        );
+        assert!(loser
+            .one_line_error()
+            .contains("already holds a cairn repository"));
+    }
+}
+
+/// Three "releases" of a tree: each changes a few files.
+fn releases(root: &Path) -> Vec<(PathBuf, Manifest)> {
+    let mut rng = Rng::new(9);
+    let mut out = Vec::new();
+    let base = root.join("base");
+    build_random_files(&base, &mut rng, 8, 700_000);
+    for r in 0..4 {
+        let dir = root.join(format!("rel{r}"));
+        copy_dir(&base, &dir);
+        for k in 0..=r {
+            write_file(
+                &dir.join(format!("changed{k}.bin")),
+                &rng.bytes(1_200_000),
+                0o644,
+            );
+        }
+        write_file(&dir.join("f00.bin"), &rng.bytes(900_000), 0o644);
+        out.push((dir.clone(), Manifest::capture(&dir)));
+    }
+    out
+}
+
+/// Defect 2: delete the newest container, back up a fourth release (a new
+/// container must not take the deleted one's id), back up the third release
+/// again: every snapshot that exits 0 restores byte-identically.
+#[test]
+fn a_lost_containers_id_is_never_reused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    let rel = releases(tmp.path());
+    for (dir, _) in &rel[..3] {
+        cairn(&repo, &["backup", "-q", s(dir)]).ok();
+    }
+    let before = container_files(&repo);
+    let newest = before.last().unwrap().clone();
+    fs::remove_file(&newest).unwrap();
+    cairn(&repo, &["backup", "-q", s(&rel[3].0)]).ok();
+    assert!(
+        !newest.exists(),
+        "the deleted container's id {} was handed out again",
+        newest.display()
+    );
+    let again = cairn(&repo, &["backup", s(&rel[2].0)]).ok();
+    assert!(
+        again.all_output().contains("stored again"),
+        "the backup must say it stored lost chunks again: {}",
+        again.all_output()
+    );
+    restore_matches(&repo, "latest", &tmp.path().join("out"), &rel[2].1, "rel2");
+}
+
+/// Defect 3: an old container is lost. The next backup whose data overlaps
+/// it succeeds (storing the chunks again, saying so), restores
+/// byte-identically, and `check` names the snapshots that lost data and the
+/// repair command; `repair index` makes the next backups clean again.
+#[test]
+fn losing_an_old_container_does_not_block_later_backups() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    let rel = releases(tmp.path());
+    cairn(&repo, &["backup", "-q", s(&rel[0].0)]).ok();
+    cairn(&repo, &["backup", "-q", s(&rel[1].0)]).ok();
+    let first = container_files(&repo)[0].clone();
+    fs::remove_file(&first).unwrap();
+
+    let b = cairn(&repo, &["backup", s(&rel[1].0)]).ok();
+    assert!(
+        b.all_output().contains("stored again"),
+        "{}",
+        b.all_output()
+    );
+    restore_matches(&repo, "latest", &tmp.path().join("out"), &rel[1].1, "rel1");
+
+    let check = cairn(&repo, &["check"]).code(1);
+    let text = check.all_output();
+    assert!(
+        text.contains("repair"),
+        "check must name the repair command: {text}"
+    );
+
+    // The repair rebuilds the index from the containers; afterwards a
+    // backup of the same data stores nothing again and check only reports
+    // the older snapshots' lost data.
+    let r = cairn(&repo, &["repair", "index"]).ok();
+    assert!(r.all_output().contains("index"), "{}", r.all_output());
+    let b = cairn(&repo, &["backup", s(&rel[1].0)]).ok();
+    assert!(
+        !b.all_output().contains("stored again"),
+        "{}",
+        b.all_output()
+    );
+    restore_matches(&repo, "latest", &tmp.path().join("out"), &rel[1].1, "rel1");
+    cairn(&repo, &["backup", "-q", s(&rel[3].0)]).ok();
+    restore_matches(&repo, "latest", &tmp.path().join("out"), &rel[3].1, "rel3");
+}
+
+/// Defect 4: with `index/` removed, restore reads through container
+/// metadata and `check` reports a missing index (derived data), not missing
+/// chunks or reclaimable containers.
+#[test]
+fn a_deleted_index_is_derived_data() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    let rel = releases(tmp.path());
+    cairn(&repo, &["backup", "-q", s(&rel[0].0)]).ok();
+    cairn(&repo, &["backup", "-q", s(&rel[1].0)]).ok();
+    fs::remove_dir_all(repo.join("index")).unwrap();
+
+    restore_matches(&repo, "latest", &tmp.path().join("out"), &rel[1].1, "rel1");
+    let check = cairn(&repo, &["check", "--json"]);
+    let j = check.json();
+    let problems = j["problems"].as_array().unwrap();
+    assert_eq!(problems.len(), 1, "one problem, the index: {problems:?}");
+    let msg = problems[0]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("index missing") && msg.contains("repair index"),
+        "{msg}"
+    );
+    assert_eq!(j["reclaimable_containers"], 0, "{j}");
+
+    // The next backup rebuilds it.
+    cairn(&repo, &["backup", "-q", s(&rel[2].0)]).ok();
+    cairn(&repo, &["check"]).ok();
+    restore_matches(&repo, "latest", &tmp.path().join("out"), &rel[2].1, "rel2");
+}

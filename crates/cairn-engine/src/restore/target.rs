@@ -1,0 +1,690 @@
+//! The target side of a restore: every change a restore makes to the
+//! directory it restores into goes through [`Target`], which enforces the
+//! rule "a restore touches nothing outside its target".
+//!
+//! Invariants (see `docs/restore-target.md` for the user-facing rules):
+//!
+//! - **No writing through an existing inode.** A regular file is written to a
+//!   fresh temporary (`.cairn-restore-…`, `O_CREAT|O_EXCL`, mode 0600) in its
+//!   destination directory, flushed, given its mode, owner (best effort) and
+//!   mtime through the open handle, and only then renamed over the
+//!   destination. A pre-existing hard link, file or symlink at the destination
+//!   is thereby replaced, never written through or followed. Symlinks are
+//!   created under a temporary name and renamed into place the same way.
+//! - **A failed entry leaves the old destination as it was** and removes its
+//!   temporary ([`TempGuard`]).
+//! - **No pre-existing symlink is ever followed.** Every inspection uses
+//!   `symlink_metadata`; a directory the restore must enter is created with
+//!   `create_dir` (never `create_dir_all`) one component at a time, and a
+//!   symlink (or file) found where a directory must be is unlinked (the link
+//!   itself, never what it points to) and replaced by a real directory.
+//! - **Nothing non-empty is deleted unless asked.** An existing non-empty
+//!   directory where the snapshot has a file or symlink is only removed with
+//!   `--delete`; `fs::remove_dir_all` does not follow symlinks (it unlinks
+//!   them; tested below), so only entries inside the target disappear.
+//! - **A full target file system is one fatal error** ([`full_disk`]): the
+//!   caller stops the whole restore instead of failing file after file.
+//!
+//! Paths handed to [`Target`] are always `target root / snapshot names`,
+//! whose directory components were each checked or created by
+//! [`Target::prepare_dir`] during this restore. A process that concurrently
+//! swaps a checked directory for a symlink is not defended against (that
+//! would need `openat`-style I/O relative to directory handles).
+
+use std::cell::Cell;
+use std::collections::hash_map::RandomState;
+use std::collections::HashSet;
+use std::ffi::OsStr;
+use std::fs;
+use std::hash::{BuildHasher, Hasher};
+use std::io::{self, BufWriter, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use cairn_core::error::IoContext;
+use cairn_core::{Error, Result};
+use cairn_format::dir::DirEntry;
+
+/// Prefix of the temporary names a restore writes before renaming.
+pub const TEMP_PREFIX: &str = ".cairn-restore-";
+
+/// What to do with an entry that already exists in the target where the
+/// snapshot has an entry of the same name.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Overwrite {
+    /// Replace existing files and symlinks (by rename) and empty directories;
+    /// a non-empty directory only with `delete`.
+    #[default]
+    Always,
+    /// Replace only a file whose size or mtime differs from the snapshot's
+    /// (or a symlink whose target differs); otherwise as `Always`.
+    IfChanged,
+    /// Leave every existing entry as it is (counted as skipped); existing
+    /// directories are still descended into.
+    Never,
+}
+
+impl std::str::FromStr for Overwrite {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "always" => Ok(Overwrite::Always),
+            "if-changed" => Ok(Overwrite::IfChanged),
+            "never" => Ok(Overwrite::Never),
+            _ => Err(Error::invalid(format!(
+                "unknown --overwrite mode {s:?} (always, if-changed or never)"
+            ))),
+        }
+    }
+}
+
+/// How a restore treats what is already in its target.
+#[derive(Clone, Debug, Default)]
+pub struct RestoreOptions {
+    pub overwrite: Overwrite,
+    /// Remove entries of restored directories that the snapshot does not
+    /// have, and allow replacing a non-empty directory by a file or symlink.
+    pub delete: bool,
+}
+
+/// The outcome of placing one file or symlink.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Placed {
+    /// Written where nothing was.
+    New,
+    /// Written in place of an existing entry.
+    Replaced,
+    /// An existing entry was left as it is (`--overwrite never|if-changed`).
+    Skipped,
+    /// A non-empty directory is in the way and `delete` is off; nothing changed.
+    NonEmptyDir,
+}
+
+/// The state of a directory the restore is about to fill.
+#[derive(Debug, PartialEq, Eq)]
+pub enum DirState {
+    /// Created by this restore (nothing was there).
+    Created,
+    /// A symlink, file or other non-directory was there; it was unlinked and
+    /// a directory created.
+    Replaced,
+    /// A real directory was already there.
+    Existing,
+    /// Something else is there and `--overwrite never` keeps it: the snapshot
+    /// subtree is not restored (and the existing entry is not followed).
+    Skipped,
+}
+
+/// What is at a destination path right now (never following a symlink).
+enum Existing {
+    Nothing,
+    /// A file, symlink, fifo, socket or device: `rename` replaces it.
+    NonDir(fs::Metadata),
+    EmptyDir,
+    NonEmptyDir,
+}
+
+/// Restores into one target directory under [`RestoreOptions`].
+pub struct Target {
+    pub opts: RestoreOptions,
+    /// Test hook: bytes the simulated file system still accepts; writing
+    /// more fails with ENOSPC. Always `None` outside tests.
+    capacity: Option<Cell<u64>>,
+}
+
+impl Target {
+    pub fn new(opts: RestoreOptions) -> Self {
+        Target {
+            opts,
+            capacity: None,
+        }
+    }
+
+    /// A target whose files fail with ENOSPC after `bytes` bytes in total.
+    #[cfg(test)]
+    pub(crate) fn with_capacity(opts: RestoreOptions, bytes: u64) -> Self {
+        Target {
+            opts,
+            capacity: Some(Cell::new(bytes)),
+        }
+    }
+
+    fn existing(&self, dest: &Path) -> Result<Existing> {
+        match fs::symlink_metadata(dest) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Existing::Nothing),
+            Err(e) => Err(Error::io(format!("inspecting {}", dest.display()), e)),
+            Ok(m) if m.is_dir() => {
+                let mut it = fs::read_dir(dest).ctx(|| format!("reading {}", dest.display()))?;
+                Ok(if it.next().is_none() {
+                    Existing::EmptyDir
+                } else {
+                    Existing::NonEmptyDir
+                })
+            }
+            Ok(m) => Ok(Existing::NonDir(m)),
+        }
+    }
+
+    /// Makes `dest` a real directory the restore may fill, per the rules in
+    /// the module doc. Never follows a symlink at `dest`.
+    pub fn prepare_dir(&self, dest: &Path) -> Result<DirState> {
+        let replaced = match fs::symlink_metadata(dest) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => false,
+            Err(e) => return Err(Error::io(format!("inspecting {}", dest.display()), e)),
+            Ok(m) if m.is_dir() => return Ok(DirState::Existing),
+            Ok(_) if self.opts.overwrite == Overwrite::Never => return Ok(DirState::Skipped),
+            Ok(_) => {
+                // `remove_file` unlinks a symlink itself, never its target.
+                fs::remove_file(dest).ctx(|| format!("replacing {}", dest.display()))?;
+                true
+            }
+        };
+        fs::create_dir(dest).ctx(|| format!("creating {}", dest.display()))?;
+        Ok(if replaced {
+            DirState::Replaced
+        } else {
+            DirState::Created
+        })
+    }
+
+    /// Decides what to do at `dest` for snapshot entry `e` before anything
+    /// is written. `Ok(None)`: go ahead and write.
+    fn decide(&self, dest: &Path, e: &DirEntry) -> Result<(Option<Placed>, Existing)> {
+        let existing = self.existing(dest)?;
+        let verdict = match (&existing, self.opts.overwrite) {
+            (Existing::Nothing, _) => None,
+            (_, Overwrite::Never) => Some(Placed::Skipped),
+            (Existing::NonDir(m), Overwrite::IfChanged) if unchanged(dest, m, e) => {
+                Some(Placed::Skipped)
+            }
+            (Existing::NonEmptyDir, _) if !self.opts.delete => Some(Placed::NonEmptyDir),
+            _ => None,
+        };
+        Ok((verdict, existing))
+    }
+
+    /// Writes a regular file at `dest`: `fill` writes its content into a
+    /// fresh temporary, which gets `e`'s mode, owner (best effort) and mtime
+    /// and is then renamed over `dest`. On any failure `dest` is as it was
+    /// and the temporary is gone.
+    pub fn place_file(
+        &self,
+        dest: &Path,
+        e: &DirEntry,
+        fill: &mut dyn FnMut(&mut dyn Write) -> Result<()>,
+    ) -> Result<Placed> {
+        let (verdict, existing) = self.decide(dest, e)?;
+        if let Some(v) = verdict {
+            return Ok(v);
+        }
+        let dir = parent(dest);
+        let (tmp, file) = create_temp_file(dir)?;
+        let guard = TempGuard(Some(tmp));
+        let what = || format!("writing {}", dest.display());
+        let mut w = BufWriter::with_capacity(
+            1 << 20,
+            Sink {
+                file,
+                capacity: self.capacity.as_ref(),
+            },
+        );
+        fill(&mut w)?;
+        w.flush().ctx(what)?;
+        let file = w.into_inner().map_err(|e| e.into_error()).ctx(what)?.file;
+        // Ownership first: chown clears set-id bits, chmod then restores them.
+        let _ = std::os::unix::fs::fchown(&file, Some(e.uid), Some(e.gid));
+        file.set_permissions(fs::Permissions::from_mode(e.mode & 0o7777))
+            .ctx(|| format!("setting mode of {}", dest.display()))?;
+        let t = mtime(e);
+        filetime::set_file_handle_times(&file, Some(t), Some(t))
+            .ctx(|| format!("setting times of {}", dest.display()))?;
+        drop(file);
+        self.commit(guard, dest, existing)
+    }
+
+    /// Creates symlink `dest -> e.target` under a temporary name (with owner
+    /// and mtime) and renames it over `dest`.
+    pub fn place_symlink(&self, dest: &Path, e: &DirEntry) -> Result<Placed> {
+        let (verdict, existing) = self.decide(dest, e)?;
+        if let Some(v) = verdict {
+            return Ok(v);
+        }
+        let link_to = OsStr::from_bytes(e.target.as_deref().unwrap_or_default());
+        let dir = parent(dest);
+        let tmp = create_temp(dir, |p| std::os::unix::fs::symlink(link_to, p))
+            .ctx(|| format!("creating symlink {}", dest.display()))?
+            .0;
+        let guard = TempGuard(Some(tmp));
+        let tmp = guard.path();
+        let _ = std::os::unix::fs::lchown(tmp, Some(e.uid), Some(e.gid));
+        filetime::set_symlink_file_times(tmp, mtime(e), mtime(e))
+            .ctx(|| format!("setting times of {}", dest.display()))?;
+        self.commit(guard, dest, existing)
+    }
+
+    /// Moves a finished temporary over `dest`, first removing a directory in
+    /// the way (empty, or non-empty with `delete`; `decide` refused the rest).
+    fn commit(&self, guard: TempGuard, dest: &Path, existing: Existing) -> Result<Placed> {
+        let placed = match existing {
+            Existing::Nothing => Placed::New,
+            Existing::NonDir(_) => Placed::Replaced,
+            Existing::EmptyDir => {
+                fs::remove_dir(dest).ctx(|| format!("replacing {}", dest.display()))?;
+                Placed::Replaced
+            }
+            Existing::NonEmptyDir => {
+                // Does not follow symlinks inside (it unlinks them).
+                fs::remove_dir_all(dest).ctx(|| format!("replacing {}", dest.display()))?;
+                Placed::Replaced
+            }
+        };
+        // `rename` replaces a file or symlink at `dest` without following it.
+        fs::rename(guard.path(), dest).ctx(|| format!("renaming into {}", dest.display()))?;
+        guard.disarm();
+        Ok(placed)
+    }
+
+    /// `--delete`: removes the entries of directory `dir` whose names are not
+    /// in `keep` (the snapshot's listing). Returns the number removed (a
+    /// directory with its contents counts once); failures go to `errors`.
+    pub fn prune(&self, dir: &Path, keep: &HashSet<&[u8]>, errors: &mut Vec<String>) -> u64 {
+        let entries = match fs::read_dir(dir) {
+            Ok(it) => it,
+            Err(e) => {
+                errors.push(format!("{}: reading for --delete: {e}", dir.display()));
+                return 0;
+            }
+        };
+        let mut removed = 0;
+        for entry in entries {
+            let name = match entry {
+                Ok(d) => d.file_name(),
+                Err(e) => {
+                    errors.push(format!("{}: reading for --delete: {e}", dir.display()));
+                    continue;
+                }
+            };
+            if keep.contains(name.as_bytes()) {
+                continue;
+            }
+            let p = dir.join(&name);
+            let r = match fs::symlink_metadata(&p) {
+                // Never follows a symlink: a linked directory loses the link only.
+                Ok(m) if m.is_dir() => fs::remove_dir_all(&p),
+                Ok(_) => fs::remove_file(&p),
+                Err(e) => Err(e),
+            };
+            match r {
+                Ok(()) => removed += 1,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => errors.push(format!("{}: removing (--delete): {e}", p.display())),
+            }
+        }
+        removed
+    }
+}
+
+/// Whether an existing non-directory already matches `e` for
+/// `--overwrite if-changed`: a regular file of the same size and mtime
+/// (seconds and nanoseconds), or a symlink with the same target.
+fn unchanged(dest: &Path, m: &fs::Metadata, e: &DirEntry) -> bool {
+    use cairn_format::dir::EntryKind;
+    match e.kind {
+        EntryKind::File => {
+            m.is_file()
+                && m.len() == e.size
+                && (m.mtime() as i128) * 1_000_000_000 + m.mtime_nsec() as i128
+                    == e.mtime_ns as i128
+        }
+        EntryKind::Symlink => {
+            m.file_type().is_symlink()
+                && fs::read_link(dest).is_ok_and(|t| {
+                    t.as_os_str().as_bytes() == e.target.as_deref().unwrap_or_default()
+                })
+        }
+        EntryKind::Dir => false,
+    }
+}
+
+pub(crate) fn mtime(e: &DirEntry) -> filetime::FileTime {
+    filetime::FileTime::from_unix_time(
+        e.mtime_ns.div_euclid(1_000_000_000),
+        e.mtime_ns.rem_euclid(1_000_000_000) as u32,
+    )
+}
+
+/// The directory a destination lives in (the restore never places the
+/// target root itself, so there always is one).
+fn parent(dest: &Path) -> &Path {
+    dest.parent().unwrap_or(Path::new("."))
+}
+
+/// A random-enough temporary name: pid, a process-wide counter and a
+/// per-process random key; `create_new` settles any collision.
+fn temp_name() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let mut h = RandomState::new().build_hasher();
+    h.write_u64(n);
+    format!(
+        "{TEMP_PREFIX}{:x}-{n:x}-{:08x}",
+        std::process::id(),
+        h.finish() as u32
+    )
+}
+
+/// Creates a new entry under a fresh temporary name in `dir` with `make`,
+/// retrying on a name collision. Returns the path and what `make` gave.
+fn create_temp<T>(
+    dir: &Path,
+    mut make: impl FnMut(&Path) -> io::Result<T>,
+) -> io::Result<(PathBuf, T)> {
+    let mut tries = 0;
+    loop {
+        let p = dir.join(temp_name());
+        match make(&p) {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && tries < 16 => tries += 1,
+            Err(e) => return Err(e),
+            Ok(t) => return Ok((p, t)),
+        }
+    }
+}
+
+/// `O_CREAT|O_EXCL|O_WRONLY`, mode 0600: never opens an existing inode.
+fn create_temp_file(dir: &Path) -> Result<(PathBuf, fs::File)> {
+    create_temp(dir, |p| {
+        fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(p)
+    })
+    .ctx(|| format!("creating a temporary file in {}", dir.display()))
+}
+
+/// Removes its temporary on drop unless disarmed after the rename.
+struct TempGuard(Option<PathBuf>);
+
+impl TempGuard {
+    fn path(&self) -> &Path {
+        self.0.as_deref().unwrap_or(Path::new(""))
+    }
+
+    fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for TempGuard {
+    fn drop(&mut self) {
+        if let Some(p) = self.0.take() {
+            // A regular file or a symlink: never a directory, never followed.
+            let _ = fs::remove_file(p);
+        }
+    }
+}
+
+/// The file a restore writes, with the test-only simulated capacity.
+struct Sink<'a> {
+    file: fs::File,
+    capacity: Option<&'a Cell<u64>>,
+}
+
+impl Write for Sink<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if let Some(c) = self.capacity {
+            let left = c.get();
+            if left == 0 && !buf.is_empty() {
+                return Err(io::Error::from_raw_os_error(28));
+            }
+            let n = self.file.write(&buf[..buf.len().min(left as usize)])?;
+            c.set(left - n as u64);
+            return Ok(n);
+        }
+        self.file.write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.flush()
+    }
+}
+
+/// Whether `e` says the file system is full (ENOSPC) or the quota is
+/// exhausted (EDQUOT).
+pub fn is_full_disk(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded
+    ) || matches!(e.raw_os_error(), Some(28) | Some(122))
+}
+
+/// If `err` is a full target file system, the one fatal error that stops
+/// the restore ("target file system is full while writing PATH");
+/// otherwise `err` unchanged.
+pub fn full_disk(err: Error, dest: &Path) -> std::result::Result<Error, Error> {
+    match err {
+        Error::Io { source, .. } if is_full_disk(&source) => Ok(Error::io(
+            format!(
+                "target file system is full while writing {}",
+                dest.display()
+            ),
+            source,
+        )),
+        other => Err(other),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cairn_format::dir::EntryKind;
+
+    fn entry(kind: EntryKind, size: u64) -> DirEntry {
+        DirEntry {
+            name: b"f".to_vec(),
+            kind,
+            mode: 0o640,
+            uid: 0,
+            gid: 0,
+            size,
+            mtime_ns: 1_500_000_000_123_456_789,
+            target: (kind == EntryKind::Symlink).then(|| b"pointee".to_vec()),
+            content: None,
+        }
+    }
+
+    fn temps(dir: &Path) -> Vec<String> {
+        fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(TEMP_PREFIX))
+            .collect()
+    }
+
+    fn write(data: &'static [u8]) -> impl FnMut(&mut dyn Write) -> Result<()> {
+        move |w| w.write_all(data).ctx(|| "writing".into())
+    }
+
+    #[test]
+    fn replaces_a_hard_link_instead_of_writing_through_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let outside = tmp.path().join("outside");
+        fs::write(&outside, b"outside bytes").unwrap();
+        let t = tmp.path().join("t");
+        fs::create_dir(&t).unwrap();
+        fs::hard_link(&outside, t.join("f")).unwrap();
+        let target = Target::new(RestoreOptions::default());
+        let e = entry(EntryKind::File, 3);
+        let placed = target
+            .place_file(&t.join("f"), &e, &mut write(b"new"))
+            .unwrap();
+        assert_eq!(placed, Placed::Replaced);
+        assert_eq!(fs::read(&outside).unwrap(), b"outside bytes");
+        assert_eq!(fs::read(t.join("f")).unwrap(), b"new");
+        let m = fs::metadata(t.join("f")).unwrap();
+        assert_eq!(m.mode() & 0o7777, 0o640);
+        assert_eq!(m.mtime_nsec(), 123_456_789);
+        assert!(temps(&t).is_empty());
+    }
+
+    #[test]
+    fn a_failed_write_leaves_the_old_file_and_no_temporary() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dest = tmp.path().join("f");
+        fs::write(&dest, b"old").unwrap();
+        let target = Target::new(RestoreOptions::default());
+        let e = entry(EntryKind::File, 3);
+        let err = target
+            .place_file(&dest, &e, &mut |w| {
+                w.write_all(b"partial").ctx(|| "writing".into())?;
+                Err(Error::io("writing f", io::Error::from_raw_os_error(28)))
+            })
+            .unwrap_err();
+        let fatal = full_disk(err, &dest).expect("ENOSPC is a full disk");
+        assert!(
+            fatal.to_string().starts_with(&format!(
+                "target file system is full while writing {}",
+                dest.display()
+            )),
+            "{fatal}"
+        );
+        assert_eq!(fs::read(&dest).unwrap(), b"old");
+        assert!(temps(tmp.path()).is_empty());
+        // Any other error is not a full disk.
+        let other = Error::io("x", io::Error::from_raw_os_error(5));
+        assert!(full_disk(other, &dest).is_err());
+        assert!(is_full_disk(&io::Error::from_raw_os_error(122)));
+    }
+
+    #[test]
+    fn simulated_capacity_fails_with_enospc_and_cleans_up() {
+        let tmp = tempfile::tempdir().unwrap();
+        let target = Target::with_capacity(RestoreOptions::default(), 10);
+        let e = entry(EntryKind::File, 16);
+        let err = target
+            .place_file(&tmp.path().join("f"), &e, &mut write(b"0123456789abcdef"))
+            .unwrap_err();
+        assert!(full_disk(err, Path::new("f")).is_ok());
+        assert_eq!(fs::read_dir(tmp.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn symlinks_where_directories_go_are_unlinked_not_followed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let outside = tmp.path().join("outside");
+        fs::create_dir(&outside).unwrap();
+        fs::write(outside.join("keep"), b"x").unwrap();
+        let t = tmp.path().join("t");
+        fs::create_dir(&t).unwrap();
+        std::os::unix::fs::symlink(&outside, t.join("d")).unwrap();
+        let always = Target::new(RestoreOptions::default());
+        let never = Target::new(RestoreOptions {
+            overwrite: Overwrite::Never,
+            delete: false,
+        });
+        assert_eq!(never.prepare_dir(&t.join("d")).unwrap(), DirState::Skipped);
+        assert!(fs::symlink_metadata(t.join("d")).unwrap().is_symlink());
+        assert_eq!(
+            always.prepare_dir(&t.join("d")).unwrap(),
+            DirState::Replaced
+        );
+        assert!(fs::symlink_metadata(t.join("d")).unwrap().is_dir());
+        assert_eq!(
+            always.prepare_dir(&t.join("d")).unwrap(),
+            DirState::Existing
+        );
+        assert_eq!(
+            always.prepare_dir(&t.join("new")).unwrap(),
+            DirState::Created
+        );
+        assert_eq!(fs::read(outside.join("keep")).unwrap(), b"x");
+    }
+
+    #[test]
+    fn directories_in_the_way_of_files() {
+        let tmp = tempfile::tempdir().unwrap();
+        let e = entry(EntryKind::File, 3);
+        let empty = tmp.path().join("empty");
+        let full = tmp.path().join("full");
+        fs::create_dir(&empty).unwrap();
+        fs::create_dir(&full).unwrap();
+        fs::write(full.join("inner"), b"x").unwrap();
+        let always = Target::new(RestoreOptions::default());
+        let p = always.place_file(&empty, &e, &mut write(b"new")).unwrap();
+        assert_eq!(p, Placed::Replaced);
+        assert_eq!(fs::read(&empty).unwrap(), b"new");
+        let p = always.place_file(&full, &e, &mut write(b"new")).unwrap();
+        assert_eq!(p, Placed::NonEmptyDir);
+        assert_eq!(fs::read(full.join("inner")).unwrap(), b"x");
+        let delete = Target::new(RestoreOptions {
+            overwrite: Overwrite::Always,
+            delete: true,
+        });
+        let p = delete.place_file(&full, &e, &mut write(b"new")).unwrap();
+        assert_eq!(p, Placed::Replaced);
+        assert_eq!(fs::read(&full).unwrap(), b"new");
+        assert!(temps(tmp.path()).is_empty());
+    }
+
+    #[test]
+    fn never_and_if_changed_keep_existing_entries() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dest = tmp.path().join("f");
+        fs::write(&dest, b"old").unwrap();
+        let e = entry(EntryKind::File, 3);
+        let never = Target::new(RestoreOptions {
+            overwrite: Overwrite::Never,
+            delete: false,
+        });
+        let p = never.place_file(&dest, &e, &mut write(b"new")).unwrap();
+        assert_eq!(p, Placed::Skipped);
+        let changed = Target::new(RestoreOptions {
+            overwrite: Overwrite::IfChanged,
+            delete: false,
+        });
+        // Different mtime: replaced.
+        let p = changed.place_file(&dest, &e, &mut write(b"new")).unwrap();
+        assert_eq!(p, Placed::Replaced);
+        assert_eq!(fs::read(&dest).unwrap(), b"new");
+        // Same size and mtime now: skipped.
+        let p = changed.place_file(&dest, &e, &mut write(b"zzz")).unwrap();
+        assert_eq!(p, Placed::Skipped);
+        assert_eq!(fs::read(&dest).unwrap(), b"new");
+        // Symlinks: replaced by rename, then unchanged.
+        let l = tmp.path().join("l");
+        std::os::unix::fs::symlink("elsewhere", &l).unwrap();
+        let s = entry(EntryKind::Symlink, 0);
+        assert_eq!(changed.place_symlink(&l, &s).unwrap(), Placed::Replaced);
+        assert_eq!(fs::read_link(&l).unwrap(), Path::new("pointee"));
+        assert_eq!(changed.place_symlink(&l, &s).unwrap(), Placed::Skipped);
+        assert!(temps(tmp.path()).is_empty());
+    }
+
+    /// Verifies the claim the module relies on: `fs::remove_dir_all` unlinks
+    /// symlinks inside the tree instead of following them.
+    #[test]
+    fn remove_dir_all_and_prune_do_not_follow_symlinks() {
+        let tmp = tempfile::tempdir().unwrap();
+        let outside = tmp.path().join("outside");
+        fs::create_dir(&outside).unwrap();
+        fs::write(outside.join("keep"), b"x").unwrap();
+        let t = tmp.path().join("t");
+        fs::create_dir_all(t.join("d/sub")).unwrap();
+        std::os::unix::fs::symlink(&outside, t.join("d/sub/link")).unwrap();
+        std::os::unix::fs::symlink(&outside, t.join("toplink")).unwrap();
+        fs::write(t.join("stay"), b"s").unwrap();
+        let target = Target::new(RestoreOptions {
+            overwrite: Overwrite::Always,
+            delete: true,
+        });
+        let keep: HashSet<&[u8]> = [b"stay".as_slice()].into_iter().collect();
+        let mut errors = Vec::new();
+        assert_eq!(target.prune(&t, &keep, &mut errors), 2);
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(fs::read(outside.join("keep")).unwrap(), b"x");
+        assert_eq!(fs::read_dir(&t).unwrap().count(), 1);
+    }
+}
