@@ -182,7 +182,17 @@ impl LocalBackend {
         Ok(())
     }
 
-    fn write_inner(&self, target: &Path, data: &[u8]) -> io::Result<()> {
+    /// Writes `data` to a fresh temporary, fsyncs it and makes sure the
+    /// target's directory exists; then `publish(tmp, parent)` puts it in
+    /// place. The temporary is removed if anything fails (and, when
+    /// `always_remove`, afterwards too: a hard link leaves it behind).
+    fn via_temp<T>(
+        &self,
+        target: &Path,
+        data: &[u8],
+        always_remove: bool,
+        publish: impl FnOnce(&Path, &Path) -> io::Result<T>,
+    ) -> io::Result<T> {
         let (tmp, mut file) = self.temp_file()?;
         let result = (|| {
             file.write_all(data)?;
@@ -190,13 +200,19 @@ impl LocalBackend {
             drop(file);
             let parent = target.parent().unwrap_or(&self.root);
             self.ensure_dir(parent)?;
-            fs::rename(&tmp, target)?;
-            sync_dir_io(parent)
+            publish(&tmp, parent)
         })();
-        if result.is_err() {
+        if always_remove || result.is_err() {
             let _ = fs::remove_file(&tmp);
         }
         result
+    }
+
+    fn write_inner(&self, target: &Path, data: &[u8]) -> io::Result<()> {
+        self.via_temp(target, data, false, |tmp, parent| {
+            fs::rename(tmp, target)?;
+            sync_dir_io(parent)
+        })
     }
 
     /// Create-if-absent: the durable temporary is hard-linked to the target
@@ -222,23 +238,15 @@ impl LocalBackend {
     }
 
     fn create_once(&self, target: &Path, data: &[u8]) -> io::Result<bool> {
-        let (tmp, mut file) = self.temp_file()?;
-        let result = (|| {
-            file.write_all(data)?;
-            file.sync_all()?;
-            drop(file);
-            let parent = target.parent().unwrap_or(&self.root);
-            self.ensure_dir(parent)?;
-            match fs::hard_link(&tmp, target) {
+        self.via_temp(target, data, true, |tmp, parent| {
+            match fs::hard_link(tmp, target) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(false),
                 Err(e) => return Err(e),
             }
             sync_dir_io(parent)?;
             Ok(true)
-        })();
-        let _ = fs::remove_file(&tmp);
-        result
+        })
     }
 
     fn list_dir(&self, dir_key: &str, prefix: &str, out: &mut Vec<String>) -> Result<()> {

@@ -548,6 +548,16 @@ fn repair_index(cli: &Cli, repo: &Repository, read_data: bool, wait: bool) -> Re
     for (id, why) in &report.lost_containers {
         eprintln!("cairn: warning: container {id} is lost ({why}); its chunks left the index");
     }
+    for (old, new) in &report.salvaged_containers {
+        match new {
+            Some(new) => eprintln!(
+                "cairn: warning: container {old} had damaged chunks; its sound chunks were copied to container {new} and it was removed"
+            ),
+            None => eprintln!(
+                "cairn: warning: container {old} held only damaged chunks and was removed"
+            ),
+        }
+    }
     if cli.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else if !cli.quiet {

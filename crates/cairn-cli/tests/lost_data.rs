@@ -250,3 +250,42 @@ fn a_deleted_index_is_derived_data() {
     cairn(&repo, &["check"]).ok();
     restore_matches(&repo, "latest", &tmp.path().join("out"), &rel[2].1, "rel2");
 }
+
+/// Silent bit rot in a container's data section is invisible to a backup
+/// (it reads metadata only) until `check --read-data`; `repair index
+/// --read-data` salvages the container's sound chunks and drops the damaged
+/// one, so the next backup stores it again, which heals every snapshot that
+/// referenced it.
+#[test]
+fn repair_with_read_data_salvages_a_rotten_container() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    let rel = releases(tmp.path());
+    cairn(&repo, &["backup", "-q", s(&rel[0].0)]).ok();
+    let first = container_files(&repo)[0].clone();
+    flip_byte(&first, 5_000);
+    cairn(&repo, &["check", "--read-data"]).code(1);
+
+    let r = cairn(&repo, &["repair", "index", "--read-data", "--json"]).ok();
+    let j = r.json();
+    assert_eq!(j["damaged_chunks"], 1, "{j}");
+    assert_eq!(j["salvaged_containers"].as_array().unwrap().len(), 1, "{j}");
+    assert!(
+        !first.exists(),
+        "the damaged container is removed after salvage"
+    );
+
+    let b = cairn(&repo, &["backup", "--json", s(&rel[0].0)])
+        .ok()
+        .json();
+    assert_eq!(
+        b["stats"]["new_data_chunks"], 1,
+        "only the damaged chunk is stored again: {b}"
+    );
+    restore_matches(&repo, "latest", &tmp.path().join("out"), &rel[0].1, "rel0");
+    // Chunks are addressed by content: storing the chunk again heals the
+    // first snapshot too.
+    let first_id = &snapshot_ids(&repo)[0];
+    restore_matches(&repo, first_id, &tmp.path().join("out"), &rel[0].1, "rel0");
+    cairn(&repo, &["check", "--read-data"]).ok();
+}

@@ -9,11 +9,21 @@
 //!         meta <- its metadata section (with read_data: the whole container,
 //!                 every chunk decompressed and rehashed)
 //!         unreadable -> lost container (reported; its chunks leave the index)
-//!         else       -> entries += (fp, container) for each sound chunk
+//!         damaged data (read_data) -> salvage: its sound chunks are copied
+//!                 into a new container (durable before anything else
+//!                 changes), the damaged ones are dropped
+//!         else       -> entries += (fp, container) for each chunk
 //!     delete index/, bloom/, the frugal log       (derived: safe to lose)
 //!     write one index generation of entries (newest copy wins), covering
 //!         every container allocated so far; its Summary Vector checkpoint
+//!     delete the salvaged containers              (their replacements are
+//!                                                  durable and indexed)
 //! ```
+//!
+//! Salvage matters because a damaged chunk left listed in a container's
+//! metadata section would keep deduplicating through the locality cache
+//! (DDFS §4.3 loads whole sections): only removing it from every section
+//! makes the next backup store it again.
 //!
 //! What is lost stays visible: chunks that were only in lost or damaged
 //! containers are no longer indexed, so the next backup that meets them
@@ -25,6 +35,7 @@
 use serde::Serialize;
 
 use cairn_core::{ContainerId, Result};
+use cairn_format::container::ContainerWriter;
 use cairn_format::index::IndexEntry;
 
 use crate::index::disk_index::DiskIndex;
@@ -41,6 +52,9 @@ pub struct RepairReport {
     pub lost_containers: Vec<(String, String)>,
     /// Chunks left out of the index because `--read-data` found them damaged.
     pub damaged_chunks: u64,
+    /// Containers with damaged data whose sound chunks were copied into a
+    /// new container before they were deleted: `(old, new)`.
+    pub salvaged_containers: Vec<(String, Option<String>)>,
     pub index_generation: u64,
 }
 
@@ -50,43 +64,40 @@ pub fn repair_index(repo: &Repository, _lock: &WriteLock, read_data: bool) -> Re
     let mut report = RepairReport::default();
     let fingerprinter = repo.config.fingerprinter();
     let mut entries = Vec::new();
+    let mut salvaged = Vec::new();
     for id in repo.log.ids()? {
         report.containers += 1;
-        let meta = if read_data {
-            repo.log.read(id).map(|c| {
+        let found = if read_data {
+            repo.log.read(id).and_then(|c| {
                 let sound: Vec<_> = c
                     .meta
                     .descriptors
                     .iter()
-                    .filter(|d| {
-                        let mut raw = Vec::new();
-                        let ok = cairn_format::container::stored_chunk(&c.bytes, &c.meta, d)
-                            .and_then(|s| {
-                                cairn_format::compress::decompress(
-                                    d.codec,
-                                    s,
-                                    d.raw_len as usize,
-                                    &mut raw,
-                                )
-                            })
-                            .is_ok()
-                            && fingerprinter.of(&raw) == d.fp;
-                        if !ok {
-                            report.damaged_chunks += 1;
-                        }
-                        ok
-                    })
+                    .filter(|d| chunk_is_sound(&fingerprinter, &c, d))
                     .copied()
                     .collect();
-                sound
+                let damaged = c.meta.descriptors.len() - sound.len();
+                report.damaged_chunks += damaged as u64;
+                if damaged == 0 && c.data_ok {
+                    return Ok((id, sound));
+                }
+                let new = salvage(repo, &c, &sound)?;
+                report
+                    .salvaged_containers
+                    .push((id.to_string(), new.map(|n| n.to_string())));
+                salvaged.push(id);
+                Ok((
+                    new.unwrap_or(id),
+                    if new.is_some() { sound } else { Vec::new() },
+                ))
             })
         } else {
-            repo.log.read_meta(id).map(|m| m.descriptors)
+            repo.log.read_meta(id).map(|m| (id, m.descriptors))
         };
-        match meta {
-            Ok(descriptors) => entries.extend(descriptors.into_iter().map(|d| IndexEntry {
+        match found {
+            Ok((at, descriptors)) => entries.extend(descriptors.into_iter().map(|d| IndexEntry {
                 fp: d.fp,
-                container: id,
+                container: at,
             })),
             Err(e) if e.is_not_found() || crate::index::is_damage(&e) => {
                 report.lost_containers.push((id.to_string(), e.to_string()));
@@ -122,5 +133,42 @@ pub fn repair_index(repo: &Repository, _lock: &WriteLock, read_data: bool) -> Re
     write_checkpoint(&**backend, &summary, generation, covered)?;
     report.indexed_chunks = index.entry_count();
     report.index_generation = generation;
+    for id in salvaged {
+        repo.log.delete(id)?;
+    }
     Ok(report)
+}
+
+/// Whether chunk `d` of `c` decompresses and matches its fingerprint.
+fn chunk_is_sound(
+    fingerprinter: &crate::config::Fingerprinter,
+    c: &crate::container_log::LoadedContainer,
+    d: &cairn_format::container::Descriptor,
+) -> bool {
+    let mut raw = Vec::new();
+    cairn_format::container::stored_chunk(&c.bytes, &c.meta, d)
+        .and_then(|s| cairn_format::compress::decompress(d.codec, s, d.raw_len as usize, &mut raw))
+        .is_ok()
+        && fingerprinter.of(&raw) == d.fp
+}
+
+/// Copies the `sound` chunks of damaged container `c` into a new container
+/// (written and durable when this returns); `None` if none is sound.
+fn salvage(
+    repo: &Repository,
+    c: &crate::container_log::LoadedContainer,
+    sound: &[cairn_format::container::Descriptor],
+) -> Result<Option<ContainerId>> {
+    if sound.is_empty() {
+        return Ok(None);
+    }
+    let id = repo.log.allocate();
+    let capacity = (repo.config.container_size as usize).max(c.bytes.len());
+    let mut w = ContainerWriter::new(id, repo.config.fp_width(), capacity);
+    for d in sound {
+        let stored = cairn_format::container::stored_chunk(&c.bytes, &c.meta, d)?;
+        w.push(d.fp, d.kind, d.level, d.codec, d.raw_len, stored);
+    }
+    repo.log.append(w)?;
+    Ok(Some(id))
 }
