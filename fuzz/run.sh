@@ -28,13 +28,18 @@ run_one() {
         return 1
     fi
 }
+passed=0
+failed=0
 set -- $targets
 while [ $# -gt 0 ]; do
     run_one "$1" & a=$!
     b=""
     if [ $# -gt 1 ]; then run_one "$2" & b=$!; fi
-    wait $a || status=1
-    if [ -n "$b" ]; then wait $b || status=1; fi
+    if wait $a; then passed=$((passed + 1)); else failed=$((failed + 1)); status=1; fi
+    if [ -n "$b" ]; then
+        if wait $b; then passed=$((passed + 1)); else failed=$((failed + 1)); status=1; fi
+    fi
     shift; [ $# -gt 0 ] && shift
 done
+echo "fuzz: $passed passed, $failed failed"
 exit $status
