@@ -390,7 +390,9 @@ fn verify_checkpoint(repo: &Repository, generation: u64, covered: ContainerId) -
     Ok(())
 }
 
-fn verify_chunk(
+/// Whether chunk `d` of a container (`bytes`, `meta`) decompresses and
+/// matches its fingerprint; the reason if not (`check`, `repair index`).
+pub(crate) fn verify_chunk(
     repo: &Repository,
     bytes: &[u8],
     meta: &ContainerMeta,

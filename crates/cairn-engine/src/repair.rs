@@ -38,6 +38,7 @@ use cairn_core::{ContainerId, Result};
 use cairn_format::container::ContainerWriter;
 use cairn_format::index::IndexEntry;
 
+use crate::check::verify_chunk;
 use crate::index::disk_index::DiskIndex;
 use crate::index::summary_vector::SummaryVector;
 use crate::index::{frugal, write_checkpoint};
@@ -62,7 +63,6 @@ pub struct RepairReport {
 /// containers; the caller holds the writer lock.
 pub fn repair_index(repo: &Repository, _lock: &WriteLock, read_data: bool) -> Result<RepairReport> {
     let mut report = RepairReport::default();
-    let fingerprinter = repo.config.fingerprinter();
     let mut entries = Vec::new();
     let mut salvaged = Vec::new();
     for id in repo.log.ids()? {
@@ -73,7 +73,7 @@ pub fn repair_index(repo: &Repository, _lock: &WriteLock, read_data: bool) -> Re
                     .meta
                     .descriptors
                     .iter()
-                    .filter(|d| chunk_is_sound(&fingerprinter, &c, d))
+                    .filter(|d| verify_chunk(repo, &c.bytes, &c.meta, d).is_ok())
                     .copied()
                     .collect();
                 let damaged = c.meta.descriptors.len() - sound.len();
@@ -137,19 +137,6 @@ pub fn repair_index(repo: &Repository, _lock: &WriteLock, read_data: bool) -> Re
         repo.log.delete(id)?;
     }
     Ok(report)
-}
-
-/// Whether chunk `d` of `c` decompresses and matches its fingerprint.
-fn chunk_is_sound(
-    fingerprinter: &crate::config::Fingerprinter,
-    c: &crate::container_log::LoadedContainer,
-    d: &cairn_format::container::Descriptor,
-) -> bool {
-    let mut raw = Vec::new();
-    cairn_format::container::stored_chunk(&c.bytes, &c.meta, d)
-        .and_then(|s| cairn_format::compress::decompress(d.codec, s, d.raw_len as usize, &mut raw))
-        .is_ok()
-        && fingerprinter.of(&raw) == d.fp
 }
 
 /// Copies the `sound` chunks of damaged container `c` into a new container
