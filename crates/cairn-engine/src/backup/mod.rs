@@ -202,6 +202,9 @@ pub fn backup(repo: &Repository, _lock: &WriteLock, opts: BackupOptions) -> Resu
     let commit_started = Mutex::new(Instant::now());
     let stored = std::thread::scope(|s| {
         let sealer = s.spawn(|| stream::run_sealer(&shared, seal_rx));
+        // Closes the sealer's queue even when a stream panics, so the scope
+        // can end (and re-raise the panic) instead of waiting forever.
+        let _close = CloseSealerOnDrop(&shared);
         let r = run_streams_and_root(
             &shared,
             &counts,
@@ -212,7 +215,7 @@ pub fn backup(repo: &Repository, _lock: &WriteLock, opts: BackupOptions) -> Resu
             &notices,
             &commit_started,
         );
-        shared.close_sealer();
+        drop(_close);
         sealer.join().expect("sealer thread panicked");
         r
     });
@@ -537,4 +540,13 @@ fn consume(
         }
     }
     Ok(top)
+}
+
+/// Closes the shared sealer queue when dropped (normally or while unwinding).
+struct CloseSealerOnDrop<'a>(&'a Shared);
+
+impl Drop for CloseSealerOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.close_sealer();
+    }
 }

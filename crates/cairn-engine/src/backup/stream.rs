@@ -17,7 +17,7 @@ use rayon::prelude::*;
 
 use cairn_chunk::{cut_points, new_chunker};
 use cairn_core::counters::bump;
-use cairn_core::{ChunkKind, CompressionCodec, Counters, Fingerprint, Result, TraceChunk};
+use cairn_core::{ChunkKind, CompressionCodec, Counters, Error, Fingerprint, Result, TraceChunk};
 use cairn_format::compress::compress;
 use cairn_format::container::ContainerWriter;
 use cairn_format::dir::BlobRef;
@@ -212,6 +212,14 @@ impl<'a> Stream<'a> {
         level: u8,
         chunks: &[TraceChunk],
     ) -> Result<&[Fingerprint]> {
+        let width = self.shared.cfg.fp_width();
+        if let Some(c) = chunks.iter().find(|c| c.fp.len() != width) {
+            return Err(Error::invalid(format!(
+                "trace fingerprint {} is {} bytes, but this repository's fingerprints are {width} bytes",
+                c.fp,
+                c.fp.len()
+            )));
+        }
         self.fps.clear();
         self.fps.extend(chunks.iter().map(|c| c.fp));
         let bodies = chunks.iter().map(|c| Body::Sized {

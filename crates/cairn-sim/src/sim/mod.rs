@@ -79,12 +79,16 @@ fn sniff_cairn(path: &std::path::Path) -> Result<bool> {
     Ok(crate::trace::detect(&head[..n]) == Some(TraceFormat::Cairn))
 }
 
-/// Fingerprint width of the first chunk of an input (traces fix it).
-fn probe_width(input: &GenerationInput) -> Result<Option<usize>> {
-    let (mut src, _) = input.open()?;
-    while let Some(ev) = src.next_event()? {
-        if let TraceEvent::Chunk(c) = ev {
-            return Ok(Some(c.fp.len()));
+/// Fingerprint width of the first chunk of the inputs (traces fix it; an
+/// input without chunks says nothing, so the next one is asked). A later
+/// chunk of another width is refused by the backup path with one clear line.
+fn probe_width(inputs: &[GenerationInput]) -> Result<Option<usize>> {
+    for input in inputs {
+        let (mut src, _) = input.open()?;
+        while let Some(ev) = src.next_event()? {
+            if let TraceEvent::Chunk(c) = ev {
+                return Ok(Some(c.fp.len()));
+            }
         }
     }
     Ok(None)
@@ -179,7 +183,7 @@ pub fn run(inputs: &[GenerationInput], opts: &SimOptions) -> Result<SimReport> {
         ));
     }
     let mut cfg = opts.config.clone();
-    if let Some(w) = probe_width(&inputs[0])? {
+    if let Some(w) = probe_width(inputs)? {
         if w > cfg.fingerprint.width() {
             return Err(Error::invalid(format!(
                 "trace fingerprints are {w} bytes, wider than {} ({} bytes)",

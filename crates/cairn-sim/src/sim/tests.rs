@@ -92,3 +92,65 @@ proptest! {
         prop_assert_eq!(report.totals.unique_chunks, seen.len() as u64);
     }
 }
+
+/// A first generation without chunks does not fix the fingerprint width:
+/// the next generation's 20-byte fingerprints still fit the repository
+/// (this once panicked in the container writer and hung the backup).
+#[test]
+fn first_generation_without_chunks_does_not_fix_the_width() {
+    let tmp = tempfile::tempdir().unwrap();
+    let inputs: Vec<GenerationInput> = [vec![vec![]], vec![vec![1u16, 2, 3, 1]]]
+        .iter()
+        .enumerate()
+        .map(|(g, files)| GenerationInput::Trace {
+            path: write_trace(tmp.path(), &format!("g{g}.ctr"), files),
+            format: None,
+        })
+        .collect();
+    let report = run(
+        &inputs,
+        &SimOptions::backups_only(cairn_engine::Repository::default_config()),
+    )
+    .unwrap();
+    assert_eq!(report.totals.unique_chunks, 3);
+}
+
+/// Generations whose fingerprints have different widths are refused with
+/// one clear error, not a panic.
+#[test]
+fn generations_of_different_widths_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let narrow = write_trace(tmp.path(), "g0.ctr", &[vec![1, 2]]);
+    let wide = tmp.path().join("g1.ctr");
+    {
+        let mut w = CairnTraceWriter::new(std::fs::File::create(&wide).unwrap(), 32).unwrap();
+        let meta = TraceMeta {
+            mode: 0o100644,
+            ..Default::default()
+        };
+        w.write_event(&TraceEvent::FileStart {
+            name: b"f".to_vec(),
+            meta,
+        })
+        .unwrap();
+        w.write_event(&TraceEvent::Chunk(TraceChunk {
+            fp: Fingerprint::from_slice(&[7u8; 32]),
+            size: 100,
+            stored_size: 50,
+        }))
+        .unwrap();
+        w.write_event(&TraceEvent::FileEnd).unwrap();
+        w.finish().unwrap();
+    }
+    let inputs = [narrow, wide].map(|path| GenerationInput::Trace { path, format: None });
+    let err = run(
+        &inputs,
+        &SimOptions::backups_only(cairn_engine::Repository::default_config()),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("32 bytes") && err.contains("20 bytes"),
+        "{err}"
+    );
+}
