@@ -200,6 +200,7 @@ pub fn cairn_backup(
                 tags: tags.iter().map(|s| s.to_string()).collect(),
                 host: Some("cairn-bench".into()),
                 progress: Arc::new(Progress::default()),
+                rewrite_of: None,
             },
         )?)
     })?;

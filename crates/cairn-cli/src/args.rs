@@ -121,6 +121,27 @@ pub enum RepairCommand {
         #[arg(long)]
         wait: bool,
     },
+    /// Rewrite snapshots that reference lost data: files and directories
+    /// that can no longer be restored are dropped (and listed), everything
+    /// else is kept as stored. The new snapshot keeps the original's time,
+    /// host and paths and is tagged `repaired`.
+    Snapshots {
+        /// Snapshot ids, prefixes or `latest` (default: every snapshot).
+        snapshots: Vec<String>,
+        /// Remove each original snapshot record once its repaired copy is
+        /// committed (and a snapshot with nothing left to keep).
+        #[arg(long)]
+        forget: bool,
+        /// Show what would change; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Read and verify every chunk instead of trusting container metadata.
+        #[arg(long)]
+        read_data: bool,
+        /// Wait for a running backup instead of failing at once.
+        #[arg(long)]
+        wait: bool,
+    },
 }
 
 #[derive(Args, Debug, Clone)]

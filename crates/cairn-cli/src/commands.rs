@@ -60,7 +60,22 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Stats => stats(&cli, &open()?),
         Command::Check { read_data } => check(&cli, &open()?, *read_data),
         Command::Repair(RepairCommand::Index { read_data, wait }) => {
-            repair_index(&cli, &open()?, *read_data, *wait)
+            crate::repair_commands::repair_index(&cli, &open()?, *read_data, *wait)
+        }
+        Command::Repair(RepairCommand::Snapshots {
+            snapshots,
+            forget,
+            dry_run,
+            read_data,
+            wait,
+        }) => {
+            let opts = cairn_engine::repair_snapshots::RepairSnapshotsOptions {
+                snapshots: snapshots.clone(),
+                forget: *forget,
+                dry_run: *dry_run,
+                read_data: *read_data,
+            };
+            crate::repair_commands::repair_snapshots(&cli, &open()?, &opts, *wait)
         }
         Command::Trace(a) => crate::sim_commands::trace(&cli, a),
         Command::Sim(a) => crate::sim_commands::sim(&cli, a),
@@ -243,6 +258,7 @@ fn backup(cli: &Cli, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
             tags: a.tags.clone(),
             host: a.host.clone(),
             progress,
+            rewrite_of: None,
         },
     );
     drop(display);
@@ -538,47 +554,6 @@ fn stats(cli: &Cli, repo: &Repository) -> Result<ExitCode> {
         .collect();
     if !phases.is_empty() {
         println!("  per phase:            {}", phases.join(", "));
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-fn repair_index(cli: &Cli, repo: &Repository, read_data: bool, wait: bool) -> Result<ExitCode> {
-    let lock = repo.lock_writer(wait)?;
-    let report = cairn_engine::repair::repair_index(repo, &lock, read_data)?;
-    for (id, why) in &report.lost_containers {
-        eprintln!("cairn: warning: container {id} is lost ({why}); its chunks left the index");
-    }
-    for (old, new) in &report.salvaged_containers {
-        match new {
-            Some(new) => eprintln!(
-                "cairn: warning: container {old} had damaged chunks; its sound chunks were copied to container {new} and it was removed"
-            ),
-            None => eprintln!(
-                "cairn: warning: container {old} held only damaged chunks and was removed"
-            ),
-        }
-    }
-    if cli.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else if !cli.quiet {
-        println!(
-            "index rebuilt from {} containers: {} chunks indexed{}{}",
-            report.containers,
-            report.indexed_chunks,
-            if report.lost_containers.is_empty() {
-                String::new()
-            } else {
-                format!(", {} containers lost", report.lost_containers.len())
-            },
-            if report.damaged_chunks > 0 {
-                format!(", {} damaged chunks left out", report.damaged_chunks)
-            } else {
-                String::new()
-            }
-        );
-        if !report.lost_containers.is_empty() || report.damaged_chunks > 0 {
-            println!("new backups store lost chunks again; `cairn check` names the snapshots that lost data");
-        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -7,6 +7,7 @@ mod args;
 mod commands;
 mod output;
 mod progress;
+mod repair_commands;
 mod sim_commands;
 
 use std::process::ExitCode;

@@ -289,3 +289,80 @@ fn repair_with_read_data_salvages_a_rotten_container() {
     restore_matches(&repo, first_id, &tmp.path().join("out"), &rel[0].1, "rel0");
     cairn(&repo, &["check", "--read-data"]).ok();
 }
+
+/// `repair snapshots` rewrites a snapshot that lost a container: the files
+/// that can no longer be restored are dropped and listed, everything else
+/// restores byte-identically from the repaired snapshot (same time, host
+/// and paths, tagged `repaired`); a second run finds nothing to do, and with
+/// `--forget` plus `repair index` the repository checks clean again.
+#[test]
+fn repair_snapshots_keeps_everything_still_whole() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    let tree = tmp.path().join("tree");
+    let mut rng = Rng::new(5);
+    for d in ["a", "b", "c/deep"] {
+        build_random_files(&tree.join(d), &mut rng, 4, 90_000);
+    }
+    symlink("a/f0", &tree.join("link"));
+    let m = Manifest::capture(&tree);
+    cairn(&repo, &["init", "-q", "--container-size", "256KiB"]).ok();
+    cairn(&repo, &["backup", "-q", "--tag", "t1", s(&tree)]).ok();
+    let original = snapshots(&repo)[0].clone();
+    let containers = container_files(&repo);
+    assert!(containers.len() >= 4, "{containers:?}");
+    fs::remove_file(&containers[1]).unwrap();
+
+    let dry = cairn(&repo, &["--json", "repair", "snapshots", "--dry-run"])
+        .ok()
+        .json();
+    assert_eq!(dry["repaired"].as_array().unwrap().len(), 1, "{dry}");
+    assert_eq!(snapshots(&repo).len(), 1, "a dry run writes nothing");
+
+    let j = cairn(&repo, &["--json", "repair", "snapshots"]).ok().json();
+    let fix = &j["repaired"][0];
+    let lost: Vec<String> = fix["lost"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap().split(' ').next().unwrap().to_string())
+        .collect();
+    assert!(!lost.is_empty(), "{j}");
+    let new_id = fix["new_id"].as_str().unwrap().to_string();
+    let snaps = snapshots(&repo);
+    assert_eq!(snaps.len(), 2, "the original is kept without --forget");
+    let repaired = snaps.iter().find(|s| s["id"] == new_id.as_str()).unwrap();
+    assert_eq!(repaired["time_unix_ns"], original["time_unix_ns"]);
+    assert_eq!(repaired["paths"], original["paths"]);
+    assert_eq!(repaired["host"], original["host"]);
+    let tags = repaired["tags"].as_array().unwrap();
+    assert!(tags.iter().any(|t| t == "t1") && tags.iter().any(|t| t == "repaired"));
+
+    // Everything not lost restores byte-identically; lost paths are absent.
+    let mut expected = m.clone();
+    expected.0.retain(|k, _| {
+        let path = format!("tree/{k}");
+        !lost
+            .iter()
+            .any(|l| path == l.trim_end_matches('/') || path.starts_with(l.as_str()))
+    });
+    assert!(expected.0.len() < m.0.len() && expected.0.len() > m.0.len() / 2);
+    let out = tmp.path().join("out");
+    cairn(&repo, &["restore", &new_id[..12], "--target", s(&out)]).ok();
+    assert_tree_matches(&expected, &out.join("tree"));
+
+    let again = cairn(&repo, &["--json", "repair", "snapshots", &new_id[..12]])
+        .ok()
+        .json();
+    assert_eq!(again["repaired"].as_array().unwrap().len(), 0, "{again}");
+
+    let forget = cairn(&repo, &["--json", "repair", "snapshots", "--forget"])
+        .ok()
+        .json();
+    assert_eq!(forget["repaired"][0]["forgotten"], true, "{forget}");
+    assert_eq!(forget["repaired"][0]["id"], original["id"]);
+    let ids = snapshot_ids(&repo);
+    assert_eq!(ids.len(), 2, "original gone, two repaired copies: {ids:?}");
+    cairn(&repo, &["repair", "index"]).ok();
+    cairn(&repo, &["check"]).ok();
+}

@@ -26,6 +26,12 @@ pub fn commit(backend: &dyn Backend, record: &SnapshotRecord) -> Result<String> 
     Ok(id)
 }
 
+/// Removes one snapshot record (the data it references stays until a
+/// garbage collection finds it unreferenced).
+pub fn remove(backend: &dyn Backend, id: &str) -> Result<()> {
+    backend.delete(&keys::snapshot(id))
+}
+
 /// Loads and verifies one snapshot by full id.
 pub fn load(backend: &dyn Backend, id: &str) -> Result<SnapshotRecord> {
     let bytes = backend.read(&keys::snapshot(id))?;

@@ -114,7 +114,8 @@ const MISSING_CONTAINER: &str = "container file is missing (the index and snapsh
 const NOT_HELD: &str = "index entries point at chunks this container does not hold \
      (`cairn repair index` rebuilds the index from the containers)";
 /// What to run when data is lost: new backups then store it again.
-const REPAIR_LOST: &str = "`cairn repair index` makes new backups store lost chunks again";
+const REPAIR_LOST: &str = "`cairn repair index` makes new backups store lost chunks again; \
+     `cairn repair snapshots` rewrites the snapshots without the files that lost data";
 /// How derived data (index, Summary Vector checkpoint) is repaired.
 const REBUILD: &str = "rebuilt by the next backup or `cairn repair index`";
 

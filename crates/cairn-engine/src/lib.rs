@@ -17,6 +17,7 @@ pub mod index;
 pub mod keys;
 pub mod meta_store;
 pub mod repair;
+pub mod repair_snapshots;
 pub mod repo;
 pub mod restore;
 pub mod stats;

@@ -80,6 +80,7 @@ fn run(repo: &Repository, source: Source) -> (CountersSnapshot, u64, u64) {
             tags: vec![],
             host: Some("h".into()),
             progress: Arc::new(Progress::default()),
+            rewrite_of: None,
         },
     )
     .unwrap();

@@ -58,6 +58,7 @@ fn backup(repo: &Repository, path: &Path) -> cairn_core::Result<String> {
             tags: vec![],
             host: Some("test".into()),
             progress: Arc::new(Progress::default()),
+            rewrite_of: None,
         },
     )?;
     Ok(out.snapshot_id)

@@ -42,13 +42,23 @@ use crate::repo::{Repository, WriteLock};
 use stream::{PhaseTimes, Shared, Stream};
 use tree_builder::TreeBuilder;
 use walker::{EntryMeta, Event, Walker};
-pub use walker::{Progress, Source};
+pub use walker::{Kept, Progress, Source};
 
 pub struct BackupOptions {
     pub sources: Vec<Source>,
     pub tags: Vec<String>,
     pub host: Option<String>,
     pub progress: Arc<Progress>,
+    /// Set when this snapshot rewrites an older one (`repair snapshots`):
+    /// the new record keeps the older one's time and paths.
+    pub rewrite_of: Option<RewriteOf>,
+}
+
+/// What a rewritten snapshot keeps of the snapshot it replaces.
+#[derive(Clone, Debug)]
+pub struct RewriteOf {
+    pub time_unix_ns: i64,
+    pub paths: Vec<String>,
 }
 
 /// Seconds spent per pipeline phase (summed over streams and threads).
@@ -114,6 +124,7 @@ fn top_level_name(source: &Source) -> Vec<u8> {
     match source {
         Source::Path(p) => walker::source_name(p),
         Source::Stdin { name } | Source::Trace { name, .. } => name.as_bytes().to_vec(),
+        Source::Kept(tree) => tree.name().to_vec(),
     }
 }
 
@@ -239,10 +250,13 @@ pub fn backup(repo: &Repository, _lock: &WriteLock, opts: BackupOptions) -> Resu
     shared.dedup.clear_memory();
 
     let counters = repo.counters.snapshot().since(&before);
-    let now_ns = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as i64)
-        .unwrap_or(0);
+    let now_ns = match &opts.rewrite_of {
+        Some(r) => r.time_unix_ns,
+        None => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as i64)
+            .unwrap_or(0),
+    };
     let stats = SnapshotStats {
         logical_bytes: counts.logical_bytes.load(Ordering::Relaxed),
         files: counts.files.load(Ordering::Relaxed),
@@ -262,18 +276,10 @@ pub fn backup(repo: &Repository, _lock: &WriteLock, opts: BackupOptions) -> Resu
         counters,
         phases: Default::default(),
     };
-    let paths = opts
-        .sources
-        .iter()
-        .map(|s| match s {
-            Source::Path(p) => std::path::absolute(p)
-                .unwrap_or_else(|_| p.clone())
-                .display()
-                .to_string(),
-            Source::Stdin { name } => format!("<stdin:{name}>"),
-            Source::Trace { name, .. } => format!("<trace:{name}>"),
-        })
-        .collect();
+    let paths = match &opts.rewrite_of {
+        Some(r) => r.paths.clone(),
+        None => source_paths(&opts.sources),
+    };
     let p = &shared.phases;
     let phases = PhaseReport {
         open_seconds,
@@ -530,6 +536,17 @@ fn consume(
                     place(e, &mut stack);
                 }
             }
+            Event::Kept(e) => {
+                match e.kind {
+                    EntryKind::File => {
+                        bump(&counts.files, 1);
+                        bump(&counts.logical_bytes, e.size);
+                    }
+                    EntryKind::Symlink => bump(&counts.symlinks, 1),
+                    _ => {}
+                }
+                place(e, &mut stack);
+            }
             Event::Symlink { name, meta, target } => {
                 let mut e = entry(name, EntryKind::Symlink, &meta);
                 e.size = target.len() as u64;
@@ -549,4 +566,20 @@ impl Drop for CloseSealerOnDrop<'_> {
     fn drop(&mut self) {
         self.0.close_sealer();
     }
+}
+
+/// The paths a snapshot record names for its sources.
+fn source_paths(sources: &[Source]) -> Vec<String> {
+    sources
+        .iter()
+        .map(|s| match s {
+            Source::Path(p) => std::path::absolute(p)
+                .unwrap_or_else(|_| p.clone())
+                .display()
+                .to_string(),
+            Source::Stdin { name } => format!("<stdin:{name}>"),
+            Source::Trace { name, .. } => format!("<trace:{name}>"),
+            Source::Kept(tree) => String::from_utf8_lossy(tree.name()).into_owned(),
+        })
+        .collect()
 }

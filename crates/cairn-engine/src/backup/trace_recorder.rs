@@ -14,7 +14,7 @@ use crossbeam_channel::bounded;
 use rayon::prelude::*;
 
 use cairn_chunk::ChunkBatch;
-use cairn_core::{Result, TraceChunk, TraceEvent, TraceMeta};
+use cairn_core::{Error, Result, TraceChunk, TraceEvent, TraceMeta};
 use cairn_format::compress::compress;
 
 use super::walker::{EntryMeta, Event, Progress, Source, Walker};
@@ -112,6 +112,10 @@ pub fn record_trace(
                 Event::Fingerprinted(chunks) => chunks
                     .into_iter()
                     .try_for_each(|c| sink(TraceEvent::Chunk(c))),
+                // Stored entries carry no chunks to record.
+                Event::Kept(_) => Err(Error::invalid(
+                    "a trace records files read from disk, not stored entries",
+                )),
             };
             if r.is_err() {
                 result = r;

@@ -20,6 +20,7 @@ use crossbeam_channel::{Receiver, Sender};
 
 use cairn_chunk::{new_chunker, ChunkBatch, ChunkReader};
 use cairn_core::{ChunkerConfig, TraceChunk, TraceSource};
+use cairn_format::dir::DirEntry;
 
 /// Bytes of input per chunk batch handed from the walker to the stream.
 pub const BATCH_BYTES: usize = 1 << 20;
@@ -62,6 +63,8 @@ pub enum Event {
     Data(ChunkBatch),
     /// Chunks known only by fingerprint and sizes (a trace).
     Fingerprinted(Vec<TraceChunk>),
+    /// An entry whose content is already stored (see [`Source::Kept`]).
+    Kept(DirEntry),
     /// `ok == false`: reading failed part-way; the entry must be dropped.
     FileEnd {
         ok: bool,
@@ -96,6 +99,28 @@ pub enum Source {
         source: parking_lot::Mutex<Box<dyn TraceSource>>,
         flat: bool,
     },
+    /// Entries already stored in the repository (a snapshot being rewritten
+    /// by `repair snapshots`): files and symlinks keep their stored content,
+    /// directories get new listings of the entries kept below them.
+    Kept(Kept),
+}
+
+/// A subtree of stored entries to carry into a new snapshot unchanged.
+pub enum Kept {
+    Dir {
+        entry: DirEntry,
+        children: Vec<Kept>,
+    },
+    /// A file or symlink whose stored content is reused as it is.
+    Leaf(DirEntry),
+}
+
+impl Kept {
+    pub fn name(&self) -> &[u8] {
+        match self {
+            Kept::Dir { entry, .. } | Kept::Leaf(entry) => &entry.name,
+        }
+    }
 }
 
 /// The top-level entry name of a source path: its file name, or for `.`,
@@ -167,7 +192,30 @@ impl Walker {
                     &mut self.skipped,
                 )
             }
+            Source::Kept(tree) => self.walk_kept(tree),
         };
+    }
+
+    fn walk_kept(&mut self, node: &Kept) -> Result<(), ()> {
+        match node {
+            Kept::Leaf(e) => self.send(Event::Kept(e.clone())),
+            Kept::Dir { entry, children } => {
+                self.send(Event::DirStart {
+                    name: entry.name.clone(),
+                    meta: EntryMeta {
+                        mode: entry.mode,
+                        uid: entry.uid,
+                        gid: entry.gid,
+                        mtime_ns: entry.mtime_ns,
+                        size: 0,
+                    },
+                })?;
+                for c in children {
+                    self.walk_kept(c)?;
+                }
+                self.send(Event::DirEnd)
+            }
+        }
     }
 
     fn send(&self, ev: Event) -> Result<(), ()> {

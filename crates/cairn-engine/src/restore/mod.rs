@@ -502,6 +502,24 @@ fn apply_dir_meta(p: &Path, e: &DirEntry) -> Result<()> {
 }
 
 impl Reader {
+    /// Calls `sink` with each data chunk of a blob, in order, verified.
+    pub fn for_each_chunk(
+        &mut self,
+        blob: &BlobRef,
+        sink: &mut dyn FnMut(&[u8]) -> Result<()>,
+    ) -> Result<()> {
+        self.blob().for_each_chunk(blob, sink)
+    }
+
+    /// Reads a blob's recipe nodes only; see [`BlobReader::for_each_leaf`].
+    pub fn for_each_leaf(
+        &mut self,
+        blob: &BlobRef,
+        leaf: &mut dyn FnMut(&cairn_core::Fingerprint) -> Result<()>,
+    ) -> Result<()> {
+        self.blob().for_each_leaf(blob, leaf)
+    }
+
     /// Reads one chunk (any kind) through the cache, verified.
     pub fn read_chunk(&mut self, fp: &cairn_core::Fingerprint, out: &mut Vec<u8>) -> Result<()> {
         self.cache.read_chunk(fp, &self.store, out)

@@ -24,6 +24,7 @@ fn repo_with(tree: &Path) -> (Repository, String) {
             tags: vec![],
             host: Some("test".into()),
             progress: Arc::new(Progress::default()),
+            rewrite_of: None,
         },
     )
     .unwrap();

@@ -52,6 +52,7 @@ fn backup(repo: &Repository, path: &Path) -> String {
             tags: vec![],
             host: Some("test".into()),
             progress: Arc::new(Progress::default()),
+            rewrite_of: None,
         },
     )
     .unwrap();

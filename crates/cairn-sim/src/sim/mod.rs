@@ -232,6 +232,7 @@ pub fn run(inputs: &[GenerationInput], opts: &SimOptions) -> Result<SimReport> {
                 tags: vec![format!("gen{g}")],
                 host: Some("sim".into()),
                 progress: Arc::new(Progress::default()),
+                rewrite_of: None,
             },
         )?;
         drop(lock);

@@ -1,0 +1,100 @@
+//! `cairn repair index|snapshots`: the commands that rebuild derived data
+//! and rewrite snapshots that lost data (`docs/data-safety.md`).
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+use cairn_engine::repair_snapshots::RepairSnapshotsOptions;
+use cairn_engine::Repository;
+
+use crate::args::Cli;
+
+pub fn repair_index(cli: &Cli, repo: &Repository, read_data: bool, wait: bool) -> Result<ExitCode> {
+    let lock = repo.lock_writer(wait)?;
+    let report = cairn_engine::repair::repair_index(repo, &lock, read_data)?;
+    for (id, why) in &report.lost_containers {
+        eprintln!("cairn: warning: container {id} is lost ({why}); its chunks left the index");
+    }
+    for (old, new) in &report.salvaged_containers {
+        match new {
+            Some(new) => eprintln!(
+                "cairn: warning: container {old} had damaged chunks; its sound chunks were copied to container {new} and it was removed"
+            ),
+            None => eprintln!(
+                "cairn: warning: container {old} held only damaged chunks and was removed"
+            ),
+        }
+    }
+    if cli.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else if !cli.quiet {
+        println!(
+            "index rebuilt from {} containers: {} chunks indexed{}{}",
+            report.containers,
+            report.indexed_chunks,
+            if report.lost_containers.is_empty() {
+                String::new()
+            } else {
+                format!(", {} containers lost", report.lost_containers.len())
+            },
+            if report.damaged_chunks > 0 {
+                format!(", {} damaged chunks left out", report.damaged_chunks)
+            } else {
+                String::new()
+            }
+        );
+        if !report.lost_containers.is_empty() || report.damaged_chunks > 0 {
+            println!("new backups store lost chunks again; `cairn check` names the snapshots that lost data");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn repair_snapshots(
+    cli: &Cli,
+    repo: &Repository,
+    opts: &RepairSnapshotsOptions,
+    wait: bool,
+) -> Result<ExitCode> {
+    let lock = repo.lock_writer(wait)?;
+    let report = cairn_engine::repair_snapshots::repair_snapshots(repo, &lock, opts)?;
+    for (id, why) in &report.unreadable_records {
+        eprintln!("cairn: warning: snapshot record {id} is unreadable ({why}); left as it is");
+    }
+    if cli.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if cli.quiet {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let would = if report.dry_run { "would be " } else { "" };
+    for fix in &report.repaired {
+        let short = &fix.id[..8.min(fix.id.len())];
+        println!("snapshot {short}: {} paths lost", fix.lost.len());
+        for p in &fix.lost {
+            println!("  lost {p}");
+        }
+        match (&fix.new_id, fix.nothing_left) {
+            (Some(new), _) => println!("  repaired as snapshot {}", &new[..8.min(new.len())]),
+            (None, true) => println!("  nothing left to keep"),
+            (None, false) => println!("  {would}rewritten without them"),
+        }
+        if fix.forgotten {
+            println!("  original record removed");
+        } else if opts.forget && report.dry_run {
+            println!("  original record would be removed");
+        }
+    }
+    println!(
+        "{} snapshots checked: {} unchanged, {} {}repaired",
+        report.checked,
+        report.unchanged,
+        report.repaired.len(),
+        would
+    );
+    if !report.repaired.is_empty() && !opts.forget && !report.dry_run {
+        println!("the original snapshots are kept; `--forget` removes them");
+    }
+    Ok(ExitCode::SUCCESS)
+}
