@@ -176,7 +176,6 @@ pub fn backup(repo: &Repository, _lock: &WriteLock, opts: BackupOptions) -> Resu
         repo.log.clone(),
         repo.counters.clone(),
         cfg.index.cache_containers as usize,
-        cfg.index.summary_vector,
         cfg.index.locality_cache,
     );
     let open_seconds = started.elapsed().as_secs_f64();
@@ -245,7 +244,7 @@ pub fn backup(repo: &Repository, _lock: &WriteLock, opts: BackupOptions) -> Resu
         shared.cfg.fp_width(),
         shared.cfg.index.page_size as usize,
     )?;
-    let indexed = shared.dedup.disk.entry_count().max(1);
+    let indexed = shared.dedup.indexed_entries().max(1);
     let index_ram_bytes_per_chunk = shared.dedup.ram_bytes() as f64 / indexed as f64;
     shared.dedup.clear_memory();
 

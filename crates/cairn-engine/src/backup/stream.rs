@@ -23,10 +23,10 @@ use cairn_format::container::ContainerWriter;
 use cairn_format::dir::BlobRef;
 
 use super::tree_builder::{NodeSink, TreeBuilder};
-use crate::config::{LookupStrategy, RepoConfig};
+use crate::config::RepoConfig;
 use crate::container_log::ContainerStore;
-use crate::dedup::lazy::{Decision, LazyBuffer};
 use crate::dedup::Dedup;
+use crate::dedup::{strategy, Decision, Location, LookupStrategy};
 
 /// Wall time spent per pipeline phase, nanoseconds, summed over streams.
 #[derive(Debug, Default)]
@@ -93,11 +93,10 @@ pub struct Stream<'a> {
     shared: &'a Shared,
     seal_tx: Option<Sender<SealJob>>,
     writer: Option<ContainerWriter>,
-    is_new: Vec<bool>,
     fps: Vec<Fingerprint>,
-    /// Lazy lookup (`000` Algorithm 2) when configured, with the chunks
+    /// The lookup strategy (eager, or lazy with its buffer), and the chunks
     /// whose fingerprints wait in its buffer, by rank.
-    lazy: Option<LazyBuffer>,
+    lookup: Box<dyn LookupStrategy>,
     decisions: Vec<Decision>,
     held: HashMap<u64, NewChunk<'static>>,
     /// Content bytes in `held`.
@@ -163,14 +162,12 @@ fn elapsed_ns(t: Instant) -> u64 {
 
 impl<'a> Stream<'a> {
     pub fn new(shared: &'a Shared) -> Self {
-        let lookup = &shared.cfg.index.lookup;
         Stream {
             shared,
             seal_tx: shared.seal_tx.lock().clone(),
             writer: None,
-            is_new: Vec::new(),
             fps: Vec::new(),
-            lazy: (lookup.strategy == LookupStrategy::Lazy).then(|| LazyBuffer::new(lookup)),
+            lookup: strategy::for_config(&shared.cfg.index.lookup),
             decisions: Vec::new(),
             held: HashMap::new(),
             held_bytes: 0,
@@ -255,46 +252,35 @@ impl<'a> Stream<'a> {
         }
         let chunk = |fp, body| chunk_of(fp, kind, level, body);
         let mut new: Vec<NewChunk<'_>> = Vec::new();
-        match self.lazy.as_mut() {
-            None => {
-                sh.dedup.resolve_batch(&self.fps, &mut self.is_new)?;
-                bump(&sh.phases.dedup_ns, elapsed_ns(t));
-                for ((fp, body), &is_new) in self.fps.iter().zip(bodies).zip(&self.is_new) {
-                    if is_new {
-                        new.push(chunk(*fp, body));
-                    }
-                }
+        let base = self.lookup.next_rank();
+        self.lookup
+            .submit(&sh.dedup, &self.fps, &mut self.decisions)?;
+        bump(&sh.phases.dedup_ns, elapsed_ns(t));
+        let mut bodies: Vec<Option<Body<'_>>> = bodies.into_iter().map(Some).collect();
+        for (i, d) in self.decisions.iter().enumerate() {
+            if *d == Decision::Decided(Location::New) {
+                new.push(chunk(self.fps[i], bodies[i].take().expect("body")));
             }
-            Some(lazy) => {
-                let base = lazy.next_rank();
-                lazy.submit(&sh.dedup, &self.fps, &mut self.decisions)?;
-                bump(&sh.phases.dedup_ns, elapsed_ns(t));
-                let mut bodies: Vec<Option<Body<'_>>> = bodies.into_iter().map(Some).collect();
-                for (i, d) in self.decisions.iter().enumerate() {
-                    if *d == Decision::New {
-                        new.push(chunk(self.fps[i], bodies[i].take().expect("body")));
-                    }
+        }
+        // Buffered chunks decided meanwhile: of this batch (their bodies are
+        // still here) or of earlier ones (held).
+        for (rank, loc) in self.lookup.take_resolved() {
+            let held = match rank.checked_sub(base) {
+                Some(i) if (i as usize) < bodies.len() => {
+                    let i = i as usize;
+                    chunk(self.fps[i], bodies[i].take().expect("body"))
                 }
-                for (rank, is_new) in lazy.take_resolved() {
-                    let held = match rank.checked_sub(base) {
-                        Some(i) if (i as usize) < bodies.len() => {
-                            let i = i as usize;
-                            let body = bodies[i].take().expect("body");
-                            chunk(self.fps[i], body)
-                        }
-                        _ => take_held(&mut self.held, &mut self.held_bytes, rank),
-                    };
-                    if is_new {
-                        new.push(held);
-                    }
-                }
-                for (i, d) in self.decisions.iter().enumerate() {
-                    if let (Decision::Pending(rank), Some(body)) = (*d, bodies[i].take()) {
-                        let held = chunk(self.fps[i], body).into_owned();
-                        self.held_bytes += held.content_len();
-                        self.held.insert(rank, held);
-                    }
-                }
+                _ => take_held(&mut self.held, &mut self.held_bytes, rank),
+            };
+            if loc.is_new() {
+                new.push(held);
+            }
+        }
+        for (i, d) in self.decisions.iter().enumerate() {
+            if let (Decision::Pending(rank), Some(body)) = (*d, bodies[i].take()) {
+                let held = chunk(self.fps[i], body).into_owned();
+                self.held_bytes += held.content_len();
+                self.held.insert(rank, held);
             }
         }
         self.pack_all(new)?;
@@ -304,18 +290,15 @@ impl<'a> Stream<'a> {
         Ok(())
     }
 
-    /// Lazy lookup only: resolves every held chunk and packs the new ones.
+    /// Resolves every held chunk (lazy lookup's buffer) and packs the new ones.
     fn flush_lazy(&mut self) -> Result<()> {
-        let Some(lazy) = self.lazy.as_mut() else {
-            return Ok(());
-        };
         let t = Instant::now();
-        lazy.flush(&self.shared.dedup)?;
+        self.lookup.flush(&self.shared.dedup)?;
         bump(&self.shared.phases.dedup_ns, elapsed_ns(t));
         let mut new = Vec::new();
-        for (rank, is_new) in lazy.take_resolved() {
+        for (rank, loc) in self.lookup.take_resolved() {
             let held = take_held(&mut self.held, &mut self.held_bytes, rank);
-            if is_new {
+            if loc.is_new() {
                 new.push(held);
             }
         }

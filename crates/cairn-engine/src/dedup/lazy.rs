@@ -36,18 +36,9 @@ use std::collections::{HashMap, VecDeque};
 use cairn_core::counters::bump;
 use cairn_core::{Fingerprint, Result};
 
-use super::{Dedup, State};
+use super::strategy::{Decision, LookupStrategy};
+use super::{Dedup, Location, Session};
 use crate::config::LookupConfig;
-
-/// What [`LazyBuffer::submit`] decided for one fingerprint.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Decision {
-    New,
-    Duplicate,
-    /// Buffered: the decision comes later from [`LazyBuffer::take_resolved`]
-    /// under this rank.
-    Pending(u64),
-}
 
 /// A buffered fingerprint.
 struct Waiting {
@@ -77,7 +68,7 @@ pub struct LazyBuffer {
     rings: VecDeque<Ring>,
     /// Id of `rings[0]`; ring ids grow by one per ring.
     first_ring: u64,
-    resolved: Vec<(u64, bool)>,
+    resolved: Vec<(u64, Location)>,
 }
 
 impl LazyBuffer {
@@ -96,93 +87,44 @@ impl LazyBuffer {
         }
     }
 
-    /// Rank the next submitted fingerprint will get.
-    pub fn next_rank(&self) -> u64 {
-        self.next_rank
-    }
-
-    /// Fingerprints buffered now.
-    pub fn buffered(&self) -> usize {
-        self.waiting.len()
-    }
-
-    /// Runs `fps` (ranks `next_rank()..`) through Algorithm 2. `out[i]` is
-    /// `fps[i]`'s decision or `Pending(rank)`; buffered fingerprints this
-    /// resolved (of this batch or earlier ones) are in [`Self::take_resolved`].
-    pub fn submit(
-        &mut self,
-        dedup: &Dedup,
-        fps: &[Fingerprint],
-        out: &mut Vec<Decision>,
-    ) -> Result<()> {
-        out.clear();
-        let mut st = dedup.state.lock();
-        for fp in fps {
-            let d = self.submit_one(dedup, &mut st, fp)?;
-            out.push(d);
-        }
-        Ok(())
-    }
-
-    /// Resolves every buffered fingerprint (end of stream), in page order.
-    pub fn flush(&mut self, dedup: &Dedup) -> Result<()> {
-        let mut st = dedup.state.lock();
-        let mut pages: Vec<u64> = self.buckets.keys().copied().collect();
-        pages.sort_unstable();
-        for page in pages {
-            self.resolve_bucket(dedup, &mut st, page)?;
-        }
-        debug_assert!(self.waiting.is_empty());
-        self.arrival.clear();
-        self.first_ring += self.rings.len() as u64;
-        self.rings.clear();
-        Ok(())
-    }
-
-    /// Buffered fingerprints decided since the last call: `(rank, is_new)`.
-    pub fn take_resolved(&mut self) -> Vec<(u64, bool)> {
-        std::mem::take(&mut self.resolved)
-    }
-
-    fn submit_one(&mut self, dedup: &Dedup, st: &mut State, fp: &Fingerprint) -> Result<Decision> {
-        let c = &*dedup.counters;
+    fn submit_one(&mut self, s: &mut Session<'_>, fp: &Fingerprint) -> Result<Decision> {
         let rank = self.next_rank;
         self.next_rank += 1;
-        bump(&c.lookups, 1);
+        bump(&s.counters().lookups, 1);
         // Step 1: Bloom filter (the rank is taken even by a negative).
-        if dedup.bloom_says_new(fp) {
-            bump(&c.bloom_negatives, 1);
-            dedup.decide_new(st, fp);
-            return Ok(Decision::New);
+        if s.certainly_new(fp) {
+            s.decide_new(fp);
+            return Ok(Decision::Decided(Location::New));
         }
         // Step 2: the locality ring.
         let ring = self.join_ring(rank);
         // Step 3: pre-lookup.
-        if dedup.cache_probe(st, fp) {
-            bump(&c.cache_hits, 1);
-            return Ok(Decision::Duplicate);
+        if let Some(id) = s.cache_probe(fp) {
+            bump(&s.counters().cache_hits, 1);
+            return Ok(Decision::Decided(Location::Stored(id)));
         }
-        match st.memory.get(fp) {
-            Some(&Some(id)) => {
-                if !dedup.confirm(st, id, fp)? {
-                    dedup.decide_new(st, fp);
-                    return Ok(Decision::New);
-                }
-                bump(&c.index_hits, 1);
-                self.post_lookup(dedup, st, ring);
-                return Ok(Decision::Duplicate);
+        match s.in_memory(fp)? {
+            Some(Location::New) => {
+                // Indexed in a container that lost it: stored again.
+                s.decide_new(fp);
+                return Ok(Decision::Decided(Location::New));
             }
-            Some(None) => {
-                bump(&c.index_hits, 1);
-                return Ok(Decision::Duplicate);
+            Some(loc @ Location::Stored(_)) => {
+                bump(&s.counters().index_hits, 1);
+                self.post_lookup(s, ring);
+                return Ok(Decision::Decided(loc));
+            }
+            Some(Location::InFlight) => {
+                bump(&s.counters().index_hits, 1);
+                return Ok(Decision::Decided(Location::InFlight));
             }
             None => {}
         }
         // Step 4: the buffer bucket of fp's index page.
-        let Some(page) = dedup.disk.page_of(fp) else {
-            dedup.note_false_positive();
-            dedup.decide_new(st, fp);
-            return Ok(Decision::New);
+        let Some(page) = s.page_of(fp) else {
+            s.note_false_positive();
+            s.decide_new(fp);
+            return Ok(Decision::Decided(Location::New));
         };
         self.waiting.insert(
             rank,
@@ -197,7 +139,7 @@ impl LazyBuffer {
         let bucket = self.buckets.entry(page).or_default();
         bucket.push(rank);
         if bucket.len() >= self.bucket_threshold {
-            self.resolve_bucket(dedup, st, page)?;
+            self.resolve_bucket(s, page)?;
         }
         // The buffer is full: read the oldest buffered fingerprint's bucket.
         while self.waiting.len() > self.capacity {
@@ -206,7 +148,7 @@ impl LazyBuffer {
             };
             if let Some(w) = self.waiting.get(&oldest) {
                 let page = w.page;
-                self.resolve_bucket(dedup, st, page)?;
+                self.resolve_bucket(s, page)?;
             }
         }
         Ok(Decision::Pending(rank))
@@ -244,24 +186,23 @@ impl LazyBuffer {
 
     /// Steps 4-5 for one bucket: one read of its index page decides every
     /// fingerprint in it, in rank order.
-    fn resolve_bucket(&mut self, dedup: &Dedup, st: &mut State, page: u64) -> Result<()> {
+    fn resolve_bucket(&mut self, s: &mut Session<'_>, page: u64) -> Result<()> {
         let Some(ranks) = self.buckets.remove(&page) else {
             return Ok(());
         };
-        let c = &*dedup.counters;
         // Fingerprints the in-memory part cannot answer go to the disk, all
         // in one read (a repeated fingerprint is asked once).
         let mut ask: Vec<Fingerprint> = Vec::new();
         for r in &ranks {
             let fp = self.waiting[r].fp;
-            if !st.memory.contains_key(&fp) && !ask.contains(&fp) {
+            if !s.known_in_memory(&fp) && !ask.contains(&fp) {
                 ask.push(fp);
             }
         }
         let on_disk = if ask.is_empty() {
             Vec::new()
         } else {
-            dedup.disk.lookup_many(&ask)?
+            s.lookup_page(&ask)?
         };
         for r in ranks {
             // A post-lookup earlier in this loop may have settled it.
@@ -269,36 +210,34 @@ impl LazyBuffer {
                 continue;
             };
             let (fp, ring) = (w.fp, w.ring);
-            let container = match st.memory.get(&fp) {
-                Some(&found) => Some(found),
+            bump(&s.counters().lazy_disk_resolved, 1);
+            let found = match s.in_memory(&fp)? {
+                Some(loc) => Some(loc),
                 None => {
                     let i = ask.iter().position(|a| *a == fp).expect("asked");
-                    on_disk[i].map(Some)
-                }
-            };
-            let confirmed = match container {
-                Some(Some(id)) => Some(dedup.confirm(st, id, &fp)?),
-                _ => None,
-            };
-            match container {
-                Some(container) if confirmed != Some(false) => {
-                    bump(&c.index_hits, 1);
-                    bump(&c.lazy_disk_resolved, 1);
-                    self.settle(r, false);
-                    if container.is_some() {
-                        self.post_lookup(dedup, st, ring);
+                    match on_disk[i] {
+                        Some(id) => Some(s.confirmed(id, &fp)?),
+                        None => None,
                     }
                 }
+            };
+            match found {
+                Some(loc) if !loc.is_new() => {
+                    bump(&s.counters().index_hits, 1);
+                    self.settle(r, loc);
+                    if loc.container().is_some() {
+                        self.post_lookup(s, ring);
+                    }
+                }
+                // Indexed in a container that lost it: stored again.
                 Some(_) => {
-                    bump(&c.lazy_disk_resolved, 1);
-                    dedup.decide_new(st, &fp);
-                    self.settle(r, true);
+                    s.decide_new(&fp);
+                    self.settle(r, Location::New);
                 }
                 None => {
-                    dedup.note_false_positive();
-                    bump(&c.lazy_disk_resolved, 1);
-                    dedup.decide_new(st, &fp);
-                    self.settle(r, true);
+                    s.note_false_positive();
+                    s.decide_new(&fp);
+                    self.settle(r, Location::New);
                 }
             }
         }
@@ -307,13 +246,15 @@ impl LazyBuffer {
 
     /// Step 5: looks every still-buffered fingerprint of ring `id` up in the
     /// cache again; hits are duplicates and leave their buckets.
-    fn post_lookup(&mut self, dedup: &Dedup, st: &mut State, id: u64) {
-        if !dedup.use_cache || id < self.first_ring {
+    fn post_lookup(&mut self, s: &mut Session<'_>, id: u64) {
+        if !s.uses_cache() || id < self.first_ring {
             return;
         }
-        let c = &*dedup.counters;
         let idx = (id - self.first_ring) as usize;
-        bump(&c.post_lookup_visits, self.rings[idx].members.len() as u64);
+        bump(
+            &s.counters().post_lookup_visits,
+            self.rings[idx].members.len() as u64,
+        );
         if self.rings[idx].waiting == 0 {
             return;
         }
@@ -322,9 +263,9 @@ impl LazyBuffer {
             let Some(w) = self.waiting.get(&r) else {
                 continue;
             };
-            bump(&c.post_lookup_probes, 1);
-            if st.cache.lookup(&w.fp).is_some() {
-                bump(&c.post_lookup_hits, 1);
+            bump(&s.counters().post_lookup_probes, 1);
+            if let Some(container) = s.cache_recheck(&w.fp) {
+                bump(&s.counters().post_lookup_hits, 1);
                 let page = w.page;
                 if let Some(b) = self.buckets.get_mut(&page) {
                     b.retain(|&x| x != r);
@@ -332,14 +273,14 @@ impl LazyBuffer {
                         self.buckets.remove(&page);
                     }
                 }
-                self.settle(r, false);
+                self.settle(r, Location::Stored(container));
             }
         }
         self.rings[idx].members = members;
     }
 
     /// Records the decision for buffered rank `r`.
-    fn settle(&mut self, r: u64, is_new: bool) {
+    fn settle(&mut self, r: u64, loc: Location) {
         if let Some(w) = self.waiting.remove(&r) {
             if let Some(ring) = w
                 .ring
@@ -348,7 +289,52 @@ impl LazyBuffer {
             {
                 ring.waiting -= 1;
             }
-            self.resolved.push((r, is_new));
+            self.resolved.push((r, loc));
         }
+    }
+}
+
+impl LookupStrategy for LazyBuffer {
+    fn next_rank(&self) -> u64 {
+        self.next_rank
+    }
+
+    /// Runs `fps` (ranks `next_rank()..`) through Algorithm 2.
+    fn submit(
+        &mut self,
+        dedup: &Dedup,
+        fps: &[Fingerprint],
+        out: &mut Vec<Decision>,
+    ) -> Result<()> {
+        out.clear();
+        let mut s = dedup.session();
+        for fp in fps {
+            let d = self.submit_one(&mut s, fp)?;
+            out.push(d);
+        }
+        Ok(())
+    }
+
+    /// Resolves every buffered fingerprint (end of stream), in page order.
+    fn flush(&mut self, dedup: &Dedup) -> Result<()> {
+        let mut s = dedup.session();
+        let mut pages: Vec<u64> = self.buckets.keys().copied().collect();
+        pages.sort_unstable();
+        for page in pages {
+            self.resolve_bucket(&mut s, page)?;
+        }
+        debug_assert!(self.waiting.is_empty());
+        self.arrival.clear();
+        self.first_ring += self.rings.len() as u64;
+        self.rings.clear();
+        Ok(())
+    }
+
+    fn take_resolved(&mut self) -> Vec<(u64, Location)> {
+        std::mem::take(&mut self.resolved)
+    }
+
+    fn buffered(&self) -> usize {
+        self.waiting.len()
     }
 }

@@ -1,63 +1,84 @@
-//! Accelerated segment filtering, DDFS (`001_3652cceaf162c5a1.txt`) §4.4, in
-//! the paper's order, for every incoming chunk:
+//! The dedup state every stream of a backup shares, and the lookup steps
+//! the strategies are built from (DDFS `001_3652cceaf162c5a1.txt` §4.4;
+//! `000_d04706aa48332137.txt` Algorithm 2):
 //!
-//! 1. Look the fingerprint up in the segment cache (Locality Preserved Cache).
-//!    A hit means duplicate.
-//! 2. On a miss, test the Summary Vector. Not in it means new: the chunk is
-//!    written into the stream's current container.
-//! 3. Otherwise look the fingerprint up in the segment index (its in-memory
-//!    part, then one on-disk page). Found means duplicate, and the whole
-//!    metadata section of that container is inserted into the cache (LRU by
-//!    container, evicting first when full). Not found means new.
+//! - the Locality Preserved Cache (DDFS §4.3), by container;
+//! - the index kind (`index::kinds`: Summary Vector + paged index, or the
+//!   frugal index), chosen once from the config;
+//! - the in-memory index part: the chunks stored since the last merge, those
+//!   of closed containers (with their container id) and those decided new
+//!   but still being packed by some stream ("in flight"), so two parallel
+//!   streams never store the same new chunk twice;
+//! - the confirmation of every index hit (the container must still hold the
+//!   chunk), which doubles as DDFS's prefetch of the container's metadata.
 //!
-//! The in-memory part of the index holds the chunks stored since the last
-//! merge: those of sealed containers (with their container id) and those
-//! decided new but still being packed by some stream ("in flight"), so two
-//! parallel streams never store the same new chunk twice. A hit on a sealed
-//! container prefetches its metadata like an on-disk hit; a hit on an open
-//! container has no metadata section to read yet.
+//! Every lookup answers with a [`Location`]: new, stored in container C, or
+//! in flight. The order of the steps is the strategy's ([`strategy`]): eager
+//! ([`eager`], DDFS §4.4) or lazy ([`lazy`], `000` Algorithm 2), chosen once
+//! per stream from the config. Strategies reach the state only through a
+//! locked [`Session`]'s step methods.
 //!
 //! Ablations for DDFS Table 4 switch the Summary Vector or the cache off.
-//!
-//! That is the eager strategy ([`Dedup::resolve_batch`]). The lazy one
-//! (`000_d04706aa48332137.txt` Algorithm 2) is [`lazy::LazyBuffer`], one per
-//! stream, over the same cache, Summary Vector and index.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 
 use cairn_core::counters::bump;
 use cairn_core::{Backend, ContainerId, Counters, Fingerprint, FpMap, Result};
 use cairn_format::index::IndexEntry;
 
 use crate::container_log::ContainerStore;
-use crate::index::disk_index::DiskIndex;
-use crate::index::frugal::FrugalIndex;
+use crate::index::kinds::FingerprintIndex;
 use crate::index::locality_cache::LocalityCache;
-use crate::index::summary_vector::SummaryVector;
-use crate::index::{delete_checkpoints_before, write_checkpoint, OpenedIndex};
-use crate::keys;
+use crate::index::OpenedIndex;
 
+pub mod eager;
 pub mod lazy;
+pub mod strategy;
+
+pub use strategy::{Decision, LookupStrategy};
+
+/// Where a dedup decision found a chunk: the answer of every lookup path
+/// (cache hit, in-memory part, index hit, lazy buffer, frugal index), so a
+/// rewrite policy can count the containers a stream's duplicates live in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Location {
+    /// Stored nowhere: the stream writes it now.
+    New,
+    /// Stored in this container (durable, or closed and on its way to disk).
+    Stored(ContainerId),
+    /// Decided new earlier in this backup and still being packed into an
+    /// open container (this stream's or another's): no container id yet.
+    InFlight,
+}
+
+impl Location {
+    pub fn is_new(self) -> bool {
+        self == Location::New
+    }
+
+    /// The container a duplicate lives in, when it has one yet.
+    pub fn container(self) -> Option<ContainerId> {
+        match self {
+            Location::Stored(id) => Some(id),
+            _ => None,
+        }
+    }
+}
 
 pub struct Dedup {
-    pub disk: DiskIndex,
-    pub summary: SummaryVector,
     log: Arc<dyn ContainerStore>,
     counters: Arc<Counters>,
-    use_summary: bool,
     use_cache: bool,
-    /// The current generation's checkpoint was unusable at open.
-    checkpoint_rebuilt: bool,
     state: Mutex<State>,
 }
 
 struct State {
     cache: LocalityCache,
-    /// The frugal index (`004`) in place of Summary Vector + paged index.
-    frugal: Option<FrugalIndex>,
+    /// The index kind chosen by the config (`index::kinds`).
+    index: Box<dyn FingerprintIndex>,
     /// In-memory index part: `Some(container)` once packed, `None` in flight.
     memory: FpMap<Option<ContainerId>>,
     /// Containers being filled: no metadata section on disk yet.
@@ -74,13 +95,20 @@ struct State {
     stored_again: u64,
 }
 
+/// The dedup state locked for a batch of lookups: the steps a lookup
+/// strategy (`eager`, `lazy`) is built from. Strategies see nothing else of
+/// the state.
+pub struct Session<'a> {
+    dedup: &'a Dedup,
+    st: MutexGuard<'a, State>,
+}
+
 impl Dedup {
     pub fn new(
         index: OpenedIndex,
         log: Arc<dyn ContainerStore>,
         counters: Arc<Counters>,
         cache_containers: usize,
-        use_summary: bool,
         use_cache: bool,
     ) -> Self {
         let mut memory = FpMap::default();
@@ -88,18 +116,13 @@ impl Dedup {
         for e in index.replayed {
             memory.insert(e.fp, Some(e.container));
         }
-        let use_summary = use_summary && index.frugal.is_none();
         Dedup {
-            disk: index.disk,
-            summary: index.summary,
             log,
             counters,
-            use_summary,
             use_cache,
-            checkpoint_rebuilt: index.checkpoint_rebuilt,
             state: Mutex::new(State {
                 cache: LocalityCache::new(cache_containers),
-                frugal: index.frugal,
+                index: index.kind,
                 memory,
                 open: HashSet::new(),
                 pending: Default::default(),
@@ -110,93 +133,16 @@ impl Dedup {
         }
     }
 
-    /// Decides, in order, whether each fingerprint is new (`true`) or a
-    /// duplicate. A fingerprint decided new is in flight from then on, so a
-    /// repeat later in the same batch or in another stream is a duplicate.
-    pub fn resolve_batch(&self, fps: &[Fingerprint], is_new: &mut Vec<bool>) -> Result<()> {
-        is_new.clear();
-        let mut st = self.state.lock();
-        for fp in fps {
-            let new = self.resolve_one(&mut st, fp)?;
-            if new {
-                self.decide_new(&mut st, fp);
-            }
-            is_new.push(new);
-        }
-        Ok(())
-    }
-
-    fn resolve_one(&self, st: &mut State, fp: &Fingerprint) -> Result<bool> {
-        let c = &*self.counters;
-        bump(&c.lookups, 1);
-        // Step 1: segment cache.
-        if self.cache_probe(st, fp) {
-            bump(&c.cache_hits, 1);
-            return Ok(false);
-        }
-        // Step 2: Summary Vector.
-        if self.bloom_says_new(fp) {
-            bump(&c.bloom_negatives, 1);
-            return Ok(true);
-        }
-        // Step 3: segment index, in-memory part first, then one disk page
-        // (or the frugal index, whose table filters like the Summary Vector).
-        let found = match st.memory.get(fp) {
-            Some(&Some(id)) => Some(Some(id)),
-            Some(None) => Some(None),
-            None => match st.frugal.as_mut() {
-                Some(frugal) => frugal_lookup(frugal, c, fp)?.map(Some),
-                None => self.disk.lookup(fp)?.map(Some),
-            },
-        };
-        match found {
-            Some(Some(id)) if !self.confirm(st, id, fp)? => Ok(true),
-            Some(_) => {
-                bump(&c.index_hits, 1);
-                Ok(false)
-            }
-            None => {
-                self.note_false_positive();
-                Ok(true)
-            }
+    /// Locks the state for a batch of lookups.
+    pub fn session(&self) -> Session<'_> {
+        Session {
+            dedup: self,
+            st: self.state.lock(),
         }
     }
 
-    /// Probes the locality cache (when in use): a hit means duplicate.
-    fn cache_probe(&self, st: &mut State, fp: &Fingerprint) -> bool {
-        if !self.use_cache {
-            return false;
-        }
-        bump(&self.counters.cache_probes, 1);
-        st.cache.lookup(fp).is_some()
-    }
-
-    /// Tests the Summary Vector (when in use): `true` means certainly new.
-    fn bloom_says_new(&self, fp: &Fingerprint) -> bool {
-        if !self.use_summary {
-            return false;
-        }
-        bump(&self.counters.bloom_tests, 1);
-        !self.summary.contains(fp)
-    }
-
-    /// A Summary Vector hit the index did not confirm.
-    fn note_false_positive(&self) {
-        if self.use_summary {
-            bump(&self.counters.bloom_false_positives, 1);
-        }
-    }
-
-    /// `fp` is new: it joins the Summary Vector and, in flight, the
-    /// in-memory index part, so every later occurrence is a duplicate.
-    fn decide_new(&self, st: &mut State, fp: &Fingerprint) {
-        if st.frugal.is_none() {
-            self.summary.insert(fp);
-        }
-        if self.use_summary {
-            bump(&self.counters.bloom_inserts, 1);
-        }
-        st.memory.insert(*fp, None);
+    pub fn counters(&self) -> &Counters {
+        &self.counters
     }
 
     /// Confirms an index hit: container `id` must exist and hold `fp`, so
@@ -316,12 +262,9 @@ impl Dedup {
         self.state.lock().memory.clear();
     }
 
-    /// Makes the index durable at commit: the frugal index's chunk log gets
-    /// `entries` (before the paged index, so the log covers everything the
-    /// paged index covers; a crash in between only repeats records), then
-    /// a new paged-index generation and, for the paged kind, its Summary
-    /// Vector checkpoint. Nothing is written when nothing changed, except a
-    /// missing checkpoint.
+    /// Makes the index durable at commit through the index kind (the
+    /// frugal kind's chunk log, the paged index, the Summary Vector
+    /// checkpoint: `index::kinds`).
     pub fn commit_index(
         &self,
         backend: &dyn Backend,
@@ -330,41 +273,15 @@ impl Dedup {
         fp_width: usize,
         page_size: usize,
     ) -> Result<()> {
-        let frugal = {
-            let mut st = self.state.lock();
-            if let Some(f) = st.frugal.as_mut() {
-                f.reserve(entries.len())?;
-                for e in &entries {
-                    f.insert(&e.fp, e.container)?;
-                }
-                f.flush()?;
-                true
-            } else {
-                false
-            }
-        };
-        let generation = self.disk.generation();
-        if !entries.is_empty() || covered != self.disk.covered_below() {
-            // The checkpoint of the new generation is written before the
-            // generation itself, and older checkpoints go only after it: a
-            // reader (`check`) never sees an index generation without its
-            // checkpoint. A crash in between leaves a checkpoint of a
-            // generation not yet written, which the next commit overwrites.
-            let next = generation + 1;
-            if !frugal {
-                backend.write_atomic(&keys::bloom(next), &self.summary.checkpoint(covered))?;
-            }
-            let written = self
-                .disk
-                .write_merged(entries, covered, fp_width, page_size)?;
-            debug_assert_eq!(written, next);
-            if !frugal {
-                delete_checkpoints_before(backend, written)?;
-            }
-        } else if !frugal && generation > 0 && self.checkpoint_rebuilt {
-            write_checkpoint(backend, &self.summary, generation, covered)?;
-        }
-        Ok(())
+        self.state
+            .lock()
+            .index
+            .commit(backend, entries, covered, fp_width, page_size)
+    }
+
+    /// Entries of the paged on-disk index.
+    pub fn indexed_entries(&self) -> u64 {
+        self.state.lock().index.entry_count()
     }
 
     /// Fingerprint-lookup RAM (Summary Vector or frugal table, plus the
@@ -372,37 +289,99 @@ impl Dedup {
     pub fn ram_bytes(&self) -> u64 {
         let st = self.state.lock();
         let entry = std::mem::size_of::<(Fingerprint, Option<ContainerId>)>() + 1;
-        let index = match &st.frugal {
-            Some(f) => {
-                let ram = f.ram();
-                (ram.table_slot_bytes + ram.stash_bytes) as u64
-            }
-            None => self.summary.ram_bytes(),
-        };
-        index + (st.memory.capacity() * entry) as u64
+        st.index.ram_bytes() + (st.memory.capacity() * entry) as u64
     }
 }
 
-/// One lookup in the frugal index (`004` "Chunk Indexing"): its table is
-/// the filter (a lookup with no signature match is new without I/O, counted
-/// as a Bloom negative), a signature match is confirmed in the chunk log
-/// through the prefetch cache (a log read counts as an index page read).
-fn frugal_lookup(
-    frugal: &mut FrugalIndex,
-    c: &Counters,
-    fp: &Fingerprint,
-) -> Result<Option<ContainerId>> {
-    bump(&c.bloom_tests, 1);
-    let negatives = frugal.stats().table_negatives;
-    let found = frugal.lookup(fp)?;
-    if found.is_none() {
-        if frugal.stats().table_negatives > negatives {
-            bump(&c.bloom_negatives, 1);
-        } else {
-            bump(&c.bloom_false_positives, 1);
+/// The steps of DDFS §4.4 and `000` Algorithm 2, each counting what it does.
+impl Session<'_> {
+    pub fn counters(&self) -> &Counters {
+        &self.dedup.counters
+    }
+
+    /// Step 1 (and lazy lookup's pre-lookup): the locality cache, when in
+    /// use. A hit means duplicate, in the container returned.
+    pub fn cache_probe(&mut self, fp: &Fingerprint) -> Option<ContainerId> {
+        if !self.dedup.use_cache {
+            return None;
+        }
+        bump(&self.dedup.counters.cache_probes, 1);
+        self.st.cache.lookup(fp)
+    }
+
+    /// Lazy lookup's post-lookup: the cache again, without counting a probe.
+    pub fn cache_recheck(&mut self, fp: &Fingerprint) -> Option<ContainerId> {
+        if !self.dedup.use_cache {
+            return None;
+        }
+        self.st.cache.lookup(fp)
+    }
+
+    pub fn uses_cache(&self) -> bool {
+        self.dedup.use_cache
+    }
+
+    /// Step 2: the index kind's filter. `true` means certainly new.
+    pub fn certainly_new(&self, fp: &Fingerprint) -> bool {
+        self.st.index.certainly_new(fp)
+    }
+
+    /// Step 3, first half: the in-memory index part (this backup's chunks
+    /// and replayed ones). `Some` when it knows `fp`: `InFlight`, or a
+    /// stored copy confirmed by [`Self::confirmed`].
+    pub fn in_memory(&mut self, fp: &Fingerprint) -> Result<Option<Location>> {
+        match self.st.memory.get(fp) {
+            Some(&Some(id)) => self.confirmed(id, fp).map(Some),
+            Some(None) => Ok(Some(Location::InFlight)),
+            None => Ok(None),
         }
     }
-    Ok(found)
+
+    /// Whether the in-memory part knows `fp` (nothing confirmed).
+    pub fn known_in_memory(&self, fp: &Fingerprint) -> bool {
+        self.st.memory.contains_key(fp)
+    }
+
+    /// Step 3, second half: the index kind (one page read, or the frugal
+    /// table and log). `None` means not indexed; a hit is confirmed.
+    pub fn index_lookup(&mut self, fp: &Fingerprint) -> Result<Option<Location>> {
+        match self.st.index.lookup(fp)? {
+            Some(id) => self.confirmed(id, fp).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// An index hit on container `id`, confirmed (see `Dedup::confirm`):
+    /// `Stored(id)`, or `New` when the chunk must be stored again.
+    pub fn confirmed(&mut self, id: ContainerId, fp: &Fingerprint) -> Result<Location> {
+        Ok(if self.dedup.confirm(&mut self.st, id, fp)? {
+            Location::Stored(id)
+        } else {
+            Location::New
+        })
+    }
+
+    /// Lazy lookup: the on-disk page `fp` belongs to, if there is an index.
+    pub fn page_of(&self, fp: &Fingerprint) -> Option<u64> {
+        self.st.index.page_of(fp)
+    }
+
+    /// Lazy lookup: one page read answering every fingerprint in `fps`.
+    pub fn lookup_page(&self, fps: &[Fingerprint]) -> Result<Vec<Option<ContainerId>>> {
+        self.st.index.lookup_page(fps)
+    }
+
+    /// Lazy lookup: the filter passed but no entry confirmed it.
+    pub fn note_false_positive(&self) {
+        self.st.index.note_false_positive();
+    }
+
+    /// `fp` is new: it joins the filter and, in flight, the in-memory index
+    /// part, so every later occurrence is a duplicate.
+    pub fn decide_new(&mut self, fp: &Fingerprint) {
+        self.st.index.note_new(fp);
+        self.st.memory.insert(*fp, None);
+    }
 }
 
 #[cfg(test)]

@@ -7,7 +7,8 @@ use crate::warnings::Warnings;
 use cairn_backend::MemBackend;
 use cairn_core::{Backend, ChunkKind, CompressionCodec};
 use cairn_format::container::ContainerWriter;
-use lazy::{Decision, LazyBuffer};
+use eager::Eager;
+use lazy::LazyBuffer;
 use proptest::prelude::*;
 use std::collections::HashSet;
 
@@ -88,9 +89,14 @@ fn run_counted(
     let cfg = IndexConfig {
         expected_chunks: 64,
         cache_containers: 2,
+        summary_vector: summary,
         kind,
         ..Default::default()
     };
+    // Reads for the location check, counted apart from the run's counters.
+    let inspect =
+        crate::container_log::ContainerLog::open(backend.clone(), Arc::new(Counters::default()))
+            .unwrap();
     let mut decisions: Vec<Option<bool>> = Vec::new();
     // Each pair of batches is one "backup": reopen, replay, merge at the end.
     for backup in batches.chunks(2) {
@@ -102,64 +108,72 @@ fn run_counted(
             &Warnings::default(),
         )
         .unwrap();
-        let dedup = Dedup::new(opened, log.clone(), counters.clone(), 2, summary, cache);
+        let dedup = Dedup::new(opened, log.clone(), counters.clone(), 2, cache);
         let mut packer = Packer {
             dedup: &dedup,
             log: &log,
             writer: None,
             per_container,
         };
-        let mut buffer = lazy.map(LazyBuffer::new);
+        let mut strategy: Box<dyn LookupStrategy> = match lazy {
+            Some(c) => Box::new(LazyBuffer::new(c)),
+            None => Box::new(Eager::default()),
+        };
         let base = decisions.len();
-        let mut is_new = Vec::new();
         let mut out = Vec::new();
         let mut fps_by_rank: Vec<Fingerprint> = Vec::new();
+        // Every duplicate's location names a container holding the chunk.
+        let check_location = |f: &Fingerprint, loc: Location| {
+            if let Location::Stored(id) = loc {
+                let meta = inspect
+                    .read_meta(id)
+                    .expect("a stored duplicate's container exists");
+                assert!(
+                    meta.descriptors.iter().any(|d| d.fp == *f),
+                    "container {id} does not hold {f}"
+                );
+            }
+        };
+        let decide = |decisions: &mut Vec<Option<bool>>,
+                      packer: &mut Packer,
+                      slot: usize,
+                      f: Fingerprint,
+                      loc: Location| {
+            check_location(&f, loc);
+            if slot == decisions.len() {
+                decisions.push(Some(loc.is_new()));
+            } else {
+                assert_eq!(decisions[slot], None, "slot {slot} decided twice");
+                decisions[slot] = Some(loc.is_new());
+            }
+            if loc.is_new() {
+                packer.push(f);
+            }
+        };
         for batch in backup {
             let fps: Vec<Fingerprint> = batch.iter().map(|&i| fp(i)).collect();
             fps_by_rank.extend(&fps);
-            match buffer.as_mut() {
-                None => {
-                    dedup.resolve_batch(&fps, &mut is_new).unwrap();
-                    for (f, &new) in fps.iter().zip(&is_new) {
-                        decisions.push(Some(new));
-                        if new {
-                            packer.push(*f);
-                        }
+            strategy.submit(&dedup, &fps, &mut out).unwrap();
+            for (f, d) in fps.iter().zip(&out) {
+                match *d {
+                    Decision::Decided(loc) => {
+                        let slot = decisions.len();
+                        decide(&mut decisions, &mut packer, slot, *f, loc)
                     }
-                }
-                Some(b) => {
-                    b.submit(&dedup, &fps, &mut out).unwrap();
-                    for (f, d) in fps.iter().zip(&out) {
-                        decisions.push(match d {
-                            Decision::New => Some(true),
-                            Decision::Duplicate => Some(false),
-                            Decision::Pending(_) => None,
-                        });
-                        if *d == Decision::New {
-                            packer.push(*f);
-                        }
-                    }
-                    for (rank, new) in b.take_resolved() {
-                        let slot = &mut decisions[base + rank as usize];
-                        assert_eq!(*slot, None, "rank {rank} decided twice");
-                        *slot = Some(new);
-                        if new {
-                            packer.push(fps_by_rank[rank as usize]);
-                        }
-                    }
+                    Decision::Pending(_) => decisions.push(None),
                 }
             }
-        }
-        if let Some(b) = buffer.as_mut() {
-            b.flush(&dedup).unwrap();
-            for (rank, new) in b.take_resolved() {
-                decisions[base + rank as usize] = Some(new);
-                if new {
-                    packer.push(fps_by_rank[rank as usize]);
-                }
+            for (rank, loc) in strategy.take_resolved() {
+                let f = fps_by_rank[rank as usize];
+                decide(&mut decisions, &mut packer, base + rank as usize, f, loc);
             }
-            assert_eq!(b.buffered(), 0);
         }
+        strategy.flush(&dedup).unwrap();
+        for (rank, loc) in strategy.take_resolved() {
+            let f = fps_by_rank[rank as usize];
+            decide(&mut decisions, &mut packer, base + rank as usize, f, loc);
+        }
+        assert_eq!(strategy.buffered(), 0);
         packer.seal();
         dedup
             .commit_index(&*backend, dedup.memory_entries(), log.next_id(), 32, 512)

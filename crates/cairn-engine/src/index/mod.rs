@@ -5,6 +5,7 @@
 
 pub mod disk_index;
 pub mod frugal;
+pub mod kinds;
 pub mod locality_cache;
 pub mod summary_vector;
 
@@ -19,24 +20,21 @@ use crate::keys;
 use crate::warnings::Warnings;
 use disk_index::DiskIndex;
 use frugal::{FrugalConfig, FrugalIndex};
+use kinds::frugal::FrugalKind;
+use kinds::paged::PagedIndex;
+use kinds::FingerprintIndex;
 use summary_vector::SummaryVector;
 
-/// What a writer needs at open: the disk index, the Summary Vector with
-/// every stored fingerprint in it (paged kind) or the frugal index (frugal
-/// kind), and the replayed entries not yet merged.
+/// What a writer needs at open: the index kind chosen by the config (with
+/// every stored fingerprint in its filter), and the replayed entries not yet
+/// merged.
 pub struct OpenedIndex {
-    pub disk: DiskIndex,
-    pub summary: SummaryVector,
-    pub frugal: Option<FrugalIndex>,
+    pub kind: Box<dyn FingerprintIndex>,
     pub replayed: Vec<IndexEntry>,
     /// Containers replayed (appended after the last checkpoint).
     pub replayed_containers: u64,
     /// Every container present in the log at open.
     pub present: std::collections::HashSet<ContainerId>,
-    /// The checkpoint of the current generation was missing or damaged and
-    /// was rebuilt from the index: the commit rewrites it even if nothing
-    /// else changed.
-    pub checkpoint_rebuilt: bool,
 }
 
 /// Opens the index for a writer: checkpoint + replay (DDFS §4.1).
@@ -70,27 +68,32 @@ pub fn open_for_write(
     let covered = disk.covered_below();
     let indexed = disk.entry_count();
 
-    let frugal = match cfg.kind {
-        IndexKind::Paged => None,
-        IndexKind::Frugal => Some(open_frugal(&backend, &counters, &disk, warnings)?),
-    };
-    // The frugal kind has no Summary Vector: an empty one stands in.
-    let mut checkpoint_rebuilt = false;
-    let summary = if frugal.is_some() {
-        SummaryVector::with_capacity(1024, cfg.bloom_bits_per_chunk)
-    } else {
-        match load_checkpoint(&*backend, generation, covered, cfg, indexed) {
-            Some(sv) => sv,
-            None => {
-                checkpoint_rebuilt = generation > 0;
-                // No usable checkpoint: rebuild from the index file itself.
-                let sv = SummaryVector::with_capacity(
-                    cfg.expected_chunks.max(indexed * 2),
-                    cfg.bloom_bits_per_chunk,
-                );
-                disk.for_each_entry(&mut |e| sv.insert(&e.fp))?;
-                sv
-            }
+    let mut kind: Box<dyn FingerprintIndex> = match cfg.kind {
+        IndexKind::Paged => {
+            let (summary, checkpoint_rebuilt) =
+                match load_checkpoint(&*backend, generation, covered, cfg, indexed) {
+                    Some(sv) => (sv, false),
+                    None => {
+                        // No usable checkpoint: rebuild from the index file itself.
+                        let sv = SummaryVector::with_capacity(
+                            cfg.expected_chunks.max(indexed * 2),
+                            cfg.bloom_bits_per_chunk,
+                        );
+                        disk.for_each_entry(&mut |e| sv.insert(&e.fp))?;
+                        (sv, generation > 0)
+                    }
+                };
+            Box::new(PagedIndex::new(
+                disk,
+                summary,
+                counters,
+                cfg.summary_vector,
+                checkpoint_rebuilt,
+            ))
+        }
+        IndexKind::Frugal => {
+            let frugal = open_frugal(&backend, &counters, &disk, warnings)?;
+            Box::new(FrugalKind::new(frugal, disk, counters))
         }
     };
 
@@ -106,9 +109,7 @@ pub fn open_for_write(
             Ok(meta) => {
                 replayed_containers += 1;
                 for d in meta.descriptors {
-                    if frugal.is_none() {
-                        summary.insert(&d.fp);
-                    }
+                    kind.note_replayed(&d.fp);
                     replayed.push(IndexEntry {
                         fp: d.fp,
                         container: id,
@@ -122,13 +123,10 @@ pub fn open_for_write(
         }
     }
     Ok(OpenedIndex {
-        disk,
-        summary,
-        frugal,
+        kind,
         replayed,
         replayed_containers,
         present,
-        checkpoint_rebuilt,
     })
 }
 

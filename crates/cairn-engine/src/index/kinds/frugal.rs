@@ -1,0 +1,101 @@
+//! The RAM-frugal index kind (`004` "Chunk Indexing", docs/frugal-index.md):
+//! the cuckoo table is the filter (no signature match means new without
+//! I/O, counted as a Bloom negative), a signature match is confirmed in the
+//! chunk log through the prefetch cache (a log read counts as an index page
+//! read). The paged index is still written at commit, after the chunk log,
+//! so the log always covers what the paged index covers; lazy lookup batches
+//! its reads on the paged index's pages.
+
+use std::sync::Arc;
+
+use cairn_core::counters::bump;
+use cairn_core::{Backend, ContainerId, Counters, Fingerprint, Result};
+use cairn_format::index::IndexEntry;
+
+use super::paged::commit_paged;
+use super::FingerprintIndex;
+use crate::index::disk_index::DiskIndex;
+use crate::index::frugal::FrugalIndex;
+
+pub struct FrugalKind {
+    pub frugal: FrugalIndex,
+    pub disk: DiskIndex,
+    counters: Arc<Counters>,
+}
+
+impl FrugalKind {
+    pub fn new(frugal: FrugalIndex, disk: DiskIndex, counters: Arc<Counters>) -> Self {
+        FrugalKind {
+            frugal,
+            disk,
+            counters,
+        }
+    }
+}
+
+impl FingerprintIndex for FrugalKind {
+    /// The table filters inside [`Self::lookup`], after the in-memory part.
+    fn certainly_new(&self, _fp: &Fingerprint) -> bool {
+        false
+    }
+
+    fn lookup(&mut self, fp: &Fingerprint) -> Result<Option<ContainerId>> {
+        let c = &*self.counters;
+        bump(&c.bloom_tests, 1);
+        let negatives = self.frugal.stats().table_negatives;
+        let found = self.frugal.lookup(fp)?;
+        if found.is_none() {
+            if self.frugal.stats().table_negatives > negatives {
+                bump(&c.bloom_negatives, 1);
+            } else {
+                bump(&c.bloom_false_positives, 1);
+            }
+        }
+        Ok(found)
+    }
+
+    /// New chunks join the table at commit, with their containers.
+    fn note_new(&self, _fp: &Fingerprint) {}
+
+    fn note_replayed(&mut self, _fp: &Fingerprint) {}
+
+    fn page_of(&self, fp: &Fingerprint) -> Option<u64> {
+        self.disk.page_of(fp)
+    }
+
+    fn lookup_page(&self, fps: &[Fingerprint]) -> Result<Vec<Option<ContainerId>>> {
+        self.disk.lookup_many(fps)
+    }
+
+    fn note_false_positive(&self) {}
+
+    /// The chunk log gets `entries` first, then the paged index (a crash in
+    /// between only repeats records); the frugal kind has no checkpoint.
+    fn commit(
+        &mut self,
+        backend: &dyn Backend,
+        entries: Vec<IndexEntry>,
+        covered: ContainerId,
+        fp_width: usize,
+        page_size: usize,
+    ) -> Result<()> {
+        self.frugal.reserve(entries.len())?;
+        for e in &entries {
+            self.frugal.insert(&e.fp, e.container)?;
+        }
+        self.frugal.flush()?;
+        commit_paged(
+            &self.disk, None, backend, entries, covered, fp_width, page_size,
+        )?;
+        Ok(())
+    }
+
+    fn ram_bytes(&self) -> u64 {
+        let ram = self.frugal.ram();
+        (ram.table_slot_bytes + ram.stash_bytes) as u64
+    }
+
+    fn entry_count(&self) -> u64 {
+        self.disk.entry_count()
+    }
+}

@@ -1,0 +1,69 @@
+//! The index-kind seam: which structure answers the dedup path's lookups
+//! once the locality cache and the in-memory index part have missed (DDFS
+//! §4.4 steps 2-3), and how the index is made durable at commit.
+//!
+//! A kind is chosen once, from `index.kind` in the repository config, when a
+//! writer opens the index ([`super::open_for_write`]); the dedup path then
+//! calls it only through [`FingerprintIndex`]. A new kind is a new file here
+//! plus one arm in [`super::open_for_write`], nothing else.
+//!
+//! - [`paged::PagedIndex`]: DDFS, the Summary Vector in front of the paged
+//!   on-disk index (`001` §4.1, §4.4).
+//! - [`frugal::FrugalKind`]: `004`'s RAM-frugal cuckoo table over a chunk
+//!   log (docs/frugal-index.md); the paged index is still written beside it
+//!   for restore and check.
+
+pub mod frugal;
+pub mod paged;
+
+use cairn_core::{Backend, ContainerId, Fingerprint, Result};
+use cairn_format::index::IndexEntry;
+
+/// One index kind, as the dedup path sees it. Counting of filter tests,
+/// negatives and false positives belongs to the kind, since only the kind
+/// knows whether it has a filter.
+pub trait FingerprintIndex: Send {
+    /// Step 2: the filter in front of the index. `true` means certainly new
+    /// (no I/O); a kind without a separate filter always answers `false`.
+    fn certainly_new(&self, fp: &Fingerprint) -> bool;
+
+    /// Step 3, after the in-memory part missed: the container the index
+    /// places `fp` in. A miss after the filter passed is counted as the
+    /// filter's false positive.
+    fn lookup(&mut self, fp: &Fingerprint) -> Result<Option<ContainerId>>;
+
+    /// `fp` was decided new: it joins the filter.
+    fn note_new(&self, fp: &Fingerprint);
+
+    /// A chunk replayed at open (stored after the last commit): it joins
+    /// the filter without counting as an insert of this backup.
+    fn note_replayed(&mut self, fp: &Fingerprint);
+
+    /// Lazy lookup (`000` Algorithm 2): the on-disk page `fp` belongs to;
+    /// `None` when there is no on-disk index to batch reads for.
+    fn page_of(&self, fp: &Fingerprint) -> Option<u64>;
+
+    /// Lazy lookup: one read of a page answers every fingerprint in `fps`.
+    fn lookup_page(&self, fps: &[Fingerprint]) -> Result<Vec<Option<ContainerId>>>;
+
+    /// Lazy lookup: a filter positive that no index entry confirmed.
+    fn note_false_positive(&self);
+
+    /// Makes `entries` (every chunk packed by this backup) durable as a new
+    /// index generation covering containers below `covered`. Nothing is
+    /// written when nothing changed, except derived data found missing.
+    fn commit(
+        &mut self,
+        backend: &dyn Backend,
+        entries: Vec<IndexEntry>,
+        covered: ContainerId,
+        fp_width: usize,
+        page_size: usize,
+    ) -> Result<()>;
+
+    /// Lookup RAM (filter or table), bytes.
+    fn ram_bytes(&self) -> u64;
+
+    /// Entries of the paged on-disk index.
+    fn entry_count(&self) -> u64;
+}

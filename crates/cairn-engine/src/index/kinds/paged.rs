@@ -1,0 +1,155 @@
+//! DDFS's index kind (`001_3652cceaf162c5a1.txt` §4.1, §4.4): the Summary
+//! Vector answers "certainly new" from RAM; what it lets through costs one
+//! page read of the on-disk paged index. At commit the checkpoint of the
+//! new generation is written before the generation itself.
+
+use std::sync::Arc;
+
+use cairn_core::counters::bump;
+use cairn_core::{Backend, ContainerId, Counters, Fingerprint, Result};
+use cairn_format::index::IndexEntry;
+
+use super::FingerprintIndex;
+use crate::index::disk_index::DiskIndex;
+use crate::index::summary_vector::SummaryVector;
+use crate::index::{delete_checkpoints_before, write_checkpoint};
+use crate::keys;
+
+pub struct PagedIndex {
+    pub disk: DiskIndex,
+    pub summary: SummaryVector,
+    counters: Arc<Counters>,
+    /// The Summary Vector is consulted (off only for DDFS Table 4 ablations;
+    /// it is still kept up to date and checkpointed).
+    use_summary: bool,
+    /// The current generation's checkpoint was unusable at open: the commit
+    /// rewrites it even if nothing else changed.
+    checkpoint_rebuilt: bool,
+}
+
+impl PagedIndex {
+    pub fn new(
+        disk: DiskIndex,
+        summary: SummaryVector,
+        counters: Arc<Counters>,
+        use_summary: bool,
+        checkpoint_rebuilt: bool,
+    ) -> Self {
+        PagedIndex {
+            disk,
+            summary,
+            counters,
+            use_summary,
+            checkpoint_rebuilt,
+        }
+    }
+}
+
+/// Writes a new paged-index generation of `entries` when anything changed,
+/// with the Summary Vector checkpoint of that generation first (when there
+/// is one): a reader (`check`) never sees a generation without its
+/// checkpoint, and older checkpoints go only after the generation is
+/// written. A crash in between leaves a checkpoint of a generation not yet
+/// written, which the next commit overwrites. Returns whether it wrote.
+pub(crate) fn commit_paged(
+    disk: &DiskIndex,
+    summary: Option<&SummaryVector>,
+    backend: &dyn Backend,
+    entries: Vec<IndexEntry>,
+    covered: ContainerId,
+    fp_width: usize,
+    page_size: usize,
+) -> Result<bool> {
+    if entries.is_empty() && covered == disk.covered_below() {
+        return Ok(false);
+    }
+    let next = disk.generation() + 1;
+    if let Some(sv) = summary {
+        backend.write_atomic(&keys::bloom(next), &sv.checkpoint(covered))?;
+    }
+    let written = disk.write_merged(entries, covered, fp_width, page_size)?;
+    debug_assert_eq!(written, next);
+    if summary.is_some() {
+        delete_checkpoints_before(backend, written)?;
+    }
+    Ok(true)
+}
+
+impl FingerprintIndex for PagedIndex {
+    fn certainly_new(&self, fp: &Fingerprint) -> bool {
+        if !self.use_summary {
+            return false;
+        }
+        bump(&self.counters.bloom_tests, 1);
+        let new = !self.summary.contains(fp);
+        if new {
+            bump(&self.counters.bloom_negatives, 1);
+        }
+        new
+    }
+
+    fn lookup(&mut self, fp: &Fingerprint) -> Result<Option<ContainerId>> {
+        let found = self.disk.lookup(fp)?;
+        if found.is_none() {
+            self.note_false_positive();
+        }
+        Ok(found)
+    }
+
+    fn note_new(&self, fp: &Fingerprint) {
+        self.summary.insert(fp);
+        if self.use_summary {
+            bump(&self.counters.bloom_inserts, 1);
+        }
+    }
+
+    fn note_replayed(&mut self, fp: &Fingerprint) {
+        self.summary.insert(fp);
+    }
+
+    fn page_of(&self, fp: &Fingerprint) -> Option<u64> {
+        self.disk.page_of(fp)
+    }
+
+    fn lookup_page(&self, fps: &[Fingerprint]) -> Result<Vec<Option<ContainerId>>> {
+        self.disk.lookup_many(fps)
+    }
+
+    fn note_false_positive(&self) {
+        if self.use_summary {
+            bump(&self.counters.bloom_false_positives, 1);
+        }
+    }
+
+    fn commit(
+        &mut self,
+        backend: &dyn Backend,
+        entries: Vec<IndexEntry>,
+        covered: ContainerId,
+        fp_width: usize,
+        page_size: usize,
+    ) -> Result<()> {
+        let generation = self.disk.generation();
+        let wrote = commit_paged(
+            &self.disk,
+            Some(&self.summary),
+            backend,
+            entries,
+            covered,
+            fp_width,
+            page_size,
+        )?;
+        if !wrote && generation > 0 && self.checkpoint_rebuilt {
+            write_checkpoint(backend, &self.summary, generation, covered)?;
+        }
+        Ok(())
+    }
+
+    fn ram_bytes(&self) -> u64 {
+        self.summary.ram_bytes()
+    }
+
+    fn entry_count(&self) -> u64 {
+        self.disk.entry_count()
+    }
+}
