@@ -296,11 +296,9 @@ pub fn check(repo: &Repository, read_data: bool) -> Result<CheckReport> {
             );
             // Walk the snapshots with the mapping a rebuild would produce, so
             // the one damaged index is reported once, not once per chunk.
-            let mut ids: Vec<&ContainerId> = metas.keys().collect();
-            ids.sort();
-            for id in ids {
-                for d in &metas[id].descriptors {
-                    index.insert(d.fp, *id);
+            for (id, meta) in &metas {
+                for d in &meta.descriptors {
+                    crate::canonical::place(&mut index, d.fp, *id);
                 }
             }
         }

@@ -8,6 +8,7 @@
 //! verifies; `stats` reports.
 
 pub mod backup;
+pub mod canonical;
 pub mod catalog;
 pub mod check;
 pub mod config;

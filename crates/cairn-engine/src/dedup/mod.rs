@@ -111,11 +111,11 @@ impl Dedup {
         cache_containers: usize,
         use_cache: bool,
     ) -> Self {
-        let mut memory = FpMap::default();
-        // Replayed containers come in ascending id order: the newest copy wins.
+        let mut placed = FpMap::default();
         for e in index.replayed {
-            memory.insert(e.fp, Some(e.container));
+            crate::canonical::place(&mut placed, e.fp, e.container);
         }
+        let memory = placed.into_iter().map(|(fp, id)| (fp, Some(id))).collect();
         Dedup {
             log,
             counters,
@@ -234,6 +234,10 @@ impl Dedup {
     pub fn container_closed(&self, id: ContainerId, fps: Vec<Fingerprint>) {
         let mut st = self.state.lock();
         for fp in &fps {
+            let id = match st.memory.get(fp) {
+                Some(&Some(other)) => crate::canonical::canonical(other, id),
+                _ => id,
+            };
             st.memory.insert(*fp, Some(id));
         }
         st.open.remove(&id);

@@ -17,6 +17,7 @@ use cairn_core::counters::bump;
 use cairn_core::{Backend, ContainerId, Counters, Error, Fingerprint, Result};
 use cairn_format::index::{self as codec, IndexEntry, IndexHeader};
 
+use crate::canonical::canonical;
 use crate::keys;
 
 pub struct DiskIndex {
@@ -249,11 +250,19 @@ impl DiskIndex {
         fp_width: usize,
         page_size: usize,
     ) -> Result<u64> {
-        // Among equal fingerprints the last one given is kept (callers list
-        // copies oldest first: the newest copy wins).
-        new_entries.reverse();
-        new_entries.sort_by_key(|e| codec::entry_order(&e.fp));
-        new_entries.dedup_by(|a, b| a.fp == b.fp);
+        // Among equal fingerprints the canonical copy is kept (`canonical`:
+        // the newest container): sorted first among its equals.
+        new_entries.sort_by(|a, b| {
+            codec::entry_order(&a.fp)
+                .cmp(&codec::entry_order(&b.fp))
+                .then(b.container.cmp(&a.container))
+        });
+        new_entries.dedup_by(|later, first| {
+            later.fp == first.fp && {
+                first.container = canonical(first.container, later.container);
+                true
+            }
+        });
         let old_count = old.as_ref().map_or(0, |(c, _)| c.header.entry_count);
         let per_page = codec::entries_per_page(page_size, fp_width).max(1);
         // Sized for the upper bound (old and new never overlap in practice).
@@ -385,15 +394,16 @@ fn merge_into_pages(
     let mut page_no = 0u64;
     let mut count = 0u64;
     loop {
-        // Next entry in merged order. On equal fingerprints the new entry
-        // wins: a backup stores a chunk the index already holds only when the
-        // indexed container was lost or damaged, so the new copy is the one
-        // that can be read (the newest copy is canonical).
+        // Next entry in merged order. Of equal fingerprints the canonical
+        // copy is kept (`canonical`: the newest container).
         let e = match (a, b.peek()) {
             (Some(x), Some(y)) if codec::entry_order(&x.fp) <= codec::entry_order(&y.fp) => {
                 a = old_next()?;
                 if x.fp == y.fp {
-                    b.next().copied()
+                    b.next().map(|y| IndexEntry {
+                        fp: y.fp,
+                        container: canonical(x.container, y.container),
+                    })
                 } else {
                     Some(x)
                 }

@@ -108,14 +108,14 @@ impl ChunkStore {
 }
 
 /// Fingerprint -> container for every chunk in every readable container's
-/// metadata section (the newest container wins, as in the index): what an
+/// metadata section (the canonical copy: `crate::canonical`): what an
 /// index rebuild would produce.
 pub fn map_from_containers(log: &dyn ContainerStore) -> Result<FpMap<ContainerId>> {
     let mut map = FpMap::default();
     for id in log.ids()? {
         if let Ok(meta) = log.read_meta(id) {
             for d in meta.descriptors {
-                map.insert(d.fp, id);
+                crate::canonical::place(&mut map, d.fp, id);
             }
         }
     }

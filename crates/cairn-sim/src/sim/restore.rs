@@ -41,7 +41,7 @@ pub fn simulate(
         if let Some(meta) = store.peek(id) {
             size.insert(id, meta.file_size);
             for d in &meta.descriptors {
-                place.insert(d.fp, id);
+                cairn_engine::canonical::place(&mut place, d.fp, id);
             }
         }
     }
