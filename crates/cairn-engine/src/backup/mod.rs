@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crossbeam_channel::bounded;
+use crossbeam_channel::{bounded, Receiver};
 use parking_lot::Mutex;
 use serde::Serialize;
 
@@ -128,15 +128,52 @@ fn top_level_name(source: &Source) -> Vec<u8> {
     }
 }
 
-/// Runs a backup; the caller holds the writer lock.
+/// Runs a backup; the caller holds the writer lock. The steps of the
+/// module doc's commit sequence, in order.
 pub fn backup(repo: &Repository, _lock: &WriteLock, opts: BackupOptions) -> Result<BackupOutcome> {
     let started = Instant::now();
-    if opts.sources.is_empty() {
+    check_sources(&opts.sources)?;
+    check_lookup_resolved(&repo.config)?;
+    let before = repo.counters.snapshot();
+    let warnings = crate::warnings::Warnings::default();
+    let (shared, seal_rx, replayed_containers) = open_dedup(repo, &warnings)?;
+    let open_seconds = started.elapsed().as_secs_f64();
+    let run = RunState::new(repo, &opts, warnings.take(), started);
+
+    // Steps 1-2: the streams and the root listing, sealed and durable.
+    let root = store_sources(&shared, seal_rx, &run, &opts.sources)?;
+    // Steps 3-4: the index generation and its Summary Vector checkpoint.
+    let covered = shared.log.next_id();
+    let index_ram_bytes_per_chunk = commit_index(&shared, &**repo.backend(), covered)?;
+    // Step 5: the snapshot record, the commit point.
+    let counters = repo.counters.snapshot().since(&before);
+    let phases = phase_report(&shared, &run, open_seconds);
+    let record = snapshot_record(&shared, &run, &opts, root, covered, counters, &phases);
+    let snapshot_id = catalog::commit(&**repo.backend(), &record)?;
+
+    let mut notices = run.notices.into_inner();
+    notices.extend(shared.dedup.lost_report());
+    Ok(BackupOutcome {
+        snapshot_id,
+        record,
+        skipped: run.skipped.into_inner(),
+        notices,
+        counters: repo.counters.snapshot().since(&before),
+        phases,
+        index_ram_bytes_per_chunk,
+        replayed_containers,
+    })
+}
+
+/// Source names become the top-level entries: each must be a valid, unique
+/// file name.
+fn check_sources(sources: &[Source]) -> Result<()> {
+    if sources.is_empty() {
         return Err(Error::invalid(
             "nothing to back up: give at least one path or --stdin",
         ));
     }
-    let mut names: Vec<Vec<u8>> = opts.sources.iter().map(top_level_name).collect();
+    let mut names: Vec<Vec<u8>> = sources.iter().map(top_level_name).collect();
     for n in &names {
         if n.is_empty() || n.contains(&b'/') || n == b"." || n == b".." {
             return Err(Error::invalid(format!(
@@ -152,23 +189,33 @@ pub fn backup(repo: &Repository, _lock: &WriteLock, opts: BackupOptions) -> Resu
             String::from_utf8_lossy(&w[0])
         )));
     }
+    Ok(())
+}
 
-    if repo.config.index.lookup.strategy == crate::config::LookupStrategy::Auto {
+fn check_lookup_resolved(cfg: &crate::config::RepoConfig) -> Result<()> {
+    if cfg.index.lookup.strategy == crate::config::LookupStrategy::Auto {
         return Err(Error::invalid(
             "lookup strategy \"auto\" is resolved for a device class before a backup runs \
              (cairn init --lookup auto --device NAME, or cairn sim --lookup auto); \
              this repository's config still says auto",
         ));
     }
-    let before = repo.counters.snapshot();
-    let warnings = crate::warnings::Warnings::default();
+    Ok(())
+}
+
+/// Opens the index for writing (checkpoint + replay, DDFS §4.1) and the
+/// dedup state shared by every stream, with the sealer's queue.
+fn open_dedup(
+    repo: &Repository,
+    warnings: &crate::warnings::Warnings,
+) -> Result<(Shared, Receiver<stream::SealJob>, u64)> {
     let cfg = repo.config.clone();
     let opened = index::open_for_write(
         repo.backend().clone(),
         repo.counters.clone(),
         &*repo.log,
         &cfg.index,
-        &warnings,
+        warnings,
     )?;
     let replayed_containers = opened.replayed_containers;
     let dedup = Dedup::new(
@@ -178,7 +225,6 @@ pub fn backup(repo: &Repository, _lock: &WriteLock, opts: BackupOptions) -> Resu
         cfg.index.cache_containers as usize,
         cfg.index.locality_cache,
     );
-    let open_seconds = started.elapsed().as_secs_f64();
     // At most two sealed containers wait for the disk (8 MiB at the default size).
     let (seal_tx, seal_rx) = bounded::<stream::SealJob>(2);
     let shared = Shared {
@@ -198,138 +244,169 @@ pub fn backup(repo: &Repository, _lock: &WriteLock, opts: BackupOptions) -> Resu
         seal_tx: Mutex::new(Some(seal_tx)),
         seal_error: Mutex::new(None),
     };
-    let counts = TreeCounts::default();
-    let skipped = Mutex::new(Vec::new());
-    let notices = Mutex::new(warnings.take());
-    let exclude = repo.local_root().and_then(|p| {
-        use std::os::unix::fs::MetadataExt;
-        std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()))
-    });
-    let read_ns = Arc::new(AtomicU64::new(0));
+    Ok((shared, seal_rx, replayed_containers))
+}
 
-    // Streams and the root listing run while the sealer thread writes their
-    // containers; every container is durable once the sealer has finished.
-    let commit_started = Mutex::new(Instant::now());
+/// What the streams of one backup share besides the dedup state: the tree
+/// counts, what was skipped or noticed, timings and progress.
+struct RunState {
+    counts: TreeCounts,
+    skipped: Mutex<Vec<String>>,
+    notices: Mutex<Vec<String>>,
+    read_ns: Arc<AtomicU64>,
+    commit_started: Mutex<Instant>,
+    progress: Arc<Progress>,
+    /// The repository's own directory (device, inode): never backed up.
+    exclude: Option<(u64, u64)>,
+    started: Instant,
+}
+
+impl RunState {
+    fn new(
+        repo: &Repository,
+        opts: &BackupOptions,
+        notices: Vec<String>,
+        started: Instant,
+    ) -> Self {
+        let exclude = repo.local_root().and_then(|p| {
+            use std::os::unix::fs::MetadataExt;
+            std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()))
+        });
+        RunState {
+            counts: TreeCounts::default(),
+            skipped: Mutex::new(Vec::new()),
+            notices: Mutex::new(notices),
+            read_ns: Arc::new(AtomicU64::new(0)),
+            commit_started: Mutex::new(Instant::now()),
+            progress: opts.progress.clone(),
+            exclude,
+            started,
+        }
+    }
+}
+
+/// Commit steps 1-2: runs the streams and stores the root listing while the
+/// sealer thread writes their containers; every container is durable when
+/// this returns.
+fn store_sources(
+    shared: &Shared,
+    seal_rx: Receiver<stream::SealJob>,
+    run: &RunState,
+    sources: &[Source],
+) -> Result<cairn_format::dir::BlobRef> {
     let stored = std::thread::scope(|s| {
-        let sealer = s.spawn(|| stream::run_sealer(&shared, seal_rx));
+        let sealer = s.spawn(|| stream::run_sealer(shared, seal_rx));
         // Closes the sealer's queue even when a stream panics, so the scope
         // can end (and re-raise the panic) instead of waiting forever.
-        let _close = CloseSealerOnDrop(&shared);
-        let r = run_streams_and_root(
-            &shared,
-            &counts,
-            &opts,
-            exclude,
-            &read_ns,
-            &skipped,
-            &notices,
-            &commit_started,
-        );
-        drop(_close);
+        let close = CloseSealerOnDrop(shared);
+        let r = run_streams_and_root(shared, run, sources);
+        drop(close);
         sealer.join().expect("sealer thread panicked");
         r
     });
     if let Some(e) = shared.seal_error.lock().take() {
         return Err(e);
     }
-    let root = stored?;
-    let commit_started = commit_started.into_inner();
-    let skipped = skipped.into_inner();
+    stored
+}
 
-    let covered = shared.log.next_id();
+/// Commit steps 3-4: merges this backup's chunks into a new index
+/// generation covering containers below `covered` (and its checkpoint).
+/// Returns the lookup RAM per indexed chunk.
+fn commit_index(
+    shared: &Shared,
+    backend: &dyn cairn_core::Backend,
+    covered: cairn_core::ContainerId,
+) -> Result<f64> {
     shared.dedup.commit_index(
-        &**repo.backend(),
+        backend,
         shared.dedup.memory_entries(),
         covered,
         shared.cfg.fp_width(),
         shared.cfg.index.page_size as usize,
     )?;
     let indexed = shared.dedup.indexed_entries().max(1);
-    let index_ram_bytes_per_chunk = shared.dedup.ram_bytes() as f64 / indexed as f64;
+    let per_chunk = shared.dedup.ram_bytes() as f64 / indexed as f64;
     shared.dedup.clear_memory();
+    Ok(per_chunk)
+}
 
-    let counters = repo.counters.snapshot().since(&before);
-    let now_ns = match &opts.rewrite_of {
-        Some(r) => r.time_unix_ns,
-        None => std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as i64)
-            .unwrap_or(0),
-    };
-    let stats = SnapshotStats {
-        logical_bytes: counts.logical_bytes.load(Ordering::Relaxed),
-        files: counts.files.load(Ordering::Relaxed),
-        dirs: counts.dirs.load(Ordering::Relaxed),
-        symlinks: counts.symlinks.load(Ordering::Relaxed),
-        chunks: shared.chunks.load(Ordering::Relaxed),
-        new_chunks: shared.new_chunks.load(Ordering::Relaxed),
-        data_chunks: shared.data_chunks.load(Ordering::Relaxed),
-        new_data_chunks: shared.new_data_chunks.load(Ordering::Relaxed),
-        new_data_raw_bytes: shared.new_data_raw_bytes.load(Ordering::Relaxed),
-        new_data_stored_bytes: shared.new_data_stored_bytes.load(Ordering::Relaxed),
-        new_raw_bytes: shared.new_raw_bytes.load(Ordering::Relaxed),
-        new_stored_bytes: shared.new_stored_bytes.load(Ordering::Relaxed),
-        containers_written: counters.containers_written,
-        duration_ns: started.elapsed().as_nanos() as u64,
-        skipped_paths: skipped.len() as u64,
-        counters,
-        phases: Default::default(),
-    };
-    let paths = match &opts.rewrite_of {
-        Some(r) => r.paths.clone(),
-        None => source_paths(&opts.sources),
-    };
+fn phase_report(shared: &Shared, run: &RunState, open_seconds: f64) -> PhaseReport {
     let p = &shared.phases;
-    let phases = PhaseReport {
+    let commit_started = *run.commit_started.lock();
+    PhaseReport {
         open_seconds,
-        read_chunk_seconds: secs(&read_ns),
+        read_chunk_seconds: secs(&run.read_ns),
         hash_seconds: secs(&p.hash_ns),
         dedup_seconds: secs(&p.dedup_ns),
         compress_seconds: secs(&p.compress_ns),
         write_seconds: secs(&p.write_ns),
         commit_seconds: commit_started.elapsed().as_secs_f64(),
-        total_seconds: started.elapsed().as_secs_f64(),
+        total_seconds: run.started.elapsed().as_secs_f64(),
+    }
+}
+
+/// The snapshot record of this backup (a rewrite keeps the original's time
+/// and paths).
+fn snapshot_record(
+    shared: &Shared,
+    run: &RunState,
+    opts: &BackupOptions,
+    root: cairn_format::dir::BlobRef,
+    covered: cairn_core::ContainerId,
+    counters: CountersSnapshot,
+    phases: &PhaseReport,
+) -> SnapshotRecord {
+    let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+    let stats = SnapshotStats {
+        logical_bytes: load(&run.counts.logical_bytes),
+        files: load(&run.counts.files),
+        dirs: load(&run.counts.dirs),
+        symlinks: load(&run.counts.symlinks),
+        chunks: load(&shared.chunks),
+        new_chunks: load(&shared.new_chunks),
+        data_chunks: load(&shared.data_chunks),
+        new_data_chunks: load(&shared.new_data_chunks),
+        new_data_raw_bytes: load(&shared.new_data_raw_bytes),
+        new_data_stored_bytes: load(&shared.new_data_stored_bytes),
+        new_raw_bytes: load(&shared.new_raw_bytes),
+        new_stored_bytes: load(&shared.new_stored_bytes),
+        containers_written: counters.containers_written,
+        duration_ns: run.started.elapsed().as_nanos() as u64,
+        skipped_paths: run.skipped.lock().len() as u64,
+        counters,
+        phases: phases.as_map(),
     };
-    let mut stats = stats;
-    stats.phases = phases.as_map();
-    let record = SnapshotRecord {
-        time_unix_ns: now_ns,
+    let (time_unix_ns, paths) = match &opts.rewrite_of {
+        Some(r) => (r.time_unix_ns, r.paths.clone()),
+        None => (
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as i64)
+                .unwrap_or(0),
+            source_paths(&opts.sources),
+        ),
+    };
+    SnapshotRecord {
+        time_unix_ns,
         host: opts
             .host
+            .clone()
             .unwrap_or_else(|| gethostname::gethostname().to_string_lossy().into_owned()),
         paths,
-        tags: opts.tags,
+        tags: opts.tags.clone(),
         root: root.into(),
         stats,
         next_container: covered.0,
-    };
-    let snapshot_id = catalog::commit(&**repo.backend(), &record)?;
-    let mut notices = notices.into_inner();
-    notices.extend(shared.dedup.lost_report());
-    Ok(BackupOutcome {
-        snapshot_id,
-        record,
-        skipped,
-        notices,
-        counters: repo.counters.snapshot().since(&before),
-        phases,
-        index_ram_bytes_per_chunk,
-        replayed_containers,
-    })
+    }
 }
 
 /// Runs every source as a stream (at most one per core at a time, each with
 /// its own container), then stores the top-level listing; returns its root.
-#[allow(clippy::too_many_arguments)]
 fn run_streams_and_root(
     shared: &Shared,
-    counts: &TreeCounts,
-    opts: &BackupOptions,
-    exclude: Option<(u64, u64)>,
-    read_ns: &Arc<AtomicU64>,
-    skipped: &Mutex<Vec<String>>,
-    notices: &Mutex<Vec<String>>,
-    commit_started: &Mutex<Instant>,
+    run: &RunState,
+    sources: &[Source],
 ) -> Result<cairn_format::dir::BlobRef> {
     let workers = std::thread::available_parallelism()
         .map_or(2, |n| n.get())
@@ -337,22 +414,13 @@ fn run_streams_and_root(
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<(usize, Result<Option<DirEntry>>)>> = Mutex::new(Vec::new());
     std::thread::scope(|s| {
-        for _ in 0..workers.min(opts.sources.len()) {
+        for _ in 0..workers.min(sources.len()) {
             s.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(source) = opts.sources.get(i) else {
+                let Some(source) = sources.get(i) else {
                     break;
                 };
-                let r = run_stream(
-                    shared,
-                    counts,
-                    source,
-                    &opts.progress,
-                    exclude,
-                    read_ns,
-                    skipped,
-                    notices,
-                );
+                let r = run_stream(shared, run, source);
                 let failed = r.is_err();
                 results.lock().push((i, r));
                 if failed {
@@ -373,7 +441,7 @@ fn run_streams_and_root(
     if top.is_empty() {
         return Err(Error::invalid(format!(
             "nothing was backed up: {}",
-            skipped
+            run.skipped
                 .lock()
                 .first()
                 .map_or("no readable source", String::as_str)
@@ -382,7 +450,7 @@ fn run_streams_and_root(
     top.sort_by(|a, b| a.name.cmp(&b.name));
 
     // Commit sequence, step 2: the top-level listing.
-    *commit_started.lock() = Instant::now();
+    *run.commit_started.lock() = Instant::now();
     let mut listing = Vec::new();
     encode_dir(&top, &mut listing)?;
     let mut commit_stream = Stream::new(shared);
@@ -394,17 +462,7 @@ fn run_streams_and_root(
 }
 
 /// One stream: a walker thread reads and chunks, this thread stores.
-#[allow(clippy::too_many_arguments)]
-fn run_stream(
-    shared: &Shared,
-    counts: &TreeCounts,
-    source: &Source,
-    progress: &Arc<Progress>,
-    exclude: Option<(u64, u64)>,
-    read_ns: &Arc<AtomicU64>,
-    skipped: &Mutex<Vec<String>>,
-    notices: &Mutex<Vec<String>>,
-) -> Result<Option<DirEntry>> {
+fn run_stream(shared: &Shared, run: &RunState, source: &Source) -> Result<Option<DirEntry>> {
     let (tx, rx) = bounded::<Event>(4);
     let (recycle_tx, recycle_rx) = bounded::<ChunkBatch>(8);
     let mut stream = Stream::new(shared);
@@ -414,18 +472,18 @@ fn run_stream(
                 shared.cfg.chunker,
                 tx,
                 recycle_rx,
-                progress.clone(),
-                exclude,
-                read_ns.clone(),
+                run.progress.clone(),
+                run.exclude,
+                run.read_ns.clone(),
             );
             w.run(source);
             (w.skipped, w.notices)
         });
-        let r = consume(&mut stream, counts, &rx, &recycle_tx);
+        let r = consume(&mut stream, &run.counts, &rx, &recycle_tx);
         drop(rx); // unblocks the walker if we stopped early
         let (sk, no) = walker.join().expect("walker thread panicked");
-        skipped.lock().extend(sk);
-        notices.lock().extend(no);
+        run.skipped.lock().extend(sk);
+        run.notices.lock().extend(no);
         r
     });
     let entry = result?;
