@@ -10,6 +10,7 @@
 #   DUP_PCT       gen2 duplicate share, percent      (90)
 #   RUNS          best-of runs for backup/restore    (3; QUICK=1: 1)
 #   MEMORY_GIB    stream size for memory, GiB        (4; QUICK=1: 0.25)
+#   COMMIT_CHUNKS indexed chunks of commit's large repo (1000000; QUICK=1: 100000)
 #   WORK          dataset + repository directory     (target/cairn-bench-work)
 #   OUT           result directory                   (bench/out)
 #   KEEP_WORK=1   keep WORK afterwards (reused by the next run if sizes match)
@@ -24,11 +25,13 @@ if [[ "${QUICK:-0}" == 1 ]]; then
     BACKUP_MIB="${BACKUP_MIB:-64}"
     RUNS="${RUNS:-1}"
     MEMORY_GIB="${MEMORY_GIB:-0.25}"
+    COMMIT_CHUNKS="${COMMIT_CHUNKS:-100000}"
 else
     CHUNKING_MIB="${CHUNKING_MIB:-256}"
     BACKUP_MIB="${BACKUP_MIB:-1024}"
     RUNS="${RUNS:-3}"
     MEMORY_GIB="${MEMORY_GIB:-4}"
+    COMMIT_CHUNKS="${COMMIT_CHUNKS:-1000000}"
 fi
 DUP_PCT="${DUP_PCT:-90}"
 WORK="${WORK:-$ROOT/target/cairn-bench-work}"
@@ -65,9 +68,10 @@ bench backup backup --mib "$BACKUP_MIB" --dup-pct "$DUP_PCT" --runs "$RUNS" \
     --dir "$WORK" --keep
 bench restore restore --mib "$BACKUP_MIB" --dup-pct "$DUP_PCT" --runs "$RUNS" --dir "$WORK"
 bench memory memory --gib "$MEMORY_GIB" --cairn "$CAIRN" --dir "$WORK"
+bench commit commit --chunks "$COMMIT_CHUNKS" --dir "$WORK"
 
 if [[ "${KEEP_WORK:-0}" != 1 ]]; then
     rm -rf "$WORK"
 fi
 echo
-echo "results: $OUT/{chunking,backup-dirs,backup,restore,memory}.json and $SUMMARY"
+echo "results: $OUT/{chunking,backup-dirs,backup,restore,memory,commit}.json and $SUMMARY"

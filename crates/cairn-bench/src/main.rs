@@ -10,6 +10,8 @@
 //!   ([`backup`]).
 //! * `restore`: restores of both generations against a single-threaded file
 //!   copy ([`restore`]).
+//! * `commit`: commit cost of a small backup into a repository of 100 k
+//!   and of 1 M indexed chunks ([`commit`]).
 //! * `memory`: peak RSS of `cairn backup --stdin` fed GiBs of generated data,
 //!   against trivial child processes ([`memory`]).
 //!
@@ -22,6 +24,7 @@ use std::process::ExitCode;
 
 mod backup;
 mod chunking;
+mod commit;
 mod common;
 mod dataset;
 mod memory;
@@ -48,6 +51,11 @@ subcommands:
       peak RSS of `cairn backup --stdin` fed G GiB (default 4) of generated
       data vs `cat > /dev/null` on the same stream and `cairn --version`
 
+  commit [--chunks N] [--new K] [--backups B] [--dir D] [--json]
+      commit time and bytes written to index/ and bloom/ of B backups of K
+      new chunks into repositories of N/10 and N (default 1000000) indexed
+      chunks (fixed 256-byte chunks of random bytes)
+
   --dir D keeps the generated dataset in D for reuse (default: a temporary
   directory under $TMPDIR, removed at the end); --keep keeps repositories.
   Every subcommand also takes --json-out PATH: write the JSON result to PATH
@@ -72,6 +80,7 @@ fn run(args: &mut Vec<String>) -> anyhow::Result<()> {
         "backup" => backup::run(sub)?,
         "restore" => restore::run(sub)?,
         "memory" => memory::run(sub)?,
+        "commit" => commit::run(sub)?,
         "help" | "-h" | "--help" => {
             println!("{USAGE}");
             return Ok(());

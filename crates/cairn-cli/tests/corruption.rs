@@ -118,6 +118,16 @@ fn only_file(dir: &Path) -> PathBuf {
     f[0].clone()
 }
 
+/// The paged index file (not its deltas, `<generation>.<seq>`).
+fn index_file(repo: &Path) -> PathBuf {
+    let f: Vec<PathBuf> = files_under(&repo.join("index"))
+        .into_iter()
+        .filter(|p| !file_name(p).contains('.'))
+        .collect();
+    assert_eq!(f.len(), 1, "expected one index file: {f:?}");
+    f[0].clone()
+}
+
 fn file_name(p: &Path) -> String {
     p.file_name().unwrap().to_string_lossy().into_owned()
 }
@@ -316,7 +326,7 @@ fn index_damage_is_found_by_check_and_reported_once() {
     ];
     for (name, damage) in cases {
         let repo = fx.copy(&format!("repo-{name}"));
-        let index = only_file(&repo.join("index"));
+        let index = index_file(&repo);
         apply(&index, damage);
         let ctx = format!("index {name}");
         for args in [&["check"][..], &["check", "--read-data"][..]] {
@@ -352,7 +362,7 @@ fn a_damaged_index_page_is_survivable() {
     let fx = Fixture::new(35);
     for name in ["pages", "truncated"] {
         let repo = fx.copy(&format!("repo-{name}"));
-        let index = only_file(&repo.join("index"));
+        let index = index_file(&repo);
         // Damage every data page, so that whichever page a lookup reads is bad.
         let header = fs::read(&index).unwrap();
         let page_size = u32::from_le_bytes(header[16..20].try_into().unwrap()) as u64;
@@ -379,12 +389,57 @@ fn a_damaged_index_page_is_survivable() {
     }
 }
 
+/// An index delta (the second backup's, `index/<generation>.<seq>`) is
+/// derived data like the index file: damage is reported once by `check`,
+/// restores go on through the containers, the next backup rebuilds it.
+#[test]
+fn a_damaged_index_delta_is_derived_data() {
+    let fx = Fixture::new(36);
+    let deltas: Vec<PathBuf> = files_under(&fx.good.join("index"))
+        .into_iter()
+        .filter(|p| file_name(p).contains('.'))
+        .collect();
+    assert_eq!(
+        deltas.len(),
+        1,
+        "the second backup wrote a delta: {deltas:?}"
+    );
+    for (name, damage) in [
+        ("flip", Damage::Flip(30)),
+        ("truncated", Damage::Truncate(10)),
+    ] {
+        let repo = fx.copy(&format!("repo-delta-{name}"));
+        let delta = repo.join("index").join(file_name(&deltas[0]));
+        apply(&delta, damage);
+        let r = cairn(&repo, &["check"]);
+        assert_eq!(r.code, Some(1), "{name}: {}", r.all_output());
+        let damage: Vec<&str> = r
+            .stderr
+            .lines()
+            .filter(|l| l.starts_with("cairn: damage:"))
+            .collect();
+        assert_eq!(damage.len(), 1, "{name}: {}", r.stderr);
+        assert!(damage[0].contains("index"), "{name}: {}", damage[0]);
+        fx.restore_is_exact_or_fails(&repo, &fx.id2, &fx.m2, name)
+            .unwrap_or_else(|r| panic!("delta {name}: restore failed: {}", r.stderr));
+        let b = cairn(&repo, &["backup", "--json", s(&fx.tree)]).ok();
+        assert!(
+            b.stderr.contains("rebuilding the index"),
+            "{name}: {}",
+            b.stderr
+        );
+        let new = b.json()["stats"]["new_raw_bytes"].as_u64().unwrap();
+        assert!(new < 100_000, "delta {name}: re-stored {new} bytes");
+        cairn(&repo, &["check", "--read-data"]).ok();
+    }
+}
+
 #[test]
 fn restore_survives_a_damaged_index_header() {
     let fx = Fixture::new(40);
     for (name, damage) in [("header", Damage::Flip(40)), ("empty", Damage::Truncate(0))] {
         let repo = fx.copy(&format!("repo-{name}"));
-        apply(&only_file(&repo.join("index")), damage);
+        apply(&index_file(&repo), damage);
         fx.restore_is_exact_or_fails(&repo, &fx.id1, &fx.m1, name)
             .unwrap_or_else(|r| panic!("index {name}: restore failed: {}", r.stderr));
         let cat = cairn(&repo, &["cat", "latest", "tree/d/c.txt"]).ok();
@@ -397,7 +452,7 @@ fn a_damaged_index_header_is_rebuilt_by_the_next_backup() {
     let fx = Fixture::new(34);
     for (name, damage) in [("header", Damage::Flip(40)), ("empty", Damage::Truncate(0))] {
         let repo = fx.copy(&format!("repo-{name}"));
-        apply(&only_file(&repo.join("index")), damage);
+        apply(&index_file(&repo), damage);
         let b = cairn(&repo, &["backup", "--json", s(&fx.tree)]).ok();
         assert!(
             b.stderr.contains("rebuilding the index"),

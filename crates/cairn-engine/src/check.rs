@@ -192,6 +192,10 @@ pub fn check(repo: &Repository, read_data: bool) -> Result<CheckReport> {
     let disk = DiskIndex::open(repo.backend().clone(), repo.counters.clone());
     let covered = disk.as_ref().map_or(ContainerId(0), |d| d.covered_below());
     let generation = disk.as_ref().map_or(0, |d| d.generation());
+    // The checkpoint covers the generation's file; its deltas come on top.
+    let base_covered = disk
+        .as_ref()
+        .map_or(ContainerId(0), |d| d.base_covered_below());
     let index_entries = disk.and_then(|d| d.read_all());
     if repo.config.index.kind == IndexKind::Paged && generation > 0 {
         // A writer that committed meanwhile deletes the checkpoint of the
@@ -200,7 +204,7 @@ pub fn check(repo: &Repository, read_data: bool) -> Result<CheckReport> {
             DiskIndex::open(repo.backend().clone(), repo.counters.clone())
                 .is_ok_and(|d| d.generation() != generation)
         };
-        if let Err(e) = verify_checkpoint(repo, generation, covered).or_else(|e| {
+        if let Err(e) = verify_checkpoint(repo, generation, base_covered).or_else(|e| {
             if e.is_not_found() && moved_on() {
                 Ok(())
             } else {

@@ -29,6 +29,23 @@ pub fn index(generation: u64) -> String {
     format!("index/{generation:016x}")
 }
 
+/// Delta `seq` (1, 2, ...) over index generation `generation`.
+pub fn index_delta(generation: u64, seq: u32) -> String {
+    format!("index/{generation:016x}.{seq:08x}")
+}
+
+/// Parses an index delta key back to `(generation, seq)`.
+pub fn parse_index_delta(key: &str) -> Option<(u64, u32)> {
+    let (g, s) = key.strip_prefix(INDEX)?.split_once('.')?;
+    if g.len() != 16 || s.len() != 8 {
+        return None;
+    }
+    Some((
+        u64::from_str_radix(g, 16).ok()?,
+        u32::from_str_radix(s, 16).ok()?,
+    ))
+}
+
 pub fn bloom(generation: u64) -> String {
     format!("bloom/{generation:016x}")
 }
@@ -56,5 +73,8 @@ mod tests {
         assert_eq!(parse_container("containers/02/0000000000000001"), None);
         assert_eq!(parse_generation(&index(7), INDEX), Some(7));
         assert_eq!(parse_generation("index/xyz", INDEX), None);
+        assert_eq!(parse_generation(&index_delta(7, 2), INDEX), None);
+        assert_eq!(parse_index_delta(&index_delta(7, 2)), Some((7, 2)));
+        assert_eq!(parse_index_delta(&index(7)), None);
     }
 }

@@ -9,6 +9,7 @@
 //! | [`dir`] | directory listings | — |
 //! | [`snapshot`] | catalog record (JSON in an envelope) | — |
 //! | [`index`] | the on-disk fingerprint index, a paged hash table | DDFS §4 "segment index" |
+//! | [`index_delta`] | what one commit changed in the index (puts, removals) | DDFS §3.2 batched updates |
 //!
 //! All integers are little-endian. Every decoder takes untrusted bytes: it
 //! never panics, never allocates from an unchecked length, and reports damage
@@ -22,6 +23,7 @@ pub mod container;
 pub mod dir;
 pub mod envelope;
 pub mod index;
+pub mod index_delta;
 pub mod snapshot;
 pub mod tree;
 

@@ -20,6 +20,7 @@ use cairn_format::index::{
     decode_index_header, decode_index_page, encode_index, entry_order, index_page_offset, page_of,
     IndexEntry, IndexHeader,
 };
+use cairn_format::index_delta::{decode_index_delta, encode_index_delta, IndexDelta};
 use cairn_format::snapshot::{decode_snapshot, encode_snapshot, SnapshotRecord, SnapshotStats};
 use cairn_format::tree::{decode_tree_node, encode_tree_node, ChildRef, TreeNode};
 
@@ -291,6 +292,38 @@ fn golden_index() {
     }
 }
 
+/// FORMAT.md "Index delta".
+#[test]
+fn golden_index_delta() {
+    let delta = IndexDelta {
+        fp_width: 8,
+        base_generation: 3,
+        seq: 2,
+        covered_below: ContainerId(0x2e),
+        removes: vec![fp(0xc3)],
+        // Given out of order: the encoder sorts.
+        puts: vec![
+            IndexEntry {
+                fp: fp(0x22),
+                container: ContainerId(0x2d),
+            },
+            IndexEntry {
+                fp: fp(0x11),
+                container: ContainerId(0x2c),
+            },
+        ],
+    };
+    assert_bytes(
+        "index delta",
+        &encode_index_delta(&delta).unwrap(),
+        INDEX_DELTA,
+    );
+    let decoded = decode_index_delta(&parse(INDEX_DELTA)).unwrap();
+    assert_eq!(decoded.puts[0].fp, fp(0x11));
+    assert_eq!(decoded.removes, delta.removes);
+    assert_eq!((decoded.seq, decoded.covered_below), (2, ContainerId(0x2e)));
+}
+
 const ENVELOPE: &str = r#"
     434149524e434647                         # magic "CAIRNCFG"
     01000000                                 # version 1
@@ -410,4 +443,22 @@ const INDEX: &str = r#"
     2a00000000000000                         # page 1: entry container 0x2a
     00*224                                   # page 1: padding
     f182ed9a                                 # page 1: crc32c of page bytes 0..252
+"#;
+
+const INDEX_DELTA: &str = r#"
+    434149524e495844                         # magic "CAIRNIXD"
+    01000000                                 # version 1
+    4500000000000000                         # payload_len 69
+    08                                       # payload: fp_width 8
+    0300000000000000                         # payload: base_generation 3
+    02000000                                 # payload: seq 2
+    2e00000000000000                         # payload: covered_below 0x2e
+    01000000                                 # payload: remove_count 1
+    02000000                                 # payload: put_count 2
+    c3c3c3c3c3c3c3c3                         # payload: removed fingerprint
+    1111111111111111                         # payload: put 0 fingerprint
+    2c00000000000000                         # payload: put 0 container 0x2c
+    2222222222222222                         # payload: put 1 fingerprint
+    2d00000000000000                         # payload: put 1 container 0x2d
+    24039c50                                 # crc32c of the above
 "#;

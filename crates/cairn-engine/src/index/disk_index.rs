@@ -4,10 +4,15 @@
 //!
 //! The file is immutable like every other object. Updates are batched (DDFS
 //! §3.2: the index is updated after containers are appended): the engine keeps
-//! entries of newly sealed containers in memory and, at commit, writes a new
-//! generation `index/<gen+1>` holding old and new entries, then deletes the
-//! older generations. The header records `covered_below`: every container with
-//! a smaller id is in the file, which is the checkpoint that replay starts from.
+//! entries of newly sealed containers in memory and, at commit, writes what
+//! changed as a delta `index/<gen>.<seq>` beside the file (`overlay.rs`), so a
+//! commit costs what it adds, not the size of the index. When the deltas pile
+//! up (more than [`MAX_DELTAS`], or more changes than a [`DELTA_SHARE`] of the
+//! file's entries) the commit instead merges file, deltas and new entries into
+//! a new generation `index/<gen+1>` and deletes the older generations and their
+//! deltas. The file header records `covered_below` (every container with a
+//! smaller id is in the file), and each delta its own: the newest is the
+//! checkpoint that replay starts from.
 
 use std::sync::Arc;
 
@@ -20,6 +25,16 @@ use cairn_format::index::{self as codec, IndexEntry, IndexHeader};
 use crate::canonical::canonical;
 use crate::keys;
 
+pub use super::overlay::IndexUpdate;
+use super::overlay::{Change, Overlay};
+use cairn_core::FpSet;
+
+/// Deltas over one generation before a commit merges them into the file.
+pub const MAX_DELTAS: u32 = 16;
+/// Changes held in deltas, as a share of the file's entries (1/8), before a
+/// commit merges them: the deltas' RAM stays a fraction of the index.
+pub const DELTA_SHARE: u64 = 8;
+
 pub struct DiskIndex {
     backend: Arc<dyn Backend>,
     counters: Arc<Counters>,
@@ -30,6 +45,7 @@ pub struct DiskIndex {
 struct Current {
     generation: u64,
     header: IndexHeader,
+    overlay: Arc<Overlay>,
 }
 
 /// Fraction of page capacity a new index file is filled to on average, so
@@ -63,7 +79,17 @@ impl DiskIndex {
             codec::INDEX_HEADER_LEN.min(backend.size(&key)? as usize),
         )?;
         let header = codec::decode_index_header(&page0).map_err(|e| rename_corrupt(e, &key))?;
-        Ok(Some(Current { generation, header }))
+        let overlay = Arc::new(Overlay::load(backend, generation, header.fp_width)?);
+        Ok(Some(Current {
+            generation,
+            header,
+            overlay,
+        }))
+    }
+
+    /// Deltas applied over the current generation's file.
+    pub fn delta_count(&self) -> u32 {
+        self.current.read().as_ref().map_or(0, |c| c.overlay.seq)
     }
 
     pub fn generation(&self) -> u64 {
@@ -74,25 +100,47 @@ impl DiskIndex {
         self.current.read().as_ref().map(|c| c.header)
     }
 
-    /// Every container below this id is in the file.
+    /// Every container below this id is indexed (by the file or its deltas).
     pub fn covered_below(&self) -> ContainerId {
+        self.current.read().as_ref().map_or(ContainerId(0), |c| {
+            c.overlay.covered_below.unwrap_or(c.header.covered_below)
+        })
+    }
+
+    /// The file's own `covered_below`: what its Summary Vector checkpoint covers.
+    pub fn base_covered_below(&self) -> ContainerId {
         self.current
             .read()
             .as_ref()
             .map_or(ContainerId(0), |c| c.header.covered_below)
     }
 
+    /// Entries indexed: the file's, plus what its deltas store, minus what
+    /// they remove (an upper bound when a delta re-stores a file entry).
     pub fn entry_count(&self) -> u64 {
-        self.current
-            .read()
-            .as_ref()
-            .map_or(0, |c| c.header.entry_count)
+        self.current.read().as_ref().map_or(0, |c| {
+            let stored = c.overlay.stored().count() as u64;
+            (c.header.entry_count + stored).saturating_sub(c.overlay.removed() as u64)
+        })
+    }
+
+    /// Calls `f` with every fingerprint the deltas store (a Summary Vector
+    /// loaded from the file's checkpoint adds them).
+    pub fn for_each_delta_entry(&self, f: &mut dyn FnMut(&IndexEntry)) {
+        if let Some(c) = self.current.read().as_ref() {
+            c.overlay.stored().for_each(|e| f(&e));
+        }
     }
 
     /// Looks a fingerprint up with one page read. If a concurrent writer has
     /// replaced this generation meanwhile, reloads the newest one and retries.
     pub fn lookup(&self, fp: &Fingerprint) -> Result<Option<ContainerId>> {
-        Ok(self.with_current(|cur| self.lookup_in(cur, fp))?.flatten())
+        Ok(self
+            .with_current(|cur| match cur.overlay.lookup(fp) {
+                Some(found) => Ok(found),
+                None => self.lookup_in(cur, fp),
+            })?
+            .flatten())
     }
 
     /// Runs `f` on the current generation (`None` when there is no index).
@@ -132,12 +180,16 @@ impl DiskIndex {
                 return Ok(out);
             }
             let key = keys::index(cur.generation);
-            let mut order: Vec<(u64, usize)> = fps
-                .iter()
-                .enumerate()
-                .filter(|(_, fp)| fp.len() == h.fp_width)
-                .map(|(i, fp)| (codec::page_of(fp, h.page_count), i))
-                .collect();
+            let mut order: Vec<(u64, usize)> = Vec::with_capacity(fps.len());
+            for (i, fp) in fps.iter().enumerate() {
+                match cur.overlay.lookup(fp) {
+                    Some(found) => out[i] = found,
+                    None if fp.len() == h.fp_width => {
+                        order.push((codec::page_of(fp, h.page_count), i))
+                    }
+                    None => {}
+                }
+            }
             order.sort_unstable();
             for run in order.chunk_by(|a, b| a.0 == b.0) {
                 let page_no = run[0].0;
@@ -171,26 +223,46 @@ impl DiskIndex {
         codec::lookup_in_page(&page, h, page_no, fp).map_err(|e| rename_corrupt(e, &key))
     }
 
-    /// Every entry of the current generation (sequentially, verifying every
-    /// page), sorted by fingerprint.
+    /// Every entry of the current generation with its deltas applied
+    /// (sequentially, verifying every page).
     pub fn read_all(&self) -> Result<Vec<IndexEntry>> {
         let mut out = Vec::with_capacity(self.entry_count().min(1 << 26) as usize);
         self.for_each_entry(&mut |e| out.push(*e))?;
         Ok(out)
     }
 
-    /// Calls `f` with every entry of the current generation in fingerprint
-    /// order, verifying every page; returns the count. Streams page by page.
+    /// Calls `f` with every entry of the current generation, deltas applied
+    /// (file entries in file order, then what only the deltas hold),
+    /// verifying every page; returns the count. Streams page by page.
     pub fn for_each_entry(&self, f: &mut dyn FnMut(&IndexEntry)) -> Result<u64> {
         let Some((cur, bytes)) = self.read_file()? else {
             return Ok(0);
         };
         let key = keys::index(cur.generation);
         let mut n = 0;
+        let mut emitted = 0;
+        let mut combined = FpSet::default();
         for page in Pages::new(&cur.header, &bytes, &key) {
             for e in page? {
-                f(&e);
                 n += 1;
+                match cur.overlay.changes.get(&e.fp) {
+                    None => f(&e),
+                    Some(Change::Put(c)) => {
+                        combined.insert(e.fp);
+                        f(&IndexEntry {
+                            fp: e.fp,
+                            container: canonical(e.container, *c),
+                        })
+                    }
+                    Some(Change::Replace(_)) => continue,
+                }
+                emitted += 1;
+            }
+        }
+        for e in cur.overlay.stored() {
+            if !combined.contains(&e.fp) {
+                f(&e);
+                emitted += 1;
             }
         }
         if n != cur.header.entry_count {
@@ -202,7 +274,7 @@ impl DiskIndex {
                 ),
             ));
         }
-        Ok(n)
+        Ok(emitted)
     }
 
     /// The current generation's header and file bytes (re-reading the newest
@@ -211,13 +283,7 @@ impl DiskIndex {
         self.with_current(|c| Ok((c.clone(), self.backend.read(&keys::index(c.generation))?)))
     }
 
-    /// Writes a new generation holding the current entries plus `new_entries`
-    /// (a new entry replaces a present one: the newest copy wins), then deletes older
-    /// generations. `covered_below` becomes the new replay checkpoint.
-    ///
-    /// The merge streams: old pages are decoded one at a time and merged with
-    /// the sorted new entries straight into output pages, so memory holds the
-    /// old and new file images but never a decoded copy of the whole index.
+    /// [`Self::merge`] of puts only.
     pub fn write_merged(
         &self,
         new_entries: Vec<IndexEntry>,
@@ -225,8 +291,96 @@ impl DiskIndex {
         fp_width: usize,
         page_size: usize,
     ) -> Result<u64> {
+        self.merge(
+            IndexUpdate::puts(new_entries),
+            covered_below,
+            fp_width,
+            page_size,
+        )
+    }
+
+    /// Whether a commit of `update` should merge (rather than add a delta):
+    /// there is no file yet, the deltas reached [`MAX_DELTAS`], or they would
+    /// hold more changes than 1/[`DELTA_SHARE`] of the file's entries.
+    pub fn wants_merge(&self, update: &IndexUpdate) -> bool {
+        let cur = self.current.read();
+        let Some(c) = cur.as_ref() else {
+            return true;
+        };
+        let changes = (c.overlay.changes.len() + update.len()) as u64;
+        c.overlay.seq >= MAX_DELTAS || changes * DELTA_SHARE > c.header.entry_count
+    }
+
+    /// Writes `update` as the next delta of the current generation (a
+    /// commit whose cost is what it changed). Requires a current file.
+    pub fn write_delta(
+        &self,
+        update: IndexUpdate,
+        covered_below: ContainerId,
+        fp_width: usize,
+    ) -> Result<u32> {
+        let cur = self
+            .current
+            .read()
+            .clone()
+            .ok_or_else(|| Error::invalid("an index delta needs an index file to apply to"))?;
+        let mut removes = update.removes;
+        removes.sort_unstable();
+        removes.dedup();
+        // Puts of one fingerprint within the update collapse canonically.
+        let mut batch = Overlay::default();
+        batch.apply(&[], &update.puts);
+        let puts: Vec<IndexEntry> = batch.stored().collect();
+        let seq = cur.overlay.seq + 1;
+        let delta = cairn_format::index_delta::IndexDelta {
+            fp_width,
+            base_generation: cur.generation,
+            seq,
+            covered_below,
+            removes,
+            puts,
+        };
+        let bytes = cairn_format::index_delta::encode_index_delta(&delta)?;
+        self.backend
+            .write_atomic(&keys::index_delta(cur.generation, seq), &bytes)?;
+        let mut overlay = (*cur.overlay).clone();
+        overlay.apply(&delta.removes, &delta.puts);
+        overlay.seq = seq;
+        overlay.covered_below = Some(covered_below);
+        *self.current.write() = Some(Current {
+            overlay: Arc::new(overlay),
+            ..cur
+        });
+        Ok(seq)
+    }
+
+    /// Writes a new generation holding the current entries (deltas applied)
+    /// with `update` applied, then deletes older generations and every delta.
+    /// `covered_below` becomes the new replay checkpoint.
+    ///
+    /// The merge streams: old pages are decoded one at a time and merged with
+    /// the sorted new entries straight into output pages, so memory holds the
+    /// old and new file images but never a decoded copy of the whole index.
+    pub fn merge(
+        &self,
+        update: IndexUpdate,
+        covered_below: ContainerId,
+        fp_width: usize,
+        page_size: usize,
+    ) -> Result<u64> {
         let old = self.read_file()?;
-        self.write_generation(old, new_entries, covered_below, fp_width, page_size)
+        let mut changes = old
+            .as_ref()
+            .map_or_else(Overlay::default, |(c, _)| (*c.overlay).clone());
+        changes.apply(&update.removes, &update.puts);
+        let forget: FpSet = changes
+            .changes
+            .iter()
+            .filter(|(_, c)| matches!(c, Change::Replace(_)))
+            .map(|(fp, _)| *fp)
+            .collect();
+        let entries = changes.stored().collect();
+        self.write_generation(old, entries, &forget, covered_below, fp_width, page_size)
     }
 
     /// Writes a new generation holding exactly `entries` (`repair index`:
@@ -239,13 +393,17 @@ impl DiskIndex {
         fp_width: usize,
         page_size: usize,
     ) -> Result<u64> {
-        self.write_generation(None, entries, covered_below, fp_width, page_size)
+        let none = FpSet::default();
+        self.write_generation(None, entries, &none, covered_below, fp_width, page_size)
     }
 
+    /// Writes `old`'s entries except those in `forget`, merged with
+    /// `new_entries`, as the next generation.
     fn write_generation(
         &self,
         old: Option<(Current, Vec<u8>)>,
         mut new_entries: Vec<IndexEntry>,
+        forget: &FpSet,
         covered_below: ContainerId,
         fp_width: usize,
         page_size: usize,
@@ -274,6 +432,7 @@ impl DiskIndex {
             match merge_into_pages(
                 old.as_ref(),
                 &new_entries,
+                forget,
                 fp_width,
                 page_size,
                 page_count,
@@ -300,9 +459,15 @@ impl DiskIndex {
         self.backend
             .write_atomic(&keys::index(generation), &bytes)?;
         let header = codec::decode_index_header(&bytes)?;
-        *self.current.write() = Some(Current { generation, header });
+        *self.current.write() = Some(Current {
+            generation,
+            header,
+            overlay: Arc::default(),
+        });
         for key in self.backend.list(keys::INDEX)? {
-            match keys::parse_generation(&key, keys::INDEX) {
+            let g = keys::parse_generation(&key, keys::INDEX)
+                .or_else(|| keys::parse_index_delta(&key).map(|(g, _)| g));
+            match g {
                 Some(g) if g < generation => self.backend.delete(&key)?,
                 _ => {}
             }
@@ -358,6 +523,7 @@ impl Iterator for Pages<'_> {
 fn merge_into_pages(
     old: Option<&(Current, Vec<u8>)>,
     new: &[IndexEntry],
+    forget: &FpSet,
     fp_width: usize,
     page_size: usize,
     page_count: u64,
@@ -373,6 +539,9 @@ fn merge_into_pages(
     let mut old_next = || -> Result<Option<IndexEntry>> {
         loop {
             if let Some(e) = old_buf.next() {
+                if forget.contains(&e.fp) {
+                    continue;
+                }
                 return Ok(Some(e));
             }
             match old_pages.as_mut().and_then(|p| p.next()) {
@@ -539,5 +708,175 @@ mod properties {
                 prop_assert_eq!(ix.lookup(&Fingerprint::from_slice(k)).unwrap(), Some(*c));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod update_properties {
+    use super::*;
+    use cairn_backend::MemBackend;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        /// A backup: these keys stored in a new container.
+        Store(Vec<u8>),
+        /// Garbage collection forgets these keys.
+        Remove(Vec<u8>),
+        /// Garbage collection moves these keys to a new container.
+        Move(Vec<u8>),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        let keys = || proptest::collection::vec(0u8..60, 0..40);
+        prop_oneof![
+            3 => keys().prop_map(Op::Store),
+            1 => keys().prop_map(Op::Remove),
+            1 => keys().prop_map(Op::Move),
+        ]
+    }
+
+    fn fp(k: u8) -> Fingerprint {
+        Fingerprint::from_slice(blake3::hash(&[k]).as_bytes())
+    }
+
+    /// Every fingerprint ever seen resolves as the model says: present ones
+    /// to their container, forgotten ones to nothing.
+    fn agrees(ix: &DiskIndex, model: &BTreeMap<u8, ContainerId>) -> Result<(), TestCaseError> {
+        for k in 0u8..60 {
+            prop_assert_eq!(
+                ix.lookup(&fp(k)).unwrap(),
+                model.get(&k).copied(),
+                "key {}",
+                k
+            );
+        }
+        let mut all: Vec<(Fingerprint, ContainerId)> = ix
+            .read_all()
+            .unwrap()
+            .into_iter()
+            .map(|e| (e.fp, e.container))
+            .collect();
+        all.sort();
+        let mut want: Vec<(Fingerprint, ContainerId)> =
+            model.iter().map(|(k, c)| (fp(*k), *c)).collect();
+        want.sort();
+        prop_assert_eq!(all, want);
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+
+        /// Stores, removals and moves, committed as deltas or merged
+        /// generations in any mix: no entry is lost, no forgotten entry comes
+        /// back, and a fresh open (another process, or after a crash that left
+        /// an older generation's deltas behind) sees the same index.
+        #[test]
+        fn deltas_and_merges_never_lose_or_resurrect(
+            ops in proptest::collection::vec((op(), any::<bool>()), 1..14),
+        ) {
+            let backend: Arc<dyn Backend> = Arc::new(MemBackend::new());
+            let counters = Arc::new(Counters::default());
+            let ix = DiskIndex::open(backend.clone(), counters.clone()).unwrap();
+            let mut model: BTreeMap<u8, ContainerId> = BTreeMap::new();
+            let mut next = 1u64;
+            for (op, merge) in ops {
+                let c = ContainerId(next);
+                next += 1;
+                let mut update = IndexUpdate::default();
+                match &op {
+                    Op::Store(keys) => {
+                        for k in keys {
+                            update.puts.push(IndexEntry { fp: fp(*k), container: c });
+                            model.insert(*k, c);
+                        }
+                    }
+                    Op::Remove(keys) => {
+                        for k in keys {
+                            update.removes.push(fp(*k));
+                            model.remove(k);
+                        }
+                    }
+                    Op::Move(keys) => {
+                        for k in keys.iter().filter(|k| model.contains_key(k)) {
+                            update.removes.push(fp(*k));
+                            update.puts.push(IndexEntry { fp: fp(*k), container: c });
+                        }
+                        for k in keys {
+                            if let Some(v) = model.get_mut(k) {
+                                *v = c;
+                            }
+                        }
+                    }
+                }
+                let covered = ContainerId(next);
+                if merge || ix.generation() == 0 {
+                    let before = ix.generation();
+                    ix.merge(update, covered, 32, 512).unwrap();
+                    // A crash before the cleanup leaves the old generation's
+                    // deltas behind; they belong to another generation.
+                    if before > 0 {
+                        let stale = cairn_format::index_delta::encode_index_delta(
+                            &cairn_format::index_delta::IndexDelta {
+                                fp_width: 32,
+                                base_generation: before,
+                                seq: 1,
+                                covered_below: covered,
+                                removes: (0u8..60).map(fp).collect(),
+                                puts: Vec::new(),
+                            },
+                        )
+                        .unwrap();
+                        backend.write_atomic(&keys::index_delta(before, 1), &stale).unwrap();
+                    }
+                } else {
+                    ix.write_delta(update, covered, 32).unwrap();
+                }
+                prop_assert_eq!(ix.covered_below(), covered);
+                agrees(&ix, &model)?;
+                let fresh = DiskIndex::open(backend.clone(), counters.clone()).unwrap();
+                prop_assert_eq!(fresh.covered_below(), covered);
+                agrees(&fresh, &model)?;
+            }
+        }
+    }
+
+    /// A delta that is missing from the run (1, 3) or names another
+    /// generation is damage to derived data, reported as corruption.
+    #[test]
+    fn a_gap_or_a_foreign_delta_is_damage() {
+        let backend: Arc<dyn Backend> = Arc::new(MemBackend::new());
+        let ix = DiskIndex::open(backend.clone(), Arc::new(Counters::default())).unwrap();
+        let e = |k| IndexEntry {
+            fp: fp(k),
+            container: ContainerId(k as u64 + 1),
+        };
+        ix.write_merged(vec![e(1)], ContainerId(2), 32, 512)
+            .unwrap();
+        ix.write_delta(IndexUpdate::puts(vec![e(2)]), ContainerId(3), 32)
+            .unwrap();
+        ix.write_delta(IndexUpdate::puts(vec![e(3)]), ContainerId(4), 32)
+            .unwrap();
+        let copy = backend.read(&keys::index_delta(1, 1)).unwrap();
+        backend.delete(&keys::index_delta(1, 1)).unwrap();
+        let err = DiskIndex::open(backend.clone(), Arc::new(Counters::default()))
+            .err()
+            .expect("a gap is damage");
+        assert!(crate::index::is_damage(&err), "{err}");
+        backend
+            .write_atomic(&keys::index_delta(1, 1), &copy)
+            .unwrap();
+        backend
+            .write_atomic(
+                &keys::index_delta(1, 3),
+                &backend.read(&keys::index_delta(1, 2)).unwrap(),
+            )
+            .unwrap();
+        let err = DiskIndex::open(backend, Arc::new(Counters::default()))
+            .err()
+            .expect("a delta naming another sequence number is damage");
+        assert!(crate::index::is_damage(&err), "{err}");
     }
 }

@@ -7,6 +7,7 @@ pub mod disk_index;
 pub mod frugal;
 pub mod kinds;
 pub mod locality_cache;
+pub mod overlay;
 pub mod summary_vector;
 
 use std::sync::Arc;
@@ -70,9 +71,14 @@ pub fn open_for_write(
 
     let mut kind: Box<dyn FingerprintIndex> = match cfg.kind {
         IndexKind::Paged => {
+            let base_covered = disk.base_covered_below();
             let (summary, checkpoint_rebuilt) =
-                match load_checkpoint(&*backend, generation, covered, cfg, indexed) {
-                    Some(sv) => (sv, false),
+                match load_checkpoint(&*backend, generation, base_covered, cfg, indexed) {
+                    Some(sv) => {
+                        // The checkpoint covers the file; its deltas are added.
+                        disk.for_each_delta_entry(&mut |e| sv.insert(&e.fp));
+                        (sv, false)
+                    }
                     None => {
                         // No usable checkpoint: rebuild from the index file itself.
                         let sv = SummaryVector::with_capacity(

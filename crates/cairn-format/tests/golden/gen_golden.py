@@ -178,5 +178,25 @@ for p in range(PC):
     idx.put(bytes(pad), "page %d: padding" % p)
     idx.put(u32(crc32c(pg)), "page %d: crc32c of page bytes 0..252" % p)
 
-for name, o in [("ENVELOPE", env), ("TREE_NODE", tree), ("CONTAINER", ctr), ("DIR", d), ("SNAPSHOT", snap), ("INDEX", idx)]:
+# --- index delta: removes FC, puts FA (container 0x2c) and FB (0x2d); the
+# lists are in ascending fingerprint order.
+pl = Out()
+pl.put(u8(8), "payload: fp_width 8")
+pl.put(u64(3), "payload: base_generation 3")
+pl.put(u32(2), "payload: seq 2")
+pl.put(u64(0x2e), "payload: covered_below 0x2e")
+pl.put(u32(1), "payload: remove_count 1")
+pl.put(u32(2), "payload: put_count 2")
+pl.put(FC, "payload: removed fingerprint")
+pl.put(FA, "payload: put 0 fingerprint"); pl.put(u64(0x2c), "payload: put 0 container 0x2c")
+pl.put(FB, "payload: put 1 fingerprint"); pl.put(u64(0x2d), "payload: put 1 container 0x2d")
+dl = Out()
+dl.put(b"CAIRNIXD", "magic \"CAIRNIXD\"")
+dl.put(u32(1), "version 1")
+dl.put(u64(len(pl.b)), "payload_len %d" % len(pl.b))
+for data, c in pl.lines:
+    dl.put(data, c)
+dl.put(u32(crc32c(dl.b)), "crc32c of the above")
+
+for name, o in [("ENVELOPE", env), ("TREE_NODE", tree), ("CONTAINER", ctr), ("DIR", d), ("SNAPSHOT", snap), ("INDEX", idx), ("INDEX_DELTA", dl)]:
     print("const %s: &str = r#\"\n%s\n\"#;\n" % (name, o.text()))

@@ -10,7 +10,7 @@ use cairn_core::{Backend, ContainerId, Counters, Fingerprint, Result};
 use cairn_format::index::IndexEntry;
 
 use super::FingerprintIndex;
-use crate::index::disk_index::DiskIndex;
+use crate::index::disk_index::{DiskIndex, IndexUpdate};
 use crate::index::summary_vector::SummaryVector;
 use crate::index::{delete_checkpoints_before, write_checkpoint};
 use crate::keys;
@@ -45,12 +45,26 @@ impl PagedIndex {
     }
 }
 
-/// Writes a new paged-index generation of `entries` when anything changed,
-/// with the Summary Vector checkpoint of that generation first (when there
-/// is one): a reader (`check`) never sees a generation without its
-/// checkpoint, and older checkpoints go only after the generation is
-/// written. A crash in between leaves a checkpoint of a generation not yet
-/// written, which the next commit overwrites. Returns whether it wrote.
+/// What a commit wrote to the paged index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Written {
+    Nothing,
+    /// A delta over the current generation (cost: what changed).
+    Delta,
+    /// A new generation (file, deltas and new entries merged).
+    Generation,
+}
+
+/// Makes `entries` durable in the paged index when anything changed: as a
+/// delta, or, when deltas pile up, as a merged new generation
+/// (`DiskIndex::wants_merge`). A new generation's Summary Vector checkpoint
+/// (when there is one) is written before the generation itself, so a reader
+/// (`check`) never sees a generation without its checkpoint, and older
+/// checkpoints go only after the generation is written. A crash in between
+/// leaves a checkpoint of a generation not yet written, which the next
+/// commit overwrites. A delta needs no checkpoint: opening loads the
+/// generation's checkpoint and adds the deltas' entries (DDFS §4.1
+/// checkpoint + replay, one level up).
 pub(crate) fn commit_paged(
     disk: &DiskIndex,
     summary: Option<&SummaryVector>,
@@ -59,20 +73,25 @@ pub(crate) fn commit_paged(
     covered: ContainerId,
     fp_width: usize,
     page_size: usize,
-) -> Result<bool> {
+) -> Result<Written> {
     if entries.is_empty() && covered == disk.covered_below() {
-        return Ok(false);
+        return Ok(Written::Nothing);
+    }
+    let update = IndexUpdate::puts(entries);
+    if !disk.wants_merge(&update) {
+        disk.write_delta(update, covered, fp_width)?;
+        return Ok(Written::Delta);
     }
     let next = disk.generation() + 1;
     if let Some(sv) = summary {
         backend.write_atomic(&keys::bloom(next), &sv.checkpoint(covered))?;
     }
-    let written = disk.write_merged(entries, covered, fp_width, page_size)?;
+    let written = disk.merge(update, covered, fp_width, page_size)?;
     debug_assert_eq!(written, next);
     if summary.is_some() {
         delete_checkpoints_before(backend, written)?;
     }
-    Ok(true)
+    Ok(Written::Generation)
 }
 
 impl FingerprintIndex for PagedIndex {
@@ -139,8 +158,12 @@ impl FingerprintIndex for PagedIndex {
             fp_width,
             page_size,
         )?;
-        if !wrote && generation > 0 && self.checkpoint_rebuilt {
-            write_checkpoint(backend, &self.summary, generation, covered)?;
+        // A checkpoint found unusable at open is rewritten for the file it
+        // belongs to (the filter holds at least the file's entries).
+        if wrote != Written::Generation && generation > 0 && self.checkpoint_rebuilt {
+            let base_covered = self.disk.base_covered_below();
+            write_checkpoint(backend, &self.summary, generation, base_covered)?;
+            self.checkpoint_rebuilt = false;
         }
         Ok(())
     }

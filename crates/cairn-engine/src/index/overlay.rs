@@ -1,0 +1,156 @@
+//! The index deltas of the current generation, applied in order as one map
+//! over the paged index file (`cairn_format::index_delta`).
+//!
+//! A delta's removals apply before its puts. A put combines with what the
+//! index already holds by the canonical-copy rule (`crate::canonical`); a
+//! fingerprint removed by this or an earlier delta forgets the base file's
+//! entry, so a later put of it is taken as it is (that is how garbage
+//! collection moves a chunk). Every put a backup makes names a container at
+//! or above the base file's `covered_below`, newer than any base entry, so
+//! a lookup that finds a put needs no page read to apply the rule.
+
+use cairn_core::{Backend, ContainerId, Error, Fingerprint, FpMap, Result};
+use cairn_format::index::IndexEntry;
+use cairn_format::index_delta::{decode_index_delta, IndexDelta};
+
+use crate::canonical::canonical;
+use crate::keys;
+
+/// What the deltas say about one fingerprint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// Stored here too: combined with the base entry, if any, canonically.
+    Put(ContainerId),
+    /// The base entry is forgotten; `Some` if a later put stored it again.
+    Replace(Option<ContainerId>),
+}
+
+/// The deltas of one generation, applied.
+#[derive(Clone, Debug, Default)]
+pub struct Overlay {
+    /// The last delta applied (0: none).
+    pub seq: u32,
+    /// The last delta's `covered_below`.
+    pub covered_below: Option<ContainerId>,
+    pub changes: FpMap<Change>,
+}
+
+/// What one commit (or one garbage-collection pass) changes in the index.
+#[derive(Clone, Debug, Default)]
+pub struct IndexUpdate {
+    /// Chunks stored (or stored again) in these containers.
+    pub puts: Vec<IndexEntry>,
+    /// Fingerprints to forget (applied before `puts`).
+    pub removes: Vec<Fingerprint>,
+}
+
+impl IndexUpdate {
+    pub fn puts(puts: Vec<IndexEntry>) -> Self {
+        IndexUpdate {
+            puts,
+            removes: Vec::new(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.puts.is_empty() && self.removes.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.puts.len() + self.removes.len()
+    }
+}
+
+impl Overlay {
+    /// Applies one batch: removals first, then puts.
+    pub fn apply(&mut self, removes: &[Fingerprint], puts: &[IndexEntry]) {
+        for fp in removes {
+            self.changes.insert(*fp, Change::Replace(None));
+        }
+        for e in puts {
+            let c = match self.changes.get(&e.fp) {
+                None => Change::Put(e.container),
+                Some(Change::Put(p)) => Change::Put(canonical(*p, e.container)),
+                Some(Change::Replace(None)) => Change::Replace(Some(e.container)),
+                Some(Change::Replace(Some(p))) => Change::Replace(Some(canonical(*p, e.container))),
+            };
+            self.changes.insert(e.fp, c);
+        }
+    }
+
+    /// The answer for `fp` if the deltas decide it: `Some(None)` = removed.
+    pub fn lookup(&self, fp: &Fingerprint) -> Option<Option<ContainerId>> {
+        match self.changes.get(fp)? {
+            Change::Put(c) => Some(Some(*c)),
+            Change::Replace(c) => Some(*c),
+        }
+    }
+
+    /// Entries the deltas hold (puts, re-stored removals).
+    pub fn stored(&self) -> impl Iterator<Item = IndexEntry> + '_ {
+        self.changes.iter().filter_map(|(fp, c)| match c {
+            Change::Put(id) | Change::Replace(Some(id)) => Some(IndexEntry {
+                fp: *fp,
+                container: *id,
+            }),
+            Change::Replace(None) => None,
+        })
+    }
+
+    pub fn removed(&self) -> usize {
+        self.changes
+            .values()
+            .filter(|c| **c == Change::Replace(None))
+            .count()
+    }
+
+    /// Loads and applies every delta of `generation`, which must run
+    /// 1, 2, ... without a gap and match the base file's fingerprint width.
+    /// A missing, damaged or foreign delta is damage to derived data.
+    pub fn load(backend: &dyn Backend, generation: u64, fp_width: usize) -> Result<Self> {
+        let mut seqs: Vec<u32> = backend
+            .list(keys::INDEX)?
+            .iter()
+            .filter_map(|k| keys::parse_index_delta(k))
+            .filter(|(g, _)| *g == generation)
+            .map(|(_, s)| s)
+            .collect();
+        seqs.sort_unstable();
+        let mut overlay = Overlay::default();
+        for (i, seq) in seqs.into_iter().enumerate() {
+            let key = keys::index_delta(generation, seq);
+            if seq != i as u32 + 1 {
+                return Err(Error::corrupt(
+                    key,
+                    format!(
+                        "delta {} of index generation {generation} is missing",
+                        i + 1
+                    ),
+                ));
+            }
+            let delta = decode_index_delta(&backend.read(&key)?).map_err(|e| match e {
+                Error::Corrupt { detail, .. } => Error::corrupt(key.clone(), detail),
+                other => other,
+            })?;
+            check_delta(&delta, &key, generation, seq, fp_width)?;
+            overlay.apply(&delta.removes, &delta.puts);
+            overlay.seq = seq;
+            overlay.covered_below = Some(delta.covered_below);
+        }
+        Ok(overlay)
+    }
+}
+
+fn check_delta(d: &IndexDelta, key: &str, generation: u64, seq: u32, width: usize) -> Result<()> {
+    if d.base_generation != generation || d.seq != seq || d.fp_width != width {
+        return Err(Error::corrupt(
+            key,
+            format!(
+                "names generation {} delta {} of {}-byte fingerprints; expected generation \
+                 {generation} delta {seq} of {width}-byte fingerprints",
+                d.base_generation, d.seq, d.fp_width
+            ),
+        ));
+    }
+    Ok(())
+}
