@@ -122,6 +122,86 @@ fn a_recorded_trace_replays_to_the_real_backups_counters() {
     }
 }
 
+/// The simulated restore runs the real restore's plan order and policy:
+/// restoring each generation's snapshot reads exactly the data containers
+/// the simulator counts for the recorded trace, at several cache sizes,
+/// including generations whose chunks are scattered over older containers.
+#[test]
+fn real_and_simulated_restores_read_the_same_containers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = tmp.path().join("tree");
+    let repo = tmp.path().join("repo");
+    let mut rng = Rng::new(78);
+    build_random_files(&tree, &mut rng, 12, 300_000);
+    cairn(&repo, &["init", "-q", "--container-size", "256KiB"]).ok();
+    let mut traces = Vec::new();
+    let mut snaps = Vec::new();
+    for g in 0..3 {
+        if g > 0 {
+            // A file spliced from slices of the older files in shuffled
+            // order: its chunks alternate between old containers.
+            let old: Vec<Vec<u8>> = files_under(&tree)
+                .iter()
+                .map(|p| std::fs::read(p).unwrap())
+                .collect();
+            let mut mix = Vec::new();
+            for k in 0..60 {
+                let f = &old[(k * 7 + g * 5) % old.len()];
+                let at = (k * 37_000) % (f.len() - 40_000);
+                mix.extend_from_slice(&f[at..at + 40_000]);
+            }
+            write_file(&tree.join(format!("mix{g}")), &mix, 0o644);
+            build_random_files(&tree.join(format!("new{g}")), &mut rng, 2, 200_000);
+        }
+        let t = tmp.path().join(format!("gen{g}.ctr"));
+        cairn(&repo, &["trace", s(&tree), "-o", s(&t)]).ok();
+        traces.push(t);
+        let b = cairn(&repo, &["backup", "--json", s(&tree)]).ok().json();
+        snaps.push(b["id"].as_str().unwrap().to_string());
+    }
+    let mut total_reads = Vec::new();
+    for cache in ["1", "3", "16"] {
+        let mut args: Vec<&str> = vec![
+            "--restore",
+            "--restore-cache",
+            cache,
+            "--container-size",
+            "256KiB",
+        ];
+        args.extend(traces.iter().map(|t| s(t)));
+        let report = sim(tmp.path(), &args);
+        let gens = report["generations"].as_array().unwrap();
+        total_reads.push(
+            gens.iter()
+                .map(|g| g["containers_read"].as_u64().unwrap())
+                .sum::<u64>(),
+        );
+        for (g, snap) in snaps.iter().enumerate() {
+            let out = tmp.path().join(format!("out-{cache}-{g}"));
+            let r = cairn(
+                &repo,
+                &[
+                    "restore",
+                    "--json",
+                    snap,
+                    "--target",
+                    s(&out),
+                    "--cache-containers",
+                    cache,
+                ],
+            )
+            .ok()
+            .json();
+            assert_eq!(
+                r["summary"]["policy"]["container_reads"], gens[g]["containers_read"],
+                "generation {g}, cache {cache}: {r}"
+            );
+        }
+    }
+    // The cache size matters here: chunks are scattered over containers.
+    assert!(total_reads[0] > total_reads[2], "{total_reads:?}");
+}
+
 #[test]
 fn workloads_are_deterministic_and_hit_their_dedup_target() {
     let tmp = tempfile::tempdir().unwrap();

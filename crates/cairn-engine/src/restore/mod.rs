@@ -30,6 +30,9 @@
 
 pub mod blob_reader;
 pub mod cache;
+pub mod extract;
+pub mod plan;
+pub mod policy;
 pub mod target;
 #[cfg(test)]
 mod tests;
@@ -53,15 +56,27 @@ use crate::index::disk_index::DiskIndex;
 use crate::repo::Repository;
 use blob_reader::BlobReader;
 use cache::{ChunkStore, ContainerLru, Locator, RestoreCache};
+use extract::Extractor;
+use policy::{PlanStep, PolicyStats};
 use target::{DirState, Placed, Target};
 pub use target::{Overwrite, RestoreOptions};
 
 /// Default restore cache: 16 containers (64 MiB at the default container size).
 pub const DEFAULT_CACHE_CONTAINERS: usize = 16;
 
+/// Containers of directory listings and recipe tree nodes kept by the
+/// planner's own cache (separate from the data policy's).
+const METADATA_CACHE_CONTAINERS: usize = 4;
+
+/// Restore is plan, policy, extraction: `plan` flattens each file's recipe
+/// into data-chunk steps (tree nodes and listings through `meta`), the
+/// policy in `extract` decides which containers are read and kept, and
+/// `extract` verifies and hands out every chunk.
 pub struct Reader {
     pub store: ChunkStore,
-    cache: Box<dyn RestoreCache>,
+    meta: Box<dyn RestoreCache>,
+    extract: Extractor,
+    steps: Vec<PlanStep>,
 }
 
 /// What a restore did. `files`, `dirs`, `symlinks` and `bytes` count what
@@ -84,6 +99,9 @@ pub struct RestoreSummary {
     pub deleted: u64,
     /// Entries that could not be restored, each with the reason.
     pub errors: Vec<String>,
+    /// What the restore policy did with the data chunks (container reads
+    /// for directory listings and tree nodes are not included).
+    pub policy: PolicyStats,
 }
 
 /// One entry found by a walk, with its path inside the snapshot.
@@ -118,12 +136,20 @@ impl Reader {
     pub fn with_locator(repo: &Repository, locator: Locator, cache_containers: usize) -> Self {
         Reader {
             store: ChunkStore::new(repo.log.clone(), locator, repo.config.fingerprinter()),
-            cache: Box::new(ContainerLru::new(cache_containers)),
+            meta: Box::new(ContainerLru::new(METADATA_CACHE_CONTAINERS)),
+            extract: Extractor::new(Box::new(policy::ContainerLru::new(cache_containers))),
+            steps: Vec::new(),
         }
     }
 
+    /// Reads listings and tree nodes (metadata, not through the policy).
     fn blob(&mut self) -> BlobReader<'_> {
-        BlobReader::new(&self.store, self.cache.as_mut())
+        BlobReader::new(&self.store, self.meta.as_mut())
+    }
+
+    /// What the data policy did so far.
+    pub fn policy_stats(&self) -> PolicyStats {
+        self.extract.stats()
     }
 
     /// Reads a directory listing.
@@ -228,7 +254,7 @@ impl Reader {
         }
         let mut n = 0;
         if let Some(b) = &e.content {
-            self.blob().for_each_chunk(b, &mut |c| {
+            self.for_each_chunk(b, &mut |c| {
                 n += c.len() as u64;
                 out.write_all(c).ctx(|| "writing to standard output".into())
             })?;
@@ -324,6 +350,7 @@ impl Reader {
             }
         }
         outcome?;
+        run.sum.policy = self.extract.stats();
         Ok(run.sum)
     }
 
@@ -419,7 +446,7 @@ impl Reader {
         let progress = run.progress;
         let placed = run.target.place_file(dest, e, &mut |w| {
             let Some(b) = &e.content else { return Ok(()) };
-            self.blob().for_each_chunk(b, &mut |c| {
+            self.for_each_chunk(b, &mut |c| {
                 progress
                     .bytes_done
                     .fetch_add(c.len() as u64, Ordering::Relaxed);
@@ -502,13 +529,45 @@ fn apply_dir_meta(p: &Path, e: &DirEntry) -> Result<()> {
 }
 
 impl Reader {
-    /// Calls `sink` with each data chunk of a blob, in order, verified.
+    /// Calls `sink` with each data chunk of a file's blob, in order,
+    /// verified: plan, policy, extraction.
     pub fn for_each_chunk(
         &mut self,
         blob: &BlobRef,
         sink: &mut dyn FnMut(&[u8]) -> Result<()>,
     ) -> Result<()> {
-        self.blob().for_each_chunk(blob, sink)
+        let mut steps = std::mem::take(&mut self.steps);
+        steps.clear();
+        let r = self.extract_planned(blob, &mut steps, sink);
+        self.steps = steps;
+        r
+    }
+
+    fn extract_planned(
+        &mut self,
+        blob: &BlobRef,
+        steps: &mut Vec<PlanStep>,
+        sink: &mut dyn FnMut(&[u8]) -> Result<()>,
+    ) -> Result<()> {
+        plan::plan_blob(&self.store, self.meta.as_mut(), blob, steps)?;
+        let mut buf = Vec::new();
+        for (i, step) in steps.iter().enumerate() {
+            self.extract
+                .fetch(&self.store, step, &steps[i + 1..], &mut buf)?;
+            if buf.len() as u64 != step.size {
+                return Err(Error::corrupt(
+                    format!("tree under {}", blob.root),
+                    format!(
+                        "chunk {} recorded as {} bytes holds {}",
+                        step.fp,
+                        step.size,
+                        buf.len()
+                    ),
+                ));
+            }
+            sink(&buf)?;
+        }
+        Ok(())
     }
 
     /// Reads a blob's recipe nodes only; see [`BlobReader::for_each_leaf`].
@@ -520,8 +579,8 @@ impl Reader {
         self.blob().for_each_leaf(blob, leaf)
     }
 
-    /// Reads one chunk (any kind) through the cache, verified.
+    /// Reads one chunk (any kind) through the metadata cache, verified.
     pub fn read_chunk(&mut self, fp: &cairn_core::Fingerprint, out: &mut Vec<u8>) -> Result<()> {
-        self.cache.read_chunk(fp, &self.store, out)
+        self.meta.read_chunk(fp, &self.store, out)
     }
 }
