@@ -21,7 +21,6 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use serde::Serialize;
 
 use cairn_core::{ChunkKind, ContainerId, Fingerprint, FpMap, FpSet, Result};
-use cairn_format::compress::decompress;
 use cairn_format::container::ContainerMeta;
 use cairn_format::dir::{BlobRef, EntryKind};
 use cairn_format::tree::decode_tree_node;
@@ -401,14 +400,10 @@ pub(crate) fn verify_chunk(
     meta: &ContainerMeta,
     d: &cairn_format::container::Descriptor,
 ) -> std::result::Result<(), String> {
-    let stored =
-        cairn_format::container::stored_chunk(bytes, meta, d).map_err(|e| e.to_string())?;
-    let mut raw = Vec::new();
-    decompress(d.codec, stored, d.raw_len as usize, &mut raw).map_err(|e| e.to_string())?;
-    if repo.config.fingerprinter().of(&raw) != d.fp {
-        return Err("content does not match its fingerprint".into());
+    match crate::codec::ChunkCodec::for_config(&repo.config).check(bytes, meta, d) {
+        None => Ok(()),
+        Some(why) => Err(why),
     }
-    Ok(())
 }
 
 impl Ctx<'_> {

@@ -11,6 +11,7 @@ pub mod backup;
 pub mod canonical;
 pub mod catalog;
 pub mod check;
+pub mod codec;
 pub mod config;
 pub mod container_log;
 pub mod dedup;

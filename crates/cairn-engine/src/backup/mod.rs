@@ -228,6 +228,7 @@ fn open_dedup(
     // At most two sealed containers wait for the disk (8 MiB at the default size).
     let (seal_tx, seal_rx) = bounded::<stream::SealJob>(2);
     let shared = Shared {
+        codec: crate::codec::ChunkCodec::for_config(&cfg),
         cfg,
         dedup,
         log: repo.log.clone(),

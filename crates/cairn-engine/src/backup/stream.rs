@@ -15,10 +15,10 @@ use crossbeam_channel::{Receiver, Sender};
 use parking_lot::Mutex;
 use rayon::prelude::*;
 
+use crate::codec::ChunkCodec;
 use cairn_chunk::{cut_points, new_chunker};
 use cairn_core::counters::bump;
 use cairn_core::{ChunkKind, CompressionCodec, Counters, Error, Fingerprint, Result, TraceChunk};
-use cairn_format::compress::compress;
 use cairn_format::container::ContainerWriter;
 use cairn_format::dir::BlobRef;
 
@@ -63,6 +63,8 @@ pub fn run_sealer(shared: &Shared, jobs: Receiver<SealJob>) {
 /// What every stream of one backup shares.
 pub struct Shared {
     pub cfg: RepoConfig,
+    /// Fingerprints and encodes every chunk (`crate::codec`).
+    pub codec: ChunkCodec,
     pub dedup: Dedup,
     pub log: Arc<dyn ContainerStore>,
     pub counters: Arc<Counters>,
@@ -177,11 +179,11 @@ impl<'a> Stream<'a> {
     /// Fingerprints `chunks` in parallel into `self.fps`.
     fn hash_all(&mut self, chunks: &[&[u8]]) {
         let t = Instant::now();
-        let fingerprinter = self.shared.cfg.fingerprinter();
+        let codec = &self.shared.codec;
         chunks
             .par_iter()
             .with_min_len(8)
-            .map(|c| fingerprinter.of(c))
+            .map(|c| codec.fingerprint(c))
             .collect_into_vec(&mut self.fps);
         bump(&self.shared.phases.hash_ns, elapsed_ns(t));
     }
@@ -314,14 +316,14 @@ impl<'a> Stream<'a> {
         }
         let sh = self.shared;
         let t = Instant::now();
-        let ccfg = sh.cfg.compression;
+        let codec = &sh.codec;
         let compressed: Vec<Option<(CompressionCodec, Vec<u8>)>> = new
             .par_iter()
             .map(|c| match &c.body {
                 Body::Bytes(b) => {
                     let mut out = Vec::new();
-                    let codec = compress(&ccfg, b, &mut out);
-                    Some((codec, out))
+                    let used = codec.encode(b, &mut out);
+                    Some((used, out))
                 }
                 Body::Sized { .. } => None,
             })
@@ -336,11 +338,7 @@ impl<'a> Stream<'a> {
                     self.count_new(c.kind, raw_len, stored.len());
                 }
                 (Body::Sized { size, stored_size }, _) => {
-                    let codec = if stored_size < size {
-                        ccfg.codec
-                    } else {
-                        CompressionCodec::None
-                    };
+                    let codec = sh.codec.codec_for_sizes(size, stored_size);
                     self.place(stored_size as usize)?.push_absent(
                         c.fp,
                         c.kind,

@@ -15,7 +15,6 @@ use rayon::prelude::*;
 
 use cairn_chunk::ChunkBatch;
 use cairn_core::{Error, Result, TraceChunk, TraceEvent, TraceMeta};
-use cairn_format::compress::compress;
 
 use super::walker::{EntryMeta, Event, Progress, Source, Walker};
 use crate::config::RepoConfig;
@@ -48,8 +47,7 @@ pub fn record_trace(
 ) -> Result<Recorded> {
     let (tx, rx) = bounded::<Event>(4);
     let (recycle_tx, recycle_rx) = bounded::<ChunkBatch>(8);
-    let fingerprinter = cfg.fingerprinter();
-    let compression = cfg.compression;
+    let codec = crate::codec::ChunkCodec::for_config(cfg);
     let source = Source::Path(path.to_path_buf());
     let mut rec = Recorded::default();
     std::thread::scope(|s| {
@@ -94,9 +92,9 @@ pub fn record_trace(
                         .into_par_iter()
                         .map_init(Vec::new, |out, i| {
                             let c = batch.chunk(i);
-                            compress(&compression, c, out);
+                            codec.encode(c, out);
                             TraceChunk {
-                                fp: fingerprinter.of(c),
+                                fp: codec.fingerprint(c),
                                 size: c.len() as u32,
                                 stored_size: out.len() as u32,
                             }

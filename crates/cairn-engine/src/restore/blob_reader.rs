@@ -22,7 +22,7 @@ impl<'a> BlobReader<'a> {
             store,
             cache,
             buf: Vec::new(),
-            fp_width: store.fingerprinter.width,
+            fp_width: store.fp_width(),
         }
     }
 

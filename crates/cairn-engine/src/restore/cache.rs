@@ -9,9 +9,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, OnceLock};
 
-use crate::config::Fingerprinter;
+use crate::codec::ChunkCodec;
 use cairn_core::{ContainerId, Error, Fingerprint, FpMap, Result};
-use cairn_format::compress::decompress;
 use cairn_format::container::Descriptor;
 
 use crate::container_log::{ContainerStore, LoadedContainer};
@@ -29,22 +28,19 @@ pub enum Locator {
 pub struct ChunkStore {
     pub log: Arc<dyn ContainerStore>,
     pub locator: Locator,
-    pub fingerprinter: Fingerprinter,
+    /// Decodes and verifies every chunk handed out.
+    pub codec: ChunkCodec,
     /// Built from every container's metadata section if the index turns out
     /// damaged: containers are self-describing, so restore goes on.
     fallback: OnceLock<FpMap<ContainerId>>,
 }
 
 impl ChunkStore {
-    pub fn new(
-        log: Arc<dyn ContainerStore>,
-        locator: Locator,
-        fingerprinter: Fingerprinter,
-    ) -> Self {
+    pub fn new(log: Arc<dyn ContainerStore>, locator: Locator, codec: ChunkCodec) -> Self {
         ChunkStore {
             log,
             locator,
-            fingerprinter,
+            codec,
             fallback: OnceLock::new(),
         }
     }
@@ -88,22 +84,13 @@ impl ChunkStore {
         Ok(self.fallback.get_or_init(|| map))
     }
 
-    /// Decompresses chunk `d` of `c` into `out` and checks its fingerprint.
+    /// Decodes chunk `d` of `c` into `out`, verified (the chunk codec).
     pub fn extract(&self, c: &LoadedContainer, d: &Descriptor, out: &mut Vec<u8>) -> Result<()> {
-        let stored = cairn_format::container::stored_chunk(&c.bytes, &c.meta, d)?;
-        decompress(d.codec, stored, d.raw_len as usize, out).map_err(|e| {
-            Error::corrupt(
-                format!("container {}", c.meta.id),
-                format!("chunk {}: {e}", d.fp),
-            )
-        })?;
-        if self.fingerprinter.of(out) != d.fp {
-            return Err(Error::corrupt(
-                format!("container {}", c.meta.id),
-                format!("chunk {} does not match its fingerprint", d.fp),
-            ));
-        }
-        Ok(())
+        self.codec.decode_verified(&c.bytes, &c.meta, d, out)
+    }
+
+    pub fn fp_width(&self) -> usize {
+        self.codec.fp_width()
     }
 }
 

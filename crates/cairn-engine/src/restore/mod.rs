@@ -135,7 +135,11 @@ impl Reader {
 
     pub fn with_locator(repo: &Repository, locator: Locator, cache_containers: usize) -> Self {
         Reader {
-            store: ChunkStore::new(repo.log.clone(), locator, repo.config.fingerprinter()),
+            store: ChunkStore::new(
+                repo.log.clone(),
+                locator,
+                crate::codec::ChunkCodec::for_config(&repo.config),
+            ),
             meta: Box::new(ContainerLru::new(METADATA_CACHE_CONTAINERS)),
             extract: Extractor::new(Box::new(policy::ContainerLru::new(cache_containers))),
             steps: Vec::new(),
@@ -158,7 +162,7 @@ impl Reader {
             return Ok(Vec::new());
         };
         let bytes = self.blob().read_all(b)?;
-        decode_dir(&bytes, self.store.fingerprinter.width)
+        decode_dir(&bytes, self.store.fp_width())
     }
 
     pub fn root_entries(&mut self, snap: &SnapshotRecord) -> Result<Vec<DirEntry>> {

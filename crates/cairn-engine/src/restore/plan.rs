@@ -51,7 +51,7 @@ struct Walk<'a> {
 impl Walk<'_> {
     fn node(&mut self, fp: Fingerprint, level: u8, size: u64) -> Result<()> {
         self.nodes.read_chunk(&fp, self.store, &mut self.buf)?;
-        let node = decode_tree_node(&self.buf, self.store.fingerprinter.width)?;
+        let node = decode_tree_node(&self.buf, self.store.fp_width())?;
         if node.level != level {
             return Err(Error::corrupt(
                 format!("tree node {fp}"),
