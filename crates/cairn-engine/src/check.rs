@@ -20,10 +20,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use serde::Serialize;
 
-use cairn_core::{ChunkKind, ContainerId, Fingerprint, FpMap, FpSet, Result};
+use cairn_core::{ContainerId, Fingerprint, FpMap, FpSet, Result};
 use cairn_format::container::ContainerMeta;
-use cairn_format::dir::{BlobRef, EntryKind};
-use cairn_format::tree::decode_tree_node;
+use cairn_format::dir::BlobRef;
 
 use crate::catalog;
 use crate::config::IndexKind;
@@ -103,8 +102,6 @@ struct Ctx<'a> {
     bad_chunks: &'a FpMap<(ContainerId, String)>,
     problems: Problems,
     referenced: HashSet<ContainerId>,
-    verified_subtrees: FpSet,
-    fp_width: usize,
     buf: Vec<u8>,
 }
 
@@ -348,14 +345,13 @@ pub fn check(repo: &Repository, read_data: bool) -> Result<CheckReport> {
         bad_chunks: &bad_chunks,
         problems,
         referenced: HashSet::new(),
-        verified_subtrees: FpSet::default(),
-        fp_width: repo.config.fp_width(),
         buf: Vec::new(),
     };
+    let mut reach = crate::reachability::Reachability::new(repo.config.fp_width());
     for s in &snaps {
         match BlobRef::try_from(&s.record.root) {
             Ok(root) => {
-                ctx.walk_dir(&s.id, "", &root);
+                reach.walk_snapshot(&s.id, &root, &mut ctx);
             }
             Err(e) => ctx.problems.add(
                 format!("snapshot root invalid: {e}"),
@@ -471,90 +467,28 @@ impl Ctx<'_> {
             }
         }
     }
+}
 
-    /// Walks a blob's tree; returns whether it is sound. `leaf_kind` is the
-    /// kind of its L0 chunks (data for files, meta for listings).
-    fn walk_blob(
-        &mut self,
-        snap: &str,
-        path: &str,
-        fp: Fingerprint,
-        level: u8,
-        leaf_kind: ChunkKind,
-    ) -> bool {
-        if self.verified_subtrees.contains(&fp) {
-            return true;
-        }
-        let ok = if level == 0 {
-            if leaf_kind == ChunkKind::Data {
-                self.locate(&fp, snap, path).is_some()
-            } else {
-                self.read(&fp, snap, path).is_some()
-            }
-        } else {
-            match self.read(&fp, snap, path) {
-                None => false,
-                Some(bytes) => match decode_tree_node(&bytes, self.fp_width) {
-                    Ok(node) if node.level == level => {
-                        let mut ok = true;
-                        for c in node.children {
-                            ok &= self.walk_blob(snap, path, c.fp, level - 1, leaf_kind);
-                        }
-                        ok
-                    }
-                    Ok(node) => {
-                        self.problems.add(
-                            format!("tree node {fp} has level {}, expected {level}", node.level),
-                            self.index.get(&fp).copied(),
-                            Some(snap),
-                            Some(path),
-                        );
-                        false
-                    }
-                    Err(e) => {
-                        self.problems.add(
-                            format!("tree node {fp}: {e}"),
-                            self.index.get(&fp).copied(),
-                            Some(snap),
-                            Some(path),
-                        );
-                        false
-                    }
-                },
-            }
-        };
-        if ok {
-            self.verified_subtrees.insert(fp);
-        }
-        ok
+/// `check` as a reachability visitor: data chunks must be indexed in a
+/// sound container, listings and recipe nodes must read and verify; every
+/// failure is reported against the snapshot and path that reach it.
+impl crate::reachability::Visitor for Ctx<'_> {
+    fn data(&mut self, fp: &Fingerprint, at: crate::reachability::At<'_>) -> bool {
+        self.locate(fp, at.snapshot, at.path).is_some()
     }
 
-    fn walk_dir(&mut self, snap: &str, path: &str, blob: &BlobRef) {
-        let shown = if path.is_empty() { "/" } else { path };
-        if !self.walk_blob(snap, shown, blob.root, blob.level, ChunkKind::Meta) {
-            return;
-        }
-        let entries = match self.reader.read_dir(Some(blob)) {
-            Ok(v) => v,
-            Err(e) => {
-                self.problems.add(
-                    format!("directory listing unreadable: {e}"),
-                    None,
-                    Some(snap),
-                    Some(shown),
-                );
-                return;
-            }
-        };
-        for e in entries {
-            let child = crate::restore::join(path, &e.name);
-            match (e.kind, &e.content) {
-                (EntryKind::Dir, Some(b)) => self.walk_dir(snap, &child, b),
-                (EntryKind::File, Some(b)) => {
-                    self.walk_blob(snap, &child, b.root, b.level, ChunkKind::Data);
-                }
-                _ => {}
-            }
-        }
+    fn read(&mut self, fp: &Fingerprint, at: crate::reachability::At<'_>) -> Option<Vec<u8>> {
+        Ctx::read(self, fp, at.snapshot, at.path)
+    }
+
+    fn damage(
+        &mut self,
+        message: String,
+        fp: Option<&Fingerprint>,
+        at: crate::reachability::At<'_>,
+    ) {
+        let container = fp.and_then(|f| self.index.get(f).copied());
+        self.problems
+            .add(message, container, Some(at.snapshot), Some(at.path));
     }
 }

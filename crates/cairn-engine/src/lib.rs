@@ -18,6 +18,7 @@ pub mod dedup;
 pub mod index;
 pub mod keys;
 pub mod meta_store;
+pub mod reachability;
 pub mod repair;
 pub mod repair_snapshots;
 pub mod repo;
