@@ -378,6 +378,25 @@ fn snapshots(cli: &Cli, repo: &Repository) -> Result<ExitCode> {
     })
 }
 
+/// The shared readers lock: readers and backups never wait for it; a
+/// writer deleting containers (garbage collection, `repair index
+/// --read-data`) holds it exclusively for a while, and a reader says it is
+/// waiting rather than hanging silently.
+/// A repository this process cannot write to (read-only media, another
+/// user's files) is read without the lock: nobody can be deleting there
+/// through this process, and refusing to read it would be worse.
+fn read_lock(repo: &Repository) -> Result<Option<cairn_engine::ReadLock>> {
+    match repo.lock_reader(false) {
+        Ok(l) => Ok(Some(l)),
+        Err(cairn_core::Error::Locked(_)) => {
+            eprintln!("cairn: waiting for a writer that is deleting data to finish");
+            Ok(Some(repo.lock_reader(true)?))
+        }
+        Err(cairn_core::Error::Io { .. }) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// Resolves a snapshot spec; unreadable records that `latest` skipped are
 /// reported once each (one of them may have been the newest).
 fn resolve_snapshot(repo: &Repository, spec: &str) -> Result<SnapshotInfo> {
@@ -397,6 +416,7 @@ fn kind_name(k: EntryKind) -> &'static str {
 }
 
 fn ls(cli: &Cli, repo: &Repository, snapshot: &str, path: Option<&str>) -> Result<ExitCode> {
+    let _reading = read_lock(repo)?;
     let snap = resolve_snapshot(repo, snapshot)?;
     let mut reader = Reader::open(repo, 4)?;
     let mut rows = Vec::new();
@@ -445,6 +465,7 @@ fn restore(
     cache_containers: usize,
     opts: &cairn_engine::restore::RestoreOptions,
 ) -> Result<ExitCode> {
+    let _reading = read_lock(repo)?;
     let snap = resolve_snapshot(repo, snapshot)?;
     let before = repo.counters.snapshot();
     let started = std::time::Instant::now();
@@ -502,6 +523,7 @@ fn restore(
 }
 
 fn cat(repo: &Repository, snapshot: &str, path: &str) -> Result<ExitCode> {
+    let _reading = read_lock(repo)?;
     let snap = resolve_snapshot(repo, snapshot)?;
     let mut reader = Reader::open(repo, 4)?;
     let stdout = std::io::stdout();
@@ -512,6 +534,7 @@ fn cat(repo: &Repository, snapshot: &str, path: &str) -> Result<ExitCode> {
 }
 
 fn stats(cli: &Cli, repo: &Repository) -> Result<ExitCode> {
+    let _reading = read_lock(repo)?;
     let s = cairn_engine::stats::stats(repo)?;
     if cli.json {
         println!("{}", serde_json::to_string_pretty(&s)?);
@@ -559,6 +582,7 @@ fn stats(cli: &Cli, repo: &Repository) -> Result<ExitCode> {
 }
 
 fn check(cli: &Cli, repo: &Repository, read_data: bool) -> Result<ExitCode> {
+    let _reading = read_lock(repo)?;
     let report = cairn_engine::check::check(repo, read_data)?;
     if cli.json {
         println!("{}", serde_json::to_string_pretty(&report)?);

@@ -9,6 +9,9 @@ pub const BLOOM: &str = "bloom/";
 pub const SNAPSHOTS: &str = "snapshots/";
 /// The writer lock (exclusive).
 pub const WRITE_LOCK: &str = "write";
+/// The readers lock: shared by every reader, exclusive for a writer while it
+/// deletes objects readers may be using.
+pub const READERS_LOCK: &str = "readers";
 
 pub fn container(id: ContainerId) -> String {
     format!("containers/{:02x}/{:016x}", id.0 & 0xff, id.0)

@@ -28,4 +28,4 @@ pub mod warnings;
 
 pub use backup::{backup, BackupOptions, BackupOutcome, Progress, Source};
 pub use config::RepoConfig;
-pub use repo::{Repository, WriteLock};
+pub use repo::{DeleteLock, ReadLock, Repository, WriteLock};

@@ -61,7 +61,7 @@ pub struct RepairReport {
 
 /// Rebuilds the index, Summary Vector checkpoint and frugal log from the
 /// containers; the caller holds the writer lock.
-pub fn repair_index(repo: &Repository, _lock: &WriteLock, read_data: bool) -> Result<RepairReport> {
+pub fn repair_index(repo: &Repository, lock: &WriteLock, read_data: bool) -> Result<RepairReport> {
     let mut report = RepairReport::default();
     let mut entries = Vec::new();
     let mut salvaged = Vec::new();
@@ -133,6 +133,13 @@ pub fn repair_index(repo: &Repository, _lock: &WriteLock, read_data: bool) -> Re
     write_checkpoint(&**backend, &summary, generation, covered)?;
     report.indexed_chunks = index.entry_count();
     report.index_generation = generation;
+    // A restore may be reading a container about to go: wait for readers,
+    // and keep new ones out until it is gone.
+    let _readers_out = if salvaged.is_empty() {
+        None
+    } else {
+        Some(repo.lock_out_readers(lock, true)?)
+    };
     for id in salvaged {
         repo.log.delete(id)?;
     }

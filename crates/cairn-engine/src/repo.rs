@@ -28,6 +28,21 @@ pub struct WriteLock {
     _guard: Box<dyn LockGuard>,
 }
 
+/// Held by a reader (restore, cat, ls, check, stats) for as long as it
+/// reads: a shared lock that readers and backups never contend for; only a
+/// writer that deletes objects excludes it ([`DeleteLock`]).
+pub struct ReadLock {
+    _guard: Box<dyn LockGuard>,
+}
+
+/// Held by a writer while it deletes containers or index objects a reader
+/// might be using (garbage collection, `repair index --read-data`): the
+/// readers lock, exclusively. Taking it waits for running readers; readers
+/// that start meanwhile wait for it.
+pub struct DeleteLock {
+    _guard: Box<dyn LockGuard>,
+}
+
 fn new_repo_id() -> String {
     let mut h = blake3::Hasher::new();
     h.update(&std::process::id().to_le_bytes());
@@ -187,6 +202,24 @@ impl Repository {
         // change, but the container log has grown if we waited for a writer.
         self.log.refresh_next_id(self.container_id_floor()?)?;
         Ok(WriteLock { _guard: guard })
+    }
+
+    /// Takes the shared readers lock. With `wait == false` it fails with
+    /// [`Error::Locked`] while a writer is deleting.
+    pub fn lock_reader(&self, wait: bool) -> Result<ReadLock> {
+        let guard = self
+            .backend
+            .lock(keys::READERS_LOCK, LockMode::Shared, wait)?;
+        Ok(ReadLock { _guard: guard })
+    }
+
+    /// Excludes readers while the holder of `_writer` deletes objects they
+    /// might be using (the type proves the caller is the writer).
+    pub fn lock_out_readers(&self, _writer: &WriteLock, wait: bool) -> Result<DeleteLock> {
+        let guard = self
+            .backend
+            .lock(keys::READERS_LOCK, LockMode::Exclusive, wait)?;
+        Ok(DeleteLock { _guard: guard })
     }
 
     /// One past every container id the repository has ever referenced
