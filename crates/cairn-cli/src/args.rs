@@ -25,6 +25,11 @@ pub struct Cli {
 
     #[command(subcommand)]
     pub command: Command,
+
+    /// The init-only settings given on the command line of `backup` (by
+    /// argument id), filled in by `main` from clap's value sources.
+    #[arg(skip)]
+    pub given_init_flags: Vec<String>,
 }
 
 #[derive(Subcommand, Debug)]

@@ -176,6 +176,77 @@ pub fn config_from(a: &InitArgs) -> Result<RepoConfig> {
     Ok(cfg)
 }
 
+/// The settings `init` fixes, as a backup into an existing repository was
+/// given them on its command line (`given`: argument ids): each one given
+/// must equal the repository's, or the backup is refused before anything
+/// is written; a flag that silently did nothing would be a defect.
+fn refuse_differing_init_flags(
+    given: &[String],
+    flags: &RepoConfig,
+    stored: &RepoConfig,
+) -> Result<()> {
+    let (g, r) = (flags, stored);
+    let show = |v: &dyn std::fmt::Debug| format!("{v:?}");
+    let checks: [(&[&str], String, String); 9] = [
+        (
+            &["chunker", "avg_size", "min_size", "max_size"],
+            show(&g.chunker),
+            show(&r.chunker),
+        ),
+        (&["fingerprint"], show(&g.fingerprint), show(&r.fingerprint)),
+        (
+            &["compression", "zstd_level", "min_savings"],
+            show(&g.compression),
+            show(&r.compression),
+        ),
+        (
+            &["container_size"],
+            show(&g.container_size),
+            show(&r.container_size),
+        ),
+        (
+            &["cache_containers"],
+            show(&g.index.cache_containers),
+            show(&r.index.cache_containers),
+        ),
+        (
+            &["no_summary_vector"],
+            show(&g.index.summary_vector),
+            show(&r.index.summary_vector),
+        ),
+        (
+            &["no_locality_cache"],
+            show(&g.index.locality_cache),
+            show(&r.index.locality_cache),
+        ),
+        (&["index"], show(&g.index.kind), show(&r.index.kind)),
+        (
+            &[
+                "lookup",
+                "bucket_threshold",
+                "ring_size",
+                "lookup_buffer",
+                "lookup_device",
+            ],
+            show(&g.index.lookup),
+            show(&r.index.lookup),
+        ),
+    ];
+    for (ids, want, have) in checks {
+        let Some(id) = ids.iter().find(|id| given.iter().any(|g| g == *id)) else {
+            continue;
+        };
+        if want != have {
+            bail!(
+                "--{} gives {want}, but this repository was created with {have}; \
+                 these settings are fixed at init: drop the flag, or back up into a new repository",
+                id.replace('_', "-")
+            );
+        }
+    }
+    Ok(())
+}
+
 /// The configuration a new repository is created with: `--lookup auto` is
 /// replaced by the strategy and ring size the device model picks for
 /// `--lookup-device`, calibrated on a small synthetic backup workload
@@ -240,9 +311,13 @@ fn backup(cli: &Cli, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
             bail!("nothing to back up: cannot read {}: {e}", p.display());
         }
     }
+    let given = cfg.clone();
     let (repo, created) = Repository::open_or_init_local(path, || resolve_auto(cli, cfg, &a.init))?;
     if created && !cli.quiet && !cli.json {
         eprintln!("created cairn repository at {}", path.display());
+    }
+    if !created {
+        refuse_differing_init_flags(&cli.given_init_flags, &given, &repo.config)?;
     }
     let lock = repo.lock_writer(a.wait)?;
     let progress = Arc::new(Progress::default());

@@ -12,7 +12,7 @@ mod sim_commands;
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
@@ -22,7 +22,20 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 }
 
 fn main() -> ExitCode {
-    let cli = args::Cli::parse();
+    let matches = args::Cli::command().get_matches();
+    let mut cli = match args::Cli::from_arg_matches(&matches) {
+        Ok(c) => c,
+        Err(e) => e.exit(),
+    };
+    if let Some(m) = matches.subcommand_matches("backup") {
+        cli.given_init_flags = m
+            .ids()
+            .filter(|id| {
+                m.value_source(id.as_str()) == Some(clap::parser::ValueSource::CommandLine)
+            })
+            .map(|id| id.as_str().to_string())
+            .collect();
+    }
     match commands::run(cli) {
         Ok(code) => code,
         // A closed pipe (`cairn ls | head`) is the reader's choice, not an error.

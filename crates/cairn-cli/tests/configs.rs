@@ -329,9 +329,12 @@ fn the_first_backup_uses_its_init_options() {
     cairn(&repo, &["backup", "-q", "--compression", "none", s(&tree)]).ok();
     let st = cairn(&repo, &["stats", "--json"]).ok().json();
     assert_eq!(st["compression_ratio"].as_f64(), Some(1.0), "{st}");
-    // Options of later backups do not change an existing repository.
+    // Options of later backups do not change an existing repository: one
+    // that differs is refused (it would do nothing), the same one is fine.
     write_file(&tree.join("b.txt"), &rng.text(500_000), 0o644);
-    cairn(&repo, &["backup", "-q", "--compression", "zstd", s(&tree)]).ok();
+    let r = cairn(&repo, &["backup", "-q", "--compression", "zstd", s(&tree)]);
+    assert!(r.one_line_error().contains("--compression"));
+    cairn(&repo, &["backup", "-q", "--compression", "none", s(&tree)]).ok();
     let st = cairn(&repo, &["stats", "--json"]).ok().json();
     assert_eq!(st["compression_ratio"].as_f64(), Some(1.0), "{st}");
 }
@@ -377,4 +380,74 @@ fn invalid_settings_fail_with_one_line_and_create_nothing() {
             assert!(!repo.exists(), "{args:?} created {}", repo.display());
         }
     }
+}
+
+/// A backup into an existing repository with an init-only flag that differs
+/// from the repository's config is refused with one line naming the flag,
+/// before anything is written; the same value, or no flag, is accepted.
+#[test]
+fn backup_refuses_init_flags_that_differ_from_the_repository() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    let tree = tmp.path().join("tree");
+    build_random_files(&tree, &mut Rng::new(3), 3, 50_000);
+    cairn(
+        &repo,
+        &[
+            "init",
+            "-q",
+            "--container-size",
+            "256KiB",
+            "--compression",
+            "lz4",
+        ],
+    )
+    .ok();
+    let config_before = std::fs::read(repo.join("config")).unwrap();
+    for flags in [
+        &["--container-size", "1MiB"][..],
+        &["--compression", "zstd"][..],
+        &["--fingerprint", "sha256"][..],
+        &["--chunker", "rabin"][..],
+        &["--lookup", "lazy"][..],
+    ] {
+        let mut args = vec!["backup"];
+        args.extend_from_slice(flags);
+        args.push(s(&tree));
+        let r = cairn(&repo, &args);
+        let line = r.one_line_error();
+        assert!(
+            line.contains(flags[0]) && line.contains("fixed at init"),
+            "{flags:?}: {line}"
+        );
+        assert!(
+            snapshot_ids(&repo).is_empty(),
+            "{flags:?}: nothing committed"
+        );
+    }
+    assert_eq!(std::fs::read(repo.join("config")).unwrap(), config_before);
+    cairn(
+        &repo,
+        &[
+            "backup",
+            "-q",
+            "--container-size",
+            "256KiB",
+            "--compression",
+            "lz4",
+            s(&tree),
+        ],
+    )
+    .ok();
+    cairn(&repo, &["backup", "-q", s(&tree)]).ok();
+    assert_eq!(snapshot_ids(&repo).len(), 2);
+    // The persisted config never says "auto".
+    let r = cairn(
+        &tmp.path().join("auto"),
+        &["init", "--lookup", "auto", "--lookup-device", "ssd"],
+    );
+    assert_eq!(r.code, Some(0), "{}", r.all_output());
+    let cfg = String::from_utf8_lossy(&std::fs::read(tmp.path().join("auto/config")).unwrap())
+        .into_owned();
+    assert!(!cfg.contains("\"auto\""), "{cfg}");
 }

@@ -82,6 +82,14 @@ impl Repository {
     /// Returns whether this call created the repository.
     fn create_config(backend: &dyn Backend, config: &RepoConfig) -> Result<bool> {
         config.validate()?;
+        // "auto" names a choice, not a strategy: it is resolved for a device
+        // before a repository is created, and never stored.
+        if config.index.lookup.strategy == crate::config::LookupStrategy::Auto {
+            return Err(Error::invalid(
+                "lookup strategy \"auto\" must be resolved for a device before the \
+                 repository is created (cairn init --lookup auto --lookup-device NAME)",
+            ));
+        }
         let present = backend.list("")?;
         if present.iter().any(|k| k == keys::CONFIG) {
             return Ok(false);

@@ -234,11 +234,11 @@ impl Dedup {
     pub fn container_closed(&self, id: ContainerId, fps: Vec<Fingerprint>) {
         let mut st = self.state.lock();
         for fp in &fps {
-            let id = match st.memory.get(fp) {
-                Some(&Some(other)) => crate::canonical::canonical(other, id),
-                _ => id,
-            };
-            st.memory.insert(*fp, Some(id));
+            let slot = st.memory.entry(*fp).or_insert(None);
+            *slot = Some(match *slot {
+                Some(other) => crate::canonical::canonical(other, id),
+                None => id,
+            });
         }
         st.open.remove(&id);
         st.pending.insert(id, fps);

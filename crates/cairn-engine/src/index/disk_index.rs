@@ -410,11 +410,9 @@ impl DiskIndex {
     ) -> Result<u64> {
         // Among equal fingerprints the canonical copy is kept (`canonical`:
         // the newest container): sorted first among its equals.
-        new_entries.sort_by(|a, b| {
-            codec::entry_order(&a.fp)
-                .cmp(&codec::entry_order(&b.fp))
-                .then(b.container.cmp(&a.container))
-        });
+        // The page key hashes the whole fingerprint: computed once per entry.
+        new_entries
+            .sort_by_cached_key(|e| (codec::entry_order(&e.fp), std::cmp::Reverse(e.container)));
         new_entries.dedup_by(|later, first| {
             later.fp == first.fp && {
                 first.container = canonical(first.container, later.container);

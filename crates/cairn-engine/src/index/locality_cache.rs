@@ -46,7 +46,10 @@ impl LocalityCache {
     /// Whether cached container `id`'s metadata section lists `fp` (a scan
     /// of one section: only to confirm an index hit on a cached container).
     pub fn container_holds(&self, id: ContainerId, fp: &Fingerprint) -> bool {
-        self.containers.get(&id).is_some_and(|c| c.fps.contains(fp))
+        // The map names one cached holder; only when it names another does
+        // the section itself have to be scanned.
+        self.map.get(fp) == Some(&id)
+            || self.containers.get(&id).is_some_and(|c| c.fps.contains(fp))
     }
 
     /// DDFS `Insert(container)`: all descriptors of one metadata section at
