@@ -26,8 +26,8 @@ pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
 
-    /// The init-only settings given on the command line of `backup` (by
-    /// argument id), filled in by `main` from clap's value sources.
+    /// The settings given on the command line of `backup`, `trace` or `sim`
+    /// (argument ids), filled in by `main` from clap's value sources.
     #[arg(skip)]
     pub given_init_flags: Vec<String>,
 }

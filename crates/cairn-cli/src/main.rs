@@ -27,7 +27,10 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => e.exit(),
     };
-    if let Some(m) = matches.subcommand_matches("backup") {
+    if let Some((_, m)) = matches
+        .subcommand()
+        .filter(|(name, _)| ["backup", "trace", "sim"].contains(name))
+    {
         cli.given_init_flags = m
             .ids()
             .filter(|id| {

@@ -19,7 +19,38 @@ use crate::commands::config_from;
 use crate::output::bytes;
 use crate::progress::{estimate_total, Display};
 
+/// Refuses flags of the shared `init` set that `command` does not use.
+fn refuse_unused(cli: &Cli, command: &str, unused: &[&str], why: &str) -> Result<()> {
+    match unused
+        .iter()
+        .find(|id| cli.given_init_flags.iter().any(|g| g == *id))
+    {
+        Some(id) => Err(anyhow!(
+            "--{} does not apply to cairn {command}: {why}",
+            id.replace('_', "-")
+        )),
+        None => Ok(()),
+    }
+}
+
 pub fn trace(cli: &Cli, a: &TraceArgs) -> Result<ExitCode> {
+    refuse_unused(
+        cli,
+        "trace",
+        &[
+            "container_size",
+            "cache_containers",
+            "no_summary_vector",
+            "no_locality_cache",
+            "index",
+            "lookup",
+            "bucket_threshold",
+            "ring_size",
+            "lookup_buffer",
+            "lookup_device",
+        ],
+        "a trace records chunks (chunker, fingerprint, compression), not a repository",
+    )?;
     let cfg = config_from(&a.init)?;
     if !a.path.exists() {
         return Err(anyhow!("{}: no such file or directory", a.path.display()));
@@ -71,6 +102,12 @@ fn parse_params(params: &[String]) -> Result<Vec<(String, String)>> {
 }
 
 pub fn sim(cli: &Cli, a: &SimArgs) -> Result<ExitCode> {
+    refuse_unused(
+        cli,
+        "sim",
+        &["chunker", "avg_size", "min_size", "max_size"],
+        "the trace or workload fixes the chunks",
+    )?;
     let config = config_from(&a.init)?;
     if a.init.lookup_device.is_some() {
         return Err(anyhow!(

@@ -367,3 +367,32 @@ fn remote_repository_urls_are_refused() {
         assert!(!tmp.path().join(url).exists(), "{url}");
     }
 }
+
+/// `sim` and `trace` take only the flags they use: a chunking flag for a
+/// simulation (the trace fixes the chunks) and a repository flag for a
+/// trace are refused with one line, not silently ignored.
+#[test]
+fn sim_and_trace_refuse_flags_they_do_not_use() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = tmp.path().join("tree");
+    write_file(&tree.join("f"), b"some data", 0o644);
+    let t = tmp.path().join("t.ctr");
+    let r = cairn(
+        tmp.path(),
+        &["trace", s(&tree), "-o", s(&t), "--container-size", "1MiB"],
+    );
+    assert!(r
+        .one_line_error()
+        .contains("--container-size does not apply to cairn trace"));
+    assert!(!t.exists());
+    cairn(
+        tmp.path(),
+        &["trace", s(&tree), "-o", s(&t), "--chunker", "rabin"],
+    )
+    .ok();
+    let r = cairn(tmp.path(), &["sim", s(&t), "--chunker", "fixed"]);
+    assert!(r
+        .one_line_error()
+        .contains("--chunker does not apply to cairn sim"));
+    cairn(tmp.path(), &["sim", s(&t), "--container-size", "1MiB"]).ok();
+}
