@@ -165,15 +165,44 @@ fn check_frugal_log(
     }
 }
 
+/// The steps of the module doc, in order. Reads run in commit order
+/// reversed (snapshots, then index, then containers): a concurrent backup
+/// commits containers, then index, then snapshot, so everything a listed
+/// snapshot or index entry references is already durable when it is listed.
 pub fn check(repo: &Repository, read_data: bool) -> Result<CheckReport> {
     let mut report = CheckReport::default();
     let mut problems = Problems::default();
-    let log: &dyn ContainerStore = &*repo.log;
+    let snaps = load_snapshots(repo, &mut report, &mut problems)?;
+    let index_read = read_index(repo, &mut problems);
+    let containers = read_containers(repo, read_data, &mut report, &mut problems)?;
+    let index = index_map(
+        index_read.entries,
+        index_read.generation,
+        &containers,
+        &mut problems,
+    );
+    report.indexed_chunks = index.len() as u64;
+    let holds = index_against_containers(&index, index_read.covered, &containers, &mut problems);
+    if let Some(records) = index_read.frugal_records {
+        check_frugal_log(records, &index, &holds, &containers.bad, &mut problems);
+    }
+    let (referenced, problems) = walk_snapshots(repo, &snaps, index, &containers, problems);
+    for (id, meta) in &containers.metas {
+        if !referenced.contains(id) {
+            report.reclaimable_containers += 1;
+            report.reclaimable_bytes += meta.file_size;
+        }
+    }
+    report.problems = problems.map.into_values().collect();
+    Ok(report)
+}
 
-    // Read in commit order reversed (snapshots, then index, then containers):
-    // a concurrent backup commits containers, then index, then snapshot, so
-    // everything a listed snapshot or index entry references is already
-    // durable by the time it is listed here.
+/// Step 3's input: every snapshot record (unreadable ones are problems).
+fn load_snapshots(
+    repo: &Repository,
+    report: &mut CheckReport,
+    problems: &mut Problems,
+) -> Result<Vec<catalog::SnapshotInfo>> {
     let (snaps, bad_snaps) = catalog::list(&**repo.backend())?;
     report.snapshots = (snaps.len() + bad_snaps.len()) as u64;
     for (id, e) in &bad_snaps {
@@ -184,7 +213,20 @@ pub fn check(repo: &Repository, read_data: bool) -> Result<CheckReport> {
             None,
         );
     }
+    Ok(snaps)
+}
 
+/// What step 2 read of the index, before the containers are known.
+struct IndexRead {
+    covered: ContainerId,
+    generation: u64,
+    entries: Result<Vec<cairn_format::index::IndexEntry>>,
+    frugal_records: Option<Result<Vec<(Fingerprint, ContainerId)>>>,
+}
+
+/// Step 2, reading: the index (file and deltas), its Summary Vector
+/// checkpoint (verified here), and the frugal chunk log.
+fn read_index(repo: &Repository, problems: &mut Problems) -> IndexRead {
     let disk = DiskIndex::open(repo.backend().clone(), repo.counters.clone());
     let covered = disk.as_ref().map_or(ContainerId(0), |d| d.covered_below());
     let generation = disk.as_ref().map_or(0, |d| d.generation());
@@ -192,7 +234,7 @@ pub fn check(repo: &Repository, read_data: bool) -> Result<CheckReport> {
     let base_covered = disk
         .as_ref()
         .map_or(ContainerId(0), |d| d.base_covered_below());
-    let index_entries = disk.and_then(|d| d.read_all());
+    let entries = disk.and_then(|d| d.read_all());
     if repo.config.index.kind == IndexKind::Paged && generation > 0 {
         // A writer that committed meanwhile deletes the checkpoint of the
         // generation read above (after writing its own): not damage.
@@ -223,33 +265,61 @@ pub fn check(repo: &Repository, read_data: bool) -> Result<CheckReport> {
             .and_then(|l| l.scan(&mut |r| records.push((r.fp, r.container))))
             .map(|_| records)
     });
+    IndexRead {
+        covered,
+        generation,
+        entries,
+        frugal_records,
+    }
+}
 
-    // Containers.
+/// What step 1 found in the containers.
+struct Containers {
+    ids: Vec<ContainerId>,
+    metas: HashMap<ContainerId, ContainerMeta>,
+    /// Unreadable containers, with the reason.
+    bad: HashMap<ContainerId, String>,
+    /// Chunks `--read-data` found damaged, with their container.
+    bad_chunks: FpMap<(ContainerId, String)>,
+}
+
+/// Step 1: every container's metadata section (with `read_data`, the whole
+/// container and every chunk through the codec).
+fn read_containers(
+    repo: &Repository,
+    read_data: bool,
+    report: &mut CheckReport,
+    problems: &mut Problems,
+) -> Result<Containers> {
+    let log: &dyn ContainerStore = &*repo.log;
     let ids = log.ids()?;
     report.containers = ids.len() as u64;
-    let mut metas = HashMap::new();
-    let mut bad_containers = HashMap::new();
-    let mut bad_chunks: FpMap<(ContainerId, String)> = FpMap::default();
+    let mut c = Containers {
+        ids: ids.clone(),
+        metas: HashMap::new(),
+        bad: HashMap::new(),
+        bad_chunks: FpMap::default(),
+    };
     for &id in &ids {
         let meta = if read_data {
-            log.read(id).map(|c| {
-                if let Some(damage) = &c.damage {
+            log.read(id).map(|loaded| {
+                if let Some(damage) = &loaded.damage {
                     problems.add(format!("container damaged: {damage}"), Some(id), None, None);
                 }
-                for d in &c.meta.descriptors {
-                    if let Err(e) = verify_chunk(repo, &c.bytes, &c.meta, d) {
-                        bad_chunks.insert(d.fp, (id, e));
+                for d in &loaded.meta.descriptors {
+                    if let Err(e) = verify_chunk(repo, &loaded.bytes, &loaded.meta, d) {
+                        c.bad_chunks.insert(d.fp, (id, e));
                     }
                     report.chunks_verified += 1;
                 }
-                c.meta
+                loaded.meta
             })
         } else {
             log.read_meta(id)
         };
         match meta {
             Ok(m) => {
-                metas.insert(id, m);
+                c.metas.insert(id, m);
             }
             Err(e) => {
                 problems.add(
@@ -258,25 +328,35 @@ pub fn check(repo: &Repository, read_data: bool) -> Result<CheckReport> {
                     None,
                     None,
                 );
-                bad_containers.insert(id, e.to_string());
+                c.bad.insert(id, e.to_string());
             }
         }
     }
-    for (fp, (id, e)) in &bad_chunks {
+    for (fp, (id, e)) in &c.bad_chunks {
         problems.add(format!("chunk {fp} damaged: {e}"), Some(*id), None, None);
     }
+    Ok(c)
+}
 
-    // Index against containers. No index generation at all while
-    // containers exist means the index was deleted: derived data, like a
-    // damaged one.
-    let index_entries = match index_entries {
-        Ok(_) if generation == 0 && !ids.is_empty() => Err(cairn_core::Error::NotFound(
+/// Step 2, the map snapshots are walked with: the index's, or, when the
+/// index is missing or damaged (derived data, reported once), the mapping a
+/// rebuild would produce from the containers.
+fn index_map(
+    entries: Result<Vec<cairn_format::index::IndexEntry>>,
+    generation: u64,
+    containers: &Containers,
+    problems: &mut Problems,
+) -> FpMap<ContainerId> {
+    // No index generation at all while containers exist means the index
+    // was deleted: derived data, like a damaged one.
+    let entries = match entries {
+        Ok(_) if generation == 0 && !containers.ids.is_empty() => Err(cairn_core::Error::NotFound(
             "no index file in index/".into(),
         )),
         other => other,
     };
     let mut index: FpMap<ContainerId> = FpMap::default();
-    match index_entries {
+    match entries {
         Ok(entries) => {
             for e in entries {
                 index.insert(e.fp, e.container);
@@ -294,22 +374,31 @@ pub fn check(repo: &Repository, read_data: bool) -> Result<CheckReport> {
                 None,
                 None,
             );
-            // Walk the snapshots with the mapping a rebuild would produce, so
-            // the one damaged index is reported once, not once per chunk.
-            for (id, meta) in &metas {
+            for (id, meta) in &containers.metas {
                 for d in &meta.descriptors {
                     crate::canonical::place(&mut index, d.fp, *id);
                 }
             }
         }
     }
-    report.indexed_chunks = index.len() as u64;
+    index
+}
+
+/// Step 2, comparing: every entry must name a container that holds its
+/// chunk, and every chunk of a container below the index's mark must be
+/// indexed. Returns what each container holds.
+fn index_against_containers(
+    index: &FpMap<ContainerId>,
+    covered: ContainerId,
+    containers: &Containers,
+    problems: &mut Problems,
+) -> HashMap<ContainerId, FpSet> {
     let mut holds: HashMap<ContainerId, FpSet> = HashMap::new();
-    for (id, m) in &metas {
+    for (id, m) in &containers.metas {
         holds.insert(*id, m.descriptors.iter().map(|d| d.fp).collect());
     }
-    for (fp, id) in &index {
-        if bad_containers.contains_key(id) {
+    for (fp, id) in index {
+        if containers.bad.contains_key(id) {
             continue;
         }
         match holds.get(id) {
@@ -318,7 +407,7 @@ pub fn check(repo: &Repository, read_data: bool) -> Result<CheckReport> {
             Some(_) => {}
         }
     }
-    for (id, m) in &metas {
+    for (id, m) in &containers.metas {
         if *id < covered && m.descriptors.iter().any(|d| !index.contains_key(&d.fp)) {
             problems.add(
                 "container's chunks are missing from the index".into(),
@@ -328,11 +417,19 @@ pub fn check(repo: &Repository, read_data: bool) -> Result<CheckReport> {
             );
         }
     }
+    holds
+}
 
-    if let Some(records) = frugal_records {
-        check_frugal_log(records, &index, &holds, &bad_containers, &mut problems);
-    }
-
+/// Step 3: walks every snapshot (`reachability`), reporting what is
+/// missing or damaged against the snapshots and paths it damages. Returns
+/// the containers the snapshots reference.
+fn walk_snapshots(
+    repo: &Repository,
+    snaps: &[catalog::SnapshotInfo],
+    index: FpMap<ContainerId>,
+    containers: &Containers,
+    problems: Problems,
+) -> (HashSet<ContainerId>, Problems) {
     let mut ctx = Ctx {
         reader: Reader::with_locator(
             repo,
@@ -340,15 +437,15 @@ pub fn check(repo: &Repository, read_data: bool) -> Result<CheckReport> {
             crate::restore::DEFAULT_CACHE_CONTAINERS,
         ),
         index,
-        metas: &metas,
-        bad_containers: &bad_containers,
-        bad_chunks: &bad_chunks,
+        metas: &containers.metas,
+        bad_containers: &containers.bad,
+        bad_chunks: &containers.bad_chunks,
         problems,
         referenced: HashSet::new(),
         buf: Vec::new(),
     };
     let mut reach = crate::reachability::Reachability::new(repo.config.fp_width());
-    for s in &snaps {
+    for s in snaps {
         match BlobRef::try_from(&s.record.root) {
             Ok(root) => {
                 reach.walk_snapshot(&s.id, &root, &mut ctx);
@@ -361,16 +458,7 @@ pub fn check(repo: &Repository, read_data: bool) -> Result<CheckReport> {
             ),
         }
     }
-
-    // 4. Reclaimable containers.
-    for id in metas.keys() {
-        if !ctx.referenced.contains(id) {
-            report.reclaimable_containers += 1;
-            report.reclaimable_bytes += metas[id].file_size;
-        }
-    }
-    report.problems = ctx.problems.map.into_values().collect();
-    Ok(report)
+    (ctx.referenced, ctx.problems)
 }
 
 /// The Summary Vector checkpoint of the current index generation must be
