@@ -7,6 +7,7 @@
 //! | [`container`] | container: header, data section, metadata section, trailer | DDFS §3.3, §4.2 |
 //! | [`tree`] | Merkle-tree recipe nodes (L1..Ln) | `003` §2 |
 //! | [`dir`] | directory listings | — |
+//! | [`summary_vector`] | Summary Vector (Bloom filter) checkpoint | DDFS §4.1 |
 //! | [`snapshot`] | catalog record (JSON in an envelope) | — |
 //! | [`index`] | the on-disk fingerprint index, a paged hash table | DDFS §4 "segment index" |
 //! | [`index_delta`] | what one commit changed in the index (puts, removals) | DDFS §3.2 batched updates |
@@ -25,6 +26,7 @@ pub mod envelope;
 pub mod index;
 pub mod index_delta;
 pub mod snapshot;
+pub mod summary_vector;
 pub mod tree;
 
 pub use compress::{compress, decompress};

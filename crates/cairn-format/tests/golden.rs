@@ -22,6 +22,9 @@ use cairn_format::index::{
 };
 use cairn_format::index_delta::{decode_index_delta, encode_index_delta, IndexDelta};
 use cairn_format::snapshot::{decode_snapshot, encode_snapshot, SnapshotRecord, SnapshotStats};
+use cairn_format::summary_vector::{
+    decode_summary_vector, encode_summary_vector, SummaryVectorCheckpoint,
+};
 use cairn_format::tree::{decode_tree_node, encode_tree_node, ChildRef, TreeNode};
 
 fn parse(golden: &str) -> Vec<u8> {
@@ -324,6 +327,19 @@ fn golden_index_delta() {
     assert_eq!((decoded.seq, decoded.covered_below), (2, ContainerId(0x2e)));
 }
 
+/// FORMAT.md "Repository layout", `bloom/`: the Summary Vector checkpoint.
+#[test]
+fn golden_summary_vector() {
+    let c = SummaryVectorCheckpoint {
+        covered_below: ContainerId(0x2e),
+        hashes: 7,
+        inserted: 3,
+        words: vec![0x0102030405060708, 0x8000000000000001],
+    };
+    assert_bytes("summary vector", &encode_summary_vector(&c), SUMMARY_VECTOR);
+    assert_eq!(decode_summary_vector(&parse(SUMMARY_VECTOR)).unwrap(), c);
+}
+
 const ENVELOPE: &str = r#"
     434149524e434647                         # magic "CAIRNCFG"
     01000000                                 # version 1
@@ -461,4 +477,18 @@ const INDEX_DELTA: &str = r#"
     2222222222222222                         # payload: put 1 fingerprint
     2d00000000000000                         # payload: put 1 container 0x2d
     24039c50                                 # crc32c of the above
+"#;
+
+const SUMMARY_VECTOR: &str = r#"
+    434149524e424c4d                         # magic "CAIRNBLM"
+    02000000                                 # version 2
+    3000000000000000                         # payload_len 48
+    2e00000000000000                         # payload: covered_below 0x2e
+    07000000                                 # payload: hashes 7
+    00000000                                 # payload: reserved
+    0300000000000000                         # payload: inserted 3
+    0200000000000000                         # payload: word_count 2
+    0807060504030201                         # payload: word 0
+    0100000000000080                         # payload: word 1
+    9c21798a                                 # crc32c of the above
 "#;

@@ -8,14 +8,16 @@
 //! `FingerprintIndex::open`. The filter is the `fastbloom` crate's atomic
 //! variant, so parallel streams insert without a lock.
 
-use cairn_core::{ContainerId, Error, Fingerprint, Result};
+use cairn_core::{ContainerId, Fingerprint, Result};
+use cairn_format::summary_vector::{
+    decode_summary_vector, encode_summary_vector, SummaryVectorCheckpoint,
+};
 use fastbloom::AtomicBloomFilter;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-pub const BLOOM_MAGIC: &[u8; 8] = b"CAIRNBLM";
 /// Version 2 keys the filter on a hash of the whole fingerprint (version 1 on
 /// its first 8 bytes); a checkpoint of another version is rebuilt from the index.
-pub const BLOOM_VERSION: u32 = 2;
+pub use cairn_format::summary_vector::SUMMARY_VECTOR_VERSION as BLOOM_VERSION;
 
 pub struct SummaryVector {
     filter: AtomicBloomFilter,
@@ -77,54 +79,28 @@ impl SummaryVector {
         items.saturating_mul(bits_per_chunk as u64) > self.num_bits()
     }
 
-    /// Serializes a checkpoint that covers every container below `covered_below`.
-    /// Payload: covered_below u64 | hashes u32 | reserved u32 | inserted u64 |
-    /// word count u64 | words (u64 LE each).
+    /// A checkpoint that covers every container below `covered_below`
+    /// (layout: `cairn_format::summary_vector`).
     pub fn checkpoint(&self, covered_below: ContainerId) -> Vec<u8> {
-        let words: Vec<u64> = self.filter.iter().collect();
-        let mut p = Vec::with_capacity(32 + words.len() * 8);
-        p.extend_from_slice(&covered_below.0.to_le_bytes());
-        p.extend_from_slice(&self.hashes.to_le_bytes());
-        p.extend_from_slice(&0u32.to_le_bytes());
-        p.extend_from_slice(&self.inserted().to_le_bytes());
-        p.extend_from_slice(&(words.len() as u64).to_le_bytes());
-        for w in words {
-            p.extend_from_slice(&w.to_le_bytes());
-        }
-        cairn_format::envelope::seal(BLOOM_MAGIC, BLOOM_VERSION, &p)
+        encode_summary_vector(&SummaryVectorCheckpoint {
+            covered_below,
+            hashes: self.hashes,
+            inserted: self.inserted(),
+            words: self.filter.iter().collect(),
+        })
     }
 
     /// Loads a checkpoint; returns the filter and the container mark it covers.
     pub fn from_checkpoint(bytes: &[u8]) -> Result<(Self, ContainerId)> {
-        let (_, p) =
-            cairn_format::envelope::open(BLOOM_MAGIC, BLOOM_VERSION, "summary vector", bytes)?;
-        let bad = |d: &str| Error::corrupt("summary vector checkpoint", d.to_string());
-        if p.len() < 32 {
-            return Err(bad("payload shorter than its header"));
-        }
-        let u64_at = |o: usize| u64::from_le_bytes(p[o..o + 8].try_into().unwrap());
-        let covered = ContainerId(u64_at(0));
-        let hashes = u32::from_le_bytes(p[8..12].try_into().unwrap());
-        let inserted = u64_at(16);
-        let nwords = u64_at(24);
-        if hashes == 0 || hashes > 64 {
-            return Err(bad("hash count out of range"));
-        }
-        if nwords == 0 || (p.len() - 32) as u64 != nwords.saturating_mul(8) {
-            return Err(bad("bit-vector length does not match the payload"));
-        }
-        let words: Vec<u64> = p[32..]
-            .chunks_exact(8)
-            .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
-            .collect();
-        let filter = AtomicBloomFilter::from_vec(words).hashes(hashes);
+        let c = decode_summary_vector(bytes)?;
+        let filter = AtomicBloomFilter::from_vec(c.words).hashes(c.hashes);
         Ok((
             SummaryVector {
                 filter,
-                hashes,
-                inserted: AtomicU64::new(inserted),
+                hashes: c.hashes,
+                inserted: AtomicU64::new(c.inserted),
             },
-            covered,
+            c.covered_below,
         ))
     }
 }

@@ -198,5 +198,22 @@ for data, c in pl.lines:
     dl.put(data, c)
 dl.put(u32(crc32c(dl.b)), "crc32c of the above")
 
-for name, o in [("ENVELOPE", env), ("TREE_NODE", tree), ("CONTAINER", ctr), ("DIR", d), ("SNAPSHOT", snap), ("INDEX", idx), ("INDEX_DELTA", dl)]:
+# --- Summary Vector checkpoint: two filter words.
+sp = Out()
+sp.put(u64(0x2e), "payload: covered_below 0x2e")
+sp.put(u32(7), "payload: hashes 7")
+sp.put(u32(0), "payload: reserved")
+sp.put(u64(3), "payload: inserted 3")
+sp.put(u64(2), "payload: word_count 2")
+sp.put(u64(0x0102030405060708), "payload: word 0")
+sp.put(u64(0x8000000000000001), "payload: word 1")
+sv = Out()
+sv.put(b"CAIRNBLM", "magic \"CAIRNBLM\"")
+sv.put(u32(2), "version 2")
+sv.put(u64(len(sp.b)), "payload_len %d" % len(sp.b))
+for data, c in sp.lines:
+    sv.put(data, c)
+sv.put(u32(crc32c(sv.b)), "crc32c of the above")
+
+for name, o in [("ENVELOPE", env), ("TREE_NODE", tree), ("CONTAINER", ctr), ("DIR", d), ("SNAPSHOT", snap), ("INDEX", idx), ("INDEX_DELTA", dl), ("SUMMARY_VECTOR", sv)]:
     print("const %s: &str = r#\"\n%s\n\"#;\n" % (name, o.text()))
