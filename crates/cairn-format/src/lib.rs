@@ -7,6 +7,7 @@
 //! | [`container`] | container: header, data section, metadata section, trailer | DDFS §3.3, §4.2 |
 //! | [`tree`] | Merkle-tree recipe nodes (L1..Ln) | `003` §2 |
 //! | [`dir`] | directory listings | — |
+//! | [`frugal_log`] | a segment of the frugal index's chunk-metadata log | `004` "log-structured organization" |
 //! | [`summary_vector`] | Summary Vector (Bloom filter) checkpoint | DDFS §4.1 |
 //! | [`snapshot`] | catalog record (JSON in an envelope) | — |
 //! | [`index`] | the on-disk fingerprint index, a paged hash table | DDFS §4 "segment index" |
@@ -23,6 +24,7 @@ pub mod compress;
 pub mod container;
 pub mod dir;
 pub mod envelope;
+pub mod frugal_log;
 pub mod index;
 pub mod index_delta;
 pub mod snapshot;

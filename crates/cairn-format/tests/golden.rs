@@ -16,6 +16,7 @@ use cairn_format::container::{
 };
 use cairn_format::dir::{decode_dir, encode_dir, BlobRef, DirEntry, EntryKind};
 use cairn_format::envelope::{open, seal};
+use cairn_format::frugal_log::{decode_segment, encode_segment, SegmentHeader};
 use cairn_format::index::{
     decode_index_header, decode_index_page, encode_index, entry_order, index_page_offset, page_of,
     IndexEntry, IndexHeader,
@@ -340,6 +341,23 @@ fn golden_summary_vector() {
     assert_eq!(decode_summary_vector(&parse(SUMMARY_VECTOR)).unwrap(), c);
 }
 
+/// docs/frugal-index.md: a segment of the frugal index's chunk log.
+#[test]
+fn golden_frugal_log_segment() {
+    let records = vec![(fp(0x11), ContainerId(0x2a)), (fp(0x22), ContainerId(0x2b))];
+    assert_bytes("frugal log", &encode_segment(8, 5, &records), FRUGAL_LOG);
+    let (h, back) = decode_segment("golden", &parse(FRUGAL_LOG)).unwrap();
+    assert_eq!(
+        h,
+        SegmentHeader {
+            width: 8,
+            first: 5,
+            count: 2
+        }
+    );
+    assert_eq!(back, records);
+}
+
 const ENVELOPE: &str = r#"
     434149524e434647                         # magic "CAIRNCFG"
     01000000                                 # version 1
@@ -491,4 +509,18 @@ const SUMMARY_VECTOR: &str = r#"
     0807060504030201                         # payload: word 0
     0100000000000080                         # payload: word 1
     9c21798a                                 # crc32c of the above
+"#;
+
+const FRUGAL_LOG: &str = r#"
+    43464c47                                 # magic "CFLG"
+    01                                       # version 1
+    08                                       # fingerprint width 8
+    0000                                     # reserved
+    05000000                                 # first record position 5
+    02000000                                 # record count 2
+    1111111111111111                         # record 5: fingerprint
+    2a00000000000000                         # record 5: container 0x2a
+    2222222222222222                         # record 6: fingerprint
+    2b00000000000000                         # record 6: container 0x2b
+    80255f89                                 # crc32c of the above
 "#;

@@ -215,5 +215,17 @@ for data, c in sp.lines:
     sv.put(data, c)
 sv.put(u32(crc32c(sv.b)), "crc32c of the above")
 
-for name, o in [("ENVELOPE", env), ("TREE_NODE", tree), ("CONTAINER", ctr), ("DIR", d), ("SNAPSHOT", snap), ("INDEX", idx), ("INDEX_DELTA", dl), ("SUMMARY_VECTOR", sv)]:
+# --- frugal log segment: two records from position 5.
+fl = Out()
+fl.put(b"CFLG", "magic \"CFLG\"")
+fl.put(u8(1), "version 1")
+fl.put(u8(8), "fingerprint width 8")
+fl.put(bytes(2), "reserved")
+fl.put(u32(5), "first record position 5")
+fl.put(u32(2), "record count 2")
+fl.put(FA, "record 5: fingerprint"); fl.put(u64(0x2a), "record 5: container 0x2a")
+fl.put(FB, "record 6: fingerprint"); fl.put(u64(0x2b), "record 6: container 0x2b")
+fl.put(u32(crc32c(fl.b)), "crc32c of the above")
+
+for name, o in [("ENVELOPE", env), ("TREE_NODE", tree), ("CONTAINER", ctr), ("DIR", d), ("SNAPSHOT", snap), ("INDEX", idx), ("INDEX_DELTA", dl), ("SUMMARY_VECTOR", sv), ("FRUGAL_LOG", fl)]:
     print("const %s: &str = r#\"\n%s\n\"#;\n" % (name, o.text()))

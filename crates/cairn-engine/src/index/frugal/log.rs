@@ -4,19 +4,8 @@
 //!
 //! Appends collect in a RAM write buffer and go to the backend as one
 //! immutable segment object (`frugal/<first position, 10 digits>`) when the
-//! buffer holds `segment_records` records or on [`ChunkLog::flush`]. Segment
-//! layout (little-endian):
-//!
-//! ```text
-//! 0   4  magic "CFLG"
-//! 4   1  version (1)
-//! 5   1  fingerprint width W
-//! 6   2  reserved (0)
-//! 8   4  first record position
-//! 12  4  record count C
-//! 16  C × (W + 8)  records: fingerprint ‖ container id u64
-//! end 4  crc32c of every byte before it
-//! ```
+//! buffer holds `segment_records` records or on [`ChunkLog::flush`]. The
+//! segment layout is `cairn_format::frugal_log`.
 //!
 //! Records are fixed-size, so a run of records is one `read_at`. The segment
 //! checksum is verified when a segment is read whole (open, rebuild); a
@@ -29,12 +18,10 @@ use cairn_core::{Backend, ContainerId, Error, Fingerprint, Result};
 /// Key prefix of the log's segments.
 pub const LOG_PREFIX: &str = "frugal/";
 
-const MAGIC: &[u8; 4] = b"CFLG";
-const VERSION: u8 = 1;
-/// Segment header bytes.
-pub const HEADER_LEN: usize = 16;
-/// Segment trailer bytes (crc32c).
-pub const TRAILER_LEN: usize = 4;
+use cairn_format::frugal_log::{decode_segment, decode_segment_header, encode_segment};
+pub use cairn_format::frugal_log::{
+    SEGMENT_HEADER_LEN as HEADER_LEN, SEGMENT_TRAILER_LEN as TRAILER_LEN,
+};
 
 pub fn segment_key(first: u32) -> String {
     format!("{LOG_PREFIX}{first:010}")
@@ -69,42 +56,13 @@ fn corrupt(key: &str, detail: impl Into<String>) -> Error {
     Error::corrupt(format!("frugal index segment {key}"), detail)
 }
 
-struct Header {
-    width: usize,
-    first: u32,
-    count: u32,
-}
-
-fn decode_header(key: &str, b: &[u8]) -> Result<Header> {
-    if b.len() < HEADER_LEN || &b[..4] != MAGIC {
-        return Err(corrupt(key, "bad magic"));
-    }
-    if b[4] != VERSION {
-        return Err(Error::UnsupportedVersion {
-            what: "frugal index segment".into(),
-            found: b[4] as u32,
-            supported: VERSION as u32,
-        });
-    }
-    let width = b[5] as usize;
-    if width == 0 || width > cairn_core::ids::MAX_FINGERPRINT_LEN {
-        return Err(corrupt(key, format!("fingerprint width {width}")));
-    }
-    Ok(Header {
-        width,
-        first: u32::from_le_bytes(b[8..12].try_into().expect("4 bytes")),
-        count: u32::from_le_bytes(b[12..16].try_into().expect("4 bytes")),
-    })
+fn what(key: &str) -> String {
+    format!("frugal index segment {key}")
 }
 
 fn decode_record(width: usize, pos: u32, b: &[u8]) -> LogRecord {
-    LogRecord {
-        pos,
-        fp: Fingerprint::from_slice(&b[..width]),
-        container: ContainerId(u64::from_le_bytes(
-            b[width..width + 8].try_into().expect("8 bytes"),
-        )),
-    }
+    let (fp, container) = cairn_format::frugal_log::decode_record(width, b);
+    LogRecord { pos, fp, container }
 }
 
 impl ChunkLog {
@@ -121,7 +79,7 @@ impl ChunkLog {
         };
         for key in log.backend.list(LOG_PREFIX)? {
             let head = log.backend.read_at(&key, 0, HEADER_LEN)?;
-            let h = decode_header(&key, &head)?;
+            let h = decode_segment_header(&what(&key), &head)?;
             if key != segment_key(h.first) || h.first != log.flushed {
                 return Err(corrupt(
                     &key,
@@ -203,19 +161,7 @@ impl ChunkLog {
         }
         let width = self.fp_width.expect("set by append");
         let count = self.buffer.len();
-        let mut out = Vec::with_capacity(HEADER_LEN + count * (width + 8) + TRAILER_LEN);
-        out.extend_from_slice(MAGIC);
-        out.push(VERSION);
-        out.push(width as u8);
-        out.extend_from_slice(&[0, 0]);
-        out.extend_from_slice(&self.flushed.to_le_bytes());
-        out.extend_from_slice(&(count as u32).to_le_bytes());
-        for (fp, c) in &self.buffer {
-            out.extend_from_slice(fp.as_bytes());
-            out.extend_from_slice(&c.0.to_le_bytes());
-        }
-        let crc = crc32c::crc32c(&out);
-        out.extend_from_slice(&crc.to_le_bytes());
+        let out = encode_segment(width, self.flushed, &self.buffer);
         self.backend
             .write_atomic(&segment_key(self.flushed), &out)?;
         self.segments.push(Segment {
@@ -271,23 +217,16 @@ impl ChunkLog {
             let key = segment_key(seg.first);
             let bytes = self.backend.read(&key)?;
             reads += 1;
-            if bytes.len() < HEADER_LEN + TRAILER_LEN {
-                return Err(corrupt(&key, "truncated"));
-            }
-            let (body, tail) = bytes.split_at(bytes.len() - TRAILER_LEN);
-            if crc32c::crc32c(body) != u32::from_le_bytes(tail.try_into().expect("4 bytes")) {
-                return Err(corrupt(&key, "checksum mismatch"));
-            }
-            let h = decode_header(&key, body)?;
-            let rl = h.width + 8;
-            if h.first != seg.first
-                || h.count != seg.count
-                || body.len() != HEADER_LEN + h.count as usize * rl
-            {
+            let (h, records) = decode_segment(&what(&key), &bytes)?;
+            if h.first != seg.first || h.count != seg.count {
                 return Err(corrupt(&key, "header does not match its size or position"));
             }
-            for (i, b) in body[HEADER_LEN..].chunks_exact(rl).enumerate() {
-                f(decode_record(h.width, seg.first + i as u32, b));
+            for (i, (fp, container)) in records.into_iter().enumerate() {
+                f(LogRecord {
+                    pos: seg.first + i as u32,
+                    fp,
+                    container,
+                });
             }
         }
         for (i, &(fp, container)) in self.buffer.iter().enumerate() {
