@@ -68,50 +68,6 @@ impl<'a> BlobReader<'a> {
         Ok(total)
     }
 
-    /// Reads and checks every recipe tree node of the blob (levels and the
-    /// sizes children add up to) and hands each data chunk's fingerprint to
-    /// `leaf` without reading the chunk: how `repair snapshots` finds files
-    /// that reference chunks no container holds.
-    pub fn for_each_leaf(
-        &mut self,
-        blob: &BlobRef,
-        leaf: &mut dyn FnMut(&Fingerprint) -> Result<()>,
-    ) -> Result<()> {
-        if blob.level == 0 {
-            return leaf(&blob.root);
-        }
-        self.walk_nodes(blob.root, blob.level, blob.size, leaf)
-    }
-
-    fn walk_nodes(
-        &mut self,
-        fp: Fingerprint,
-        level: u8,
-        size: u64,
-        leaf: &mut dyn FnMut(&Fingerprint) -> Result<()>,
-    ) -> Result<()> {
-        self.cache.read_chunk(&fp, self.store, &mut self.buf)?;
-        let node = decode_tree_node(&self.buf, self.fp_width)?;
-        if node.level != level {
-            return Err(Error::corrupt(
-                format!("tree node {fp}"),
-                format!("has level {}, its parent expects {level}", node.level),
-            ));
-        }
-        let total: u64 = node.children.iter().map(|c| c.size).sum();
-        if total != size {
-            return Err(size_mismatch(&fp, size, total));
-        }
-        for c in node.children {
-            if level == 1 {
-                leaf(&c.fp)?;
-            } else {
-                self.walk_nodes(c.fp, level - 1, c.size, leaf)?;
-            }
-        }
-        Ok(())
-    }
-
     /// Reads a whole blob into memory (directory listings).
     pub fn read_all(&mut self, blob: &BlobRef) -> Result<Vec<u8>> {
         let mut out = Vec::with_capacity(blob.size.min(1 << 24) as usize);

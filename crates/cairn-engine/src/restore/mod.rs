@@ -574,13 +574,21 @@ impl Reader {
         Ok(())
     }
 
-    /// Reads a blob's recipe nodes only; see [`BlobReader::for_each_leaf`].
+    /// Plans a blob (its recipe nodes read and checked, levels and sizes)
+    /// and hands each data chunk's fingerprint to `leaf` without reading
+    /// the chunk: how `repair snapshots` finds files that reference chunks
+    /// no container holds.
     pub fn for_each_leaf(
         &mut self,
         blob: &BlobRef,
         leaf: &mut dyn FnMut(&cairn_core::Fingerprint) -> Result<()>,
     ) -> Result<()> {
-        self.blob().for_each_leaf(blob, leaf)
+        let mut steps = std::mem::take(&mut self.steps);
+        steps.clear();
+        let r = plan::plan_blob(&self.store, self.meta.as_mut(), blob, &mut steps)
+            .and_then(|()| steps.iter().try_for_each(|s| leaf(&s.fp)));
+        self.steps = steps;
+        r
     }
 
     /// Reads one chunk (any kind) through the metadata cache, verified.
