@@ -11,6 +11,7 @@
 #   RUNS          best-of runs for backup/restore    (3; QUICK=1: 1)
 #   MEMORY_GIB    stream size for memory, GiB        (4; QUICK=1: 0.25)
 #   COMMIT_CHUNKS indexed chunks of commit's large repo (1000000; QUICK=1: 100000)
+#   SIM_GENERATIONS, SIM_GENERATION_BYTES  the sim benchmark's DDFS workload (10 x 16GiB; QUICK=1: 3 x 2GiB)
 #   WORK          dataset + repository directory     (target/cairn-bench-work)
 #   OUT           result directory                   (bench/out)
 #   KEEP_WORK=1   keep WORK afterwards (reused by the next run if sizes match)
@@ -26,12 +27,16 @@ if [[ "${QUICK:-0}" == 1 ]]; then
     RUNS="${RUNS:-1}"
     MEMORY_GIB="${MEMORY_GIB:-0.25}"
     COMMIT_CHUNKS="${COMMIT_CHUNKS:-100000}"
+    SIM_GENERATIONS="${SIM_GENERATIONS:-3}"
+    SIM_GENERATION_BYTES="${SIM_GENERATION_BYTES:-2GiB}"
 else
     CHUNKING_MIB="${CHUNKING_MIB:-256}"
     BACKUP_MIB="${BACKUP_MIB:-1024}"
     RUNS="${RUNS:-3}"
     MEMORY_GIB="${MEMORY_GIB:-4}"
     COMMIT_CHUNKS="${COMMIT_CHUNKS:-1000000}"
+    SIM_GENERATIONS="${SIM_GENERATIONS:-10}"
+    SIM_GENERATION_BYTES="${SIM_GENERATION_BYTES:-16GiB}"
 fi
 DUP_PCT="${DUP_PCT:-90}"
 WORK="${WORK:-$ROOT/target/cairn-bench-work}"
@@ -69,9 +74,10 @@ bench backup backup --mib "$BACKUP_MIB" --dup-pct "$DUP_PCT" --runs "$RUNS" \
 bench restore restore --mib "$BACKUP_MIB" --dup-pct "$DUP_PCT" --runs "$RUNS" --dir "$WORK"
 bench memory memory --gib "$MEMORY_GIB" --cairn "$CAIRN" --dir "$WORK"
 bench commit commit --chunks "$COMMIT_CHUNKS" --dir "$WORK"
+bench sim sim --generations "$SIM_GENERATIONS" --generation-bytes "$SIM_GENERATION_BYTES"
 
 if [[ "${KEEP_WORK:-0}" != 1 ]]; then
     rm -rf "$WORK"
 fi
 echo
-echo "results: $OUT/{chunking,backup-dirs,backup,restore,memory,commit}.json and $SUMMARY"
+echo "results: $OUT/{chunking,backup-dirs,backup,restore,memory,commit,sim}.json and $SUMMARY"

@@ -12,6 +12,8 @@
 //!   copy ([`restore`]).
 //! * `commit`: commit cost of a small backup into a repository of 100 k
 //!   and of 1 M indexed chunks ([`commit`]).
+//! * `sim`: simulator throughput on the DDFS workload against generating
+//!   the workload alone ([`sim`]).
 //! * `memory`: peak RSS of `cairn backup --stdin` fed GiBs of generated data,
 //!   against trivial child processes ([`memory`]).
 //!
@@ -29,6 +31,7 @@ mod common;
 mod dataset;
 mod memory;
 mod restore;
+mod sim;
 mod sys;
 
 const USAGE: &str = "usage: cairn-bench <subcommand> [options]
@@ -56,6 +59,10 @@ subcommands:
       new chunks into repositories of N/10 and N (default 1000000) indexed
       chunks (fixed 256-byte chunks of random bytes)
 
+  sim [--generations G] [--generation-bytes B] [--streams S] [--json]
+      cairn sim --workload ddfs throughput (chunks per second, wall and CPU)
+      against generating the same workload's chunk events alone
+
   --dir D keeps the generated dataset in D for reuse (default: a temporary
   directory under $TMPDIR, removed at the end); --keep keeps repositories.
   Every subcommand also takes --json-out PATH: write the JSON result to PATH
@@ -81,6 +88,7 @@ fn run(args: &mut Vec<String>) -> anyhow::Result<()> {
         "restore" => restore::run(sub)?,
         "memory" => memory::run(sub)?,
         "commit" => commit::run(sub)?,
+        "sim" => sim::run(sub)?,
         "help" | "-h" | "--help" => {
             println!("{USAGE}");
             return Ok(());
