@@ -9,7 +9,8 @@
 //! grow with time, so **the newest copy (the highest container id) wins**.
 //!
 //! Every place that resolves a fingerprint to one container goes through
-//! this module: the index merge (`index::disk_index`), replay and the
+//! this module: the index merge (`index::disk_index`), the frugal index's
+//! puts (`index::frugal`), replay and the
 //! in-memory index part (`dedup`), the restore locator built from container
 //! metadata (`restore::cache::map_from_containers`), `check`, and the
 //! simulated restore (`cairn-sim`).

@@ -28,7 +28,7 @@ use crate::catalog;
 use crate::config::IndexKind;
 use crate::container_log::ContainerStore;
 use crate::index::disk_index::DiskIndex;
-use crate::index::frugal::log::ChunkLog;
+use crate::index::frugal::log::{live_entries, ChunkLog, LogRecord};
 use crate::repo::Repository;
 use crate::restore::cache::Locator;
 use crate::restore::Reader;
@@ -116,10 +116,11 @@ const REPAIR_LOST: &str = "`cairn repair index` makes new backups store lost chu
 const REBUILD: &str = "rebuilt by the next backup or `cairn repair index`";
 
 /// The frugal index's chunk log (derived data, like the paged index): every
-/// segment must verify, every indexed chunk must be in it, and every record
-/// must name a container that holds its chunk.
+/// segment must verify, every indexed chunk must be live in it, and every
+/// live record must name a container that holds its chunk (a record a
+/// later removal superseded may name a container since deleted).
 fn check_frugal_log(
-    records: Result<Vec<(Fingerprint, ContainerId)>>,
+    records: Result<Vec<LogRecord>>,
     index: &FpMap<ContainerId>,
     holds: &HashMap<ContainerId, FpSet>,
     bad_containers: &HashMap<ContainerId, String>,
@@ -138,8 +139,8 @@ fn check_frugal_log(
             return;
         }
     };
-    let logged: FpSet = records.iter().map(|(fp, _)| *fp).collect();
-    let missing = index.keys().filter(|fp| !logged.contains(*fp)).count();
+    let logged = live_entries(&records);
+    let missing = index.keys().filter(|fp| !logged.contains_key(*fp)).count();
     if missing > 0 {
         problems.add(
             format!("frugal index lacks {missing} indexed chunks ({REBUILT})"),
@@ -148,7 +149,7 @@ fn check_frugal_log(
             None,
         );
     }
-    for (fp, id) in &records {
+    for (fp, id) in &logged {
         if bad_containers.contains_key(id) {
             continue;
         }
@@ -221,7 +222,7 @@ struct IndexRead {
     covered: ContainerId,
     generation: u64,
     entries: Result<Vec<cairn_format::index::IndexEntry>>,
-    frugal_records: Option<Result<Vec<(Fingerprint, ContainerId)>>>,
+    frugal_records: Option<Result<Vec<LogRecord>>>,
 }
 
 /// Step 2, reading: the index (file and deltas), its Summary Vector
@@ -262,7 +263,7 @@ fn read_index(repo: &Repository, problems: &mut Problems) -> IndexRead {
     let frugal_records = (repo.config.index.kind == IndexKind::Frugal).then(|| {
         let mut records = Vec::new();
         ChunkLog::open(repo.backend().clone(), 1)
-            .and_then(|l| l.scan(&mut |r| records.push((r.fp, r.container))))
+            .and_then(|l| l.scan(&mut |r| records.push(r)))
             .map(|_| records)
     });
     IndexRead {

@@ -16,7 +16,7 @@ use cairn_format::container::{
 };
 use cairn_format::dir::{decode_dir, encode_dir, BlobRef, DirEntry, EntryKind};
 use cairn_format::envelope::{open, seal};
-use cairn_format::frugal_log::{decode_segment, encode_segment, SegmentHeader};
+use cairn_format::frugal_log::{decode_segment, encode_segment, SegmentHeader, REMOVAL};
 use cairn_format::index::{
     decode_index_header, decode_index_page, encode_index, entry_order, index_page_offset, page_of,
     IndexEntry, IndexHeader,
@@ -352,7 +352,30 @@ fn golden_frugal_log_segment() {
         SegmentHeader {
             width: 8,
             first: 5,
-            count: 2
+            count: 2,
+            removals: false,
+        }
+    );
+    assert_eq!(back, records);
+}
+
+/// docs/frugal-index.md: a segment holding a removal is version 2.
+#[test]
+fn golden_frugal_log_segment_with_a_removal() {
+    let records = vec![(fp(0x11), REMOVAL), (fp(0x11), ContainerId(0x30))];
+    assert_bytes(
+        "frugal log removal",
+        &encode_segment(8, 9, &records),
+        FRUGAL_LOG_REMOVAL,
+    );
+    let (h, back) = decode_segment("golden", &parse(FRUGAL_LOG_REMOVAL)).unwrap();
+    assert_eq!(
+        h,
+        SegmentHeader {
+            width: 8,
+            first: 9,
+            count: 2,
+            removals: true,
         }
     );
     assert_eq!(back, records);
@@ -523,4 +546,18 @@ const FRUGAL_LOG: &str = r#"
     2222222222222222                         # record 6: fingerprint
     2b00000000000000                         # record 6: container 0x2b
     80255f89                                 # crc32c of the above
+"#;
+
+const FRUGAL_LOG_REMOVAL: &str = r#"
+    43464c47                                 # magic "CFLG"
+    02                                       # version 2 (holds removals)
+    08                                       # fingerprint width 8
+    0000                                     # reserved
+    09000000                                 # first record position 9
+    02000000                                 # record count 2
+    1111111111111111                         # record 9: fingerprint
+    ffffffffffffffff                         # record 9: removal (container u64::MAX)
+    1111111111111111                         # record 10: fingerprint
+    3000000000000000                         # record 10: container 0x30
+    a3412925                                 # crc32c of the above
 "#;

@@ -321,7 +321,7 @@ fn commit_index(
 ) -> Result<f64> {
     shared.dedup.commit_index(
         backend,
-        shared.dedup.memory_entries(),
+        crate::index::overlay::IndexUpdate::puts(shared.dedup.memory_entries()),
         covered,
         shared.cfg.fp_width(),
         shared.cfg.index.page_size as usize,

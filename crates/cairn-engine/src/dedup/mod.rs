@@ -32,6 +32,7 @@ use cairn_format::index::IndexEntry;
 use crate::container_log::ContainerStore;
 use crate::index::kinds::FingerprintIndex;
 use crate::index::locality_cache::LocalityCache;
+use crate::index::overlay::IndexUpdate;
 use crate::index::OpenedIndex;
 
 pub mod eager;
@@ -272,7 +273,7 @@ impl Dedup {
     pub fn commit_index(
         &self,
         backend: &dyn Backend,
-        entries: Vec<IndexEntry>,
+        update: IndexUpdate,
         covered: ContainerId,
         fp_width: usize,
         page_size: usize,
@@ -280,7 +281,7 @@ impl Dedup {
         self.state
             .lock()
             .index
-            .commit(backend, entries, covered, fp_width, page_size)
+            .commit(backend, update, covered, fp_width, page_size)
     }
 
     /// Entries of the paged on-disk index.

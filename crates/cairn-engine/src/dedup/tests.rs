@@ -176,7 +176,13 @@ fn run_counted(
         assert_eq!(strategy.buffered(), 0);
         packer.seal();
         dedup
-            .commit_index(&*backend, dedup.memory_entries(), log.next_id(), 32, 512)
+            .commit_index(
+                &*backend,
+                IndexUpdate::puts(dedup.memory_entries()),
+                log.next_id(),
+                32,
+                512,
+            )
             .unwrap();
     }
     let decisions = decisions
@@ -281,4 +287,70 @@ fn frugal_index_finds_earlier_backups_chunks() {
     assert_eq!(c.index_hits, 2000);
     assert!(c.index_page_reads > 0 && c.index_page_reads < 100, "{c:?}");
     assert_eq!(c.bloom_inserts, 0);
+}
+
+/// Both index kinds forget and move entries through one
+/// `FingerprintIndex::commit` batch, and a fresh open agrees: the frugal
+/// chunk log and the paged index resolve every fingerprint alike.
+#[test]
+fn both_index_kinds_forget_and_move_entries_in_one_batch() {
+    for kind in [IndexKind::Paged, IndexKind::Frugal] {
+        let backend: Arc<dyn Backend> = Arc::new(MemBackend::new());
+        let counters = Arc::new(Counters::default());
+        let log: Arc<dyn ContainerStore> = Arc::new(
+            crate::container_log::ContainerLog::open(backend.clone(), counters.clone()).unwrap(),
+        );
+        let cfg = IndexConfig {
+            expected_chunks: 64,
+            kind,
+            ..Default::default()
+        };
+        let open = || {
+            crate::index::open_for_write(
+                backend.clone(),
+                counters.clone(),
+                &*log,
+                &cfg,
+                &Warnings::default(),
+            )
+            .unwrap()
+            .kind
+        };
+        let entry = |i: u16, c: u64| IndexEntry {
+            fp: fp(i),
+            container: ContainerId(c),
+        };
+        let mut ix = open();
+        // New chunks join the filter when decided new, before the commit.
+        (0..100).for_each(|i| ix.note_new(&fp(i)));
+        let first = IndexUpdate::puts((0..100).map(|i| entry(i, i as u64 / 10)).collect());
+        ix.commit(&*backend, first, ContainerId(10), 32, 512)
+            .unwrap();
+        // Garbage collection's shape: 0..20 forgotten, 10..20 moved to 12.
+        let second = IndexUpdate {
+            removes: (0..20).map(fp).collect(),
+            puts: (10..20).map(|i| entry(i, 12)).collect(),
+        };
+        let mut ix = open();
+        ix.commit(&*backend, second, ContainerId(13), 32, 512)
+            .unwrap();
+        for reopened in [false, true] {
+            if reopened {
+                ix = open();
+            }
+            for i in 0..100u16 {
+                let want = match i {
+                    0..10 => None,
+                    10..20 => Some(ContainerId(12)),
+                    _ => Some(ContainerId(i as u64 / 10)),
+                };
+                let got = if ix.certainly_new(&fp(i)) {
+                    None
+                } else {
+                    ix.lookup(&fp(i)).unwrap()
+                };
+                assert_eq!(got, want, "{kind:?}, fingerprint {i}, reopened {reopened}");
+            }
+        }
+    }
 }

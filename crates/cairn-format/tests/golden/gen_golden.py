@@ -227,5 +227,18 @@ fl.put(FA, "record 5: fingerprint"); fl.put(u64(0x2a), "record 5: container 0x2a
 fl.put(FB, "record 6: fingerprint"); fl.put(u64(0x2b), "record 6: container 0x2b")
 fl.put(u32(crc32c(fl.b)), "crc32c of the above")
 
-for name, o in [("ENVELOPE", env), ("TREE_NODE", tree), ("CONTAINER", ctr), ("DIR", d), ("SNAPSHOT", snap), ("INDEX", idx), ("INDEX_DELTA", dl), ("SUMMARY_VECTOR", sv), ("FRUGAL_LOG", fl)]:
+# --- frugal log segment with a removal (version 2): fingerprint 0x11 is
+# removed at position 9 and stored again in container 0x30 at position 10.
+fr = Out()
+fr.put(b"CFLG", "magic \"CFLG\"")
+fr.put(u8(2), "version 2 (holds removals)")
+fr.put(u8(8), "fingerprint width 8")
+fr.put(bytes(2), "reserved")
+fr.put(u32(9), "first record position 9")
+fr.put(u32(2), "record count 2")
+fr.put(FA, "record 9: fingerprint"); fr.put(u64(0xffffffffffffffff), "record 9: removal (container u64::MAX)")
+fr.put(FA, "record 10: fingerprint"); fr.put(u64(0x30), "record 10: container 0x30")
+fr.put(u32(crc32c(fr.b)), "crc32c of the above")
+
+for name, o in [("ENVELOPE", env), ("TREE_NODE", tree), ("CONTAINER", ctr), ("DIR", d), ("SNAPSHOT", snap), ("INDEX", idx), ("INDEX_DELTA", dl), ("SUMMARY_VECTOR", sv), ("FRUGAL_LOG", fl), ("FRUGAL_LOG_REMOVAL", fr)]:
     print("const %s: &str = r#\"\n%s\n\"#;\n" % (name, o.text()))

@@ -235,6 +235,50 @@ impl CuckooTable {
         }
     }
 
+    /// Removes the entry `(key, ptr)` (its signature in one of its two
+    /// buckets, or in the stash). Returns whether it was there. The freed
+    /// slot takes any later insert; no other entry moves.
+    pub fn remove(&mut self, key: KeyHash, ptr: u32) -> bool {
+        let i1 = self.primary(key);
+        let i2 = self.alt(i1, key.sig);
+        let bs = self.bucket_slots;
+        for b in [i1, i2] {
+            for slot in &mut self.slots[b * bs..(b + 1) * bs] {
+                if *slot == encode(key.sig, ptr) {
+                    *slot = EMPTY_SLOT;
+                    self.len -= 1;
+                    return true;
+                }
+            }
+        }
+        let in_stash = self.stash.iter().position(|e| {
+            let eb = e.bucket as usize;
+            e.sig == key.sig && e.ptr == ptr && (eb == i1 || eb == i2)
+        });
+        match in_stash {
+            Some(i) => {
+                self.stash.swap_remove(i);
+                self.len -= 1;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Whether the entry `(key, ptr)` is in the table: a log record is live
+    /// exactly when the table points at it.
+    pub fn holds(&self, key: KeyHash, ptr: u32) -> bool {
+        let i1 = self.primary(key);
+        let i2 = self.alt(i1, key.sig);
+        let want = encode(key.sig, ptr);
+        self.bucket(i1).contains(&want)
+            || self.bucket(i2).contains(&want)
+            || self.stash.iter().any(|e| {
+                let eb = e.bucket as usize;
+                e.sig == key.sig && e.ptr == ptr && (eb == i1 || eb == i2)
+            })
+    }
+
     /// Entries stored (table + stash).
     pub fn len(&self) -> usize {
         self.len

@@ -7,18 +7,21 @@
 //! buffer holds `segment_records` records or on [`ChunkLog::flush`]. The
 //! segment layout is `cairn_format::frugal_log`.
 //!
+//! A removal record (container id `REMOVAL`) says the fingerprint's earlier
+//! records no longer count; removal records never enter the cuckoo table.
+//!
 //! Records are fixed-size, so a run of records is one `read_at`. The segment
 //! checksum is verified when a segment is read whole (open, rebuild); a
 //! range read cannot verify it (see `docs/frugal-index.md`).
 
 use std::sync::Arc;
 
-use cairn_core::{Backend, ContainerId, Error, Fingerprint, Result};
+use cairn_core::{Backend, ContainerId, Error, Fingerprint, FpMap, Result};
 
 /// Key prefix of the log's segments.
 pub const LOG_PREFIX: &str = "frugal/";
 
-use cairn_format::frugal_log::{decode_segment, decode_segment_header, encode_segment};
+use cairn_format::frugal_log::{decode_segment, decode_segment_header, encode_segment, REMOVAL};
 pub use cairn_format::frugal_log::{
     SEGMENT_HEADER_LEN as HEADER_LEN, SEGMENT_TRAILER_LEN as TRAILER_LEN,
 };
@@ -35,10 +38,35 @@ pub struct LogRecord {
     pub container: ContainerId,
 }
 
+impl LogRecord {
+    /// A removal: `fp`'s records before this one no longer count.
+    pub fn is_removal(&self) -> bool {
+        self.container == REMOVAL
+    }
+}
+
+/// What `records` (in log order) index: a put counts until a later
+/// removal of its fingerprint; of several live puts the canonical copy
+/// wins. For `check`, which holds the whole log anyway; the table rebuild
+/// computes the same with RAM for the removals only.
+pub fn live_entries(records: &[LogRecord]) -> FpMap<ContainerId> {
+    let mut live = FpMap::default();
+    for r in records {
+        if r.is_removal() {
+            live.remove(&r.fp);
+        } else {
+            crate::canonical::place(&mut live, r.fp, r.container);
+        }
+    }
+    live
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Segment {
     first: u32,
     count: u32,
+    /// Written as version 2: may hold removal records.
+    removals: bool,
 }
 
 pub struct ChunkLog {
@@ -92,6 +120,7 @@ impl ChunkLog {
             log.segments.push(Segment {
                 first: h.first,
                 count: h.count,
+                removals: h.removals,
             });
             log.flushed = h
                 .first
@@ -149,6 +178,16 @@ impl ChunkLog {
         Ok(pos)
     }
 
+    /// Appends a removal record for `fp` and returns its position.
+    pub fn append_removal(&mut self, fp: &Fingerprint) -> Result<u32> {
+        self.append(fp, REMOVAL)
+    }
+
+    /// Whether any record, on disk or buffered, is a removal.
+    pub fn has_removals(&self) -> bool {
+        self.segments.iter().any(|s| s.removals) || self.buffer.iter().any(|(_, c)| *c == REMOVAL)
+    }
+
     /// Whether the write buffer holds a whole segment (time to [`ChunkLog::flush`]).
     pub fn buffer_full(&self) -> bool {
         self.buffer.len() >= self.segment_records
@@ -167,6 +206,7 @@ impl ChunkLog {
         self.segments.push(Segment {
             first: self.flushed,
             count: count as u32,
+            removals: self.buffer.iter().any(|(_, c)| *c == REMOVAL),
         });
         self.flushed += count as u32;
         self.buffer.clear();
@@ -212,8 +252,22 @@ impl ChunkLog {
     /// Calls `f` for every record, on disk (each segment read whole and its
     /// checksum verified) then buffered. Returns the segments read.
     pub fn scan(&self, f: &mut dyn FnMut(LogRecord)) -> Result<u64> {
+        self.scan_segments(false, f)
+    }
+
+    /// [`Self::scan`] of only the segments that may hold removals (and the
+    /// buffer): every removal record, with the puts beside it.
+    pub fn scan_removal_segments(&self, f: &mut dyn FnMut(LogRecord)) -> Result<u64> {
+        self.scan_segments(true, f)
+    }
+
+    fn scan_segments(&self, only_removals: bool, f: &mut dyn FnMut(LogRecord)) -> Result<u64> {
         let mut reads = 0;
-        for seg in &self.segments {
+        for seg in self
+            .segments
+            .iter()
+            .filter(|s| s.removals || !only_removals)
+        {
             let key = segment_key(seg.first);
             let bytes = self.backend.read(&key)?;
             reads += 1;

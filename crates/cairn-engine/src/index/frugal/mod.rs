@@ -8,12 +8,22 @@
 //! Selected with `index.kind = "frugal"`: the dedup path (`dedup/mod.rs`)
 //! then looks fingerprints up here instead of in the Summary Vector and the
 //! paged index, and appends new entries at commit. See `docs/frugal-index.md`.
+//!
+//! Forgetting and moving entries (garbage collection, rewriting): a removal
+//! takes the fingerprint's slot out of the table and appends a removal
+//! record to the log; a put of a fingerprint already indexed keeps the
+//! canonical copy (`crate::canonical`). The invariant is that a log record
+//! is live exactly when the table points at it, so the prefetch cache takes
+//! only live records from a run, and a rebuild from the log drops every
+//! record an equal-or-later removal names.
 
 pub mod cuckoo;
 pub mod log;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod update_tests;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -21,8 +31,10 @@ use std::sync::Arc;
 use cairn_core::counters::bump;
 use cairn_core::{Backend, ContainerId, Counters, Fingerprint, FpMap, Result};
 
+use crate::canonical::canonical;
+use crate::index::overlay::IndexUpdate;
 use cuckoo::{CuckooTable, KeyHash};
-use log::ChunkLog;
+use log::{ChunkLog, LogRecord};
 
 /// Tuning of the frugal index.
 #[derive(Clone, Debug)]
@@ -132,6 +144,12 @@ impl PrefetchCache {
             }
         }
     }
+
+    /// Forgets `fp` (its queue place stays until it is evicted; evicting it
+    /// then drops nothing, or a later copy early, which only costs a read).
+    fn forget(&mut self, fp: &Fingerprint) {
+        self.map.remove(fp);
+    }
 }
 
 pub struct FrugalIndex {
@@ -168,8 +186,23 @@ impl FrugalIndex {
         Ok(idx)
     }
 
-    /// Rebuilds the table, sized for `entries`, from every log record.
+    /// Rebuilds the table, sized for `entries`, from every live log record:
+    /// a put not followed by a removal of its fingerprint. When the log
+    /// holds removals, a first pass over just the segments holding them
+    /// collects each removed fingerprint's last removal (RAM for removals
+    /// only); without removals the rebuild is one pass, as before.
     fn rebuild(&mut self, entries: usize) -> Result<()> {
+        let mut removed: FpMap<u32> = FpMap::default();
+        if self.log.has_removals() {
+            let reads = self.log.scan_removal_segments(&mut |r| {
+                if r.is_removal() {
+                    removed.insert(r.fp, r.pos);
+                }
+            })?;
+            self.stats.rebuild_segment_reads += reads;
+        }
+        let live =
+            |r: &LogRecord| !r.is_removal() && removed.get(&r.fp).is_none_or(|&at| r.pos > at);
         let mut entries = entries;
         loop {
             let mut table = CuckooTable::with_capacity(
@@ -178,9 +211,11 @@ impl FrugalIndex {
                 self.cfg.max_load,
                 self.cfg.max_kicks,
             );
-            let reads = self
-                .log
-                .scan(&mut |r| table.insert(KeyHash::of(&r.fp), r.pos))?;
+            let reads = self.log.scan(&mut |r| {
+                if live(&r) {
+                    table.insert(KeyHash::of(&r.fp), r.pos)
+                }
+            })?;
             self.stats.rebuild_segment_reads += reads;
             self.stats.rebuilds += 1;
             if !table.needs_grow() {
@@ -216,6 +251,86 @@ impl FrugalIndex {
             self.log.flush()?;
         }
         Ok(pos)
+    }
+
+    /// The live records of `fp`: each table entry whose signature matches,
+    /// confirmed against the log (a buffered record costs nothing, an
+    /// on-disk one a one-record read). Not a lookup: the prefetch cache
+    /// and the lookup counters are left alone.
+    fn live_records(&mut self, fp: &Fingerprint) -> Result<Vec<LogRecord>> {
+        let mut cands = Vec::new();
+        self.table.candidates(KeyHash::of(fp), &mut cands);
+        let mut found = Vec::new();
+        for ptr in cands {
+            let r = match self.log.buffered(ptr) {
+                Some(r) => r,
+                None => {
+                    self.stats.log_reads += 1;
+                    self.stats.records_read += 1;
+                    bump(&self.counters.index_page_reads, 1);
+                    self.log.read_run(ptr, 1)?[0]
+                }
+            };
+            if r.fp == *fp {
+                found.push(r);
+            }
+        }
+        Ok(found)
+    }
+
+    /// Forgets `fp`: its table entries go and a removal record is appended,
+    /// so a rebuild from the log forgets it too. Returns whether it was
+    /// indexed (forgetting an absent fingerprint writes nothing).
+    pub fn remove(&mut self, fp: &Fingerprint) -> Result<bool> {
+        let live = self.live_records(fp)?;
+        if live.is_empty() {
+            return Ok(false);
+        }
+        self.forget_records(fp, &live)?;
+        Ok(true)
+    }
+
+    fn forget_records(&mut self, fp: &Fingerprint, live: &[LogRecord]) -> Result<()> {
+        // The record goes first: if the append fails, the table still
+        // agrees with the log.
+        self.log.append_removal(fp)?;
+        for r in live {
+            self.table.remove(KeyHash::of(fp), r.pos);
+        }
+        self.cache.forget(fp);
+        if self.log.buffer_full() {
+            self.log.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Indexes `fp` in `container` by the canonical-copy rule: if `fp` is
+    /// already indexed elsewhere, the canonical of the two copies stays
+    /// (a newer copy replaces the entry: a removal, then the put).
+    pub fn put(&mut self, fp: &Fingerprint, container: ContainerId) -> Result<()> {
+        let live = self.live_records(fp)?;
+        if let Some(old) = live.iter().map(|r| r.container).reduce(canonical) {
+            if canonical(old, container) == old {
+                return Ok(());
+            }
+            self.forget_records(fp, &live)?;
+        }
+        self.insert(fp, container)?;
+        Ok(())
+    }
+
+    /// Applies one batch (garbage collection moving live chunks, or a
+    /// commit): every removal, then every put, then a flush. Applying the
+    /// same batch again changes nothing a lookup sees.
+    pub fn apply(&mut self, update: &IndexUpdate) -> Result<()> {
+        self.reserve(update.puts.len())?;
+        for fp in &update.removes {
+            self.remove(fp)?;
+        }
+        for e in &update.puts {
+            self.put(&e.fp, e.container)?;
+        }
+        self.flush()
     }
 
     /// Makes room for `additional` inserts in one rebuild (a sequential scan
@@ -270,8 +385,12 @@ impl FrugalIndex {
             self.stats.log_reads += 1;
             self.stats.records_read += run.len() as u64;
             bump(&self.counters.index_page_reads, 1);
+            // Only live records: a superseded put in the run must not
+            // answer a later lookup.
             for r in &run {
-                self.cache.put(r.fp, r.container);
+                if r.pos == ptr || self.table.holds(KeyHash::of(&r.fp), r.pos) {
+                    self.cache.put(r.fp, r.container);
+                }
             }
             if run[0].fp == *fp {
                 self.stats.log_hits += 1;

@@ -8,9 +8,9 @@
 
 use std::sync::Arc;
 
+use crate::index::overlay::IndexUpdate;
 use cairn_core::counters::bump;
 use cairn_core::{Backend, ContainerId, Counters, Fingerprint, Result};
-use cairn_format::index::IndexEntry;
 
 use super::paged::commit_paged;
 use super::FingerprintIndex;
@@ -69,23 +69,21 @@ impl FingerprintIndex for FrugalKind {
 
     fn note_false_positive(&self) {}
 
-    /// The chunk log gets `entries` first, then the paged index (a crash in
-    /// between only repeats records); the frugal kind has no checkpoint.
+    /// The chunk log gets `update` first, then the paged index. A crash in
+    /// between leaves the log ahead of the paged index; applying the batch
+    /// again changes nothing a lookup sees. The frugal kind has no
+    /// checkpoint.
     fn commit(
         &mut self,
         backend: &dyn Backend,
-        entries: Vec<IndexEntry>,
+        update: IndexUpdate,
         covered: ContainerId,
         fp_width: usize,
         page_size: usize,
     ) -> Result<()> {
-        self.frugal.reserve(entries.len())?;
-        for e in &entries {
-            self.frugal.insert(&e.fp, e.container)?;
-        }
-        self.frugal.flush()?;
+        self.frugal.apply(&update)?;
         commit_paged(
-            &self.disk, None, backend, entries, covered, fp_width, page_size,
+            &self.disk, None, backend, update, covered, fp_width, page_size,
         )?;
         Ok(())
     }

@@ -17,7 +17,8 @@ pub mod frugal;
 pub mod paged;
 
 use cairn_core::{Backend, ContainerId, Fingerprint, Result};
-use cairn_format::index::IndexEntry;
+
+use crate::index::overlay::IndexUpdate;
 
 /// One index kind, as the dedup path sees it. Counting of filter tests,
 /// negatives and false positives belongs to the kind, since only the kind
@@ -49,13 +50,16 @@ pub trait FingerprintIndex: Send {
     /// Lazy lookup: a filter positive that no index entry confirmed.
     fn note_false_positive(&self);
 
-    /// Makes `entries` (every chunk packed by this backup) durable as a new
-    /// index generation covering containers below `covered`. Nothing is
-    /// written when nothing changed, except derived data found missing.
+    /// Makes `update` durable (a backup: every chunk it packed, as puts;
+    /// garbage collection: removals and moves) covering containers below
+    /// `covered`. A put of a fingerprint already indexed keeps the
+    /// canonical copy (`crate::canonical`); a removal forgets every copy
+    /// before the batch's puts apply. Nothing is written when nothing
+    /// changed, except derived data found missing.
     fn commit(
         &mut self,
         backend: &dyn Backend,
-        entries: Vec<IndexEntry>,
+        update: IndexUpdate,
         covered: ContainerId,
         fp_width: usize,
         page_size: usize,

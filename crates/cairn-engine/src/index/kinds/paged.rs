@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use cairn_core::counters::bump;
 use cairn_core::{Backend, ContainerId, Counters, Fingerprint, Result};
-use cairn_format::index::IndexEntry;
 
 use super::FingerprintIndex;
 use crate::index::disk_index::{DiskIndex, IndexUpdate};
@@ -55,7 +54,7 @@ pub(crate) enum Written {
     Generation,
 }
 
-/// Makes `entries` durable in the paged index when anything changed: as a
+/// Makes `update` durable in the paged index when anything changed: as a
 /// delta, or, when deltas pile up, as a merged new generation
 /// (`DiskIndex::wants_merge`). A new generation's Summary Vector checkpoint
 /// (when there is one) is written before the generation itself, so a reader
@@ -69,15 +68,14 @@ pub(crate) fn commit_paged(
     disk: &DiskIndex,
     summary: Option<&SummaryVector>,
     backend: &dyn Backend,
-    entries: Vec<IndexEntry>,
+    update: IndexUpdate,
     covered: ContainerId,
     fp_width: usize,
     page_size: usize,
 ) -> Result<Written> {
-    if entries.is_empty() && covered == disk.covered_below() {
+    if update.is_empty() && covered == disk.covered_below() {
         return Ok(Written::Nothing);
     }
-    let update = IndexUpdate::puts(entries);
     if !disk.wants_merge(&update) {
         disk.write_delta(update, covered, fp_width)?;
         return Ok(Written::Delta);
@@ -140,10 +138,15 @@ impl FingerprintIndex for PagedIndex {
         }
     }
 
+    /// The Summary Vector already holds every put: a backup's through
+    /// [`FingerprintIndex::note_new`], a moved chunk's since it was first
+    /// indexed. A removed fingerprint stays in it (a Bloom filter cannot
+    /// forget) and costs one false positive per lookup until the filter is
+    /// next rebuilt.
     fn commit(
         &mut self,
         backend: &dyn Backend,
-        entries: Vec<IndexEntry>,
+        update: IndexUpdate,
         covered: ContainerId,
         fp_width: usize,
         page_size: usize,
@@ -153,7 +156,7 @@ impl FingerprintIndex for PagedIndex {
             &self.disk,
             Some(&self.summary),
             backend,
-            entries,
+            update,
             covered,
             fp_width,
             page_size,
