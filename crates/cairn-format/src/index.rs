@@ -395,6 +395,14 @@ fn check_page(page: &[u8], header: &IndexHeader, page_no: u64) -> Result<usize> 
     Ok(count)
 }
 
+/// Verifies a data page's integrity (length, checksum, page number, count)
+/// without decoding its entries, and returns the entry count: what opening
+/// an index for writing checks of every page. A page that passes and is
+/// later decoded still gets [`decode_index_page`]'s structural checks.
+pub fn verify_index_page(page: &[u8], header: &IndexHeader, page_no: u64) -> Result<usize> {
+    check_page(page, header, page_no)
+}
+
 fn entry_at(page: &[u8], w: usize, i: usize) -> (&[u8], u64) {
     let at = P_ENTRIES_OFFSET + i * (w + CONTAINER_LEN);
     (&page[at..at + w], get_u64(page, at + w))

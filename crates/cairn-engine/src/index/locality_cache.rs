@@ -1,6 +1,14 @@
 //! Locality Preserved Caching (DDFS §4.3): a fingerprint -> container cache
 //! filled and evicted a whole container metadata section at a time, LRU by
 //! container. A lookup that hits refreshes its container's recency.
+//!
+//! Eviction is lazy: evicting a container drops its section, not its
+//! fingerprints' map entries; a lookup answers only through a container
+//! still cached, so a stale entry is a miss, exactly as if it had been
+//! removed. Stale entries are swept in one sequential pass once they
+//! outnumber the live ones. Eviction then costs no random map accesses
+//! (it was most of the simulator's cache time), and the map holds at most
+//! about twice the cached sections' fingerprints.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -8,17 +16,24 @@ use cairn_core::{ContainerId, Fingerprint, FpMap};
 
 pub struct LocalityCache {
     capacity: usize,
+    /// fp -> the container last inserted holding it; live only while that
+    /// container is in `containers`.
     map: FpMap<ContainerId>,
     containers: HashMap<ContainerId, Cached>,
     /// recency tick -> container, oldest first.
     lru: BTreeMap<u64, ContainerId>,
     tick: u64,
+    /// Fingerprints listed by the cached sections.
+    cached_fps: usize,
 }
 
 struct Cached {
     fps: Vec<Fingerprint>,
     tick: u64,
 }
+
+/// Stale entries tolerated beyond the live ones before a sweep.
+const SWEEP_SLACK: usize = 4096;
 
 impl LocalityCache {
     /// A cache holding at most `capacity` container metadata sections.
@@ -29,13 +44,16 @@ impl LocalityCache {
             containers: HashMap::new(),
             lru: BTreeMap::new(),
             tick: 0,
+            cached_fps: 0,
         }
     }
 
     /// DDFS `Lookup(fingerprint)`.
     pub fn lookup(&mut self, fp: &Fingerprint) -> Option<ContainerId> {
         let id = *self.map.get(fp)?;
-        self.touch(id);
+        let c = self.containers.get_mut(&id)?;
+        self.tick += 1;
+        c.tick = self.tick;
         Some(id)
     }
 
@@ -46,28 +64,33 @@ impl LocalityCache {
     /// Whether cached container `id`'s metadata section lists `fp` (a scan
     /// of one section: only to confirm an index hit on a cached container).
     pub fn container_holds(&self, id: ContainerId, fp: &Fingerprint) -> bool {
-        // The map names one cached holder; only when it names another does
-        // the section itself have to be scanned.
-        self.map.get(fp) == Some(&id)
-            || self.containers.get(&id).is_some_and(|c| c.fps.contains(fp))
+        // The map names one holder; only when it names another (or `id` is
+        // not cached) does the section itself have to be scanned.
+        self.containers
+            .get(&id)
+            .is_some_and(|c| self.map.get(fp) == Some(&id) || c.fps.contains(fp))
     }
 
     /// DDFS `Insert(container)`: all descriptors of one metadata section at
     /// once, evicting the least recently used container first when full.
     pub fn insert(&mut self, id: ContainerId, fps: Vec<Fingerprint>) {
-        if self.containers.contains_key(&id) {
-            self.touch(id);
+        if let Some(c) = self.containers.get_mut(&id) {
+            self.tick += 1;
+            c.tick = self.tick;
             return;
         }
         while self.containers.len() >= self.capacity {
             let Some(victim) = self.pop_lru() else {
                 break;
             };
-            self.remove(victim);
+            if let Some(c) = self.containers.remove(&victim) {
+                self.cached_fps -= c.fps.len();
+            }
         }
         for fp in &fps {
             self.map.insert(*fp, id);
         }
+        self.cached_fps += fps.len();
         self.tick += 1;
         self.lru.insert(self.tick, id);
         self.containers.insert(
@@ -77,31 +100,16 @@ impl LocalityCache {
                 tick: self.tick,
             },
         );
-    }
-
-    /// DDFS `Remove(container)`. A fingerprint also present in a later cached
-    /// container keeps that container's mapping.
-    fn remove(&mut self, id: ContainerId) {
-        if let Some(c) = self.containers.remove(&id) {
-            for fp in c.fps {
-                if self.map.get(&fp) == Some(&id) {
-                    self.map.remove(&fp);
-                }
-            }
+        if self.map.len() > 2 * self.cached_fps + SWEEP_SLACK {
+            let containers = &self.containers;
+            self.map.retain(|_, c| containers.contains_key(c));
         }
     }
 
-    /// Marks `id` most recently used. The `lru` queue is updated lazily: a
-    /// hit only stamps the container, and eviction re-queues a container
-    /// whose stamp is newer than its queue position, so a hit costs O(1).
-    fn touch(&mut self, id: ContainerId) {
-        if let Some(c) = self.containers.get_mut(&id) {
-            self.tick += 1;
-            c.tick = self.tick;
-        }
-    }
-
-    /// The least recently used container, removed from the queue.
+    /// The least recently used container, removed from the queue. The
+    /// queue is updated lazily: a hit only stamps the container, and this
+    /// re-queues a container whose stamp is newer than its queue position,
+    /// so a hit costs O(1).
     fn pop_lru(&mut self) -> Option<ContainerId> {
         while let Some((queued, id)) = self.lru.pop_first() {
             match self.containers.get(&id) {
@@ -118,11 +126,18 @@ impl LocalityCache {
     pub fn len_containers(&self) -> usize {
         self.containers.len()
     }
+
+    /// Map entries, stale ones included (for the bound's test).
+    #[cfg(test)]
+    fn map_len(&self) -> usize {
+        self.map.len()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn fp(i: u8) -> Fingerprint {
         Fingerprint::from_slice(&[i; 20])
@@ -152,5 +167,93 @@ mod tests {
         c.insert(ContainerId(2), vec![fp(9)]);
         c.insert(ContainerId(3), vec![fp(7)]); // evicts 1
         assert_eq!(c.lookup(&fp(9)), Some(ContainerId(2)));
+    }
+
+    /// The eager DDFS cache, written plainly: evicting a container removes
+    /// the map entries that name it.
+    struct Eager {
+        capacity: usize,
+        map: HashMap<Fingerprint, ContainerId>,
+        /// Most recently used last.
+        order: Vec<(ContainerId, Vec<Fingerprint>)>,
+    }
+
+    impl Eager {
+        fn touch(&mut self, id: ContainerId) {
+            let i = self.order.iter().position(|(c, _)| *c == id).unwrap();
+            let e = self.order.remove(i);
+            self.order.push(e);
+        }
+
+        fn lookup(&mut self, fp: &Fingerprint) -> Option<ContainerId> {
+            let id = *self.map.get(fp)?;
+            self.touch(id);
+            Some(id)
+        }
+
+        fn insert(&mut self, id: ContainerId, fps: Vec<Fingerprint>) {
+            if self.order.iter().any(|(c, _)| *c == id) {
+                return self.touch(id);
+            }
+            if self.order.len() >= self.capacity {
+                let (victim, gone) = self.order.remove(0);
+                for f in gone {
+                    if self.map.get(&f) == Some(&victim) {
+                        self.map.remove(&f);
+                    }
+                }
+            }
+            for f in &fps {
+                self.map.insert(*f, id);
+            }
+            self.order.push((id, fps));
+        }
+    }
+
+    proptest! {
+        /// Lazy eviction answers every lookup exactly as eager eviction
+        /// does, and its map stays bounded.
+        #[test]
+        fn lazy_eviction_answers_as_eager_eviction(
+            capacity in 1usize..5,
+            ops in proptest::collection::vec(
+                prop_oneof![
+                    (0u64..12, proptest::collection::vec(0u8..40, 0..8))
+                        .prop_map(|(c, f)| (Some(c), f)),
+                    proptest::collection::vec(0u8..40, 1..2).prop_map(|f| (None, f)),
+                ],
+                1..300,
+            ),
+        ) {
+            let mut lazy = LocalityCache::new(capacity);
+            let mut eager = Eager { capacity, map: HashMap::new(), order: Vec::new() };
+            // A container's section is fixed by its id, as on disk.
+            let section = |c: u64, f: &[u8]| -> Vec<Fingerprint> {
+                f.iter().map(|&b| fp(b.wrapping_add((c as u8) * 7) % 40)).collect()
+            };
+            let mut sections: HashMap<u64, Vec<Fingerprint>> = HashMap::new();
+            for (c, f) in ops {
+                match c {
+                    Some(c) => {
+                        let fps = sections.entry(c).or_insert_with(|| section(c, &f)).clone();
+                        lazy.insert(ContainerId(c), fps.clone());
+                        eager.insert(ContainerId(c), fps);
+                    }
+                    None => {
+                        let q = fp(f[0]);
+                        prop_assert_eq!(lazy.lookup(&q), eager.lookup(&q));
+                    }
+                }
+                for b in 0..40u8 {
+                    for (id, _) in &eager.order {
+                        prop_assert_eq!(
+                            lazy.container_holds(*id, &fp(b)),
+                            sections[&id.0].contains(&fp(b))
+                        );
+                    }
+                }
+                prop_assert!(lazy.map_len() <= 2 * lazy.cached_fps + SWEEP_SLACK);
+            }
+        }
     }
 }

@@ -49,7 +49,7 @@ pub fn open_for_write(
     // Every page is verified up front (one sequential read): a damaged index
     // is rebuilt now rather than failing a lookup half-way through a backup.
     let disk = match DiskIndex::open(backend.clone(), counters.clone())
-        .and_then(|d| d.for_each_entry(&mut |_| {}).map(|_| d))
+        .and_then(|d| d.verify().map(|_| d))
     {
         Ok(d) => d,
         Err(e) if is_damage(&e) => {
