@@ -305,7 +305,11 @@ impl<'a> Stream<'a> {
             }
         }
         debug_assert!(self.held.is_empty() && self.held_bytes == 0);
-        debug_assert_eq!(self.lookup.buffered(), 0, "a flush resolves every held chunk");
+        debug_assert_eq!(
+            self.lookup.buffered(),
+            0,
+            "a flush resolves every held chunk"
+        );
         self.pack_all(new)
     }
 

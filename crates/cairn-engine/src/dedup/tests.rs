@@ -16,6 +16,16 @@ fn fp(i: u16) -> Fingerprint {
     Fingerprint::from_slice(blake3::hash(&i.to_le_bytes()).as_bytes())
 }
 
+/// An empty in-memory backend with its counters and container log.
+fn empty_repository() -> (Arc<dyn Backend>, Arc<Counters>, Arc<dyn ContainerStore>) {
+    let backend: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let counters = Arc::new(Counters::default());
+    let log: Arc<dyn ContainerStore> = Arc::new(
+        crate::container_log::ContainerLog::open(backend.clone(), counters.clone()).unwrap(),
+    );
+    (backend, counters, log)
+}
+
 /// Packs new chunks into containers of `per_container` chunks, sealing
 /// (and announcing to the dedup path) as a stream's sealer would.
 struct Packer<'a> {
@@ -81,11 +91,7 @@ fn run_counted(
     lazy: Option<&LookupConfig>,
     kind: IndexKind,
 ) -> (Vec<bool>, cairn_core::CountersSnapshot) {
-    let backend: Arc<dyn Backend> = Arc::new(MemBackend::new());
-    let counters = Arc::new(Counters::default());
-    let log: Arc<dyn ContainerStore> = Arc::new(
-        crate::container_log::ContainerLog::open(backend.clone(), counters.clone()).unwrap(),
-    );
+    let (backend, counters, log) = empty_repository();
     let cfg = IndexConfig {
         expected_chunks: 64,
         cache_containers: 2,
@@ -295,11 +301,7 @@ fn frugal_index_finds_earlier_backups_chunks() {
 #[test]
 fn both_index_kinds_forget_and_move_entries_in_one_batch() {
     for kind in [IndexKind::Paged, IndexKind::Frugal] {
-        let backend: Arc<dyn Backend> = Arc::new(MemBackend::new());
-        let counters = Arc::new(Counters::default());
-        let log: Arc<dyn ContainerStore> = Arc::new(
-            crate::container_log::ContainerLog::open(backend.clone(), counters.clone()).unwrap(),
-        );
+        let (backend, counters, log) = empty_repository();
         let cfg = IndexConfig {
             expected_chunks: 64,
             kind,
