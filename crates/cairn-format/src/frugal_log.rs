@@ -41,6 +41,11 @@ pub const SEGMENT_HEADER_LEN: usize = 16;
 /// Segment trailer bytes (crc32c).
 pub const SEGMENT_TRAILER_LEN: usize = 4;
 
+/// Whether `records` hold a removal (and so make a version-2 segment).
+pub fn holds_removal(records: &[(Fingerprint, ContainerId)]) -> bool {
+    records.iter().any(|(_, c)| *c == REMOVAL)
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SegmentHeader {
     pub width: usize,
@@ -56,7 +61,7 @@ pub fn encode_segment(width: usize, first: u32, records: &[(Fingerprint, Contain
     let mut out =
         Vec::with_capacity(SEGMENT_HEADER_LEN + records.len() * (width + 8) + SEGMENT_TRAILER_LEN);
     out.extend_from_slice(&FRUGAL_LOG_MAGIC);
-    out.push(if records.iter().any(|(_, c)| *c == REMOVAL) {
+    out.push(if holds_removal(records) {
         FRUGAL_LOG_VERSION
     } else {
         FRUGAL_LOG_VERSION_PUTS
@@ -132,7 +137,7 @@ pub fn decode_segment(
         .map(|b| decode_record(h.width, b))
         .collect();
     // One encoding per segment: version 2 exactly when a removal is in it.
-    if h.removals != records.iter().any(|(_, c)| *c == REMOVAL) {
+    if h.removals != holds_removal(&records) {
         return Err(Error::corrupt(
             what,
             if h.removals {

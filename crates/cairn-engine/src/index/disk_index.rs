@@ -265,15 +265,7 @@ impl DiskIndex {
                 emitted += 1;
             }
         }
-        if n != cur.header.entry_count {
-            return Err(Error::corrupt(
-                key,
-                format!(
-                    "header says {} entries, pages hold {n}",
-                    cur.header.entry_count
-                ),
-            ));
-        }
+        check_entry_count(&cur.header, n, &key)?;
         Ok(emitted)
     }
 
@@ -289,22 +281,11 @@ impl DiskIndex {
         let h = &cur.header;
         let mut n = 0u64;
         for page_no in 0..h.page_count {
-            let off = codec::index_page_offset(h, page_no) as usize;
-            let Some(page) = bytes.get(off..off + h.page_size) else {
-                return Err(Error::corrupt(
-                    key,
-                    format!("truncated before page {page_no}"),
-                ));
-            };
+            let page = page_bytes(h, &bytes, &key, page_no)?;
             n += codec::verify_index_page(page, h, page_no).map_err(|e| rename_corrupt(e, &key))?
                 as u64;
         }
-        if n != h.entry_count {
-            return Err(Error::corrupt(
-                key,
-                format!("header says {} entries, pages hold {n}", h.entry_count),
-            ));
-        }
+        check_entry_count(h, n, &key)?;
         Ok(n)
     }
 
@@ -506,6 +487,25 @@ impl DiskIndex {
 }
 
 /// Decodes the data pages of an index file image one at a time.
+/// Data page `page_no` of the index file `bytes` (named `key` in errors).
+fn page_bytes<'a>(h: &IndexHeader, bytes: &'a [u8], key: &str, page_no: u64) -> Result<&'a [u8]> {
+    let off = codec::index_page_offset(h, page_no) as usize;
+    bytes
+        .get(off..off + h.page_size)
+        .ok_or_else(|| Error::corrupt(key.to_string(), format!("truncated before page {page_no}")))
+}
+
+/// The pages of a file held `n` entries: the header must say so.
+fn check_entry_count(h: &IndexHeader, n: u64, key: &str) -> Result<()> {
+    if n != h.entry_count {
+        return Err(Error::corrupt(
+            key.to_string(),
+            format!("header says {} entries, pages hold {n}", h.entry_count),
+        ));
+    }
+    Ok(())
+}
+
 struct Pages<'a> {
     header: &'a IndexHeader,
     bytes: &'a [u8],
@@ -533,16 +533,11 @@ impl Iterator for Pages<'_> {
         }
         let page_no = self.next;
         self.next += 1;
-        let off = codec::index_page_offset(self.header, page_no) as usize;
-        let Some(page) = self.bytes.get(off..off + self.header.page_size) else {
-            return Some(Err(Error::corrupt(
-                self.key.to_string(),
-                format!("truncated before page {page_no}"),
-            )));
-        };
         Some(
-            codec::decode_index_page(page, self.header, page_no)
-                .map_err(|e| rename_corrupt(e, self.key)),
+            page_bytes(self.header, self.bytes, self.key, page_no).and_then(|page| {
+                codec::decode_index_page(page, self.header, page_no)
+                    .map_err(|e| rename_corrupt(e, self.key))
+            }),
         )
     }
 }

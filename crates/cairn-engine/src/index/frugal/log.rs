@@ -21,7 +21,9 @@ use cairn_core::{Backend, ContainerId, Error, Fingerprint, FpMap, Result};
 /// Key prefix of the log's segments.
 pub const LOG_PREFIX: &str = "frugal/";
 
-use cairn_format::frugal_log::{decode_segment, decode_segment_header, encode_segment, REMOVAL};
+use cairn_format::frugal_log::{
+    decode_segment, decode_segment_header, encode_segment, holds_removal, REMOVAL,
+};
 pub use cairn_format::frugal_log::{
     SEGMENT_HEADER_LEN as HEADER_LEN, SEGMENT_TRAILER_LEN as TRAILER_LEN,
 };
@@ -78,6 +80,8 @@ pub struct ChunkLog {
     /// Position of the first buffered record = records on disk.
     flushed: u32,
     buffer: Vec<(Fingerprint, ContainerId)>,
+    /// Some record (on disk or buffered) is a removal.
+    removals: bool,
 }
 
 fn corrupt(key: &str, detail: impl Into<String>) -> Error {
@@ -104,6 +108,7 @@ impl ChunkLog {
             segments: Vec::new(),
             flushed: 0,
             buffer: Vec::new(),
+            removals: false,
         };
         for key in log.backend.list(LOG_PREFIX)? {
             let head = log.backend.read_at(&key, 0, HEADER_LEN)?;
@@ -122,6 +127,7 @@ impl ChunkLog {
                 count: h.count,
                 removals: h.removals,
             });
+            log.removals |= h.removals;
             log.flushed = h
                 .first
                 .checked_add(h.count)
@@ -180,12 +186,16 @@ impl ChunkLog {
 
     /// Appends a removal record for `fp` and returns its position.
     pub fn append_removal(&mut self, fp: &Fingerprint) -> Result<u32> {
-        self.append(fp, REMOVAL)
+        let pos = self.append(fp, REMOVAL)?;
+        self.removals = true;
+        Ok(pos)
     }
 
-    /// Whether any record, on disk or buffered, is a removal.
+    /// Whether any record, on disk or buffered, is a removal. A log only
+    /// grows, so once true this stays true; without a removal every record
+    /// is live.
     pub fn has_removals(&self) -> bool {
-        self.segments.iter().any(|s| s.removals) || self.buffer.iter().any(|(_, c)| *c == REMOVAL)
+        self.removals
     }
 
     /// Whether the write buffer holds a whole segment (time to [`ChunkLog::flush`]).
@@ -206,7 +216,7 @@ impl ChunkLog {
         self.segments.push(Segment {
             first: self.flushed,
             count: count as u32,
-            removals: self.buffer.iter().any(|(_, c)| *c == REMOVAL),
+            removals: holds_removal(&self.buffer),
         });
         self.flushed += count as u32;
         self.buffer.clear();

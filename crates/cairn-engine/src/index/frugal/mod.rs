@@ -264,18 +264,22 @@ impl FrugalIndex {
         for ptr in cands {
             let r = match self.log.buffered(ptr) {
                 Some(r) => r,
-                None => {
-                    self.stats.log_reads += 1;
-                    self.stats.records_read += 1;
-                    bump(&self.counters.index_page_reads, 1);
-                    self.log.read_run(ptr, 1)?[0]
-                }
+                None => self.read_log(ptr, 1)?[0],
             };
             if r.fp == *fp {
                 found.push(r);
             }
         }
         Ok(found)
+    }
+
+    /// One counted log read: the records `ptr .. ptr+k` of `ptr`'s segment.
+    fn read_log(&mut self, ptr: u32, k: usize) -> Result<Vec<LogRecord>> {
+        let run = self.log.read_run(ptr, k)?;
+        self.stats.log_reads += 1;
+        self.stats.records_read += run.len() as u64;
+        bump(&self.counters.index_page_reads, 1);
+        Ok(run)
     }
 
     /// Forgets `fp`: its table entries go and a removal record is appended,
@@ -381,14 +385,13 @@ impl FrugalIndex {
                 self.stats.prefetch_hits += 1;
                 return Ok(Some(c));
             }
-            let run = self.log.read_run(ptr, self.cfg.prefetch_run)?;
-            self.stats.log_reads += 1;
-            self.stats.records_read += run.len() as u64;
-            bump(&self.counters.index_page_reads, 1);
+            let run = self.read_log(ptr, self.cfg.prefetch_run)?;
             // Only live records: a superseded put in the run must not
-            // answer a later lookup.
+            // answer a later lookup. Without a removal in the log every
+            // record is live, and the table need not be asked.
+            let any_removed = self.log.has_removals();
             for r in &run {
-                if r.pos == ptr || self.table.holds(KeyHash::of(&r.fp), r.pos) {
+                if !any_removed || r.pos == ptr || self.table.holds(KeyHash::of(&r.fp), r.pos) {
                     self.cache.put(r.fp, r.container);
                 }
             }
