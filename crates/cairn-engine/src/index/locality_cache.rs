@@ -51,10 +51,21 @@ impl LocalityCache {
     /// DDFS `Lookup(fingerprint)`.
     pub fn lookup(&mut self, fp: &Fingerprint) -> Option<ContainerId> {
         let id = *self.map.get(fp)?;
-        let c = self.containers.get_mut(&id)?;
-        self.tick += 1;
-        c.tick = self.tick;
-        Some(id)
+        self.touch(id).then_some(id)
+    }
+
+    /// Marks cached container `id` most recently used; `false` if it is not
+    /// cached (a stale map entry). The `lru` queue is updated lazily: see
+    /// [`Self::pop_lru`].
+    fn touch(&mut self, id: ContainerId) -> bool {
+        match self.containers.get_mut(&id) {
+            Some(c) => {
+                self.tick += 1;
+                c.tick = self.tick;
+                true
+            }
+            None => false,
+        }
     }
 
     pub fn contains_container(&self, id: ContainerId) -> bool {
@@ -74,9 +85,7 @@ impl LocalityCache {
     /// DDFS `Insert(container)`: all descriptors of one metadata section at
     /// once, evicting the least recently used container first when full.
     pub fn insert(&mut self, id: ContainerId, fps: Vec<Fingerprint>) {
-        if let Some(c) = self.containers.get_mut(&id) {
-            self.tick += 1;
-            c.tick = self.tick;
+        if self.touch(id) {
             return;
         }
         while self.containers.len() >= self.capacity {
