@@ -201,6 +201,7 @@ pub fn cairn_backup(
                 host: Some("cairn-bench".into()),
                 progress: Arc::new(Progress::default()),
                 rewrite_of: None,
+                rewrite_scheme: None,
             },
         )?)
     })?;

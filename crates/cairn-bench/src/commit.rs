@@ -50,6 +50,7 @@ fn backup(repo: &Path, data: &Path, first: u64, count: u64) -> Result<(f64, u64)
             host: Some("cairn-bench".into()),
             progress: Arc::new(Progress::default()),
             rewrite_of: None,
+            rewrite_scheme: None,
         },
     )?;
     std::fs::remove_file(&file)?;

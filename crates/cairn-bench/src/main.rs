@@ -46,7 +46,7 @@ subcommands:
       and of an edited copy with >= P% (default 90) duplicate bytes (gen2),
       vs a single-threaded read + FastCDC + BLAKE3 pass over the same files
 
-  restore [--mib N] [--dup-pct P] [--runs R] [--cache C] [--no-verify] [--dir D] [--keep] [--json]
+  restore [--mib N] [--dup-pct P] [--runs R] [--cache MIB] [--policy P] [--no-verify] [--dir D] [--keep] [--json]
       restore of gen1 and gen2 (reusing `backup --dir D --keep`'s repository
       if present) vs a single-threaded copy of the same files
 

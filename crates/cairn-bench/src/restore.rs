@@ -8,7 +8,7 @@
 //!
 //! * baseline: copy the generation's files to a new directory on one thread
 //!   (read + write through a 1 MiB buffer, no `copy_file_range`, no fsync);
-//! * cairn: open the repository, `restore::Reader::open` with `--cache`
+//! * cairn: open the repository, `restore::Reader::open` with `--policy` and `--cache` (MiB)
 //!   containers (default 16, the CLI default) and restore the snapshot into
 //!   a new directory (cairn does not fsync restored files either).
 //!
@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, ensure, Context, Result};
 use cairn_core::CountersSnapshot;
 use cairn_engine::catalog::{self, SnapshotInfo};
-use cairn_engine::restore::{Reader, RestoreSummary, DEFAULT_CACHE_CONTAINERS};
+use cairn_engine::restore::{CacheOptions, PolicyKind, Reader, RestoreSummary};
 use cairn_engine::{Progress, Repository};
 use serde_json::{json, Value};
 
@@ -47,7 +47,9 @@ struct Options {
     runs: usize,
     dir: Option<PathBuf>,
     keep: bool,
-    cache: usize,
+    /// Restore policy memory, MiB.
+    cache: u64,
+    policy: PolicyKind,
     verify: bool,
     json: bool,
 }
@@ -59,7 +61,8 @@ fn parse(args: &[String]) -> Result<Options> {
         runs: 3,
         dir: None,
         keep: false,
-        cache: DEFAULT_CACHE_CONTAINERS,
+        cache: 64,
+        policy: PolicyKind::default(),
         verify: true,
         json: false,
     };
@@ -72,6 +75,10 @@ fn parse(args: &[String]) -> Result<Options> {
             "--dir" => o.dir = Some(value(&mut it, a)?),
             "--keep" => o.keep = true,
             "--cache" => o.cache = value(&mut it, a)?,
+            "--policy" => {
+                let p: String = value(&mut it, a)?;
+                o.policy = p.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
+            }
             "--no-verify" => o.verify = false,
             "--json" => o.json = true,
             other => bail!("restore: unknown option {other:?}"),
@@ -150,7 +157,7 @@ fn cairn_restore(
     repo: &Path,
     snap: &SnapshotInfo,
     target: &Path,
-    cache: usize,
+    cache: CacheOptions,
 ) -> Result<Restored> {
     let (time, (sum, counters)) = Timed::measure(|| {
         let r = Repository::open_local(repo)?;
@@ -214,7 +221,15 @@ pub fn run(args: &[String]) -> Result<Value> {
 
             let target = work.scratch("restored", false)?;
             sync();
-            let r = cairn_restore(&repo, &snaps[g], &target, o.cache)?;
+            let r = cairn_restore(
+                &repo,
+                &snaps[g],
+                &target,
+                CacheOptions {
+                    policy: o.policy,
+                    bytes: o.cache << 20,
+                },
+            )?;
             ensure!(
                 r.sum.bytes == ds.gen_bytes[g],
                 "restored {} bytes, expected {}",
@@ -300,7 +315,8 @@ fn report(
             "mib": o.mib,
             "dup_pct": o.dup_pct,
             "runs": o.runs,
-            "cache_containers": o.cache,
+            "restore_cache_mib": o.cache,
+            "restore_policy": o.policy,
             "verified": o.verify,
             "page_cache": CACHE_NOTE,
             "repository": repo,
@@ -333,8 +349,9 @@ fn report(
     );
     println!("{CACHE_NOTE}");
     println!(
-        "best of {} run(s); restore cache {} containers; restored bytes {}",
+        "best of {} run(s); restore policy {} with {} MiB; restored bytes {}",
         o.runs,
+        o.policy,
         o.cache,
         if o.verify {
             "verified against the source"

@@ -63,9 +63,14 @@ pub enum Command {
         /// Restore only this path inside the snapshot.
         #[arg(long)]
         include: Option<String>,
-        /// Restore cache size in containers.
-        #[arg(long, default_value_t = 16)]
-        cache_containers: usize,
+        /// Restore policy (002 §2): container-lru, chunk-lru, faa (forward
+        /// assembly), alacc (assembly + look-ahead chunk cache) or belady
+        /// (the optimal bound).
+        #[arg(long, default_value = "alacc")]
+        restore_policy: String,
+        /// Memory of the restore policy: raw chunk bytes it may hold.
+        #[arg(long, default_value = "64MiB")]
+        restore_cache: String,
         /// Entries already in the target where the snapshot has one: `always`
         /// replaces files, symlinks and empty directories (a non-empty
         /// directory only with --delete; otherwise it is reported as an error
@@ -181,6 +186,13 @@ pub struct InitArgs {
     /// Locality cache capacity in containers.
     #[arg(long, default_value_t = 256)]
     pub cache_containers: u32,
+    /// Rewrite scheme for restore speed (002 §3-§5): none, capping, fcrc or
+    /// lbw, with parameters, e.g. `capping:segment=20MiB,cap=20`,
+    /// `fcrc:loss=5,cap=20`, `lbw:window=8,loss=5,cap=20,candidates=16MiB`.
+    /// At init (or a backup that creates the repository): the repository's
+    /// default; on a later backup: that backup's scheme.
+    #[arg(long)]
+    pub rewrite: Option<String>,
     /// Disable the Summary Vector (ablation).
     #[arg(long)]
     pub no_summary_vector: bool,
@@ -269,9 +281,13 @@ pub struct SimArgs {
     /// Also simulate a restore of each generation (containers read, speed factor).
     #[arg(long)]
     pub restore: bool,
-    /// Restore cache size in containers.
-    #[arg(long, default_value_t = 16)]
-    pub restore_cache: usize,
+    /// Policy of the simulated restore: container-lru, chunk-lru, faa,
+    /// alacc or belady.
+    #[arg(long, default_value = "alacc")]
+    pub restore_policy: String,
+    /// Memory of the simulated restore's policy (raw chunk bytes).
+    #[arg(long, default_value = "64MiB")]
+    pub restore_cache: String,
     /// Rows as CSV.
     #[arg(long, conflicts_with = "json")]
     pub csv: bool,

@@ -10,7 +10,7 @@ use serde_json::json;
 
 use cairn_core::{ChunkerConfig, CompressionCodec, CompressionConfig, FingerprintAlgo};
 use cairn_engine::catalog::{self, SnapshotInfo};
-use cairn_engine::config::{IndexKind, LookupStrategy};
+use cairn_engine::config::{IndexKind, LookupStrategy, RewriteConfig};
 use cairn_engine::restore::Reader;
 use cairn_engine::{BackupOptions, Progress, RepoConfig, Repository, Source};
 use cairn_format::dir::EntryKind;
@@ -41,7 +41,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             snapshot,
             target,
             include,
-            cache_containers,
+            restore_policy,
+            restore_cache,
             overwrite,
             delete,
         } => restore(
@@ -50,7 +51,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             snapshot,
             target,
             include.as_deref(),
-            *cache_containers,
+            restore_cache_options(restore_policy, restore_cache)?,
             &cairn_engine::restore::RestoreOptions {
                 overwrite: overwrite.parse()?,
                 delete: *delete,
@@ -172,6 +173,9 @@ pub fn config_from(a: &InitArgs) -> Result<RepoConfig> {
     lookup.ring_size = a.ring_size;
     lookup.buffer_fingerprints = a.lookup_buffer;
     lookup.device = a.lookup_device.clone();
+    if let Some(r) = &a.rewrite {
+        cfg.rewrite = RewriteConfig::parse(r)?;
+    }
     cfg.validate()?;
     Ok(cfg)
 }
@@ -312,6 +316,7 @@ fn backup(cli: &Cli, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
         }
     }
     let given = cfg.clone();
+    let cfg_rewrite = a.init.rewrite.is_some().then_some(cfg.rewrite);
     let (repo, created) = Repository::open_or_init_local(path, || resolve_auto(cli, cfg, &a.init))?;
     if created && !cli.quiet && !cli.json {
         eprintln!("created cairn repository at {}", path.display());
@@ -334,6 +339,8 @@ fn backup(cli: &Cli, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
             host: a.host.clone(),
             progress,
             rewrite_of: None,
+            // Given on an existing repository: this backup's scheme.
+            rewrite_scheme: (!created).then_some(cfg_rewrite).flatten(),
         },
     );
     drop(display);
@@ -493,7 +500,7 @@ fn kind_name(k: EntryKind) -> &'static str {
 fn ls(cli: &Cli, repo: &Repository, snapshot: &str, path: Option<&str>) -> Result<ExitCode> {
     let _reading = read_lock(repo)?;
     let snap = resolve_snapshot(repo, snapshot)?;
-    let mut reader = Reader::open(repo, 4)?;
+    let mut reader = Reader::open(repo, Default::default())?;
     let mut rows = Vec::new();
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
@@ -531,20 +538,31 @@ fn ls(cli: &Cli, repo: &Repository, snapshot: &str, path: Option<&str>) -> Resul
     Ok(ExitCode::SUCCESS)
 }
 
+/// `--restore-policy` and `--restore-cache` as the engine's options.
+pub fn restore_cache_options(
+    policy: &str,
+    size: &str,
+) -> Result<cairn_engine::restore::CacheOptions> {
+    Ok(cairn_engine::restore::CacheOptions {
+        policy: policy.parse()?,
+        bytes: crate::output::parse_size_u64(size)?,
+    })
+}
+
 fn restore(
     cli: &Cli,
     repo: &Repository,
     snapshot: &str,
     target: &Path,
     include: Option<&str>,
-    cache_containers: usize,
+    cache: cairn_engine::restore::CacheOptions,
     opts: &cairn_engine::restore::RestoreOptions,
 ) -> Result<ExitCode> {
     let _reading = read_lock(repo)?;
     let snap = resolve_snapshot(repo, snapshot)?;
     let before = repo.counters.snapshot();
     let started = std::time::Instant::now();
-    let mut reader = Reader::open(repo, cache_containers)?;
+    let mut reader = Reader::open(repo, cache)?;
     let progress = Arc::new(Progress::default());
     progress.bytes_total.store(
         snap.record.stats.logical_bytes.max(1),
@@ -567,6 +585,7 @@ fn restore(
                 "containers_read": c.containers_read, "index_page_reads": c.index_page_reads,
                 "bytes_read": c.bytes_read,
                 "speed_factor": if c.containers_read > 0 { sum.bytes as f64 / 1e6 / c.containers_read as f64 } else { 0.0 },
+                "restore_policy": sum.policy.policy, "restore_memory_bytes": sum.policy.peak_memory_bytes,
             }))?
         );
     } else if !cli.quiet {
@@ -600,7 +619,7 @@ fn restore(
 fn cat(repo: &Repository, snapshot: &str, path: &str) -> Result<ExitCode> {
     let _reading = read_lock(repo)?;
     let snap = resolve_snapshot(repo, snapshot)?;
-    let mut reader = Reader::open(repo, 4)?;
+    let mut reader = Reader::open(repo, Default::default())?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
     reader.cat(&snap.record, path, &mut out)?;

@@ -75,6 +75,11 @@ pub fn display_name(s: &str) -> String {
 
 /// Parses "8KiB", "4MiB", "1GiB", "8K", "4M" or plain bytes.
 pub fn parse_size(s: &str) -> anyhow::Result<u32> {
+    u32::try_from(parse_size_u64(s)?).map_err(|_| anyhow::anyhow!("size {s:?} is too large"))
+}
+
+/// [`parse_size`] without the 4 GiB limit.
+pub fn parse_size_u64(s: &str) -> anyhow::Result<u64> {
     let t = s.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
@@ -88,7 +93,8 @@ pub fn parse_size(s: &str) -> anyhow::Result<u32> {
         "g" | "gib" | "gb" => 1 << 30,
         _ => anyhow::bail!("invalid size unit in {s:?} (use B, KiB, MiB or GiB)"),
     };
-    u32::try_from(n * mult).map_err(|_| anyhow::anyhow!("size {s:?} is too large"))
+    n.checked_mul(mult)
+        .ok_or_else(|| anyhow::anyhow!("size {s:?} is too large"))
 }
 
 pub fn mode_string(kind: &str, mode: u32) -> String {

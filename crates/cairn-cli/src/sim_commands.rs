@@ -40,6 +40,7 @@ pub fn trace(cli: &Cli, a: &TraceArgs) -> Result<ExitCode> {
         &[
             "container_size",
             "cache_containers",
+            "rewrite",
             "no_summary_vector",
             "no_locality_cache",
             "index",
@@ -162,7 +163,10 @@ pub fn sim(cli: &Cli, a: &SimArgs) -> Result<ExitCode> {
             config,
             device: DeviceModel::for_device(class),
             restore: a.restore,
-            restore_cache_containers: a.restore_cache,
+            restore_cache: crate::commands::restore_cache_options(
+                &a.restore_policy,
+                &a.restore_cache,
+            )?,
         },
     )?;
     if cli.json {
@@ -203,11 +207,11 @@ pub fn sim(cli: &Cli, a: &SimArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-const CSV_HEADER: &str = "id,chunks,unique_chunks,logical_bytes,stored_bytes,dedup_ratio,total_compression,bloom_negatives,cache_hits,index_page_reads,prefetches,containers_written,containers_read,speed_factor,modeled_seconds,wall_seconds";
+const CSV_HEADER: &str = "id,chunks,unique_chunks,logical_bytes,stored_bytes,dedup_ratio,total_compression,bloom_negatives,cache_hits,index_page_reads,prefetches,containers_written,containers_read,speed_factor,modeled_seconds,wall_seconds,rewritten_chunks,restore_bytes_read,restore_memory_bytes";
 
 fn csv_row(r: &GenerationRow) -> String {
     format!(
-        "{},{},{},{},{},{:.6},{:.6},{},{},{},{},{},{},{:.6},{:.6},{:.6}",
+        "{},{},{},{},{},{:.6},{:.6},{},{},{},{},{},{},{:.6},{:.6},{:.6},{},{},{}",
         r.id,
         r.chunks,
         r.unique_chunks,
@@ -223,7 +227,10 @@ fn csv_row(r: &GenerationRow) -> String {
         r.containers_read,
         r.speed_factor,
         r.modeled_seconds,
-        r.wall_seconds
+        r.wall_seconds,
+        r.rewritten_chunks,
+        r.restore_bytes_read,
+        r.restore_memory_bytes
     )
 }
 

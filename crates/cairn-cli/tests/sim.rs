@@ -124,8 +124,10 @@ fn a_recorded_trace_replays_to_the_real_backups_counters() {
 
 /// The simulated restore runs the real restore's plan order and policy:
 /// restoring each generation's snapshot reads exactly the data containers
-/// the simulator counts for the recorded trace, at several cache sizes,
-/// including generations whose chunks are scattered over older containers.
+/// the simulator counts for the recorded trace and holds as much memory,
+/// for every policy at several cache sizes, including generations whose
+/// chunks are scattered over older containers; every restore is
+/// byte-identical.
 #[test]
 fn real_and_simulated_restores_read_the_same_containers() {
     let tmp = tempfile::tempdir().unwrap();
@@ -136,6 +138,7 @@ fn real_and_simulated_restores_read_the_same_containers() {
     cairn(&repo, &["init", "-q", "--container-size", "256KiB"]).ok();
     let mut traces = Vec::new();
     let mut snaps = Vec::new();
+    let mut manifests = Vec::new();
     for g in 0..3 {
         if g > 0 {
             // A file spliced from slices of the older files in shuffled
@@ -158,48 +161,60 @@ fn real_and_simulated_restores_read_the_same_containers() {
         traces.push(t);
         let b = cairn(&repo, &["backup", "--json", s(&tree)]).ok().json();
         snaps.push(b["id"].as_str().unwrap().to_string());
+        manifests.push(Manifest::capture(&tree));
     }
-    let mut total_reads = Vec::new();
-    for cache in ["1", "3", "16"] {
-        let mut args: Vec<&str> = vec![
-            "--restore",
-            "--restore-cache",
-            cache,
-            "--container-size",
-            "256KiB",
-        ];
-        args.extend(traces.iter().map(|t| s(t)));
-        let report = sim(tmp.path(), &args);
-        let gens = report["generations"].as_array().unwrap();
-        total_reads.push(
-            gens.iter()
-                .map(|g| g["containers_read"].as_u64().unwrap())
-                .sum::<u64>(),
-        );
-        for (g, snap) in snaps.iter().enumerate() {
-            let out = tmp.path().join(format!("out-{cache}-{g}"));
-            let r = cairn(
-                &repo,
-                &[
-                    "restore",
-                    "--json",
-                    snap,
-                    "--target",
-                    s(&out),
-                    "--cache-containers",
-                    cache,
-                ],
-            )
-            .ok()
-            .json();
-            assert_eq!(
-                r["summary"]["policy"]["container_reads"], gens[g]["containers_read"],
-                "generation {g}, cache {cache}: {r}"
+    for policy in ["container-lru", "chunk-lru", "faa", "alacc", "belady"] {
+        let mut total_reads = Vec::new();
+        for cache in ["256KiB", "768KiB", "4MiB"] {
+            let mut args: Vec<&str> = vec![
+                "--restore",
+                "--restore-policy",
+                policy,
+                "--restore-cache",
+                cache,
+                "--container-size",
+                "256KiB",
+            ];
+            args.extend(traces.iter().map(|t| s(t)));
+            let report = sim(tmp.path(), &args);
+            let gens = report["generations"].as_array().unwrap();
+            total_reads.push(
+                gens.iter()
+                    .map(|g| g["containers_read"].as_u64().unwrap())
+                    .sum::<u64>(),
             );
+            for (g, snap) in snaps.iter().enumerate() {
+                let out = tmp.path().join(format!("out-{policy}-{cache}-{g}"));
+                let r = cairn(
+                    &repo,
+                    &[
+                        "restore",
+                        "--json",
+                        snap,
+                        "--target",
+                        s(&out),
+                        "--restore-policy",
+                        policy,
+                        "--restore-cache",
+                        cache,
+                    ],
+                )
+                .ok()
+                .json();
+                assert_eq!(
+                    r["summary"]["policy"]["container_reads"], gens[g]["containers_read"],
+                    "{policy}, generation {g}, cache {cache}: {r}"
+                );
+                assert_eq!(
+                    r["summary"]["policy"]["peak_memory_bytes"], gens[g]["restore_memory_bytes"],
+                    "{policy}, generation {g}, cache {cache}"
+                );
+                assert_tree_matches(&manifests[g], &out.join("tree"));
+            }
         }
+        // The cache size matters here: chunks are scattered over containers.
+        assert!(total_reads[0] > total_reads[2], "{policy}: {total_reads:?}");
     }
-    // The cache size matters here: chunks are scattered over containers.
-    assert!(total_reads[0] > total_reads[2], "{total_reads:?}");
 }
 
 #[test]

@@ -432,11 +432,7 @@ fn walk_snapshots(
     problems: Problems,
 ) -> (HashSet<ContainerId>, Problems) {
     let mut ctx = Ctx {
-        reader: Reader::with_locator(
-            repo,
-            Locator::Memory(index.clone()),
-            crate::restore::DEFAULT_CACHE_CONTAINERS,
-        ),
+        reader: Reader::with_locator(repo, Locator::Memory(index.clone()), Default::default()),
         index,
         metas: &containers.metas,
         bad_containers: &containers.bad,

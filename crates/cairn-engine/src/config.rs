@@ -5,6 +5,8 @@
 use cairn_core::{ChunkerConfig, CompressionConfig, Error, Fingerprint, FingerprintAlgo, Result};
 use serde::{Deserialize, Serialize};
 
+pub use crate::backup::rewrite::RewriteConfig;
+
 pub const CONFIG_MAGIC: &[u8; 8] = b"CAIRNCFG";
 pub const CONFIG_VERSION: u32 = 1;
 
@@ -43,6 +45,11 @@ pub struct RepoConfig {
     pub container_size: u32,
     pub index: IndexConfig,
     pub tree: TreeConfig,
+    /// The rewrite scheme of backups (`002_c5d78fa3332f6f9f.txt` §3-§5);
+    /// one backup may override it. Absent in configs written before it
+    /// existed: none.
+    #[serde(default, skip_serializing_if = "RewriteConfig::is_none")]
+    pub rewrite: RewriteConfig,
 }
 
 /// Sizes of the fingerprint-lookup structures (DDFS §4.1, §4.3).
@@ -224,6 +231,7 @@ impl RepoConfig {
             container_size: 4 * 1024 * 1024,
             index: IndexConfig::default(),
             tree: TreeConfig::default(),
+            rewrite: RewriteConfig::None,
         }
     }
 
@@ -288,6 +296,7 @@ impl RepoConfig {
                  none (use eager lookup with it)",
             ));
         }
+        self.rewrite.validate()?;
         let t = &self.tree;
         if !t.fanout_avg.is_power_of_two()
             || t.fanout_min < 2

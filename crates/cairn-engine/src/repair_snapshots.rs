@@ -107,7 +107,8 @@ pub fn repair_snapshots(
     };
     for snap in all {
         report.checked += 1;
-        let mut reader = Reader::with_locator(repo, Locator::Memory(holds.clone()), 16);
+        let mut reader =
+            Reader::with_locator(repo, Locator::Memory(holds.clone()), Default::default());
         let mut scan = Scan {
             reader: &mut reader,
             holds: &holds,
@@ -165,6 +166,7 @@ fn rewrite(
             tags,
             host: Some(snap.record.host.clone()),
             progress: Arc::new(Progress::default()),
+            rewrite_scheme: Some(crate::backup::rewrite::RewriteConfig::None),
             rewrite_of: Some(RewriteOf {
                 time_unix_ns: snap.record.time_unix_ns,
                 paths: snap.record.paths.clone(),

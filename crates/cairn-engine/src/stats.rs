@@ -45,6 +45,11 @@ pub struct RepoStats {
     pub containers: u64,
     /// Fingerprints in the on-disk index.
     pub indexed_chunks: u64,
+    /// Duplicate data chunks stored again by rewrite schemes over all
+    /// snapshots (`002_c5d78fa3332f6f9f.txt`), and their raw bytes (part of
+    /// `stored_bytes`: the dedup ratio is net of them).
+    pub rewritten_chunks: u64,
+    pub rewritten_bytes: u64,
     /// Summary Vector bytes per indexed chunk (the in-memory index part is empty at rest).
     pub index_ram_bytes_per_chunk: f64,
     #[serde(flatten)]
@@ -69,7 +74,10 @@ pub fn stats(repo: &Repository) -> Result<RepoStats> {
     let mut counters = CountersSnapshot::default();
     let mut logical = 0;
     let mut chunk_refs = 0;
+    let (mut rewritten_chunks, mut rewritten_bytes) = (0, 0);
     for s in &snaps {
+        rewritten_chunks += s.record.stats.rewritten_data_chunks;
+        rewritten_bytes += s.record.stats.rewritten_data_raw_bytes;
         logical += s.record.stats.logical_bytes;
         chunk_refs += s.record.stats.chunks;
         counters = counters.plus(&s.record.stats.counters);
@@ -127,6 +135,8 @@ pub fn stats(repo: &Repository) -> Result<RepoStats> {
         meta_chunks: kinds.get(&ChunkKind::Meta).copied().unwrap_or(0),
         containers: ids.len() as u64,
         indexed_chunks: indexed,
+        rewritten_chunks,
+        rewritten_bytes,
         index_ram_bytes_per_chunk: ratio(bloom_bytes, indexed),
         counters,
         last_backup_seconds: last_secs,

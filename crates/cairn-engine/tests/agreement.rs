@@ -81,6 +81,7 @@ fn run(repo: &Repository, source: Source) -> (CountersSnapshot, u64, u64) {
             host: Some("h".into()),
             progress: Arc::new(Progress::default()),
             rewrite_of: None,
+            rewrite_scheme: None,
         },
     )
     .unwrap();

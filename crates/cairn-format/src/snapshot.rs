@@ -62,6 +62,14 @@ pub struct SnapshotStats {
     pub new_data_stored_bytes: u64,
     pub new_raw_bytes: u64,
     pub new_stored_bytes: u64,
+    /// Duplicate data chunks the rewrite scheme stored again (not counted
+    /// as new), their raw and stored bytes, and the scheme (its text form,
+    /// empty for none): `002_c5d78fa3332f6f9f.txt` §3-§5.
+    pub rewritten_data_chunks: u64,
+    pub rewritten_data_raw_bytes: u64,
+    pub rewritten_data_stored_bytes: u64,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub rewrite: String,
     pub containers_written: u64,
     pub duration_ns: u64,
     pub skipped_paths: u64,
@@ -249,6 +257,9 @@ mod tests {
                     duration_ns: stats[9], skipped_paths: stats[10],
                     data_chunks: stats[4], new_data_chunks: stats[5],
                     new_data_raw_bytes: stats[6], new_data_stored_bytes: stats[7],
+                    rewritten_data_chunks: stats[1], rewritten_data_raw_bytes: stats[2],
+                    rewritten_data_stored_bytes: stats[3],
+                    rewrite: if stats[3] % 2 == 0 { String::new() } else { "lbw:window=8".into() },
                     counters: cairn_core::CountersSnapshot { lookups: stats[1], ..Default::default() },
                     phases: [("hash".to_string(), 0.25)].into_iter().collect(),
                 },

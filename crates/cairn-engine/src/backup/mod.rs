@@ -15,6 +15,7 @@
 //! index generation that covers them), which the next open replays and
 //! `check` reports as reclaimable.
 
+pub mod rewrite;
 pub mod stream;
 pub mod trace_recorder;
 pub mod trace_walker;
@@ -52,6 +53,9 @@ pub struct BackupOptions {
     /// Set when this snapshot rewrites an older one (`repair snapshots`):
     /// the new record keeps the older one's time and paths.
     pub rewrite_of: Option<RewriteOf>,
+    /// The rewrite scheme of this backup (`--rewrite`); `None`: the
+    /// repository's (`rewrite` in the config).
+    pub rewrite_scheme: Option<rewrite::RewriteConfig>,
 }
 
 /// What a rewritten snapshot keeps of the snapshot it replaces.
@@ -136,7 +140,14 @@ pub fn backup(repo: &Repository, _lock: &WriteLock, opts: BackupOptions) -> Resu
     check_lookup_resolved(&repo.config)?;
     let before = repo.counters.snapshot();
     let warnings = crate::warnings::Warnings::default();
-    let (shared, seal_rx, replayed_containers) = open_dedup(repo, &warnings)?;
+    let scheme = opts.rewrite_scheme.unwrap_or(repo.config.rewrite);
+    check_rewrite(&repo.config, &scheme)?;
+    let history = if scheme.is_none() {
+        None
+    } else {
+        previous_backup(repo)?
+    };
+    let (shared, seal_rx, replayed_containers) = open_dedup(repo, &warnings, scheme, history)?;
     let open_seconds = started.elapsed().as_secs_f64();
     let run = RunState::new(repo, &opts, warnings.take(), started);
 
@@ -192,6 +203,32 @@ fn check_sources(sources: &[Source]) -> Result<()> {
     Ok(())
 }
 
+/// Rewrite schemes decide over chunks in stream order; lazy lookup decides
+/// some of them late and out of order.
+fn check_rewrite(cfg: &crate::config::RepoConfig, scheme: &rewrite::RewriteConfig) -> Result<()> {
+    scheme.validate()?;
+    if !scheme.is_none() && cfg.index.lookup.strategy == crate::config::LookupStrategy::Lazy {
+        return Err(Error::invalid(format!(
+            "rewrite scheme {} needs eager lookup (this repository uses lazy lookup)",
+            scheme.name()
+        )));
+    }
+    Ok(())
+}
+
+/// What the newest snapshot stored (002 §3.2's `N_unique` estimate).
+fn previous_backup(repo: &Repository) -> Result<Option<rewrite::History>> {
+    let (good, _) = catalog::list(&**repo.backend())?;
+    let latest = good
+        .into_iter()
+        .map(|s| s.record)
+        .max_by_key(|r| r.time_unix_ns);
+    Ok(latest.map(|r| rewrite::History {
+        unique_chunks: r.stats.new_data_chunks + r.stats.rewritten_data_chunks,
+        logical_bytes: r.stats.logical_bytes,
+    }))
+}
+
 fn check_lookup_resolved(cfg: &crate::config::RepoConfig) -> Result<()> {
     if cfg.index.lookup.strategy == crate::config::LookupStrategy::Auto {
         return Err(Error::invalid(
@@ -208,6 +245,8 @@ fn check_lookup_resolved(cfg: &crate::config::RepoConfig) -> Result<()> {
 fn open_dedup(
     repo: &Repository,
     warnings: &crate::warnings::Warnings,
+    rewrite: rewrite::RewriteConfig,
+    history: Option<rewrite::History>,
 ) -> Result<(Shared, Receiver<stream::SealJob>, u64)> {
     let cfg = repo.config.clone();
     let opened = index::open_for_write(
@@ -242,6 +281,11 @@ fn open_dedup(
         new_data_chunks: AtomicU64::new(0),
         new_data_raw_bytes: AtomicU64::new(0),
         new_data_stored_bytes: AtomicU64::new(0),
+        rewritten_chunks: AtomicU64::new(0),
+        rewritten_raw_bytes: AtomicU64::new(0),
+        rewritten_stored_bytes: AtomicU64::new(0),
+        rewrite,
+        history,
         seal_tx: Mutex::new(Some(seal_tx)),
         seal_error: Mutex::new(None),
     };
@@ -372,6 +416,14 @@ fn snapshot_record(
         new_data_stored_bytes: load(&shared.new_data_stored_bytes),
         new_raw_bytes: load(&shared.new_raw_bytes),
         new_stored_bytes: load(&shared.new_stored_bytes),
+        rewritten_data_chunks: load(&shared.rewritten_chunks),
+        rewritten_data_raw_bytes: load(&shared.rewritten_raw_bytes),
+        rewritten_data_stored_bytes: load(&shared.rewritten_stored_bytes),
+        rewrite: if shared.rewrite.is_none() {
+            String::new()
+        } else {
+            shared.rewrite.to_string()
+        },
         containers_written: counters.containers_written,
         duration_ns: run.started.elapsed().as_nanos() as u64,
         skipped_paths: run.skipped.lock().len() as u64,

@@ -22,6 +22,7 @@ use cairn_core::{ChunkKind, CompressionCodec, Counters, Error, Fingerprint, Resu
 use cairn_format::container::ContainerWriter;
 use cairn_format::dir::BlobRef;
 
+use super::rewrite::{self, Action, RewritePolicy};
 use super::tree_builder::{NodeSink, TreeBuilder};
 use crate::config::RepoConfig;
 use crate::container_log::ContainerStore;
@@ -78,6 +79,14 @@ pub struct Shared {
     pub new_data_chunks: AtomicU64,
     pub new_data_raw_bytes: AtomicU64,
     pub new_data_stored_bytes: AtomicU64,
+    /// Duplicates stored again by the rewrite scheme: chunks, raw and
+    /// stored bytes (not counted as new).
+    pub rewritten_chunks: AtomicU64,
+    pub rewritten_raw_bytes: AtomicU64,
+    pub rewritten_stored_bytes: AtomicU64,
+    /// The rewrite scheme of this backup and what the previous one stored.
+    pub rewrite: rewrite::RewriteConfig,
+    pub history: Option<rewrite::History>,
     /// Hand-over to the sealer thread; `None` once the backup closes it.
     pub seal_tx: Mutex<Option<Sender<SealJob>>>,
     /// The sealer's first failure (the backup's error if there is one).
@@ -103,6 +112,14 @@ pub struct Stream<'a> {
     held: HashMap<u64, NewChunk<'static>>,
     /// Content bytes in `held`.
     held_bytes: usize,
+    /// The rewrite scheme (`None`: normal deduplication), the duplicates it
+    /// holds by sequence number, the next sequence number, and the chunks
+    /// this stream has rewritten (each is packed once).
+    rewriter: Option<Box<dyn RewritePolicy>>,
+    rw_held: HashMap<u64, NewChunk<'static>>,
+    rw_seq: u64,
+    rw_actions: Vec<Action>,
+    rewritten: cairn_core::FpSet,
 }
 
 /// Content a lazy stream holds at most while its fingerprints wait; beyond
@@ -116,6 +133,8 @@ struct NewChunk<'c> {
     kind: ChunkKind,
     level: u8,
     body: Body<'c>,
+    /// A duplicate stored again by the rewrite scheme.
+    rewrite: bool,
 }
 
 enum Body<'c> {
@@ -134,11 +153,20 @@ impl NewChunk<'_> {
         }
     }
 
+    /// Raw bytes.
+    fn size(&self) -> u64 {
+        match &self.body {
+            Body::Bytes(b) => b.len() as u64,
+            Body::Sized { size, .. } => *size as u64,
+        }
+    }
+
     fn into_owned(self) -> NewChunk<'static> {
         NewChunk {
             fp: self.fp,
             kind: self.kind,
             level: self.level,
+            rewrite: self.rewrite,
             body: match self.body {
                 Body::Bytes(b) => Body::Bytes(Cow::Owned(b.into_owned())),
                 Body::Sized { size, stored_size } => Body::Sized { size, stored_size },
@@ -173,6 +201,15 @@ impl<'a> Stream<'a> {
             decisions: Vec::new(),
             held: HashMap::new(),
             held_bytes: 0,
+            rewriter: rewrite::for_config(
+                &shared.rewrite,
+                shared.cfg.container_size as u64,
+                shared.history,
+            ),
+            rw_held: HashMap::new(),
+            rw_seq: 0,
+            rw_actions: Vec::new(),
+            rewritten: Default::default(),
         }
     }
 
@@ -250,6 +287,7 @@ impl<'a> Stream<'a> {
                 kind,
                 level,
                 body,
+                rewrite: false,
             }
         }
         let chunk = |fp, body| chunk_of(fp, kind, level, body);
@@ -259,9 +297,16 @@ impl<'a> Stream<'a> {
             .submit(&sh.dedup, &self.fps, &mut self.decisions)?;
         bump(&sh.phases.dedup_ns, elapsed_ns(t));
         let mut bodies: Vec<Option<Body<'_>>> = bodies.into_iter().map(Some).collect();
-        for (i, d) in self.decisions.iter().enumerate() {
-            if *d == Decision::Decided(Location::New) {
-                new.push(chunk(self.fps[i], bodies[i].take().expect("body")));
+        let rewriting = self.rewriter.is_some() && kind == ChunkKind::Data && level == 0;
+        for (i, body) in bodies.iter_mut().enumerate() {
+            let d = self.decisions[i];
+            if rewriting {
+                if let Decision::Decided(loc) = d {
+                    let c = chunk(self.fps[i], body.take().expect("body"));
+                    self.rewrite_step(c, loc, &mut new);
+                }
+            } else if d == Decision::Decided(Location::New) {
+                new.push(chunk(self.fps[i], body.take().expect("body")));
             }
         }
         // Buffered chunks decided meanwhile: of this batch (their bodies are
@@ -290,6 +335,41 @@ impl<'a> Stream<'a> {
             self.flush_lazy()?;
         }
         Ok(())
+    }
+
+    /// Hands a data chunk and its dedup decision to the rewrite scheme:
+    /// a new chunk joins `new` now, a held duplicate waits, and every
+    /// rewrite decided meanwhile joins `new` in decision order.
+    fn rewrite_step<'c>(&mut self, c: NewChunk<'c>, loc: Location, new: &mut Vec<NewChunk<'c>>) {
+        let rw = self.rewriter.as_mut().expect("a rewrite scheme");
+        let seq = self.rw_seq;
+        self.rw_seq += 1;
+        let hold = rw.push(seq, c.fp, c.size(), loc, &mut self.rw_actions);
+        if loc.is_new() {
+            new.push(c);
+        } else if hold {
+            self.rw_held.insert(seq, c.into_owned());
+        }
+        self.apply_rewrites(new);
+    }
+
+    /// Applies the rewrite scheme's decisions: rewritten chunks join `new`
+    /// (once per chunk), released ones are dropped.
+    fn apply_rewrites<'c>(&mut self, new: &mut Vec<NewChunk<'c>>) {
+        for a in std::mem::take(&mut self.rw_actions) {
+            match a {
+                Action::Rewrite(seq) => {
+                    let mut c = self.rw_held.remove(&seq).expect("held duplicate");
+                    if self.rewritten.insert(c.fp) {
+                        c.rewrite = true;
+                        new.push(c);
+                    }
+                }
+                Action::Release(seq) => {
+                    self.rw_held.remove(&seq).expect("held duplicate");
+                }
+            }
+        }
     }
 
     /// Resolves every held chunk (lazy lookup's buffer) and packs the new ones.
@@ -340,7 +420,7 @@ impl<'a> Stream<'a> {
                     let raw_len = raw.len() as u32;
                     self.place(stored.len())?
                         .push(c.fp, c.kind, c.level, codec, raw_len, &stored);
-                    self.count_new(c.kind, raw_len, stored.len());
+                    self.count_stored(c.kind, c.rewrite, raw_len, stored.len());
                 }
                 (Body::Sized { size, stored_size }, _) => {
                     let codec = sh.codec.codec_for_sizes(size, stored_size);
@@ -352,7 +432,7 @@ impl<'a> Stream<'a> {
                         size,
                         stored_size,
                     );
-                    self.count_new(c.kind, size, stored_size as usize);
+                    self.count_stored(c.kind, c.rewrite, size, stored_size as usize);
                 }
                 (Body::Bytes(_), None) => unreachable!("contents are always compressed"),
             }
@@ -371,15 +451,26 @@ impl<'a> Stream<'a> {
             self.seal()?;
         }
         let sh = self.shared;
+        let rewriter = &mut self.rewriter;
         Ok(self.writer.get_or_insert_with(|| {
             let id = sh.log.allocate();
             sh.dedup.container_opened(id);
+            if let Some(rw) = rewriter.as_mut() {
+                rw.container_opened(id);
+            }
             ContainerWriter::new(id, sh.cfg.fp_width(), sh.cfg.container_size as usize)
         }))
     }
 
-    fn count_new(&self, kind: ChunkKind, raw_len: u32, stored_len: usize) {
+    fn count_stored(&self, kind: ChunkKind, rewrite: bool, raw_len: u32, stored_len: usize) {
         let sh = self.shared;
+        if rewrite {
+            bump(&sh.rewritten_chunks, 1);
+            bump(&sh.rewritten_raw_bytes, raw_len as u64);
+            bump(&sh.rewritten_stored_bytes, stored_len as u64);
+            bump(&sh.counters.chunks_written, 1);
+            return;
+        }
         if kind == ChunkKind::Data {
             bump(&sh.new_data_chunks, 1);
             bump(&sh.new_data_raw_bytes, raw_len as u64);
@@ -395,6 +486,16 @@ impl<'a> Stream<'a> {
     /// hands the open container to the sealer.
     pub fn finish(&mut self) -> Result<()> {
         self.flush_lazy()?;
+        if let Some(rw) = self.rewriter.as_mut() {
+            rw.finish(&mut self.rw_actions);
+            let mut new = Vec::new();
+            self.apply_rewrites(&mut new);
+            debug_assert!(
+                self.rw_held.is_empty(),
+                "the scheme decides every held chunk"
+            );
+            self.pack_all(new)?;
+        }
         self.seal()
     }
 

@@ -57,12 +57,28 @@ use crate::repo::Repository;
 use blob_reader::BlobReader;
 use cache::{ChunkStore, ContainerLru, Locator, RestoreCache};
 use extract::Extractor;
+pub use policy::PolicyKind;
 use policy::{PlanStep, PolicyStats};
 use target::{DirState, Placed, Target};
 pub use target::{Overwrite, RestoreOptions};
 
-/// Default restore cache: 16 containers (64 MiB at the default container size).
-pub const DEFAULT_CACHE_CONTAINERS: usize = 16;
+/// Which restore policy and how much memory (`--restore-policy`,
+/// `--restore-cache`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CacheOptions {
+    pub policy: PolicyKind,
+    /// Raw chunk bytes the policy may hold.
+    pub bytes: u64,
+}
+
+impl Default for CacheOptions {
+    fn default() -> Self {
+        CacheOptions {
+            policy: PolicyKind::default(),
+            bytes: policy::DEFAULT_CACHE_BYTES,
+        }
+    }
+}
 
 /// Containers of directory listings and recipe tree nodes kept by the
 /// planner's own cache (separate from the data policy's).
@@ -121,7 +137,7 @@ pub(crate) fn join(parent: &str, name: &[u8]) -> String {
 }
 
 impl Reader {
-    pub fn open(repo: &Repository, cache_containers: usize) -> Result<Self> {
+    pub fn open(repo: &Repository, cache: CacheOptions) -> Result<Self> {
         let locator = match DiskIndex::open(repo.backend().clone(), repo.counters.clone()) {
             Ok(index) => Locator::Disk(index),
             // The index is derived data; containers describe themselves.
@@ -130,10 +146,10 @@ impl Reader {
             }
             Err(e) => return Err(e),
         };
-        Ok(Self::with_locator(repo, locator, cache_containers))
+        Ok(Self::with_locator(repo, locator, cache))
     }
 
-    pub fn with_locator(repo: &Repository, locator: Locator, cache_containers: usize) -> Self {
+    pub fn with_locator(repo: &Repository, locator: Locator, cache: CacheOptions) -> Self {
         Reader {
             store: ChunkStore::new(
                 repo.log.clone(),
@@ -141,7 +157,7 @@ impl Reader {
                 crate::codec::ChunkCodec::for_config(&repo.config),
             ),
             meta: Box::new(ContainerLru::new(METADATA_CACHE_CONTAINERS)),
-            extract: Extractor::new(Box::new(policy::ContainerLru::new(cache_containers))),
+            extract: Extractor::new(cache.policy, cache.bytes, repo.config.container_size as u64),
             steps: Vec::new(),
         }
     }
@@ -554,10 +570,10 @@ impl Reader {
         sink: &mut dyn FnMut(&[u8]) -> Result<()>,
     ) -> Result<()> {
         plan::plan_blob(&self.store, self.meta.as_mut(), blob, steps)?;
+        self.extract.begin(&self.store, steps);
         let mut buf = Vec::new();
         for (i, step) in steps.iter().enumerate() {
-            self.extract
-                .fetch(&self.store, step, &steps[i + 1..], &mut buf)?;
+            self.extract.fetch(&self.store, i, steps, &mut buf)?;
             if buf.len() as u64 != step.size {
                 return Err(Error::corrupt(
                     format!("tree under {}", blob.root),

@@ -25,6 +25,7 @@ fn repo_with(tree: &Path) -> (Repository, String) {
             host: Some("test".into()),
             progress: Arc::new(Progress::default()),
             rewrite_of: None,
+            rewrite_scheme: None,
         },
     )
     .unwrap();
@@ -69,7 +70,7 @@ fn a_full_target_stops_the_whole_restore_with_one_error() {
     fs::write(out.join("tree/f2"), b"old f2").unwrap();
     // Room for two files and part of the third.
     let target = Target::with_capacity(RestoreOptions::default(), 120_000);
-    let err = Reader::open(&repo, 4)
+    let err = Reader::open(&repo, Default::default())
         .unwrap()
         .restore_into(&snap.record, &out, None, &target, &Progress::default())
         .unwrap_err();
@@ -91,7 +92,7 @@ fn a_full_target_stops_the_whole_restore_with_one_error() {
     }
 
     // With room, the same target restores completely.
-    let sum = Reader::open(&repo, 4)
+    let sum = Reader::open(&repo, Default::default())
         .unwrap()
         .restore(&snap.record, &out, None, &Progress::default())
         .unwrap();

@@ -53,6 +53,7 @@ fn backup(repo: &Repository, path: &Path) -> String {
             host: Some("test".into()),
             progress: Arc::new(Progress::default()),
             rewrite_of: None,
+            rewrite_scheme: None,
         },
     )
     .unwrap();
@@ -91,7 +92,7 @@ fn engine_traffic_is_classified() {
     let id = backup(&repo, src.path());
     let snap = catalog::resolve(&**repo.backend(), &id).unwrap();
     let target = tempfile::tempdir().unwrap();
-    let mut reader = Reader::open(&repo, 4).unwrap();
+    let mut reader = Reader::open(&repo, Default::default()).unwrap();
     let sum = reader
         .restore(&snap.record, target.path(), None, &Progress::default())
         .unwrap();

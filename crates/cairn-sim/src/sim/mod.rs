@@ -100,8 +100,8 @@ pub struct SimOptions {
     pub device: DeviceModel,
     /// Also simulate a restore of each generation.
     pub restore: bool,
-    /// Restore cache capacity in containers.
-    pub restore_cache_containers: usize,
+    /// Restore policy and memory of the simulated restore.
+    pub restore_cache: cairn_engine::restore::CacheOptions,
 }
 
 impl SimOptions {
@@ -112,7 +112,7 @@ impl SimOptions {
             config,
             device: DeviceModel::for_device(crate::device::DeviceClass::hdd()),
             restore: false,
-            restore_cache_containers: 16,
+            restore_cache: Default::default(),
         }
     }
 }
@@ -125,10 +125,12 @@ pub struct GenerationRow {
     pub chunks: u64,
     /// Data chunks stored new.
     pub unique_chunks: u64,
+    /// Duplicate data chunks stored again by the rewrite scheme.
+    pub rewritten_chunks: u64,
     pub logical_bytes: u64,
-    /// Stored bytes of the new data chunks (after local compression).
+    /// Stored bytes of the new and rewritten data chunks (after local compression).
     pub stored_bytes: u64,
-    /// Logical / new raw bytes of this generation.
+    /// Logical / raw bytes stored (new plus rewritten) of this generation.
     pub dedup_ratio: f64,
     /// Cumulative logical / cumulative stored, up to this generation.
     pub total_compression: f64,
@@ -141,6 +143,10 @@ pub struct GenerationRow {
     pub containers_read: u64,
     /// MB restored per container read (0 without `--restore`).
     pub speed_factor: f64,
+    /// Bytes of the containers the simulated restore read.
+    pub restore_bytes_read: u64,
+    /// Most raw chunk bytes the restore policy held (totals: the largest).
+    pub restore_memory_bytes: u64,
     pub modeled_seconds: f64,
     pub wall_seconds: f64,
     /// RAM of the dedup index (Summary Vector or frugal table, plus the
@@ -233,6 +239,7 @@ pub fn run(inputs: &[GenerationInput], opts: &SimOptions) -> Result<SimReport> {
                 host: Some("sim".into()),
                 progress: Arc::new(Progress::default()),
                 rewrite_of: None,
+                rewrite_scheme: None,
             },
         )?;
         drop(lock);
@@ -246,7 +253,8 @@ pub fn run(inputs: &[GenerationInput], opts: &SimOptions) -> Result<SimReport> {
                 &mut *src,
                 store.inner(),
                 &model,
-                opts.restore_cache_containers,
+                opts.restore_cache,
+                cfg.container_size as u64,
             )?;
         }
         let wall = started.elapsed().as_secs_f64();
@@ -254,14 +262,18 @@ pub fn run(inputs: &[GenerationInput], opts: &SimOptions) -> Result<SimReport> {
         let stages = model.times(&model.usage().since(&usage_before), &delta);
         let st = &out.record.stats;
         cum_logical += st.logical_bytes;
-        cum_stored += st.new_data_stored_bytes;
+        cum_stored += st.new_data_stored_bytes + st.rewritten_data_stored_bytes;
         rows.push(GenerationRow {
             id: format!("{g}"),
             chunks: st.data_chunks,
             unique_chunks: st.new_data_chunks,
             logical_bytes: st.logical_bytes,
-            stored_bytes: st.new_data_stored_bytes,
-            dedup_ratio: ratio(st.logical_bytes, st.new_data_raw_bytes),
+            rewritten_chunks: st.rewritten_data_chunks,
+            stored_bytes: st.new_data_stored_bytes + st.rewritten_data_stored_bytes,
+            dedup_ratio: ratio(
+                st.logical_bytes,
+                st.new_data_raw_bytes + st.rewritten_data_raw_bytes,
+            ),
             total_compression: ratio(cum_logical, cum_stored),
             bloom_negatives: delta.bloom_negatives,
             cache_hits: delta.cache_hits,
@@ -270,6 +282,8 @@ pub fn run(inputs: &[GenerationInput], opts: &SimOptions) -> Result<SimReport> {
             containers_written: delta.containers_written,
             containers_read: restored.containers_read,
             speed_factor: restored.speed_factor(),
+            restore_bytes_read: restored.policy.bytes_read,
+            restore_memory_bytes: restored.policy.peak_memory_bytes,
             modeled_seconds: stages.total_seconds,
             wall_seconds: wall,
             index_ram_bytes_per_chunk: out.index_ram_bytes_per_chunk,
@@ -297,6 +311,7 @@ fn totals(rows: &[GenerationRow], model: &DeviceModel, counters: &Counters) -> G
         id: "total".into(),
         chunks: sum(|r| r.chunks),
         unique_chunks: sum(|r| r.unique_chunks),
+        rewritten_chunks: sum(|r| r.rewritten_chunks),
         logical_bytes: logical,
         stored_bytes: stored,
         dedup_ratio: rows.last().map_or(0.0, |r| r.total_compression),
@@ -312,6 +327,12 @@ fn totals(rows: &[GenerationRow], model: &DeviceModel, counters: &Counters) -> G
         } else {
             logical as f64 / 1e6 / read as f64
         },
+        restore_bytes_read: sum(|r| r.restore_bytes_read),
+        restore_memory_bytes: rows
+            .iter()
+            .map(|r| r.restore_memory_bytes)
+            .max()
+            .unwrap_or(0),
         modeled_seconds: stages.total_seconds,
         wall_seconds: rows.iter().map(|r| r.wall_seconds).sum(),
         index_ram_bytes_per_chunk: rows.last().map_or(0.0, |r| r.index_ram_bytes_per_chunk),

@@ -1,22 +1,25 @@
 //! Simulated restore of one generation: its data chunks in trace order (the
 //! order a real restore plans them in), each served by a held container or
 //! else located in the canonical copy's container, through the same restore
-//! policy the real restore runs (`cairn_engine::restore::policy`; today the
-//! container LRU of `002_c5d78fa3332f6f9f.txt` §2). Counts
+//! policy the real restore runs (`cairn_engine::restore::policy`, one of the
+//! five of `002_c5d78fa3332f6f9f.txt` §2). Counts
 //! container reads and the speed factor (MB restored per container read);
 //! each read is charged to the device model at the container's size.
 
 use cairn_core::{ContainerId, FpMap, Result, TraceEvent, TraceSource};
 use cairn_engine::container_log::ContainerStore;
 use cairn_engine::meta_store::MetaOnlyStore;
-use cairn_engine::restore::policy::{Access, ContainerLru, PlanStep, PolicyRun};
+use cairn_engine::restore::policy::{ContainerChunk, PlanStep, PolicyRun, PolicyStats};
+use cairn_engine::restore::CacheOptions;
 
 use crate::device::{DeviceModel, Stage};
 
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone)]
 pub struct RestoreResult {
     pub bytes: u64,
     pub containers_read: u64,
+    /// What the policy did (reads, hits, its memory).
+    pub policy: PolicyStats,
 }
 
 impl RestoreResult {
@@ -33,7 +36,8 @@ pub fn simulate(
     src: &mut dyn TraceSource,
     store: &MetaOnlyStore,
     model: &DeviceModel,
-    capacity: usize,
+    cache: CacheOptions,
+    unit: u64,
 ) -> Result<RestoreResult> {
     let mut place: FpMap<ContainerId> = FpMap::default();
     for id in store.ids()? {
@@ -43,38 +47,72 @@ pub fn simulate(
             }
         }
     }
-    // The real restore's policy and resolution (`restore::policy`), over
-    // metadata only: a read is charged to the device model.
-    let mut run = PolicyRun::new(Box::new(ContainerLru::new(capacity)));
+    // The real restore's policy (`restore::policy`), over metadata only: a
+    // read is charged to the device model. Plans are per file, as there.
+    let mut run = PolicyRun::new(cache.policy, cache.bytes, unit);
     let mut r = RestoreResult::default();
-    let mut offset = 0;
-    while let Some(ev) = src.next_event()? {
-        let c = match ev {
-            TraceEvent::Chunk(c) => c,
-            TraceEvent::FileStart { .. } => {
-                offset = 0;
-                continue;
-            }
-            _ => continue,
-        };
-        r.bytes += c.size as u64;
-        let step = PlanStep {
-            fp: c.fp,
-            size: c.size as u64,
-            offset,
-        };
-        offset += c.size as u64;
-        if run.held(&c.fp).is_none() && !place.contains_key(&c.fp) {
-            continue;
+    let mut plan: Vec<PlanStep> = Vec::new();
+    let mut chunks = Vec::new();
+    loop {
+        let ev = src.next_event()?;
+        let end_of_file = matches!(ev, None | Some(TraceEvent::FileStart { .. }));
+        if end_of_file && !plan.is_empty() {
+            run_plan(&mut run, &plan, &place, store, model, &mut r, &mut chunks);
+            plan.clear();
         }
-        let (id, access) = run.resolve(&step, &[], |fp| Ok(place[fp]))?;
-        if let Access::Read { .. } = access {
-            let meta = store.peek(id).expect("placed containers exist");
-            r.containers_read += 1;
-            model.charge(Stage::ContainerRead, meta.file_size);
-            let fps = meta.descriptors.iter().map(|d| d.fp).collect();
-            run.admitted(id, meta.file_size, fps);
+        match ev {
+            None => break,
+            Some(TraceEvent::Chunk(c)) => {
+                r.bytes += c.size as u64;
+                // Chunks no container holds (none in a complete trace) are
+                // not planned.
+                if place.contains_key(&c.fp) {
+                    let offset = plan.last().map_or(0, |s: &PlanStep| s.offset + s.size);
+                    plan.push(PlanStep {
+                        fp: c.fp,
+                        size: c.size as u64,
+                        offset,
+                    });
+                }
+            }
+            Some(_) => {}
         }
     }
+    r.policy = run.stats();
     Ok(r)
+}
+
+fn run_plan(
+    run: &mut PolicyRun,
+    plan: &[PlanStep],
+    place: &FpMap<ContainerId>,
+    store: &MetaOnlyStore,
+    model: &DeviceModel,
+    r: &mut RestoreResult,
+    chunks: &mut Vec<ContainerChunk>,
+) {
+    run.begin(plan);
+    for (pos, step) in plan.iter().enumerate() {
+        // The simulator holds no bytes: the changes need no mirror.
+        run.changes().for_each(drop);
+        if run.serve(pos, plan) {
+            continue;
+        }
+        let id = place[&step.fp];
+        let meta = store.peek(id).expect("placed containers exist");
+        r.containers_read += 1;
+        model.charge(Stage::ContainerRead, meta.file_size);
+        chunks.clear();
+        chunks.extend(
+            meta.descriptors
+                .iter()
+                .filter(|d| d.kind == cairn_core::ChunkKind::Data)
+                .map(|d| ContainerChunk {
+                    fp: d.fp,
+                    size: d.raw_len as u64,
+                }),
+        );
+        run.read(pos, plan, id, meta.file_size, chunks);
+    }
+    run.changes().for_each(drop);
 }

@@ -80,7 +80,10 @@ proptest! {
             config,
             device: DeviceModel::for_device(DeviceClass::ssd()),
             restore: true,
-            restore_cache_containers: 4,
+            restore_cache: cairn_engine::restore::CacheOptions {
+                policy: Default::default(),
+                bytes: 256 << 10,
+            },
         }).unwrap();
         let mut seen = HashSet::new();
         for (files, row) in gens.iter().zip(&report.generations) {
