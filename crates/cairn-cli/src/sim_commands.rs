@@ -167,6 +167,7 @@ pub fn sim(cli: &Cli, a: &SimArgs) -> Result<ExitCode> {
                 &a.restore_policy,
                 &a.restore_cache,
             )?,
+            also_restore: Vec::new(),
         },
     )?;
     if cli.json {
@@ -297,17 +298,18 @@ pub fn analyze(cli: &Cli, a: &AnalyzeArgs) -> Result<ExitCode> {
 }
 
 /// Experiments `cairn experiment NAME` runs.
-pub const EXPERIMENTS: [&str; 5] = [
+pub const EXPERIMENTS: [&str; 6] = [
     "index-io",
     "index-ram",
     "eager-vs-lazy",
     "ring-size",
     "partition",
+    "restore",
 ];
 
 pub fn experiment(cli: &Cli, a: &ExperimentArgs) -> Result<ExitCode> {
     use cairn_sim::experiment::{
-        eager_vs_lazy, index_io, index_ram, partition, ring_size, ExperimentOptions,
+        eager_vs_lazy, index_io, index_ram, partition, restore, ring_size, ExperimentOptions,
         IndexRamOptions,
     };
     let opts = ExperimentOptions {
@@ -331,6 +333,7 @@ pub fn experiment(cli: &Cli, a: &ExperimentArgs) -> Result<ExitCode> {
         "eager-vs-lazy" => eager_vs_lazy(&opts)?,
         "ring-size" => ring_size(&opts)?,
         "partition" => partition(&opts)?,
+        "restore" => restore(&opts)?,
         other => {
             return Err(anyhow!(
                 "unknown experiment {other:?} (available: {})",

@@ -14,11 +14,15 @@
 //! * [`partition()`] (`cairn experiment partition`): paper 004
 //!   (`004_62bf1a5ddd5ed253.txt`) partitioned dedup by file type, path and
 //!   stream, and reconciliation `k` partitions at a time.
+//! * [`restore()`] (`cairn experiment restore`): `002_c5d78fa3332f6f9f.txt`
+//!   Fig. 6-8, restore caches and rewrite schemes, and restore time per
+//!   device class.
 
 mod index_io;
 pub mod index_ram;
 pub mod lookup_strategy;
 mod partition;
+mod restore;
 mod tabulate;
 
 #[cfg(test)]
@@ -33,6 +37,7 @@ pub use index_io::{ddfs_params, index_io, CASES, DDFS_TABLE4};
 pub use index_ram::{index_ram, IndexRamOptions};
 pub use lookup_strategy::{eager_vs_lazy, ring_size};
 pub use partition::partition;
+pub use restore::restore;
 
 /// Options of the experiments that run a workload: `index-io`,
 /// `eager-vs-lazy`, `ring-size`, `partition`.

@@ -206,3 +206,48 @@ fn lookup_full() {
         println!("{}", serde_json::to_string_pretty(&out.to_json()).unwrap());
     }
 }
+
+#[test]
+fn restore_quick_sweeps_every_scheme_and_writes_its_figure() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = restore(&ExperimentOptions {
+        quick: true,
+        traces: Vec::new(),
+        out_dir: tmp.path().to_path_buf(),
+        plot_ext: "svg".into(),
+    })
+    .unwrap();
+    eprintln!("{}", out.table);
+    assert_eq!(out.experiment, "restore");
+    let runs = out.extra["runs"].as_array().unwrap();
+    // Two workloads x (Normal + 2 Capping + 2 FCRC + 2 LBW).
+    assert_eq!(runs.len(), 14);
+    for r in runs {
+        let loss = r["dedup_loss"].as_f64().unwrap();
+        let rewritten = r["rewritten_chunks"].as_u64().unwrap();
+        match r["scheme"].as_str().unwrap() {
+            "normal" => assert_eq!((loss, rewritten), (0.0, 0)),
+            // Capping level 1 rewrites most duplicates.
+            "capping" if r["param"] == "cap=1" => assert!(loss > 0.2 && rewritten > 0, "{r}"),
+            _ => assert!((0.0..1.0).contains(&loss), "{r}"),
+        }
+        // Belady's bound is never beaten by the other caches by much (it
+        // is optimal for demand reads; bulk container reads can differ).
+        let b = r["mean_speed_factor_belady"].as_f64().unwrap();
+        assert!(
+            b >= 0.95 * r["mean_speed_factor_faa"].as_f64().unwrap(),
+            "{r}"
+        );
+    }
+    for w in ["ddfs", "lineage"] {
+        let t = &out.extra["tuned"][w];
+        for fam in ["capping", "fcrc", "lbw"] {
+            assert!(t[fam]["dedup_loss"].is_number(), "{w} {fam}");
+        }
+        assert_eq!(out.extra["devices"][w].as_array().unwrap().len(), 4);
+    }
+    // One CSV row per run and generation (6 generations each).
+    assert_eq!(out.csv.lines().count(), 1 + 14 * 6);
+    let svg = std::fs::read_to_string(tmp.path().join("restore.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("LBW") && svg.contains("backup version"));
+}

@@ -2,7 +2,7 @@
 //! simulated repository built from the real engine: the same backup
 //! pipeline, dedup path, index, recipes and commit, with a metadata-only
 //! container store and the device model in place of disks. Each generation
-//! is one backup; optionally it is then "restored" through a container LRU
+//! is one backup; optionally it is then "restored" through a restore policy
 //! over its chunk sequence to measure the speed factor.
 
 pub mod auto;
@@ -102,6 +102,9 @@ pub struct SimOptions {
     pub restore: bool,
     /// Restore policy and memory of the simulated restore.
     pub restore_cache: cairn_engine::restore::CacheOptions,
+    /// More policies each generation is also restored with (reported in
+    /// the row's `restores`, after `restore_cache`'s).
+    pub also_restore: Vec<cairn_engine::restore::CacheOptions>,
 }
 
 impl SimOptions {
@@ -113,6 +116,7 @@ impl SimOptions {
             device: DeviceModel::for_device(crate::device::DeviceClass::hdd()),
             restore: false,
             restore_cache: Default::default(),
+            also_restore: Vec::new(),
         }
     }
 }
@@ -147,6 +151,9 @@ pub struct GenerationRow {
     pub restore_bytes_read: u64,
     /// Most raw chunk bytes the restore policy held (totals: the largest).
     pub restore_memory_bytes: u64,
+    /// The same generation restored with `SimOptions::also_restore`'s policies.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub restores: Vec<RestoreRow>,
     pub modeled_seconds: f64,
     pub wall_seconds: f64,
     /// RAM of the dedup index (Summary Vector or frugal table, plus the
@@ -155,6 +162,16 @@ pub struct GenerationRow {
     pub index_ram_bytes_per_chunk: f64,
     /// Modeled time per stage.
     pub stages: StageTimes,
+}
+
+/// One generation restored with one more policy.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct RestoreRow {
+    pub policy: String,
+    pub cache_bytes: u64,
+    pub containers_read: u64,
+    pub speed_factor: f64,
+    pub memory_bytes: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -247,7 +264,25 @@ pub fn run(inputs: &[GenerationInput], opts: &SimOptions) -> Result<SimReport> {
             return Err(Error::invalid(s.clone()));
         }
         let mut restored = restore::RestoreResult::default();
+        let mut restores = Vec::new();
         if opts.restore {
+            for cache in &opts.also_restore {
+                let (mut src, _) = input.open()?;
+                let r = restore::simulate(
+                    &mut *src,
+                    store.inner(),
+                    &model,
+                    *cache,
+                    cfg.container_size as u64,
+                )?;
+                restores.push(RestoreRow {
+                    policy: r.policy.policy.clone(),
+                    cache_bytes: cache.bytes,
+                    containers_read: r.containers_read,
+                    speed_factor: r.speed_factor(),
+                    memory_bytes: r.policy.peak_memory_bytes,
+                });
+            }
             let (mut src, _) = input.open()?;
             restored = restore::simulate(
                 &mut *src,
@@ -284,6 +319,7 @@ pub fn run(inputs: &[GenerationInput], opts: &SimOptions) -> Result<SimReport> {
             speed_factor: restored.speed_factor(),
             restore_bytes_read: restored.policy.bytes_read,
             restore_memory_bytes: restored.policy.peak_memory_bytes,
+            restores,
             modeled_seconds: stages.total_seconds,
             wall_seconds: wall,
             index_ram_bytes_per_chunk: out.index_ram_bytes_per_chunk,
@@ -333,6 +369,7 @@ fn totals(rows: &[GenerationRow], model: &DeviceModel, counters: &Counters) -> G
             .map(|r| r.restore_memory_bytes)
             .max()
             .unwrap_or(0),
+        restores: Vec::new(),
         modeled_seconds: stages.total_seconds,
         wall_seconds: rows.iter().map(|r| r.wall_seconds).sum(),
         index_ram_bytes_per_chunk: rows.last().map_or(0.0, |r| r.index_ram_bytes_per_chunk),

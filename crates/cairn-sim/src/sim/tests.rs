@@ -84,6 +84,7 @@ proptest! {
                 policy: Default::default(),
                 bytes: 256 << 10,
             },
+            also_restore: Vec::new(),
         }).unwrap();
         let mut seen = HashSet::new();
         for (files, row) in gens.iter().zip(&report.generations) {
