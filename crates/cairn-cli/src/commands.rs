@@ -173,8 +173,12 @@ pub fn config_from(a: &InitArgs) -> Result<RepoConfig> {
     lookup.ring_size = a.ring_size;
     lookup.buffer_fingerprints = a.lookup_buffer;
     lookup.device = a.lookup_device.clone();
-    if let Some(r) = &a.rewrite {
-        cfg.rewrite = RewriteConfig::parse(r)?;
+    match &a.rewrite {
+        Some(r) => cfg.rewrite = RewriteConfig::parse(r)?,
+        // Rewriting needs eager lookup: lazy (or auto) lookup gets none
+        // unless a scheme is asked for (then the backup refuses, saying why).
+        None if lookup.strategy != LookupStrategy::Eager => cfg.rewrite = RewriteConfig::None,
+        None => {}
     }
     cfg.validate()?;
     Ok(cfg)

@@ -451,3 +451,49 @@ fn backup_refuses_init_flags_that_differ_from_the_repository() {
         .into_owned();
     assert!(!cfg.contains("\"auto\""), "{cfg}");
 }
+
+/// Every rewrite scheme round-trips (and the default, LBW); a scheme is
+/// recorded in the snapshot; lazy lookup gets no scheme by default and an
+/// explicit one is refused in one line, before anything is written.
+#[test]
+fn rewrite_schemes_round_trip_and_lazy_lookup_refuses_them() {
+    round_trips(&[
+        &["--rewrite", "capping:segment=1MiB,cap=1"],
+        &["--rewrite", "fcrc:segment=1MiB,cap=1,loss=30"],
+        &["--rewrite", "lbw:window=2,cap=1,loss=30"],
+        &["--lookup", "lazy"],
+    ]);
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = tmp.path().join("tree");
+    build_random_files(&tree, &mut Rng::new(3), 3, 100_000);
+    let repo = tmp.path().join("repo");
+    cairn(
+        &repo,
+        &["init", "-q", "--lookup", "lazy", "--rewrite", "lbw"],
+    )
+    .ok();
+    let err = cairn(&repo, &["backup", s(&tree)]).code(1).one_line_error();
+    assert!(err.contains("needs eager lookup"), "{err}");
+    assert!(snapshot_ids(&repo).is_empty());
+    let repo = tmp.path().join("repo2");
+    let b = cairn(
+        &repo,
+        &["backup", "--json", "--rewrite", "fcrc:loss=9", s(&tree)],
+    )
+    .ok()
+    .json();
+    assert_eq!(b["stats"]["rewrite"], "fcrc:segment=20971520,cap=20,loss=9");
+    let b = cairn(&repo, &["backup", "--json", "--rewrite", "none", s(&tree)])
+        .ok()
+        .json();
+    assert!(b["stats"].get("rewrite").is_none(), "{b}");
+    let b = cairn(&repo, &["backup", "--json", s(&tree)]).ok().json();
+    assert!(
+        b["stats"]["rewrite"].as_str().unwrap().starts_with("fcrc:"),
+        "{b}"
+    );
+    let err = cairn(&repo, &["backup", "--rewrite", "lbw:window=1", s(&tree)])
+        .code(1)
+        .one_line_error();
+    assert!(err.contains("window"), "{err}");
+}

@@ -130,12 +130,38 @@ fn a_recorded_trace_replays_to_the_real_backups_counters() {
 /// byte-identical.
 #[test]
 fn real_and_simulated_restores_read_the_same_containers() {
+    real_and_simulated_restores_agree(
+        "none",
+        &["container-lru", "chunk-lru", "faa", "alacc", "belady"],
+    );
+}
+
+/// The same with the default rewrite scheme: the simulator rewrites the
+/// same chunks as the real backup, and restores read the same containers.
+#[test]
+fn real_and_simulated_rewrites_agree() {
+    real_and_simulated_restores_agree("lbw:window=2,loss=20", &["faa"]);
+}
+
+fn real_and_simulated_restores_agree(rewrite: &str, policies: &[&str]) {
     let tmp = tempfile::tempdir().unwrap();
     let tree = tmp.path().join("tree");
     let repo = tmp.path().join("repo");
     let mut rng = Rng::new(78);
     build_random_files(&tree, &mut rng, 12, 300_000);
-    cairn(&repo, &["init", "-q", "--container-size", "256KiB"]).ok();
+    cairn(
+        &repo,
+        &[
+            "init",
+            "-q",
+            "--container-size",
+            "256KiB",
+            "--rewrite",
+            rewrite,
+        ],
+    )
+    .ok();
+    let mut rewritten = Vec::new();
     let mut traces = Vec::new();
     let mut snaps = Vec::new();
     let mut manifests = Vec::new();
@@ -161,12 +187,15 @@ fn real_and_simulated_restores_read_the_same_containers() {
         traces.push(t);
         let b = cairn(&repo, &["backup", "--json", s(&tree)]).ok().json();
         snaps.push(b["id"].as_str().unwrap().to_string());
+        rewritten.push(b["stats"]["rewritten_data_chunks"].clone());
         manifests.push(Manifest::capture(&tree));
     }
-    for policy in ["container-lru", "chunk-lru", "faa", "alacc", "belady"] {
+    for &policy in policies {
         let mut total_reads = Vec::new();
         for cache in ["256KiB", "768KiB", "4MiB"] {
             let mut args: Vec<&str> = vec![
+                "--rewrite",
+                rewrite,
                 "--restore",
                 "--restore-policy",
                 policy,
@@ -178,6 +207,9 @@ fn real_and_simulated_restores_read_the_same_containers() {
             args.extend(traces.iter().map(|t| s(t)));
             let report = sim(tmp.path(), &args);
             let gens = report["generations"].as_array().unwrap();
+            for (g, r) in rewritten.iter().enumerate() {
+                assert_eq!(r, &gens[g]["rewritten_chunks"], "{rewrite}: generation {g}");
+            }
             total_reads.push(
                 gens.iter()
                     .map(|g| g["containers_read"].as_u64().unwrap())
@@ -201,6 +233,26 @@ fn real_and_simulated_restores_read_the_same_containers() {
                 )
                 .ok()
                 .json();
+                assert_tree_matches(&manifests[g], &out.join("tree"));
+                // The simulator restores each generation right after its
+                // backup; the real restores run after the last one. With
+                // rewriting, a later backup may have copied an earlier
+                // generation's chunks into newer containers (the canonical
+                // copies from then on), so only the last generation's
+                // restore sees the same repository in both.
+                if rewrite != "none" {
+                    // Known gap (issue 10's closing note): with rewriting the
+                    // last generation's reads agree to within 1%, not exactly.
+                    if g + 1 == snaps.len() {
+                        let real = r["summary"]["policy"]["container_reads"].as_f64().unwrap();
+                        let sim = gens[g]["containers_read"].as_f64().unwrap();
+                        assert!(
+                            (real - sim).abs() <= 0.01 * sim + 1.0,
+                            "{policy} {cache}: {real} vs {sim}"
+                        );
+                    }
+                    continue;
+                }
                 assert_eq!(
                     r["summary"]["policy"]["container_reads"], gens[g]["containers_read"],
                     "{policy}, generation {g}, cache {cache}: {r}"
@@ -209,7 +261,6 @@ fn real_and_simulated_restores_read_the_same_containers() {
                     r["summary"]["policy"]["peak_memory_bytes"], gens[g]["restore_memory_bytes"],
                     "{policy}, generation {g}, cache {cache}"
                 );
-                assert_tree_matches(&manifests[g], &out.join("tree"));
             }
         }
         // The cache size matters here: chunks are scattered over containers.
@@ -231,6 +282,9 @@ fn workloads_are_deterministic_and_hit_their_dedup_target() {
         "target_dedup_ratio=10",
         "--param",
         "seed=5",
+        // The generator's dedup target, not a rewrite scheme's.
+        "--rewrite",
+        "none",
     ];
     let a = sim(tmp.path(), &args);
     let b = sim(tmp.path(), &args);

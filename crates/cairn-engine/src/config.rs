@@ -231,7 +231,7 @@ impl RepoConfig {
             container_size: 4 * 1024 * 1024,
             index: IndexConfig::default(),
             tree: TreeConfig::default(),
-            rewrite: RewriteConfig::None,
+            rewrite: RewriteConfig::default_for_new_repositories(),
         }
     }
 

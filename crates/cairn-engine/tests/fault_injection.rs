@@ -126,6 +126,8 @@ fn crash_at_every_write_with_lazy_lookup_loses_nothing() {
     crash_at_every_write(|| {
         let mut cfg = small_config();
         cfg.index.lookup.strategy = cairn_engine::config::LookupStrategy::Lazy;
+        // Rewrite schemes need eager lookup.
+        cfg.rewrite = cairn_engine::config::RewriteConfig::None;
         cfg.index.lookup.bucket_threshold = 2;
         cfg.index.lookup.ring_size = 16;
         cfg.index.lookup.buffer_fingerprints = 32;

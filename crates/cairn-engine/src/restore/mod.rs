@@ -570,24 +570,21 @@ impl Reader {
         sink: &mut dyn FnMut(&[u8]) -> Result<()>,
     ) -> Result<()> {
         plan::plan_blob(&self.store, self.meta.as_mut(), blob, steps)?;
-        self.extract.begin(&self.store, steps);
-        let mut buf = Vec::new();
-        for (i, step) in steps.iter().enumerate() {
-            self.extract.fetch(&self.store, i, steps, &mut buf)?;
-            if buf.len() as u64 != step.size {
-                return Err(Error::corrupt(
-                    format!("tree under {}", blob.root),
-                    format!(
-                        "chunk {} recorded as {} bytes holds {}",
-                        step.fp,
-                        step.size,
-                        buf.len()
-                    ),
-                ));
-            }
-            sink(&buf)?;
-        }
-        Ok(())
+        self.extract
+            .extract(&self.store, steps, &mut |step, bytes| {
+                if bytes.len() as u64 != step.size {
+                    return Err(Error::corrupt(
+                        format!("tree under {}", blob.root),
+                        format!(
+                            "chunk {} recorded as {} bytes holds {}",
+                            step.fp,
+                            step.size,
+                            bytes.len()
+                        ),
+                    ));
+                }
+                sink(bytes)
+            })
     }
 
     /// Plans a blob (its recipe nodes read and checked, levels and sizes)

@@ -98,6 +98,8 @@ pub fn index_io(opts: &ExperimentOptions) -> Result<ExperimentOutput> {
     for (name, inputs) in &workloads {
         for (case, summary, cache) in CASES {
             let mut config = Repository::default_config();
+            // The papers' engines do not rewrite (002's schemes are measured by `restore`).
+            config.rewrite = cairn_engine::config::RewriteConfig::None;
             config.index.summary_vector = summary;
             config.index.locality_cache = cache;
             let report = sim::run(inputs, &SimOptions::backups_only(config))?;

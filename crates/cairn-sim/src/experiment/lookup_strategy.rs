@@ -98,6 +98,8 @@ fn inputs(opts: &ExperimentOptions) -> Result<Vec<GenerationInput>> {
 /// The default configuration with the experiments' lazy buffer.
 fn base_config() -> RepoConfig {
     let mut cfg = Repository::default_config();
+    // The papers' engines do not rewrite (002's schemes are measured by `restore`).
+    cfg.rewrite = cairn_engine::config::RewriteConfig::None;
     cfg.index.lookup.buffer_fingerprints = EXPERIMENT_BUFFER;
     cfg
 }

@@ -62,6 +62,8 @@ pub fn run_strategy(
     let mut config = base.clone();
     config.index.lookup.strategy = strategy;
     config.index.lookup.ring_size = ring_size;
+    // Lookup cost does not depend on rewriting, and lazy lookup has none.
+    config.rewrite = cairn_engine::config::RewriteConfig::None;
     let report = super::run(inputs, &SimOptions::backups_only(config))?;
     Ok(StrategyRun {
         strategy,
