@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use cairn_core::{ContainerId, Fingerprint, FpMap};
+use cairn_core::{ContainerId, FpMap};
 
 use super::{ContainerChunk, Memory, PlanStep, RestorePolicy};
 
@@ -14,8 +14,9 @@ pub struct ContainerLru {
     capacity: u64,
     held: HashMap<ContainerId, Held>,
     lru: BTreeMap<u64, ContainerId>,
-    /// Every held chunk: a container holding it, and how many do.
-    by_fp: FpMap<(ContainerId, u32)>,
+    /// Every held chunk: the held containers holding it (usually one; a
+    /// rewritten chunk's copies make more).
+    by_fp: FpMap<Vec<ContainerId>>,
     bytes: u64,
     tick: u64,
 }
@@ -54,35 +55,24 @@ impl ContainerLru {
         self.lru.remove(&h.tick);
         self.bytes -= h.bytes;
         for c in &h.chunks {
-            let Some(e) = self.by_fp.get_mut(&c.fp) else {
+            let Some(holders) = self.by_fp.get_mut(&c.fp) else {
                 continue;
             };
-            e.1 -= 1;
-            if e.1 == 0 {
+            if let Some(i) = holders.iter().position(|&id| id == victim) {
+                holders.swap_remove(i);
+            }
+            if holders.is_empty() {
                 self.by_fp.remove(&c.fp);
                 mem.drop(&c.fp);
-            } else if e.0 == victim {
-                // Another held container has it (a rewritten chunk's two
-                // copies): point at that one.
-                let other = self.other_holder(&c.fp);
-                self.by_fp.get_mut(&c.fp).expect("held").0 = other;
             }
         }
-    }
-
-    fn other_holder(&self, fp: &Fingerprint) -> ContainerId {
-        self.held
-            .iter()
-            .find(|(_, h)| h.chunks.iter().any(|c| c.fp == *fp))
-            .map(|(id, _)| *id)
-            .expect("a held chunk has a holder")
     }
 }
 
 impl RestorePolicy for ContainerLru {
     fn serve(&mut self, pos: usize, plan: &[PlanStep], _mem: &mut Memory) -> bool {
-        match self.by_fp.get(&plan[pos].fp) {
-            Some(&(id, _)) => {
+        match self.by_fp.get(&plan[pos].fp).and_then(|h| h.first()) {
+            Some(&id) => {
                 self.touch(id);
                 true
             }
@@ -111,8 +101,7 @@ impl RestorePolicy for ContainerLru {
             self.evict(victim, mem);
         }
         for c in chunks {
-            let e = self.by_fp.entry(c.fp).or_insert((container, 0));
-            e.1 += 1;
+            self.by_fp.entry(c.fp).or_default().push(container);
             mem.keep(c.fp, c.size);
         }
         self.tick += 1;
