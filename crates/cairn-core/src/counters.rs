@@ -59,6 +59,9 @@ counters! {
     container_meta_reads,
     /// Whole-container (data section) reads.
     containers_read,
+    /// Single-chunk range reads of a container (recipe nodes and directory
+    /// listings at restore).
+    chunk_reads,
     /// Containers written (sealed and made durable).
     containers_written,
     /// Chunks written into containers.

@@ -68,6 +68,25 @@ impl ChunkCodec {
         };
         out.clear();
         let stored = stored_chunk(bytes, meta, d).map_err(|e| damaged(e.to_string()))?;
+        self.decode_stored_verified(stored, meta, d, out)
+    }
+
+    /// [`Self::decode_verified`] of a chunk's stored bytes alone (a range
+    /// read of its container: `ContainerStore::read_chunk`).
+    pub fn decode_stored_verified(
+        &self,
+        stored: &[u8],
+        meta: &ContainerMeta,
+        d: &Descriptor,
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        let damaged = |detail: String| {
+            Error::corrupt(
+                format!("container {}", meta.id),
+                format!("chunk {}: {detail}", d.fp),
+            )
+        };
+        out.clear();
         decompress(d.codec, stored, d.raw_len as usize, out).map_err(|e| damaged(e.to_string()))?;
         if self.fingerprint(out) != d.fp {
             out.clear();

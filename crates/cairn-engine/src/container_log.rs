@@ -9,7 +9,9 @@ use std::sync::Arc;
 
 use cairn_core::counters::bump;
 use cairn_core::{Backend, ContainerId, Counters, Error, Result};
-use cairn_format::container::{self, ContainerMeta, ContainerWriter, TailDecode, TAIL_READ_HINT};
+use cairn_format::container::{
+    self, ContainerMeta, ContainerWriter, Descriptor, TailDecode, TAIL_READ_HINT,
+};
 
 use crate::keys;
 
@@ -37,6 +39,13 @@ pub trait ContainerStore: Send + Sync {
     fn read_meta(&self, id: ContainerId) -> Result<ContainerMeta>;
     /// The whole container, checked.
     fn read(&self, id: ContainerId) -> Result<LoadedContainer>;
+    /// The stored bytes of one chunk `d` of container `meta` (one range
+    /// read: recipe nodes and listings need no whole-container read).
+    /// Unchecked: the caller verifies the chunk against its fingerprint.
+    fn read_chunk(&self, meta: &ContainerMeta, d: &Descriptor) -> Result<Vec<u8>> {
+        let c = self.read(meta.id)?;
+        Ok(container::stored_chunk(&c.bytes, &c.meta, d)?.to_vec())
+    }
     fn delete(&self, id: ContainerId) -> Result<()>;
 }
 
@@ -164,6 +173,21 @@ impl ContainerStore for ContainerLog {
             data_ok: damage.is_none(),
             damage,
         })
+    }
+
+    fn read_chunk(&self, meta: &ContainerMeta, d: &Descriptor) -> Result<Vec<u8>> {
+        let r = container::chunk_file_range(meta, d);
+        if u64::from(d.offset) + u64::from(d.stored_len) > meta.data_len {
+            return Err(Error::corrupt(
+                format!("container {}", meta.id),
+                format!("chunk {} lies outside the data section", d.fp),
+            ));
+        }
+        let bytes =
+            self.backend
+                .read_at(&keys::container(meta.id), r.start, d.stored_len as usize)?;
+        bump(&self.counters.chunk_reads, 1);
+        Ok(bytes)
     }
 
     fn delete(&self, id: ContainerId) -> Result<()> {

@@ -1,7 +1,7 @@
-//! Restore caches. A restore asks for chunks in recipe order; the cache
-//! decides which container reads serve them. This issue ships the container-
-//! granularity LRU (`002_c5d78fa3332f6f9f.txt` §2: "container-based caching");
-//! chunk LRU, forward assembly and ALACC plug in behind the same trait.
+//! Where restore finds chunks: [`ChunkStore`] (the index to locate a chunk,
+//! the container log to read it, the codec to decode and verify it) and the
+//! planner's reader of recipe nodes and directory listings ([`MetaChunks`]).
+//! Data chunks go through the restore policies instead (`policy`).
 //!
 //! Every chunk handed out is decompressed and verified against its
 //! fingerprint, so a damaged container is detected at the chunk it damages.
@@ -11,7 +11,7 @@ use std::sync::{Arc, OnceLock};
 
 use crate::codec::ChunkCodec;
 use cairn_core::{ContainerId, Error, Fingerprint, FpMap, Result};
-use cairn_format::container::Descriptor;
+use cairn_format::container::{ContainerMeta, Descriptor};
 
 use crate::container_log::{ContainerStore, LoadedContainer};
 use crate::index::disk_index::DiskIndex;
@@ -115,27 +115,30 @@ pub trait RestoreCache: Send {
         -> Result<()>;
 }
 
-/// LRU over whole containers: a miss reads the container holding the chunk
-/// and keeps it for later chunks, evicting the least recently used one.
-pub struct ContainerLru {
+/// The planner's reader of recipe nodes and directory listings: an LRU of
+/// container *metadata sections*, and one range read per chunk. Recipe
+/// nodes are stored among a stream's data chunks, so reading their whole
+/// containers would read most of a file's data twice (once to plan, once
+/// to restore it); a metadata section and a few KiB per node cost little.
+pub struct MetaChunks {
     capacity: usize,
-    containers: HashMap<ContainerId, Cached>,
+    metas: HashMap<ContainerId, Cached>,
     by_fp: FpMap<(ContainerId, usize)>,
     lru: BTreeMap<u64, ContainerId>,
     tick: u64,
 }
 
 struct Cached {
-    loaded: LoadedContainer,
+    meta: ContainerMeta,
     tick: u64,
 }
 
-impl ContainerLru {
-    /// A cache of `capacity` containers (at least one).
+impl MetaChunks {
+    /// A cache of `capacity` metadata sections (at least one).
     pub fn new(capacity: usize) -> Self {
-        ContainerLru {
+        MetaChunks {
             capacity: capacity.max(1),
-            containers: HashMap::new(),
+            metas: HashMap::new(),
             by_fp: FpMap::default(),
             lru: BTreeMap::new(),
             tick: 0,
@@ -143,28 +146,28 @@ impl ContainerLru {
     }
 
     fn load(&mut self, id: ContainerId, store: &ChunkStore) -> Result<()> {
-        while self.containers.len() >= self.capacity {
+        while self.metas.len() >= self.capacity {
             let Some((_, victim)) = self.lru.pop_first() else {
                 break;
             };
-            if let Some(c) = self.containers.remove(&victim) {
-                for d in &c.loaded.meta.descriptors {
+            if let Some(c) = self.metas.remove(&victim) {
+                for d in &c.meta.descriptors {
                     if self.by_fp.get(&d.fp).is_some_and(|(cid, _)| *cid == victim) {
                         self.by_fp.remove(&d.fp);
                     }
                 }
             }
         }
-        let loaded = store.log.read(id)?;
-        for (i, d) in loaded.meta.descriptors.iter().enumerate() {
+        let meta = store.log.read_meta(id)?;
+        for (i, d) in meta.descriptors.iter().enumerate() {
             self.by_fp.insert(d.fp, (id, i));
         }
         self.tick += 1;
         self.lru.insert(self.tick, id);
-        self.containers.insert(
+        self.metas.insert(
             id,
             Cached {
-                loaded,
+                meta,
                 tick: self.tick,
             },
         );
@@ -172,7 +175,7 @@ impl ContainerLru {
     }
 }
 
-impl RestoreCache for ContainerLru {
+impl RestoreCache for MetaChunks {
     fn read_chunk(
         &mut self,
         fp: &Fingerprint,
@@ -205,14 +208,17 @@ impl RestoreCache for ContainerLru {
             ));
         };
         let c = self
-            .containers
+            .metas
             .get_mut(&id)
             .expect("indexed container is cached");
         self.lru.remove(&c.tick);
         self.tick += 1;
         c.tick = self.tick;
         self.lru.insert(self.tick, id);
-        let d = c.loaded.meta.descriptors[i];
-        store.extract(&c.loaded, &d, out)
+        let d = c.meta.descriptors[i];
+        let stored = store.log.read_chunk(&c.meta, &d)?;
+        store
+            .codec
+            .decode_stored_verified(&stored, &c.meta, &d, out)
     }
 }

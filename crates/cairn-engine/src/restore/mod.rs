@@ -55,7 +55,7 @@ use crate::backup::Progress;
 use crate::index::disk_index::DiskIndex;
 use crate::repo::Repository;
 use blob_reader::BlobReader;
-use cache::{ChunkStore, ContainerLru, Locator, RestoreCache};
+use cache::{ChunkStore, Locator, MetaChunks, RestoreCache};
 use extract::Extractor;
 pub use policy::PolicyKind;
 use policy::{PlanStep, PolicyStats};
@@ -80,9 +80,9 @@ impl Default for CacheOptions {
     }
 }
 
-/// Containers of directory listings and recipe tree nodes kept by the
-/// planner's own cache (separate from the data policy's).
-const METADATA_CACHE_CONTAINERS: usize = 4;
+/// Container metadata sections kept by the planner's reader of directory
+/// listings and recipe tree nodes (separate from the data policy's memory).
+const METADATA_CACHE_CONTAINERS: usize = 16;
 
 /// Restore is plan, policy, extraction: `plan` flattens each file's recipe
 /// into data-chunk steps (tree nodes and listings through `meta`), the
@@ -156,7 +156,7 @@ impl Reader {
                 locator,
                 crate::codec::ChunkCodec::for_config(&repo.config),
             ),
-            meta: Box::new(ContainerLru::new(METADATA_CACHE_CONTAINERS)),
+            meta: Box::new(MetaChunks::new(METADATA_CACHE_CONTAINERS)),
             extract: Extractor::new(cache.policy, cache.bytes, repo.config.container_size as u64),
             steps: Vec::new(),
         }
