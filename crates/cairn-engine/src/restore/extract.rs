@@ -91,8 +91,23 @@ impl Extractor {
 
     /// Hands every step of `plan` with its verified bytes to `sink`, in
     /// order. The first error (a chunk that cannot be read, or the sink's)
-    /// ends the plan.
+    /// ends the plan; the policy then starts afresh, since the decider may
+    /// have run ahead of the steps the held chunks mirror.
     pub fn extract(
+        &mut self,
+        store: &ChunkStore,
+        plan: &[PlanStep],
+        sink: &mut dyn FnMut(&PlanStep, &[u8]) -> Result<()>,
+    ) -> Result<()> {
+        let r = self.extract_all(store, plan, sink);
+        if r.is_err() {
+            self.run.reset();
+            self.held.clear();
+        }
+        r
+    }
+
+    fn extract_all(
         &mut self,
         store: &ChunkStore,
         plan: &[PlanStep],

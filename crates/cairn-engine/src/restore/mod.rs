@@ -19,15 +19,19 @@
 //!         dir     -> mkdir, or enter an existing real directory;
 //!                    --delete: remove what the listing lacks;
 //!                    for child in listing: visit(child); remember (dir, meta)
-//!         file    -> temp <- new file; for chunk in tree(content):
-//!                    cache.read_chunk -> verify -> write temp;
-//!                    set mode, owner, mtime on temp; rename temp -> dest
+//!         file    -> plan its chunks into the batch (batch.rs); a full
+//!                    batch is written: for each chunk of the batch's plan,
+//!                    policy -> read/verify -> write into its file's temp;
+//!                    a file's last chunk written -> set mode, owner,
+//!                    mtime on temp; rename temp -> dest
 //!         symlink -> temp symlink; owner, mtime; rename temp -> dest
 //!         (an existing entry at dest: replaced, skipped or refused per options;
 //!          ENOSPC/EDQUOT: stop everything)
+//!     write the last batch
 //!     for (dir, meta) in remembered, deepest first: set mode, owner, mtime
 //! ```
 
+mod batch;
 pub mod blob_reader;
 pub mod cache;
 pub mod extract;
@@ -348,6 +352,7 @@ impl Reader {
             progress,
             sum: RestoreSummary::default(),
             dirs: Vec::new(),
+            batch: batch::Batch::default(),
         };
         let outcome = match picked {
             None => {
@@ -361,7 +366,8 @@ impl Reader {
                 })
             }
             Some(e) => self.restore_included(e, root, &comps, &mut run),
-        };
+        }
+        .and_then(|()| self.flush(&mut run));
         // Deepest directories first, so a parent's mtime is set last. Done
         // even after a fatal error: it needs no space.
         for (path, e) in run.dirs.iter().rev() {
@@ -416,7 +422,11 @@ impl Reader {
                 }
             }),
         };
-        r.or_else(|err| run.settle(err, dest))
+        r.or_else(|err| run.settle(err, dest))?;
+        if run.batch.full() {
+            self.flush(run)?;
+        }
+        Ok(())
     }
 
     fn restore_dir(&mut self, e: DirEntry, dest: &Path, run: &mut Run) -> Result<()> {
@@ -462,25 +472,22 @@ impl Reader {
         Ok(())
     }
 
+    /// A file with content joins the batch (written when it is flushed);
+    /// an empty one, or one the target's state decides about, is settled
+    /// now.
     fn restore_file(&mut self, e: &DirEntry, dest: &Path, run: &mut Run) -> Result<()> {
-        let progress = run.progress;
-        let placed = run.target.place_file(dest, e, &mut |w| {
-            let Some(b) = &e.content else { return Ok(()) };
-            self.for_each_chunk(b, &mut |c| {
-                progress
-                    .bytes_done
-                    .fetch_add(c.len() as u64, Ordering::Relaxed);
-                w.write_all(c).ctx(|| format!("writing {}", dest.display()))
-            })
-        })?;
-        if placed == Placed::Skipped {
-            progress.bytes_done.fetch_add(e.size, Ordering::Relaxed);
+        if let Some(placed) = run.target.verdict(dest, e)? {
+            run.placed_file(placed, dest, e.size);
+            return Ok(());
         }
-        if run.sum.count(placed, dest, e.size) {
-            run.sum.files += 1;
+        match &e.content {
+            Some(b) => self.plan_file(e, b, dest, run),
+            None => {
+                let placed = run.target.place_file(dest, e, &mut |_| Ok(()))?;
+                run.placed_file(placed, dest, e.size);
+                Ok(())
+            }
         }
-        progress.files_done.fetch_add(1, Ordering::Relaxed);
-        Ok(())
     }
 }
 
@@ -491,9 +498,22 @@ struct Run<'a> {
     sum: RestoreSummary,
     /// Directories whose recorded metadata is applied at the end.
     dirs: Vec<(PathBuf, DirEntry)>,
+    /// Files planned and not yet written.
+    batch: batch::Batch,
 }
 
 impl Run<'_> {
+    /// Counts a file that was placed (or skipped, or refused).
+    fn placed_file(&mut self, placed: Placed, dest: &Path, size: u64) {
+        if placed == Placed::Skipped {
+            self.progress.bytes_done.fetch_add(size, Ordering::Relaxed);
+        }
+        if self.sum.count(placed, dest, size) {
+            self.sum.files += 1;
+        }
+        self.progress.files_done.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// An entry failed: a full file system becomes the fatal error, anything
     /// else is recorded and the restore goes on.
     fn settle(&mut self, err: Error, dest: &Path) -> Result<()> {

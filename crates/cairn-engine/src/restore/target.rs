@@ -216,33 +216,51 @@ impl Target {
         e: &DirEntry,
         fill: &mut dyn FnMut(&mut dyn Write) -> Result<()>,
     ) -> Result<Placed> {
+        match self.open_file(dest, e)? {
+            Opened::Decided(v) => Ok(v),
+            Opened::Writing(mut w) => {
+                fill(&mut w)?;
+                w.finish()
+            }
+        }
+    }
+
+    /// What placing entry `e` at `dest` would do without writing it:
+    /// `Some` when it is decided already (skipped, or refused because a
+    /// non-empty directory is in the way), `None` when it will be written.
+    pub fn verdict(&self, dest: &Path, e: &DirEntry) -> Result<Option<Placed>> {
+        Ok(self.decide(dest, e)?.0)
+    }
+
+    /// [`place_file`](Self::place_file) in two halves, for a restore that
+    /// writes several files from one plan: the temporary is created now,
+    /// filled through the returned writer, and renamed into place by
+    /// [`FileWriter::finish`]; dropping the writer unfinished removes it.
+    pub fn open_file<'t>(&'t self, dest: &Path, e: &DirEntry) -> Result<Opened<'t>> {
         let (verdict, existing) = self.decide(dest, e)?;
         if let Some(v) = verdict {
-            return Ok(v);
+            return Ok(Opened::Decided(v));
         }
-        let dir = parent(dest);
-        let (tmp, file) = create_temp_file(dir)?;
+        let (tmp, file) = create_temp_file(parent(dest))?;
         let guard = TempGuard(Some(tmp));
-        let what = || format!("writing {}", dest.display());
-        let mut w = BufWriter::with_capacity(
-            1 << 20,
+        let out = BufWriter::with_capacity(
+            (e.size as usize).clamp(4 << 10, 1 << 20),
             Sink {
                 file,
                 capacity: self.capacity.as_ref(),
             },
         );
-        fill(&mut w)?;
-        w.flush().ctx(what)?;
-        let file = w.into_inner().map_err(|e| e.into_error()).ctx(what)?.file;
-        // Ownership first: chown clears set-id bits, chmod then restores them.
-        let _ = std::os::unix::fs::fchown(&file, Some(e.uid), Some(e.gid));
-        file.set_permissions(fs::Permissions::from_mode(e.mode & 0o7777))
-            .ctx(|| format!("setting mode of {}", dest.display()))?;
-        let t = mtime(e);
-        filetime::set_file_handle_times(&file, Some(t), Some(t))
-            .ctx(|| format!("setting times of {}", dest.display()))?;
-        drop(file);
-        self.commit(guard, dest, existing)
+        Ok(Opened::Writing(FileWriter {
+            target: self,
+            dest: dest.to_path_buf(),
+            uid: e.uid,
+            gid: e.gid,
+            mode: e.mode,
+            mtime: mtime(e),
+            existing,
+            out,
+            guard,
+        }))
     }
 
     /// Creates symlink `dest -> e.target` under a temporary name (with owner
@@ -324,6 +342,65 @@ impl Target {
             }
         }
         removed
+    }
+}
+
+/// A file [`Target::open_file`] either decided about or began writing.
+pub enum Opened<'t> {
+    Decided(Placed),
+    Writing(FileWriter<'t>),
+}
+
+/// A file being restored: its temporary, open for writing. `finish` gives it
+/// its metadata and renames it over the destination; dropping it unfinished
+/// removes the temporary and leaves the destination as it was.
+pub struct FileWriter<'t> {
+    target: &'t Target,
+    dest: PathBuf,
+    uid: u32,
+    gid: u32,
+    mode: u32,
+    mtime: filetime::FileTime,
+    existing: Existing,
+    out: BufWriter<Sink<'t>>,
+    guard: TempGuard,
+}
+
+impl Write for FileWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.out.write(buf)
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.out.write_all(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+}
+
+impl FileWriter<'_> {
+    pub fn dest(&self) -> &Path {
+        &self.dest
+    }
+
+    /// Flushes the content, sets owner (best effort), mode and mtime through
+    /// the open handle, and renames the temporary over the destination.
+    pub fn finish(self) -> Result<Placed> {
+        let dest = &self.dest;
+        let what = || format!("writing {}", dest.display());
+        let mut out = self.out;
+        out.flush().ctx(what)?;
+        let file = out.into_inner().map_err(|e| e.into_error()).ctx(what)?.file;
+        // Ownership first: chown clears set-id bits, chmod then restores them.
+        let _ = std::os::unix::fs::fchown(&file, Some(self.uid), Some(self.gid));
+        file.set_permissions(fs::Permissions::from_mode(self.mode & 0o7777))
+            .ctx(|| format!("setting mode of {}", dest.display()))?;
+        filetime::set_file_handle_times(&file, Some(self.mtime), Some(self.mtime))
+            .ctx(|| format!("setting times of {}", dest.display()))?;
+        drop(file);
+        self.target.commit(self.guard, dest, self.existing)
     }
 }
 

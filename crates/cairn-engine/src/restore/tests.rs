@@ -1,7 +1,9 @@
-//! Engine-level restore tests that need the target's test hooks: a full
-//! target file system (simulated with [`Target::with_capacity`]) stops the
-//! whole restore with one error, leaves no temporary and keeps the old
-//! content of the file being written.
+//! Engine-level restore tests that need the target's test hooks or the
+//! counters: a full target file system (simulated with
+//! [`Target::with_capacity`]) stops the whole restore with one error, leaves
+//! no temporary and keeps the old content of the file being written; plans
+//! span files, so small files sharing a container read it once; a damaged
+//! chunk fails its file only, in the middle of a batch.
 
 use std::fs;
 use std::path::Path;
@@ -14,7 +16,17 @@ use super::Reader;
 use crate::{catalog, BackupOptions, Progress, Repository, Source};
 
 fn repo_with(tree: &Path) -> (Repository, String) {
-    let repo = Repository::init(Arc::new(MemBackend::new()), Repository::default_config()).unwrap();
+    repo_on(Arc::new(MemBackend::new()), tree)
+}
+
+fn repo_on(backend: Arc<MemBackend>, tree: &Path) -> (Repository, String) {
+    repo_sized(backend, tree, Repository::default_config().container_size)
+}
+
+fn repo_sized(backend: Arc<MemBackend>, tree: &Path, container_size: u32) -> (Repository, String) {
+    let mut config = Repository::default_config();
+    config.container_size = container_size;
+    let repo = Repository::init(backend, config).unwrap();
     let lock = repo.lock_writer(false).unwrap();
     let out = crate::backup(
         &repo,
@@ -153,4 +165,132 @@ fn planning_reads_recipe_nodes_without_reading_whole_containers() {
     assert_eq!(sum.policy.container_reads, data_containers);
     assert_eq!(c.containers_read, data_containers, "{c:?}");
     assert!(c.chunk_reads > 0, "recipe nodes come by range reads");
+}
+
+fn xorshift_bytes(state: &mut u64, n: usize) -> Vec<u8> {
+    (0..n)
+        .map(|_| {
+            *state ^= *state << 13;
+            *state ^= *state >> 7;
+            *state ^= *state << 17;
+            *state as u8
+        })
+        .collect()
+}
+
+fn data_containers(repo: &Repository) -> Vec<cairn_core::ContainerId> {
+    repo.log
+        .ids()
+        .unwrap()
+        .into_iter()
+        .filter(|&id| {
+            let meta = repo.log.read_meta(id).unwrap();
+            meta.descriptors
+                .iter()
+                .any(|d| d.kind == cairn_core::ChunkKind::Data)
+        })
+        .collect()
+}
+
+/// 300 small files (one chunk each, enough steps for the pipelined
+/// extractor) of which the last 50 repeat the first 50; `f200` is one byte
+/// longer than the others, so its chunk can be found.
+fn small_file_tree(root: &Path) -> Vec<(String, Vec<u8>)> {
+    let tree = root.join("tree");
+    fs::create_dir_all(&tree).unwrap();
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+    for i in 0..300 {
+        let data = if i >= 250 {
+            files[i - 250].1.clone()
+        } else {
+            xorshift_bytes(&mut state, if i == 200 { 1_501 } else { 1_500 })
+        };
+        fs::write(tree.join(format!("f{i:03}")), &data).unwrap();
+        files.push((format!("f{i:03}"), data));
+    }
+    files
+}
+
+/// 002's restore is of a whole backup stream: with one plan per file, each
+/// of these small files would read the shared container again (250 reads
+/// under FAA, which keeps nothing past its window).
+#[test]
+fn small_files_planned_together_read_their_container_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let files = small_file_tree(tmp.path());
+    let (repo, id) = repo_with(&tmp.path().join("tree"));
+    let snap = catalog::resolve(&**repo.backend(), &id).unwrap();
+    let containers = data_containers(&repo).len() as u64;
+    assert_eq!(containers, 1);
+    for policy in super::PolicyKind::ALL {
+        let out = tmp.path().join(format!("out-{policy}"));
+        let opts = super::CacheOptions {
+            policy,
+            ..Default::default()
+        };
+        let sum = Reader::open(&repo, opts)
+            .unwrap()
+            .restore(&snap.record, &out, None, &Progress::default())
+            .unwrap();
+        assert!(sum.errors.is_empty(), "{policy}: {:?}", sum.errors);
+        assert_eq!(sum.files, 300);
+        assert_eq!(sum.policy.container_reads, containers, "{policy}");
+        for (name, data) in &files {
+            assert_eq!(&fs::read(out.join("tree").join(name)).unwrap(), data);
+        }
+    }
+}
+
+/// A damaged chunk in the middle of a batch fails its file only: the files
+/// before it were written, the batch goes on after it, and the policy
+/// starts afresh (the chunks it held may not have reached the writer).
+#[test]
+fn a_damaged_chunk_fails_its_file_only_and_the_batch_goes_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let files = small_file_tree(tmp.path());
+    let backend = Arc::new(MemBackend::new());
+    // Small containers, so the decider reads (and keeps from) more of them
+    // after the damaged chunk while the writer is still behind.
+    let (repo, id) = repo_sized(backend.clone(), &tmp.path().join("tree"), 64 << 10);
+    let snap = catalog::resolve(&**repo.backend(), &id).unwrap();
+    let containers = data_containers(&repo);
+    assert!(containers.len() >= 4, "{} containers", containers.len());
+    let (cid, d) = containers
+        .iter()
+        .find_map(|&cid| {
+            let meta = repo.log.read_meta(cid).unwrap();
+            let d = meta
+                .descriptors
+                .into_iter()
+                .find(|d| d.kind == cairn_core::ChunkKind::Data && d.raw_len == 1_501)?;
+            Some((cid, d))
+        })
+        .expect("f200's chunk");
+    let at = cairn_format::container::CONTAINER_HEADER_LEN + (d.offset + d.stored_len / 2) as usize;
+    assert!(backend.tamper(&crate::keys::container(cid), |b| b[at] ^= 0x40));
+
+    for policy in super::PolicyKind::ALL {
+        let out = tmp.path().join(format!("out-{policy}"));
+        let opts = super::CacheOptions {
+            policy,
+            ..Default::default()
+        };
+        let sum = Reader::open(&repo, opts)
+            .unwrap()
+            .restore(&snap.record, &out, None, &Progress::default())
+            .unwrap();
+        assert_eq!(sum.errors.len(), 1, "{policy}: {:?}", sum.errors);
+        assert!(sum.errors[0].contains("f200"), "{policy}: {:?}", sum.errors);
+        assert_eq!(sum.files, 299, "{policy}");
+        assert!(temporaries(&out).is_empty(), "{policy}");
+        for (name, data) in &files {
+            let p = out.join("tree").join(name);
+            if name == "f200" {
+                assert!(!p.exists(), "{policy}: the damaged file was placed");
+            } else {
+                assert_eq!(&fs::read(&p).unwrap(), data, "{policy}: {name}");
+            }
+        }
+    }
 }

@@ -1,5 +1,6 @@
 //! Simulated restore of one generation: its data chunks in trace order (the
-//! order a real restore plans them in), each served by a held container or
+//! order a real restore plans them in, in plans spanning files closed by
+//! the same rule), each served by a held container or
 //! else located in the canonical copy's container, through the same restore
 //! policy the real restore runs (`cairn_engine::restore::policy`, one of the
 //! five of `002_c5d78fa3332f6f9f.txt` §2). Counts
@@ -9,7 +10,7 @@
 use cairn_core::{ContainerId, FpMap, Result, TraceEvent, TraceSource};
 use cairn_engine::container_log::ContainerStore;
 use cairn_engine::meta_store::MetaOnlyStore;
-use cairn_engine::restore::policy::{ContainerChunk, PlanStep, PolicyRun, PolicyStats};
+use cairn_engine::restore::policy::{plan_full, ContainerChunk, PlanStep, PolicyRun, PolicyStats};
 use cairn_engine::restore::CacheOptions;
 
 use crate::device::{DeviceModel, Stage};
@@ -48,17 +49,29 @@ pub fn simulate(
         }
     }
     // The real restore's policy (`restore::policy`), over metadata only: a
-    // read is charged to the device model. Plans are per file, as there.
+    // read is charged to the device model. Plans span files and close by
+    // the real restore's rule (`plan_full`, checked at each file's end).
     let mut run = PolicyRun::new(cache.policy, cache.bytes, unit);
     let mut r = RestoreResult::default();
     let mut plan: Vec<PlanStep> = Vec::new();
+    let mut files = 0;
+    let mut file_start = 0;
     let mut chunks = Vec::new();
     loop {
         let ev = src.next_event()?;
         let end_of_file = matches!(ev, None | Some(TraceEvent::FileStart { .. }));
-        if end_of_file && !plan.is_empty() {
-            run_plan(&mut run, &plan, &place, store, model, &mut r, &mut chunks);
-            plan.clear();
+        if end_of_file {
+            if plan.len() > file_start {
+                files += 1;
+            }
+            if ev.is_none() || plan_full(plan.len(), files) {
+                if !plan.is_empty() {
+                    run_plan(&mut run, &plan, &place, store, model, &mut r, &mut chunks);
+                }
+                plan.clear();
+                files = 0;
+            }
+            file_start = plan.len();
         }
         match ev {
             None => break,
@@ -67,7 +80,9 @@ pub fn simulate(
                 // Chunks no container holds (none in a complete trace) are
                 // not planned.
                 if place.contains_key(&c.fp) {
-                    let offset = plan.last().map_or(0, |s: &PlanStep| s.offset + s.size);
+                    let offset = plan[file_start..]
+                        .last()
+                        .map_or(0, |s: &PlanStep| s.offset + s.size);
                     plan.push(PlanStep {
                         fp: c.fp,
                         size: c.size as u64,

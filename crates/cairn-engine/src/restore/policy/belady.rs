@@ -3,9 +3,9 @@
 //! container caching). It knows the whole plan: a read keeps the chunks of
 //! the container that the plan still wants, and when the budget is passed
 //! the held chunk whose next use is farthest goes first (possibly the one
-//! just read); a chunk the plan never wants again goes at once. Plans are
-//! per file, so chunks held from an earlier file are re-ranked by their
-//! first use in the new plan (or let go) when it begins.
+//! just read); a chunk the plan never wants again goes at once. A plan is a
+//! batch of files, so chunks held from an earlier plan are re-ranked by
+//! their first use in the new plan (or let go) when it begins.
 
 use std::collections::BTreeSet;
 

@@ -18,9 +18,11 @@
 //! | `alacc` | `alacc.rs` | adaptive look-ahead chunk caching (002's ref. [10]) |
 //! | `belady` | `belady.rs` | Belady's optimal replacement, the bound |
 //!
-//! A plan is one file's chunks (`begin` starts the next); policies keep
-//! their memory across files, and the look-ahead ones see the current
-//! file's plan.
+//! A plan is the data chunks of a batch of files in restore order (up to
+//! [`PLAN_MAX_STEPS`] steps or [`PLAN_MAX_FILES`] files; `begin` starts the
+//! next batch), so the look-ahead policies see past the end of a small file
+//! as 002's restore of one backup stream does; policies keep their memory
+//! across plans.
 
 mod alacc;
 mod belady;
@@ -206,6 +208,18 @@ impl FromStr for PolicyKind {
     }
 }
 
+/// A restore plan closes after the file that brings it to this many steps
+/// (about 2 GiB of 8 KiB chunks, 12 MiB of plan).
+pub const PLAN_MAX_STEPS: usize = 1 << 18;
+/// A restore plan closes after its this-many-th file with content.
+pub const PLAN_MAX_FILES: usize = 1 << 14;
+
+/// Whether a plan of `steps` steps over `files` files is full (the real
+/// restore and the simulator close their plans by this one rule).
+pub fn plan_full(steps: usize, files: usize) -> bool {
+    steps >= PLAN_MAX_STEPS || files >= PLAN_MAX_FILES
+}
+
 /// Default restore memory: 64 MiB of chunk data (16 containers of 4 MiB).
 pub const DEFAULT_CACHE_BYTES: u64 = 64 << 20;
 
@@ -217,6 +231,8 @@ pub struct PolicyRun {
     policy: Box<dyn RestorePolicy>,
     mem: Memory,
     stats: PolicyStats,
+    kind: PolicyKind,
+    unit: u64,
 }
 
 impl PolicyRun {
@@ -229,7 +245,17 @@ impl PolicyRun {
                 cache_bytes,
                 ..Default::default()
             },
+            kind,
+            unit,
         }
+    }
+
+    /// Forgets everything held and starts the policy afresh, keeping the
+    /// counts: after a plan ended early (a failed chunk), when the caller's
+    /// mirror of the memory can no longer be trusted to match.
+    pub fn reset(&mut self) {
+        self.policy = self.kind.build(self.stats.cache_bytes, self.unit);
+        self.mem = Memory::default();
     }
 
     pub fn begin(&mut self, plan: &[PlanStep]) {
