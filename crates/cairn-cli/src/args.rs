@@ -105,7 +105,8 @@ pub enum Command {
     /// CSV and a plot. Available: index-io (DDFS Table 4), index-ram (index
     /// RAM per chunk and throughput, DDFS vs the primary-dedup cuckoo index),
     /// eager-vs-lazy and ring-size (fingerprint lookup per device class),
-    /// partition (partitioned dedup with reconciliation, primary-dedup paper).
+    /// partition (partitioned dedup with reconciliation, primary-dedup paper),
+    /// restore (restore caches and rewriting, 002 Fig. 6-8).
     Experiment(ExperimentArgs),
     /// Verify the repository; exit non-zero if anything is damaged.
     Check {
@@ -306,7 +307,7 @@ pub struct AnalyzeArgs {
     /// Files and directories to study.
     #[arg(required = true)]
     pub paths: Vec<PathBuf>,
-    /// Write the figure to FILE (.svg or .png).
+    /// Write the figure to FILE (.svg, .png or .pdf).
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
     /// Stop after this many files.
@@ -325,7 +326,7 @@ pub struct AnalyzeArgs {
 
 #[derive(Args, Debug)]
 pub struct ExperimentArgs {
-    /// Experiment name: index-io, index-ram, eager-vs-lazy, ring-size or partition.
+    /// Experiment name: index-io, index-ram, eager-vs-lazy, ring-size, partition or restore.
     pub name: String,
     /// Small sizes (seconds instead of minutes).
     #[arg(long)]
@@ -336,7 +337,7 @@ pub struct ExperimentArgs {
     /// Directory for the CSV and the plot.
     #[arg(long, default_value = "experiments-out")]
     pub out: PathBuf,
-    /// Plot format: svg or png.
+    /// Plot format: svg, png or pdf.
     #[arg(long, default_value = "svg")]
     pub plot_format: String,
 }

@@ -367,7 +367,7 @@ fn analyze_reports_and_plots() {
         ],
     )
     .code(1);
-    assert!(r.one_line_error().contains(".svg or .png"));
+    assert!(r.one_line_error().contains(".svg, .png or .pdf"));
     cairn(tmp.path(), &["analyze", s(&tmp.path().join("missing"))])
         .code(1)
         .one_line_error();

@@ -1,15 +1,114 @@
-//! Figures: PNG rendering shared by `cairn analyze` and the experiments.
-//! Plots are drawn once as SVG (plotters without default features); a PNG
-//! is that SVG rasterized with resvg, labels drawn with an installed font.
+//! Figures: type sizes, PNG and PDF rendering shared by `cairn analyze` and
+//! the experiments. Plots are drawn once as SVG (plotters without default
+//! features); a PNG is that SVG rasterized with resvg, a PDF that SVG
+//! converted with svg2pdf, labels drawn with an installed font.
+//!
+//! Every figure is drawn to stay readable when shrunk to one paper column
+//! (3.3 in wide): one column of panels [`WIDTH`] pixels wide, every text
+//! sized by [`T`] so that none is below 8 pt there, titles and captions
+//! short enough to fit on one line at that size, no minor grid lines.
 
 use cairn_core::{Error, Result};
 use plotters::coord::Shift;
-use plotters::prelude::{DrawingArea, DrawingAreaErrorKind, IntoDrawingArea, SVGBackend};
+use plotters::prelude::{
+    ChartBuilder, DrawingArea, DrawingAreaErrorKind, IntoDrawingArea, SVGBackend, WHITE,
+};
 
 /// The drawing area every figure is drawn on.
 pub(crate) type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
 /// What a drawing function returns.
 pub(crate) type Drawn = std::result::Result<(), DrawingAreaErrorKind<std::io::Error>>;
+
+/// One paper column, in points (3.3 in): the width figures are sized for.
+pub(crate) const COLUMN_PT: f64 = 237.6;
+
+/// Text sizes of a figure `width` pixels wide, in pixels, such that shrunk
+/// to one column ([`COLUMN_PT`]) they print at the named point sizes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Type {
+    width: u32,
+}
+
+impl Type {
+    pub(crate) const fn new(width: u32) -> Self {
+        Type { width }
+    }
+
+    /// Pixels that print as `pt` points at one column wide.
+    pub(crate) fn px(self, pt: f64) -> u32 {
+        (pt * f64::from(self.width) / COLUMN_PT).ceil() as u32
+    }
+
+    fn font(self, pt: f64) -> (&'static str, u32) {
+        ("sans-serif", self.px(pt))
+    }
+
+    /// Tick labels and value annotations: 8 pt.
+    pub(crate) fn tick(self) -> (&'static str, u32) {
+        self.font(8.0)
+    }
+
+    /// Axis descriptions: 8.5 pt.
+    pub(crate) fn axis(self) -> (&'static str, u32) {
+        self.font(8.5)
+    }
+
+    /// Legend entries: 8 pt.
+    pub(crate) fn legend(self) -> (&'static str, u32) {
+        self.font(8.0)
+    }
+
+    /// Panel captions: 9 pt.
+    pub(crate) fn caption(self) -> (&'static str, u32) {
+        self.font(9.0)
+    }
+
+    /// The figure's title: 10 pt.
+    pub(crate) fn title(self) -> (&'static str, u32) {
+        self.font(10.0)
+    }
+}
+
+/// Width of every figure, pixels: one column of panels.
+pub(crate) const WIDTH: u32 = 640;
+/// Height of one panel, pixels.
+pub(crate) const PANEL_HEIGHT: u32 = 420;
+/// Height of the title line, pixels.
+const TITLE_HEIGHT: u32 = 44;
+/// The type sizes of every figure.
+pub(crate) const T: Type = Type::new(WIDTH);
+
+/// Size of a figure of `panels` panels stacked under a title.
+pub(crate) const fn size(panels: usize) -> (u32, u32) {
+    let panels = if panels == 0 { 1 } else { panels as u32 };
+    (WIDTH, TITLE_HEIGHT + PANEL_HEIGHT * panels)
+}
+
+/// Fills the figure white, writes `title` (short: one line at 10 pt in
+/// one column) and returns `panels` areas stacked below it.
+pub(crate) fn panels<'a>(
+    root: &Area<'a>,
+    title: &str,
+    panels: usize,
+) -> std::result::Result<Vec<Area<'a>>, DrawingAreaErrorKind<std::io::Error>> {
+    root.fill(&WHITE)?;
+    let body = root.titled(title, T.title())?;
+    Ok(body.split_evenly((panels.max(1), 1)))
+}
+
+/// A chart on `area` with a caption and the shared margins and label areas.
+pub(crate) fn chart<'a, 'b>(
+    area: &'a Area<'b>,
+    caption: &str,
+) -> ChartBuilder<'a, 'b, SVGBackend<'b>> {
+    let mut b = ChartBuilder::on(area);
+    b.caption(caption, T.caption())
+        .margin(T.px(5.0))
+        .margin_right(T.px(9.0))
+        .x_label_area_size(T.px(24.0))
+        .y_label_area_size(T.px(34.0));
+    b
+}
 
 /// Draws a `width` x `height` figure with `draw` and returns its SVG text.
 pub(crate) fn svg(
@@ -35,15 +134,15 @@ pub(crate) fn category_label<S: AsRef<str>>(names: &[S], x: f64) -> String {
     }
 }
 
-/// Renders an SVG figure of `width` x `height` to PNG with the system's
-/// fonts (as `cairn analyze --plot x.png` does).
-pub(crate) fn rasterize(svg: &str, width: u32, height: u32, what: &str) -> Result<Vec<u8>> {
-    use resvg::{tiny_skia, usvg};
+/// Parses an SVG figure with the system's fonts for its labels; `what`
+/// names the file being written, for the error when there are no fonts.
+fn parse(svg: &str, what: &str) -> Result<resvg::usvg::Tree> {
+    use resvg::usvg;
     let mut opt = usvg::Options::default();
     opt.fontdb_mut().load_system_fonts();
     if opt.fontdb.is_empty() {
         return Err(Error::invalid(format!(
-            "cannot write {what}: no system fonts to draw PNG labels with (install a TrueType \
+            "cannot write {what}: no system fonts to draw the labels with (install a TrueType \
              font such as fonts-dejavu-core, or write an .svg figure)"
         )));
     }
@@ -65,12 +164,73 @@ pub(crate) fn rasterize(svg: &str, width: u32, height: u32, what: &str) -> Resul
         db.set_serif_family(family.clone());
         db.set_monospace_family(family);
     }
-    let tree = usvg::Tree::from_str(svg, &opt)
-        .map_err(|e| Error::invalid(format!("plot: rendering the figure: {e}")))?;
+    usvg::Tree::from_str(svg, &opt)
+        .map_err(|e| Error::invalid(format!("plot: rendering the figure: {e}")))
+}
+
+/// Renders an SVG figure of `width` x `height` to PNG with the system's
+/// fonts (as `cairn analyze --plot x.png` does).
+pub(crate) fn rasterize(svg: &str, width: u32, height: u32, what: &str) -> Result<Vec<u8>> {
+    use resvg::tiny_skia;
+    let tree = parse(svg, what)?;
     let mut pixmap = tiny_skia::Pixmap::new(width, height)
         .ok_or_else(|| Error::invalid("plot: figure size out of range"))?;
     resvg::render(&tree, tiny_skia::Transform::default(), &mut pixmap.as_mut());
     pixmap
         .encode_png()
         .map_err(|e| Error::invalid(format!("plot: encoding PNG: {e}")))
+}
+
+/// Converts an SVG figure to a one-page PDF (vector, the system's fonts
+/// embedded), for `cairn analyze --plot x.pdf` and `--plot-format pdf`.
+pub(crate) fn pdf(svg: &str, what: &str) -> Result<Vec<u8>> {
+    let tree = parse(svg, what)?;
+    svg2pdf::to_pdf(
+        &tree,
+        svg2pdf::ConversionOptions::default(),
+        svg2pdf::PageOptions::default(),
+    )
+    .map_err(|e| Error::invalid(format!("plot: converting the figure to PDF: {e}")))
+}
+
+/// The figure file formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlotFormat {
+    Svg,
+    Png,
+    Pdf,
+}
+
+impl PlotFormat {
+    /// The format named by a file extension or `--plot-format` (any case).
+    pub fn from_ext(ext: &str) -> Option<Self> {
+        match ext.to_ascii_lowercase().as_str() {
+            "svg" => Some(PlotFormat::Svg),
+            "png" => Some(PlotFormat::Png),
+            "pdf" => Some(PlotFormat::Pdf),
+            _ => None,
+        }
+    }
+
+    pub fn ext(self) -> &'static str {
+        match self {
+            PlotFormat::Svg => "svg",
+            PlotFormat::Png => "png",
+            PlotFormat::Pdf => "pdf",
+        }
+    }
+
+    /// The file bytes of SVG figure `svg` (`width` x `height`) in this format.
+    pub(crate) fn render(
+        self,
+        svg: String,
+        (width, height): (u32, u32),
+        what: &str,
+    ) -> Result<Vec<u8>> {
+        match self {
+            PlotFormat::Svg => Ok(svg.into_bytes()),
+            PlotFormat::Png => rasterize(&svg, width, height, what),
+            PlotFormat::Pdf => pdf(&svg, what),
+        }
+    }
 }

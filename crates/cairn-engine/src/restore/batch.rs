@@ -133,7 +133,7 @@ impl Reader {
 enum Open<'t> {
     /// Not opened yet.
     Not,
-    Writing(FileWriter<'t>),
+    Writing(Box<FileWriter<'t>>),
     /// Not written (decided against at open, or failed): its steps go by.
     Discard,
 }

@@ -250,7 +250,7 @@ impl Target {
                 capacity: self.capacity.as_ref(),
             },
         );
-        Ok(Opened::Writing(FileWriter {
+        Ok(Opened::Writing(Box::new(FileWriter {
             target: self,
             dest: dest.to_path_buf(),
             uid: e.uid,
@@ -260,7 +260,7 @@ impl Target {
             existing,
             out,
             guard,
-        }))
+        })))
     }
 
     /// Creates symlink `dest -> e.target` under a temporary name (with owner
@@ -348,7 +348,7 @@ impl Target {
 /// A file [`Target::open_file`] either decided about or began writing.
 pub enum Opened<'t> {
     Decided(Placed),
-    Writing(FileWriter<'t>),
+    Writing(Box<FileWriter<'t>>),
 }
 
 /// A file being restored: its temporary, open for writing. `finish` gives it

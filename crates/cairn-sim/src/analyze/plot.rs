@@ -6,10 +6,9 @@
 //! partitioning strategies").
 //!
 //! Drawn with `plotters`' SVG backend, built without default features (those
-//! need fontconfig/freetype). PNG is refused with an error: the bitmap
-//! backend draws text only through a TrueType font file, and cairn ships
-//! none (enabling such a font would also make SVG text depend on it); convert
-//! the SVG instead (e.g. `rsvg-convert -o fig.png fig.svg`).
+//! need fontconfig/freetype); `.png` and `.pdf` are that SVG rendered with
+//! the system's fonts (`crate::figure`), refused with a clear error when
+//! there are none.
 
 use std::path::Path;
 
@@ -24,54 +23,40 @@ use cairn_core::{Error, Result};
 use super::table::bytes;
 use super::AnalyzeReport;
 
-use crate::figure::{Area, Drawn};
+use crate::figure::{Area, Drawn, PlotFormat, T};
 
 const BASIC: RGBColor = RGBColor(0x1f, 0x77, 0xb4);
 const REGRESSION: RGBColor = RGBColor(0xd6, 0x27, 0x28);
 const COMPRESSED: RGBColor = RGBColor(0xff, 0x7f, 0x0e);
 const BARS: RGBColor = RGBColor(0x2c, 0xa0, 0x2c);
 
-/// Writes the figure to `path`, which must end in `.svg`.
+/// Writes the figure to `path`, which must end in `.svg`, `.png` or `.pdf`.
 pub fn plot(r: &AnalyzeReport, path: &Path) -> Result<()> {
-    let png = check_plot_path(path)?;
-    let svg = crate::figure::svg((WIDTH, HEIGHT), |root| draw(r, root))?;
-    let bytes = if png {
-        crate::figure::rasterize(&svg, WIDTH, HEIGHT, &path.display().to_string())?
-    } else {
-        svg.into_bytes()
-    };
+    let format = check_plot_path(path)?;
+    let svg = crate::figure::svg(SIZE, |root| draw(r, root))?;
+    let bytes = format.render(svg, SIZE, &path.display().to_string())?;
     std::fs::write(path, bytes).ctx(|| format!("write {}", path.display()))
 }
 
-const WIDTH: u32 = 1400;
-const HEIGHT: u32 = 1000;
+const SIZE: (u32, u32) = crate::figure::size(4);
 
-/// Whether `path` names a PNG (`true`) or an SVG (`false`) figure; an error
-/// for any other name, so a run can refuse it before reading any data.
-pub fn check_plot_path(path: &Path) -> Result<bool> {
-    let ext = path
-        .extension()
+/// The figure format `path` names by its extension; an error for any other
+/// name, so a run can refuse it before reading any data.
+pub fn check_plot_path(path: &Path) -> Result<PlotFormat> {
+    path.extension()
         .and_then(|e| e.to_str())
-        .map(str::to_ascii_lowercase);
-    match ext.as_deref() {
-        Some("svg") => Ok(false),
-        Some("png") => Ok(true),
-        _ => Err(Error::invalid(format!(
-            "cannot write {}: the plot file name must end in .svg or .png",
-            path.display()
-        ))),
-    }
+        .and_then(PlotFormat::from_ext)
+        .ok_or_else(|| {
+            Error::invalid(format!(
+                "cannot write {}: the plot file name must end in .svg, .png or .pdf",
+                path.display()
+            ))
+        })
 }
 
 fn draw(r: &AnalyzeReport, root: &Area) -> Drawn {
-    root.fill(&WHITE)?;
-    let title = format!(
-        "cairn analyze: {} files, {} (after 004: primary data dedup study)",
-        r.files,
-        bytes(r.logical_bytes)
-    );
-    let body = root.titled(&title, ("sans-serif", 22))?;
-    let panels = body.split_evenly((2, 2));
+    let title = format!("Dedup study: {} files, {}", r.files, bytes(r.logical_bytes));
+    let panels = crate::figure::panels(root, &title, 4)?;
     savings_panel(r, &panels[0])?;
     histogram_panel(r, &panels[1])?;
     refcount_panel(r, &panels[2])?;
@@ -81,7 +66,7 @@ fn draw(r: &AnalyzeReport, root: &Area) -> Drawn {
 
 /// Percent axis top: the largest value plus headroom, at least 1.
 fn top(values: impl Iterator<Item = f64>) -> f64 {
-    (values.fold(0.0, f64::max) * 1.15).max(1.0)
+    (values.fold(0.0, f64::max) * 1.3).max(1.0)
 }
 
 /// A segmented axis of `n` categories (a `u32` range includes its end).
@@ -104,22 +89,20 @@ fn savings_panel(r: &AnalyzeReport, area: &Area) -> Drawn {
         .flat_map(|p| [Some(p.savings), p.savings_with_compression])
         .flatten();
     let ymax = top(values.map(|v| v * 100.0));
-    let mut chart = ChartBuilder::on(area)
-        .caption(
-            "Savings vs average chunk size (FastCDC)",
-            ("sans-serif", 18),
-        )
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(55)
+    let mut chart = crate::figure::chart(area, "Savings vs average chunk size (FastCDC)")
         .build_cartesian_2d(categories(pts.len()), 0f64..ymax)?;
     let fmt = center_label(&labels);
     chart
         .configure_mesh()
+        .disable_x_mesh()
+        .disable_y_mesh()
+        .y_labels(6)
         .x_desc("average chunk size")
-        .y_desc("savings (%)")
+        .y_desc("space saved (%)")
         .x_label_formatter(&fmt)
         .y_label_formatter(&|v| format!("{v:.0}"))
+        .label_style(T.tick())
+        .axis_desc_style(T.axis())
         .draw()?;
     let at = |i: usize| SegmentValue::CenterOf(i as u32);
     let dedup: Vec<_> = pts
@@ -151,12 +134,16 @@ fn savings_panel(r: &AnalyzeReport, area: &Area) -> Drawn {
     }
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::LowerLeft)
+        .position(SeriesLabelPosition::UpperRight)
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
+        .label_font(T.legend())
         .draw()
 }
 
+/// Chunk-size histogram of the chunks each chunker cut, and of the chunks
+/// the end of a file cut (most chunks of a tree of small files): log
+/// scale, so both show.
 fn histogram_panel(r: &AnalyzeReport, area: &Area) -> Drawn {
     let c = &r.chunking;
     let kib = |b: u64| b as f64 / 1024.0;
@@ -166,74 +153,103 @@ fn histogram_panel(r: &AnalyzeReport, area: &Area) -> Drawn {
         .histogram
         .iter()
         .chain(&c.regression.histogram)
-        .map(|b| b.chunks)
+        .flat_map(|b| [b.chunks, b.eof_chunks])
         .max()
         .unwrap_or(0)
         .max(1) as f64
-        * 1.15;
+        * 20.0;
     let caption = format!(
-        "Chunk sizes, basic vs regression ({} / {} / {})",
+        "Chunk sizes (min {} / avg {} / max {})",
         bytes(c.sizes.min.into()),
         bytes(c.sizes.avg.into()),
         bytes(c.sizes.max.into())
     );
-    let mut chart = ChartBuilder::on(area)
-        .caption(caption, ("sans-serif", 18))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(55)
-        .build_cartesian_2d(0f64..xmax, 0f64..ymax)?;
+    let mut chart = crate::figure::chart(area, &caption)
+        .build_cartesian_2d(0f64..xmax, (0.8f64..ymax).log_scale())?;
     chart
         .configure_mesh()
-        .x_desc("chunk size (KiB; end-of-file chunks excluded)")
-        .y_desc("chunks")
+        .disable_x_mesh()
+        .disable_y_mesh()
+        .x_labels(8)
+        .x_desc("chunk size (KiB)")
+        .y_desc("chunks (log scale)")
         .x_label_formatter(&|v| format!("{v:.0}"))
         .y_label_formatter(&|v| format!("{v:.0}"))
+        .label_style(T.tick())
+        .axis_desc_style(T.axis())
         .draw()?;
-    for (stats, color) in [(&c.basic, BASIC), (&c.regression, REGRESSION)] {
-        let mut steps = vec![(0.0, 0.0)];
+    // Counts of zero sit on the axis floor of the log scale.
+    let steps = |count: &dyn Fn(&crate::analyze::SizeBucket) -> u64,
+                 stats: &crate::analyze::ChunkingStats| {
+        let mut steps = vec![(0.0, 0.8)];
         for b in &stats.histogram {
-            steps.push((kib(b.lo - 1), b.chunks as f64));
-            steps.push((kib(b.hi), b.chunks as f64));
+            let n = (count(b) as f64).max(0.8);
+            steps.push((kib(b.lo - 1), n));
+            steps.push((kib(b.hi), n));
         }
-        steps.push((xmax, 0.0));
+        steps.push((xmax, 0.8));
+        steps
+    };
+    for (stats, color) in [(&c.basic, BASIC), (&c.regression, REGRESSION)] {
+        let cut: u64 = stats.histogram.iter().map(|b| b.chunks).sum();
         let label = format!(
-            "{}: forced {:.2}%, regressed {:.2}%",
+            "{}: {} cut, {:.1}% forced",
             stats.algorithm,
+            cut,
             stats.forced_share * 100.0,
-            stats.regressed_share * 100.0
         );
         chart
-            .draw_series(LineSeries::new(steps, color.stroke_width(2)))?
+            .draw_series(LineSeries::new(
+                steps(&|b| b.chunks, stats),
+                color.stroke_width(2),
+            ))?
             .label(label)
             .legend(move |(x, y)| {
                 PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
             });
     }
+    let eof: u64 = c.basic.histogram.iter().map(|b| b.eof_chunks).sum();
+    let grey = RGBColor(0x77, 0x77, 0x77);
+    chart
+        .draw_series(DashedLineSeries::new(
+            steps(&|b| b.eof_chunks, &c.basic),
+            6,
+            4,
+            grey.stroke_width(2),
+        ))?
+        .label(format!("{eof} ended by end of file"))
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], grey.stroke_width(2)));
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
+        .position(SeriesLabelPosition::UpperRight)
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
+        .label_font(T.legend())
         .draw()
 }
 
-fn bar_panel(area: &Area, caption: &str, xdesc: &str, labels: &[String], values: &[f64]) -> Drawn {
+fn bar_panel(
+    area: &Area,
+    caption: &str,
+    (xdesc, ydesc): (&str, &str),
+    labels: &[String],
+    values: &[f64],
+) -> Drawn {
     let ymax = top(values.iter().copied());
-    let mut chart = ChartBuilder::on(area)
-        .caption(caption, ("sans-serif", 18))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(55)
+    let mut chart = crate::figure::chart(area, caption)
         .build_cartesian_2d(categories(values.len()), 0f64..ymax)?;
     let fmt = center_label(labels);
     chart
         .configure_mesh()
         .disable_x_mesh()
+        .disable_y_mesh()
+        .y_labels(6)
         .x_desc(xdesc)
-        .y_desc("%")
+        .y_desc(ydesc)
         .x_label_formatter(&fmt)
         .y_label_formatter(&|v| format!("{v:.0}"))
+        .label_style(T.tick())
+        .axis_desc_style(T.axis())
         .draw()?;
     chart.draw_series(
         Histogram::vertical(&chart)
@@ -245,7 +261,7 @@ fn bar_panel(area: &Area, caption: &str, xdesc: &str, labels: &[String], values:
         Text::new(
             format!("{v:.1}%"),
             (SegmentValue::CenterOf(i as u32), *v),
-            ("sans-serif", 13)
+            T.tick()
                 .into_font()
                 .color(&BLACK)
                 .pos(Pos::new(HPos::Center, VPos::Bottom)),
@@ -270,10 +286,16 @@ fn refcount_panel(r: &AnalyzeReport, area: &Area) -> Drawn {
         .map(|g| g.duplicate_share * 100.0)
         .collect();
     let caption = format!(
-        "Share of duplicate bytes by reference count (FastCDC {} avg)",
+        "Duplicate bytes by references (FastCDC {} avg)",
         bytes(rc.chunker.avg.into())
     );
-    bar_panel(area, &caption, "references to the chunk", &labels, &values)
+    bar_panel(
+        area,
+        &caption,
+        ("references to the chunk", "share of duplicate bytes (%)"),
+        &labels,
+        &values,
+    )
 }
 
 fn partition_panel(r: &AnalyzeReport, area: &Area) -> Drawn {
@@ -285,8 +307,14 @@ fn partition_panel(r: &AnalyzeReport, area: &Area) -> Drawn {
         .collect();
     let values: Vec<f64> = all.iter().map(|s| s.savings * 100.0).collect();
     let caption = format!(
-        "Savings: global vs partitioned (FastCDC {} avg)",
+        "Global vs partitioned dedup (FastCDC {} avg)",
         bytes(p.chunker.avg.into())
     );
-    bar_panel(area, &caption, "dedup scope (partitions)", &labels, &values)
+    bar_panel(
+        area,
+        &caption,
+        ("dedup scope (partitions)", "space saved (%)"),
+        &labels,
+        &values,
+    )
 }

@@ -292,7 +292,7 @@ fn compression_and_tables() {
 }
 
 #[test]
-fn plot_writes_svg_and_png_and_rejects_other_names() {
+fn plot_writes_svg_png_and_pdf_and_rejects_other_names() {
     let dir = tempfile::tempdir().unwrap();
     known_tree(&dir.path().join("data"));
     let r = run(&dir.path().join("data"), &quick());
@@ -307,10 +307,25 @@ fn plot_writes_svg_and_png_and_rejects_other_names() {
         Ok(()) => {
             let bytes = fs::read(&png).unwrap();
             assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
-            assert!(bytes.len() > 10_000, "a 1400x1000 figure");
+            assert!(bytes.len() > 10_000, "a whole figure");
         }
         Err(e) => assert!(e.to_string().contains("no system fonts"), "{e}"),
     }
+    // PDF: the same figure as vector PDF, or the same clear error.
+    let pdf = dir.path().join("fig.pdf");
+    match plot(&r, &pdf) {
+        Ok(()) => {
+            let bytes = fs::read(&pdf).unwrap();
+            assert_eq!(&bytes[..5], b"%PDF-");
+            assert!(bytes.ends_with(b"%%EOF") || bytes.ends_with(b"%%EOF\n"));
+        }
+        Err(e) => {
+            assert!(e.to_string().contains("no system fonts"), "{e}");
+            assert!(!pdf.exists());
+        }
+    }
+    // The histogram shows the chunks the end of a file cut.
+    assert!(text.contains("ended by end of file"));
     for bad in ["fig.txt", "fig"] {
         let e = plot(&r, &dir.path().join(bad)).unwrap_err();
         assert!(

@@ -24,7 +24,7 @@ use cairn_engine::Repository;
 
 use super::tabulate::{self, f, s, u};
 use super::{plot_format, ExperimentOptions, ExperimentOutput};
-use crate::figure::{Area, Drawn};
+use crate::figure::{Area, Drawn, T};
 use crate::sim::{self, GenerationInput, SimOptions, SimReport};
 use crate::workload;
 
@@ -138,7 +138,7 @@ pub fn index_io(opts: &ExperimentOptions) -> Result<ExperimentOutput> {
         &opts.out_dir,
         &ext,
         svg,
-        (WIDTH, HEIGHT),
+        SIZE,
     )
 }
 
@@ -253,9 +253,6 @@ fn table(rows: &[Value]) -> String {
     )
 }
 
-const WIDTH: u32 = 1200;
-const HEIGHT: u32 = 600;
-
 const COLORS: [RGBColor; 4] = [
     RGBColor(0x1f, 0x77, 0xb4),
     RGBColor(0xd6, 0x27, 0x28),
@@ -263,19 +260,16 @@ const COLORS: [RGBColor; 4] = [
     RGBColor(0xff, 0x7f, 0x0e),
 ];
 
+const SIZE: (u32, u32) = crate::figure::size(2);
+
 /// Two panels (index page reads, disk reads), bars per case, one bar
 /// colour per workload, log-scale y.
 fn plot_svg(rows: &[Value]) -> Result<String> {
-    crate::figure::svg((WIDTH, HEIGHT), |root| draw(rows, root))
+    crate::figure::svg(SIZE, |root| draw(rows, root))
 }
 
 fn draw(rows: &[Value], root: &Area) -> Drawn {
-    root.fill(&WHITE)?;
-    let body = root.titled(
-        "cairn index-io: DDFS Table 4 ablations (Summary Vector, Locality Preserved Cache)",
-        ("sans-serif", 20),
-    )?;
-    let panels = body.split_evenly((1, 2));
+    let panels = crate::figure::panels(root, "Index reads, DDFS Table 4 ablations", 2)?;
     panel(
         rows,
         &panels[0],
@@ -286,7 +280,7 @@ fn draw(rows: &[Value], root: &Area) -> Drawn {
         rows,
         &panels[1],
         "disk_reads",
-        "disk reads (index pages + metadata prefetches)",
+        "disk reads (index pages + prefetches)",
     )?;
     root.present()
 }
@@ -300,20 +294,19 @@ fn panel(rows: &[Value], area: &Area, key: &str, caption: &str) -> Drawn {
     }
     let ymax = rows.iter().map(|r| u(r, key)).max().unwrap_or(1).max(10) as f64 * 3.0;
     let n = CASES.len() as f64;
-    let mut chart = ChartBuilder::on(area)
-        .caption(caption, ("sans-serif", 16))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(70)
-        .build_cartesian_2d(0f64..n, (0.5f64..ymax).log_scale())?;
+    let mut chart = crate::figure::chart(area, caption)
+        .build_cartesian_2d(0f64..n, (0.5f64..ymax * 30.0).log_scale())?;
     chart
         .configure_mesh()
         .disable_x_mesh()
         .x_labels(CASES.len() * 2 + 1)
         .x_label_formatter(&|x| crate::figure::category_label(&CASES.map(|c| c.0), *x))
+        .disable_y_mesh()
         .x_desc("case (Summary Vector / locality cache)")
-        .y_desc("reads (log)")
+        .y_desc("reads (log scale)")
         .y_label_formatter(&|v| format!("{v:.0e}"))
+        .label_style(T.tick())
+        .axis_desc_style(T.axis())
         .draw()?;
     let wn = workloads.len().max(1) as f64;
     let bar = 0.8 / wn;
@@ -341,7 +334,7 @@ fn panel(rows: &[Value], area: &Area, key: &str, caption: &str) -> Drawn {
             Text::new(
                 v.to_string(),
                 ((x0 + x1) / 2.0, (v as f64).max(0.5)),
-                ("sans-serif", 11)
+                T.tick()
                     .into_font()
                     .color(&BLACK)
                     .pos(Pos::new(HPos::Center, VPos::Bottom)),
@@ -353,5 +346,6 @@ fn panel(rows: &[Value], area: &Area, key: &str, caption: &str) -> Drawn {
         .position(SeriesLabelPosition::UpperRight)
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
+        .label_font(T.legend())
         .draw()
 }

@@ -31,7 +31,7 @@ use cairn_format::index::IndexEntry;
 
 use super::tabulate::{self, f, s, u};
 use super::{plot_format, ExperimentOutput};
-use crate::figure::{Area, Drawn};
+use crate::figure::{Area, Drawn, T};
 
 /// Bloom bits per chunk of the Summary Vector (cairn's default, DDFS's).
 pub const BLOOM_BITS_PER_CHUNK: u32 = 10;
@@ -289,7 +289,7 @@ pub fn index_ram(opts: &IndexRamOptions) -> Result<ExperimentOutput> {
         &opts.out_dir,
         &ext,
         svg,
-        (WIDTH, HEIGHT),
+        SIZE,
     )
 }
 
@@ -363,38 +363,32 @@ fn table(rows: &[Value], n: u64) -> String {
     tabulate::align(&title, &lines, 1)
 }
 
-const WIDTH: u32 = 1000;
-const HEIGHT: u32 = 500;
+const SIZE: (u32, u32) = crate::figure::size(2);
 
 const COLORS: [RGBColor; 2] = [RGBColor(0x1f, 0x77, 0xb4), RGBColor(0xd6, 0x27, 0x28)];
 
 /// Two bar panels: RAM bytes per chunk (with paper 004's 6 bytes/chunk as a
 /// dashed line) and lookups per second.
 fn plot_svg(rows: &[Value]) -> Result<String> {
-    crate::figure::svg((WIDTH, HEIGHT), |root| draw(rows, root))
+    crate::figure::svg(SIZE, |root| draw(rows, root))
 }
 
 fn draw(rows: &[Value], root: &Area) -> Drawn {
-    root.fill(&WHITE)?;
-    let body = root.titled(
-        "cairn index-ram: DDFS Summary Vector + paged index vs frugal cuckoo index",
-        ("sans-serif", 20),
-    )?;
-    let panels = body.split_evenly((1, 2));
+    let panels = crate::figure::panels(root, "Index RAM and speed: DDFS vs frugal", 2)?;
     panel(
         rows,
         &panels[0],
         "bytes_per_chunk",
-        "RAM bytes per indexed chunk",
-        "bytes/chunk",
+        "RAM per indexed chunk",
+        "bytes per chunk",
         Some(PAPER_004_BYTES_PER_CHUNK),
     )?;
     panel(
         rows,
         &panels[1],
         "chunks_per_second",
-        "lookups per second (50% present / 50% absent)",
-        "lookups/s",
+        "lookups per second (half present)",
+        "lookups per second",
         None,
     )?;
     root.present()
@@ -414,21 +408,22 @@ fn panel(
         .map(|r| f(r, key))
         .fold(reference.unwrap_or(0.0), f64::max)
         .max(1e-9)
-        * 1.2;
+        * 1.45;
     let names: Vec<String> = rows.iter().map(|r| s(r, "index").to_string()).collect();
-    let mut chart = ChartBuilder::on(area)
-        .caption(caption, ("sans-serif", 16))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(80)
+    let mut chart = crate::figure::chart(area, caption)
+        .y_label_area_size(T.px(40.0))
         .build_cartesian_2d(0f64..n as f64, 0f64..top)?;
     chart
         .configure_mesh()
         .disable_x_mesh()
         .x_labels(n * 2 + 1)
         .x_label_formatter(&|x| crate::figure::category_label(names.as_slice(), *x))
+        .disable_y_mesh()
+        .y_labels(6)
         .x_desc("index")
         .y_desc(y_desc)
+        .label_style(T.tick())
+        .axis_desc_style(T.axis())
         .y_label_formatter(&|v| {
             if top >= 1e4 {
                 format!("{v:.1e}")
@@ -462,7 +457,7 @@ fn panel(
         Text::new(
             label,
             ((x0 + x1) / 2.0, v),
-            ("sans-serif", 12)
+            T.tick()
                 .into_font()
                 .color(&BLACK)
                 .pos(Pos::new(HPos::Center, VPos::Bottom)),
@@ -483,6 +478,7 @@ fn panel(
             .position(SeriesLabelPosition::UpperRight)
             .background_style(WHITE.mix(0.8))
             .border_style(BLACK)
+            .label_font(T.legend())
             .draw()?;
     }
     Ok(())

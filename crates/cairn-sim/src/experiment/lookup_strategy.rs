@@ -27,7 +27,7 @@ use cairn_engine::{RepoConfig, Repository};
 use super::tabulate::{self, f, s};
 use super::{plot_format, ExperimentOptions, ExperimentOutput};
 use crate::device::{DeviceClass, StageTimes};
-use crate::figure::{Area, Drawn};
+use crate::figure::{Area, Drawn, T};
 use crate::sim::auto::{eq8, run_strategy, StrategyRun, RING_SIZES};
 use crate::sim::GenerationInput;
 use crate::workload;
@@ -245,12 +245,12 @@ pub fn eager_vs_lazy(opts: &ExperimentOptions) -> Result<ExperimentOutput> {
                 .map_or_else(|| "n/a".to_string(), |r| format!("{r:.1}")),
         ));
     }
-    let svg = crate::figure::svg((WIDTH, HEIGHT), |root| draw_stages(&rows, root))?;
+    let svg = crate::figure::svg(SIZE, |root| draw_stages(&rows, root))?;
     ExperimentOutput::new("eager-vs-lazy", rows, extra, csv, table).written(
         &opts.out_dir,
         &ext,
         svg,
-        (WIDTH, HEIGHT),
+        SIZE,
     )
 }
 
@@ -308,45 +308,46 @@ pub fn ring_size(opts: &ExperimentOptions) -> Result<ExperimentOutput> {
         .map(|d| format!("{d} {}", optimum.get(*d).unwrap_or(&Value::Null)))
         .collect();
     table.push_str(&format!("best ring size: {}\n", best.join(", ")));
-    let svg = crate::figure::svg((WIDTH, HEIGHT), |root| draw_rings(&rows, root))?;
+    let svg = crate::figure::svg(SIZE, |root| draw_rings(&rows, root))?;
     ExperimentOutput::new("ring-size", rows, extra, csv, table).written(
         &opts.out_dir,
         &ext,
         svg,
-        (WIDTH, HEIGHT),
+        SIZE,
     )
 }
 
-const WIDTH: u32 = 1200;
-const HEIGHT: u32 = 800;
+const SIZE: (u32, u32) = crate::figure::size(DEVICES.len());
 
-const STAGES: [(&str, RGBColor); 4] = [
-    ("bloom_seconds", RGBColor(0x1f, 0x77, 0xb4)),
-    ("pre_lookup_seconds", RGBColor(0x2c, 0xa0, 0x2c)),
-    ("disk_seconds", RGBColor(0xd6, 0x27, 0x28)),
-    ("post_lookup_seconds", RGBColor(0xff, 0x7f, 0x0e)),
+/// The stages: their column, legend label and colour.
+const STAGES: [(&str, &str, RGBColor); 4] = [
+    ("bloom_seconds", "Bloom filter", RGBColor(0x1f, 0x77, 0xb4)),
+    (
+        "pre_lookup_seconds",
+        "cache before disk",
+        RGBColor(0x2c, 0xa0, 0x2c),
+    ),
+    ("disk_seconds", "index on disk", RGBColor(0xd6, 0x27, 0x28)),
+    (
+        "post_lookup_seconds",
+        "cache after disk",
+        RGBColor(0xff, 0x7f, 0x0e),
+    ),
 ];
 
 /// One panel per device: eager and lazy bars, stacked by stage.
 fn draw_stages(rows: &[Value], root: &Area) -> Drawn {
-    root.fill(&WHITE)?;
-    let body = root.titled(
-        "cairn eager-vs-lazy: modeled lookup time per stage (000 Fig. 6)",
-        ("sans-serif", 20),
-    )?;
-    for (device, area) in DEVICES.iter().zip(body.split_evenly((2, 2)).iter()) {
+    let panels =
+        crate::figure::panels(root, "Eager vs lazy lookup, time per stage", DEVICES.len())?;
+    for (device, area) in DEVICES.iter().zip(panels.iter()) {
         let bars: Vec<&Value> = rows.iter().filter(|r| s(r, "device") == *device).collect();
         let ymax = bars
             .iter()
             .map(|r| f(r, "total_seconds"))
             .fold(0.0, f64::max)
             .max(1e-9)
-            * 1.15;
-        let mut chart = ChartBuilder::on(area)
-            .caption(*device, ("sans-serif", 16))
-            .margin(10)
-            .x_label_area_size(30)
-            .y_label_area_size(70)
+            * 1.9;
+        let mut chart = crate::figure::chart(area, &format!("{device} (modeled)"))
             .build_cartesian_2d(0f64..2.0, 0f64..ymax)?;
         chart
             .configure_mesh()
@@ -357,11 +358,16 @@ fn draw_stages(rows: &[Value], root: &Area) -> Drawn {
                 2 if (x - 1.5).abs() < 1e-6 => "lazy".into(),
                 _ => String::new(),
             })
-            .y_desc("seconds")
+            .disable_y_mesh()
+            .y_labels(6)
+            .x_desc("fingerprint lookup")
+            .y_desc("modeled time (s)")
+            .label_style(T.tick())
+            .axis_desc_style(T.axis())
             .draw()?;
         for (i, r) in bars.iter().enumerate() {
             let mut y0 = 0.0;
-            for (k, color) in STAGES {
+            for (k, _, color) in STAGES {
                 let y1 = y0 + f(r, k);
                 let x0 = i as f64 + 0.2;
                 chart.draw_series(std::iter::once(Rectangle::new(
@@ -371,35 +377,32 @@ fn draw_stages(rows: &[Value], root: &Area) -> Drawn {
                 y0 = y1;
             }
         }
-        if *device == DEVICES[0] {
-            for (k, color) in STAGES {
-                chart
-                    .draw_series(std::iter::empty::<Rectangle<(f64, f64)>>())?
-                    .label(k.trim_end_matches("_seconds"))
-                    .legend(move |(x, y)| {
-                        Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled())
-                    });
-            }
+        // Stacked top first, as the bars read.
+        for (_, label, color) in STAGES.iter().rev() {
+            let color = *color;
             chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::UpperRight)
-                .background_style(WHITE.mix(0.8))
-                .border_style(BLACK)
-                .draw()?;
+                .draw_series(std::iter::empty::<Rectangle<(f64, f64)>>())?
+                .label(*label)
+                .legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled())
+                });
         }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .label_font(T.legend())
+            .draw()?;
     }
     root.present()
 }
 
 /// One panel per device: total lazy lookup time against log2(ring size).
 fn draw_rings(rows: &[Value], root: &Area) -> Drawn {
-    root.fill(&WHITE)?;
-    let body = root.titled(
-        "cairn ring-size: modeled lazy lookup time vs locality-ring size (000 Fig. 7-8)",
-        ("sans-serif", 20),
-    )?;
+    let panels = crate::figure::panels(root, "Lazy lookup time vs ring size", DEVICES.len())?;
     let xmax = RING_SIZES.len() as f64 - 1.0;
-    for (device, area) in DEVICES.iter().zip(body.split_evenly((2, 2)).iter()) {
+    for (device, area) in DEVICES.iter().zip(panels.iter()) {
         let pts: Vec<(f64, f64)> = rows
             .iter()
             .filter(|r| s(r, "device") == *device)
@@ -412,18 +415,19 @@ fn draw_rings(rows: &[Value], root: &Area) -> Drawn {
             .iter()
             .fold((f64::MAX, 0.0f64), |(lo, hi), p| (lo.min(p.1), hi.max(p.1)));
         let pad = ((hi - lo) * 0.1).max(hi * 1e-3).max(1e-12);
-        let mut chart = ChartBuilder::on(area)
-            .caption(*device, ("sans-serif", 16))
-            .margin(10)
-            .x_label_area_size(35)
-            .y_label_area_size(70)
+        let mut chart = crate::figure::chart(area, &format!("{device} (o = fastest)"))
             .build_cartesian_2d(0f64..xmax, (lo - pad).max(0.0)..hi + pad)?;
         chart
             .configure_mesh()
-            .x_labels(RING_SIZES.len())
+            .disable_x_mesh()
+            .disable_y_mesh()
+            .x_labels(RING_SIZES.len().div_ceil(2))
+            .y_labels(6)
             .x_label_formatter(&|x| format!("{}", 2f64.powf(x.round()) as u64))
-            .x_desc("ring size")
-            .y_desc("seconds")
+            .x_desc("locality ring size (fingerprints)")
+            .y_desc("modeled lookup time (s)")
+            .label_style(T.tick())
+            .axis_desc_style(T.axis())
             .draw()?;
         chart.draw_series(LineSeries::new(pts.iter().copied(), RED.stroke_width(2)))?;
         chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, RED.filled())))?;

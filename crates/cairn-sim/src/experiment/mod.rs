@@ -105,16 +105,15 @@ impl ExperimentOutput {
     }
 }
 
-/// The plot format named by `plot_ext`: `svg` or `png` (any case). Checked
-/// before an experiment runs, so a bad name costs nothing.
+/// The plot format named by `plot_ext`: `svg`, `png` or `pdf` (any case).
+/// Checked before an experiment runs, so a bad name costs nothing.
 fn plot_format(plot_ext: &str) -> Result<String> {
-    let ext = plot_ext.to_ascii_lowercase();
-    if ext != "svg" && ext != "png" {
-        return Err(cairn_core::Error::invalid(format!(
-            "plot format {plot_ext:?}: must be svg or png"
-        )));
+    match crate::figure::PlotFormat::from_ext(plot_ext) {
+        Some(f) => Ok(f.ext().to_string()),
+        None => Err(cairn_core::Error::invalid(format!(
+            "plot format {plot_ext:?}: must be svg, png or pdf"
+        ))),
     }
-    Ok(ext)
 }
 
 impl ExperimentOutput {
@@ -135,7 +134,8 @@ impl ExperimentOutput {
     }
 
     /// Writes `<experiment>.csv` and `<experiment>.<ext>` into `out_dir` (a
-    /// PNG is the SVG figure of `width` x `height` rasterized) and records
+    /// PNG is the SVG figure of `width` x `height` rasterized, a PDF the SVG
+    /// converted) and records
     /// both under `extra["files"]`.
     pub(crate) fn written(
         mut self,
@@ -147,16 +147,13 @@ impl ExperimentOutput {
         let name = &self.experiment;
         let csv_path = write_file(out_dir, &format!("{name}.csv"), self.csv.as_bytes())?;
         let plot_name = format!("{name}.{ext}");
-        let bytes = if ext == "png" {
-            crate::figure::rasterize(
-                &svg,
-                width,
-                height,
-                &out_dir.join(&plot_name).display().to_string(),
-            )?
-        } else {
-            svg.into_bytes()
-        };
+        let format = crate::figure::PlotFormat::from_ext(ext)
+            .ok_or_else(|| cairn_core::Error::invalid(format!("plot format {ext:?}")))?;
+        let bytes = format.render(
+            svg,
+            (width, height),
+            &out_dir.join(&plot_name).display().to_string(),
+        )?;
         let plot_path = write_file(out_dir, &plot_name, &bytes)?;
         self.extra.insert(
             "files".into(),

@@ -26,7 +26,7 @@ use cairn_core::{Error, Result};
 
 use super::tabulate::{self, f, s, u};
 use super::{plot_format, ExperimentOptions, ExperimentOutput};
-use crate::figure::{Area, Drawn};
+use crate::figure::{Area, Drawn, T};
 use crate::partition::{
     self, files::FilesParams, source, Dataset, Study, INDEX_ENTRY_BYTES, PATH_PARTITION_SHARE,
 };
@@ -120,12 +120,12 @@ pub fn partition(opts: &ExperimentOptions) -> Result<ExperimentOutput> {
     );
     let csv = tabulate::csv(&rows, &COLUMNS);
     let table = table(&rows);
-    let svg = crate::figure::svg((WIDTH, HEIGHT), |root| draw(&rows, root))?;
+    let svg = crate::figure::svg(SIZE, |root| draw(&rows, root))?;
     ExperimentOutput::new("partition", rows, extra, csv, table).written(
         &opts.out_dir,
         &ext,
         svg,
-        (WIDTH, HEIGHT),
+        SIZE,
     )
 }
 
@@ -341,8 +341,7 @@ fn table(rows: &[Value]) -> String {
     tabulate::align(&title, &lines, 2)
 }
 
-const WIDTH: u32 = 1500;
-const HEIGHT: u32 = 520;
+const SIZE: (u32, u32) = crate::figure::size(3);
 
 const STRATEGIES: [&str; 4] = ["global", "type", "path", "stream"];
 const COLORS: [RGBColor; 4] = [
@@ -375,25 +374,20 @@ fn workloads(rows: &[Value]) -> Vec<String> {
 /// Three panels: phase-1 savings by strategy (with 004's GFS-US), peak
 /// in-memory index vs `k` (share of the global index), passes vs `k`.
 fn draw(rows: &[Value], root: &Area) -> Drawn {
-    root.fill(&WHITE)?;
-    let body = root.titled(
-        "cairn partition: partitioned dedup and reconciliation (paper 004)",
-        ("sans-serif", 20),
-    )?;
-    let panels = body.split_evenly((1, 3));
+    let panels = crate::figure::panels(root, "Partitioned dedup and reconciliation", 3)?;
     savings_panel(rows, &panels[0])?;
     k_panel(
         rows,
         &panels[1],
         "peak_vs_global",
-        "peak in-memory index / global index",
+        "peak index memory vs one global index",
         false,
     )?;
     k_panel(
         rows,
         &panels[2],
         "reconcile_passes",
-        "reconciliation passes (log)",
+        "reconciliation passes",
         true,
     )?;
     root.present()
@@ -425,22 +419,23 @@ fn savings_panel(rows: &[Value], area: &Area) -> Drawn {
         .flat_map(|(_, b)| b.iter().map(|x| x.1))
         .fold(0.0, f64::max)
         .max(0.01)
-        * 1.15;
+        * 1.6;
     let n = groups.len();
     let names: Vec<String> = groups.iter().map(|g| g.0.clone()).collect();
-    let mut chart = ChartBuilder::on(area)
-        .caption("dedup savings (%), phase 1 only", ("sans-serif", 16))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
+    let mut chart = crate::figure::chart(area, "dedup savings before reconciliation")
         .build_cartesian_2d(0f64..n as f64, 0f64..top)?;
     chart
         .configure_mesh()
         .disable_x_mesh()
         .x_labels(n * 2 + 1)
         .x_label_formatter(&|x| crate::figure::category_label(names.as_slice(), *x))
-        .y_desc("savings")
+        .disable_y_mesh()
+        .y_labels(6)
+        .x_desc("workload")
+        .y_desc("space saved by dedup")
         .y_label_formatter(&|v| format!("{:.0}%", 100.0 * v))
+        .label_style(T.tick())
+        .axis_desc_style(T.axis())
         .draw()?;
     let w = 0.8 / STRATEGIES.len() as f64;
     for (si, st) in STRATEGIES.iter().enumerate() {
@@ -459,13 +454,13 @@ fn savings_panel(rows: &[Value], area: &Area) -> Drawn {
                 bars.iter()
                     .map(|&(x, v)| Rectangle::new([(x, 0.0), (x + w * 0.9, v)], c.filled())),
             )?
-            .label(*st)
+            .label(partitioned_by(st))
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], c.filled()));
         chart.draw_series(bars.iter().map(|&(x, v)| {
             Text::new(
                 format!("{:.0}", 100.0 * v),
                 (x + w * 0.45, v),
-                ("sans-serif", 10)
+                T.tick()
                     .into_font()
                     .color(&BLACK)
                     .pos(Pos::new(HPos::Center, VPos::Bottom)),
@@ -477,7 +472,16 @@ fn savings_panel(rows: &[Value], area: &Area) -> Drawn {
         .position(SeriesLabelPosition::UpperRight)
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
+        .label_font(T.legend())
         .draw()
+}
+
+/// Legend words for a partitioning strategy.
+fn partitioned_by(strategy: &str) -> String {
+    match strategy {
+        "global" => "one global index".into(),
+        other => format!("partitioned by {other}"),
+    }
 }
 
 /// One line of a `k` panel: (workload, strategy, points).
@@ -510,17 +514,14 @@ fn k_panel(rows: &[Value], area: &Area, key: &str, caption: &str, log: bool) -> 
     let ws = workloads(rows);
     let marker = |w: &str| ws.iter().position(|x| x == w).unwrap_or(0);
     let x_range = -0.3f64..K_LABELS.len() as f64 - 0.7;
-    let mut b = ChartBuilder::on(area);
-    b.caption(caption, ("sans-serif", 16))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(60);
-    // The memory panel carries the legend (colour = strategy, marker =
-    // workload), upper left, above the lines.
+    let mut b = crate::figure::chart(area, caption);
+    // Both panels carry the legend (colour = strategy, marker = workload),
+    // upper left, above the lines.
     if log {
-        let mut chart = b.build_cartesian_2d(x_range, (0.8f64..top * 1.5).log_scale())?;
-        mesh(&mut chart, "passes")?;
-        lines(&mut chart, &series, &marker)
+        let mut chart = b.build_cartesian_2d(x_range, (0.8f64..top * 30.0).log_scale())?;
+        mesh(&mut chart, "passes (log scale)")?;
+        lines(&mut chart, &series, &marker)?;
+        legend(&mut chart, &ws)
     } else {
         let mut chart = b.build_cartesian_2d(x_range, 0f64..top * 1.45)?;
         mesh(&mut chart, "share of global index")?;
@@ -547,7 +548,12 @@ where
                 String::new()
             }
         })
+        .disable_x_mesh()
+        .disable_y_mesh()
+        .x_desc("k: partitions reconciled per pass")
         .y_desc(y_desc)
+        .label_style(T.tick())
+        .axis_desc_style(T.axis())
         .draw()
 }
 
@@ -590,7 +596,7 @@ where
         let c = color(st);
         chart
             .draw_series(none())?
-            .label(*st)
+            .label(partitioned_by(st))
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2)));
     }
     for (i, w) in workloads.iter().enumerate() {
@@ -606,6 +612,6 @@ where
         .position(SeriesLabelPosition::UpperLeft)
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
-        .label_font(("sans-serif", 11))
+        .label_font(T.legend())
         .draw()
 }

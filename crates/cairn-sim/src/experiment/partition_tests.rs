@@ -147,7 +147,7 @@ fn partition_rejects_bad_input() {
     assert!(partition(&o)
         .unwrap_err()
         .to_string()
-        .contains("svg or png"));
+        .contains("svg, png or pdf"));
     let o = opts(tmp.path(), vec![tmp.path().join("missing.trace")]);
     assert!(partition(&o).is_err());
     let garbage = tmp.path().join("garbage.trace");

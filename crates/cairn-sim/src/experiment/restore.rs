@@ -23,11 +23,12 @@ use cairn_engine::config::RewriteConfig;
 use cairn_engine::restore::{CacheOptions, PolicyKind};
 use cairn_engine::{RepoConfig, Repository};
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 use serde_json::{json, Value};
 
 use super::{plot_format, ExperimentOptions, ExperimentOutput};
 use crate::device::{DeviceClass, DeviceModel};
-use crate::figure::{Area, Drawn};
+use crate::figure::{Area, Drawn, T};
 use crate::sim::{self, GenerationInput, SimOptions, SimReport};
 use crate::workload;
 
@@ -290,13 +291,13 @@ pub fn restore(opts: &ExperimentOptions) -> Result<ExperimentOutput> {
     let csv = csv(&rows);
     let table = table(&summary);
     let workloads: Vec<String> = dedup_names(&runs);
-    let height = 420 * workloads.len() as u32 + 40;
-    let svg = crate::figure::svg((WIDTH, height), |root| draw(&runs, &summary, root))?;
+    let size = crate::figure::size(3 * workloads.len());
+    let svg = crate::figure::svg(size, |root| draw(&runs, &summary, root))?;
     ExperimentOutput::new("restore", rows, extra, csv, table).written(
         &opts.out_dir,
         &ext,
         svg,
-        (WIDTH, height),
+        size,
     )
 }
 
@@ -483,7 +484,6 @@ fn table(s: &Summary) -> String {
     t
 }
 
-const WIDTH: u32 = 1500;
 const COLORS: [RGBColor; 4] = [
     RGBColor(0x33, 0x33, 0x33),
     RGBColor(0x1f, 0x77, 0xb4),
@@ -500,20 +500,18 @@ fn color_of(family: &str) -> RGBColor {
         .map_or(BLACK, |i| COLORS[i])
 }
 
-/// One row of three panels per workload: Fig. 6, Fig. 7, Fig. 8.
+/// Three panels per workload, one under the other: Fig. 6, Fig. 7, Fig. 8.
 fn draw(runs: &[RunSummary], s: &Summary, root: &Area) -> Drawn {
-    root.fill(&WHITE)?;
-    let body = root.titled(
-        "Restore speed vs rewriting (002 Fig. 6-8), speed factor = MB restored per container read",
-        ("sans-serif", 22),
+    let panels = crate::figure::panels(
+        root,
+        "Restore speed vs rewriting (002 Fig. 6-8)",
+        3 * s.picked.len(),
     )?;
-    let rows = body.split_evenly((s.picked.len().max(1), 1));
-    for ((w, pick), area) in s.picked.iter().zip(rows.iter()) {
-        let panels = area.split_evenly((1, 3));
+    for ((w, pick), p) in s.picked.iter().zip(panels.chunks(3)) {
         let of: Vec<&RunSummary> = runs.iter().filter(|r| &r.workload == w).collect();
-        draw_tradeoff(w, &of, &panels[0])?;
-        draw_bars(w, pick, runs, &panels[1])?;
-        draw_versions(w, pick, runs, &panels[2])?;
+        draw_tradeoff(w, &of, &p[0])?;
+        draw_bars(w, pick, runs, &p[1])?;
+        draw_versions(w, pick, runs, &p[2])?;
     }
     root.present()
 }
@@ -534,13 +532,14 @@ type Chart<'a, 'b> = ChartContext<
     Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
 >;
 
-/// Every panel's legend: framed, on a light background, 14 pt.
+/// Every panel's legend: framed, on a light background.
 fn legend<'a, 'b: 'a>(chart: &mut Chart<'a, 'b>, at: SeriesLabelPosition) -> Drawn {
     chart
         .configure_series_labels()
         .background_style(WHITE.mix(0.9))
         .border_style(BLACK)
-        .label_font(("sans-serif", 14))
+        .label_font(T.legend())
+        .legend_area_size(T.px(14.0))
         .position(at)
         .draw()
 }
@@ -549,20 +548,18 @@ fn legend<'a, 'b: 'a>(chart: &mut Chart<'a, 'b>, at: SeriesLabelPosition) -> Dra
 fn draw_tradeoff(w: &str, runs: &[&RunSummary], area: &Area) -> Drawn {
     let (xl, xh) = span(runs.iter().map(|r| r.dedup_ratio));
     let (_, yh) = span(runs.iter().map(|r| r.mean(0)));
-    let mut chart = ChartBuilder::on(area)
-        .caption(format!("{w}: trade-off (FAA)"), ("sans-serif", 18))
-        .margin(12)
-        .x_label_area_size(45)
-        .y_label_area_size(60)
-        .build_cartesian_2d(xl..xh, 0f64..yh)?;
+    let mut chart = crate::figure::chart(area, &format!("{w}: speed vs dedup (FAA)"))
+        .build_cartesian_2d(xl..xh, 0f64..yh * 1.25)?;
     chart
         .configure_mesh()
         .disable_x_mesh()
         .disable_y_mesh()
+        .x_labels(6)
+        .y_labels(6)
         .x_desc("dedup ratio (logical / stored)")
         .y_desc("mean speed factor (MB/read)")
-        .label_style(("sans-serif", 14))
-        .axis_desc_style(("sans-serif", 15))
+        .label_style(T.tick())
+        .axis_desc_style(T.axis())
         .draw()?;
     for (k, fam) in FAMILIES.iter().enumerate() {
         let mut pts: Vec<(f64, f64)> = runs
@@ -589,27 +586,27 @@ fn draw_bars(w: &str, pick: &[usize], runs: &[RunSummary], area: &Area) -> Drawn
         .flat_map(|&i| [runs[i].mean(0), runs[i].mean(1), runs[i].mean(2)])
         .fold(0.0f64, f64::max);
     let n = pick.len() as f64;
-    let mut chart = ChartBuilder::on(area)
-        .caption(format!("{w}: tuned to ~7% loss"), ("sans-serif", 18))
-        .margin(12)
-        .x_label_area_size(45)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0f64..2.0 * n + 1.0, 0f64..(ymax * 1.7).max(1e-3))?;
+    let mut chart = crate::figure::chart(area, &format!("{w}: schemes tuned to ~7% loss"))
+        .build_cartesian_2d(0f64..2.0 * n + 1.0, 0f64..(ymax * 2.1).max(1e-3))?;
     chart
         .configure_mesh()
         .disable_x_mesh()
         .disable_y_mesh()
         .x_labels(0)
-        .x_desc("left: FAA, right: ALACC (o = Belady's bound)")
+        .y_labels(6)
+        .x_desc("restore cache (o = Belady's bound)")
         .y_desc("mean speed factor (MB/read)")
-        .label_style(("sans-serif", 14))
-        .axis_desc_style(("sans-serif", 15))
+        .label_style(T.tick())
+        .axis_desc_style(T.axis())
         .draw()?;
     for (name, x) in [("FAA", n / 2.0), ("ALACC", n + 1.0 + n / 2.0)] {
         chart.draw_series(std::iter::once(Text::new(
             name,
-            (x - 0.4, ymax * 1.15),
-            ("sans-serif", 15),
+            (x, ymax * 1.08),
+            T.axis()
+                .into_font()
+                .color(&BLACK)
+                .pos(Pos::new(HPos::Center, VPos::Bottom)),
         )))?;
     }
     for (cache, base) in [(0usize, 0.0), (1, n + 1.0)] {
@@ -652,22 +649,19 @@ fn draw_versions(w: &str, pick: &[usize], runs: &[RunSummary], area: &Area) -> D
         .flat_map(|&i| runs[i].per_gen.iter().map(|g| g[0]))
         .fold(0.0f64, f64::max)
         * 1.1;
-    let mut chart = ChartBuilder::on(area)
-        .caption(format!("{w}: per version (FAA)"), ("sans-serif", 18))
-        .margin(12)
-        .x_label_area_size(45)
-        .y_label_area_size(60)
-        .build_cartesian_2d(1f64..gens.max(2.0), 0f64..ymax.max(1e-3))?;
+    let mut chart = crate::figure::chart(area, &format!("{w}: speed per version (FAA)"))
+        .build_cartesian_2d(1f64..gens.max(2.0), 0f64..(ymax * 1.6).max(1e-3))?;
     chart
         .configure_mesh()
         .disable_x_mesh()
         .disable_y_mesh()
-        .x_labels(gens as usize)
+        .x_labels((gens as usize).min(10))
+        .y_labels(6)
         .x_label_formatter(&|x| format!("{}", x.round() as u64))
         .x_desc("backup version")
         .y_desc("speed factor (MB/read)")
-        .label_style(("sans-serif", 14))
-        .axis_desc_style(("sans-serif", 15))
+        .label_style(T.tick())
+        .axis_desc_style(T.axis())
         .draw()?;
     for &i in pick {
         let c = color_of(runs[i].scheme.family);

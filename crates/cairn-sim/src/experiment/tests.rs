@@ -64,7 +64,7 @@ fn index_io_rejects_unknown_plot_format() {
         plot_ext: "gif".into(),
     })
     .unwrap_err();
-    assert!(err.to_string().contains("svg or png"), "{err}");
+    assert!(err.to_string().contains("svg, png or pdf"), "{err}");
 }
 
 /// The full-size run documented in `docs/experiments/lookup.md`:
