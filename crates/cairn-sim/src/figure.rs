@@ -9,9 +9,12 @@
 //! short enough to fit on one line at that size, no minor grid lines.
 
 use cairn_core::{Error, Result};
+use plotters::chart::{ChartContext, SeriesLabelPosition};
+use plotters::coord::CoordTranslate;
 use plotters::coord::Shift;
 use plotters::prelude::{
-    ChartBuilder, DrawingArea, DrawingAreaErrorKind, IntoDrawingArea, SVGBackend, WHITE,
+    ChartBuilder, Color, DrawingArea, DrawingAreaErrorKind, IntoDrawingArea, SVGBackend, BLACK,
+    WHITE,
 };
 
 /// The drawing area every figure is drawn on.
@@ -108,6 +111,21 @@ pub(crate) fn chart<'a, 'b>(
         .x_label_area_size(T.px(24.0))
         .y_label_area_size(T.px(34.0));
     b
+}
+
+/// The legend of a panel: framed, on a light background, at `at`.
+pub(crate) fn legend<'a, 'b: 'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, SVGBackend<'b>, CT>,
+    at: SeriesLabelPosition,
+) -> Drawn {
+    chart
+        .configure_series_labels()
+        .position(at)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(T.legend())
+        .legend_area_size(T.px(14.0))
+        .draw()
 }
 
 /// Draws a `width` x `height` figure with `draw` and returns its SVG text.

@@ -192,6 +192,22 @@ fn data_containers(repo: &Repository) -> Vec<cairn_core::ContainerId> {
         .collect()
 }
 
+fn restore_with(
+    repo: &Repository,
+    snap: &cairn_format::snapshot::SnapshotRecord,
+    out: &Path,
+    policy: super::PolicyKind,
+) -> super::RestoreSummary {
+    let opts = super::CacheOptions {
+        policy,
+        ..Default::default()
+    };
+    Reader::open(repo, opts)
+        .unwrap()
+        .restore(snap, out, None, &Progress::default())
+        .unwrap()
+}
+
 /// 300 small files (one chunk each, enough steps for the pipelined
 /// extractor) of which the last 50 repeat the first 50; `f200` is one byte
 /// longer than the others, so its chunk can be found.
@@ -225,14 +241,7 @@ fn small_files_planned_together_read_their_container_once() {
     assert_eq!(containers, 1);
     for policy in super::PolicyKind::ALL {
         let out = tmp.path().join(format!("out-{policy}"));
-        let opts = super::CacheOptions {
-            policy,
-            ..Default::default()
-        };
-        let sum = Reader::open(&repo, opts)
-            .unwrap()
-            .restore(&snap.record, &out, None, &Progress::default())
-            .unwrap();
+        let sum = restore_with(&repo, &snap.record, &out, policy);
         assert!(sum.errors.is_empty(), "{policy}: {:?}", sum.errors);
         assert_eq!(sum.files, 300);
         assert_eq!(sum.policy.container_reads, containers, "{policy}");
@@ -272,14 +281,7 @@ fn a_damaged_chunk_fails_its_file_only_and_the_batch_goes_on() {
 
     for policy in super::PolicyKind::ALL {
         let out = tmp.path().join(format!("out-{policy}"));
-        let opts = super::CacheOptions {
-            policy,
-            ..Default::default()
-        };
-        let sum = Reader::open(&repo, opts)
-            .unwrap()
-            .restore(&snap.record, &out, None, &Progress::default())
-            .unwrap();
+        let sum = restore_with(&repo, &snap.record, &out, policy);
         assert_eq!(sum.errors.len(), 1, "{policy}: {:?}", sum.errors);
         assert!(sum.errors[0].contains("f200"), "{policy}: {:?}", sum.errors);
         assert_eq!(sum.files, 299, "{policy}");

@@ -132,13 +132,7 @@ fn savings_panel(r: &AnalyzeReport, area: &Area) -> Drawn {
                 .map(|p| Circle::new(p, 4, COMPRESSED.filled())),
         )?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .label_font(T.legend())
-        .draw()
+    crate::figure::legend(&mut chart, SeriesLabelPosition::UpperRight)
 }
 
 /// Chunk-size histogram of the chunks each chunker cut, and of the chunks
@@ -219,13 +213,7 @@ fn histogram_panel(r: &AnalyzeReport, area: &Area) -> Drawn {
         ))?
         .label(format!("{eof} ended by end of file"))
         .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], grey.stroke_width(2)));
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .label_font(T.legend())
-        .draw()
+    crate::figure::legend(&mut chart, SeriesLabelPosition::UpperRight)
 }
 
 fn bar_panel(

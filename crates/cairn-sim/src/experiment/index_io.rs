@@ -341,11 +341,5 @@ fn panel(rows: &[Value], area: &Area, key: &str, caption: &str) -> Drawn {
             )
         }))?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .label_font(T.legend())
-        .draw()
+    crate::figure::legend(&mut chart, SeriesLabelPosition::UpperRight)
 }

@@ -473,13 +473,7 @@ fn panel(
             ))?
             .label(format!("paper 004: {y} bytes/chunk"))
             .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], BLACK));
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .label_font(T.legend())
-            .draw()?;
+        crate::figure::legend(&mut chart, SeriesLabelPosition::UpperRight)?;
     }
     Ok(())
 }

@@ -387,13 +387,7 @@ fn draw_stages(rows: &[Value], root: &Area) -> Drawn {
                     Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled())
                 });
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .label_font(T.legend())
-            .draw()?;
+        crate::figure::legend(&mut chart, SeriesLabelPosition::UpperRight)?;
     }
     root.present()
 }

@@ -467,13 +467,7 @@ fn savings_panel(rows: &[Value], area: &Area) -> Drawn {
             )
         }))?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .label_font(T.legend())
-        .draw()
+    crate::figure::legend(&mut chart, SeriesLabelPosition::UpperRight)
 }
 
 /// Legend words for a partitioning strategy.
@@ -607,11 +601,5 @@ where
             _ => anno.legend(|(x, y)| Cross::new((x + 8, y), 4, BLACK.stroke_width(2))),
         };
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .label_font(T.legend())
-        .draw()
+    crate::figure::legend(chart, SeriesLabelPosition::UpperLeft)
 }

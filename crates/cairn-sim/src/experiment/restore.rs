@@ -526,24 +526,6 @@ fn span(values: impl Iterator<Item = f64>) -> (f64, f64) {
     }
 }
 
-type Chart<'a, 'b> = ChartContext<
-    'a,
-    SVGBackend<'b>,
-    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
->;
-
-/// Every panel's legend: framed, on a light background.
-fn legend<'a, 'b: 'a>(chart: &mut Chart<'a, 'b>, at: SeriesLabelPosition) -> Drawn {
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK)
-        .label_font(T.legend())
-        .legend_area_size(T.px(14.0))
-        .position(at)
-        .draw()
-}
-
 /// Fig. 6: mean speed factor (FAA) against dedup ratio, a line per scheme.
 fn draw_tradeoff(w: &str, runs: &[&RunSummary], area: &Area) -> Drawn {
     let (xl, xh) = span(runs.iter().map(|r| r.dedup_ratio));
@@ -575,7 +557,7 @@ fn draw_tradeoff(w: &str, runs: &[&RunSummary], area: &Area) -> Drawn {
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2)));
         chart.draw_series(pts.iter().map(|&p| Circle::new(p, 4, c.filled())))?;
     }
-    legend(&mut chart, SeriesLabelPosition::LowerLeft)
+    crate::figure::legend(&mut chart, SeriesLabelPosition::LowerLeft)
 }
 
 /// Fig. 7: mean speed factor of the tuned schemes under FAA and ALACC, with
@@ -634,7 +616,7 @@ fn draw_bars(w: &str, pick: &[usize], runs: &[RunSummary], area: &Area) -> Drawn
             )))?;
         }
     }
-    legend(&mut chart, SeriesLabelPosition::UpperRight)
+    crate::figure::legend(&mut chart, SeriesLabelPosition::UpperRight)
 }
 
 /// Fig. 8: speed factor (FAA) per backup version of the tuned schemes.
@@ -680,5 +662,5 @@ fn draw_versions(w: &str, pick: &[usize], runs: &[RunSummary], area: &Area) -> D
             .label(label)
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2)));
     }
-    legend(&mut chart, SeriesLabelPosition::UpperRight)
+    crate::figure::legend(&mut chart, SeriesLabelPosition::UpperRight)
 }
