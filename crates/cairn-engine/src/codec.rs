@@ -60,14 +60,8 @@ impl ChunkCodec {
         d: &Descriptor,
         out: &mut Vec<u8>,
     ) -> Result<()> {
-        let damaged = |detail: String| {
-            Error::corrupt(
-                format!("container {}", meta.id),
-                format!("chunk {}: {detail}", d.fp),
-            )
-        };
         out.clear();
-        let stored = stored_chunk(bytes, meta, d).map_err(|e| damaged(e.to_string()))?;
+        let stored = stored_chunk(bytes, meta, d).map_err(|e| damaged(meta, d, e))?;
         self.decode_stored_verified(stored, meta, d, out)
     }
 
@@ -80,14 +74,8 @@ impl ChunkCodec {
         d: &Descriptor,
         out: &mut Vec<u8>,
     ) -> Result<()> {
-        let damaged = |detail: String| {
-            Error::corrupt(
-                format!("container {}", meta.id),
-                format!("chunk {}: {detail}", d.fp),
-            )
-        };
         out.clear();
-        decompress(d.codec, stored, d.raw_len as usize, out).map_err(|e| damaged(e.to_string()))?;
+        decompress(d.codec, stored, d.raw_len as usize, out).map_err(|e| damaged(meta, d, e))?;
         if self.fingerprint(out) != d.fp {
             out.clear();
             return Err(Error::corrupt(
@@ -108,6 +96,15 @@ impl ChunkCodec {
                 other => other.to_string(),
             })
     }
+}
+
+/// A chunk of container `meta` that cannot be read out: the error names the
+/// container and the chunk.
+fn damaged(meta: &ContainerMeta, d: &Descriptor, detail: impl std::fmt::Display) -> Error {
+    Error::corrupt(
+        format!("container {}", meta.id),
+        format!("chunk {}: {detail}", d.fp),
+    )
 }
 
 #[cfg(test)]

@@ -86,13 +86,11 @@ impl Reader {
     /// (a full target file system); a file that fails is recorded.
     pub(super) fn flush(&mut self, run: &mut Run) -> Result<()> {
         let batch = std::mem::take(&mut run.batch);
-        let target = run.target;
         let mut first = 0;
         while first < batch.files.len() {
             let files = &batch.files[first..];
             let base = files[0].steps.start;
             let mut w = Writer {
-                target,
                 files,
                 at: base,
                 cur: 0,
@@ -139,26 +137,29 @@ enum Open<'t> {
 }
 
 /// Writes the batch's steps, in order, into their files.
-struct Writer<'b, 'r, 't> {
-    target: &'t Target,
+struct Writer<'b, 'r> {
     files: &'b [BatchFile],
     /// Index in the batch's steps of the next step to write.
     at: usize,
     /// The file holding step `at`; `files.len()` once all are done.
     cur: usize,
-    open: Open<'t>,
+    open: Open<'r>,
     /// A full file system: the restore stops.
     fatal: Option<Error>,
     run: &'b mut Run<'r>,
 }
 
-impl<'t> Writer<'_, '_, 't> {
+impl<'r> Writer<'_, 'r> {
+    fn target(&self) -> &'r Target {
+        self.run.target
+    }
+
     fn chunk(&mut self, step: &PlanStep, bytes: &[u8]) -> Result<()> {
         self.close_through(self.at)
             .map_err(|fatal| self.stop(fatal))?;
         let f = &self.files[self.cur];
         if matches!(self.open, Open::Not) {
-            self.open = match self.target.open_file(&f.dest, &f.entry) {
+            self.open = match self.target().open_file(&f.dest, &f.entry) {
                 Ok(Opened::Writing(w)) => Open::Writing(w),
                 Ok(Opened::Decided(placed)) => {
                     // Something appeared there since it was planned.
@@ -213,7 +214,7 @@ impl<'t> Writer<'_, '_, 't> {
             let open = std::mem::replace(&mut self.open, Open::Not);
             let placed = match open {
                 Open::Writing(w) => Some(w.finish()),
-                Open::Not => Some(self.target.place_file(&f.dest, &f.entry, &mut |_| Ok(()))),
+                Open::Not => Some(self.target().place_file(&f.dest, &f.entry, &mut |_| Ok(()))),
                 Open::Discard => None,
             };
             match placed {

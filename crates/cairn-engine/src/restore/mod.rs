@@ -476,18 +476,16 @@ impl Reader {
     /// an empty one, or one the target's state decides about, is settled
     /// now.
     fn restore_file(&mut self, e: &DirEntry, dest: &Path, run: &mut Run) -> Result<()> {
-        if let Some(placed) = run.target.verdict(dest, e)? {
-            run.placed_file(placed, dest, e.size);
-            return Ok(());
-        }
-        match &e.content {
-            Some(b) => self.plan_file(e, b, dest, run),
-            None => {
-                let placed = run.target.place_file(dest, e, &mut |_| Ok(()))?;
-                run.placed_file(placed, dest, e.size);
-                Ok(())
-            }
-        }
+        let placed = match &e.content {
+            // `place_file` decides about what is at `dest` itself.
+            None => run.target.place_file(dest, e, &mut |_| Ok(()))?,
+            Some(b) => match run.target.verdict(dest, e)? {
+                Some(placed) => placed,
+                None => return self.plan_file(e, b, dest, run),
+            },
+        };
+        run.placed_file(placed, dest, e.size);
+        Ok(())
     }
 }
 

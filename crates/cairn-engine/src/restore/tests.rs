@@ -128,30 +128,11 @@ fn planning_reads_recipe_nodes_without_reading_whole_containers() {
     let tmp = tempfile::tempdir().unwrap();
     let tree = tmp.path().join("tree");
     fs::create_dir(&tree).unwrap();
-    let mut state = 0x9e37_79b9_7f4a_7c15u64;
-    let data: Vec<u8> = (0..24 << 20)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state as u8
-        })
-        .collect();
+    let data = xorshift_bytes(&mut 0x9e37_79b9_7f4a_7c15u64, 24 << 20);
     fs::write(tree.join("big"), &data).unwrap();
     let (repo, id) = repo_with(&tree);
     let snap = catalog::resolve(&**repo.backend(), &id).unwrap();
-    let data_containers = repo
-        .log
-        .ids()
-        .unwrap()
-        .into_iter()
-        .filter(|&id| {
-            let meta = repo.log.read_meta(id).unwrap();
-            meta.descriptors
-                .iter()
-                .any(|d| d.kind == cairn_core::ChunkKind::Data)
-        })
-        .count() as u64;
+    let data_containers = data_containers(&repo).len() as u64;
     assert!(data_containers >= 5, "{data_containers} containers");
 
     let before = repo.counters.snapshot();
