@@ -34,7 +34,8 @@ fn crash_after_n_writes() {
     assert!(is_injected_crash(&b.list("").unwrap_err()));
     // The store holds exactly what was written before the crash.
     assert_eq!(store.list("").unwrap(), vec!["a", "b", "before"]);
-    assert_eq!(plan.writes_attempted(), 5);
+    // Deletes are numbered like writes: before, a, b, c, d, delete a.
+    assert_eq!(plan.writes_attempted(), 6);
     assert_eq!(plan.writes_failed(), 4);
     plan.restart();
     b.write_atomic("c", b"3").unwrap();

@@ -117,6 +117,94 @@ pub enum Command {
     /// Rebuild derived data after damage (`check` says which to run).
     #[command(subcommand)]
     Repair(RepairCommand),
+    /// Remove snapshots, by id or by a retention policy (restic's rules:
+    /// docs/gc.md). Their data goes at the next `gc` (or with --prune).
+    Forget(ForgetArgs),
+    /// A new snapshot naming the same tree as SNAPSHOT (003 §2): constant
+    /// time, nothing written but the record.
+    Fastcopy {
+        snapshot: String,
+        /// Tags of the copy (default: the source's).
+        #[arg(long)]
+        tag: Vec<String>,
+        /// Wait for a running backup instead of failing at once.
+        #[arg(long)]
+        wait: bool,
+    },
+    /// Garbage collection: find the chunks no snapshot needs and reclaim
+    /// their space (mark, select, copy forward, commit, delete; 003 §3).
+    #[command(alias = "prune")]
+    Gc(GcArgs),
+}
+
+/// How a garbage collection runs (shared by `gc` and `forget --prune`).
+#[derive(Args, Debug, Clone)]
+pub struct GcTuning {
+    /// Collector: lgc (logical, 003 §3.1), pgc (physical, §3.2) or pgc+
+    /// (physical with the perfect-hash live vector, §3.4).
+    #[arg(long, default_value = "pgc+")]
+    pub collector: String,
+    /// Share of the dead space to reclaim, in percent: containers are
+    /// cleaned mostly dead first until this much is covered.
+    #[arg(long, default_value_t = 100.0, conflicts_with = "max_seconds")]
+    pub reclaim: f64,
+    /// Stop copying after this many seconds; what is left waits for the next run.
+    #[arg(long)]
+    pub max_seconds: Option<f64>,
+    /// Memory for the mark structures; LGC and PGC clean in two passes
+    /// (focused cleaning) and PGC+ falls back to PGC when they do not fit.
+    #[arg(long, default_value = "1GiB")]
+    pub memory: String,
+    /// Wait for a running backup instead of failing at once.
+    #[arg(long)]
+    pub wait: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct GcArgs {
+    #[command(flatten)]
+    pub tuning: GcTuning,
+    /// Print the plan; copy and delete nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ForgetArgs {
+    /// Snapshot ids (unique prefixes) to remove; or give a policy instead.
+    pub snapshots: Vec<String>,
+    /// Keep the N newest snapshots (of each group).
+    #[arg(long, default_value_t = 0)]
+    pub keep_last: u32,
+    /// Keep the newest snapshot of each of the N newest hours with one.
+    #[arg(long, default_value_t = 0)]
+    pub keep_hourly: u32,
+    #[arg(long, default_value_t = 0)]
+    pub keep_daily: u32,
+    #[arg(long, default_value_t = 0)]
+    pub keep_weekly: u32,
+    #[arg(long, default_value_t = 0)]
+    pub keep_monthly: u32,
+    #[arg(long, default_value_t = 0)]
+    pub keep_yearly: u32,
+    /// Keep snapshots younger than this, counted from the newest of the
+    /// group: e.g. 1y6m, 14d, 36h.
+    #[arg(long)]
+    pub keep_within: Option<String>,
+    /// Keep snapshots with this tag (repeatable).
+    #[arg(long)]
+    pub keep_tag: Vec<String>,
+    /// Group snapshots by these fields before applying the policy.
+    #[arg(long, default_value = "host,paths")]
+    pub group_by: String,
+    /// Show what would be removed and why; remove nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Run a garbage collection after removing the snapshots.
+    #[arg(long)]
+    pub prune: bool,
+    #[command(flatten)]
+    pub tuning: GcTuning,
 }
 
 #[derive(Subcommand, Debug)]

@@ -78,6 +78,13 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             };
             crate::repair_commands::repair_snapshots(&cli, &open()?, &opts, *wait)
         }
+        Command::Forget(a) => crate::gc_commands::forget(&cli, &open()?, a),
+        Command::Fastcopy {
+            snapshot,
+            tag,
+            wait,
+        } => crate::gc_commands::fastcopy(&cli, &open()?, snapshot, tag, *wait),
+        Command::Gc(a) => crate::gc_commands::gc(&cli, &open()?, a),
         Command::Trace(a) => crate::sim_commands::trace(&cli, a),
         Command::Sim(a) => crate::sim_commands::sim(&cli, a),
         Command::Analyze(a) => crate::sim_commands::analyze(&cli, a),

@@ -12,6 +12,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod args;
 mod commands;
+mod gc_commands;
 mod output;
 mod progress;
 mod repair_commands;

@@ -14,6 +14,7 @@ pub mod config;
 pub mod counters;
 pub mod error;
 pub mod ids;
+pub mod time;
 pub mod trace;
 
 pub use backend::{Backend, LockGuard, LockMode};

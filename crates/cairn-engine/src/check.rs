@@ -183,7 +183,16 @@ pub fn check(repo: &Repository, read_data: bool) -> Result<CheckReport> {
         &mut problems,
     );
     report.indexed_chunks = index.len() as u64;
-    let holds = index_against_containers(&index, index_read.covered, &containers, &mut problems);
+    // Containers an interrupted collection is deleting are garbage whose
+    // chunks the index may already have forgotten.
+    let retiring = crate::gc::pending::read(&**repo.backend()).unwrap_or_default();
+    let holds = index_against_containers(
+        &index,
+        index_read.covered,
+        &containers,
+        &retiring,
+        &mut problems,
+    );
     if let Some(records) = index_read.frugal_records {
         check_frugal_log(records, &index, &holds, &containers.bad, &mut problems);
     }
@@ -392,6 +401,7 @@ fn index_against_containers(
     index: &FpMap<ContainerId>,
     covered: ContainerId,
     containers: &Containers,
+    retiring: &[ContainerId],
     problems: &mut Problems,
 ) -> HashMap<ContainerId, FpSet> {
     let mut holds: HashMap<ContainerId, FpSet> = HashMap::new();
@@ -409,7 +419,10 @@ fn index_against_containers(
         }
     }
     for (id, m) in &containers.metas {
-        if *id < covered && m.descriptors.iter().any(|d| !index.contains_key(&d.fp)) {
+        if *id < covered
+            && !retiring.contains(id)
+            && m.descriptors.iter().any(|d| !index.contains_key(&d.fp))
+        {
             problems.add(
                 "container's chunks are missing from the index".into(),
                 Some(*id),
@@ -562,7 +575,12 @@ impl crate::reachability::Visitor for Ctx<'_> {
         self.locate(fp, at.snapshot, at.path).is_some()
     }
 
-    fn read(&mut self, fp: &Fingerprint, at: crate::reachability::At<'_>) -> Option<Vec<u8>> {
+    fn read(
+        &mut self,
+        fp: &Fingerprint,
+        _level: u8,
+        at: crate::reachability::At<'_>,
+    ) -> Option<Vec<u8>> {
         Ctx::read(self, fp, at.snapshot, at.path)
     }
 

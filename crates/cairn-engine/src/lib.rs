@@ -15,6 +15,8 @@ pub(crate) mod codec;
 pub mod config;
 pub mod container_log;
 pub(crate) mod dedup;
+pub mod forget;
+pub mod gc;
 pub mod index;
 pub mod keys;
 pub mod meta_store;

@@ -30,9 +30,16 @@ pub trait Visitor {
     /// is missing or damaged (the visitor reports it).
     fn data(&mut self, fp: &Fingerprint, at: At<'_>) -> bool;
 
-    /// The bytes of a recipe node or listing chunk, verified; `None` if it
-    /// cannot be read (the visitor reports it).
-    fn read(&mut self, fp: &Fingerprint, at: At<'_>) -> Option<Vec<u8>>;
+    /// The bytes of a recipe node (`level` >= 1) or listing chunk (level
+    /// 0), verified; `None` if it cannot be read (the visitor reports it).
+    fn read(&mut self, fp: &Fingerprint, level: u8, at: At<'_>) -> Option<Vec<u8>>;
+
+    /// A file's content tree. `None` (the default): the walk descends into
+    /// it; `Some(sound)`: the visitor took it over (physical GC only walks
+    /// the namespace and scans file trees level by level, 003 §3.2).
+    fn file(&mut self, _content: &BlobRef, _at: At<'_>) -> Option<bool> {
+        None
+    }
 
     /// Damage the walk found in bytes it was given.
     fn damage(&mut self, message: String, fp: Option<&Fingerprint>, at: At<'_>);
@@ -40,6 +47,10 @@ pub trait Visitor {
 
 pub struct Reachability {
     fp_width: usize,
+    /// Whether sound subtrees are remembered and skipped. Logical GC (003
+    /// §3.1) walks every file of every snapshot, shared or not: that cost,
+    /// growing with logical size, is what the paper measures.
+    memo: bool,
     /// File recipes (tree roots and nodes) found sound.
     sound_files: FpSet,
     /// Directory listings whose whole subtree was found sound.
@@ -50,8 +61,18 @@ impl Reachability {
     pub fn new(fp_width: usize) -> Self {
         Reachability {
             fp_width,
+            memo: true,
             sound_files: FpSet::default(),
             sound_dirs: FpSet::default(),
+        }
+    }
+
+    /// A walker that forgets what it walked: every snapshot's whole tree
+    /// is visited (003 §3.1 logical enumeration).
+    pub fn logical(fp_width: usize) -> Self {
+        Reachability {
+            memo: false,
+            ..Self::new(fp_width)
         }
     }
 
@@ -98,12 +119,15 @@ impl Reachability {
                         snapshot,
                         path: &child,
                     };
-                    sound &= self.walk_file(v, at, b.root, b.level);
+                    sound &= match v.file(b, at) {
+                        Some(s) => s,
+                        None => self.walk_file(v, at, b.root, b.level),
+                    };
                 }
                 _ => {}
             }
         }
-        if sound {
+        if sound && self.memo {
             self.sound_dirs.insert(blob.root);
         }
         sound
@@ -128,7 +152,7 @@ impl Reachability {
                 }
             }
         };
-        if sound {
+        if sound && self.memo {
             self.sound_files.insert(fp);
         }
         sound
@@ -144,7 +168,7 @@ impl Reachability {
         out: &mut Vec<u8>,
     ) -> bool {
         if level == 0 {
-            return match v.read(&fp, at) {
+            return match v.read(&fp, 0, at) {
                 Some(b) => {
                     out.extend_from_slice(&b);
                     true
@@ -170,7 +194,7 @@ impl Reachability {
         fp: Fingerprint,
         level: u8,
     ) -> Option<Vec<Fingerprint>> {
-        let bytes = v.read(&fp, at)?;
+        let bytes = v.read(&fp, level, at)?;
         match decode_tree_node(&bytes, self.fp_width) {
             Ok(node) if node.level == level => Some(node.children.iter().map(|c| c.fp).collect()),
             Ok(node) => {
@@ -300,7 +324,7 @@ mod tests {
             self.data.push((*fp, at.snapshot.into(), at.path.into()));
             !self.missing.contains(fp)
         }
-        fn read(&mut self, fp: &Fingerprint, _at: At<'_>) -> Option<Vec<u8>> {
+        fn read(&mut self, fp: &Fingerprint, _level: u8, _at: At<'_>) -> Option<Vec<u8>> {
             self.reads += 1;
             self.chunks.get(fp).cloned()
         }

@@ -40,6 +40,10 @@ pub struct SnapshotRecord {
     /// the field existed).
     #[serde(default)]
     pub next_container: u64,
+    /// Set on a `fastcopy` (003 §2): the snapshot whose tree this record
+    /// names again. Absent from records that are not copies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fastcopy_of: Option<String>,
 }
 
 /// Counters of the backup run that wrote a snapshot.
@@ -162,6 +166,7 @@ mod tests {
     fn sample() -> SnapshotRecord {
         SnapshotRecord {
             next_container: 0,
+            fastcopy_of: None,
             time_unix_ns: 1_700_000_000_000_000_000,
             host: "host-1".into(),
             paths: vec!["/home/a".into(), "/etc".into()],
@@ -248,6 +253,7 @@ mod tests {
         ) {
             let r = SnapshotRecord {
                 next_container: 0,
+                fastcopy_of: None,
                 time_unix_ns: time, host, paths, tags,
                 root: BlobRef { root: Fingerprint::from_slice(&fp), level, size: stats[0] }.into(),
                 stats: SnapshotStats {

@@ -130,6 +130,7 @@ fn dir_entries() -> Vec<DirEntry> {
 fn snapshot() -> SnapshotRecord {
     SnapshotRecord {
         next_container: 0,
+        fastcopy_of: None,
         time_unix_ns: MTIME,
         host: "h".into(),
         paths: vec!["/data".into()],

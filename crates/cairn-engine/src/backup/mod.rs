@@ -451,6 +451,7 @@ fn snapshot_record(
         root: root.into(),
         stats,
         next_container: covered.0,
+        fastcopy_of: None,
     }
 }
 

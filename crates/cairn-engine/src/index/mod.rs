@@ -106,7 +106,14 @@ pub fn open_for_write(
     let mut replayed = Vec::new();
     let mut replayed_containers = 0;
     let ids = log.ids()?;
-    let present = ids.iter().copied().collect();
+    // Containers an interrupted collection is deleting are garbage: no
+    // dedup hit may resurrect a chunk in them (docs/gc.md).
+    let retiring = crate::gc::pending::read(&*backend)?;
+    let present = ids
+        .iter()
+        .copied()
+        .filter(|id| !retiring.contains(id))
+        .collect();
     for id in ids {
         if id < covered {
             continue;

@@ -1,0 +1,162 @@
+//! `forget`, `fastcopy` and `gc` through the binary: retention with reasons,
+//! dry runs that change nothing, a collection that reclaims space and leaves
+//! every kept snapshot restorable, a SIGKILL at random points of a
+//! collection that loses nothing, and one-line errors for bad input.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::*;
+
+fn repo_bytes(repo: &Path) -> u64 {
+    walk(&repo.join("containers"))
+        .iter()
+        .filter(|p| p.is_file())
+        .map(|p| p.metadata().unwrap().len())
+        .sum()
+}
+
+/// Five generations; each rewrites a few files.
+fn five_generations(dir: &Path, repo: &Path) -> Vec<String> {
+    let data = dir.join("data");
+    let mut rng = Rng::new(5);
+    build_random_files(&data, &mut rng, 12, 150_000);
+    cairn(repo, &["init", "--container-size", "256KiB", "-q"]).ok();
+    for g in 0..5 {
+        if g > 0 {
+            for i in 0..3 {
+                write_file(&data.join(format!("f{g}_{i}")), &rng.bytes(120_000), 0o644);
+            }
+        }
+        cairn(repo, &["backup", s(&data), "-q"]).ok();
+    }
+    snapshot_ids(repo)
+}
+
+#[test]
+fn forget_keep_last_then_gc_reclaims_and_keeps_the_newest_restorable() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("repo");
+    let ids = five_generations(dir.path(), &repo);
+    assert_eq!(ids.len(), 5);
+
+    let dry = cairn(&repo, &["forget", "--keep-last", "2", "--dry-run"]).ok();
+    let out = dry.stdout_str();
+    assert!(out.contains("keep") && out.contains("last 2"), "{out}");
+    assert!(out.contains("3 would be removed"), "{out}");
+    assert_eq!(snapshot_ids(&repo).len(), 5, "a dry run removes nothing");
+
+    let j = cairn(&repo, &["--json", "forget", "--keep-last", "2"])
+        .ok()
+        .json();
+    assert_eq!(j["removed"].as_array().unwrap().len(), 3);
+    assert_eq!(snapshot_ids(&repo).len(), 2);
+
+    let before = repo_bytes(&repo);
+    let plan = cairn(&repo, &["gc", "--dry-run"]).ok().stdout_str();
+    assert!(
+        plan.contains("plan (pgc+)") && plan.contains("dry run"),
+        "{plan}"
+    );
+    assert_eq!(repo_bytes(&repo), before, "a dry run deletes nothing");
+
+    let r = cairn(&repo, &["--json", "prune", "--collector", "lgc"])
+        .ok()
+        .json();
+    assert!(r["containers_deleted"].as_u64().unwrap() > 0, "{r}");
+    assert!(repo_bytes(&repo) < before);
+    cairn(&repo, &["check", "--read-data"]).ok();
+    let target = dir.path().join("out");
+    cairn(&repo, &["restore", "latest", "--target", s(&target), "-q"]).ok();
+    assert!(Manifest::capture(&dir.path().join("data")) == Manifest::capture(&target.join("data")));
+}
+
+#[test]
+fn fastcopy_shares_the_tree_and_survives_forgetting_its_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("repo");
+    let ids = five_generations(dir.path(), &repo);
+    let first = &ids[0];
+    let j = cairn(&repo, &["--json", "fastcopy", &first[..8], "--tag", "kept"])
+        .ok()
+        .json();
+    let copy = j["snapshot_id"].as_str().unwrap().to_string();
+    let r = cairn(
+        &repo,
+        &[
+            "--json",
+            "forget",
+            "--keep-tag",
+            "kept",
+            "--prune",
+            "--group-by",
+            "",
+        ],
+    )
+    .ok()
+    .json();
+    assert_eq!(r["removed"].as_array().unwrap().len(), 5, "{r}");
+    assert_eq!(snapshot_ids(&repo), vec![copy.clone()]);
+    cairn(&repo, &["check", "--read-data"]).ok();
+    let target = dir.path().join("out");
+    cairn(&repo, &["restore", &copy, "--target", s(&target), "-q"]).ok();
+}
+
+#[test]
+fn bad_gc_and_forget_input_is_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("repo");
+    five_generations(dir.path(), &repo);
+    for args in [
+        vec!["forget"],
+        vec!["forget", "--keep-within", "3w"],
+        vec!["forget", "--keep-last", "1", "--group-by", "colour"],
+        vec!["forget", "zzzz"],
+        vec!["gc", "--collector", "refcount"],
+        vec!["gc", "--reclaim", "150"],
+        vec!["gc", "--memory", "lots"],
+        vec!["fastcopy", "0000"],
+    ] {
+        let e = cairn(&repo, &args).code(1).one_line_error();
+        assert!(!e.is_empty(), "{args:?}");
+    }
+    assert_eq!(snapshot_ids(&repo).len(), 5);
+}
+
+/// SIGKILL at random moments of a collection: the kept snapshots restore,
+/// `check` passes, and the next collection completes.
+#[test]
+fn sigkill_during_gc_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("repo");
+    five_generations(dir.path(), &repo);
+    cairn(&repo, &["forget", "--keep-last", "1", "-q"]).ok();
+    let mut rng = Rng::new(77);
+    for round in 0..20 {
+        let mut child = command(
+            &repo,
+            &["gc", "-q", "--collector", ["lgc", "pgc", "pgc+"][round % 3]],
+        )
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+        std::thread::sleep(Duration::from_micros(rng.range(0, 40_000)));
+        let _ = child.kill();
+        let _ = child.wait();
+        cairn(&repo, &["check"]).ok();
+        let target = dir.path().join(format!("out{round}"));
+        cairn(&repo, &["restore", "latest", "--target", s(&target), "-q"]).ok();
+        assert!(
+            Manifest::capture(&dir.path().join("data")) == Manifest::capture(&target.join("data"))
+        );
+        std::fs::remove_dir_all(&target).unwrap();
+        if round % 5 == 4 {
+            // Give the next rounds something to collect again.
+            cairn(&repo, &["backup", s(&dir.path().join("data")), "-q"]).ok();
+        }
+    }
+    cairn(&repo, &["gc", "-q"]).ok();
+    cairn(&repo, &["check", "--read-data"]).ok();
+}

@@ -1,0 +1,238 @@
+//! The membership structures of the mark phase (`003_ea5fccc485a97c5d.txt`
+//! §3.1-§3.4):
+//!
+//! - [`LiveFilter`]: a Bloom filter with a fresh seed per run ("the hash
+//!   functions used by the Bloom filter are changed between runs so that
+//!   false positives are likely to be removed the next time", §3.1). It
+//!   serves as the Live, Live Instance (key: fingerprint XOR container id),
+//!   Candidate and Dead filters. A false positive keeps a dead chunk; it
+//!   never drops a live one.
+//! - [`Phv`]: a perfect-hash vector (§3.2): a minimal perfect hash function
+//!   over a static key set (the `ph` crate's PHast, under 2 bits per key)
+//!   and `bits` bits per key. Exact for members; a non-member aliases some
+//!   member's bits, so the key set must hold every fingerprint the
+//!   collector will ask about (docs/gc.md, "Safety").
+
+use cairn_core::{mix64, ContainerId, Fingerprint};
+use fastbloom::BloomFilter;
+use ph::GetSize;
+
+/// Bloom bits per key of the LGC/PGC filters: about 2% false positives
+/// with 6 hash functions.
+pub const BLOOM_BITS_PER_KEY: u64 = 8;
+
+pub struct LiveFilter {
+    filter: BloomFilter,
+    seed: u64,
+    bits: u64,
+}
+
+impl LiveFilter {
+    /// A filter for `expected` keys at [`BLOOM_BITS_PER_KEY`], seeded by `seed`.
+    pub fn new(expected: u64, seed: u64) -> Self {
+        let bits = (expected.max(64) * BLOOM_BITS_PER_KEY).next_multiple_of(64);
+        LiveFilter {
+            filter: BloomFilter::with_num_bits(bits as usize).hashes(6),
+            seed,
+            bits,
+        }
+    }
+
+    #[inline]
+    fn key(&self, fp: &Fingerprint) -> u64 {
+        mix64(fp.fold64() ^ self.seed)
+    }
+
+    /// The Live Instance key (§3.1 step 3): the fingerprint XOR the id of
+    /// the container holding the instance.
+    #[inline]
+    fn instance_key(&self, fp: &Fingerprint, c: ContainerId) -> u64 {
+        mix64(fp.fold64() ^ mix64(c.0 ^ 0x9e37_79b9_7f4a_7c15) ^ self.seed)
+    }
+
+    pub fn insert(&mut self, fp: &Fingerprint) {
+        let k = self.key(fp);
+        self.filter.insert_hash(k);
+    }
+
+    pub fn contains(&self, fp: &Fingerprint) -> bool {
+        self.filter.contains_hash(self.key(fp))
+    }
+
+    pub fn insert_instance(&mut self, fp: &Fingerprint, c: ContainerId) {
+        let k = self.instance_key(fp, c);
+        self.filter.insert_hash(k);
+    }
+
+    pub fn contains_instance(&self, fp: &Fingerprint, c: ContainerId) -> bool {
+        self.filter.contains_hash(self.instance_key(fp, c))
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.bits / 8
+    }
+}
+
+/// A minimal perfect hash over a fixed set of fingerprints and a vector of
+/// `bits` bits per key.
+pub struct Phv {
+    mphf: ph::phast::Function<ph::seeds::Bits8>,
+    words: Vec<u64>,
+    bits: u32,
+    keys: usize,
+    /// 16 bits of each key's fingerprint at its slot ([`Phv::build_tagged`]):
+    /// a fingerprint outside the key set is told apart with probability
+    /// 1 - 2^-16 instead of silently aliasing a member.
+    tags: Vec<u16>,
+}
+
+#[inline]
+fn tag(fp: &Fingerprint) -> u16 {
+    (fp.fold64() >> 48) as u16
+}
+
+impl Phv {
+    /// Analysis (§3.2 phase 1'): builds the function over `keys`, which must
+    /// be distinct.
+    pub fn build(keys: Vec<Fingerprint>, bits: u32) -> Self {
+        let n = keys.len();
+        let mphf = ph::phast::Function::from_vec_mt(keys);
+        let total = (n as u64 * u64::from(bits)).div_ceil(64) as usize;
+        Phv {
+            mphf,
+            words: vec![0; total.max(1)],
+            bits,
+            keys: n,
+            tags: Vec::new(),
+        }
+    }
+
+    /// [`Phv::build`] plus a 16-bit tag per key, for [`Phv::is_member`]
+    /// (the tree-node vector: a node referenced but stored nowhere must be
+    /// found, not aliased to another node's bits).
+    pub fn build_tagged(keys: Vec<Fingerprint>, bits: u32) -> Self {
+        let tags_of: Vec<u16> = keys.iter().map(tag).collect();
+        let mut v = Self::build(keys.clone(), bits);
+        v.tags = vec![0; v.keys];
+        for (k, t) in keys.iter().zip(tags_of) {
+            let slot = v.mphf.get(k);
+            v.tags[slot] = t;
+        }
+        v
+    }
+
+    /// Whether `fp` is (very probably) one of the keys; always true
+    /// without tags.
+    pub fn is_member(&self, fp: &Fingerprint) -> bool {
+        if self.tags.is_empty() {
+            return self.keys > 0;
+        }
+        self.tags[self.mphf.get(fp)] == tag(fp)
+    }
+
+    #[inline]
+    fn pos(&self, fp: &Fingerprint, bit: u32) -> usize {
+        debug_assert!(bit < self.bits);
+        if self.keys == 0 {
+            return 0;
+        }
+        self.mphf.get(fp) * self.bits as usize + bit as usize
+    }
+
+    #[inline]
+    pub fn get(&self, fp: &Fingerprint, bit: u32) -> bool {
+        let p = self.pos(fp, bit);
+        self.words[p / 64] >> (p % 64) & 1 == 1
+    }
+
+    /// Sets the bit; returns whether it was clear.
+    #[inline]
+    pub fn set(&mut self, fp: &Fingerprint, bit: u32) -> bool {
+        let p = self.pos(fp, bit);
+        let w = &mut self.words[p / 64];
+        let was = *w >> (p % 64) & 1 == 1;
+        *w |= 1 << (p % 64);
+        !was
+    }
+
+    #[inline]
+    pub fn clear(&mut self, fp: &Fingerprint, bit: u32) {
+        let p = self.pos(fp, bit);
+        self.words[p / 64] &= !(1 << (p % 64));
+    }
+
+    /// Clears every bit (a second mark pass starts afresh).
+    pub fn reset(&mut self) {
+        self.words.fill(0);
+    }
+
+    /// Keys whose `bit` is set.
+    pub fn count(&self, bit: u32) -> u64 {
+        if self.bits == 1 {
+            return self.words.iter().map(|w| u64::from(w.count_ones())).sum();
+        }
+        let mut n = 0;
+        for k in 0..self.keys {
+            let p = k * self.bits as usize + bit as usize;
+            n += self.words[p / 64] >> (p % 64) & 1;
+        }
+        n
+    }
+
+    pub fn keys(&self) -> usize {
+        self.keys
+    }
+
+    /// Bytes of the function and the vector together.
+    pub fn bytes(&self) -> u64 {
+        (self.mphf.size_bytes() + self.words.len() * 8 + self.tags.len() * 2) as u64
+    }
+
+    /// Bytes of the hash function alone.
+    pub fn function_bytes(&self) -> u64 {
+        self.mphf.size_bytes() as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fp(i: u32) -> Fingerprint {
+        Fingerprint::from_slice(blake3::hash(&i.to_le_bytes()).as_bytes())
+    }
+
+    #[test]
+    fn phv_bits_are_per_key_and_the_function_is_small() {
+        let keys: Vec<_> = (0..200_000).map(fp).collect();
+        let mut v = Phv::build(keys.clone(), 1);
+        for k in keys.iter().step_by(3) {
+            assert!(v.set(k, 0));
+        }
+        for (i, k) in keys.iter().enumerate() {
+            assert_eq!(v.get(k, 0), i % 3 == 0);
+        }
+        assert_eq!(v.count(0), 200_000u64.div_ceil(3));
+        v.clear(&keys[0], 0);
+        assert!(!v.get(&keys[0], 0));
+        let bits_per_key = v.bytes() as f64 * 8.0 / keys.len() as f64;
+        assert!(bits_per_key <= 3.0, "{bits_per_key} bits per key");
+
+        let mut two = Phv::build(keys.clone(), 2);
+        two.set(&keys[5], 1);
+        assert!(two.get(&keys[5], 1) && !two.get(&keys[5], 0));
+        assert_eq!(two.count(1), 1);
+    }
+
+    #[test]
+    fn bloom_instances_differ_by_container() {
+        let mut f = LiveFilter::new(1000, 7);
+        f.insert_instance(&fp(1), ContainerId(3));
+        assert!(f.contains_instance(&fp(1), ContainerId(3)));
+        assert!(!f.contains(&fp(1)));
+        let misses = (4..1000)
+            .filter(|c| f.contains_instance(&fp(1), ContainerId(*c)))
+            .count();
+        assert!(misses < 50, "{misses}");
+    }
+}

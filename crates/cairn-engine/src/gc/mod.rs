@@ -1,0 +1,833 @@
+//! Garbage collection: the three mark-and-sweep collectors of
+//! `003_ea5fccc485a97c5d.txt` §3, over cairn's containers, index and
+//! snapshot catalog (docs/gc.md).
+//!
+//! ```text
+//! Merge        index covers every container (replay of uncovered ones, committed);
+//!              the live roots are the snapshot records at this moment
+//! Analysis     PGC, PGC+: perfect hash over the tree-node fingerprints (walk and
+//!              confirm bits) and, PGC+, over every indexed fingerprint (live bit);
+//!              one pass over container metadata: tree levels per container
+//! Enumeration  LGC: depth-first through every snapshot into the Live Bloom filter;
+//!              PGC, PGC+: namespace, then containers level by level, checksummed
+//! Filter       LGC, PGC: index entries of live chunks -> Live Instance filter
+//!              (fingerprint XOR container: only the canonical copy stays live)
+//! Select       liveness per container; mostly dead first to the reclaim target
+//!              (PGC+: backwards, Dead filter, duplicate counter)
+//! [second pass] LGC, PGC focused cleaning when the filters do not fit --memory
+//! Copy         live chunks into new containers (PGC+: backwards, dynamic
+//!              duplicate removal); each new container durable when written
+//! Commit       index: cleaned containers' entries removed or moved (one delta)
+//! Delete       with readers locked out, the cleaned containers go
+//! ```
+//!
+//! The whole collection holds the writer lock (backups wait for it or fail
+//! with one line); readers are excluded only while containers are deleted.
+//! A crash anywhere loses nothing: before the commit the new containers are
+//! orphans holding copies (the next open replays them, the newest copy
+//! wins); between the commit and the deletes the old containers are
+//! unreferenced and the next collection removes them.
+
+pub mod filters;
+pub mod mark;
+pub mod pending;
+pub mod sweep;
+
+use std::collections::HashSet;
+use std::time::Instant;
+
+use serde::Serialize;
+
+use cairn_core::{ChunkKind, ContainerId, CountersSnapshot, Error, FpMap, Result};
+use cairn_format::dir::BlobRef;
+use cairn_format::index::IndexEntry;
+
+use crate::catalog;
+use crate::codec::ChunkCodec;
+use crate::index::disk_index::DiskIndex;
+use crate::index::overlay::IndexUpdate;
+use crate::repo::{Repository, WriteLock};
+use crate::restore::cache::{ChunkStore, Locator};
+use filters::{LiveFilter, Phv, BLOOM_BITS_PER_KEY};
+use mark::{EnumerationStats, Gate, LevelMap, Live, NodeReader};
+use sweep::{CopyWriter, Tally};
+
+/// The collector (003 §3.1, §3.2, §3.4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Collector {
+    Lgc,
+    Pgc,
+    PgcPlus,
+}
+
+impl Collector {
+    pub fn parse(s: &str) -> Result<Self> {
+        match s {
+            "lgc" => Ok(Collector::Lgc),
+            "pgc" => Ok(Collector::Pgc),
+            "pgc+" | "pgc-plus" => Ok(Collector::PgcPlus),
+            other => Err(Error::invalid(format!(
+                "collector {other:?}: expected lgc, pgc or pgc+"
+            ))),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Collector::Lgc => "lgc",
+            Collector::Pgc => "pgc",
+            Collector::PgcPlus => "pgc+",
+        }
+    }
+}
+
+pub struct GcOptions {
+    pub collector: Collector,
+    /// Share of the estimated dead bytes to reclaim, mostly dead containers first.
+    pub reclaim_percent: f64,
+    /// Stop copying (and leave the rest for the next run) after this long.
+    pub max_seconds: Option<f64>,
+    /// Memory for the mark structures (filters, perfect-hash vectors).
+    pub memory_bytes: u64,
+    /// Plan only: nothing is written or deleted.
+    pub dry_run: bool,
+    /// Seed of the Bloom hash functions (fresh per run by default).
+    pub seed: Option<u64>,
+}
+
+impl Default for GcOptions {
+    fn default() -> Self {
+        GcOptions {
+            collector: Collector::PgcPlus,
+            reclaim_percent: 100.0,
+            max_seconds: None,
+            memory_bytes: 1 << 30,
+            dry_run: false,
+            seed: None,
+        }
+    }
+}
+
+/// Told about each phase as it starts, and about the plan before anything
+/// is copied or deleted.
+pub trait GcProgress: Sync {
+    fn phase(&self, _name: &str, _total: u64) {}
+    fn advance(&self, _n: u64) {}
+    fn plan(&self, _plan: &Plan) {}
+}
+
+pub struct NoProgress;
+impl GcProgress for NoProgress {}
+
+/// What a collection is about to do (printed before anything is deleted).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Plan {
+    pub collector: String,
+    pub snapshots: usize,
+    pub containers: u64,
+    pub repository_bytes: u64,
+    pub estimated_dead_bytes: u64,
+    pub selected_containers: u64,
+    pub selected_bytes: u64,
+    /// Highest liveness among the selected containers.
+    pub liveness_threshold: f64,
+    pub estimated_live_bytes_to_copy: u64,
+    pub estimated_reclaim_bytes: u64,
+}
+
+/// Time and I/O of one phase.
+#[derive(Clone, Debug, Serialize)]
+pub struct PhaseReport {
+    pub name: String,
+    pub seconds: f64,
+    pub metadata_reads: u64,
+    pub containers_read: u64,
+    pub chunk_reads: u64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct MemoryReport {
+    /// Fingerprints in the index (the keys of the collection).
+    pub fingerprints: u64,
+    /// Peak bytes of the mark structures.
+    pub bytes: u64,
+    pub bits_per_fingerprint: f64,
+    /// PGC+: bits per fingerprint of the live perfect-hash vector alone
+    /// (function and vector; 003 §3.4 reports 2.8).
+    pub live_vector_bits_per_fingerprint: Option<f64>,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct GcReport {
+    pub requested: String,
+    pub collector: String,
+    /// Why the requested collector was not used (PGC+ that did not fit).
+    pub fell_back: Option<String>,
+    /// Mark passes: 2 when focused cleaning was needed (003 §3.1.2).
+    pub mark_passes: u32,
+    pub dry_run: bool,
+    pub plan: Plan,
+    pub enumeration: EnumerationStats,
+    pub memory: MemoryReport,
+    pub phases: Vec<PhaseReport>,
+    pub copied_chunks: u64,
+    pub copied_bytes: u64,
+    pub containers_written: u64,
+    pub containers_deleted: u64,
+    /// Bytes of deleted containers minus bytes of the new ones.
+    pub reclaimed_bytes: i64,
+    pub index_removed: u64,
+    pub index_moved: u64,
+    pub stopped_by_time: bool,
+    /// Selected containers left in place because a live chunk was damaged.
+    pub damaged: Vec<String>,
+    /// Unselected containers whose metadata PGC+'s copy phase read.
+    pub copy_metadata_reads: u64,
+    pub seconds: f64,
+}
+
+struct Phases<'a> {
+    repo: &'a Repository,
+    progress: &'a dyn GcProgress,
+    out: Vec<PhaseReport>,
+    current: Option<(String, Instant, CountersSnapshot)>,
+}
+
+impl<'a> Phases<'a> {
+    fn start(&mut self, name: &str, total: u64) {
+        self.end();
+        self.progress.phase(name, total);
+        self.current = Some((
+            name.to_string(),
+            Instant::now(),
+            self.repo.counters.snapshot(),
+        ));
+    }
+
+    fn end(&mut self) {
+        if let Some((name, t, before)) = self.current.take() {
+            let d = self.repo.counters.snapshot().since(&before);
+            self.out.push(PhaseReport {
+                name,
+                seconds: t.elapsed().as_secs_f64(),
+                metadata_reads: d.container_meta_reads,
+                containers_read: d.containers_read,
+                chunk_reads: d.chunk_reads,
+                bytes_read: d.bytes_read,
+                bytes_written: d.bytes_written,
+            });
+        }
+    }
+}
+
+/// One container as Analysis sees it.
+struct ContainerInfo {
+    id: ContainerId,
+    chunks: u64,
+    file_bytes: u64,
+    /// Bit `k`: holds a tree node of level `k`.
+    levels: u64,
+}
+
+/// Every index entry: the committed index, or in a dry run the index plus
+/// the containers it does not cover yet (nothing is written).
+struct Entries {
+    disk: DiskIndex,
+    pending: FpMap<ContainerId>,
+}
+
+impl Entries {
+    fn for_each(&self, f: &mut dyn FnMut(&IndexEntry)) -> Result<u64> {
+        let mut n = 0;
+        self.disk.for_each_entry(&mut |e| {
+            if !self.pending.contains_key(&e.fp) {
+                n += 1;
+                f(e);
+            }
+        })?;
+        for (fp, c) in &self.pending {
+            n += 1;
+            f(&IndexEntry {
+                fp: *fp,
+                container: *c,
+            });
+        }
+        Ok(n)
+    }
+
+    fn len(&self) -> u64 {
+        self.disk.entry_count() + self.pending.len() as u64
+    }
+}
+
+fn fresh_seed() -> u64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    cairn_core::mix64(now.as_nanos() as u64 ^ u64::from(std::process::id()))
+}
+
+/// The roots of the mark: every snapshot record. A record that cannot be
+/// read stops the collection: its data would look dead.
+fn live_roots(repo: &Repository) -> Result<Vec<(String, BlobRef)>> {
+    let (snaps, bad) = catalog::list(&**repo.backend())?;
+    if let Some((id, e)) = bad.first() {
+        return Err(Error::corrupt(
+            format!("snapshot {id}"),
+            format!(
+                "{e}; garbage collection would treat its data as garbage \
+                 (forget it or run `cairn repair snapshots` first)"
+            ),
+        ));
+    }
+    snaps
+        .into_iter()
+        .map(|s| Ok((s.id, BlobRef::try_from(&s.record.root)?)))
+        .collect()
+}
+
+/// What the mark phase leaves for Copy.
+enum Marked {
+    /// LGC, PGC: the Live Instance filter.
+    Instances(LiveFilter),
+    /// PGC+: the live vector (cleared as Copy goes).
+    Vector(Phv),
+}
+
+/// Everything the phases share.
+struct Ctx<'a> {
+    repo: &'a Repository,
+    opts: &'a GcOptions,
+    progress: &'a dyn GcProgress,
+    roots: Vec<(String, BlobRef)>,
+    ids: Vec<ContainerId>,
+    infos: Vec<ContainerInfo>,
+    entries: Entries,
+    store: ChunkStore,
+    seed: u64,
+    /// Peak bytes of the mark structures.
+    peak: u64,
+}
+
+impl Ctx<'_> {
+    fn keys(&self) -> u64 {
+        self.entries.len()
+    }
+
+    /// Enumeration with the collector's walk: logical without `lp`,
+    /// physical with it.
+    fn enumerate(
+        &self,
+        phases: &mut Phases<'_>,
+        live: &mut Live,
+        lp: Option<&mut Phv>,
+        gate: &Gate,
+        stats: &mut EnumerationStats,
+    ) -> Result<()> {
+        phases.start("enumeration", self.roots.len() as u64);
+        let mut reader = NodeReader::new(&self.store);
+        match lp {
+            None => mark::enumerate_logical(&self.roots, &mut reader, live, gate, stats),
+            Some(lp) => {
+                lp.reset();
+                let level_map: Vec<(ContainerId, u64)> =
+                    self.infos.iter().map(|i| (i.id, i.levels)).collect();
+                mark::enumerate_physical(
+                    &self.roots,
+                    &mut reader,
+                    LevelMap {
+                        containers: &level_map,
+                    },
+                    live,
+                    lp,
+                    gate,
+                    stats,
+                )
+            }
+        }
+    }
+
+    /// LGC/PGC Filter (§3.1 step 3): a live chunk's canonical instance (the
+    /// index entry: the newest copy) joins the Live Instance filter.
+    /// `within`: only entries in these containers (focused second pass).
+    fn filter(
+        &self,
+        phases: &mut Phases<'_>,
+        live: &Live,
+        gate: &Gate,
+        expected: u64,
+        within: Option<&HashSet<ContainerId>>,
+    ) -> Result<LiveFilter> {
+        phases.start("filter", self.keys());
+        let mut instances = LiveFilter::new(expected, self.seed ^ 0x1);
+        self.entries.for_each(&mut |e| {
+            if within.is_none_or(|w| w.contains(&e.container))
+                && gate.sampled(&e.fp)
+                && live.contains(&e.fp)
+            {
+                instances.insert_instance(&e.fp, e.container);
+            }
+        })?;
+        Ok(instances)
+    }
+
+    /// LGC/PGC Select (§3.1 step 4): liveness of `ids` from their metadata
+    /// sections and the Live Instance filter (judging sampled chunks only
+    /// on a sampled pass).
+    fn tally_instances(
+        &self,
+        ids: &[ContainerId],
+        instances: &LiveFilter,
+        gate: &Gate,
+    ) -> Result<Vec<Tally>> {
+        let mut out = Vec::with_capacity(ids.len());
+        for &id in ids {
+            let meta = self.repo.log.read_meta(id)?;
+            let mut t = Tally {
+                chunks: meta.descriptors.len() as u64,
+                file_bytes: meta.file_size,
+                ..Tally::new(id)
+            };
+            for d in &meta.descriptors {
+                t.stored_bytes += u64::from(d.stored_len);
+                if gate.sampled(&d.fp) {
+                    t.judged += 1;
+                    if instances.contains_instance(&d.fp, id) {
+                        t.live += 1.0;
+                    }
+                }
+            }
+            out.push(t);
+            self.progress.advance(1);
+        }
+        Ok(out)
+    }
+}
+
+/// LGC and PGC: Live and Live Instance Bloom filters, with focused
+/// cleaning when both do not fit in memory (§3.1.2): a sampled pass
+/// chooses candidate containers, a second pass marks only their chunks.
+fn mark_with_filters(
+    ctx: &mut Ctx<'_>,
+    phases: &mut Phases<'_>,
+    report: &mut GcReport,
+    mut lp: Option<Phv>,
+) -> Result<(Marked, Vec<Tally>, Vec<ContainerId>)> {
+    let lp_bytes = lp.as_ref().map_or(0, Phv::bytes);
+    let per_key = 2 * BLOOM_BITS_PER_KEY / 8;
+    let budget = ctx.opts.memory_bytes.saturating_sub(lp_bytes).max(1024);
+    let keys = ctx.keys();
+    let mut gate = Gate::all();
+    let mut expected = keys;
+    if keys * per_key > budget {
+        let rate = budget as f64 / (keys * per_key) as f64;
+        gate.seed = ctx.seed ^ 0x5a;
+        gate.sample_below = (rate * u64::MAX as f64) as u64;
+        expected = (keys as f64 * rate).ceil() as u64 + 64;
+    }
+    let mut live = Live::Bloom(LiveFilter::new(expected, ctx.seed));
+    ctx.enumerate(
+        phases,
+        &mut live,
+        lp.as_mut(),
+        &gate,
+        &mut report.enumeration,
+    )?;
+    let instances = ctx.filter(phases, &live, &gate, expected, None)?;
+    ctx.peak = ctx.peak.max(lp_bytes + live.bytes() + instances.bytes());
+    drop(live);
+    phases.start("select", ctx.ids.len() as u64);
+    let tallies = ctx.tally_instances(&ctx.ids, &instances, &gate)?;
+    report.mark_passes = 1;
+    if gate.sample_below == u64::MAX {
+        let (sel, threshold) = sweep::select(&tallies, ctx.opts.reclaim_percent, u64::MAX);
+        report.plan.liveness_threshold = threshold;
+        return Ok((Marked::Instances(instances), tallies, sel));
+    }
+    drop(instances);
+    // Candidates: mostly dead by the sample, as many as the second pass's
+    // filters can hold.
+    let (mut sel, threshold) = sweep::select(&tallies, ctx.opts.reclaim_percent, budget / per_key);
+    report.plan.liveness_threshold = threshold;
+    report.mark_passes = 2;
+    if sel.is_empty() {
+        return Ok((Marked::Instances(LiveFilter::new(0, 0)), tallies, sel));
+    }
+    phases.start("candidates", sel.len() as u64);
+    let cand_chunks: u64 = tallies
+        .iter()
+        .filter(|t| sel.binary_search(&t.id).is_ok())
+        .map(|t| t.chunks)
+        .sum();
+    let mut cand = LiveFilter::new(cand_chunks, ctx.seed ^ 0x2);
+    for &id in &sel {
+        for d in ctx.repo.log.read_meta(id)?.descriptors {
+            cand.insert(&d.fp);
+        }
+    }
+    let cand_bytes = cand.bytes();
+    let gate = Gate {
+        candidates: Some(cand),
+        ..Gate::all()
+    };
+    let mut live = Live::Bloom(LiveFilter::new(cand_chunks, ctx.seed ^ 0x3));
+    ctx.enumerate(
+        phases,
+        &mut live,
+        lp.as_mut(),
+        &gate,
+        &mut report.enumeration,
+    )?;
+    ctx.peak = ctx.peak.max(lp_bytes + live.bytes() + cand_bytes);
+    drop(gate);
+    let chosen: HashSet<ContainerId> = sel.iter().copied().collect();
+    let instances = ctx.filter(phases, &live, &Gate::all(), cand_chunks, Some(&chosen))?;
+    ctx.peak = ctx.peak.max(lp_bytes + live.bytes() + instances.bytes());
+    drop(live);
+    phases.start("select", sel.len() as u64);
+    let exact = ctx.tally_instances(&sel, &instances, &Gate::all())?;
+    // A candidate the exact pass finds fully live is left alone.
+    sel.retain(|id| exact.iter().any(|t| t.id == *id && t.liveness() < 1.0));
+    let mut tallies = tallies;
+    for t in exact {
+        if let Some(slot) = tallies.iter_mut().find(|s| s.id == t.id) {
+            *slot = t;
+        }
+    }
+    Ok((Marked::Instances(instances), tallies, sel))
+}
+
+/// PGC+ (§3.4): the live vector over every fingerprint, one pass; Select
+/// backwards with a Dead filter and the duplicate counter.
+fn mark_with_vector(
+    ctx: &mut Ctx<'_>,
+    phases: &mut Phases<'_>,
+    report: &mut GcReport,
+    mut lp: Phv,
+) -> Result<(Marked, Vec<Tally>, Vec<ContainerId>)> {
+    let mut keys = Vec::with_capacity(ctx.keys() as usize);
+    let mut canonical: std::collections::HashMap<ContainerId, u64> = Default::default();
+    ctx.entries.for_each(&mut |e| {
+        keys.push(e.fp);
+        *canonical.entry(e.container).or_insert(0) += 1;
+    })?;
+    let n = keys.len() as u64;
+    let mut live = Live::Phv(Phv::build(keys, 1));
+    ctx.enumerate(
+        phases,
+        &mut live,
+        Some(&mut lp),
+        &Gate::all(),
+        &mut report.enumeration,
+    )?;
+    let Live::Phv(vector) = live else {
+        unreachable!("PGC+ marks into the vector")
+    };
+    report.memory.live_vector_bits_per_fingerprint =
+        Some(vector.bytes() as f64 * 8.0 / n.max(1) as f64);
+    phases.start("select", ctx.ids.len() as u64);
+    let mut dead = LiveFilter::new(n.saturating_sub(vector.count(0)), ctx.seed ^ 0xdead);
+    ctx.peak = ctx.peak.max(lp.bytes() + vector.bytes() + dead.bytes());
+    let mut tallies = Vec::with_capacity(ctx.infos.len());
+    for info in ctx.infos.iter().rev() {
+        let meta = ctx.repo.log.read_meta(info.id)?;
+        // Analysis duplicate counter: chunks of this container whose
+        // canonical (newest) copy is elsewhere, or repeated within it.
+        let dups = info
+            .chunks
+            .saturating_sub(canonical.get(&info.id).copied().unwrap_or(0));
+        tallies.push(sweep::tally_plus(
+            &meta,
+            info.file_bytes,
+            &vector,
+            dups,
+            &mut dead,
+        ));
+        ctx.progress.advance(1);
+    }
+    tallies.reverse();
+    report.mark_passes = 1;
+    let (sel, threshold) = sweep::select(&tallies, ctx.opts.reclaim_percent, u64::MAX);
+    report.plan.liveness_threshold = threshold;
+    Ok((Marked::Vector(vector), tallies, sel))
+}
+
+/// Deletes containers whose live chunks are copied and no longer indexed,
+/// with readers locked out, then the pending list that named them.
+fn delete_retired(
+    repo: &Repository,
+    lock: &WriteLock,
+    ids: &[ContainerId],
+    progress: &dyn GcProgress,
+) -> Result<()> {
+    let _readers_out = repo.lock_out_readers(lock, true)?;
+    let present: HashSet<ContainerId> = repo.log.ids()?.into_iter().collect();
+    for id in ids {
+        if present.contains(id) {
+            repo.log.delete(*id)?;
+        }
+        progress.advance(1);
+    }
+    pending::clear(&**repo.backend())
+}
+
+/// Merge (§3.1 step 1): containers the index does not cover yet join it;
+/// a collection interrupted after its pending list was written is finished
+/// first (its containers' entries leave the index, the containers go).
+fn merge(
+    repo: &Repository,
+    lock: &WriteLock,
+    opened: &mut crate::index::OpenedIndex,
+    progress: &dyn GcProgress,
+) -> Result<()> {
+    let cfg = &repo.config;
+    let backend = repo.backend();
+    let retiring = pending::read(&**backend)?;
+    let mut update = IndexUpdate::puts(std::mem::take(&mut opened.replayed));
+    if !retiring.is_empty() {
+        let replayed: FpMap<()> = update.puts.iter().map(|e| (e.fp, ())).collect();
+        let disk = DiskIndex::open(backend.clone(), repo.counters.clone())?;
+        disk.for_each_entry(&mut |e| {
+            if retiring.contains(&e.container) && !replayed.contains_key(&e.fp) {
+                update.removes.push(e.fp);
+            }
+        })?;
+        let staying: Vec<ContainerId> = repo
+            .log
+            .ids()?
+            .into_iter()
+            .filter(|id| !retiring.contains(id))
+            .collect();
+        sweep::keep_survivors(&*repo.log, &mut update, &staying)?;
+    }
+    opened.kind.commit(
+        &**backend,
+        update,
+        repo.log.next_id(),
+        cfg.fp_width(),
+        cfg.index.page_size as usize,
+    )?;
+    if !retiring.is_empty() {
+        delete_retired(repo, lock, &retiring, progress)?;
+    }
+    Ok(())
+}
+
+/// Runs one collection; the caller holds the writer lock.
+pub fn collect(
+    repo: &Repository,
+    lock: &WriteLock,
+    opts: &GcOptions,
+    progress: &dyn GcProgress,
+) -> Result<GcReport> {
+    let started = Instant::now();
+    let cfg = &repo.config;
+    let backend = repo.backend().clone();
+    let mut phases = Phases {
+        repo,
+        progress,
+        out: Vec::new(),
+        current: None,
+    };
+    let mut report = GcReport {
+        requested: opts.collector.name().into(),
+        dry_run: opts.dry_run,
+        ..Default::default()
+    };
+
+    // Merge (§3.1 step 1): the index covers every container; the roots are
+    // the snapshot records now.
+    phases.start("merge", 0);
+    let roots = live_roots(repo)?;
+    let warnings = crate::warnings::Warnings::default();
+    let mut opened = crate::index::open_for_write(
+        backend.clone(),
+        repo.counters.clone(),
+        &*repo.log,
+        &cfg.index,
+        &warnings,
+    )?;
+    let mut pending = FpMap::default();
+    if opts.dry_run {
+        for e in &opened.replayed {
+            crate::canonical::place(&mut pending, e.fp, e.container);
+        }
+    } else {
+        merge(repo, lock, &mut opened, progress)?;
+    }
+    let codec = ChunkCodec::for_config(cfg);
+    let mut ctx = Ctx {
+        repo,
+        opts,
+        progress,
+        roots,
+        ids: repo.log.ids()?,
+        infos: Vec::new(),
+        entries: Entries {
+            disk: DiskIndex::open(backend.clone(), repo.counters.clone())?,
+            pending,
+        },
+        store: ChunkStore::new(
+            repo.log.clone(),
+            Locator::Disk(DiskIndex::open(backend.clone(), repo.counters.clone())?),
+            codec.clone(),
+        ),
+        seed: opts.seed.unwrap_or_else(fresh_seed),
+        peak: 0,
+    };
+    let keys = ctx.keys();
+    report.memory.fingerprints = keys;
+
+    // PGC+ falls back to PGC when its vectors do not fit (§3.4).
+    let mut collector = opts.collector;
+    if collector == Collector::PgcPlus {
+        // ~2 bits of hash function + 1 live bit per key, and a Dead filter
+        // for a tenth of them (003: dead chunks are about 1:10 to live ones).
+        let needed = keys * 3 / 8 + keys / 10 * BLOOM_BITS_PER_KEY / 8;
+        if needed > opts.memory_bytes {
+            report.fell_back = Some(format!(
+                "PGC+ needs about {needed} bytes for its vectors, more than --memory ({} bytes)",
+                opts.memory_bytes
+            ));
+            collector = Collector::Pgc;
+        }
+    }
+    report.collector = collector.name().into();
+
+    // Analysis (§3.2 phase 1'): tree levels per container; the perfect
+    // hash over tree-node fingerprints (walk and confirm bits).
+    let lp = if collector == Collector::Lgc {
+        None
+    } else {
+        phases.start("analysis", ctx.ids.len() as u64);
+        let mut lp_keys = Vec::new();
+        for &id in &ctx.ids {
+            let meta = repo.log.read_meta(id)?;
+            let mut levels = 0u64;
+            for d in &meta.descriptors {
+                if d.kind == ChunkKind::Tree && d.level > 0 {
+                    levels |= 1 << d.level.min(63);
+                    lp_keys.push(d.fp);
+                }
+            }
+            ctx.infos.push(ContainerInfo {
+                id,
+                chunks: meta.descriptors.len() as u64,
+                file_bytes: meta.file_size,
+                levels,
+            });
+            progress.advance(1);
+        }
+        lp_keys.sort();
+        lp_keys.dedup();
+        Some(Phv::build_tagged(lp_keys, 2))
+    };
+    ctx.peak = lp.as_ref().map_or(0, Phv::bytes);
+
+    let (mut marked, tallies, selected) = match (collector, lp) {
+        (Collector::PgcPlus, Some(lp)) => mark_with_vector(&mut ctx, &mut phases, &mut report, lp)?,
+        (_, lp) => mark_with_filters(&mut ctx, &mut phases, &mut report, lp)?,
+    };
+    report.memory.bytes = ctx.peak;
+    report.memory.bits_per_fingerprint = ctx.peak as f64 * 8.0 / keys.max(1) as f64;
+
+    // The plan, before anything is copied or deleted.
+    let chosen: HashSet<ContainerId> = selected.iter().copied().collect();
+    let plan = &mut report.plan;
+    plan.collector = collector.name().into();
+    plan.snapshots = ctx.roots.len();
+    plan.containers = tallies.len() as u64;
+    for t in &tallies {
+        plan.repository_bytes += t.file_bytes;
+        plan.estimated_dead_bytes += t.dead_bytes() as u64;
+        if chosen.contains(&t.id) {
+            plan.selected_containers += 1;
+            plan.selected_bytes += t.file_bytes;
+            plan.estimated_reclaim_bytes += t.dead_bytes() as u64;
+            plan.estimated_live_bytes_to_copy += (t.file_bytes as f64 * t.liveness()) as u64;
+        }
+    }
+    progress.plan(&report.plan);
+    if opts.dry_run || selected.is_empty() {
+        phases.end();
+        report.phases = phases.out;
+        report.seconds = started.elapsed().as_secs_f64();
+        return Ok(report);
+    }
+
+    // Copy (§3.1 step 5; PGC+ §3.4 backwards with dynamic duplicate removal).
+    let deadline = opts
+        .max_seconds
+        .map(|s| started + std::time::Duration::from_secs_f64(s.max(0.0)));
+    let mut writer = CopyWriter::new(
+        &*repo.log,
+        &codec,
+        cfg.fp_width(),
+        cfg.container_size as usize,
+    );
+    let tick = || progress.advance(1);
+    match &mut marked {
+        Marked::Instances(instances) => {
+            phases.start("copy", selected.len() as u64);
+            sweep::copy_forward(&mut writer, &selected, instances, deadline, &tick)?;
+        }
+        Marked::Vector(vector) => {
+            phases.start("copy", ctx.ids.len() as u64);
+            report.copy_metadata_reads =
+                sweep::copy_backward(&mut writer, &ctx.ids, &chosen, vector, deadline, &tick)?;
+        }
+    }
+    drop(marked);
+    let mut copied = writer.out;
+    copied.cleaned.sort();
+
+    // Commit: one index change; the copies are durable already. The
+    // pending list goes first: from then on the cleaned containers are
+    // garbage to every reader of the repository.
+    phases.start("commit", 0);
+    let (mut update, named) = sweep::index_update(
+        &mut |f| ctx.entries.for_each(f),
+        &copied.cleaned,
+        &copied.moved,
+    )?;
+    let staying_with_copies: Vec<ContainerId> = tallies
+        .iter()
+        .filter(|t| copied.cleaned.binary_search(&t.id).is_err())
+        .filter(|t| t.chunks > named.get(&t.id).copied().unwrap_or(0))
+        .map(|t| t.id)
+        .collect();
+    sweep::keep_survivors(&*repo.log, &mut update, &staying_with_copies)?;
+    report.index_removed = update.removes.len() as u64;
+    report.index_moved = update.puts.len() as u64;
+    pending::write(&*backend, &copied.cleaned)?;
+    opened.kind.commit(
+        &*backend,
+        update,
+        repo.log.next_id(),
+        cfg.fp_width(),
+        cfg.index.page_size as usize,
+    )?;
+
+    // Delete, with readers locked out (they may hold the old index).
+    phases.start("delete", copied.cleaned.len() as u64);
+    let deleted_bytes: u64 = tallies
+        .iter()
+        .filter(|t| copied.cleaned.binary_search(&t.id).is_ok())
+        .map(|t| t.file_bytes)
+        .sum();
+    delete_retired(repo, lock, &copied.cleaned, progress)?;
+    phases.end();
+    report.copied_chunks = copied.chunks;
+    report.copied_bytes = copied.stored_bytes;
+    report.containers_written = copied.containers_written;
+    report.containers_deleted = copied.cleaned.len() as u64;
+    report.reclaimed_bytes = deleted_bytes as i64 - copied.written_bytes as i64;
+    report.stopped_by_time = copied.stopped_by_time;
+    report.damaged = copied.damaged;
+    report.phases = phases.out;
+    report.seconds = started.elapsed().as_secs_f64();
+    Ok(report)
+}

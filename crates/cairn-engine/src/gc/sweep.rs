@@ -1,0 +1,406 @@
+//! Select and Copy (`003_ea5fccc485a97c5d.txt` §3.1 steps 4-5, §3.4), and
+//! the commit that follows them.
+//!
+//! - **Select**: each container's liveness is the share of its chunks that
+//!   are live instances; containers are cleaned mostly-dead first until the
+//!   reclaim target is met ("select containers below a liveness threshold
+//!   set dynamically based on our target goal for space to reclaim").
+//!   PGC+ has no Live Instance filter: it walks containers backwards with a
+//!   Dead filter and corrects the live count by the Analysis duplicate
+//!   counter (§3.4 "Dynamic Duplicate Estimation").
+//! - **Copy**: live chunks of the selected containers are copied, verified,
+//!   into new containers. LGC and PGC go forward and copy live instances;
+//!   PGC+ goes backwards over *every* container and clears a chunk's live
+//!   bit at its first (newest) sight, copied or kept, so older copies are
+//!   dead ("Dynamic Duplicate Removal").
+//! - **Commit**: new containers are durable when written; then the index
+//!   forgets the chunks of deleted containers and points moved chunks at
+//!   their copies; only then do the old containers go, with readers locked
+//!   out.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Instant;
+
+use cairn_core::{ContainerId, FpMap, FpSet, Result};
+use cairn_format::container::{ContainerMeta, ContainerWriter, Descriptor};
+use cairn_format::index::IndexEntry;
+
+use super::filters::{LiveFilter, Phv};
+use crate::codec::ChunkCodec;
+use crate::container_log::ContainerStore;
+use crate::index::overlay::IndexUpdate;
+
+/// One container's tally after Select.
+#[derive(Clone, Debug)]
+pub struct Tally {
+    pub id: ContainerId,
+    pub chunks: u64,
+    /// Estimated live chunks (unique live for PGC+).
+    pub live: f64,
+    pub stored_bytes: u64,
+    pub file_bytes: u64,
+    /// Chunks the pass could judge (all, or the sampled ones).
+    pub judged: u64,
+}
+
+impl Tally {
+    pub fn new(id: ContainerId) -> Self {
+        Tally {
+            id,
+            chunks: 0,
+            live: 0.0,
+            stored_bytes: 0,
+            file_bytes: 0,
+            judged: 0,
+        }
+    }
+
+    pub fn liveness(&self) -> f64 {
+        if self.judged == 0 {
+            return 1.0;
+        }
+        (self.live / self.judged as f64).clamp(0.0, 1.0)
+    }
+
+    pub fn dead_bytes(&self) -> f64 {
+        self.file_bytes as f64 * (1.0 - self.liveness())
+    }
+}
+
+/// Containers chosen for cleaning, mostly dead first, until `percent` of
+/// the estimated dead bytes are covered (never beyond `limit_chunks`
+/// chunks, focused cleaning's memory bound). Returns the chosen ids and
+/// the liveness threshold (the liveness of the last one chosen).
+pub fn select(tallies: &[Tally], percent: f64, limit_chunks: u64) -> (Vec<ContainerId>, f64) {
+    let total_dead: f64 = tallies.iter().map(Tally::dead_bytes).sum();
+    let goal = total_dead * (percent / 100.0).clamp(0.0, 1.0);
+    let mut order: Vec<&Tally> = tallies
+        .iter()
+        .filter(|t| t.judged > 0 && t.liveness() < 1.0)
+        .collect();
+    order.sort_by(|a, b| a.liveness().total_cmp(&b.liveness()).then(a.id.cmp(&b.id)));
+    let mut chosen = Vec::new();
+    let (mut got, mut chunks, mut threshold) = (0.0, 0u64, 0.0);
+    for t in order {
+        if goal <= 0.0 || got >= goal {
+            break;
+        }
+        if chunks + t.chunks > limit_chunks && !chosen.is_empty() {
+            break;
+        }
+        chosen.push(t.id);
+        got += t.dead_bytes();
+        chunks += t.chunks;
+        threshold = t.liveness();
+    }
+    chosen.sort();
+    (chosen, threshold)
+}
+
+/// PGC+ Select (§3.4): containers backwards, a Dead filter counting dead
+/// duplicates; unique live = live - (analysis duplicates - dead duplicates).
+pub fn tally_plus(
+    meta: &ContainerMeta,
+    file_bytes: u64,
+    live: &Phv,
+    analysis_dups: u64,
+    dead: &mut LiveFilter,
+) -> Tally {
+    let (mut live_n, mut dead_dups) = (0u64, 0u64);
+    let mut stored = 0u64;
+    for d in &meta.descriptors {
+        stored += u64::from(d.stored_len);
+        if live.get(&d.fp, 0) {
+            live_n += 1;
+        } else if dead.contains(&d.fp) {
+            dead_dups += 1;
+        } else {
+            dead.insert(&d.fp);
+        }
+    }
+    let live_dups = analysis_dups.saturating_sub(dead_dups);
+    Tally {
+        id: meta.id,
+        chunks: meta.descriptors.len() as u64,
+        live: live_n.saturating_sub(live_dups) as f64,
+        stored_bytes: stored,
+        file_bytes,
+        judged: meta.descriptors.len() as u64,
+    }
+}
+
+/// What the copy phase did.
+#[derive(Debug, Default)]
+pub struct Copied {
+    /// Chunk -> the new container holding its copy.
+    pub moved: FpMap<ContainerId>,
+    pub chunks: u64,
+    pub stored_bytes: u64,
+    pub containers_written: u64,
+    pub written_bytes: u64,
+    /// Containers cleaned: every live chunk is copied, they may go.
+    pub cleaned: Vec<ContainerId>,
+    /// Selected containers left in place: a live chunk in them was damaged.
+    pub damaged: Vec<String>,
+    pub stopped_by_time: bool,
+}
+
+/// Writes copied chunks into new containers.
+pub struct CopyWriter<'a> {
+    log: &'a dyn ContainerStore,
+    codec: &'a ChunkCodec,
+    fp_width: usize,
+    capacity: usize,
+    open: Option<ContainerWriter>,
+    raw: Vec<u8>,
+    pub out: Copied,
+}
+
+impl<'a> CopyWriter<'a> {
+    pub fn new(
+        log: &'a dyn ContainerStore,
+        codec: &'a ChunkCodec,
+        fp_width: usize,
+        capacity: usize,
+    ) -> Self {
+        CopyWriter {
+            log,
+            codec,
+            fp_width,
+            capacity,
+            open: None,
+            raw: Vec::new(),
+            out: Copied::default(),
+        }
+    }
+
+    /// Copies chunk `d` of the loaded container `(bytes, meta)`, verified
+    /// against its fingerprint first: damage is never copied forward.
+    fn copy(&mut self, bytes: &[u8], meta: &ContainerMeta, d: &Descriptor) -> Result<()> {
+        self.codec.decode_verified(bytes, meta, d, &mut self.raw)?;
+        let stored = cairn_format::container::stored_chunk(bytes, meta, d)?;
+        if self
+            .open
+            .as_ref()
+            .is_some_and(|w| !w.would_fit(stored.len()))
+        {
+            self.seal()?;
+        }
+        let w = match &mut self.open {
+            Some(w) => w,
+            None => self.open.insert(ContainerWriter::new(
+                self.log.allocate(),
+                self.fp_width,
+                self.capacity,
+            )),
+        };
+        w.push(d.fp, d.kind, d.level, d.codec, d.raw_len, stored);
+        self.out.moved.insert(d.fp, w.id());
+        self.out.chunks += 1;
+        self.out.stored_bytes += stored.len() as u64;
+        Ok(())
+    }
+
+    /// Writes the open container (durable when this returns).
+    pub fn seal(&mut self) -> Result<()> {
+        if let Some(w) = self.open.take() {
+            self.out.written_bytes += w.encoded_len() as u64;
+            self.log.append(w)?;
+            self.out.containers_written += 1;
+        }
+        Ok(())
+    }
+
+    /// Copies the chunks of container `id` that `live` says to keep and
+    /// records the container as cleaned; on damage to a live chunk the
+    /// container stays (its sound chunks already copied are harmless
+    /// duplicates, the newest copy wins).
+    pub fn clean(
+        &mut self,
+        id: ContainerId,
+        mut live: impl FnMut(&Descriptor) -> bool,
+    ) -> Result<()> {
+        let c = self.log.read(id)?;
+        for d in &c.meta.descriptors {
+            if !live(d) || self.out.moved.contains_key(&d.fp) {
+                continue;
+            }
+            if let Err(e) = self.copy(&c.bytes, &c.meta, d) {
+                if e.is_corruption() {
+                    self.out.damaged.push(format!("container {id}: {e}"));
+                    return Ok(());
+                }
+                return Err(e);
+            }
+        }
+        self.out.cleaned.push(id);
+        Ok(())
+    }
+}
+
+/// LGC/PGC Copy (§3.1 step 5): selected containers in ascending order,
+/// live instances copied.
+pub fn copy_forward(
+    w: &mut CopyWriter<'_>,
+    selected: &[ContainerId],
+    instances: &LiveFilter,
+    deadline: Option<Instant>,
+    tick: &dyn Fn(),
+) -> Result<()> {
+    for &id in selected {
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            w.out.stopped_by_time = true;
+            break;
+        }
+        w.clean(id, |d| instances.contains_instance(&d.fp, id))?;
+        tick();
+    }
+    w.seal()
+}
+
+/// PGC+ Copy (§3.4): every container from the newest down; a live chunk's
+/// bit is cleared at its first sight (copied from a selected container, or
+/// kept in an unselected one), so every older copy is dead.
+pub fn copy_backward(
+    w: &mut CopyWriter<'_>,
+    all: &[ContainerId],
+    selected: &HashSet<ContainerId>,
+    live: &mut Phv,
+    deadline: Option<Instant>,
+    tick: &dyn Fn(),
+) -> Result<u64> {
+    let mut unselected_reads = 0;
+    for &id in all.iter().rev() {
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            w.out.stopped_by_time = true;
+            break;
+        }
+        if selected.contains(&id) {
+            w.clean(id, |d| {
+                let keep = live.get(&d.fp, 0);
+                if keep {
+                    live.clear(&d.fp, 0);
+                }
+                keep
+            })?;
+        } else {
+            let meta = w.log.read_meta(id)?;
+            unselected_reads += 1;
+            for d in &meta.descriptors {
+                live.clear(&d.fp, 0);
+            }
+        }
+        tick();
+    }
+    w.seal()?;
+    Ok(unselected_reads)
+}
+
+/// Calls its argument with every index entry; returns the count.
+pub type EachEntry<'a> = &'a mut dyn FnMut(&mut dyn FnMut(&IndexEntry)) -> Result<u64>;
+
+/// The index change of a collection: entries of cleaned containers are
+/// forgotten unless their chunk was copied, in which case they point at
+/// the copy. `entries` is every index entry (one sequential pass). Also
+/// returns how many entries name each container.
+pub fn index_update(
+    entries: EachEntry<'_>,
+    cleaned: &[ContainerId],
+    moved: &FpMap<ContainerId>,
+) -> Result<(IndexUpdate, HashMap<ContainerId, u64>)> {
+    let gone: HashSet<ContainerId> = cleaned.iter().copied().collect();
+    let mut removes = Vec::new();
+    let mut named: HashMap<ContainerId, u64> = HashMap::new();
+    entries(&mut |e| {
+        *named.entry(e.container).or_insert(0) += 1;
+        if gone.contains(&e.container) && !moved.contains_key(&e.fp) {
+            removes.push(e.fp);
+        }
+    })?;
+    let mut puts: Vec<IndexEntry> = moved
+        .iter()
+        .map(|(fp, c)| IndexEntry {
+            fp: *fp,
+            container: *c,
+        })
+        .collect();
+    puts.sort_by_key(|e| e.fp);
+    Ok((IndexUpdate { puts, removes }, named))
+}
+
+/// A chunk about to leave the index may still have an older copy in a
+/// container that stays (a dead duplicate the collection did not clean):
+/// the index then names that copy instead, so every chunk stored anywhere
+/// stays indexed (the perfect hash of the next collection is built over
+/// the index, and must know every fingerprint it will meet). `keep` are
+/// the staying containers that hold chunks the index names elsewhere.
+/// Returns the metadata sections read.
+pub fn keep_survivors(
+    log: &dyn ContainerStore,
+    update: &mut IndexUpdate,
+    keep: &[ContainerId],
+) -> Result<u64> {
+    if update.removes.is_empty() || keep.is_empty() {
+        return Ok(0);
+    }
+    let leaving: FpSet = update.removes.iter().copied().collect();
+    let mut newest: FpMap<ContainerId> = FpMap::default();
+    let mut reads = 0;
+    for &id in keep {
+        let meta = log.read_meta(id)?;
+        reads += 1;
+        for d in &meta.descriptors {
+            if leaving.contains(&d.fp) {
+                crate::canonical::place(&mut newest, d.fp, id);
+            }
+        }
+    }
+    if newest.is_empty() {
+        return Ok(reads);
+    }
+    // Removals apply before puts: the entry ends up naming the survivor.
+    update.puts.extend(
+        newest
+            .into_iter()
+            .map(|(fp, container)| IndexEntry { fp, container }),
+    );
+    Ok(reads)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(id: u64, chunks: u64, live: f64, bytes: u64) -> Tally {
+        Tally {
+            id: ContainerId(id),
+            chunks,
+            live,
+            stored_bytes: bytes,
+            file_bytes: bytes,
+            judged: chunks,
+        }
+    }
+
+    #[test]
+    fn select_takes_mostly_dead_first_until_the_goal() {
+        let ts = vec![
+            t(1, 10, 9.0, 1000), // 10% dead: 100
+            t(2, 10, 0.0, 1000), // all dead: 1000
+            t(3, 10, 5.0, 1000), // half: 500
+            t(4, 10, 10.0, 1000),
+        ];
+        // Dead total 1600; 60% = 960: the dead one alone nearly, then the half one.
+        let (s, th) = select(&ts, 60.0, u64::MAX);
+        assert_eq!(s, vec![ContainerId(2)]);
+        assert_eq!(th, 0.0);
+        let (s, th) = select(&ts, 90.0, u64::MAX);
+        assert_eq!(s, vec![ContainerId(2), ContainerId(3)]);
+        assert_eq!(th, 0.5);
+        let (s, _) = select(&ts, 100.0, u64::MAX);
+        assert_eq!(s.len(), 3, "a fully live container is never selected");
+        let (s, _) = select(&ts, 100.0, 15);
+        assert_eq!(s, vec![ContainerId(2)], "the chunk limit bounds the choice");
+        assert!(select(&ts, 0.0, u64::MAX).0.is_empty());
+    }
+}

@@ -1,0 +1,443 @@
+//! Garbage collection end to end (003 §3): nothing still referenced is ever
+//! deleted, whatever the collector, memory or sequence of backups, forgets
+//! and fastcopies; a crash at any write or delete of a collection loses
+//! nothing; PGC's level checksums stop a collection over a damaged tree.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use cairn_backend::{FaultBackend, FaultPlan, MemBackend};
+use cairn_core::{Backend, ChunkKind};
+use cairn_engine::gc::{self, Collector, GcOptions, NoProgress};
+use cairn_engine::restore::Reader;
+use cairn_engine::{catalog, BackupOptions, Progress, RepoConfig, Repository, Source};
+use proptest::prelude::*;
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+/// Rewrites `changed` of the `files` files of `root` (all of them the
+/// first time), in two directories, with random content.
+fn write_tree(root: &Path, seed: u64, files: usize, changed: usize) {
+    std::fs::create_dir_all(root.join("sub")).unwrap();
+    let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+    for k in 0..changed.min(files) {
+        let i = (rng.next() as usize + k) % files;
+        let len = 5_000 + (rng.next() % 60_000) as usize;
+        let data: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+        let dir = if i.is_multiple_of(2) {
+            root.to_path_buf()
+        } else {
+            root.join("sub")
+        };
+        std::fs::write(dir.join(format!("f{i}")), data).unwrap();
+    }
+}
+
+fn small_config() -> RepoConfig {
+    let mut cfg = Repository::default_config();
+    cfg.container_size = 64 * 1024;
+    cfg.chunker = cairn_core::ChunkerConfig::FastCdc {
+        min: 512,
+        avg: 2048,
+        max: 8192,
+    };
+    cfg.index.expected_chunks = 10_000;
+    cfg
+}
+
+fn backup(repo: &Repository, path: &Path) -> String {
+    let lock = repo.lock_writer(false).unwrap();
+    cairn_engine::backup(
+        repo,
+        &lock,
+        BackupOptions {
+            sources: vec![Source::Path(path.to_path_buf())],
+            tags: vec![],
+            host: Some("test".into()),
+            progress: Arc::new(Progress::default()),
+            rewrite_of: None,
+            rewrite_scheme: None,
+        },
+    )
+    .unwrap()
+    .snapshot_id
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.path().is_dir() {
+            copy_dir(&e.path(), &to.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+fn same_tree(a: &Path, b: &Path) -> Result<(), String> {
+    let names = |p: &Path| {
+        let mut v: Vec<_> = std::fs::read_dir(p)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        v.sort();
+        v
+    };
+    let (ea, eb) = (names(a), names(b));
+    if ea != eb {
+        return Err(format!("entries of {} differ", a.display()));
+    }
+    for n in ea {
+        let (pa, pb) = (a.join(&n), b.join(&n));
+        if pa.is_dir() {
+            same_tree(&pa, &pb)?;
+        } else if std::fs::read(&pa).unwrap() != std::fs::read(&pb).unwrap() {
+            return Err(format!("{} differs", pa.display()));
+        }
+    }
+    Ok(())
+}
+
+/// Every snapshot in `model` restores to its recorded tree, and `check
+/// --read-data` is clean.
+fn assert_model(repo: &Repository, model: &[(String, PathBuf)]) {
+    let (snaps, bad) = catalog::list(&**repo.backend()).unwrap();
+    assert!(bad.is_empty());
+    let mut ids: Vec<_> = snaps.iter().map(|s| s.id.clone()).collect();
+    let mut want: Vec<_> = model.iter().map(|(id, _)| id.clone()).collect();
+    ids.sort();
+    want.sort();
+    assert_eq!(ids, want, "snapshot list");
+    for (id, tree) in model {
+        let snap = catalog::resolve(&**repo.backend(), id).unwrap();
+        let target = tempfile::tempdir().unwrap();
+        let mut reader = Reader::open(repo, Default::default()).unwrap();
+        let sum = reader
+            .restore(&snap.record, target.path(), None, &Progress::default())
+            .unwrap();
+        assert!(sum.errors.is_empty(), "{id}: {:?}", sum.errors);
+        same_tree(tree, &target.path().join("data")).unwrap();
+    }
+    let report = cairn_engine::check::check(repo, true).unwrap();
+    assert!(report.is_clean(), "check found {:#?}", report.problems);
+}
+
+fn run_gc(repo: &Repository, collector: Collector, memory: u64) -> gc::GcReport {
+    let lock = repo.lock_writer(false).unwrap();
+    gc::collect(
+        repo,
+        &lock,
+        &GcOptions {
+            collector,
+            memory_bytes: memory,
+            seed: Some(7),
+            ..Default::default()
+        },
+        &NoProgress,
+    )
+    .unwrap()
+}
+
+fn container_bytes(backend: &dyn Backend) -> u64 {
+    backend
+        .list("containers/")
+        .unwrap()
+        .iter()
+        .map(|k| backend.read(k).unwrap().len() as u64)
+        .sum()
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Backup { changed: usize },
+    Forget { pick: usize },
+    Fastcopy { pick: usize },
+    Gc { collector: Collector, tight: bool },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        3 => (1usize..6).prop_map(|changed| Op::Backup { changed }),
+        2 => any::<usize>().prop_map(|pick| Op::Forget { pick }),
+        1 => any::<usize>().prop_map(|pick| Op::Fastcopy { pick }),
+        3 => (prop_oneof![Just(Collector::Lgc), Just(Collector::Pgc), Just(Collector::PgcPlus)], any::<bool>())
+            .prop_map(|(collector, tight)| Op::Gc { collector, tight }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 10, ..ProptestConfig::default() })]
+
+    /// Random backup / forget / fastcopy / gc sequences against a model of
+    /// what must stay: after every collection, every snapshot left restores
+    /// byte-identically and `check --read-data` is clean. `tight` memory
+    /// forces focused cleaning (LGC, PGC) and PGC+'s fallback.
+    #[test]
+    fn collections_never_lose_what_snapshots_reference(ops in proptest::collection::vec(op(), 3..9)) {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        write_tree(&data, 1, 8, 8);
+        let repo = Repository::init(Arc::new(MemBackend::new()), small_config()).unwrap();
+        let mut model: Vec<(String, PathBuf)> = Vec::new();
+        let mut versions = 0u64;
+        let keep = |model: &mut Vec<(String, PathBuf)>, id: String, data: &Path, v: u64| {
+            let copy = dir.path().join(format!("v{v}"));
+            copy_dir(data, &copy);
+            model.push((id, copy));
+        };
+        keep(&mut model, backup(&repo, &data), &data, versions);
+        for op in ops {
+            match op {
+                Op::Backup { changed } => {
+                    versions += 1;
+                    write_tree(&data, 100 + versions, 8, changed);
+                    keep(&mut model, backup(&repo, &data), &data, versions);
+                }
+                Op::Forget { pick } if !model.is_empty() => {
+                    let (id, _) = model.remove(pick % model.len());
+                    let lock = repo.lock_writer(false).unwrap();
+                    cairn_engine::forget::remove(&repo, &lock, &[id]).unwrap();
+                }
+                Op::Fastcopy { pick } if !model.is_empty() => {
+                    let (id, tree) = model[pick % model.len()].clone();
+                    let lock = repo.lock_writer(false).unwrap();
+                    let src = catalog::resolve(&**repo.backend(), &id).unwrap();
+                    let copy = cairn_engine::forget::fastcopy(&repo, &lock, &src, vec![]).unwrap();
+                    model.push((copy.id, tree));
+                }
+                Op::Gc { collector, tight } => {
+                    run_gc(&repo, collector, if tight { 2048 } else { 1 << 30 });
+                    assert_model(&repo, &model);
+                }
+                _ => {}
+            }
+        }
+        run_gc(&repo, Collector::PgcPlus, 1 << 30);
+        assert_model(&repo, &model);
+    }
+}
+
+/// After forgetting all but the newest snapshot, a collection leaves the
+/// repository's containers within 10% of a fresh backup of that snapshot.
+#[test]
+fn forgetting_all_but_the_newest_comes_close_to_a_fresh_backup() {
+    for collector in [Collector::Lgc, Collector::Pgc, Collector::PgcPlus] {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        write_tree(&data, 1, 16, 16);
+        let backend: Arc<dyn Backend> = Arc::new(MemBackend::new());
+        let repo = Repository::init(backend.clone(), small_config()).unwrap();
+        let mut ids = Vec::new();
+        for g in 0..8u64 {
+            write_tree(&data, 50 + g, 16, 5);
+            ids.push(backup(&repo, &data));
+        }
+        let newest = ids.pop().unwrap();
+        {
+            let lock = repo.lock_writer(false).unwrap();
+            cairn_engine::forget::remove(&repo, &lock, &ids).unwrap();
+        }
+        let before = container_bytes(&*backend);
+        let report = run_gc(&repo, collector, 1 << 30);
+        let after = container_bytes(&*backend);
+        assert_model(&repo, &[(newest, data.clone())]);
+
+        let fresh_backend: Arc<dyn Backend> = Arc::new(MemBackend::new());
+        let fresh = Repository::init(fresh_backend.clone(), small_config()).unwrap();
+        backup(&fresh, &data);
+        let alone = container_bytes(&*fresh_backend);
+        assert!(
+            after as f64 <= alone as f64 * 1.10,
+            "{collector:?}: {after} bytes after gc (from {before}) vs {alone} fresh; {report:#?}"
+        );
+        assert!(report.containers_deleted > 0);
+    }
+}
+
+/// A fastcopy shares its source's tree: forgetting the source keeps every
+/// chunk, and a collection then deletes nothing the copy needs.
+#[test]
+fn a_fastcopy_keeps_its_tree_alive() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    write_tree(&data, 3, 6, 6);
+    let backend: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let repo = Repository::init(backend.clone(), small_config()).unwrap();
+    let id = backup(&repo, &data);
+    let src = catalog::resolve(&**repo.backend(), &id).unwrap();
+    let writes = |b: &Arc<dyn Backend>| b.list("").unwrap().len();
+    let before = writes(&backend);
+    let copy = {
+        let lock = repo.lock_writer(false).unwrap();
+        let c = cairn_engine::forget::fastcopy(&repo, &lock, &src, vec!["copy".into()]).unwrap();
+        cairn_engine::forget::remove(&repo, &lock, std::slice::from_ref(&id)).unwrap();
+        c
+    };
+    assert_eq!(writes(&backend), before, "one record in, one out");
+    assert_eq!(copy.record.root, src.record.root);
+    assert_eq!(copy.record.fastcopy_of.as_deref(), Some(id.as_str()));
+    for c in [Collector::Lgc, Collector::Pgc, Collector::PgcPlus] {
+        let r = run_gc(&repo, c, 1 << 30);
+        assert_eq!(r.containers_deleted, 0, "{c:?}");
+    }
+    assert_model(&repo, &[(copy.id, data)]);
+}
+
+/// Finds a container holding a tree node (level >= 1) of the given
+/// repository, and the node.
+fn a_tree_node(repo: &Repository) -> (cairn_core::ContainerId, cairn_core::Fingerprint) {
+    for id in repo.log.ids().unwrap() {
+        let meta = repo.log.read_meta(id).unwrap();
+        if let Some(d) = meta
+            .descriptors
+            .iter()
+            .find(|d| d.kind == ChunkKind::Tree && d.level >= 1)
+        {
+            return (id, d.fp);
+        }
+    }
+    panic!("no tree node stored");
+}
+
+/// A repository with one big file (a recipe tree of several levels) and a
+/// forgotten snapshot, so a collection has something to delete.
+fn damaged_setup(
+    small: bool,
+) -> (
+    tempfile::TempDir,
+    Arc<FaultPlan>,
+    Arc<dyn Backend>,
+    Repository,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let mut rng = Rng(99);
+    let big: Vec<u8> = (0..if small { 300_000 } else { 900_000 })
+        .map(|_| rng.next() as u8)
+        .collect();
+    std::fs::write(data.join("big"), &big).unwrap();
+    let plan = FaultPlan::new();
+    let backend: Arc<dyn Backend> = Arc::new(FaultBackend::new(MemBackend::new(), plan.clone()));
+    let repo = Repository::init(backend.clone(), small_config()).unwrap();
+    let old = backup(&repo, &data);
+    write_tree(&data, 5, 4, 4);
+    backup(&repo, &data);
+    let lock = repo.lock_writer(false).unwrap();
+    cairn_engine::forget::remove(&repo, &lock, &[old]).unwrap();
+    drop(lock);
+    (dir, plan, backend, repo)
+}
+
+/// PGC's per-level checksums (§3.2.2) catch a tree node that is missing
+/// or damaged, and the collection stops before deleting anything.
+#[test]
+fn level_checksums_stop_a_collection_over_a_damaged_tree() {
+    for (case, collector) in [
+        ("missing", Collector::Pgc),
+        ("missing", Collector::PgcPlus),
+        ("damaged", Collector::Pgc),
+        ("damaged", Collector::PgcPlus),
+        ("damaged", Collector::Lgc),
+    ] {
+        let (_dir, plan, backend, repo) = damaged_setup(false);
+        let (container, node) = a_tree_node(&repo);
+        let key = cairn_engine::keys::container(container);
+        if case == "missing" {
+            // The node's container loses the node: rewrite it without it.
+            let meta = repo.log.read_meta(container).unwrap();
+            let whole = repo.log.read(container).unwrap();
+            let mut w = cairn_format::container::ContainerWriter::new(container, 32, 1 << 20);
+            for d in meta.descriptors.iter().filter(|d| d.fp != node) {
+                let stored =
+                    cairn_format::container::stored_chunk(&whole.bytes, &whole.meta, d).unwrap();
+                w.push(d.fp, d.kind, d.level, d.codec, d.raw_len, stored);
+            }
+            backend.write_atomic(&key, &w.finish()).unwrap();
+        } else {
+            let meta = repo.log.read_meta(container).unwrap();
+            let d = meta.descriptors.iter().find(|d| d.fp == node).unwrap();
+            let at = cairn_format::container::chunk_file_range(&meta, d).start;
+            plan.corrupt_read(&key, cairn_backend::CorruptAt::Start(at), 1);
+        }
+        let before = backend.list("containers/").unwrap();
+        let lock = repo.lock_writer(false).unwrap();
+        let err = gc::collect(
+            &repo,
+            &lock,
+            &GcOptions {
+                collector,
+                ..Default::default()
+            },
+            &NoProgress,
+        )
+        .unwrap_err();
+        assert!(err.is_corruption(), "{case} {collector:?}: {err}");
+        if case == "missing" && collector != Collector::Lgc {
+            let e = err.to_string();
+            assert!(
+                e.contains("checksum") || e.contains("stored in no container"),
+                "{e}"
+            );
+        }
+        assert_eq!(
+            backend.list("containers/").unwrap(),
+            before,
+            "{case} {collector:?}: nothing deleted"
+        );
+    }
+}
+
+/// A crash at every write and delete of a collection (copies, index
+/// delta, container deletes) loses nothing: the earlier snapshots restore,
+/// `check` is clean and the next collection completes.
+#[test]
+fn crash_at_every_write_of_a_collection_loses_nothing() {
+    for collector in [Collector::Lgc, Collector::Pgc, Collector::PgcPlus] {
+        let count = {
+            let (_dir, plan, _backend, repo) = damaged_setup(true);
+            let before = plan.writes_attempted();
+            run_gc(&repo, collector, 1 << 30);
+            plan.writes_attempted() - before
+        };
+        assert!(count >= 3, "{collector:?}: only {count} writes");
+        for n in 0..count {
+            let (dir, plan, backend, repo) = damaged_setup(true);
+            let (snaps, _) = catalog::list(&**repo.backend()).unwrap();
+            let kept = snaps[0].id.clone();
+            plan.crash_after_writes(n);
+            let lock = repo.lock_writer(false).unwrap();
+            let r = gc::collect(
+                &repo,
+                &lock,
+                &GcOptions {
+                    collector,
+                    seed: Some(3),
+                    ..Default::default()
+                },
+                &NoProgress,
+            );
+            assert!(
+                r.is_err(),
+                "{collector:?}: crash after {n} of {count} unnoticed"
+            );
+            drop(lock);
+            drop(repo);
+            plan.restart();
+            let repo = Repository::open(backend.clone()).unwrap();
+            let model = vec![(kept.clone(), dir.path().join("data"))];
+            assert_model(&repo, &model);
+            run_gc(&repo, collector, 1 << 30);
+            assert_model(&repo, &model);
+        }
+    }
+}
