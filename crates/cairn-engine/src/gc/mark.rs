@@ -145,7 +145,10 @@ fn damage_at(message: impl std::fmt::Display, at: At<'_>) -> Error {
     )
 }
 
-struct LogicalVisitor<'r, 'a> {
+/// What both walks do with what they meet: record it live (through the
+/// gate), read nodes, keep the first damage. Logical enumeration is this
+/// visitor as it is; the namespace walk wraps it.
+struct Marker<'r, 'a> {
     reader: &'r mut NodeReader<'a>,
     live: &'r mut Live,
     gate: &'r Gate,
@@ -153,7 +156,7 @@ struct LogicalVisitor<'r, 'a> {
     error: Option<Error>,
 }
 
-impl Visitor for LogicalVisitor<'_, '_> {
+impl Visitor for Marker<'_, '_> {
     fn data(&mut self, fp: &Fingerprint, _at: At<'_>) -> bool {
         self.stats.data_refs += 1;
         if self.gate.admit(fp) {
@@ -191,7 +194,7 @@ pub fn enumerate_logical(
 ) -> Result<()> {
     for (id, root) in roots {
         let mut walk = Reachability::logical(reader.store.fp_width());
-        let mut v = LogicalVisitor {
+        let mut v = Marker {
             reader,
             live,
             gate,
@@ -260,30 +263,18 @@ fn refer(lp: &mut Phv, sums: &mut Checksums, level: u8, fp: &Fingerprint) -> Res
 }
 
 struct NamespaceVisitor<'r, 'a> {
-    reader: &'r mut NodeReader<'a>,
-    live: &'r mut Live,
+    marker: Marker<'r, 'a>,
     lp: &'r mut Phv,
     sums: &'r mut Checksums,
-    gate: &'r Gate,
-    stats: &'r mut EnumerationStats,
-    error: Option<Error>,
 }
 
 impl Visitor for NamespaceVisitor<'_, '_> {
-    fn data(&mut self, fp: &Fingerprint, _at: At<'_>) -> bool {
-        self.stats.data_refs += 1;
-        if self.gate.admit(fp) {
-            self.live.insert(fp);
-        }
-        true
+    fn data(&mut self, fp: &Fingerprint, at: At<'_>) -> bool {
+        self.marker.data(fp, at)
     }
 
     /// A listing chunk or one of its tree nodes: read now, confirmed now.
     fn read(&mut self, fp: &Fingerprint, level: u8, at: At<'_>) -> Option<Vec<u8>> {
-        self.stats.nodes_read += 1;
-        if self.gate.admit(fp) {
-            self.live.insert(fp);
-        }
         if level > 0 && !self.lp.get(fp, CONFIRM) {
             self.lp.set(fp, CONFIRM);
             if self.lp.get(fp, WALK) {
@@ -291,25 +282,19 @@ impl Visitor for NamespaceVisitor<'_, '_> {
                 self.sums.parent(level, fp);
             }
         }
-        match self.reader.read(fp) {
-            Ok(b) => Some(b),
-            Err(e) => {
-                stop(&mut self.error, damage_at(e, at));
-                None
-            }
-        }
+        self.marker.read(fp, level, at)
     }
 
-    fn damage(&mut self, message: String, _fp: Option<&Fingerprint>, at: At<'_>) {
-        stop(&mut self.error, damage_at(message, at));
+    fn damage(&mut self, message: String, fp: Option<&Fingerprint>, at: At<'_>) {
+        self.marker.damage(message, fp, at);
     }
 
     /// A file root gets its walk bit; its tree is scanned level by level.
     fn file(&mut self, content: &BlobRef, at: At<'_>) -> Option<bool> {
         if content.level == 0 {
-            self.data(&content.root, at);
+            self.marker.data(&content.root, at);
         } else if let Err(e) = refer(self.lp, self.sums, content.level, &content.root) {
-            stop(&mut self.error, e);
+            stop(&mut self.marker.error, e);
             return Some(false);
         }
         Some(true)
@@ -337,16 +322,18 @@ pub fn enumerate_physical(
     let mut walk = Reachability::new(reader.store.fp_width());
     for (id, root) in roots {
         let mut v = NamespaceVisitor {
-            reader,
-            live,
+            marker: Marker {
+                reader,
+                live,
+                gate,
+                stats,
+                error: None,
+            },
             lp,
             sums: &mut sums,
-            gate,
-            stats,
-            error: None,
         };
         walk.walk_snapshot(id, root, &mut v);
-        if let Some(e) = v.error {
+        if let Some(e) = v.marker.error {
             return Err(e);
         }
     }
