@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use cairn_core::{Error, Result};
-use cairn_format::snapshot::SnapshotRecord;
+use cairn_format::snapshot::{SnapshotRecord, SnapshotStats};
 
 use crate::catalog::{self, SnapshotInfo};
 use crate::repo::{Repository, WriteLock};
@@ -253,17 +253,17 @@ pub fn fastcopy(
     if !tags.is_empty() {
         record.tags = tags;
     }
-    let logical = record.stats.logical_bytes;
-    let (files, dirs, symlinks) = (record.stats.files, record.stats.dirs, record.stats.symlinks);
-    let chunks = record.stats.chunks;
-    let data_chunks = record.stats.data_chunks;
-    record.stats = Default::default();
-    record.stats.logical_bytes = logical;
-    record.stats.files = files;
-    record.stats.dirs = dirs;
-    record.stats.symlinks = symlinks;
-    record.stats.chunks = chunks;
-    record.stats.data_chunks = data_chunks;
+    // The tree's sizes and counts stay; the run's counters do not apply.
+    let tree = &source.record.stats;
+    record.stats = SnapshotStats {
+        logical_bytes: tree.logical_bytes,
+        files: tree.files,
+        dirs: tree.dirs,
+        symlinks: tree.symlinks,
+        chunks: tree.chunks,
+        data_chunks: tree.data_chunks,
+        ..Default::default()
+    };
     record.fastcopy_of = Some(source.id.clone());
     let id = catalog::commit(&**repo.backend(), &record)?;
     Ok(SnapshotInfo { id, record })

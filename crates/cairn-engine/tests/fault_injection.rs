@@ -13,7 +13,10 @@ use std::sync::Arc;
 use cairn_backend::{FaultBackend, FaultPlan, InjectedError, MemBackend};
 use cairn_core::Backend;
 use cairn_engine::restore::Reader;
-use cairn_engine::{catalog, BackupOptions, Progress, RepoConfig, Repository, Source};
+use cairn_engine::{catalog, Progress, RepoConfig, Repository};
+
+mod common;
+use common::{assert_check_clean, assert_restores, assert_restores_as, backup, copy_dir};
 
 fn write_tree(root: &Path, seed: u64, files: usize) {
     std::fs::create_dir_all(root.join("sub")).unwrap();
@@ -46,66 +49,6 @@ fn small_config() -> RepoConfig {
     };
     cfg.index.expected_chunks = 10_000;
     cfg
-}
-
-fn backup(repo: &Repository, path: &Path) -> cairn_core::Result<String> {
-    let lock = repo.lock_writer(false)?;
-    let out = cairn_engine::backup(
-        repo,
-        &lock,
-        BackupOptions {
-            sources: vec![Source::Path(path.to_path_buf())],
-            tags: vec![],
-            host: Some("test".into()),
-            progress: Arc::new(Progress::default()),
-            rewrite_of: None,
-            rewrite_scheme: None,
-        },
-    )?;
-    Ok(out.snapshot_id)
-}
-
-fn assert_restores(repo: &Repository, id: &str, original: &Path) {
-    let snap = catalog::resolve(&**repo.backend(), id).unwrap();
-    let target = tempfile::tempdir().unwrap();
-    let mut reader = Reader::open(repo, Default::default()).unwrap();
-    let sum = reader
-        .restore(&snap.record, target.path(), None, &Progress::default())
-        .unwrap();
-    assert!(sum.errors.is_empty(), "{:?}", sum.errors);
-    let name = original.file_name().unwrap();
-    assert_same_tree(original, &target.path().join(name));
-}
-
-fn assert_same_tree(a: &Path, b: &Path) {
-    let mut ea: Vec<_> = std::fs::read_dir(a)
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .collect();
-    let mut eb: Vec<_> = std::fs::read_dir(b)
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .collect();
-    ea.sort();
-    eb.sort();
-    assert_eq!(ea, eb, "entries of {}", a.display());
-    for n in ea {
-        let (pa, pb) = (a.join(&n), b.join(&n));
-        if pa.is_dir() {
-            assert_same_tree(&pa, &pb);
-        } else {
-            assert!(
-                std::fs::read(&pa).unwrap() == std::fs::read(&pb).unwrap(),
-                "{}",
-                pa.display()
-            );
-        }
-    }
-}
-
-fn assert_check_clean(repo: &Repository) {
-    let report = cairn_engine::check::check(repo, true).unwrap();
-    assert!(report.is_clean(), "check found {:#?}", report.problems);
 }
 
 fn fresh(plan: &Arc<FaultPlan>) -> (MemBackend, Arc<dyn Backend>) {
@@ -186,7 +129,7 @@ fn every_rewrite_scheme_restores_byte_identically() {
             write_tree(&data, 20 + g, 3 + g as usize % 2); // a few files change
             ids.push(backup(&repo, &data).unwrap());
             let keep = src.path().join(format!("gen{g}"));
-            copy(&data, &keep);
+            copy_dir(&data, &keep);
             copies.push(keep);
         }
         let rewritten: u64 = catalog::list(&**repo.backend())
@@ -199,28 +142,9 @@ fn every_rewrite_scheme_restores_byte_identically() {
             assert!(rewritten > 0, "{scheme} rewrote nothing");
         }
         for (id, copy) in ids.iter().zip(&copies) {
-            let snap = catalog::resolve(&**repo.backend(), id).unwrap();
-            let target = tempfile::tempdir().unwrap();
-            let mut reader = Reader::open(&repo, Default::default()).unwrap();
-            let sum = reader
-                .restore(&snap.record, target.path(), None, &Progress::default())
-                .unwrap();
-            assert!(sum.errors.is_empty(), "{scheme}: {:?}", sum.errors);
-            assert_same_tree(copy, &target.path().join("data"));
+            assert_restores_as(&repo, id, "data", copy);
         }
         assert_check_clean(&repo);
-    }
-}
-
-fn copy(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        if e.path().is_dir() {
-            copy(&e.path(), &to.join(e.file_name()));
-        } else {
-            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
-        }
     }
 }
 

@@ -9,19 +9,11 @@ use std::sync::Arc;
 use cairn_backend::{FaultBackend, FaultPlan, MemBackend};
 use cairn_core::{Backend, ChunkKind};
 use cairn_engine::gc::{self, Collector, GcOptions, NoProgress};
-use cairn_engine::restore::Reader;
-use cairn_engine::{catalog, BackupOptions, Progress, RepoConfig, Repository, Source};
+use cairn_engine::{catalog, Repository};
 use proptest::prelude::*;
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
+mod common;
+use common::{assert_check_clean, assert_restores_as, copy_dir, tiny_config, Rng};
 
 /// Rewrites `changed` of the `files` files of `root` (all of them the
 /// first time), in two directories, with random content.
@@ -41,70 +33,8 @@ fn write_tree(root: &Path, seed: u64, files: usize, changed: usize) {
     }
 }
 
-fn small_config() -> RepoConfig {
-    let mut cfg = Repository::default_config();
-    cfg.container_size = 64 * 1024;
-    cfg.chunker = cairn_core::ChunkerConfig::FastCdc {
-        min: 512,
-        avg: 2048,
-        max: 8192,
-    };
-    cfg.index.expected_chunks = 10_000;
-    cfg
-}
-
 fn backup(repo: &Repository, path: &Path) -> String {
-    let lock = repo.lock_writer(false).unwrap();
-    cairn_engine::backup(
-        repo,
-        &lock,
-        BackupOptions {
-            sources: vec![Source::Path(path.to_path_buf())],
-            tags: vec![],
-            host: Some("test".into()),
-            progress: Arc::new(Progress::default()),
-            rewrite_of: None,
-            rewrite_scheme: None,
-        },
-    )
-    .unwrap()
-    .snapshot_id
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        if e.path().is_dir() {
-            copy_dir(&e.path(), &to.join(e.file_name()));
-        } else {
-            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
-        }
-    }
-}
-
-fn same_tree(a: &Path, b: &Path) -> Result<(), String> {
-    let names = |p: &Path| {
-        let mut v: Vec<_> = std::fs::read_dir(p)
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .collect();
-        v.sort();
-        v
-    };
-    let (ea, eb) = (names(a), names(b));
-    if ea != eb {
-        return Err(format!("entries of {} differ", a.display()));
-    }
-    for n in ea {
-        let (pa, pb) = (a.join(&n), b.join(&n));
-        if pa.is_dir() {
-            same_tree(&pa, &pb)?;
-        } else if std::fs::read(&pa).unwrap() != std::fs::read(&pb).unwrap() {
-            return Err(format!("{} differs", pa.display()));
-        }
-    }
-    Ok(())
+    common::backup(repo, path).unwrap()
 }
 
 /// Every snapshot in `model` restores to its recorded tree, and `check
@@ -118,17 +48,9 @@ fn assert_model(repo: &Repository, model: &[(String, PathBuf)]) {
     want.sort();
     assert_eq!(ids, want, "snapshot list");
     for (id, tree) in model {
-        let snap = catalog::resolve(&**repo.backend(), id).unwrap();
-        let target = tempfile::tempdir().unwrap();
-        let mut reader = Reader::open(repo, Default::default()).unwrap();
-        let sum = reader
-            .restore(&snap.record, target.path(), None, &Progress::default())
-            .unwrap();
-        assert!(sum.errors.is_empty(), "{id}: {:?}", sum.errors);
-        same_tree(tree, &target.path().join("data")).unwrap();
+        assert_restores_as(repo, id, "data", tree);
     }
-    let report = cairn_engine::check::check(repo, true).unwrap();
-    assert!(report.is_clean(), "check found {:#?}", report.problems);
+    assert_check_clean(repo);
 }
 
 fn run_gc(repo: &Repository, collector: Collector, memory: u64) -> gc::GcReport {
@@ -186,7 +108,7 @@ proptest! {
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().join("data");
         write_tree(&data, 1, 8, 8);
-        let repo = Repository::init(Arc::new(MemBackend::new()), small_config()).unwrap();
+        let repo = Repository::init(Arc::new(MemBackend::new()), tiny_config()).unwrap();
         let mut model: Vec<(String, PathBuf)> = Vec::new();
         let mut versions = 0u64;
         let keep = |model: &mut Vec<(String, PathBuf)>, id: String, data: &Path, v: u64| {
@@ -235,7 +157,7 @@ fn forgetting_all_but_the_newest_comes_close_to_a_fresh_backup() {
         let data = dir.path().join("data");
         write_tree(&data, 1, 16, 16);
         let backend: Arc<dyn Backend> = Arc::new(MemBackend::new());
-        let repo = Repository::init(backend.clone(), small_config()).unwrap();
+        let repo = Repository::init(backend.clone(), tiny_config()).unwrap();
         let mut ids = Vec::new();
         for g in 0..8u64 {
             write_tree(&data, 50 + g, 16, 5);
@@ -252,7 +174,7 @@ fn forgetting_all_but_the_newest_comes_close_to_a_fresh_backup() {
         assert_model(&repo, &[(newest, data.clone())]);
 
         let fresh_backend: Arc<dyn Backend> = Arc::new(MemBackend::new());
-        let fresh = Repository::init(fresh_backend.clone(), small_config()).unwrap();
+        let fresh = Repository::init(fresh_backend.clone(), tiny_config()).unwrap();
         backup(&fresh, &data);
         let alone = container_bytes(&*fresh_backend);
         assert!(
@@ -271,7 +193,7 @@ fn a_fastcopy_keeps_its_tree_alive() {
     let data = dir.path().join("data");
     write_tree(&data, 3, 6, 6);
     let backend: Arc<dyn Backend> = Arc::new(MemBackend::new());
-    let repo = Repository::init(backend.clone(), small_config()).unwrap();
+    let repo = Repository::init(backend.clone(), tiny_config()).unwrap();
     let id = backup(&repo, &data);
     let src = catalog::resolve(&**repo.backend(), &id).unwrap();
     let writes = |b: &Arc<dyn Backend>| b.list("").unwrap().len();
@@ -328,7 +250,7 @@ fn damaged_setup(
     std::fs::write(data.join("big"), &big).unwrap();
     let plan = FaultPlan::new();
     let backend: Arc<dyn Backend> = Arc::new(FaultBackend::new(MemBackend::new(), plan.clone()));
-    let repo = Repository::init(backend.clone(), small_config()).unwrap();
+    let repo = Repository::init(backend.clone(), tiny_config()).unwrap();
     let old = backup(&repo, &data);
     write_tree(&data, 5, 4, 4);
     backup(&repo, &data);

@@ -10,34 +10,17 @@ use std::sync::Arc;
 use cairn_backend::MemBackend;
 use cairn_engine::config::RewriteConfig;
 use cairn_engine::restore::{CacheOptions, PolicyKind, Reader};
-use cairn_engine::{catalog, BackupOptions, Progress, RepoConfig, Repository, Source};
+use cairn_engine::{catalog, Progress, RepoConfig, Repository};
 use proptest::prelude::*;
 
+mod common;
+use common::{backup, tiny_config, Rng};
+
 fn config(scheme: &str) -> RepoConfig {
-    let mut cfg = Repository::default_config();
-    cfg.container_size = 64 * 1024;
-    cfg.chunker = cairn_core::ChunkerConfig::FastCdc {
-        min: 512,
-        avg: 2048,
-        max: 8192,
-    };
-    cfg.index.expected_chunks = 10_000;
+    let mut cfg = tiny_config();
     cfg.index.cache_containers = 4;
     cfg.rewrite = RewriteConfig::parse(scheme).unwrap();
     cfg
-}
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
 }
 
 /// Generation `g`: three files, each spliced from slices of the previous
@@ -94,16 +77,7 @@ proptest! {
             let mut ids = Vec::new();
             for files in &gens {
                 write(&data, files);
-                let lock = repo.lock_writer(false).unwrap();
-                let out = cairn_engine::backup(&repo, &lock, BackupOptions {
-                    sources: vec![Source::Path(data.clone())],
-                    tags: vec![],
-                    host: Some("p".into()),
-                    progress: Arc::new(Progress::default()),
-                    rewrite_of: None,
-                    rewrite_scheme: None,
-                }).unwrap();
-                ids.push(out.snapshot_id);
+                ids.push(backup(&repo, &data).unwrap());
             }
             let rewritten: u64 = catalog::list(&**repo.backend()).unwrap().0.iter()
                 .map(|s| s.record.stats.rewritten_data_chunks).sum();

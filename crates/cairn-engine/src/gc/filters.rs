@@ -111,12 +111,11 @@ impl Phv {
     /// (the tree-node vector: a node referenced but stored nowhere must be
     /// found, not aliased to another node's bits).
     pub fn build_tagged(keys: Vec<Fingerprint>, bits: u32) -> Self {
-        let tags_of: Vec<u16> = keys.iter().map(tag).collect();
         let mut v = Self::build(keys.clone(), bits);
         v.tags = vec![0; v.keys];
-        for (k, t) in keys.iter().zip(tags_of) {
+        for k in &keys {
             let slot = v.mphf.get(k);
-            v.tags[slot] = t;
+            v.tags[slot] = tag(k);
         }
         v
     }

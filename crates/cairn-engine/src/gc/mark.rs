@@ -301,18 +301,14 @@ impl Visitor for NamespaceVisitor<'_, '_> {
     }
 }
 
-/// A container as the level scans see it: which tree levels it holds.
-pub struct LevelMap<'c> {
-    /// (container, bit `k` set when it holds a tree node of level `k`).
-    pub containers: &'c [(ContainerId, u64)],
-}
-
 /// PGC/PGC+ Enumeration (§3.2 step 2): the namespace, then one scan per
 /// level from the top down to L1, checking each level's checksums.
+/// `levels`: each container with bit `k` set when it holds a tree node of
+/// level `k`.
 pub fn enumerate_physical(
     roots: &[(String, BlobRef)],
     reader: &mut NodeReader<'_>,
-    levels: LevelMap<'_>,
+    levels: &[(ContainerId, u64)],
     live: &mut Live,
     lp: &mut Phv,
     gate: &Gate,
@@ -338,7 +334,6 @@ pub fn enumerate_physical(
         }
     }
     let top = levels
-        .containers
         .iter()
         .map(|(_, m)| 63 - m.leading_zeros().min(63))
         .max()
@@ -346,7 +341,7 @@ pub fn enumerate_physical(
     let store = reader.store;
     let mut raw = Vec::new();
     for level in (1..=top).rev() {
-        for &(id, mask) in levels.containers {
+        for &(id, mask) in levels {
             if mask & (1 << level) == 0 {
                 continue;
             }

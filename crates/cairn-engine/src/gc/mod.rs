@@ -49,7 +49,7 @@ use crate::index::overlay::IndexUpdate;
 use crate::repo::{Repository, WriteLock};
 use crate::restore::cache::{ChunkStore, Locator};
 use filters::{LiveFilter, Phv, BLOOM_BITS_PER_KEY};
-use mark::{EnumerationStats, Gate, LevelMap, Live, NodeReader};
+use mark::{EnumerationStats, Gate, Live, NodeReader};
 use sweep::{CopyWriter, Tally};
 
 /// The collector (003 §3.1, §3.2, §3.4).
@@ -228,8 +228,6 @@ struct ContainerInfo {
     id: ContainerId,
     chunks: u64,
     file_bytes: u64,
-    /// Bit `k`: holds a tree node of level `k`.
-    levels: u64,
 }
 
 /// Every index entry: the committed index, or in a dry run the index plus
@@ -305,6 +303,9 @@ struct Ctx<'a> {
     roots: Vec<(String, BlobRef)>,
     ids: Vec<ContainerId>,
     infos: Vec<ContainerInfo>,
+    /// Analysis: each container with bit `k` set when it holds a tree node
+    /// of level `k` (the level scans' map).
+    levels: Vec<(ContainerId, u64)>,
     entries: Entries,
     store: ChunkStore,
     seed: u64,
@@ -333,14 +334,10 @@ impl Ctx<'_> {
             None => mark::enumerate_logical(&self.roots, &mut reader, live, gate, stats),
             Some(lp) => {
                 lp.reset();
-                let level_map: Vec<(ContainerId, u64)> =
-                    self.infos.iter().map(|i| (i.id, i.levels)).collect();
                 mark::enumerate_physical(
                     &self.roots,
                     &mut reader,
-                    LevelMap {
-                        containers: &level_map,
-                    },
+                    &self.levels,
                     live,
                     lp,
                     gate,
@@ -666,6 +663,7 @@ pub fn collect(
         roots,
         ids: repo.log.ids()?,
         infos: Vec::new(),
+        levels: Vec::new(),
         entries: Entries {
             disk: DiskIndex::open(backend.clone(), repo.counters.clone())?,
             pending,
@@ -717,8 +715,8 @@ pub fn collect(
                 id,
                 chunks: meta.descriptors.len() as u64,
                 file_bytes: meta.file_size,
-                levels,
             });
+            ctx.levels.push((id, levels));
             progress.advance(1);
         }
         lp_keys.sort();
