@@ -33,6 +33,7 @@ fn gc_options(t: &GcTuning, dry_run: bool) -> Result<GcOptions> {
         memory_bytes: parse_size_u64(&t.memory)?,
         dry_run,
         seed: None,
+        wait: t.wait,
     })
 }
 
@@ -100,24 +101,25 @@ fn print_plan(p: &Plan) {
     }
 }
 
-fn run_gc(
-    cli: &Cli,
-    repo: &Repository,
-    lock: &cairn_engine::WriteLock,
-    opts: &GcOptions,
-) -> Result<GcReport> {
+/// One collection under the collector lock (backups may run meanwhile:
+/// the collection takes the writer lock only for its Merge and Commit).
+fn run_gc(cli: &Cli, repo: &Repository, opts: &GcOptions) -> Result<GcReport> {
+    let lock = repo.lock_gc(opts.wait)?;
     let bars = Bars {
         bar: Mutex::new(None),
         show_bars: !cli.quiet && !cli.json && std::io::stderr().is_terminal(),
         print_plan: !cli.quiet && !cli.json,
     };
-    let report = gc::collect(repo, lock, opts, &bars);
+    let report = gc::collect(repo, &lock, opts, &bars);
     if let Some(b) = bars.bar.lock().expect("progress lock").take() {
         b.finish_and_clear();
     }
     let report = report?;
     if let Some(why) = &report.fell_back {
         eprintln!("cairn: note: using PGC instead of PGC+: {why}");
+    }
+    for w in &report.warnings {
+        eprintln!("cairn: warning: {w}");
     }
     for d in &report.damaged {
         eprintln!(
@@ -149,6 +151,13 @@ fn print_gc(report: &GcReport) {
             ""
         }
     );
+    if report.concurrent_snapshots > 0 {
+        println!(
+            "{} snapshots were committed during the collection; {} chunks they use that it \
+             would have deleted were copied",
+            report.concurrent_snapshots, report.resurrected_chunks
+        );
+    }
     if report.stopped_by_time {
         println!("stopped at --max-seconds: the rest is left for the next run");
     }
@@ -156,8 +165,7 @@ fn print_gc(report: &GcReport) {
 
 pub fn gc(cli: &Cli, repo: &Repository, a: &GcArgs) -> Result<ExitCode> {
     let opts = gc_options(&a.tuning, a.dry_run)?;
-    let lock = repo.lock_writer(a.tuning.wait)?;
-    let report = run_gc(cli, repo, &lock, &opts)?;
+    let report = run_gc(cli, repo, &opts)?;
     if cli.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else if !cli.quiet {
@@ -231,6 +239,8 @@ pub fn forget(cli: &Cli, repo: &Repository, a: &ForgetArgs) -> Result<ExitCode> 
     if !a.dry_run {
         forget::remove(repo, &lock, &remove)?;
     }
+    // The collection takes the writer lock itself, for Merge and Commit.
+    drop(lock);
     if !cli.json && !cli.quiet {
         let mut group = None;
         for d in &decisions {
@@ -258,7 +268,7 @@ pub fn forget(cli: &Cli, repo: &Repository, a: &ForgetArgs) -> Result<ExitCode> 
         );
     }
     let pruned = match &gc_opts {
-        Some(opts) => Some(run_gc(cli, repo, &lock, opts)?),
+        Some(opts) => Some(run_gc(cli, repo, opts)?),
         None => None,
     };
     if cli.json {

@@ -160,3 +160,80 @@ fn sigkill_during_gc_loses_nothing() {
     cairn(&repo, &["gc", "-q"]).ok();
     cairn(&repo, &["check", "--read-data"]).ok();
 }
+
+/// A backup started while a collection runs, repeatedly: both commit, the
+/// backup's snapshot (data the collection had judged dead, come back, and
+/// new data) restores byte for byte, and `check --read-data` is clean.
+/// Rounds go on until three backups committed during a collection (the
+/// collection's report counts them), at most twelve.
+#[test]
+fn a_backup_beside_a_collection_commits_and_restores() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("repo");
+    let data = dir.path().join("data");
+    let mut rng = Rng::new(31);
+    build_random_files(&data, &mut rng, 16, 200_000);
+    cairn(&repo, &["init", "--container-size", "128KiB", "-q"]).ok();
+    cairn(&repo, &["backup", s(&data), "-q"]).ok();
+    let mut overlapped = 0;
+    for round in 0..12 {
+        // The backup's source: today's data, about to become partly dead.
+        let again = dir.path().join("again");
+        let _ = std::fs::remove_dir_all(&again);
+        copy_dir(&data, &again);
+        write_file(
+            &again.join(format!("new{round}")),
+            &rng.bytes(150_000),
+            0o644,
+        );
+        for i in 0..4 {
+            let files: Vec<_> = std::fs::read_dir(&data)
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .collect();
+            std::fs::remove_file(&files[rng.range(0, files.len() as u64) as usize]).unwrap();
+            write_file(
+                &data.join(format!("g{round}_{i}")),
+                &rng.bytes(100_000),
+                0o644,
+            );
+        }
+        cairn(&repo, &["backup", s(&data), "-q"]).ok();
+        cairn(&repo, &["forget", "--keep-last", "1", "-q"]).ok();
+        let keep = snapshot_ids(&repo);
+
+        let gc = command(&repo, &["--json", "gc", "--wait"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_micros(rng.range(0, 60_000)));
+        let backup = cairn(&repo, &["backup", s(&again), "--wait", "-q"]).ok();
+        drop(backup);
+        let out = gc.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "gc failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        overlapped += usize::from(report["concurrent_snapshots"].as_u64().unwrap() > 0);
+
+        let ids = snapshot_ids(&repo);
+        assert_eq!(ids.len(), keep.len() + 1, "round {round}");
+        let new_id = ids.iter().find(|id| !keep.contains(id)).unwrap();
+        let target = dir.path().join("out");
+        let _ = std::fs::remove_dir_all(&target);
+        cairn(&repo, &["restore", new_id, "--target", s(&target), "-q"]).ok();
+        assert!(
+            Manifest::capture(&again) == Manifest::capture(&target.join("again")),
+            "round {round}: the concurrent backup does not restore"
+        );
+        cairn(&repo, &["check", "--read-data"]).ok();
+        if overlapped >= 3 {
+            break;
+        }
+    }
+    assert!(overlapped >= 1, "no backup ever ran beside a collection");
+}

@@ -12,6 +12,10 @@ pub const WRITE_LOCK: &str = "write";
 /// The readers lock: shared by every reader, exclusive for a writer while it
 /// deletes objects readers may be using.
 pub const READERS_LOCK: &str = "readers";
+/// The collector lock (exclusive): one garbage collection at a time; held
+/// for the whole collection, while the writer lock is held only for its
+/// Merge and its commit.
+pub const GC_LOCK: &str = "gc";
 
 pub fn container(id: ContainerId) -> String {
     format!("containers/{:02x}/{:016x}", id.0 & 0xff, id.0)

@@ -30,4 +30,4 @@ pub(crate) mod warnings;
 
 pub use backup::{backup, BackupOptions, BackupOutcome, Progress, Source};
 pub use config::RepoConfig;
-pub use repo::{DeleteLock, ReadLock, Repository, WriteLock};
+pub use repo::{DeleteLock, GcLock, ReadLock, Repository, WriteLock};

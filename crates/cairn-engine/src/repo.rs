@@ -43,6 +43,19 @@ pub struct DeleteLock {
     _guard: Box<dyn LockGuard>,
 }
 
+/// Held by a garbage collection from start to end: one collection at a
+/// time. It takes the writer lock only for its Merge and its commit, so
+/// backups run meanwhile (docs/gc.md, "Concurrent ingest").
+pub struct GcLock {
+    _guard: Box<dyn LockGuard>,
+}
+
+/// A lock whose holder may delete objects readers use: the writer lock, or
+/// the collector lock (a collection deletes what its commit retired).
+pub trait MayDelete {}
+impl MayDelete for WriteLock {}
+impl MayDelete for GcLock {}
+
 fn new_repo_id() -> String {
     let mut h = blake3::Hasher::new();
     h.update(&std::process::id().to_le_bytes());
@@ -195,6 +208,16 @@ impl Repository {
     /// stored, under the lock: a writer never writes with a config other than
     /// the repository's.
     pub fn lock_writer(&self, wait: bool) -> Result<WriteLock> {
+        self.lock_writer_beside(None, wait)
+    }
+
+    /// The writer lock for a collection's Merge and Commit: the caller's
+    /// collector lock shows no other collection is writing copies.
+    pub(crate) fn lock_writer_for_gc(&self, _gc: &GcLock, wait: bool) -> Result<WriteLock> {
+        self.lock_writer_beside(Some(()), wait)
+    }
+
+    fn lock_writer_beside(&self, own_gc: Option<()>, wait: bool) -> Result<WriteLock> {
         let guard = self
             .backend
             .lock(keys::WRITE_LOCK, LockMode::Exclusive, wait)?;
@@ -205,10 +228,21 @@ impl Repository {
                 self.backend.describe()
             )));
         }
-        self.backend.clean_temporaries()?;
+        // A collection running beside this writer may be writing copies
+        // into ids it reserved: leftovers are removed only when none runs,
+        // and its reservation must then be read (a damaged one stops the
+        // writer: it could otherwise pick an id the collection writes).
+        let idle = own_gc.is_some()
+            || self
+                .backend
+                .lock(keys::GC_LOCK, LockMode::Exclusive, false)
+                .is_ok();
+        if idle {
+            self.backend.clean_temporaries()?;
+        }
         // Everything read before the lock may be stale: the config cannot
         // change, but the container log has grown if we waited for a writer.
-        self.log.refresh_next_id(self.container_id_floor()?)?;
+        self.log.refresh_next_id(self.container_id_floor(!idle)?)?;
         Ok(WriteLock { _guard: guard })
     }
 
@@ -221,9 +255,18 @@ impl Repository {
         Ok(ReadLock { _guard: guard })
     }
 
-    /// Excludes readers while the holder of `_writer` deletes objects they
-    /// might be using (the type proves the caller is the writer).
-    pub fn lock_out_readers(&self, _writer: &WriteLock, wait: bool) -> Result<DeleteLock> {
+    /// Takes the collector lock. With `wait == false` it fails with
+    /// [`Error::Locked`] while another collection runs.
+    pub fn lock_gc(&self, wait: bool) -> Result<GcLock> {
+        let guard = self
+            .backend
+            .lock(keys::GC_LOCK, LockMode::Exclusive, wait)?;
+        Ok(GcLock { _guard: guard })
+    }
+
+    /// Excludes readers while the holder of `_proof` deletes objects they
+    /// might be using (the type proves the caller may delete).
+    pub fn lock_out_readers(&self, _proof: &dyn MayDelete, wait: bool) -> Result<DeleteLock> {
         let guard = self
             .backend
             .lock(keys::READERS_LOCK, LockMode::Exclusive, wait)?;
@@ -232,11 +275,12 @@ impl Repository {
 
     /// One past every container id the repository has ever referenced
     /// outside the container log: the index's coverage mark (an index
-    /// generation covers every container below it) and each readable
-    /// snapshot record's allocation mark. Containers present are counted by
+    /// generation covers every container below it), each readable
+    /// snapshot record's allocation mark, and the end of the ids a running
+    /// collection copies into. Containers present are counted by
     /// the log itself. Damaged or missing sources count as 0: each is a
     /// lower bound, and a dedup hit is verified against the container anyway.
-    fn container_id_floor(&self) -> Result<ContainerId> {
+    fn container_id_floor(&self, gc_running: bool) -> Result<ContainerId> {
         let index = match DiskIndex::open(self.backend.clone(), self.counters.clone()) {
             Ok(ix) => ix.covered_below().0,
             Err(_) => 0,
@@ -247,6 +291,14 @@ impl Repository {
             .map(|s| s.record.next_container)
             .max()
             .unwrap_or(0);
-        Ok(ContainerId(index.max(recorded).max(1)))
+        // A reservation left by a collection that died only names copies to
+        // replay (present containers count anyway); a damaged one the next
+        // collection repairs.
+        let reserved = match crate::gc::reservation::read(&*self.backend) {
+            Ok(r) => r.map_or(0, |r| r.end.0),
+            Err(e) if gc_running => return Err(e),
+            Err(_) => 0,
+        };
+        Ok(ContainerId(index.max(recorded).max(reserved).max(1)))
     }
 }

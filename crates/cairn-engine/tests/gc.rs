@@ -54,7 +54,7 @@ fn assert_model(repo: &Repository, model: &[(String, PathBuf)]) {
 }
 
 fn run_gc(repo: &Repository, collector: Collector, memory: u64) -> gc::GcReport {
-    let lock = repo.lock_writer(false).unwrap();
+    let lock = repo.lock_gc(false).unwrap();
     gc::collect(
         repo,
         &lock,
@@ -292,7 +292,7 @@ fn level_checksums_stop_a_collection_over_a_damaged_tree() {
             plan.corrupt_read(&key, cairn_backend::CorruptAt::Start(at), 1);
         }
         let before = backend.list("containers/").unwrap();
-        let lock = repo.lock_writer(false).unwrap();
+        let lock = repo.lock_gc(false).unwrap();
         let err = gc::collect(
             &repo,
             &lock,
@@ -338,7 +338,7 @@ fn crash_at_every_write_of_a_collection_loses_nothing() {
             let (snaps, _) = catalog::list(&**repo.backend()).unwrap();
             let kept = snaps[0].id.clone();
             plan.crash_after_writes(n);
-            let lock = repo.lock_writer(false).unwrap();
+            let lock = repo.lock_gc(false).unwrap();
             let r = gc::collect(
                 &repo,
                 &lock,

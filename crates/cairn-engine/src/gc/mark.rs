@@ -124,7 +124,7 @@ impl<'a> NodeReader<'a> {
         }
     }
 
-    fn read(&mut self, fp: &Fingerprint) -> Result<Vec<u8>> {
+    pub(super) fn read(&mut self, fp: &Fingerprint) -> Result<Vec<u8>> {
         self.meta.read_chunk(fp, self.store, &mut self.buf)?;
         Ok(std::mem::take(&mut self.buf))
     }
@@ -132,13 +132,13 @@ impl<'a> NodeReader<'a> {
 
 /// The first damage a walk met: enumeration must not go on to delete
 /// anything when a live tree could not be read whole.
-fn stop(first: &mut Option<Error>, e: Error) {
+pub(super) fn stop(first: &mut Option<Error>, e: Error) {
     if first.is_none() {
         *first = Some(e);
     }
 }
 
-fn damage_at(message: impl std::fmt::Display, at: At<'_>) -> Error {
+pub(super) fn damage_at(message: impl std::fmt::Display, at: At<'_>) -> Error {
     Error::corrupt(
         format!("snapshot {} at {}", at.snapshot, at.path),
         message.to_string(),

@@ -21,16 +21,20 @@
 //! Delete       with readers locked out, the cleaned containers go
 //! ```
 //!
-//! The whole collection holds the writer lock (backups wait for it or fail
-//! with one line); readers are excluded only while containers are deleted.
-//! A crash anywhere loses nothing: before the commit the new containers are
-//! orphans holding copies (the next open replays them, the newest copy
-//! wins); between the commit and the deletes the old containers are
-//! unreferenced and the next collection removes them.
+//! A collection holds the collector lock throughout and the writer lock
+//! only for Merge and Commit (`commit`): backups run meanwhile and their
+//! snapshots are walked at Commit, so a chunk they reach is never lost
+//! (§3.5). Readers are excluded only while containers are deleted.
+//! A crash anywhere loses nothing: before the commit the new containers
+//! are copies in ids the collection reserved (the next Merge replays
+//! them, the newest copy wins); between the commit and the deletes the old
+//! containers are unreferenced and the next Merge removes them.
 
+mod commit;
 pub mod filters;
 pub mod mark;
 pub mod pending;
+pub mod reservation;
 pub mod sweep;
 
 use std::collections::HashSet;
@@ -42,11 +46,9 @@ use cairn_core::{ChunkKind, ContainerId, CountersSnapshot, Error, FpMap, Result}
 use cairn_format::dir::BlobRef;
 use cairn_format::index::IndexEntry;
 
-use crate::catalog;
 use crate::codec::ChunkCodec;
 use crate::index::disk_index::DiskIndex;
-use crate::index::overlay::IndexUpdate;
-use crate::repo::{Repository, WriteLock};
+use crate::repo::{GcLock, Repository};
 use crate::restore::cache::{ChunkStore, Locator};
 use filters::{LiveFilter, Phv, BLOOM_BITS_PER_KEY};
 use mark::{EnumerationStats, Gate, Live, NodeReader};
@@ -94,6 +96,9 @@ pub struct GcOptions {
     pub dry_run: bool,
     /// Seed of the Bloom hash functions (fresh per run by default).
     pub seed: Option<u64>,
+    /// Wait for a running backup at Merge instead of failing (the commit
+    /// always waits: the work is done by then).
+    pub wait: bool,
 }
 
 impl Default for GcOptions {
@@ -105,6 +110,7 @@ impl Default for GcOptions {
             memory_bytes: 1 << 30,
             dry_run: false,
             seed: None,
+            wait: false,
         }
     }
 }
@@ -186,6 +192,12 @@ pub struct GcReport {
     pub damaged: Vec<String>,
     /// Unselected containers whose metadata PGC+'s copy phase read.
     pub copy_metadata_reads: u64,
+    /// Snapshots committed by backups while the collection ran, and the
+    /// chunks they reached that it would have forgotten: copied (§3.5).
+    pub concurrent_snapshots: usize,
+    pub resurrected_chunks: u64,
+    /// Repairs Merge made (a damaged id reservation).
+    pub warnings: Vec<String>,
     pub seconds: f64,
 }
 
@@ -266,25 +278,6 @@ fn fresh_seed() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
     cairn_core::mix64(now.as_nanos() as u64 ^ u64::from(std::process::id()))
-}
-
-/// The roots of the mark: every snapshot record. A record that cannot be
-/// read stops the collection: its data would look dead.
-fn live_roots(repo: &Repository) -> Result<Vec<(String, BlobRef)>> {
-    let (snaps, bad) = catalog::list(&**repo.backend())?;
-    if let Some((id, e)) = bad.first() {
-        return Err(Error::corrupt(
-            format!("snapshot {id}"),
-            format!(
-                "{e}; garbage collection would treat its data as garbage \
-                 (forget it or run `cairn repair snapshots` first)"
-            ),
-        ));
-    }
-    snaps
-        .into_iter()
-        .map(|s| Ok((s.id, BlobRef::try_from(&s.record.root)?)))
-        .collect()
 }
 
 /// What the mark phase leaves for Copy.
@@ -552,71 +545,11 @@ fn mark_with_vector(
     Ok((Marked::Vector(vector), tallies, sel))
 }
 
-/// Deletes containers whose live chunks are copied and no longer indexed,
-/// with readers locked out, then the pending list that named them.
-fn delete_retired(
-    repo: &Repository,
-    lock: &WriteLock,
-    ids: &[ContainerId],
-    progress: &dyn GcProgress,
-) -> Result<()> {
-    let _readers_out = repo.lock_out_readers(lock, true)?;
-    let present: HashSet<ContainerId> = repo.log.ids()?.into_iter().collect();
-    for id in ids {
-        if present.contains(id) {
-            repo.log.delete(*id)?;
-        }
-        progress.advance(1);
-    }
-    pending::clear(&**repo.backend())
-}
-
-/// Merge (§3.1 step 1): containers the index does not cover yet join it;
-/// a collection interrupted after its pending list was written is finished
-/// first (its containers' entries leave the index, the containers go).
-fn merge(
-    repo: &Repository,
-    lock: &WriteLock,
-    opened: &mut crate::index::OpenedIndex,
-    progress: &dyn GcProgress,
-) -> Result<()> {
-    let cfg = &repo.config;
-    let backend = repo.backend();
-    let retiring = pending::read(&**backend)?;
-    let mut update = IndexUpdate::puts(std::mem::take(&mut opened.replayed));
-    if !retiring.is_empty() {
-        let replayed: FpMap<()> = update.puts.iter().map(|e| (e.fp, ())).collect();
-        let disk = DiskIndex::open(backend.clone(), repo.counters.clone())?;
-        disk.for_each_entry(&mut |e| {
-            if retiring.contains(&e.container) && !replayed.contains_key(&e.fp) {
-                update.removes.push(e.fp);
-            }
-        })?;
-        let staying: Vec<ContainerId> = repo
-            .log
-            .ids()?
-            .into_iter()
-            .filter(|id| !retiring.contains(id))
-            .collect();
-        sweep::keep_survivors(&*repo.log, &mut update, &staying)?;
-    }
-    opened.kind.commit(
-        &**backend,
-        update,
-        repo.log.next_id(),
-        cfg.fp_width(),
-        cfg.index.page_size as usize,
-    )?;
-    if !retiring.is_empty() {
-        delete_retired(repo, lock, &retiring, progress)?;
-    }
-    Ok(())
-}
-
-/// Runs one collection; the caller holds the writer lock.
+/// Runs one collection; the caller holds the collector lock, and no
+/// writer lock (the collection takes it for Merge and Commit).
 pub fn collect(
     repo: &Repository,
-    lock: &WriteLock,
+    gc: &GcLock,
     opts: &GcOptions,
     progress: &dyn GcProgress,
 ) -> Result<GcReport> {
@@ -636,37 +569,22 @@ pub fn collect(
     };
 
     // Merge (§3.1 step 1): the index covers every container; the roots are
-    // the snapshot records now.
+    // the snapshot records now; ids are reserved for the copies.
     phases.start("merge", 0);
-    let roots = live_roots(repo)?;
-    let warnings = crate::warnings::Warnings::default();
-    let mut opened = crate::index::open_for_write(
-        backend.clone(),
-        repo.counters.clone(),
-        &*repo.log,
-        &cfg.index,
-        &warnings,
-    )?;
-    let mut pending = FpMap::default();
-    if opts.dry_run {
-        for e in &opened.replayed {
-            crate::canonical::place(&mut pending, e.fp, e.container);
-        }
-    } else {
-        merge(repo, lock, &mut opened, progress)?;
-    }
+    let mut merged = commit::merge(repo, gc, opts.wait, opts.dry_run, progress)?;
+    report.warnings = std::mem::take(&mut merged.warnings);
     let codec = ChunkCodec::for_config(cfg);
     let mut ctx = Ctx {
         repo,
         opts,
         progress,
-        roots,
-        ids: repo.log.ids()?,
+        roots: merged.roots.clone(),
+        ids: merged.ids.clone(),
         infos: Vec::new(),
         levels: Vec::new(),
         entries: Entries {
             disk: DiskIndex::open(backend.clone(), repo.counters.clone())?,
-            pending,
+            pending: std::mem::take(&mut merged.uncovered),
         },
         store: ChunkStore::new(
             repo.log.clone(),
@@ -750,13 +668,18 @@ pub fn collect(
     }
     progress.plan(&report.plan);
     if opts.dry_run || selected.is_empty() {
+        if merged.reservation.is_some() {
+            // Nothing was copied into the reserved ids.
+            reservation::clear(&*backend)?;
+        }
         phases.end();
         report.phases = phases.out;
         report.seconds = started.elapsed().as_secs_f64();
         return Ok(report);
     }
 
-    // Copy (§3.1 step 5; PGC+ §3.4 backwards with dynamic duplicate removal).
+    // Copy (§3.1 step 5; PGC+ §3.4 backwards with dynamic duplicate
+    // removal), into the reserved ids: a backup may be writing beside it.
     let deadline = opts
         .max_seconds
         .map(|s| started + std::time::Duration::from_secs_f64(s.max(0.0)));
@@ -765,6 +688,7 @@ pub fn collect(
         &codec,
         cfg.fp_width(),
         cfg.container_size as usize,
+        merged.reservation.map(|r| r.end),
     );
     let tick = || progress.advance(1);
     match &mut marked {
@@ -779,35 +703,20 @@ pub fn collect(
         }
     }
     drop(marked);
+    drop(ctx);
     let mut copied = writer.out;
     copied.cleaned.sort();
 
-    // Commit: one index change; the copies are durable already. The
-    // pending list goes first: from then on the cleaned containers are
-    // garbage to every reader of the repository.
+    // Commit (writer lock): against the index as backups left it, with
+    // the chunks their snapshots resurrected copied first.
     phases.start("commit", 0);
-    let (mut update, named) = sweep::index_update(
-        &mut |f| ctx.entries.for_each(f),
-        &copied.cleaned,
-        &copied.moved,
-    )?;
-    let staying_with_copies: Vec<ContainerId> = tallies
-        .iter()
-        .filter(|t| copied.cleaned.binary_search(&t.id).is_err())
-        .filter(|t| t.chunks > named.get(&t.id).copied().unwrap_or(0))
-        .map(|t| t.id)
-        .collect();
-    sweep::keep_survivors(&*repo.log, &mut update, &staying_with_copies)?;
-    report.index_removed = update.removes.len() as u64;
-    report.index_moved = update.puts.len() as u64;
-    pending::write(&*backend, &copied.cleaned)?;
-    opened.kind.commit(
-        &*backend,
-        update,
-        repo.log.next_id(),
-        cfg.fp_width(),
-        cfg.index.page_size as usize,
-    )?;
+    let chunk_counts: std::collections::HashMap<ContainerId, u64> =
+        tallies.iter().map(|t| (t.id, t.chunks)).collect();
+    let done = commit::commit(repo, gc, &merged, &copied, &chunk_counts)?;
+    report.index_removed = done.removed;
+    report.index_moved = done.moved;
+    report.concurrent_snapshots = done.new_snapshots;
+    report.resurrected_chunks = done.resurrected;
 
     // Delete, with readers locked out (they may hold the old index).
     phases.start("delete", copied.cleaned.len() as u64);
@@ -816,13 +725,14 @@ pub fn collect(
         .filter(|t| copied.cleaned.binary_search(&t.id).is_ok())
         .map(|t| t.file_bytes)
         .sum();
-    delete_retired(repo, lock, &copied.cleaned, progress)?;
+    commit::delete_retired(repo, gc, &copied.cleaned, progress)?;
     phases.end();
-    report.copied_chunks = copied.chunks;
+    report.copied_chunks = copied.chunks + done.resurrected;
     report.copied_bytes = copied.stored_bytes;
-    report.containers_written = copied.containers_written;
+    report.containers_written = copied.containers_written + done.containers_written;
     report.containers_deleted = copied.cleaned.len() as u64;
-    report.reclaimed_bytes = deleted_bytes as i64 - copied.written_bytes as i64;
+    report.reclaimed_bytes =
+        deleted_bytes as i64 - copied.written_bytes as i64 - done.written_bytes as i64;
     report.stopped_by_time = copied.stopped_by_time;
     report.damaged = copied.damaged;
     report.phases = phases.out;

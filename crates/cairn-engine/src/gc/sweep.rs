@@ -21,7 +21,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
-use cairn_core::{ContainerId, FpMap, FpSet, Result};
+use cairn_core::{ContainerId, Error, FpMap, FpSet, Result};
 use cairn_format::container::{ContainerMeta, ContainerWriter, Descriptor};
 use cairn_format::index::IndexEntry;
 
@@ -151,23 +151,28 @@ pub struct CopyWriter<'a> {
     codec: &'a ChunkCodec,
     fp_width: usize,
     capacity: usize,
+    limit: Option<ContainerId>,
     open: Option<ContainerWriter>,
     raw: Vec<u8>,
     pub out: Copied,
 }
 
 impl<'a> CopyWriter<'a> {
+    /// `limit`: one past the last id the copies may take (the collection's
+    /// reservation); `None` when the caller holds the writer lock.
     pub fn new(
         log: &'a dyn ContainerStore,
         codec: &'a ChunkCodec,
         fp_width: usize,
         capacity: usize,
+        limit: Option<ContainerId>,
     ) -> Self {
         CopyWriter {
             log,
             codec,
             fp_width,
             capacity,
+            limit,
             open: None,
             raw: Vec::new(),
             out: Copied::default(),
@@ -188,11 +193,20 @@ impl<'a> CopyWriter<'a> {
         }
         let w = match &mut self.open {
             Some(w) => w,
-            None => self.open.insert(ContainerWriter::new(
-                self.log.allocate(),
-                self.fp_width,
-                self.capacity,
-            )),
+            None => {
+                let id = self.log.allocate();
+                if self.limit.is_some_and(|end| id >= end) {
+                    // Cannot happen (the reservation holds one id per
+                    // container judged, plus one); if it did, a backup
+                    // could be writing this id: stop before writing.
+                    return Err(Error::invalid(format!(
+                        "garbage collection ran out of reserved container ids at {id}; \
+                         nothing was deleted, run it again"
+                    )));
+                }
+                self.open
+                    .insert(ContainerWriter::new(id, self.fp_width, self.capacity))
+            }
         };
         w.push(d.fp, d.kind, d.level, d.codec, d.raw_len, stored);
         self.out.moved.insert(d.fp, w.id());
@@ -234,6 +248,22 @@ impl<'a> CopyWriter<'a> {
             }
         }
         self.out.cleaned.push(id);
+        Ok(())
+    }
+
+    /// Copies the chunks of container `id` that `want` names, whatever
+    /// their liveness (resurrected chunks, §3.5); damage is an error.
+    pub fn copy_matching(
+        &mut self,
+        id: ContainerId,
+        want: impl Fn(&Descriptor) -> bool,
+    ) -> Result<()> {
+        let c = self.log.read(id)?;
+        for d in &c.meta.descriptors {
+            if want(d) && !self.out.moved.contains_key(&d.fp) {
+                self.copy(&c.bytes, &c.meta, d)?;
+            }
+        }
         Ok(())
     }
 }
@@ -299,33 +329,40 @@ pub fn copy_backward(
 /// Calls its argument with every index entry; returns the count.
 pub type EachEntry<'a> = &'a mut dyn FnMut(&mut dyn FnMut(&IndexEntry)) -> Result<u64>;
 
-/// The index change of a collection: entries of cleaned containers are
-/// forgotten unless their chunk was copied, in which case they point at
-/// the copy. `entries` is every index entry (one sequential pass). Also
-/// returns how many entries name each container.
+/// The index change of a collection: entries that name a cleaned
+/// container are forgotten unless their chunk was copied, in which case
+/// they name the copy. `entries` is every index entry (one sequential
+/// pass); an entry naming another container is left alone (a backup that
+/// ran beside the collection may have stored the chunk again). Also
+/// returns the forgotten chunks with the container they were in, and how
+/// many entries name each container.
 pub fn index_update(
     entries: EachEntry<'_>,
     cleaned: &[ContainerId],
     moved: &FpMap<ContainerId>,
-) -> Result<(IndexUpdate, HashMap<ContainerId, u64>)> {
+) -> Result<(IndexUpdate, FpMap<ContainerId>, HashMap<ContainerId, u64>)> {
     let gone: HashSet<ContainerId> = cleaned.iter().copied().collect();
-    let mut removes = Vec::new();
+    let mut doomed = FpMap::default();
+    let mut puts = Vec::new();
     let mut named: HashMap<ContainerId, u64> = HashMap::new();
     entries(&mut |e| {
         *named.entry(e.container).or_insert(0) += 1;
-        if gone.contains(&e.container) && !moved.contains_key(&e.fp) {
-            removes.push(e.fp);
+        if gone.contains(&e.container) {
+            match moved.get(&e.fp) {
+                Some(c) => puts.push(IndexEntry {
+                    fp: e.fp,
+                    container: *c,
+                }),
+                None => {
+                    doomed.insert(e.fp, e.container);
+                }
+            }
         }
     })?;
-    let mut puts: Vec<IndexEntry> = moved
-        .iter()
-        .map(|(fp, c)| IndexEntry {
-            fp: *fp,
-            container: *c,
-        })
-        .collect();
     puts.sort_by_key(|e| e.fp);
-    Ok((IndexUpdate { puts, removes }, named))
+    let mut removes: Vec<_> = doomed.keys().copied().collect();
+    removes.sort();
+    Ok((IndexUpdate { puts, removes }, doomed, named))
 }
 
 /// A chunk about to leave the index may still have an older copy in a
