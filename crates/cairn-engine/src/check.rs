@@ -185,7 +185,19 @@ pub fn check(repo: &Repository, read_data: bool) -> Result<CheckReport> {
     report.indexed_chunks = index.len() as u64;
     // Containers an interrupted collection is deleting are garbage whose
     // chunks the index may already have forgotten.
-    let retiring = crate::gc::pending::read(&**repo.backend()).unwrap_or_default();
+    let retiring = match crate::gc::pending::read(&**repo.backend()) {
+        Ok(r) => r,
+        Err(e) if e.is_corruption() => {
+            problems.add(
+                format!("{e} (the next `cairn gc` repairs it)"),
+                None,
+                None,
+                None,
+            );
+            Vec::new()
+        }
+        Err(e) => return Err(e),
+    };
     let holds = index_against_containers(
         &index,
         index_read.covered,

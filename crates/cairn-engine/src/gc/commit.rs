@@ -126,8 +126,21 @@ pub(super) fn merge(
     let mut warnings = Vec::new();
     let roots = live_roots(repo)?;
     let mut opened = open_index(repo)?;
-    let replayed = canonical_map(&opened.replayed);
-    let retiring = pending::read(&**backend)?;
+    let mut replayed = canonical_map(&opened.replayed);
+    let mut retiring = pending::read(&**backend);
+    if let Err(e) = &retiring {
+        if e.is_corruption() {
+            // Which containers were retiring is lost. Their live chunks were
+            // copied, but the index may have forgotten their other chunks:
+            // those are indexed again (every stored fingerprint must stay a
+            // key), and the containers are judged like any other.
+            warnings.push(format!("{e}; containers it named are judged again"));
+            update_reindex(repo, &mut replayed)?;
+            pending::clear(&**backend)?;
+            retiring = Ok(Vec::new());
+        }
+    }
+    let retiring = retiring?;
     // A reservation left by a collection that died is replaced below: its
     // copies are sound duplicates (verified, then written whole) of chunks
     // the index names elsewhere; when a pending delete retires the
@@ -181,6 +194,29 @@ pub(super) fn merge(
         uncovered: FpMap::default(),
         warnings,
     })
+}
+
+/// Adds to `replayed` every chunk of a covered container that the index
+/// does not name (after a damaged pending list: the chunks of containers a
+/// dead collection was retiring).
+fn update_reindex(repo: &Repository, replayed: &mut FpMap<ContainerId>) -> Result<()> {
+    let disk = DiskIndex::open(repo.backend().clone(), repo.counters.clone())?;
+    let covered = disk.covered_below();
+    let mut indexed = cairn_core::FpSet::default();
+    disk.for_each_entry(&mut |e| {
+        indexed.insert(e.fp);
+    })?;
+    for id in repo.log.ids()? {
+        if id >= covered {
+            continue;
+        }
+        for d in repo.log.read_meta(id)?.descriptors {
+            if !indexed.contains(&d.fp) {
+                crate::canonical::place(replayed, d.fp, id);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Deletes containers whose live chunks are copied and no longer indexed,

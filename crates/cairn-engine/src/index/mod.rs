@@ -108,7 +108,16 @@ pub fn open_for_write(
     let ids = log.ids()?;
     // Containers an interrupted collection is deleting are garbage: no
     // dedup hit may resurrect a chunk in them (docs/gc.md).
-    let retiring = crate::gc::pending::read(&*backend)?;
+    // A damaged list names nothing: the next collection's Merge repairs it
+    // (docs/gc.md, "Crash safety"); until then the containers it named
+    // stay, and a chunk in them is sound wherever the index names it.
+    let retiring = crate::gc::pending::read(&*backend).or_else(|e| {
+        if !e.is_corruption() {
+            return Err(e);
+        }
+        warnings.push(format!("{e}; the next `cairn gc` repairs it"));
+        Ok(Vec::new())
+    })?;
     let present = ids
         .iter()
         .copied()
