@@ -509,6 +509,33 @@ fn report(
             );
         }
     }
+    for m in measured.iter().filter(|m| !m.report.is_null()) {
+        let g = &m.report;
+        let phases: Vec<String> = g["phases"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+            .iter()
+            .map(|p| {
+                format!(
+                    "{} {:.2}",
+                    p["name"].as_str().unwrap_or("?"),
+                    p["seconds"].as_f64().unwrap_or(0.0)
+                )
+            })
+            .collect();
+        println!(
+            "cairn gc {} (fastest run): {} containers cleaned into {}, {} of live chunks copied; \
+             mark memory {:.1} bits/fingerprint of {} fingerprints; phases (s): {}",
+            g["collector"].as_str().unwrap_or("?"),
+            g["containers_deleted"],
+            g["containers_written"],
+            mib(g["copied_bytes"].as_u64().unwrap_or(0)),
+            g["memory"]["bits_per_fingerprint"].as_f64().unwrap_or(0.0),
+            g["memory"]["fingerprints"],
+            phases.join(", ")
+        );
+    }
     println!(
         "checks after collection: {}",
         doc["checks"].as_str().unwrap_or("")
