@@ -344,4 +344,28 @@ mod tests {
         assert_eq!(restored_root(&t, tree), t.join("gc-tree"));
         remove(&t).unwrap();
     }
+
+    #[test]
+    fn sizes_and_costs_add_up() {
+        let t = std::env::temp_dir().join(format!("cairn-bench-sz-{}", std::process::id()));
+        for (dir, len) in [("containers/00", 100), ("data/ab", 10), ("index", 7)] {
+            std::fs::create_dir_all(t.join(dir)).unwrap();
+            std::fs::write(t.join(dir).join("f"), vec![0u8; len]).unwrap();
+        }
+        let cairn = Size::of(&t, false).unwrap();
+        let restic = Size::of(&t, true).unwrap();
+        assert_eq!((cairn.total, cairn.data), (117, 100));
+        assert_eq!((restic.total, restic.data), (117, 10));
+        remove(&t).unwrap();
+
+        let s = |w: u64, p: u64| Cost {
+            wall: Duration::from_secs(w),
+            cpu: Duration::from_secs(w),
+            peak: p,
+            others: Duration::from_secs(1),
+        };
+        let c = s(2, 50).then(s(3, 40));
+        assert_eq!((c.wall.as_secs(), c.cpu.as_secs(), c.peak), (5, 5, 50));
+        assert_eq!(c.others.as_secs(), 2);
+    }
 }
