@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds cairn and cairn-bench (release) and runs every benchmark: chunking,
-# backup (one source, then one source per top-level directory), restore and
-# memory. Tables go to stdout and bench/out/summary.txt; one JSON file per
+# backup (one source, then one source per top-level directory), restore,
+# memory, commit, sim and gc (cairn forget + gc against restic forget
+# --prune; restic is installed with apt-get if absent, and skipped with a
+# message if that fails). Tables go to stdout and bench/out/summary.txt; one JSON file per
 # benchmark goes to bench/out/ (gitignored). See bench/README.md.
 #
 # Sizes (environment; defaults take about 2 minutes on 2 cores plus the build):
@@ -12,6 +14,8 @@
 #   MEMORY_GIB    stream size for memory, GiB        (4; QUICK=1: 0.25)
 #   COMMIT_CHUNKS indexed chunks of commit's large repo (1000000; QUICK=1: 100000)
 #   SIM_GENERATIONS, SIM_GENERATION_BYTES  the sim benchmark's DDFS workload (10 x 16GiB; QUICK=1: 3 x 2GiB)
+#   GC_MIB, GC_GENERATIONS, GC_CHANGE_PCT  gc's tree size (MiB), generations
+#                 and per-generation change share (512, 8, 20; QUICK=1: 32, 3, 20)
 #   WORK          dataset + repository directory     (target/cairn-bench-work)
 #   OUT           result directory                   (bench/out)
 #   KEEP_WORK=1   keep WORK afterwards (reused by the next run if sizes match)
@@ -29,6 +33,8 @@ if [[ "${QUICK:-0}" == 1 ]]; then
     COMMIT_CHUNKS="${COMMIT_CHUNKS:-100000}"
     SIM_GENERATIONS="${SIM_GENERATIONS:-3}"
     SIM_GENERATION_BYTES="${SIM_GENERATION_BYTES:-2GiB}"
+    GC_MIB="${GC_MIB:-32}"
+    GC_GENERATIONS="${GC_GENERATIONS:-3}"
 else
     CHUNKING_MIB="${CHUNKING_MIB:-256}"
     BACKUP_MIB="${BACKUP_MIB:-1024}"
@@ -37,7 +43,10 @@ else
     COMMIT_CHUNKS="${COMMIT_CHUNKS:-1000000}"
     SIM_GENERATIONS="${SIM_GENERATIONS:-10}"
     SIM_GENERATION_BYTES="${SIM_GENERATION_BYTES:-16GiB}"
+    GC_MIB="${GC_MIB:-512}"
+    GC_GENERATIONS="${GC_GENERATIONS:-8}"
 fi
+GC_CHANGE_PCT="${GC_CHANGE_PCT:-20}"
 DUP_PCT="${DUP_PCT:-90}"
 WORK="${WORK:-$ROOT/target/cairn-bench-work}"
 OUT="${OUT:-$ROOT/bench/out}"
@@ -75,9 +84,11 @@ bench restore restore --mib "$BACKUP_MIB" --dup-pct "$DUP_PCT" --runs "$RUNS" --
 bench memory memory --gib "$MEMORY_GIB" --cairn "$CAIRN" --dir "$WORK"
 bench commit commit --chunks "$COMMIT_CHUNKS" --dir "$WORK"
 bench sim sim --generations "$SIM_GENERATIONS" --generation-bytes "$SIM_GENERATION_BYTES"
+bench gc gc --mib "$GC_MIB" --generations "$GC_GENERATIONS" --change-pct "$GC_CHANGE_PCT" \
+    --runs "$RUNS" --cairn "$CAIRN" --dir "$WORK"
 
 if [[ "${KEEP_WORK:-0}" != 1 ]]; then
     rm -rf "$WORK"
 fi
 echo
-echo "results: $OUT/{chunking,backup-dirs,backup,restore,memory,commit,sim}.json and $SUMMARY"
+echo "results: $OUT/{chunking,backup-dirs,backup,restore,memory,commit,sim,gc}.json and $SUMMARY"

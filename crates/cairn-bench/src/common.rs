@@ -135,6 +135,20 @@ pub fn walk(
     go(root, Path::new(""), dir, file)
 }
 
+/// Regular files under `root` and the sum of their lengths (apparent size,
+/// not allocated blocks).
+pub fn tree_bytes(root: &Path) -> Result<(u64, u64)> {
+    let (mut files, mut bytes) = (0, 0);
+    walk(root, &mut |_| Ok(()), &mut |p, _| {
+        files += 1;
+        bytes += fs::metadata(p)
+            .with_context(|| format!("reading {}", p.display()))?
+            .len();
+        Ok(())
+    })?;
+    Ok((files, bytes))
+}
+
 /// Reads every file under each root once (into the page cache); returns the
 /// bytes read.
 pub fn warm(roots: &[&Path]) -> Result<u64> {

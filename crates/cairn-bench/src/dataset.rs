@@ -18,6 +18,11 @@
 //!
 //! A `dataset.json` manifest written last marks a complete dataset; a later
 //! run with the same parameters reuses it.
+//!
+//! [`Evolving`] is the other shape, for the garbage-collection benchmark: one
+//! tree changed in place generation after generation (whole-file rewrites,
+//! overwritten regions, deletions replaced by new files), so that data of
+//! older generations becomes garbage once their snapshots are forgotten.
 
 use std::fs;
 use std::io::{BufWriter, Write};
@@ -216,7 +221,7 @@ fn rng_len(rng: &mut Rng) -> u64 {
 }
 
 /// Writes `size` bytes of fresh segments to `path`.
-fn write_fresh(path: &Path, size: u64, rng: &mut Rng, buf: &mut Vec<u8>) -> Result<()> {
+pub fn write_fresh(path: &Path, size: u64, rng: &mut Rng, buf: &mut Vec<u8>) -> Result<()> {
     let f = fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
     let mut w = BufWriter::with_capacity(1 << 20, f);
     let mut left = size;
@@ -418,6 +423,137 @@ fn generate(root: &Path, mib: u64, dup_pct: u64) -> Result<Value> {
     }))
 }
 
+/// Largest file of an [`Evolving`] tree: smaller than [`MAX_FILE`] so a
+/// tree of a few hundred MiB has enough files for a change share to mean
+/// something.
+pub const EVOLVING_MAX_FILE: u64 = 8 << 20;
+const EVOLVING_SEED: u64 = 0x6361_6972_6e2d_6763;
+
+/// What one generation of an [`Evolving`] tree changed.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct GenChange {
+    pub rewritten_files: u64,
+    pub rewritten_bytes: u64,
+    pub overwritten_regions: u64,
+    pub overwritten_bytes: u64,
+    pub deleted_files: u64,
+    pub deleted_bytes: u64,
+    pub new_files: u64,
+    pub new_bytes: u64,
+}
+
+/// A file tree under `root` (directories `d00..`) changed in place, one
+/// generation at a time; deterministic for a given size and change share.
+pub struct Evolving {
+    pub root: PathBuf,
+    rng: Rng,
+    buf: Vec<u8>,
+    /// (path relative to root, size), in creation order.
+    files: Vec<(PathBuf, u64)>,
+    next_name: u64,
+}
+
+impl Evolving {
+    /// Generation 1: `mib` MiB of fresh files of 64 KiB..8 MiB (log-uniform).
+    pub fn create(root: &Path, mib: u64) -> Result<Evolving> {
+        anyhow::ensure!(mib > 0, "the tree needs at least 1 MiB");
+        crate::common::remove(root)?;
+        for d in 0..DIRS {
+            fs::create_dir_all(root.join(format!("d{d:02}")))?;
+        }
+        let mut t = Evolving {
+            root: root.to_path_buf(),
+            rng: Rng::new(EVOLVING_SEED ^ mib),
+            buf: Vec::with_capacity(1 << 20),
+            files: Vec::new(),
+            next_name: 0,
+        };
+        t.add_files(mib << 20)?;
+        Ok(t)
+    }
+
+    /// Bytes currently in the tree.
+    pub fn bytes(&self) -> u64 {
+        self.files.iter().map(|f| f.1).sum()
+    }
+
+    pub fn files(&self) -> usize {
+        self.files.len()
+    }
+
+    /// New files totalling `total` bytes.
+    fn add_files(&mut self, total: u64) -> Result<(u64, u64)> {
+        let (mut n, mut left) = (0, total);
+        while left > 0 {
+            let mut size = self.rng.log_uniform(MIN_FILE, EVOLVING_MAX_FILE).min(left);
+            if left - size < MIN_FILE {
+                size = left;
+            }
+            let rel = PathBuf::from(format!(
+                "d{:02}/f{:06}",
+                self.rng.below(DIRS),
+                self.next_name
+            ));
+            self.next_name += 1;
+            write_fresh(&self.root.join(&rel), size, &mut self.rng, &mut self.buf)?;
+            self.files.push((rel, size));
+            left -= size;
+            n += 1;
+        }
+        Ok((n, total))
+    }
+
+    /// The next generation: each file is changed with probability
+    /// `change_pct`%; a changed file is rewritten whole with fresh content
+    /// (40%), gets 1..4 regions of 8 KiB..512 KiB overwritten (40%), or is
+    /// deleted (20%). New files replace the deleted bytes, so the tree keeps
+    /// its size. Everything a change replaces is garbage once every
+    /// snapshot holding it is forgotten.
+    pub fn next_generation(&mut self, change_pct: u64) -> Result<GenChange> {
+        let mut c = GenChange::default();
+        let mut kept = Vec::with_capacity(self.files.len());
+        for (rel, size) in std::mem::take(&mut self.files) {
+            let path = self.root.join(&rel);
+            if !self.rng.chance(change_pct) {
+                kept.push((rel, size));
+                continue;
+            }
+            match self.rng.below(10) {
+                0..=3 => {
+                    write_fresh(&path, size, &mut self.rng, &mut self.buf)?;
+                    c.rewritten_files += 1;
+                    c.rewritten_bytes += size;
+                    kept.push((rel, size));
+                }
+                4..=7 => {
+                    let mut data =
+                        fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+                    for _ in 0..self.rng.range(1, 5) {
+                        let len = self.rng.log_uniform(8 << 10, 512 << 10).min(size);
+                        let pos = self.rng.below(size - len + 1) as usize;
+                        Segment::draw_len(&mut self.rng, len).fill(&mut self.buf);
+                        data[pos..pos + self.buf.len()].copy_from_slice(&self.buf);
+                        c.overwritten_regions += 1;
+                        c.overwritten_bytes += len;
+                    }
+                    fs::write(&path, &data)
+                        .with_context(|| format!("writing {}", path.display()))?;
+                    kept.push((rel, size));
+                }
+                _ => {
+                    fs::remove_file(&path)
+                        .with_context(|| format!("removing {}", path.display()))?;
+                    c.deleted_files += 1;
+                    c.deleted_bytes += size;
+                }
+            }
+        }
+        self.files = kept;
+        (c.new_files, c.new_bytes) = self.add_files(c.deleted_bytes)?;
+        Ok(c)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -456,5 +592,34 @@ mod tests {
             ds.gen_bytes[1]
         );
         fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn evolving_tree_changes_and_keeps_its_size() {
+        let dir = std::env::temp_dir().join(format!("cairn-bench-ev-{}", std::process::id()));
+        let mut t = Evolving::create(&dir, 4).unwrap();
+        assert_eq!(t.bytes(), 4 << 20);
+        let walked = |d: &Path| {
+            let mut n = 0u64;
+            crate::common::walk(d, &mut |_| Ok(()), &mut |p, _| {
+                n += fs::metadata(p)?.len();
+                Ok(())
+            })
+            .unwrap();
+            n
+        };
+        let before = crate::common::warm(&[&dir]).unwrap();
+        let c = t.next_generation(50).unwrap();
+        assert!(c.rewritten_files + c.overwritten_regions + c.deleted_files > 0);
+        assert_eq!(c.new_bytes, c.deleted_bytes);
+        assert_eq!(t.bytes(), 4 << 20);
+        assert_eq!(walked(&dir), 4 << 20);
+        assert_eq!(before, 4 << 20);
+        // Same size and share: the same tree.
+        let other = dir.with_extension("b");
+        let mut u = Evolving::create(&other, 4).unwrap();
+        assert_eq!(u.next_generation(50).unwrap(), c);
+        fs::remove_dir_all(&dir).unwrap();
+        fs::remove_dir_all(&other).unwrap();
     }
 }

@@ -14,6 +14,8 @@
 //!   and of 1 M indexed chunks ([`commit`]).
 //! * `sim`: simulator throughput on the DDFS workload against generating
 //!   the workload alone ([`sim`]).
+//! * `gc`: `cairn forget` + `cairn gc` (each collector) against `restic
+//!   forget --prune` on the same generations of a changing tree ([`gc`]).
 //! * `memory`: peak RSS of `cairn backup --stdin` fed GiBs of generated data,
 //!   against trivial child processes ([`memory`]).
 //!
@@ -29,6 +31,7 @@ mod chunking;
 mod commit;
 mod common;
 mod dataset;
+mod gc;
 mod memory;
 mod restore;
 mod sim;
@@ -58,6 +61,14 @@ subcommands:
       commit time and bytes written to index/ and bloom/ of B backups of K
       new chunks into repositories of N/10 and N (default 1000000) indexed
       chunks (fixed 256-byte chunks of random bytes)
+
+  gc [--mib N] [--generations G] [--change-pct P] [--runs R] [--collectors pgc+,pgc,lgc]
+     [--max-unused X] [--cairn PATH] [--restic PATH] [--no-install] [--dir D] [--keep] [--json]
+      G generations (default 8) of an N MiB (default 512) tree, P% (default 20)
+      of its files changed each, backed up into cairn and restic; then cairn
+      forget --keep-last 1 + gc per collector vs restic forget --keep-last 1
+      --prune --max-unused X (default 0): time, CPU, peak RSS, bytes
+      reclaimed, final size vs a fresh backup; checks and restores after
 
   sim [--generations G] [--generation-bytes B] [--streams S] [--json]
       cairn sim --workload ddfs throughput (chunks per second, wall and CPU)
@@ -89,6 +100,7 @@ fn run(args: &mut Vec<String>) -> anyhow::Result<()> {
         "memory" => memory::run(sub)?,
         "commit" => commit::run(sub)?,
         "sim" => sim::run(sub)?,
+        "gc" => gc::run(sub)?,
         "help" | "-h" | "--help" => {
             println!("{USAGE}");
             return Ok(());

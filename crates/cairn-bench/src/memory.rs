@@ -122,19 +122,19 @@ impl StreamGen {
 }
 
 /// One child run: how it ended, its output, what the poller saw.
-struct ChildRun {
-    reaped: Reaped,
-    wall: Duration,
-    fed: u64,
-    stdout: Vec<u8>,
-    stderr: Vec<u8>,
-    polled_hwm: u64,
+pub struct ChildRun {
+    pub reaped: Reaped,
+    pub wall: Duration,
+    pub fed: u64,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    pub polled_hwm: u64,
     /// Seconds after start of the last observed RSS growth.
-    last_growth: f64,
+    pub last_growth: f64,
     /// (seconds, RSS bytes) samples, at most every 100 ms.
-    timeline: Vec<(f64, u64)>,
+    pub timeline: Vec<(f64, u64)>,
     /// CPU time of other processes meanwhile (machine busy - child - us).
-    others: Duration,
+    pub others: Duration,
 }
 
 fn status_kib(status: &str, key: &str) -> Option<u64> {
@@ -147,7 +147,8 @@ fn status_kib(status: &str, key: &str) -> Option<u64> {
 /// Runs `cmd`, feeding it `stream` (if any) on stdin, and reaps it with
 /// `wait4` for its own peak RSS.
 /// Its stdout is captured if `capture`, else discarded (`> /dev/null`).
-fn run_child(mut cmd: Command, stream: Option<StreamGen>, capture: bool) -> Result<ChildRun> {
+/// A child that exits non-zero is an error carrying its stderr.
+pub fn run_child(mut cmd: Command, stream: Option<StreamGen>, capture: bool) -> Result<ChildRun> {
     let name = Path::new(cmd.get_program())
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -267,7 +268,7 @@ fn run_child(mut cmd: Command, stream: Option<StreamGen>, capture: bool) -> Resu
 }
 
 /// The `cairn` binary to measure.
-fn find_cairn(given: Option<&Path>) -> Result<PathBuf> {
+pub fn find_cairn(given: Option<&Path>) -> Result<PathBuf> {
     if let Some(p) = given {
         ensure!(p.is_file(), "--cairn {}: no such file", p.display());
         return Ok(p.to_path_buf());

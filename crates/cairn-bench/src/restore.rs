@@ -92,8 +92,9 @@ fn parse(args: &[String]) -> Result<Options> {
     Ok(o)
 }
 
-/// Compares every file under `src` with its restored copy under `dst`.
-fn verify(src: &Path, dst: &Path) -> Result<u64> {
+/// Compares every file under `src` with its restored copy under `dst`;
+/// returns the number of files compared.
+pub fn verify(src: &Path, dst: &Path) -> Result<u64> {
     let (mut a, mut b) = (vec![0u8; 1 << 20], vec![0u8; 1 << 20]);
     let mut files = 0;
     walk(src, &mut |_| Ok(()), &mut |p, rel| {
