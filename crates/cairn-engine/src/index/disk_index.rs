@@ -435,9 +435,11 @@ impl DiskIndex {
         let per_page = codec::entries_per_page(page_size, fp_width).max(1);
         // Sized for the upper bound (old and new never overlap in practice).
         let upper = old_count + new_entries.len() as u64;
-        let mut page_count =
-            ((upper as f64 / (per_page as f64 * TARGET_FILL)).ceil() as u64).max(1);
+        let pages_for =
+            |n: u64| ((n as f64 / (per_page as f64 * TARGET_FILL)).ceil() as u64).max(1);
+        let mut page_count = pages_for(upper);
         let generation = self.generation() + 1;
+        let mut resized = false;
         let bytes = loop {
             match merge_into_pages(
                 old.as_ref(),
@@ -448,7 +450,20 @@ impl DiskIndex {
                 page_count,
                 covered_below,
             ) {
-                Ok(b) => break b,
+                // The bound counted removed entries and puts that replace
+                // old ones (a collection's moves): when the file came out
+                // far emptier than the target fill, it is written again at
+                // its size, once, so an index shrinks when a collection
+                // forgets most of it.
+                Ok(b) => {
+                    let held = codec::decode_index_header(&b)?.entry_count;
+                    let fit = pages_for(held);
+                    if resized || fit * 4 >= page_count * 3 {
+                        break b;
+                    }
+                    resized = true;
+                    page_count = fit;
+                }
                 // A bucket overflowed its page: spread over more pages. Page
                 // keys hash whole fingerprints, so this converges fast; the
                 // bound stops fingerprints crafted to collide in the 64-bit
@@ -657,6 +672,40 @@ mod tests {
                 container: ContainerId(c),
             })
             .collect()
+    }
+
+    /// A collection that forgets most entries and moves the rest (puts
+    /// replacing old entries) leaves a file sized for what it holds, no
+    /// bigger than a fresh index of the same entries.
+    #[test]
+    fn a_merge_that_forgets_most_entries_shrinks_the_file() {
+        let backend: Arc<dyn Backend> = Arc::new(MemBackend::new());
+        let ix = DiskIndex::open(backend.clone(), Arc::new(Counters::default())).unwrap();
+        ix.write_merged(entries(0..20_000, 1), ContainerId(2), 32, 4096)
+            .unwrap();
+        let size = |b: &Arc<dyn Backend>, g| b.size(&keys::index(g)).unwrap();
+        let full = size(&backend, 1);
+        let update = IndexUpdate {
+            removes: (0..16_000).map(fp).collect(),
+            puts: entries(16_000..20_000, 3),
+        };
+        ix.merge(update, ContainerId(4), 32, 4096).unwrap();
+        assert_eq!(ix.entry_count(), 4_000);
+        for i in [0, 15_999] {
+            assert_eq!(ix.lookup(&fp(i)).unwrap(), None);
+        }
+        assert_eq!(ix.lookup(&fp(19_999)).unwrap(), Some(ContainerId(3)));
+        let fresh_backend: Arc<dyn Backend> = Arc::new(MemBackend::new());
+        let fresh = DiskIndex::open(fresh_backend.clone(), Arc::new(Counters::default())).unwrap();
+        fresh
+            .write_merged(entries(16_000..20_000, 3), ContainerId(4), 32, 4096)
+            .unwrap();
+        let (after, want) = (size(&backend, 2), size(&fresh_backend, 1));
+        assert!(after * 4 < full, "{after} of {full} bytes");
+        assert!(
+            after <= want + want / 4,
+            "{after} bytes, a fresh index {want}"
+        );
     }
 
     #[test]
