@@ -202,6 +202,7 @@ pub fn cairn_backup(
                 progress: Arc::new(Progress::default()),
                 rewrite_of: None,
                 rewrite_scheme: None,
+                dedup: Default::default(),
             },
         )?)
     })?;
