@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds cairn and cairn-bench (release) and runs every benchmark: chunking,
-# backup (one source, then one source per top-level directory), restore and
-# memory. Tables go to stdout and bench/out/summary.txt; one JSON file per
-# benchmark goes to bench/out/ (gitignored). See bench/README.md.
+# backup (one source, then one source per top-level directory), restore,
+# deferred dedup (on the backup dataset) and memory. Tables go to stdout and
+# bench/out/summary.txt; one JSON file per benchmark goes to bench/out/
+# (gitignored). See bench/README.md.
 #
 # Sizes (environment; defaults take about 2 minutes on 2 cores plus the build):
 #   CHUNKING_MIB  chunking buffer, MiB              (256; QUICK=1: 32)
@@ -72,6 +73,7 @@ bench backup-dirs backup --mib "$BACKUP_MIB" --dup-pct "$DUP_PCT" --runs "$RUNS"
 bench backup backup --mib "$BACKUP_MIB" --dup-pct "$DUP_PCT" --runs "$RUNS" \
     --dir "$WORK" --keep
 bench restore restore --mib "$BACKUP_MIB" --dup-pct "$DUP_PCT" --runs "$RUNS" --dir "$WORK"
+bench deferred deferred --mib "$BACKUP_MIB" --dup-pct "$DUP_PCT" --runs "$RUNS" --dir "$WORK"
 bench memory memory --gib "$MEMORY_GIB" --cairn "$CAIRN" --dir "$WORK"
 bench commit commit --chunks "$COMMIT_CHUNKS" --dir "$WORK"
 bench sim sim --generations "$SIM_GENERATIONS" --generation-bytes "$SIM_GENERATION_BYTES"
