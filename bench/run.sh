@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Builds cairn and cairn-bench (release) and runs every benchmark: chunking,
 # backup (one source, then one source per top-level directory), restore,
-# memory, commit, sim and gc (cairn forget + gc against restic forget
-# --prune; restic is installed with apt-get if absent, and skipped with a
-# message if that fails). Tables go to stdout and bench/out/summary.txt; one JSON file per
-# benchmark goes to bench/out/ (gitignored). See bench/README.md.
+# deferred dedup (on the backup dataset), memory, commit, sim and gc (cairn
+# forget + gc against restic forget --prune; restic is installed with apt-get
+# if absent, and skipped with a message if that fails). Tables go to stdout
+# and bench/out/summary.txt; one JSON file per benchmark goes to bench/out/
+# (gitignored). See bench/README.md.
 #
 # Sizes (environment; defaults take about 2 minutes on 2 cores plus the build):
 #   CHUNKING_MIB  chunking buffer, MiB              (256; QUICK=1: 32)
@@ -81,6 +82,7 @@ bench backup-dirs backup --mib "$BACKUP_MIB" --dup-pct "$DUP_PCT" --runs "$RUNS"
 bench backup backup --mib "$BACKUP_MIB" --dup-pct "$DUP_PCT" --runs "$RUNS" \
     --dir "$WORK" --keep
 bench restore restore --mib "$BACKUP_MIB" --dup-pct "$DUP_PCT" --runs "$RUNS" --dir "$WORK"
+bench deferred deferred --mib "$BACKUP_MIB" --dup-pct "$DUP_PCT" --runs "$RUNS" --dir "$WORK"
 bench memory memory --gib "$MEMORY_GIB" --cairn "$CAIRN" --dir "$WORK"
 bench commit commit --chunks "$COMMIT_CHUNKS" --dir "$WORK"
 bench sim sim --generations "$SIM_GENERATIONS" --generation-bytes "$SIM_GENERATION_BYTES"
@@ -91,4 +93,4 @@ if [[ "${KEEP_WORK:-0}" != 1 ]]; then
     rm -rf "$WORK"
 fi
 echo
-echo "results: $OUT/{chunking,backup-dirs,backup,restore,memory,commit,sim,gc}.json and $SUMMARY"
+echo "results: $OUT/{chunking,backup-dirs,backup,restore,deferred,memory,commit,sim,gc}.json and $SUMMARY"

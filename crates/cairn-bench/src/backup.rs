@@ -34,7 +34,7 @@ use anyhow::{bail, ensure, Context, Result};
 use cairn_chunk::{fingerprint, new_chunker, ChunkBatch, ChunkReader};
 use cairn_core::{ChunkerConfig, Fingerprint, FingerprintAlgo, FpSet};
 use cairn_engine::backup::walker::BATCH_BYTES;
-use cairn_engine::{BackupOptions, BackupOutcome, Progress, Repository, Source};
+use cairn_engine::{BackupOptions, BackupOutcome, DedupMode, Progress, Repository, Source};
 use serde_json::{json, Value};
 
 use crate::common::{disturbed, machine_busy, mbps, mib, prefault, sync, value, walk, WorkDir};
@@ -156,7 +156,7 @@ impl Timed {
         self.cpu.as_secs_f64() / self.wall.as_secs_f64().max(1e-9)
     }
 
-    fn better(self, other: Option<Timed>) -> Timed {
+    pub fn better(self, other: Option<Timed>) -> Timed {
         match other {
             Some(o) if o.wall <= self.wall => o,
             _ => self,
@@ -185,6 +185,16 @@ pub fn cairn_backup(
     sources: Vec<Source>,
     tags: &[&str],
 ) -> Result<(Timed, BackupOutcome)> {
+    cairn_backup_with(repo, sources, tags, DedupMode::Inline)
+}
+
+/// [`cairn_backup`] with dedup `mode` (inline, or deferred to the collector).
+pub fn cairn_backup_with(
+    repo: &Path,
+    sources: Vec<Source>,
+    tags: &[&str],
+    mode: DedupMode,
+) -> Result<(Timed, BackupOutcome)> {
     if !repo.join("config").is_file() {
         Repository::init_local(repo, Repository::default_config())
             .with_context(|| format!("creating a repository at {}", repo.display()))?;
@@ -202,6 +212,7 @@ pub fn cairn_backup(
                 progress: Arc::new(Progress::default()),
                 rewrite_of: None,
                 rewrite_scheme: None,
+                dedup: mode,
             },
         )?)
     })?;

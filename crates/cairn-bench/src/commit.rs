@@ -51,6 +51,7 @@ fn backup(repo: &Path, data: &Path, first: u64, count: u64) -> Result<(f64, u64)
             progress: Arc::new(Progress::default()),
             rewrite_of: None,
             rewrite_scheme: None,
+            dedup: Default::default(),
         },
     )?;
     std::fs::remove_file(&file)?;

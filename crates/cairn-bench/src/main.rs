@@ -14,6 +14,9 @@
 //!   and of 1 M indexed chunks ([`commit`]).
 //! * `sim`: simulator throughput on the DDFS workload against generating
 //!   the workload alone ([`sim`]).
+//! * `deferred`: a mostly-duplicate generation backed up with inline and
+//!   with deferred dedup on copies of one repository, and the `gc` that
+//!   removes the deferred one's duplicates ([`deferred`]).
 //! * `gc`: `cairn forget` + `cairn gc` (each collector) against `restic
 //!   forget --prune` on the same generations of a changing tree ([`gc`]).
 //! * `memory`: peak RSS of `cairn backup --stdin` fed GiBs of generated data,
@@ -31,6 +34,7 @@ mod chunking;
 mod commit;
 mod common;
 mod dataset;
+mod deferred;
 mod gc;
 mod memory;
 mod restore;
@@ -52,6 +56,12 @@ subcommands:
   restore [--mib N] [--dup-pct P] [--runs R] [--cache MIB] [--policy P] [--no-verify] [--dir D] [--keep] [--json]
       restore of gen1 and gen2 (reusing `backup --dir D --keep`'s repository
       if present) vs a single-threaded copy of the same files
+
+  deferred [--mib N] [--dup-pct P] [--runs R] [--dir D] [--keep] [--json]
+      gen2 of the backup dataset (N MiB, default 256) backed up inline vs
+      deferred (004 post-processing dedup) on copies of a repository holding
+      gen1, alternated: ingest MB/s and CPU seconds, repository size, and the
+      size and time of the `cairn gc` that removes the deferred duplicates
 
   memory [--gib G] [--dup-pct P] [--seed N] [--repo R] [--cairn PATH] [--dir D] [--keep] [--json]
       peak RSS of `cairn backup --stdin` fed G GiB (default 4) of generated
@@ -98,6 +108,7 @@ fn run(args: &mut Vec<String>) -> anyhow::Result<()> {
         "backup" => backup::run(sub)?,
         "restore" => restore::run(sub)?,
         "memory" => memory::run(sub)?,
+        "deferred" => deferred::run(sub)?,
         "commit" => commit::run(sub)?,
         "sim" => sim::run(sub)?,
         "gc" => gc::run(sub)?,

@@ -331,6 +331,12 @@ pub struct BackupArgs {
     /// Wait for another writer to finish instead of failing.
     #[arg(long)]
     pub wait: bool,
+    /// When duplicates are removed: inline (at ingest, against everything
+    /// stored) or deferred (004 post-processing: no index lookups now, every
+    /// chunk is stored, a chunk repeated within this backup once; the next
+    /// `cairn gc` removes the older copies).
+    #[arg(long, default_value = "inline")]
+    pub dedup: String,
     /// Settings used if the repository does not exist yet.
     #[command(flatten)]
     pub init: InitArgs,

@@ -12,7 +12,7 @@ use cairn_core::{ChunkerConfig, CompressionCodec, CompressionConfig, Fingerprint
 use cairn_engine::catalog::{self, SnapshotInfo};
 use cairn_engine::config::{IndexKind, LookupStrategy, RewriteConfig};
 use cairn_engine::restore::Reader;
-use cairn_engine::{BackupOptions, Progress, RepoConfig, Repository, Source};
+use cairn_engine::{BackupOptions, DedupMode, Progress, RepoConfig, Repository, Source};
 use cairn_format::dir::EntryKind;
 
 use crate::args::{BackupArgs, Cli, Command, InitArgs, RepairCommand};
@@ -312,6 +312,7 @@ fn backup(cli: &Cli, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
     // Validated before anything is created, so bad flags or missing sources
     // never leave a repository behind.
     let cfg = config_from(&a.init)?;
+    let dedup: DedupMode = a.dedup.parse()?;
     if !a.stdin {
         if let Some((p, e)) = a
             .paths
@@ -352,6 +353,7 @@ fn backup(cli: &Cli, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
             rewrite_of: None,
             // Given on an existing repository: this backup's scheme.
             rewrite_scheme: (!created).then_some(cfg_rewrite).flatten(),
+            dedup,
         },
     );
     drop(display);
@@ -371,6 +373,7 @@ fn backup(cli: &Cli, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
                 "time": time(outcome.record.time_unix_ns),
                 "paths": outcome.record.paths,
                 "tags": outcome.record.tags,
+                "dedup": dedup.name(),
                 "stats": st,
                 "skipped": outcome.skipped,
                 "phases": outcome.phases,
@@ -403,6 +406,9 @@ fn backup(cli: &Cli, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
             "  lookups: {} cache hits, {} bloom negatives, {} index page reads, {} prefetches",
             c.cache_hits, c.bloom_negatives, c.index_page_reads, c.prefetches
         );
+        if dedup == DedupMode::Deferred {
+            println!("  dedup deferred: chunks stored before this backup were not looked up; `cairn gc` removes their older copies");
+        }
     }
     if outcome.skipped.is_empty() {
         Ok(ExitCode::SUCCESS)

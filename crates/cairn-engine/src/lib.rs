@@ -28,6 +28,6 @@ pub mod restore;
 pub mod stats;
 pub(crate) mod warnings;
 
-pub use backup::{backup, BackupOptions, BackupOutcome, Progress, Source};
+pub use backup::{backup, BackupOptions, BackupOutcome, DedupMode, Progress, Source};
 pub use config::RepoConfig;
 pub use repo::{DeleteLock, GcLock, ReadLock, Repository, WriteLock};

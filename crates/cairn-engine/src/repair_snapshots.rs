@@ -167,6 +167,7 @@ fn rewrite(
             host: Some(snap.record.host.clone()),
             progress: Arc::new(Progress::default()),
             rewrite_scheme: Some(crate::backup::rewrite::RewriteConfig::None),
+            dedup: Default::default(),
             rewrite_of: Some(RewriteOf {
                 time_unix_ns: snap.record.time_unix_ns,
                 paths: snap.record.paths.clone(),

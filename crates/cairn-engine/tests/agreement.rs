@@ -82,6 +82,7 @@ fn run(repo: &Repository, source: Source) -> (CountersSnapshot, u64, u64) {
             progress: Arc::new(Progress::default()),
             rewrite_of: None,
             rewrite_scheme: None,
+            dedup: Default::default(),
         },
     )
     .unwrap();

@@ -37,6 +37,7 @@ use cairn_format::dir::{encode_dir, DirEntry, EntryKind};
 use cairn_format::snapshot::{SnapshotRecord, SnapshotStats};
 
 use crate::catalog;
+pub use crate::dedup::deferred::DedupMode;
 use crate::dedup::Dedup;
 use crate::index;
 use crate::repo::{Repository, WriteLock};
@@ -56,6 +57,11 @@ pub struct BackupOptions {
     /// The rewrite scheme of this backup (`--rewrite`); `None`: the
     /// repository's (`rewrite` in the config).
     pub rewrite_scheme: Option<rewrite::RewriteConfig>,
+    /// Inline dedup (the default), or deferred to the next `gc`
+    /// (`--dedup deferred`, 004 post-processing dedup): no index lookups at
+    /// ingest, every chunk met is stored (a chunk repeated within this
+    /// backup once).
+    pub dedup: DedupMode,
 }
 
 /// What a rewritten snapshot keeps of the snapshot it replaces.
@@ -140,14 +146,15 @@ pub fn backup(repo: &Repository, _lock: &WriteLock, opts: BackupOptions) -> Resu
     check_lookup_resolved(&repo.config)?;
     let before = repo.counters.snapshot();
     let warnings = crate::warnings::Warnings::default();
-    let scheme = opts.rewrite_scheme.unwrap_or(repo.config.rewrite);
+    let scheme = rewrite_scheme(&repo.config, &opts)?;
     check_rewrite(&repo.config, &scheme)?;
     let history = if scheme.is_none() {
         None
     } else {
         previous_backup(repo)?
     };
-    let (shared, seal_rx, replayed_containers) = open_dedup(repo, &warnings, scheme, history)?;
+    let (shared, seal_rx, replayed_containers) =
+        open_dedup(repo, &warnings, scheme, history, opts.dedup)?;
     let open_seconds = started.elapsed().as_secs_f64();
     let run = RunState::new(repo, &opts, warnings.take(), started);
 
@@ -203,6 +210,25 @@ fn check_sources(sources: &[Source]) -> Result<()> {
     Ok(())
 }
 
+/// The rewrite scheme of this backup: the one given, or the repository's.
+/// A deferred backup rewrites nothing: rewriting stores old duplicates
+/// again to place them near their neighbours, and a deferred backup stores
+/// every chunk it meets in its own containers already; giving a scheme
+/// explicitly with it is refused rather than silently ignored.
+fn rewrite_scheme(
+    cfg: &crate::config::RepoConfig,
+    opts: &BackupOptions,
+) -> Result<rewrite::RewriteConfig> {
+    match (opts.dedup, opts.rewrite_scheme) {
+        (DedupMode::Inline, given) => Ok(given.unwrap_or(cfg.rewrite)),
+        (DedupMode::Deferred, Some(s)) if !s.is_none() => Err(Error::invalid(format!(
+            "rewrite scheme {} needs inline dedup: a deferred backup stores every chunk it meets",
+            s.name()
+        ))),
+        (DedupMode::Deferred, _) => Ok(rewrite::RewriteConfig::None),
+    }
+}
+
 /// Rewrite schemes decide over chunks in stream order; lazy lookup decides
 /// some of them late and out of order.
 fn check_rewrite(cfg: &crate::config::RepoConfig, scheme: &rewrite::RewriteConfig) -> Result<()> {
@@ -247,6 +273,7 @@ fn open_dedup(
     warnings: &crate::warnings::Warnings,
     rewrite: rewrite::RewriteConfig,
     history: Option<rewrite::History>,
+    dedup_mode: DedupMode,
 ) -> Result<(Shared, Receiver<stream::SealJob>, u64)> {
     let cfg = repo.config.clone();
     let opened = index::open_for_write(
@@ -270,6 +297,7 @@ fn open_dedup(
         codec: crate::codec::ChunkCodec::for_config(&cfg),
         cfg,
         dedup,
+        dedup_mode,
         log: repo.log.clone(),
         counters: repo.counters.clone(),
         phases: PhaseTimes::default(),

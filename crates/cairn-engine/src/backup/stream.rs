@@ -67,6 +67,8 @@ pub struct Shared {
     /// Fingerprints and encodes every chunk (`crate::codec`).
     pub codec: ChunkCodec,
     pub dedup: Dedup,
+    /// Inline, or deferred to the collector (`dedup::deferred`).
+    pub dedup_mode: crate::dedup::deferred::DedupMode,
     pub log: Arc<dyn ContainerStore>,
     pub counters: Arc<Counters>,
     pub phases: PhaseTimes,
@@ -197,7 +199,7 @@ impl<'a> Stream<'a> {
             seal_tx: shared.seal_tx.lock().clone(),
             writer: None,
             fps: Vec::new(),
-            lookup: strategy::for_config(&shared.cfg.index.lookup),
+            lookup: strategy::for_backup(shared.dedup_mode, &shared.cfg.index.lookup),
             decisions: Vec::new(),
             held: HashMap::new(),
             held_bytes: 0,

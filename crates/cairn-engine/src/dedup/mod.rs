@@ -15,8 +15,10 @@
 //! Every lookup answers with a [`Location`]: new, stored in container C, or
 //! in flight. The order of the steps is the strategy's ([`strategy`]): eager
 //! ([`eager`], DDFS §4.4) or lazy ([`lazy`], `000` Algorithm 2), chosen once
-//! per stream from the config. Strategies reach the state only through a
-//! locked [`Session`]'s step methods.
+//! per stream from the config, or deferred ([`deferred`], 004
+//! post-processing dedup: no lookup of anything older than the backup) when
+//! the backup asks for it. Strategies reach the state only through a locked
+//! [`Session`]'s step methods.
 //!
 //! Ablations for DDFS Table 4 switch the Summary Vector or the cache off.
 
@@ -35,6 +37,7 @@ use crate::index::locality_cache::LocalityCache;
 use crate::index::overlay::IndexUpdate;
 use crate::index::OpenedIndex;
 
+pub mod deferred;
 pub mod eager;
 pub mod lazy;
 pub mod strategy;
@@ -73,6 +76,10 @@ pub struct Dedup {
     log: Arc<dyn ContainerStore>,
     counters: Arc<Counters>,
     use_cache: bool,
+    /// The first container id this backup can allocate: every container
+    /// at or above it was written by this run (ids only grow), every one
+    /// below it (replayed entries included) is older.
+    run_start: ContainerId,
     state: Mutex<State>,
 }
 
@@ -117,10 +124,12 @@ impl Dedup {
             crate::canonical::place(&mut placed, e.fp, e.container);
         }
         let memory = placed.into_iter().map(|(fp, id)| (fp, Some(id))).collect();
+        let run_start = log.next_id();
         Dedup {
             log,
             counters,
             use_cache,
+            run_start,
             state: Mutex::new(State {
                 cache: LocalityCache::new(cache_containers),
                 index: index.kind,
@@ -339,6 +348,18 @@ impl Session<'_> {
             Some(&Some(id)) => self.confirmed(id, fp).map(Some),
             Some(None) => Ok(Some(Location::InFlight)),
             None => Ok(None),
+        }
+    }
+
+    /// Deferred dedup: where this backup itself stored `fp` (in a container
+    /// of this run, or still packing it); `None` when it has not, even if
+    /// an older copy exists (replayed entries are older). No lookup of
+    /// anything older and no confirmation: this run wrote those containers.
+    pub fn stored_by_this_run(&self, fp: &Fingerprint) -> Option<Location> {
+        match self.st.memory.get(fp) {
+            Some(None) => Some(Location::InFlight),
+            Some(&Some(id)) if id >= self.dedup.run_start => Some(Location::Stored(id)),
+            _ => None,
         }
     }
 

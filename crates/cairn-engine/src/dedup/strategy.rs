@@ -2,7 +2,8 @@
 //! through the dedup steps, and when each is decided. Chosen once per
 //! stream from `index.lookup.strategy`; the backup stream calls it only
 //! through [`LookupStrategy`]. A new strategy is a new file in `dedup/`
-//! plus one arm in [`for_config`].
+//! plus one arm in [`for_config`] (or, like deferred dedup, a backup
+//! option chosen in [`for_backup`]).
 
 use cairn_core::{Fingerprint, Result};
 
@@ -38,6 +39,15 @@ pub trait LookupStrategy: Send {
 
     /// Fingerprints buffered now.
     fn buffered(&self) -> usize;
+}
+
+/// The strategy of a backup in `mode`: deferred dedup replaces the
+/// configured lookup (it looks nothing up); inline runs `cfg`'s.
+pub fn for_backup(mode: super::deferred::DedupMode, cfg: &LookupConfig) -> Box<dyn LookupStrategy> {
+    match mode {
+        super::deferred::DedupMode::Deferred => Box::new(super::deferred::Deferred::default()),
+        super::deferred::DedupMode::Inline => for_config(cfg),
+    }
 }
 
 /// The strategy `cfg` names. `auto` is resolved before a backup starts.

@@ -38,6 +38,7 @@ fn repo_sized(backend: Arc<MemBackend>, tree: &Path, container_size: u32) -> (Re
             progress: Arc::new(Progress::default()),
             rewrite_of: None,
             rewrite_scheme: None,
+            dedup: Default::default(),
         },
     )
     .unwrap();

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use cairn_engine::restore::Reader;
-use cairn_engine::{catalog, BackupOptions, Progress, RepoConfig, Repository, Source};
+use cairn_engine::{catalog, BackupOptions, DedupMode, Progress, RepoConfig, Repository, Source};
 
 /// xorshift64: deterministic test data from a seed (never 0).
 pub struct Rng(pub u64);
@@ -42,8 +42,17 @@ pub fn tiny_config() -> RepoConfig {
 
 /// Backs up `path` (host `test`) under the writer lock; the snapshot id.
 pub fn backup(repo: &Repository, path: &Path) -> cairn_core::Result<String> {
+    Ok(backup_with(repo, path, DedupMode::Inline)?.snapshot_id)
+}
+
+/// Backs up `path` (host `test`) with dedup `mode`; the whole outcome.
+pub fn backup_with(
+    repo: &Repository,
+    path: &Path,
+    mode: DedupMode,
+) -> cairn_core::Result<cairn_engine::BackupOutcome> {
     let lock = repo.lock_writer(false)?;
-    let out = cairn_engine::backup(
+    cairn_engine::backup(
         repo,
         &lock,
         BackupOptions {
@@ -53,9 +62,9 @@ pub fn backup(repo: &Repository, path: &Path) -> cairn_core::Result<String> {
             progress: Arc::new(Progress::default()),
             rewrite_of: None,
             rewrite_scheme: None,
+            dedup: mode,
         },
-    )?;
-    Ok(out.snapshot_id)
+    )
 }
 
 pub fn copy_dir(from: &Path, to: &Path) {

@@ -54,6 +54,7 @@ fn backup(repo: &Repository, path: &Path) -> String {
             progress: Arc::new(Progress::default()),
             rewrite_of: None,
             rewrite_scheme: None,
+            dedup: Default::default(),
         },
     )
     .unwrap();

@@ -257,6 +257,7 @@ pub fn run(inputs: &[GenerationInput], opts: &SimOptions) -> Result<SimReport> {
                 progress: Arc::new(Progress::default()),
                 rewrite_of: None,
                 rewrite_scheme: None,
+                dedup: Default::default(),
             },
         )?;
         drop(lock);
