@@ -450,3 +450,49 @@ fn a_damaged_pending_list_is_repaired_by_the_next_collection() {
     }
     assert!(seen > 0, "no crash point left a pending list");
 }
+
+/// After a collection, the Summary Vector no longer answers "maybe" for
+/// the fingerprints it removed (rebuilt when the collection's commit
+/// writes a new index generation), so a backup meeting them again pays
+/// no index read for them.
+#[test]
+fn the_summary_vector_forgets_what_a_collection_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let repo = Repository::init(backend.clone(), tiny_config()).unwrap();
+    let data = dir.path().join("data");
+    write_tree(&data, 1, 8, 8);
+    let old = backup(&repo, &data);
+    write_tree(&data, 2, 8, 8);
+    backup(&repo, &data);
+    let lock = repo.lock_writer(false).unwrap();
+    cairn_engine::forget::remove(&repo, &lock, &[old]).unwrap();
+    drop(lock);
+    let mut stored = std::collections::HashSet::new();
+    for id in repo.log.ids().unwrap() {
+        for d in repo.log.read_meta(id).unwrap().descriptors {
+            stored.insert(d.fp);
+        }
+    }
+    run_gc(&repo, Collector::PgcPlus, 1 << 30);
+    let opened = cairn_engine::index::open_for_write(
+        backend.clone(),
+        repo.counters.clone(),
+        &*repo.log,
+        &repo.config.index,
+        &Default::default(),
+    )
+    .unwrap();
+    let mut kind = opened.kind;
+    let removed: Vec<_> = stored
+        .into_iter()
+        .filter(|fp| kind.lookup(fp).unwrap().is_none())
+        .collect();
+    assert!(removed.len() > 20, "only {} removed", removed.len());
+    let negatives = removed.iter().filter(|fp| kind.certainly_new(fp)).count();
+    assert!(
+        negatives * 10 >= removed.len() * 9,
+        "{negatives} of {} removed fingerprints certainly new",
+        removed.len()
+    );
+}

@@ -132,6 +132,17 @@ impl DiskIndex {
         }
     }
 
+    /// Whether the current generation's deltas removed any entry (a
+    /// collection's commit written as a delta).
+    pub fn deltas_removed_entries(&self) -> bool {
+        self.current.read().as_ref().is_some_and(|c| {
+            c.overlay
+                .changes
+                .values()
+                .any(|ch| matches!(ch, super::overlay::Change::Replace(_)))
+        })
+    }
+
     /// Looks a fingerprint up with one page read. If a concurrent writer has
     /// replaced this generation meanwhile, reloads the newest one and retries.
     pub fn lookup(&self, fp: &Fingerprint) -> Result<Option<ContainerId>> {

@@ -51,6 +51,15 @@ impl SummaryVector {
         }
     }
 
+    /// An empty filter of the same size and hash count.
+    pub fn empty_like(&self) -> Self {
+        SummaryVector {
+            filter: AtomicBloomFilter::with_num_bits(self.num_bits() as usize).hashes(self.hashes),
+            hashes: self.hashes,
+            inserted: AtomicU64::new(0),
+        }
+    }
+
     pub fn insert(&self, fp: &Fingerprint) {
         self.filter.insert_hash(key(fp));
         self.inserted.fetch_add(1, Ordering::Relaxed);

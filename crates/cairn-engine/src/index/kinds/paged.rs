@@ -140,9 +140,11 @@ impl FingerprintIndex for PagedIndex {
 
     /// The Summary Vector already holds every put: a backup's through
     /// [`FingerprintIndex::note_new`], a moved chunk's since it was first
-    /// indexed. A removed fingerprint stays in it (a Bloom filter cannot
-    /// forget) and costs one false positive per lookup until the filter is
-    /// next rebuilt.
+    /// indexed. A Bloom filter cannot forget, so when a new generation is
+    /// written after removals (a garbage collection's commit, now or in a
+    /// delta since the last generation) the filter is rebuilt from the
+    /// entries that stay, in one pass over the index: a removed fingerprint
+    /// costs no false positive after that.
     fn commit(
         &mut self,
         backend: &dyn Backend,
@@ -152,6 +154,21 @@ impl FingerprintIndex for PagedIndex {
         page_size: usize,
     ) -> Result<()> {
         let generation = self.disk.generation();
+        if self.disk.wants_merge(&update)
+            && (!update.removes.is_empty() || self.disk.deltas_removed_entries())
+        {
+            let gone: cairn_core::FpSet = update.removes.iter().copied().collect();
+            let fresh = self.summary.empty_like();
+            self.disk.for_each_entry(&mut |e| {
+                if !gone.contains(&e.fp) {
+                    fresh.insert(&e.fp);
+                }
+            })?;
+            for e in &update.puts {
+                fresh.insert(&e.fp);
+            }
+            self.summary = fresh;
+        }
         let wrote = commit_paged(
             &self.disk,
             Some(&self.summary),
