@@ -34,6 +34,7 @@ fn gc_options(t: &GcTuning, dry_run: bool) -> Result<GcOptions> {
         dry_run,
         seed: None,
         wait: t.wait,
+        assume_forgotten: Vec::new(),
     })
 }
 
@@ -267,8 +268,14 @@ pub fn forget(cli: &Cli, repo: &Repository, a: &ForgetArgs) -> Result<ExitCode> 
             }
         );
     }
-    let pruned = match &gc_opts {
-        Some(opts) => Some(run_gc(cli, repo, opts)?),
+    let pruned = match gc_opts {
+        Some(mut opts) => {
+            if a.dry_run {
+                // Plan as if the removal had happened.
+                opts.assume_forgotten = remove.clone();
+            }
+            Some(run_gc(cli, repo, &opts)?)
+        }
         None => None,
     };
     if cli.json {

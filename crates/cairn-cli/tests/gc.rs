@@ -237,3 +237,43 @@ fn a_backup_beside_a_collection_commits_and_restores() {
     }
     assert!(overlapped >= 1, "no backup ever ran beside a collection");
 }
+
+/// `forget --dry-run --prune` plans the collection as if the snapshots
+/// were gone: it reports what the real run would reclaim, and changes
+/// nothing.
+#[test]
+fn forget_dry_run_prune_plans_as_if_forgotten() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("repo");
+    five_generations(dir.path(), &repo);
+    let before = repo_bytes(&repo);
+    let dry = cairn(
+        &repo,
+        &[
+            "--json",
+            "forget",
+            "--keep-last",
+            "1",
+            "--prune",
+            "--dry-run",
+        ],
+    )
+    .ok()
+    .json();
+    let planned = dry["gc"]["plan"]["estimated_reclaim_bytes"]
+        .as_u64()
+        .unwrap();
+    assert!(planned > 0, "{dry}");
+    assert_eq!(snapshot_ids(&repo).len(), 5);
+    assert_eq!(repo_bytes(&repo), before);
+    let real = cairn(&repo, &["--json", "forget", "--keep-last", "1", "--prune"])
+        .ok()
+        .json();
+    assert_eq!(
+        real["gc"]["plan"]["estimated_reclaim_bytes"]
+            .as_u64()
+            .unwrap(),
+        planned,
+        "the dry run planned what the real run did"
+    );
+}

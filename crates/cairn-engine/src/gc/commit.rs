@@ -33,7 +33,7 @@ use cairn_format::index::IndexEntry;
 use super::mark::{damage_at, stop, NodeReader};
 use super::reservation::{self, Reservation};
 use super::sweep::{self, Copied, CopyWriter};
-use super::{pending, Entries, GcProgress};
+use super::{pending, Entries, GcOptions, GcProgress};
 use crate::catalog;
 use crate::codec::ChunkCodec;
 use crate::index::disk_index::DiskIndex;
@@ -107,15 +107,16 @@ pub(super) struct Merged {
 pub(super) fn merge(
     repo: &Repository,
     gc: &GcLock,
-    wait: bool,
-    dry_run: bool,
+    opts: &GcOptions,
     progress: &dyn GcProgress,
 ) -> Result<Merged> {
-    let writer = repo.lock_writer_for_gc(gc, wait)?;
-    if dry_run {
+    let writer = repo.lock_writer_for_gc(gc, opts.wait)?;
+    if opts.dry_run {
         let opened = open_index(repo)?;
+        let mut roots = live_roots(repo)?;
+        roots.retain(|(id, _)| !opts.assume_forgotten.contains(id));
         return Ok(Merged {
-            roots: live_roots(repo)?,
+            roots,
             ids: repo.log.ids()?,
             reservation: None,
             uncovered: canonical_map(&opened.replayed),

@@ -99,6 +99,9 @@ pub struct GcOptions {
     /// Wait for a running backup at Merge instead of failing (the commit
     /// always waits: the work is done by then).
     pub wait: bool,
+    /// Dry run only: plan as if these snapshots were forgotten already
+    /// (`forget --dry-run --prune`).
+    pub assume_forgotten: Vec<String>,
 }
 
 impl Default for GcOptions {
@@ -111,6 +114,7 @@ impl Default for GcOptions {
             dry_run: false,
             seed: None,
             wait: false,
+            assume_forgotten: Vec::new(),
         }
     }
 }
@@ -571,7 +575,7 @@ pub fn collect(
     // Merge (§3.1 step 1): the index covers every container; the roots are
     // the snapshot records now; ids are reserved for the copies.
     phases.start("merge", 0);
-    let mut merged = commit::merge(repo, gc, opts.wait, opts.dry_run, progress)?;
+    let mut merged = commit::merge(repo, gc, opts, progress)?;
     report.warnings = std::mem::take(&mut merged.warnings);
     let codec = ChunkCodec::for_config(cfg);
     let mut ctx = Ctx {
