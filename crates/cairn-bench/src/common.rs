@@ -242,3 +242,9 @@ pub fn machine_busy() -> Duration {
 pub fn disturbed(others: Duration, wall: Duration) -> bool {
     others.as_secs_f64() > 0.05 && others.as_secs_f64() > 0.05 * wall.as_secs_f64()
 }
+
+/// Command-line words from string literals (option parsers' tests).
+#[cfg(test)]
+pub fn args(a: &[&str]) -> Vec<String> {
+    a.iter().map(|s| s.to_string()).collect()
+}

@@ -324,10 +324,7 @@ fn report(o: &Options, ds: &Dataset, res: &Results) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn args(a: &[&str]) -> Vec<String> {
-        a.iter().map(|s| s.to_string()).collect()
-    }
+    use crate::common::args;
 
     #[test]
     fn options_parse() {

@@ -560,10 +560,7 @@ fn report(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn args(a: &[&str]) -> Vec<String> {
-        a.iter().map(|s| s.to_string()).collect()
-    }
+    use crate::common::args;
 
     #[test]
     fn options_parse() {

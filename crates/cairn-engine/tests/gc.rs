@@ -319,47 +319,57 @@ fn level_checksums_stop_a_collection_over_a_damaged_tree() {
     }
 }
 
+/// Writes and deletes one collection makes on a fresh `damaged_setup`.
+fn writes_of_a_collection(collector: Collector) -> u64 {
+    let (_dir, plan, _backend, repo) = damaged_setup(true);
+    let before = plan.writes_attempted();
+    run_gc(&repo, collector, 1 << 30);
+    plan.writes_attempted() - before
+}
+
+/// A fresh `damaged_setup` whose collection crashes after `n` writes and
+/// deletes (with the counting run's seed: the same Bloom filters, so the
+/// same containers selected and the same writes). Returns the data
+/// directory, the restarted store, the kept snapshot and whether the
+/// crash point was reached (listing sizes vary with file times, so a run
+/// may write fewer objects than the counting run).
+fn crashed_collection(
+    collector: Collector,
+    n: u64,
+) -> (tempfile::TempDir, Arc<dyn Backend>, String, bool) {
+    let (dir, plan, backend, repo) = damaged_setup(true);
+    let (snaps, _) = catalog::list(&**repo.backend()).unwrap();
+    let kept = snaps[0].id.clone();
+    plan.crash_after_writes(n);
+    let lock = repo.lock_gc(false).unwrap();
+    let r = gc::collect(
+        &repo,
+        &lock,
+        &GcOptions {
+            collector,
+            seed: Some(7),
+            ..Default::default()
+        },
+        &NoProgress,
+    );
+    drop(lock);
+    drop(repo);
+    plan.restart();
+    (dir, backend, kept, r.is_err())
+}
+
 /// A crash at every write and delete of a collection (copies, index
 /// delta, container deletes) loses nothing: the earlier snapshots restore,
 /// `check` is clean and the next collection completes.
 #[test]
 fn crash_at_every_write_of_a_collection_loses_nothing() {
     for collector in [Collector::Lgc, Collector::Pgc, Collector::PgcPlus] {
-        let count = {
-            let (_dir, plan, _backend, repo) = damaged_setup(true);
-            let before = plan.writes_attempted();
-            run_gc(&repo, collector, 1 << 30);
-            plan.writes_attempted() - before
-        };
+        let count = writes_of_a_collection(collector);
         assert!(count >= 3, "{collector:?}: only {count} writes");
         let mut crashed = 0;
         for n in 0..count {
-            let (dir, plan, backend, repo) = damaged_setup(true);
-            let (snaps, _) = catalog::list(&**repo.backend()).unwrap();
-            let kept = snaps[0].id.clone();
-            plan.crash_after_writes(n);
-            let lock = repo.lock_gc(false).unwrap();
-            let r = gc::collect(
-                &repo,
-                &lock,
-                &GcOptions {
-                    collector,
-                    // The counting run's seed: the same Bloom filters, so
-                    // the same containers selected and the same writes.
-                    seed: Some(7),
-                    ..Default::default()
-                },
-                &NoProgress,
-            );
-            // Listing sizes vary with file times (varints), so a run may
-            // write fewer objects than the counting run: a crash point past
-            // its end is simply not reached.
-            if r.is_err() {
-                crashed += 1;
-            }
-            drop(lock);
-            drop(repo);
-            plan.restart();
+            let (dir, backend, kept, reached) = crashed_collection(collector, n);
+            crashed += u64::from(reached);
             let repo = Repository::open(backend.clone()).unwrap();
             let model = vec![(kept.clone(), dir.path().join("data"))];
             assert_model(&repo, &model);
@@ -379,31 +389,10 @@ fn crash_at_every_write_of_a_collection_loses_nothing() {
 /// nothing and leaving `check --read-data` clean.
 #[test]
 fn a_damaged_pending_list_is_repaired_by_the_next_collection() {
-    let count = {
-        let (_dir, plan, _backend, repo) = damaged_setup(true);
-        let before = plan.writes_attempted();
-        run_gc(&repo, Collector::PgcPlus, 1 << 30);
-        plan.writes_attempted() - before
-    };
+    let count = writes_of_a_collection(Collector::PgcPlus);
     let mut seen = 0;
     for n in 0..count {
-        let (dir, plan, backend, repo) = damaged_setup(true);
-        let (snaps, _) = catalog::list(&**repo.backend()).unwrap();
-        let kept = snaps[0].id.clone();
-        plan.crash_after_writes(n);
-        let lock = repo.lock_gc(false).unwrap();
-        let _ = gc::collect(
-            &repo,
-            &lock,
-            &GcOptions {
-                seed: Some(7),
-                ..Default::default()
-            },
-            &NoProgress,
-        );
-        drop(lock);
-        drop(repo);
-        plan.restart();
+        let (dir, backend, kept, _) = crashed_collection(Collector::PgcPlus, n);
         if !backend.exists("gc-pending").unwrap() {
             continue;
         }
