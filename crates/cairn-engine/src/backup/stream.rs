@@ -29,6 +29,16 @@ use crate::container_log::ContainerStore;
 use crate::dedup::Dedup;
 use crate::dedup::{strategy, Decision, Location, LookupStrategy};
 
+/// Below this many bytes a batch is hashed on the stream's own thread (a
+/// quarter of it for compression, which is slower per byte). Handing a
+/// small batch to the thread pool costs more than the work: the pool's idle
+/// workers spin (`sched_yield`) before they sleep, so a tree of many small
+/// files made tens of thousands of such calls, and under contention they
+/// took CPU the backup needed (issue 12: 47,687 `sched_yield` calls for
+/// 7,467 files in 3,200 directories before, 21,819 after; the rest came
+/// from the channels, see `crate::pipe`).
+const PARALLEL_MIN_BYTES: usize = 1 << 20;
+
 /// Wall time spent per pipeline phase, nanoseconds, summed over streams.
 #[derive(Debug, Default)]
 pub struct PhaseTimes {
@@ -215,15 +225,22 @@ impl<'a> Stream<'a> {
         }
     }
 
-    /// Fingerprints `chunks` in parallel into `self.fps`.
+    /// Fingerprints `chunks` into `self.fps`, in parallel when there is
+    /// enough of it (see [`PARALLEL_MIN_BYTES`]).
     fn hash_all(&mut self, chunks: &[&[u8]]) {
         let t = Instant::now();
         let codec = &self.shared.codec;
-        chunks
-            .par_iter()
-            .with_min_len(8)
-            .map(|c| codec.fingerprint(c))
-            .collect_into_vec(&mut self.fps);
+        let bytes: usize = chunks.iter().map(|c| c.len()).sum();
+        if bytes < PARALLEL_MIN_BYTES {
+            self.fps.clear();
+            self.fps.extend(chunks.iter().map(|c| codec.fingerprint(c)));
+        } else {
+            chunks
+                .par_iter()
+                .with_min_len(8)
+                .map(|c| codec.fingerprint(c))
+                .collect_into_vec(&mut self.fps);
+        }
         bump(&self.shared.phases.hash_ns, elapsed_ns(t));
     }
 
@@ -404,17 +421,21 @@ impl<'a> Stream<'a> {
         let sh = self.shared;
         let t = Instant::now();
         let codec = &sh.codec;
-        let compressed: Vec<Option<(CompressionCodec, Vec<u8>)>> = new
-            .par_iter()
-            .map(|c| match &c.body {
-                Body::Bytes(b) => {
-                    let mut out = Vec::new();
-                    let used = codec.encode(b, &mut out);
-                    Some((used, out))
-                }
-                Body::Sized { .. } => None,
-            })
-            .collect();
+        let compress = |c: &NewChunk<'_>| match &c.body {
+            Body::Bytes(b) => {
+                let mut out = Vec::new();
+                let used = codec.encode(b, &mut out);
+                Some((used, out))
+            }
+            Body::Sized { .. } => None,
+        };
+        let bytes: usize = new.iter().map(NewChunk::content_len).sum();
+        let compressed: Vec<Option<(CompressionCodec, Vec<u8>)>> =
+            if bytes < PARALLEL_MIN_BYTES / 4 {
+                new.iter().map(compress).collect()
+            } else {
+                new.par_iter().map(compress).collect()
+            };
         bump(&sh.phases.compress_ns, elapsed_ns(t));
         for (c, packed) in new.into_iter().zip(compressed) {
             match (c.body, packed) {
