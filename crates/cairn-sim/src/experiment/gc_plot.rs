@@ -1,0 +1,189 @@
+//! Figures of `cairn experiment gc` (`003_ea5fccc485a97c5d.txt` Fig. 6(a),
+//! 7(a), 7(b)): one figure per sweep, mark time per collector against the
+//! sweep's x (physical capacity, total compression, file count) above the
+//! mark phase's I/O count against the same x. Log axes are drawn as linear
+//! axes over log10 of the values, labelled with the values themselves.
+
+use cairn_core::Result;
+use plotters::prelude::*;
+use serde_json::Value;
+
+use super::gc::VARIANTS;
+use super::tabulate::{f, s, u};
+use crate::figure::{Area, Drawn, T};
+
+/// One figure: file stem, SVG text, size.
+pub(crate) type Figure = (String, String, (u32, u32));
+
+struct Sweep {
+    name: &'static str,
+    title: &'static str,
+    x_desc: &'static str,
+    log_x: bool,
+}
+
+const SWEEPS: [Sweep; 3] = [
+    Sweep {
+        name: "capacity",
+        title: "GC mark vs capacity (003 Fig. 6a)",
+        x_desc: "physical capacity in use (MiB)",
+        log_x: false,
+    },
+    Sweep {
+        name: "compression",
+        title: "GC mark vs total compression (003 Fig. 7a)",
+        x_desc: "total compression (fastcopy doublings, log)",
+        log_x: true,
+    },
+    Sweep {
+        name: "files",
+        title: "GC mark vs file count (003 Fig. 7b)",
+        x_desc: "files over all snapshots (log)",
+        log_x: true,
+    },
+];
+
+const COLORS: [RGBColor; 5] = [
+    RGBColor(0xd6, 0x27, 0x28),
+    RGBColor(0xff, 0x98, 0x96),
+    RGBColor(0x1f, 0x77, 0xb4),
+    RGBColor(0x9e, 0xc6, 0xe8),
+    RGBColor(0x2c, 0xa0, 0x2c),
+];
+
+/// The figures of every sweep that has rows.
+pub(crate) fn figures(rows: &[Value]) -> Result<Vec<Figure>> {
+    let mut out = Vec::new();
+    for sweep in &SWEEPS {
+        let of: Vec<&Value> = rows.iter().filter(|r| s(r, "sweep") == sweep.name).collect();
+        if of.is_empty() {
+            continue;
+        }
+        let size = crate::figure::size(2);
+        let svg = crate::figure::svg(size, |root| draw(sweep, &of, root))?;
+        out.push((format!("gc-{}", sweep.name), svg, size));
+    }
+    Ok(out)
+}
+
+fn draw(sweep: &Sweep, rows: &[&Value], root: &Area) -> Drawn {
+    let p = crate::figure::panels(root, sweep.title, 2)?;
+    panel(
+        sweep,
+        rows,
+        &p[0],
+        "mark phase time",
+        "mark seconds (fastest run)",
+        false,
+        &|r| f(r, "mark_seconds"),
+    )?;
+    panel(
+        sweep,
+        rows,
+        &p[1],
+        "mark phase I/O",
+        "metadata + chunk reads (log)",
+        true,
+        &|r| u(r, "mark_ios") as f64,
+    )?;
+    root.present()
+}
+
+fn log10(v: f64) -> f64 {
+    v.max(1e-9).log10()
+}
+
+/// A value shown on a log axis: `10^v` with few digits.
+fn tick(v: f64) -> String {
+    let x = 10f64.powf(v);
+    if x >= 100.0 {
+        format!("{x:.0}")
+    } else if x >= 1.0 {
+        format!("{x:.1}")
+    } else {
+        format!("{x:.2}")
+    }
+}
+
+fn span(values: impl Iterator<Item = f64>) -> (f64, f64) {
+    let (lo, hi) = values.fold((f64::MAX, f64::MIN), |(l, h), v| (l.min(v), h.max(v)));
+    if lo > hi {
+        (0.0, 1.0)
+    } else {
+        let pad = ((hi - lo) * 0.06).max(1e-3);
+        (lo - pad, hi + pad)
+    }
+}
+
+fn panel(
+    sweep: &Sweep,
+    rows: &[&Value],
+    area: &Area,
+    caption: &str,
+    y_desc: &str,
+    log_y: bool,
+    y: &dyn Fn(&Value) -> f64,
+) -> Drawn {
+    let tx = |r: &Value| {
+        let x = f(r, "x");
+        if sweep.log_x {
+            log10(x)
+        } else {
+            x
+        }
+    };
+    let ty = |r: &Value| if log_y { log10(y(r).max(1.0)) } else { y(r) };
+    let (xl, xh) = span(rows.iter().map(|r| tx(r)));
+    let (yl, yh) = span(rows.iter().map(|r| ty(r)));
+    let (yl, yh) = if log_y {
+        (yl.floor().max(0.0), yh + 0.6)
+    } else {
+        (0.0, yh * 1.45)
+    };
+    let mut chart =
+        crate::figure::chart(area, caption).build_cartesian_2d(xl..xh, yl..yh.max(yl + 1e-3))?;
+    let fx = |v: &f64| {
+        if sweep.log_x {
+            tick(*v)
+        } else {
+            format!("{v:.0}")
+        }
+    };
+    let fy = |v: &f64| {
+        if log_y {
+            tick(*v)
+        } else {
+            format!("{v:.2}")
+        }
+    };
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .disable_y_mesh()
+        .x_labels(6)
+        .y_labels(6)
+        .x_label_formatter(&fx)
+        .y_label_formatter(&fy)
+        .x_desc(sweep.x_desc)
+        .y_desc(y_desc)
+        .label_style(T.tick())
+        .axis_desc_style(T.axis())
+        .draw()?;
+    for (k, v) in VARIANTS.iter().enumerate() {
+        let mut pts: Vec<(f64, f64)> = rows
+            .iter()
+            .filter(|r| s(r, "collector") == v.label)
+            .map(|r| (tx(r), ty(r)))
+            .collect();
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let c = COLORS[k];
+        let dashed = v.label.ends_with("-2");
+        let style = c.stroke_width(if dashed { 1 } else { 2 });
+        chart
+            .draw_series(LineSeries::new(pts.clone(), style))?
+            .label(v.label.to_uppercase())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style));
+        chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.filled())))?;
+    }
+    crate::figure::legend(&mut chart, SeriesLabelPosition::UpperLeft)
+}
