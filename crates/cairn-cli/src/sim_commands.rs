@@ -310,8 +310,8 @@ pub const EXPERIMENTS: [&str; 7] = [
 
 pub fn experiment(cli: &Cli, a: &ExperimentArgs) -> Result<ExitCode> {
     use cairn_sim::experiment::{
-        eager_vs_lazy, gc, index_io, index_ram, partition, restore, ring_size,
-        ExperimentOptions, IndexRamOptions,
+        eager_vs_lazy, gc, index_io, index_ram, partition, restore, ring_size, ExperimentOptions,
+        IndexRamOptions,
     };
     let opts = ExperimentOptions {
         quick: a.quick,

@@ -265,7 +265,12 @@ fn mark_cost(r: &GcReport) -> MarkCost {
 fn options(v: Variant, fingerprints: u64, lp_bytes: u64, dry_run: bool) -> GcOptions {
     let memory_bytes = if v.two_pass {
         let filters = (fingerprints as f64 * 2.0 * TWO_PASS_SHARE) as u64;
-        filters + if v.collector == Collector::Pgc { lp_bytes } else { 0 }
+        filters
+            + if v.collector == Collector::Pgc {
+                lp_bytes
+            } else {
+                0
+            }
     } else {
         AMPLE_MEMORY
     };
@@ -582,8 +587,20 @@ const COPY_COLUMNS: [&str; 24] = [
 
 fn table(rows: &[Value], copy: &[Value], base_tc: f64) -> String {
     let mut lines = vec![[
-        "sweep", "x", "collector", "snaps", "TC", "files", "passes", "mark-s", "enum-s", "meta-rd",
-        "nodes", "data-refs", "bits/fp", "hdd-s",
+        "sweep",
+        "x",
+        "collector",
+        "snaps",
+        "TC",
+        "files",
+        "passes",
+        "mark-s",
+        "enum-s",
+        "meta-rd",
+        "nodes",
+        "data-refs",
+        "bits/fp",
+        "hdd-s",
     ]
     .map(String::from)
     .to_vec()];

@@ -1,8 +1,9 @@
 //! Figures of `cairn experiment gc` (`003_ea5fccc485a97c5d.txt` Fig. 6(a),
 //! 7(a), 7(b)): one figure per sweep, mark time per collector against the
 //! sweep's x (physical capacity, total compression, file count) above the
-//! mark phase's I/O count against the same x. Log axes are drawn as linear
-//! axes over log10 of the values, labelled with the values themselves.
+//! mark phase's I/O count against the same x, both on log y axes. Log axes
+//! are drawn as linear axes over logarithms of the values (log10 for y,
+//! doublings for x), labelled with the values themselves.
 
 use cairn_core::Result;
 use plotters::prelude::*;
@@ -32,7 +33,7 @@ const SWEEPS: [Sweep; 3] = [
     Sweep {
         name: "compression",
         title: "GC mark vs total compression (003 Fig. 7a)",
-        x_desc: "total compression (fastcopy doublings, log)",
+        x_desc: "total compression (fastcopy doubling, log)",
         log_x: true,
     },
     Sweep {
@@ -55,7 +56,10 @@ const COLORS: [RGBColor; 5] = [
 pub(crate) fn figures(rows: &[Value]) -> Result<Vec<Figure>> {
     let mut out = Vec::new();
     for sweep in &SWEEPS {
-        let of: Vec<&Value> = rows.iter().filter(|r| s(r, "sweep") == sweep.name).collect();
+        let of: Vec<&Value> = rows
+            .iter()
+            .filter(|r| s(r, "sweep") == sweep.name)
+            .collect();
         if of.is_empty() {
             continue;
         }
@@ -73,8 +77,7 @@ fn draw(sweep: &Sweep, rows: &[&Value], root: &Area) -> Drawn {
         rows,
         &p[0],
         "mark phase time",
-        "mark seconds (fastest run)",
-        false,
+        "mark seconds (fastest run, log)",
         &|r| f(r, "mark_seconds"),
     )?;
     panel(
@@ -83,25 +86,23 @@ fn draw(sweep: &Sweep, rows: &[&Value], root: &Area) -> Drawn {
         &p[1],
         "mark phase I/O",
         "metadata + chunk reads (log)",
-        true,
         &|r| u(r, "mark_ios") as f64,
     )?;
     root.present()
 }
 
-fn log10(v: f64) -> f64 {
-    v.max(1e-9).log10()
+/// A power of ten `10^v` (v an integer tick) as text: `0.001`, `1`, `1000`.
+fn decade(v: f64) -> String {
+    let d = (-v.round()).max(0.0) as usize;
+    format!("{:.*}", d, 10f64.powf(v.round()))
 }
 
-/// A value shown on a log axis: `10^v` with few digits.
-fn tick(v: f64) -> String {
-    let x = 10f64.powf(v);
+/// A count or ratio as text: whole above 100, one decimal below.
+fn amount(x: f64) -> String {
     if x >= 100.0 {
         format!("{x:.0}")
-    } else if x >= 1.0 {
-        format!("{x:.1}")
     } else {
-        format!("{x:.2}")
+        format!("{x:.1}")
     }
 }
 
@@ -110,58 +111,61 @@ fn span(values: impl Iterator<Item = f64>) -> (f64, f64) {
     if lo > hi {
         (0.0, 1.0)
     } else {
-        let pad = ((hi - lo) * 0.06).max(1e-3);
-        (lo - pad, hi + pad)
+        (lo, hi)
     }
 }
 
+/// One panel: `y` (log scale, whole decades) per variant against the
+/// sweep's x. A log x axis is drawn in doublings of the smallest x (every
+/// sweep that uses one doubles its x), ticks labelled with the x values.
 fn panel(
     sweep: &Sweep,
     rows: &[&Value],
     area: &Area,
     caption: &str,
     y_desc: &str,
-    log_y: bool,
     y: &dyn Fn(&Value) -> f64,
 ) -> Drawn {
+    let x0 = rows
+        .iter()
+        .map(|r| f(r, "x"))
+        .fold(f64::MAX, f64::min)
+        .max(1e-9);
     let tx = |r: &Value| {
         let x = f(r, "x");
         if sweep.log_x {
-            log10(x)
+            (x / x0).log2()
         } else {
             x
         }
     };
-    let ty = |r: &Value| if log_y { log10(y(r).max(1.0)) } else { y(r) };
+    let ty = |r: &Value| y(r).max(1e-6).log10();
     let (xl, xh) = span(rows.iter().map(|r| tx(r)));
+    let pad = ((xh - xl) * 0.06).max(0.05);
+    let (xl, xh) = (xl - pad, xh + pad);
     let (yl, yh) = span(rows.iter().map(|r| ty(r)));
-    let (yl, yh) = if log_y {
-        (yl.floor().max(0.0), yh + 0.6)
-    } else {
-        (0.0, yh * 1.45)
-    };
-    let mut chart =
-        crate::figure::chart(area, caption).build_cartesian_2d(xl..xh, yl..yh.max(yl + 1e-3))?;
+    // Whole decades, and one more on top for the legend.
+    let (yl, yh) = (yl.floor(), yh.ceil() + 1.0);
+    let mut chart = crate::figure::chart(area, caption).build_cartesian_2d(xl..xh, yl..yh)?;
     let fx = |v: &f64| {
         if sweep.log_x {
-            tick(*v)
+            amount(x0 * 2f64.powf(*v))
         } else {
-            format!("{v:.0}")
+            amount(*v)
         }
     };
-    let fy = |v: &f64| {
-        if log_y {
-            tick(*v)
-        } else {
-            format!("{v:.2}")
-        }
+    let fy = |v: &f64| decade(*v);
+    let x_labels = if sweep.log_x {
+        (xh - xl).ceil() as usize + 1
+    } else {
+        6
     };
     chart
         .configure_mesh()
         .disable_x_mesh()
         .disable_y_mesh()
-        .x_labels(6)
-        .y_labels(6)
+        .x_labels(x_labels)
+        .y_labels((yh - yl) as usize + 1)
         .x_label_formatter(&fx)
         .y_label_formatter(&fy)
         .x_desc(sweep.x_desc)

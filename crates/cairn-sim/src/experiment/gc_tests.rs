@@ -50,7 +50,10 @@ fn gc_quick_reproduces_the_shapes_of_003() {
         assert!(first > 0);
         for p in &pts {
             assert_eq!(u(p, "metadata_reads"), first, "{c} at {}", f(p, "x"));
-            assert_eq!(u(p, "level_scan_metadata_reads"), u(pts[0], "level_scan_metadata_reads"));
+            assert_eq!(
+                u(p, "level_scan_metadata_reads"),
+                u(pts[0], "level_scan_metadata_reads")
+            );
         }
         // Past the first doubling the logical walk does more I/O than the scan.
         let last = pts.last().unwrap();
@@ -90,7 +93,10 @@ fn gc_quick_reproduces_the_shapes_of_003() {
     // and its share of fixed overhead falls as fingerprints grow (<= 3 bits
     // from about 150k fingerprints: the full run, and the engine's filters
     // test).
-    let plus: Vec<&Value> = rows.iter().filter(|r| s(r, "collector") == "pgc+").collect();
+    let plus: Vec<&Value> = rows
+        .iter()
+        .filter(|r| s(r, "collector") == "pgc+")
+        .collect();
     for r in &plus {
         let bits = f(r, "live_vector_bits_per_fingerprint");
         assert!(bits > 1.0 && bits < 16.0, "live vector {bits} bits: {r}");
@@ -116,7 +122,10 @@ fn gc_quick_reproduces_the_shapes_of_003() {
         let c = s(r, "collector");
         assert!(r["reclaimed_bytes"].as_i64().unwrap() > 0, "{c}: {r}");
         assert!(u(r, "containers_deleted") > 0, "{c}");
-        assert!(u(r, "physical_bytes_after") < u(r, "physical_bytes_before"), "{c}");
+        assert!(
+            u(r, "physical_bytes_after") < u(r, "physical_bytes_before"),
+            "{c}"
+        );
         assert_eq!(r["check_clean"], true, "{c}");
         // Only PGC+ reads metadata of unselected containers while copying.
         if c != "pgc+" {
