@@ -91,10 +91,16 @@ fn draw(sweep: &Sweep, rows: &[&Value], root: &Area) -> Drawn {
     root.present()
 }
 
-/// A power of ten `10^v` (v an integer tick) as text: `0.001`, `1`, `1000`.
+/// A power of ten `10^v` (v an integer tick) as text: `0.001`, `1`,
+/// `100`, `10k`, `1M`.
 fn decade(v: f64) -> String {
-    let d = (-v.round()).max(0.0) as usize;
-    format!("{:.*}", d, 10f64.powf(v.round()))
+    let v = v.round() as i32;
+    match v {
+        ..=0 => format!("{:.*}", (-v) as usize, 10f64.powi(v)),
+        1..=2 => format!("{}", 10u64.pow(v as u32)),
+        3..=5 => format!("{}k", 10u64.pow(v as u32 - 3)),
+        _ => format!("{}M", 10u64.pow((v - 6).min(12) as u32)),
+    }
 }
 
 /// A count or ratio as text: whole above 100, one decimal below.
@@ -190,4 +196,16 @@ fn panel(
         chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.filled())))?;
     }
     crate::figure::legend(&mut chart, SeriesLabelPosition::UpperLeft)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn decade_labels_are_short() {
+        let labels: Vec<String> = (-3..=7).map(|v| super::decade(f64::from(v))).collect();
+        assert_eq!(
+            labels,
+            ["0.001", "0.01", "0.1", "1", "10", "100", "1k", "10k", "100k", "1M", "10M"]
+        );
+    }
 }
