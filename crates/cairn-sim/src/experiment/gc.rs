@@ -149,8 +149,8 @@ fn config(sc: &Scale) -> RepoConfig {
     cfg
 }
 
-/// The one place a collection is started (the lock it takes is the
-/// caller's business only here).
+/// The experiment's only call of `gc::collect`, under the writer lock it
+/// takes today: when collections take their own lock, only this changes.
 fn collect(repo: &Repository, opts: &GcOptions) -> Result<GcReport> {
     let lock = repo.lock_writer(false)?;
     gc::collect(repo, &lock, opts, &NoProgress)
