@@ -420,7 +420,7 @@ pub struct AnalyzeArgs {
 
 #[derive(Args, Debug)]
 pub struct ExperimentArgs {
-    /// Experiment name: index-io, index-ram, eager-vs-lazy, ring-size, partition or restore.
+    /// Experiment name: index-io, index-ram, eager-vs-lazy, ring-size, partition, restore or gc.
     pub name: String,
     /// Small sizes (seconds instead of minutes).
     #[arg(long)]

@@ -298,18 +298,19 @@ pub fn analyze(cli: &Cli, a: &AnalyzeArgs) -> Result<ExitCode> {
 }
 
 /// Experiments `cairn experiment NAME` runs.
-pub const EXPERIMENTS: [&str; 6] = [
+pub const EXPERIMENTS: [&str; 7] = [
     "index-io",
     "index-ram",
     "eager-vs-lazy",
     "ring-size",
     "partition",
     "restore",
+    "gc",
 ];
 
 pub fn experiment(cli: &Cli, a: &ExperimentArgs) -> Result<ExitCode> {
     use cairn_sim::experiment::{
-        eager_vs_lazy, index_io, index_ram, partition, restore, ring_size, ExperimentOptions,
+        eager_vs_lazy, gc, index_io, index_ram, partition, restore, ring_size, ExperimentOptions,
         IndexRamOptions,
     };
     let opts = ExperimentOptions {
@@ -334,6 +335,12 @@ pub fn experiment(cli: &Cli, a: &ExperimentArgs) -> Result<ExitCode> {
         "ring-size" => ring_size(&opts)?,
         "partition" => partition(&opts)?,
         "restore" => restore(&opts)?,
+        "gc" if !a.traces.is_empty() => {
+            return Err(anyhow!(
+                "gc backs up generated files (DDFS and lineage workloads); it takes no --trace"
+            ))
+        }
+        "gc" => gc(&opts)?,
         other => {
             return Err(anyhow!(
                 "unknown experiment {other:?} (available: {})",

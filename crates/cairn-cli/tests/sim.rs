@@ -410,6 +410,41 @@ fn experiment_index_io_quick() {
         .one_line_error();
 }
 
+/// `cairn experiment gc --quick --json`: mark rows for every sweep and
+/// collector, the copy rows, the CSVs and one figure per sweep; a trace is
+/// refused (the experiment backs up generated files).
+#[test]
+fn experiment_gc_quick() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let v = quick_experiment(tmp.path(), "gc", &out);
+    assert_eq!(v["experiment"], "gc");
+    let rows = v["rows"].as_array().unwrap();
+    for sweep in ["capacity", "compression", "files"] {
+        for c in ["lgc", "lgc-2", "pgc", "pgc-2", "pgc+"] {
+            assert!(
+                rows.iter()
+                    .any(|r| r["sweep"] == sweep && r["collector"] == c),
+                "{sweep} {c}"
+            );
+        }
+        assert!(out.join(format!("gc-{sweep}.svg")).exists());
+    }
+    let copy = v["copy"].as_array().unwrap();
+    assert_eq!(copy.len(), 3);
+    assert!(copy
+        .iter()
+        .all(|r| r["reclaimed_bytes"].as_i64().unwrap() > 0));
+    assert!(out.join("gc.csv").exists() && out.join("gc-copy.csv").exists());
+    let err = cairn(
+        tmp.path(),
+        &["experiment", "gc", "--quick", "--trace", "x.ctr"],
+    )
+    .code(1)
+    .one_line_error();
+    assert!(err.contains("no --trace"), "{err}");
+}
+
 #[test]
 fn experiment_index_ram_quick() {
     let tmp = tempfile::tempdir().unwrap();

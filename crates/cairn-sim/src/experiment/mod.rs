@@ -17,7 +17,12 @@
 //! * [`restore()`] (`cairn experiment restore`): `002_c5d78fa3332f6f9f.txt`
 //!   Fig. 6-8, restore caches and rewrite schemes, and restore time per
 //!   device class.
+//! * [`gc()`] (`cairn experiment gc`): `003_ea5fccc485a97c5d.txt` Fig. 6(a),
+//!   7(a), 7(b) and §5.2, mark time of LGC, PGC and PGC+ against capacity,
+//!   total compression (fastcopy doubling) and file count, and the copy phase.
 
+mod gc;
+mod gc_plot;
 mod index_io;
 pub mod index_ram;
 pub mod lookup_strategy;
@@ -26,6 +31,8 @@ mod restore;
 mod tabulate;
 
 #[cfg(test)]
+mod gc_tests;
+#[cfg(test)]
 mod tests;
 
 use std::path::{Path, PathBuf};
@@ -33,6 +40,7 @@ use std::path::{Path, PathBuf};
 use cairn_core::error::IoContext;
 use cairn_core::Result;
 
+pub use gc::gc;
 pub use index_io::{ddfs_params, index_io, CASES, DDFS_TABLE4};
 pub use index_ram::{index_ram, IndexRamOptions};
 pub use lookup_strategy::{eager_vs_lazy, ring_size};
@@ -162,6 +170,39 @@ impl ExperimentOutput {
                 plot_path.display().to_string()
             ]),
         );
+        Ok(self)
+    }
+}
+
+impl ExperimentOutput {
+    /// Writes `<experiment>.csv`, the extra CSVs `csvs` (file name, text)
+    /// and every figure of `figures` (file stem, SVG, size) as
+    /// `<stem>.<ext>` into `out_dir`, and records them all under
+    /// `extra["files"]`: for experiments with more than one table or figure.
+    pub(crate) fn written_files(
+        mut self,
+        out_dir: &Path,
+        ext: &str,
+        csvs: &[(String, String)],
+        figures: Vec<(String, String, (u32, u32))>,
+    ) -> Result<Self> {
+        let format = crate::figure::PlotFormat::from_ext(ext)
+            .ok_or_else(|| cairn_core::Error::invalid(format!("plot format {ext:?}")))?;
+        let mut files = vec![write_file(
+            out_dir,
+            &format!("{}.csv", self.experiment),
+            self.csv.as_bytes(),
+        )?];
+        for (name, text) in csvs {
+            files.push(write_file(out_dir, name, text.as_bytes())?);
+        }
+        for (stem, svg, size) in figures {
+            let name = format!("{stem}.{ext}");
+            let bytes = format.render(svg, size, &out_dir.join(&name).display().to_string())?;
+            files.push(write_file(out_dir, &name, &bytes)?);
+        }
+        let names: Vec<String> = files.iter().map(|p| p.display().to_string()).collect();
+        self.extra.insert("files".into(), serde_json::json!(names));
         Ok(self)
     }
 }
