@@ -430,12 +430,12 @@ impl<'a> Stream<'a> {
             Body::Sized { .. } => None,
         };
         let bytes: usize = new.iter().map(NewChunk::content_len).sum();
-        let compressed: Vec<Option<(CompressionCodec, Vec<u8>)>> =
-            if bytes < PARALLEL_MIN_BYTES / 4 {
-                new.iter().map(compress).collect()
-            } else {
-                new.par_iter().map(compress).collect()
-            };
+        let compressed: Vec<Option<(CompressionCodec, Vec<u8>)>> = if bytes < PARALLEL_MIN_BYTES / 4
+        {
+            new.iter().map(compress).collect()
+        } else {
+            new.par_iter().map(compress).collect()
+        };
         bump(&sh.phases.compress_ns, elapsed_ns(t));
         for (c, packed) in new.into_iter().zip(compressed) {
             match (c.body, packed) {

@@ -149,10 +149,10 @@ fn config(sc: &Scale) -> RepoConfig {
     cfg
 }
 
-/// The experiment's only call of `gc::collect`, under the writer lock it
-/// takes today: when collections take their own lock, only this changes.
+/// The experiment's only call of `gc::collect`, under the collector lock
+/// (the collection takes the writer lock itself for Merge and Commit).
 fn collect(repo: &Repository, opts: &GcOptions) -> Result<GcReport> {
-    let lock = repo.lock_writer(false)?;
+    let lock = repo.lock_gc(false)?;
     gc::collect(repo, &lock, opts, &NoProgress)
 }
 
@@ -175,6 +175,7 @@ fn backup_generation(repo: &Repository, w: &dyn Workload, g: usize, dir: &Path) 
             progress: Arc::new(Progress::default()),
             rewrite_of: None,
             rewrite_scheme: None,
+            dedup: Default::default(),
         },
     )?;
     match out.skipped.first() {
@@ -282,6 +283,7 @@ fn options(v: Variant, fingerprints: u64, lp_bytes: u64, dry_run: bool) -> GcOpt
         memory_bytes,
         dry_run,
         seed: Some(SEED),
+        ..Default::default()
     }
 }
 
