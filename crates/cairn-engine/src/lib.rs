@@ -20,6 +20,7 @@ pub mod gc;
 pub mod index;
 pub mod keys;
 pub mod meta_store;
+pub(crate) mod pipe;
 pub(crate) mod reachability;
 pub mod repair;
 pub mod repair_snapshots;

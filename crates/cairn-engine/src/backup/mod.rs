@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crossbeam_channel::{bounded, Receiver};
+use crate::pipe::{bounded, Receiver};
 use parking_lot::Mutex;
 use serde::Serialize;
 
@@ -605,8 +605,8 @@ fn entry(name: Vec<u8>, kind: EntryKind, m: &EntryMeta) -> DirEntry {
 fn consume(
     stream: &mut Stream,
     counts: &TreeCounts,
-    rx: &crossbeam_channel::Receiver<Event>,
-    recycle: &crossbeam_channel::Sender<ChunkBatch>,
+    rx: &crate::pipe::Receiver<Event>,
+    recycle: &crate::pipe::Sender<ChunkBatch>,
 ) -> Result<Option<DirEntry>> {
     let mut stack: Vec<DirFrame> = Vec::new();
     let mut file: Option<OpenFile> = None;

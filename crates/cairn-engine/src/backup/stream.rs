@@ -11,7 +11,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crossbeam_channel::{Receiver, Sender};
+use crate::pipe::{Receiver, Sender};
 use parking_lot::Mutex;
 use rayon::prelude::*;
 

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
-use crossbeam_channel::bounded;
+use crate::pipe::bounded;
 use rayon::prelude::*;
 
 use cairn_chunk::ChunkBatch;

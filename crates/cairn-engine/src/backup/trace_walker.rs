@@ -8,7 +8,7 @@
 //! each under `<8-digit index> <path with '/' as '%2F'>` so names are unique,
 //! valid and sorted exactly in trace order.
 
-use crossbeam_channel::Sender;
+use crate::pipe::Sender;
 
 use cairn_core::{TraceChunk, TraceEvent, TraceMeta, TraceSource};
 

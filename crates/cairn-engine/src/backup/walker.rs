@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crossbeam_channel::{Receiver, Sender};
+use crate::pipe::{Receiver, Sender};
 
 use cairn_chunk::{new_chunker, ChunkBatch, ChunkReader};
 use cairn_core::{ChunkerConfig, TraceChunk, TraceSource};

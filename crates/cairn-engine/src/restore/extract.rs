@@ -126,7 +126,7 @@ impl Extractor {
         }
         let (run, held) = (&mut self.run, &mut self.held);
         std::thread::scope(|s| {
-            let (tx, rx) = crossbeam_channel::bounded::<Item>(AHEAD);
+            let (tx, rx) = crate::pipe::bounded::<Item>(AHEAD);
             s.spawn(move || {
                 let mut chunks = Vec::new();
                 for pos in 0..plan.len() {
