@@ -131,6 +131,7 @@ fn snapshot() -> SnapshotRecord {
     SnapshotRecord {
         next_container: 0,
         fastcopy_of: None,
+        original: None,
         time_unix_ns: MTIME,
         host: "h".into(),
         paths: vec!["/data".into()],
