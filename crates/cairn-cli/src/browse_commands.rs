@@ -122,8 +122,7 @@ fn diff_cmd(
                     "fields": c.fields,
                 }));
             } else {
-                writeln!(out, "{}", change_line(&c))
-                    .ctx(|| "writing to standard output".into())?;
+                writeln!(out, "{}", change_line(&c)).ctx(|| "writing to standard output".into())?;
             }
             Ok(())
         },

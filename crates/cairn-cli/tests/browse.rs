@@ -110,7 +110,9 @@ fn diff_reports_changes_in_human_and_json_form() {
     assert!(sum["subtrees_skipped"].as_u64().unwrap() >= 3, "{sum}");
 
     // A snapshot against itself: nothing, nothing read.
-    let same = cairn(&repo, &["diff", "--json", &new, "latest"]).ok().json();
+    let same = cairn(&repo, &["diff", "--json", &new, "latest"])
+        .ok()
+        .json();
     assert!(same["changes"].as_array().unwrap().is_empty());
     assert_eq!(same["summary"]["listings_read"], 0);
 }
@@ -160,9 +162,12 @@ fn tag_replaces_records_and_an_interrupted_change_is_harmless() {
     let (_tmp, repo, _tree, [old, new]) = two_snapshots();
     let saved = fs::read(record_path(&repo, &old)).expect("records are files named by id");
 
-    let v = cairn(&repo, &["tag", "--json", &old[..6], "latest", "--add", "a,b"])
-        .ok()
-        .json();
+    let v = cairn(
+        &repo,
+        &["tag", "--json", &old[..6], "latest", "--add", "a,b"],
+    )
+    .ok()
+    .json();
     let rows = v.as_array().unwrap();
     assert_eq!(rows.len(), 2);
     assert_eq!(rows[0]["old_id"], old.as_str());
@@ -174,15 +179,21 @@ fn tag_replaces_records_and_an_interrupted_change_is_harmless() {
     assert!(ids.contains(&renamed));
 
     // The same tree under the new id: nothing to diff.
-    let d = cairn(&repo, &["diff", "--json", &renamed, &renamed]).ok().json();
+    let d = cairn(&repo, &["diff", "--json", &renamed, &renamed])
+        .ok()
+        .json();
     assert!(d["changes"].as_array().unwrap().is_empty());
     let human = cairn(&repo, &["tag", &renamed[..8], "--remove", "a"])
         .ok()
         .stdout_str();
     assert!(human.contains(" -> ") && human.contains("[b]"), "{human}");
-    let unchanged = cairn(&repo, &["tag", "latest", "--add", "b"]).ok().stdout_str();
+    let unchanged = cairn(&repo, &["tag", "latest", "--add", "b"])
+        .ok()
+        .stdout_str();
     assert!(unchanged.contains("unchanged"), "{unchanged}");
-    let cleared = cairn(&repo, &["tag", "--json", "latest", "--set", ""]).ok().json();
+    let cleared = cairn(&repo, &["tag", "--json", "latest", "--set", ""])
+        .ok()
+        .json();
     assert_eq!(cleared[0]["tags"], serde_json::json!([]));
 
     // Bad input: one error line, nothing changed.

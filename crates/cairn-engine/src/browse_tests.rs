@@ -156,7 +156,10 @@ fn added_removed_type_and_metadata_changes() {
         (Added, "tree/new/inner"),
         (Added, "tree/new/inner/x"),
     ] {
-        assert!(got.contains(&(want.0, want.1.to_string())), "{want:?} in {got:?}");
+        assert!(
+            got.contains(&(want.0, want.1.to_string())),
+            "{want:?} in {got:?}"
+        );
     }
     let meta = changes
         .iter()
@@ -234,7 +237,10 @@ fn find_searches_each_distinct_listing_once() {
 
     for bad in ["a[", "", "/"] {
         assert!(
-            Pattern::new(bad).unwrap_err().to_string().contains("pattern"),
+            Pattern::new(bad)
+                .unwrap_err()
+                .to_string()
+                .contains("pattern"),
             "{bad:?}"
         );
     }

@@ -56,7 +56,12 @@ impl TagChange {
                 "--set replaces every tag: it cannot be combined with --add or --remove",
             ));
         }
-        let all = self.set.iter().flatten().chain(&self.add).chain(&self.remove);
+        let all = self
+            .set
+            .iter()
+            .flatten()
+            .chain(&self.add)
+            .chain(&self.remove);
         for t in all {
             if let Some(why) = tag_error(t) {
                 return Err(Error::invalid(format!("tag {t:?} {why}")));
