@@ -231,8 +231,10 @@ impl Differ<'_, '_> {
         };
         if !same_content {
             self.sum.modified += 1;
-            self.sum.bytes_added += y.size;
-            self.sum.bytes_removed += x.size;
+            if x.kind == EntryKind::File {
+                self.sum.bytes_added += y.size;
+                self.sum.bytes_removed += x.size;
+            }
             let fields = if self.opts.metadata {
                 fields
             } else {

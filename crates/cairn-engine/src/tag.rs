@@ -14,6 +14,11 @@
 //! (both name data that is still there, and a collection keeps what either
 //! names); the leftover is recognisable because the new record's `original`
 //! names it, and `cairn forget ID` removes it.
+//!
+//! Beside a running collection: the new record names the same tree root as
+//! the old, so a collection that marked from the old record has marked
+//! everything the new one needs, and one that sees the new record as
+//! committed during its run keeps what it reaches.
 
 use cairn_core::{Error, Result};
 
