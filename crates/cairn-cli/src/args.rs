@@ -135,6 +135,54 @@ pub enum Command {
     /// their space (mark, select, copy forward, commit, delete; 003 §3).
     #[command(alias = "prune")]
     Gc(GcArgs),
+    #[command(flatten)]
+    Browse(BrowseCommand),
+}
+
+/// Commands that compare, search and relabel snapshots
+/// (`browse_commands.rs`, docs/browse.md).
+#[derive(Subcommand, Debug)]
+pub enum BrowseCommand {
+    /// What changed from snapshot OLD to NEW: added (+), removed (-),
+    /// modified (M) and, with --metadata, metadata-only (U) changes.
+    /// Unchanged subtrees and files are recognised by their fingerprints
+    /// and never read.
+    Diff {
+        /// Snapshot id (a unique prefix of at least 4 hex digits) or `latest`.
+        old: String,
+        new: String,
+        /// Also report changes of mode, owner, group or mtime alone.
+        #[arg(long)]
+        metadata: bool,
+    },
+    /// Paths matching a glob in every snapshot (or the given ones):
+    /// `*` and `?` stay within a name, `**` crosses directories; a pattern
+    /// without `/` matches names, one with `/` whole paths.
+    Find {
+        pattern: String,
+        /// Search only this snapshot (repeatable; id prefix or `latest`).
+        #[arg(long = "snapshot", short = 's', value_name = "ID")]
+        snapshots: Vec<String>,
+    },
+    /// Change the tags of snapshots. Each changed snapshot gets a new id
+    /// (records are named by their content): the new record is written,
+    /// then the old one deleted.
+    Tag {
+        #[arg(required = true, value_name = "SNAPSHOT")]
+        snapshots: Vec<String>,
+        /// Add tags (repeatable or comma-separated).
+        #[arg(long, value_delimiter = ',')]
+        add: Vec<String>,
+        /// Remove tags (repeatable or comma-separated).
+        #[arg(long, value_delimiter = ',')]
+        remove: Vec<String>,
+        /// Replace all tags (`--set ''` removes every tag).
+        #[arg(long, value_delimiter = ',')]
+        set: Option<Vec<String>>,
+        /// Wait for a running backup instead of failing at once.
+        #[arg(long)]
+        wait: bool,
+    },
 }
 
 /// How a garbage collection runs (shared by `gc` and `forget --prune`).

@@ -89,6 +89,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Sim(a) => crate::sim_commands::sim(&cli, a),
         Command::Analyze(a) => crate::sim_commands::analyze(&cli, a),
         Command::Experiment(a) => crate::sim_commands::experiment(&cli, a),
+        Command::Browse(b) => crate::browse_commands::run(&cli, &open()?, b),
     }
 }
 
@@ -484,7 +485,7 @@ fn snapshots(cli: &Cli, repo: &Repository) -> Result<ExitCode> {
 /// A repository this process cannot write to (read-only media, another
 /// user's files) is read without the lock: nobody can be deleting there
 /// through this process, and refusing to read it would be worse.
-fn read_lock(repo: &Repository) -> Result<Option<cairn_engine::ReadLock>> {
+pub(crate) fn read_lock(repo: &Repository) -> Result<Option<cairn_engine::ReadLock>> {
     match repo.lock_reader(false) {
         Ok(l) => Ok(Some(l)),
         Err(cairn_core::Error::Locked(_)) => {
@@ -498,7 +499,7 @@ fn read_lock(repo: &Repository) -> Result<Option<cairn_engine::ReadLock>> {
 
 /// Resolves a snapshot spec; unreadable records that `latest` skipped are
 /// reported once each (one of them may have been the newest).
-fn resolve_snapshot(repo: &Repository, spec: &str) -> Result<SnapshotInfo> {
+pub(crate) fn resolve_snapshot(repo: &Repository, spec: &str) -> Result<SnapshotInfo> {
     let (info, skipped) = catalog::resolve_reporting(&**repo.backend(), spec)?;
     for (id, e) in &skipped {
         eprintln!("cairn: warning: snapshot {id} unreadable, skipped when resolving {spec:?}: {e}");
@@ -506,7 +507,7 @@ fn resolve_snapshot(repo: &Repository, spec: &str) -> Result<SnapshotInfo> {
     Ok(info)
 }
 
-fn kind_name(k: EntryKind) -> &'static str {
+pub(crate) fn kind_name(k: EntryKind) -> &'static str {
     match k {
         EntryKind::File => "file",
         EntryKind::Dir => "dir",

@@ -265,6 +265,8 @@ pub fn fastcopy(
         ..Default::default()
     };
     record.fastcopy_of = Some(source.id.clone());
+    // A copy replaces nothing (the source stays).
+    record.original = None;
     let id = catalog::commit(&**repo.backend(), &record)?;
     Ok(SnapshotInfo { id, record })
 }
@@ -293,6 +295,7 @@ mod tests {
                 stats: Default::default(),
                 next_container: 0,
                 fastcopy_of: None,
+                original: None,
             },
         }
     }

@@ -5,7 +5,8 @@
 //! filtering (`dedup`), stream-informed container packing (`backup::stream`)
 //! and Merkle-tree recipes (`backup::tree_builder`), then commits a snapshot
 //! (`catalog`). Restore walks recipes through a restore cache; `check`
-//! verifies; `stats` reports.
+//! verifies; `stats` reports; `diff`, `find` and `tag` browse and relabel
+//! snapshots.
 
 pub mod backup;
 pub mod canonical;
@@ -15,6 +16,8 @@ pub(crate) mod codec;
 pub mod config;
 pub mod container_log;
 pub(crate) mod dedup;
+pub mod diff;
+pub mod find;
 pub mod forget;
 pub mod gc;
 pub mod index;
@@ -27,7 +30,11 @@ pub mod repair_snapshots;
 pub(crate) mod repo;
 pub mod restore;
 pub mod stats;
+pub mod tag;
 pub(crate) mod warnings;
+
+#[cfg(test)]
+mod browse_tests;
 
 pub use backup::{backup, BackupOptions, BackupOutcome, DedupMode, Progress, Source};
 pub use config::RepoConfig;

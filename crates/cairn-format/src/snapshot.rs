@@ -44,6 +44,11 @@ pub struct SnapshotRecord {
     /// names again. Absent from records that are not copies.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fastcopy_of: Option<String>,
+    /// Set on a record that replaced another to change its tags
+    /// (`cairn tag`): the id of the record it replaced. Absent otherwise, so
+    /// records without it encode (and hash) as before the field existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub original: Option<String>,
 }
 
 /// Counters of the backup run that wrote a snapshot.
@@ -167,6 +172,7 @@ mod tests {
         SnapshotRecord {
             next_container: 0,
             fastcopy_of: None,
+            original: None,
             time_unix_ns: 1_700_000_000_000_000_000,
             host: "host-1".into(),
             paths: vec!["/home/a".into(), "/etc".into()],
@@ -254,6 +260,7 @@ mod tests {
             let r = SnapshotRecord {
                 next_container: 0,
                 fastcopy_of: None,
+                original: (stats[2] % 2 == 1).then(|| format!("{:064x}", stats[5])),
                 time_unix_ns: time, host, paths, tags,
                 root: BlobRef { root: Fingerprint::from_slice(&fp), level, size: stats[0] }.into(),
                 stats: SnapshotStats {

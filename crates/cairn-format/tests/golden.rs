@@ -131,6 +131,7 @@ fn snapshot() -> SnapshotRecord {
     SnapshotRecord {
         next_container: 0,
         fastcopy_of: None,
+        original: None,
         time_unix_ns: MTIME,
         host: "h".into(),
         paths: vec!["/data".into()],
@@ -263,6 +264,37 @@ fn golden_snapshot() {
     assert_eq!(again, encode_snapshot(&snapshot()), "deterministic");
     assert_eq!(decode_snapshot(&again).unwrap(), snapshot());
     assert_eq!(&again[..8], b"CAIRNSNP");
+}
+
+/// FORMAT.md "Snapshot record", `original`: a retagged record names the
+/// record it replaced, after `next_container`; a record without it encodes
+/// with no such key (so ids of existing records do not change).
+#[test]
+fn golden_snapshot_original() {
+    let id = "5e".repeat(32);
+    let json = format!(
+        r#"{{"time_unix_ns":5,"host":"h","paths":["/data"],"tags":["keep"],"root":{{"root":"d4d4","level":0,"size":120}},"stats":{{}},"next_container":2,"original":"{id}"}}"#
+    );
+    let rec = decode_snapshot(&seal(b"CAIRNSNP", 1, json.as_bytes())).unwrap();
+    assert_eq!(rec.original.as_deref(), Some(id.as_str()));
+    assert_eq!(rec.tags, vec!["keep"]);
+
+    let payload = |r: &SnapshotRecord| {
+        let bytes = encode_snapshot(r);
+        let (_, p) = open(b"CAIRNSNP", 1, "snapshot", &bytes).unwrap();
+        String::from_utf8(p.to_vec()).unwrap()
+    };
+    let plain = payload(&snapshot());
+    assert!(!plain.contains("original"), "{plain}");
+    assert!(plain.ends_with(r#""next_container":0}"#), "{plain}");
+    let mut retagged = snapshot();
+    retagged.original = Some(id.clone());
+    let tail = format!(r#""next_container":0,"original":"{id}"}}"#);
+    assert!(payload(&retagged).ends_with(&tail));
+    assert_eq!(
+        decode_snapshot(&encode_snapshot(&retagged)).unwrap(),
+        retagged
+    );
 }
 
 /// FORMAT.md "Fingerprint index".

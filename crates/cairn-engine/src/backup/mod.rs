@@ -480,6 +480,7 @@ fn snapshot_record(
         stats,
         next_container: covered.0,
         fastcopy_of: None,
+        original: None,
     }
 }
 

@@ -1,0 +1,264 @@
+//! `diff`, `find` and `tag`: compare snapshots, search them, relabel them.
+//! The engine does the work (`cairn_engine::diff`, `find`, `tag`; the
+//! Merkle shortcuts of `003_ea5fccc485a97c5d.txt` §2 are described there);
+//! this module resolves snapshot arguments, takes the locks and prints
+//! human or JSON output (README, "JSON output").
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use serde_json::{json, Value};
+
+use cairn_core::error::IoContext;
+use cairn_engine::catalog::{self, SnapshotInfo};
+use cairn_engine::diff::{diff, Change, ChangeKind, DiffOptions};
+use cairn_engine::find::{Finder, Pattern};
+use cairn_engine::restore::Reader;
+use cairn_engine::tag::{retag, TagChange};
+use cairn_engine::Repository;
+use cairn_format::dir::DirEntry;
+
+use crate::args::{BrowseCommand, Cli};
+use crate::commands::{kind_name, read_lock, resolve_snapshot};
+use crate::output::{bytes, display_name, time};
+
+pub fn run(cli: &Cli, repo: &Repository, cmd: &BrowseCommand) -> Result<ExitCode> {
+    match cmd {
+        BrowseCommand::Diff { old, new, metadata } => diff_cmd(cli, repo, old, new, *metadata),
+        BrowseCommand::Find { pattern, snapshots } => find_cmd(cli, repo, pattern, snapshots),
+        BrowseCommand::Tag {
+            snapshots,
+            add,
+            remove,
+            set,
+            wait,
+        } => {
+            let change = TagChange {
+                // `--set ''` clears every tag.
+                set: set
+                    .as_ref()
+                    .map(|s| s.iter().filter(|t| !t.is_empty()).cloned().collect()),
+                add: add.clone(),
+                remove: remove.clone(),
+            };
+            tag_cmd(cli, repo, snapshots, &change, *wait)
+        }
+    }
+}
+
+fn short(id: &str) -> &str {
+    &id[..8.min(id.len())]
+}
+
+fn lossy(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn entry_json(e: &DirEntry) -> Value {
+    json!({
+        "type": kind_name(e.kind), "size": e.size, "mode": e.mode & 0o7777,
+        "uid": e.uid, "gid": e.gid, "mtime": time(e.mtime_ns), "mtime_ns": e.mtime_ns,
+        "target": e.target.as_deref().map(lossy),
+    })
+}
+
+fn change_name(k: ChangeKind) -> (&'static str, &'static str) {
+    match k {
+        ChangeKind::Added => ("added", "+"),
+        ChangeKind::Removed => ("removed", "-"),
+        ChangeKind::Modified => ("modified", "M"),
+        ChangeKind::Metadata => ("metadata", "U"),
+    }
+}
+
+/// One human line: symbol, kind, size (old -> new when both), path.
+fn change_line(c: &Change) -> String {
+    let (_, sym) = change_name(c.kind);
+    let e = c.new.as_ref().or(c.old.as_ref()).expect("a side");
+    let size = match (&c.old, &c.new, c.kind) {
+        (_, _, ChangeKind::Metadata) => format!("({})", c.fields.join(",")),
+        (Some(a), Some(b), _) if a.size != b.size => {
+            format!("{} -> {}", bytes(a.size), bytes(b.size))
+        }
+        _ if e.kind == cairn_format::dir::EntryKind::Dir => String::new(),
+        _ => bytes(e.size),
+    };
+    format!(
+        "{sym} {:<7} {:>26}  {}",
+        kind_name(e.kind),
+        size,
+        display_name(&c.path)
+    )
+}
+
+fn diff_cmd(
+    cli: &Cli,
+    repo: &Repository,
+    old: &str,
+    new: &str,
+    metadata: bool,
+) -> Result<ExitCode> {
+    let _reading = read_lock(repo)?;
+    let a = resolve_snapshot(repo, old)?;
+    let b = resolve_snapshot(repo, new)?;
+    let mut reader = Reader::open(repo, Default::default())?;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut rows = Vec::new();
+    let sum = diff(
+        &mut reader,
+        &a.record,
+        &b.record,
+        DiffOptions { metadata },
+        &mut |c| {
+            if cli.json {
+                rows.push(json!({
+                    "path": c.path,
+                    "change": change_name(c.kind).0,
+                    "type": kind_name(c.new.as_ref().or(c.old.as_ref()).expect("a side").kind),
+                    "old": c.old.as_ref().map(entry_json),
+                    "new": c.new.as_ref().map(entry_json),
+                    "fields": c.fields,
+                }));
+            } else {
+                writeln!(out, "{}", change_line(&c)).ctx(|| "writing to standard output".into())?;
+            }
+            Ok(())
+        },
+    )?;
+    if cli.json {
+        let v = json!({
+            "old": a.id, "new": b.id, "changes": rows, "summary": sum,
+        });
+        writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
+    } else if !cli.quiet {
+        writeln!(
+            out,
+            "{} -> {}: {} added, {} removed, {} modified{}; +{} -{} \
+             ({} listings read, {} unchanged subtrees skipped)",
+            short(&a.id),
+            short(&b.id),
+            sum.added,
+            sum.removed,
+            sum.modified,
+            if metadata {
+                format!(", {} metadata only", sum.metadata)
+            } else {
+                String::new()
+            },
+            bytes(sum.bytes_added),
+            bytes(sum.bytes_removed),
+            sum.listings_read,
+            sum.subtrees_skipped,
+        )?;
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The snapshots to search: the given ones (each once, in the order
+/// given), or every readable one, oldest first. Also whether some record
+/// could not be read.
+fn find_targets(repo: &Repository, specs: &[String]) -> Result<(Vec<SnapshotInfo>, bool)> {
+    if specs.is_empty() {
+        let (all, bad) = catalog::list(&**repo.backend())?;
+        for (id, e) in &bad {
+            eprintln!("cairn: warning: snapshot {id} unreadable, not searched: {e}");
+        }
+        return Ok((all, !bad.is_empty()));
+    }
+    let mut out: Vec<SnapshotInfo> = Vec::new();
+    for spec in specs {
+        let s = resolve_snapshot(repo, spec)?;
+        if !out.iter().any(|o| o.id == s.id) {
+            out.push(s);
+        }
+    }
+    Ok((out, false))
+}
+
+fn find_cmd(cli: &Cli, repo: &Repository, pattern: &str, specs: &[String]) -> Result<ExitCode> {
+    // Bad input first: a pattern error needs no repository access.
+    let pattern = Pattern::new(pattern)?;
+    let _reading = read_lock(repo)?;
+    let (targets, damaged) = find_targets(repo, specs)?;
+    let mut reader = Reader::open(repo, Default::default())?;
+    let mut finder = Finder::new(&mut reader, pattern);
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut rows = Vec::new();
+    for snap in &targets {
+        finder.search(&snap.record, &mut |path, e| {
+            if cli.json {
+                let mut row = entry_json(e);
+                row["snapshot"] = json!(snap.id);
+                row["short_id"] = json!(short(&snap.id));
+                row["path"] = json!(path);
+                rows.push(row);
+            } else {
+                writeln!(
+                    out,
+                    "{}  {:<7} {:>12}  {}  {}",
+                    short(&snap.id),
+                    kind_name(e.kind),
+                    bytes(e.size),
+                    time(e.mtime_ns),
+                    display_name(path)
+                )
+                .ctx(|| "writing to standard output".into())?;
+            }
+            Ok(())
+        })?;
+    }
+    if cli.json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&rows)?)?;
+    }
+    out.flush()?;
+    let st = finder.stats();
+    if !cli.quiet && !cli.json {
+        eprintln!(
+            "{} matches in {} snapshots ({} listings read, {} shared subtrees reused)",
+            st.matches, st.snapshots, st.listings_read, st.listings_reused
+        );
+    }
+    Ok(if damaged {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn tag_cmd(
+    cli: &Cli,
+    repo: &Repository,
+    specs: &[String],
+    change: &TagChange,
+    wait: bool,
+) -> Result<ExitCode> {
+    change.validate()?;
+    let lock = repo.lock_writer(wait)?;
+    // Every argument resolves before anything changes.
+    let mut snaps: Vec<SnapshotInfo> = Vec::new();
+    for spec in specs {
+        let s = resolve_snapshot(repo, spec)?;
+        if !snaps.iter().any(|o| o.id == s.id) {
+            snaps.push(s);
+        }
+    }
+    let mut rows = Vec::new();
+    for s in &snaps {
+        let r = retag(repo, &lock, s, change)
+            .with_context(|| format!("changing the tags of snapshot {}", short(&s.id)))?;
+        if cli.json {
+            rows.push(json!({ "old_id": r.old_id, "new_id": r.new_id, "tags": r.tags }));
+        } else if !cli.quiet {
+            let new = r.new_id.as_deref().map_or("unchanged", short);
+            println!("{} -> {}  [{}]", short(&r.old_id), new, r.tags.join(","));
+        }
+    }
+    if cli.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+    }
+    Ok(ExitCode::SUCCESS)
+}

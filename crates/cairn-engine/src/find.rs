@@ -1,0 +1,208 @@
+//! `find`: the paths matching a glob, in every snapshot of a repository (or
+//! the ones asked for), reading each distinct directory listing once.
+//!
+//! Snapshots of the same data share most of their tree: a listing is a
+//! content-addressed blob (`003_ea5fccc485a97c5d.txt` §2), so an unchanged
+//! directory is the same listing root in every snapshot that holds it. The
+//! search keeps, per listing root, what it found beneath it (a small tree of
+//! the matches, or "nothing"); when another snapshot reaches the same listing
+//! it reuses that result instead of reading the subtree again, and still
+//! reports the matches under that snapshot's id.
+//!
+//! Patterns are globs (`globset`): `*` and `?` stop at `/`, `**` crosses
+//! directories, `\` escapes. A pattern without `/` is matched against entry
+//! names; one with `/` against the whole path inside the snapshot (a leading
+//! `/` is ignored: snapshot paths are relative). Whole-path matches depend
+//! on where a listing sits, so for them the memo is keyed by listing root
+//! and path; name matches by listing root alone.
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::Arc;
+
+use cairn_core::{Error, Fingerprint, Result};
+use cairn_format::dir::{BlobRef, DirEntry, EntryKind};
+use cairn_format::snapshot::SnapshotRecord;
+use globset::{Candidate, GlobBuilder, GlobMatcher};
+use serde::Serialize;
+
+use crate::restore::{join, Reader};
+
+/// A compiled `find` pattern.
+#[derive(Clone, Debug)]
+pub struct Pattern {
+    glob: GlobMatcher,
+    by_name: bool,
+}
+
+impl Pattern {
+    /// [`Error::InvalidInput`] for an empty or malformed glob.
+    pub fn new(pattern: &str) -> Result<Self> {
+        let trimmed = pattern.trim_start_matches('/');
+        let trimmed = if trimmed.len() > 1 {
+            trimmed.trim_end_matches('/')
+        } else {
+            trimmed
+        };
+        if trimmed.is_empty() {
+            return Err(Error::invalid(format!(
+                "pattern {pattern:?} matches no path (give a name or a glob)"
+            )));
+        }
+        let glob = GlobBuilder::new(trimmed)
+            .literal_separator(true)
+            .backslash_escape(true)
+            .build()
+            .map_err(|e| Error::invalid(format!("invalid pattern {pattern:?}: {e}")))?;
+        Ok(Pattern {
+            glob: glob.compile_matcher(),
+            by_name: !trimmed.contains('/'),
+        })
+    }
+
+    /// Whether a pattern without `/` (matched against names).
+    pub fn by_name(&self) -> bool {
+        self.by_name
+    }
+
+    /// Whether the entry `name` at snapshot path `path` matches.
+    pub fn matches(&self, path: &str, name: &[u8]) -> bool {
+        let subject = if self.by_name {
+            Path::new(OsStr::from_bytes(name))
+        } else {
+            Path::new(path)
+        };
+        self.glob.is_match_candidate(&Candidate::new(subject))
+    }
+}
+
+/// What the search found under one listing: only entries that match or
+/// lead to matches, in name order.
+#[derive(Debug)]
+struct Node {
+    items: Vec<Item>,
+}
+
+#[derive(Debug)]
+struct Item {
+    name: Vec<u8>,
+    /// The entry, when it matches itself.
+    matched: Option<DirEntry>,
+    /// Matches below it (directories only).
+    below: Option<Arc<Node>>,
+}
+
+/// How much reading a search did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct FindStats {
+    /// Snapshots searched.
+    pub snapshots: u64,
+    /// Directory listings read.
+    pub listings_read: u64,
+    /// Subtrees answered from the memo (a listing already searched).
+    pub listings_reused: u64,
+    /// Matches reported (over all snapshots).
+    pub matches: u64,
+}
+
+/// Searches snapshots for one pattern, remembering each listing's result
+/// for the snapshots that follow.
+pub struct Finder<'r> {
+    reader: &'r mut Reader,
+    pattern: Pattern,
+    /// Listing root (and, for whole-path patterns, the listing's path) ->
+    /// matches beneath it, `None` for none.
+    memo: HashMap<(Fingerprint, String), Option<Arc<Node>>>,
+    stats: FindStats,
+}
+
+impl<'r> Finder<'r> {
+    pub fn new(reader: &'r mut Reader, pattern: Pattern) -> Self {
+        Finder {
+            reader,
+            pattern,
+            memo: HashMap::new(),
+            stats: FindStats::default(),
+        }
+    }
+
+    pub fn stats(&self) -> &FindStats {
+        &self.stats
+    }
+
+    /// Calls `found(path, entry)` for each match in `snap`, depth-first in
+    /// name order (a directory before its contents).
+    pub fn search(
+        &mut self,
+        snap: &SnapshotRecord,
+        found: &mut dyn FnMut(&str, &DirEntry) -> Result<()>,
+    ) -> Result<()> {
+        self.stats.snapshots += 1;
+        let root = snap.root_ref()?;
+        if let Some(node) = self.listing(&root, "")? {
+            self.emit(&node, "", found)?;
+        }
+        Ok(())
+    }
+
+    /// The matches beneath one listing: from the memo, or read and searched.
+    fn listing(&mut self, listing: &BlobRef, path: &str) -> Result<Option<Arc<Node>>> {
+        // Same listing root: same entries, same subtrees (the Merkle
+        // property); with a name pattern the result does not depend on the
+        // path either.
+        let key = (
+            listing.root,
+            if self.pattern.by_name {
+                String::new()
+            } else {
+                path.to_string()
+            },
+        );
+        if let Some(hit) = self.memo.get(&key) {
+            self.stats.listings_reused += 1;
+            return Ok(hit.clone());
+        }
+        self.stats.listings_read += 1;
+        let entries = self.reader.read_dir(Some(listing))?;
+        let mut items = Vec::new();
+        for e in entries {
+            let child = join(path, &e.name);
+            let below = match (&e.kind, &e.content) {
+                (EntryKind::Dir, Some(c)) => self.listing(c, &child)?,
+                _ => None,
+            };
+            let matched = self.pattern.matches(&child, &e.name);
+            if matched || below.is_some() {
+                items.push(Item {
+                    name: e.name.clone(),
+                    matched: matched.then_some(e),
+                    below,
+                });
+            }
+        }
+        let node = (!items.is_empty()).then(|| Arc::new(Node { items }));
+        self.memo.insert(key, node.clone());
+        Ok(node)
+    }
+
+    fn emit(
+        &mut self,
+        node: &Node,
+        prefix: &str,
+        found: &mut dyn FnMut(&str, &DirEntry) -> Result<()>,
+    ) -> Result<()> {
+        for item in &node.items {
+            let path = join(prefix, &item.name);
+            if let Some(e) = &item.matched {
+                self.stats.matches += 1;
+                found(&path, e)?;
+            }
+            if let Some(below) = &item.below {
+                self.emit(below, &path, found)?;
+            }
+        }
+        Ok(())
+    }
+}
