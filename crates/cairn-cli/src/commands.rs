@@ -664,6 +664,21 @@ fn stats(cli: &Cli, repo: &Repository) -> Result<ExitCode> {
     println!("dedup ratio (global):   {:.2}x", s.dedup_ratio);
     println!("compression (local):    {:.2}x", s.compression_ratio);
     println!("total compression:      {:.2}x", s.total_compression);
+    let d = &s.on_disk;
+    println!(
+        "on disk:                {} = data {} + metadata {} + index {} + filter {} + snapshots {} + other {}",
+        bytes(d.total),
+        bytes(d.data),
+        bytes(d.metadata),
+        bytes(d.index),
+        bytes(d.filter),
+        bytes(d.snapshots),
+        bytes(d.other)
+    );
+    println!(
+        "total compression, all bytes on disk: {:.2}x",
+        s.on_disk_total_compression
+    );
     println!(
         "chunks:                 {} referenced, {} unique ({} data, {} tree, {} listing)",
         s.chunks, s.unique_chunks, s.data_chunks, s.tree_chunks, s.meta_chunks

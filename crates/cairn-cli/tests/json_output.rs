@@ -198,6 +198,31 @@ fn stats_and_check_json_are_objects_with_pinned_fields() {
         st["cache_hits"].as_u64().unwrap() > 0,
         "second backup hit no cache"
     );
+    // On-disk bytes by kind add up to every file of the repository (locks
+    // and temporaries aside), and their ratio is below the data-only one.
+    let d = &st["on_disk"];
+    let part = |k: &str| d[k].as_u64().unwrap_or_else(|| panic!("on_disk.{k}: {st}"));
+    let parts: u64 = ["data", "metadata", "index", "filter", "snapshots", "other"]
+        .iter()
+        .map(|k| part(k))
+        .sum();
+    assert_eq!(parts, part("total"));
+    assert_eq!(part("data"), st["compressed_bytes"].as_u64().unwrap());
+    assert!(part("index") > 0 && part("snapshots") > 0 && part("metadata") > 0);
+    let files: u64 = walk(&repo)
+        .iter()
+        .filter(|p| {
+            p.is_file() && !p.starts_with(repo.join("locks")) && !p.starts_with(repo.join("tmp"))
+        })
+        .map(|p| p.metadata().unwrap().len())
+        .sum();
+    assert_eq!(
+        part("total"),
+        files,
+        "every file of the repository counted once"
+    );
+    let on_disk = st["on_disk_total_compression"].as_f64().unwrap();
+    assert!(on_disk > 0.0 && on_disk < total, "{on_disk} vs {total}");
 
     let check = cairn(&repo, &["check", "--json"]).ok().json();
     assert!(check.is_object(), "check --json: {check}");

@@ -59,6 +59,30 @@ pub struct RepoStats {
     pub last_backup_mb_per_s: f64,
     /// Seconds per pipeline phase of the newest backup.
     pub last_backup_phases: std::collections::BTreeMap<String, f64>,
+    /// Bytes of every object of the repository, by kind.
+    pub on_disk: OnDisk,
+    /// logical / all bytes on disk (metadata, index and filter included),
+    /// beside `total_compression`, which counts data chunks only.
+    pub on_disk_total_compression: f64,
+}
+
+/// Bytes the repository's objects occupy, by kind (lock files and
+/// temporaries aside).
+#[derive(Debug, Default, Serialize)]
+pub struct OnDisk {
+    /// Data chunks as stored (compressed).
+    pub data: u64,
+    /// The rest of the container files: directory listings, recipe nodes,
+    /// metadata sections, headers.
+    pub metadata: u64,
+    /// The paged index (files and deltas) and the frugal index's log.
+    pub index: u64,
+    /// Summary Vector checkpoints.
+    pub filter: u64,
+    pub snapshots: u64,
+    /// Config and garbage-collection state.
+    pub other: u64,
+    pub total: u64,
 }
 
 fn ratio(a: u64, b: u64) -> f64 {
@@ -117,6 +141,7 @@ pub fn stats(repo: &Repository) -> Result<RepoStats> {
             ) as u64
         }
     };
+    let on_disk = on_disk(repo, compressed, container_bytes)?;
     let last = snaps.last().map(|s| &s.record.stats);
     let last_secs = last.map_or(0.0, |s| s.duration_ns as f64 / 1e9);
     Ok(RepoStats {
@@ -146,5 +171,44 @@ pub fn stats(repo: &Repository) -> Result<RepoStats> {
         } else {
             0.0
         },
+        on_disk_total_compression: ratio(logical, on_disk.total),
+        on_disk,
     })
+}
+
+/// Sizes every object outside the container log (whose bytes the caller
+/// summed from metadata already) and splits the container bytes into data
+/// and the rest.
+fn on_disk(repo: &Repository, data: u64, container_bytes: u64) -> Result<OnDisk> {
+    let backend = repo.backend();
+    let mut d = OnDisk {
+        data,
+        metadata: container_bytes.saturating_sub(data),
+        ..OnDisk::default()
+    };
+    for key in backend.list("")? {
+        if key.starts_with(keys::CONTAINERS) {
+            continue;
+        }
+        let size = match backend.size(&key) {
+            Ok(n) => n,
+            // Removed since it was listed (a concurrent commit).
+            Err(e) if e.is_not_found() => continue,
+            Err(e) => return Err(e),
+        };
+        let slot = if key.starts_with(keys::INDEX)
+            || key.starts_with(crate::index::frugal::log::LOG_PREFIX)
+        {
+            &mut d.index
+        } else if key.starts_with(keys::BLOOM) {
+            &mut d.filter
+        } else if key.starts_with(keys::SNAPSHOTS) {
+            &mut d.snapshots
+        } else {
+            &mut d.other
+        };
+        *slot += size;
+    }
+    d.total = d.data + d.metadata + d.index + d.filter + d.snapshots + d.other;
+    Ok(d)
 }
