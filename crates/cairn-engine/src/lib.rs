@@ -28,6 +28,9 @@ pub mod restore;
 pub mod stats;
 pub(crate) mod warnings;
 
-pub use backup::{backup, BackupOptions, BackupOutcome, DedupMode, Progress, Source};
+pub use backup::{
+    backup, dry_run, BackupOptions, BackupOutcome, DedupMode, DryRunOutcome, Progress, Selection,
+    SelectionBuilder, Source,
+};
 pub use config::RepoConfig;
 pub use repo::{DeleteLock, GcLock, ReadLock, Repository, WriteLock};
