@@ -11,6 +11,7 @@
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod args;
+mod backup_select;
 mod commands;
 mod gc_commands;
 mod output;

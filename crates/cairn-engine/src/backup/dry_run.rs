@@ -67,15 +67,17 @@ pub fn dry_run(
         );
         w.select(selection.clone()).dry_run(true);
         let top = std::thread::scope(|s| {
+            // The walker (and with it the sender) is dropped when its
+            // thread ends, which ends the count.
             let walker = s.spawn(move || {
                 w.run(source);
-                w
+                (w.skipped, w.notices, w.excluded)
             });
             let top = count(&mut out, rx);
-            let w = walker.join().expect("walker thread panicked");
-            out.skipped.extend(w.skipped);
-            out.notices.extend(w.notices);
-            out.excluded.extend(w.excluded);
+            let (skipped, notices, excluded) = walker.join().expect("walker thread panicked");
+            out.skipped.extend(skipped);
+            out.notices.extend(notices);
+            out.excluded.extend(excluded);
             top
         });
         any_top |= top;
