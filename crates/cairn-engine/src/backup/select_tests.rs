@@ -290,3 +290,13 @@ proptest! {
         prop_assert_eq!(hit(&ci, &path), hit(&lower, &path.to_lowercase()));
     }
 }
+
+#[test]
+fn documented_syntax_details() {
+    // Alternation (globset's extension over restic), escapes, and `!` as an
+    // ordinary character outside a class.
+    let s = sel(&["*.{jpg,png}", r"lit\*", "!keep"]);
+    assert!(hit(&s, "/p/a.jpg") && hit(&s, "/p/a.png") && !hit(&s, "/p/a.gif"));
+    assert!(hit(&s, "/p/lit*") && !hit(&s, "/p/litx"));
+    assert!(hit(&s, "/p/!keep") && !hit(&s, "/p/keep"));
+}
