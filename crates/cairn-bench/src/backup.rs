@@ -213,6 +213,7 @@ pub fn cairn_backup_with(
                 rewrite_of: None,
                 rewrite_scheme: None,
                 dedup: mode,
+                selection: Default::default(),
             },
         )?)
     })?;

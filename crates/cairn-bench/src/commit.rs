@@ -52,6 +52,7 @@ fn backup(repo: &Path, data: &Path, first: u64, count: u64) -> Result<(f64, u64)
             rewrite_of: None,
             rewrite_scheme: None,
             dedup: Default::default(),
+            selection: Default::default(),
         },
     )?;
     std::fs::remove_file(&file)?;

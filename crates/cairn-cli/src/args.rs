@@ -385,6 +385,42 @@ pub struct BackupArgs {
     /// `cairn gc` removes the older copies).
     #[arg(long, default_value = "inline")]
     pub dedup: String,
+    /// Leave out entries matching PATTERN (repeatable): `*`, `?`, `[...]`
+    /// within a name, `**` across directories; without `/` it matches any
+    /// entry's name, with a leading `/` the whole absolute path. A path
+    /// given to back up is never left out. See docs/backup-selection.md.
+    #[arg(long, value_name = "PATTERN")]
+    pub exclude: Vec<String>,
+    /// As --exclude, ignoring case.
+    #[arg(long, value_name = "PATTERN")]
+    pub iexclude: Vec<String>,
+    /// Read --exclude patterns from FILE, one a line (blank lines and
+    /// lines starting with `#` ignored); repeatable.
+    #[arg(long, value_name = "FILE")]
+    pub exclude_file: Vec<PathBuf>,
+    /// As --exclude-file, the patterns ignoring case.
+    #[arg(long, value_name = "FILE")]
+    pub iexclude_file: Vec<PathBuf>,
+    /// Leave out every directory holding an entry named NAME (repeatable).
+    #[arg(long, value_name = "NAME")]
+    pub exclude_if_present: Vec<String>,
+    /// Leave out directories holding a valid CACHEDIR.TAG file.
+    #[arg(long)]
+    pub exclude_caches: bool,
+    /// Leave out files larger than SIZE (e.g. 10MiB).
+    #[arg(long, value_name = "SIZE")]
+    pub exclude_larger_than: Option<String>,
+    /// Do not cross into other file systems mounted below a path.
+    #[arg(long)]
+    pub one_file_system: bool,
+    /// Also back up the paths listed in FILE, one a line (blank lines and
+    /// lines starting with `#` ignored); repeatable.
+    #[arg(long, value_name = "FILE")]
+    pub files_from: Vec<PathBuf>,
+    /// Only walk and report what would be backed up and what is left out;
+    /// no repository is opened or created, nothing is written.
+    #[arg(long, conflicts_with = "stdin")]
+    pub dry_run: bool,
     /// Settings used if the repository does not exist yet.
     #[command(flatten)]
     pub init: InitArgs,

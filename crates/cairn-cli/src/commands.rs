@@ -20,7 +20,7 @@ use crate::output::{bytes, display_name, mode_string, parse_size, time};
 use crate::progress::{estimate_total, Display};
 
 /// Exit code of a backup that committed a snapshot but skipped paths.
-const EXIT_INCOMPLETE: u8 = 3;
+pub(crate) const EXIT_INCOMPLETE: u8 = 3;
 
 pub fn run(cli: Cli) -> Result<ExitCode> {
     let repo_path = || -> Result<PathBuf> {
@@ -301,10 +301,12 @@ fn init(cli: &Cli, path: &Path, a: &InitArgs) -> Result<ExitCode> {
 }
 
 fn backup(cli: &Cli, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
-    if a.paths.is_empty() && !a.stdin {
-        bail!("nothing to back up: give one or more paths, or --stdin");
+    // Positional paths and --files-from lines are treated alike.
+    let paths = crate::backup_select::paths(a)?;
+    if paths.is_empty() && !a.stdin {
+        bail!("nothing to back up: give one or more paths, --files-from, or --stdin");
     }
-    let mut sources: Vec<Source> = a.paths.iter().map(|p| Source::Path(p.clone())).collect();
+    let mut sources: Vec<Source> = paths.iter().map(|p| Source::Path(p.clone())).collect();
     if a.stdin {
         sources.push(Source::Stdin {
             name: a.stdin_name.clone(),
@@ -314,19 +316,18 @@ fn backup(cli: &Cli, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
     // never leave a repository behind.
     let cfg = config_from(&a.init)?;
     let dedup: DedupMode = a.dedup.parse()?;
+    let selection = crate::backup_select::selection(a)?;
     if !a.stdin {
-        if let Some((p, e)) = a
-            .paths
+        if let Some((p, e)) = paths
             .iter()
             .find_map(|p| std::fs::symlink_metadata(p).err().map(|e| (p, e)))
-            .filter(|_| {
-                a.paths
-                    .iter()
-                    .all(|p| std::fs::symlink_metadata(p).is_err())
-            })
+            .filter(|_| paths.iter().all(|p| std::fs::symlink_metadata(p).is_err()))
         {
             bail!("nothing to back up: cannot read {}: {e}", p.display());
         }
+    }
+    if a.dry_run {
+        return crate::backup_select::dry_run(cli, path, &sources, selection);
     }
     let given = cfg.clone();
     let cfg_rewrite = a.init.rewrite.is_some().then_some(cfg.rewrite);
@@ -341,7 +342,7 @@ fn backup(cli: &Cli, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
     let progress = Arc::new(Progress::default());
     let display = Display::start(progress.clone(), !cli.quiet && !cli.json, "backup");
     if display.active() && !a.stdin {
-        estimate_total(a.paths.clone(), progress.clone());
+        estimate_total(paths.clone(), progress.clone());
     }
     let outcome = cairn_engine::backup(
         &repo,
@@ -355,6 +356,7 @@ fn backup(cli: &Cli, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
             // Given on an existing repository: this backup's scheme.
             rewrite_scheme: (!created).then_some(cfg_rewrite).flatten(),
             dedup,
+            selection,
         },
     );
     drop(display);
@@ -377,6 +379,8 @@ fn backup(cli: &Cli, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
                 "dedup": dedup.name(),
                 "stats": st,
                 "skipped": outcome.skipped,
+                "excluded": outcome.excluded.len(),
+                "excluded_paths": outcome.excluded,
                 "phases": outcome.phases,
                 "index_ram_bytes_per_chunk": outcome.index_ram_bytes_per_chunk,
                 "replayed_containers": outcome.replayed_containers,
@@ -402,6 +406,9 @@ fn backup(cli: &Cli, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
             bytes(st.new_stored_bytes),
             st.containers_written
         );
+        if !outcome.excluded.is_empty() {
+            println!("  {} entries excluded", outcome.excluded.len());
+        }
         let c = &outcome.counters;
         println!(
             "  lookups: {} cache hits, {} bloom negatives, {} index page reads, {} prefetches",

@@ -11,6 +11,7 @@
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod args;
+mod backup_select;
 mod browse_commands;
 mod commands;
 mod gc_commands;

@@ -47,6 +47,7 @@ fn backup(repo: &Repository, tree: &Path) -> SnapshotInfo {
             rewrite_of: None,
             rewrite_scheme: None,
             dedup: Default::default(),
+            selection: Default::default(),
         },
     )
     .unwrap();

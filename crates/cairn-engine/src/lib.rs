@@ -36,6 +36,9 @@ pub(crate) mod warnings;
 #[cfg(test)]
 mod browse_tests;
 
-pub use backup::{backup, BackupOptions, BackupOutcome, DedupMode, Progress, Source};
+pub use backup::{
+    backup, dry_run, BackupOptions, BackupOutcome, DedupMode, DryRunOutcome, Progress, Selection,
+    SelectionBuilder, Source,
+};
 pub use config::RepoConfig;
 pub use repo::{DeleteLock, GcLock, ReadLock, Repository, WriteLock};

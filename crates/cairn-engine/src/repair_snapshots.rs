@@ -168,6 +168,7 @@ fn rewrite(
             progress: Arc::new(Progress::default()),
             rewrite_scheme: Some(crate::backup::rewrite::RewriteConfig::None),
             dedup: Default::default(),
+            selection: Default::default(),
             rewrite_of: Some(RewriteOf {
                 time_unix_ns: snap.record.time_unix_ns,
                 paths: snap.record.paths.clone(),

@@ -83,6 +83,7 @@ fn run(repo: &Repository, source: Source) -> (CountersSnapshot, u64, u64) {
             rewrite_of: None,
             rewrite_scheme: None,
             dedup: Default::default(),
+            selection: Default::default(),
         },
     )
     .unwrap();

@@ -242,6 +242,7 @@ fn deferred_backup_refuses_a_rewrite_scheme() {
             rewrite_of: None,
             rewrite_scheme: Some(cairn_engine::config::RewriteConfig::parse("fcrc").unwrap()),
             dedup: DedupMode::Deferred,
+            selection: Default::default(),
         },
     )
     .err()

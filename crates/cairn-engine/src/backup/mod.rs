@@ -15,7 +15,9 @@
 //! index generation that covers them), which the next open replays and
 //! `check` reports as reclaimable.
 
+pub mod dry_run;
 pub mod rewrite;
+pub mod select;
 pub mod stream;
 pub mod trace_recorder;
 pub mod trace_walker;
@@ -41,6 +43,8 @@ pub use crate::dedup::deferred::DedupMode;
 use crate::dedup::Dedup;
 use crate::index;
 use crate::repo::{Repository, WriteLock};
+pub use dry_run::{dry_run, DryRunOutcome};
+pub use select::{Selection, SelectionBuilder};
 use stream::{PhaseTimes, Shared, Stream};
 use tree_builder::TreeBuilder;
 use walker::{EntryMeta, Event, Walker};
@@ -62,6 +66,9 @@ pub struct BackupOptions {
     /// ingest, every chunk met is stored (a chunk repeated within this
     /// backup once).
     pub dedup: DedupMode,
+    /// What to leave out below the path sources (`--exclude` and friends);
+    /// the default leaves out nothing.
+    pub selection: Arc<Selection>,
 }
 
 /// What a rewritten snapshot keeps of the snapshot it replaces.
@@ -110,6 +117,9 @@ pub struct BackupOutcome {
     pub skipped: Vec<String>,
     /// Non-fatal notices: changed files, special files, replay warnings.
     pub notices: Vec<String>,
+    /// Entries the selection left out, as "path: reason" (an excluded
+    /// directory once; nothing below it was visited).
+    pub excluded: Vec<String>,
     pub counters: CountersSnapshot,
     pub phases: PhaseReport,
     /// Fingerprint-lookup RAM (Summary Vector + in-memory index) per indexed chunk.
@@ -176,6 +186,7 @@ pub fn backup(repo: &Repository, _lock: &WriteLock, opts: BackupOptions) -> Resu
         record,
         skipped: run.skipped.into_inner(),
         notices,
+        excluded: run.excluded.into_inner(),
         counters: repo.counters.snapshot().since(&before),
         phases,
         index_ram_bytes_per_chunk,
@@ -185,7 +196,7 @@ pub fn backup(repo: &Repository, _lock: &WriteLock, opts: BackupOptions) -> Resu
 
 /// Source names become the top-level entries: each must be a valid, unique
 /// file name.
-fn check_sources(sources: &[Source]) -> Result<()> {
+pub(crate) fn check_sources(sources: &[Source]) -> Result<()> {
     if sources.is_empty() {
         return Err(Error::invalid(
             "nothing to back up: give at least one path or --stdin",
@@ -326,6 +337,8 @@ struct RunState {
     counts: TreeCounts,
     skipped: Mutex<Vec<String>>,
     notices: Mutex<Vec<String>>,
+    excluded: Mutex<Vec<String>>,
+    selection: Arc<Selection>,
     read_ns: Arc<AtomicU64>,
     commit_started: Mutex<Instant>,
     progress: Arc<Progress>,
@@ -349,6 +362,8 @@ impl RunState {
             counts: TreeCounts::default(),
             skipped: Mutex::new(Vec::new()),
             notices: Mutex::new(notices),
+            excluded: Mutex::new(Vec::new()),
+            selection: opts.selection.clone(),
             read_ns: Arc::new(AtomicU64::new(0)),
             commit_started: Mutex::new(Instant::now()),
             progress: opts.progress.clone(),
@@ -559,14 +574,16 @@ fn run_stream(shared: &Shared, run: &RunState, source: &Source) -> Result<Option
                 run.exclude,
                 run.read_ns.clone(),
             );
+            w.select(run.selection.clone());
             w.run(source);
-            (w.skipped, w.notices)
+            (w.skipped, w.notices, w.excluded)
         });
         let r = consume(&mut stream, &run.counts, &rx, &recycle_tx);
         drop(rx); // unblocks the walker if we stopped early
-        let (sk, no) = walker.join().expect("walker thread panicked");
+        let (sk, no, ex) = walker.join().expect("walker thread panicked");
         run.skipped.lock().extend(sk);
         run.notices.lock().extend(no);
+        run.excluded.lock().extend(ex);
         r
     });
     let entry = result?;

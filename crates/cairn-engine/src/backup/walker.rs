@@ -6,6 +6,12 @@
 //! Problems that lose one path (unreadable, vanished) become `Skipped`
 //! warnings and the walk goes on; a file that changes while it is read is
 //! stored as read and reported.
+//!
+//! Entries below a source that the backup's [`Selection`] leaves out are
+//! never sent (and an excluded directory is never listed below): a pattern
+//! is tested before the entry is stat'ed, the size and device limits on its
+//! metadata, the marker files on the directory's listing. A dry run walks
+//! the same way but sends files without opening them.
 
 use std::fs::{self, File, Metadata};
 use std::io::Read;
@@ -21,6 +27,8 @@ use crate::pipe::{Receiver, Sender};
 use cairn_chunk::{new_chunker, ChunkBatch, ChunkReader};
 use cairn_core::{ChunkerConfig, TraceChunk, TraceSource};
 use cairn_format::dir::DirEntry;
+
+use super::select::{absolute_clean, ExcludeReason, Selection};
 
 /// Bytes of input per chunk batch handed from the walker to the stream.
 pub const BATCH_BYTES: usize = 1 << 20;
@@ -147,6 +155,12 @@ pub struct Walker {
     /// Never descend into this directory (the repository itself).
     exclude: Option<(u64, u64)>,
     read_ns: Arc<AtomicU64>,
+    /// What to leave out below each source.
+    selection: Arc<Selection>,
+    /// Entries left out by `selection`, as "path: reason".
+    pub excluded: Vec<String>,
+    /// Send files by their metadata alone, never opening them.
+    dry_run: bool,
 }
 
 fn name_of(path: &Path) -> Vec<u8> {
@@ -174,13 +188,29 @@ impl Walker {
             notices: Vec::new(),
             exclude,
             read_ns,
+            selection: Arc::default(),
+            excluded: Vec::new(),
+            dry_run: false,
         }
+    }
+
+    /// Leaves out what `selection` excludes below each source.
+    pub fn select(&mut self, selection: Arc<Selection>) -> &mut Self {
+        self.selection = selection;
+        self
+    }
+
+    /// Walks without reading: files are sent as `FileStart` + `FileEnd`
+    /// with their size in the metadata and no `Data`.
+    pub fn dry_run(&mut self, yes: bool) -> &mut Self {
+        self.dry_run = yes;
+        self
     }
 
     /// Walks `source`; returns early (quietly) if the receiver has gone away.
     pub fn run(&mut self, source: &Source) {
         let _ = match source {
-            Source::Path(p) => self.walk_path(p, source_name(p)),
+            Source::Path(p) => self.walk_path(p, &absolute_clean(p), source_name(p), None),
             Source::Stdin { name } => self.walk_stdin(name),
             Source::Trace { name, source, flat } => {
                 let mut src = source.lock();
@@ -226,7 +256,26 @@ impl Walker {
         self.skipped.push(format!("{}: {why}", path.display()));
     }
 
-    fn walk_path(&mut self, path: &Path, name: Vec<u8>) -> Result<(), ()> {
+    fn exclude(&mut self, path: &Path, why: ExcludeReason) {
+        self.excluded.push(format!("{}: {why}", path.display()));
+    }
+
+    /// Walks one entry. `abs`: its absolute clean path (for patterns);
+    /// `source_dev`: the device of the source it lies below, `None` for the
+    /// source itself, which the selection never excludes.
+    fn walk_path(
+        &mut self,
+        path: &Path,
+        abs: &Path,
+        name: Vec<u8>,
+        source_dev: Option<u64>,
+    ) -> Result<(), ()> {
+        if source_dev.is_some() {
+            if let Some(why) = self.selection.excluded_by_pattern(abs) {
+                self.exclude(path, why);
+                return Ok(());
+            }
+        }
         let meta = match fs::symlink_metadata(path) {
             Ok(m) => m,
             Err(e) => {
@@ -234,6 +283,13 @@ impl Walker {
                 return Ok(());
             }
         };
+        let dev = source_dev.unwrap_or(meta.dev());
+        if source_dev.is_some() {
+            if let Some(why) = self.selection.excluded_by_meta(&meta, dev) {
+                self.exclude(path, why);
+                return Ok(());
+            }
+        }
         let ft = meta.file_type();
         if ft.is_dir() {
             if self.exclude == Some((meta.dev(), meta.ino())) {
@@ -259,6 +315,14 @@ impl Walker {
                     return Ok(());
                 }
             };
+            if source_dev.is_some() && !self.selection.is_empty() {
+                let names: Vec<&std::ffi::OsStr> =
+                    children.iter().filter_map(|c| c.file_name()).collect();
+                if let Some(why) = self.selection.excluded_dir(path, &names) {
+                    self.exclude(path, why);
+                    return Ok(());
+                }
+            }
             children.sort_by_key(|p| name_of(p));
             self.send(Event::DirStart {
                 name,
@@ -266,7 +330,8 @@ impl Walker {
             })?;
             for child in children {
                 let n = name_of(&child);
-                self.walk_path(&child, n)?;
+                let child_abs = abs.join(std::ffi::OsStr::from_bytes(&n));
+                self.walk_path(&child, &child_abs, n, Some(dev))?;
             }
             self.send(Event::DirEnd)
         } else if ft.is_symlink() {
@@ -281,6 +346,16 @@ impl Walker {
                     Ok(())
                 }
             }
+        } else if ft.is_file() && self.dry_run {
+            self.send(Event::FileStart {
+                name,
+                meta: EntryMeta::from_fs(&meta),
+            })?;
+            self.progress
+                .bytes_done
+                .fetch_add(meta.len(), Ordering::Relaxed);
+            self.progress.files_done.fetch_add(1, Ordering::Relaxed);
+            self.send(Event::FileEnd { ok: true })
         } else if ft.is_file() {
             let file = match File::open(path) {
                 Ok(f) => f,

@@ -39,6 +39,7 @@ fn repo_sized(backend: Arc<MemBackend>, tree: &Path, container_size: u32) -> (Re
             rewrite_of: None,
             rewrite_scheme: None,
             dedup: Default::default(),
+            selection: Default::default(),
         },
     )
     .unwrap();

@@ -63,6 +63,7 @@ pub fn backup_with(
             rewrite_of: None,
             rewrite_scheme: None,
             dedup: mode,
+            selection: Default::default(),
         },
     )
 }

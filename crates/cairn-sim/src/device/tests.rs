@@ -55,6 +55,7 @@ fn backup(repo: &Repository, path: &Path) -> String {
             rewrite_of: None,
             rewrite_scheme: None,
             dedup: Default::default(),
+            selection: Default::default(),
         },
     )
     .unwrap();

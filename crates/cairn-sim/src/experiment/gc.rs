@@ -176,6 +176,7 @@ fn backup_generation(repo: &Repository, w: &dyn Workload, g: usize, dir: &Path) 
             rewrite_of: None,
             rewrite_scheme: None,
             dedup: Default::default(),
+            selection: Default::default(),
         },
     )?;
     match out.skipped.first() {

@@ -258,6 +258,7 @@ pub fn run(inputs: &[GenerationInput], opts: &SimOptions) -> Result<SimReport> {
                 rewrite_of: None,
                 rewrite_scheme: None,
                 dedup: Default::default(),
+                selection: Default::default(),
             },
         )?;
         drop(lock);

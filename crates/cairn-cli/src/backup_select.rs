@@ -1,0 +1,123 @@
+//! `cairn backup`'s selection flags: turns `--exclude`, `--iexclude`,
+//! `--exclude-file`, `--exclude-if-present`, `--exclude-caches`,
+//! `--exclude-larger-than`, `--one-file-system` and `--files-from` into the
+//! engine's [`Selection`] and source list, and prints `--dry-run`'s report.
+//! Parsing only: what is left out is decided by the engine
+//! (`cairn_engine::backup::select`); command-line behaviour, no paper's.
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{anyhow, Result};
+use serde_json::json;
+
+use cairn_engine::{Selection, Source};
+
+use crate::args::{BackupArgs, Cli};
+use crate::output::{bytes, parse_size_u64};
+
+/// The selection the flags describe; every pattern and file is checked here,
+/// before anything is read or created.
+pub fn selection(a: &BackupArgs) -> Result<Arc<Selection>> {
+    let mut b = Selection::builder();
+    for p in &a.exclude {
+        b.pattern(p, false)?;
+    }
+    for p in &a.iexclude {
+        b.pattern(p, true)?;
+    }
+    for f in &a.exclude_file {
+        b.pattern_file(f, false)?;
+    }
+    for f in &a.iexclude_file {
+        b.pattern_file(f, true)?;
+    }
+    for n in &a.exclude_if_present {
+        b.if_present(n)?;
+    }
+    let limit = match &a.exclude_larger_than {
+        Some(s) => Some(parse_size_u64(s).map_err(|e| anyhow!("--exclude-larger-than: {e}"))?),
+        None => None,
+    };
+    b.exclude_caches(a.exclude_caches)
+        .larger_than(limit)
+        .one_file_system(a.one_file_system);
+    Ok(Arc::new(b.build()?))
+}
+
+/// The positional paths followed by those listed in `--files-from` files:
+/// one path a line, taken as written (only the line ending is removed, so
+/// names may hold spaces); blank lines and lines starting with `#` ignored.
+pub fn paths(a: &BackupArgs) -> Result<Vec<PathBuf>> {
+    let mut out = a.paths.clone();
+    for f in &a.files_from {
+        let text = std::fs::read(f)
+            .map_err(|e| anyhow!("cannot read --files-from {}: {e}", f.display()))?;
+        for line in text.split(|&b| b == b'\n') {
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            if line.is_empty() || line.starts_with(b"#") {
+                continue;
+            }
+            out.push(PathBuf::from(OsStr::from_bytes(line)));
+        }
+    }
+    Ok(out)
+}
+
+/// `backup --dry-run`: walks like a backup, prints what it would read and
+/// what it leaves out. `repo`: the repository path, only looked at (never
+/// opened or created) so that it is left out of a source holding it, as a
+/// real backup does.
+pub fn dry_run(
+    cli: &Cli,
+    repo: &Path,
+    sources: &[Source],
+    selection: Arc<Selection>,
+) -> Result<ExitCode> {
+    let out = cairn_engine::dry_run(sources, selection, Some(repo))?;
+    for s in &out.skipped {
+        eprintln!("cairn: warning: skipped {s}");
+    }
+    for n in &out.notices {
+        eprintln!("cairn: note: {n}");
+    }
+    if cli.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({
+                "dry_run": true,
+                "files": out.files,
+                "dirs": out.dirs,
+                "symlinks": out.symlinks,
+                "bytes": out.bytes,
+                "excluded": out.excluded.len(),
+                "excluded_paths": out.excluded,
+                "skipped": out.skipped,
+            }))?
+        );
+    } else if !cli.quiet {
+        for e in &out.excluded {
+            println!("excluded {e}");
+        }
+        println!(
+            "dry run: would back up {} files, {} dirs, {} symlinks, {}; {} excluded",
+            out.files,
+            out.dirs,
+            out.symlinks,
+            bytes(out.bytes),
+            out.excluded.len()
+        );
+    }
+    if out.skipped.is_empty() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        eprintln!(
+            "cairn: error: {} path(s) could not be read; a backup would hold everything else",
+            out.skipped.len()
+        );
+        Ok(ExitCode::from(super::commands::EXIT_INCOMPLETE))
+    }
+}
