@@ -27,14 +27,13 @@
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
 use cairn_chunk::{fingerprint, new_chunker, ChunkBatch, ChunkReader};
 use cairn_core::{ChunkerConfig, Fingerprint, FingerprintAlgo, FpSet};
 use cairn_engine::backup::walker::BATCH_BYTES;
-use cairn_engine::{BackupOptions, BackupOutcome, DedupMode, Progress, Repository, Source};
+use cairn_engine::{BackupOptions, BackupOutcome, DedupMode, Repository, Source};
 use serde_json::{json, Value};
 
 use crate::common::{disturbed, machine_busy, mbps, mib, prefault, sync, value, walk, WorkDir};
@@ -209,11 +208,8 @@ pub fn cairn_backup_with(
                 sources,
                 tags: tags.iter().map(|s| s.to_string()).collect(),
                 host: Some("cairn-bench".into()),
-                progress: Arc::new(Progress::default()),
-                rewrite_of: None,
-                rewrite_scheme: None,
                 dedup: mode,
-                selection: Default::default(),
+                ..Default::default()
             },
         )?)
     })?;

@@ -14,13 +14,12 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use serde_json::json;
 
 use cairn_core::ChunkerConfig;
-use cairn_engine::{BackupOptions, Progress, Repository, Source};
+use cairn_engine::{BackupOptions, Repository, Source};
 
 /// Bytes per chunk: the repository uses fixed-size chunks this small, so a
 /// million indexed chunks cost 256 MiB of data.
@@ -46,13 +45,8 @@ fn backup(repo: &Path, data: &Path, first: u64, count: u64) -> Result<(f64, u64)
         &lock,
         BackupOptions {
             sources: vec![Source::Path(file.clone())],
-            tags: Vec::new(),
             host: Some("cairn-bench".into()),
-            progress: Arc::new(Progress::default()),
-            rewrite_of: None,
-            rewrite_scheme: None,
-            dedup: Default::default(),
-            selection: Default::default(),
+            ..Default::default()
         },
     )?;
     std::fs::remove_file(&file)?;

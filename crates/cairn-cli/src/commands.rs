@@ -352,11 +352,11 @@ fn backup(cli: &Cli, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
             tags: a.tags.clone(),
             host: a.host.clone(),
             progress,
-            rewrite_of: None,
             // Given on an existing repository: this backup's scheme.
             rewrite_scheme: (!created).then_some(cfg_rewrite).flatten(),
             dedup,
             selection,
+            ..Default::default()
         },
     );
     drop(display);

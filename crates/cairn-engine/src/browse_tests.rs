@@ -15,7 +15,7 @@ use crate::diff::{diff, Change, ChangeKind, DiffOptions};
 use crate::find::{Finder, Pattern};
 use crate::restore::Reader;
 use crate::tag::{retag, TagChange};
-use crate::{BackupOptions, Progress, Repository, Source};
+use crate::{BackupOptions, Repository, Source};
 
 /// Directories per level and files per leaf directory of the test tree.
 const FAN: usize = 6;
@@ -43,11 +43,7 @@ fn backup(repo: &Repository, tree: &Path) -> SnapshotInfo {
             sources: vec![Source::Path(tree.to_path_buf())],
             tags: vec!["t0".into()],
             host: Some("test".into()),
-            progress: Arc::new(Progress::default()),
-            rewrite_of: None,
-            rewrite_scheme: None,
-            dedup: Default::default(),
-            selection: Default::default(),
+            ..Default::default()
         },
     )
     .unwrap();

@@ -27,14 +27,12 @@
 //! containers' metadata, which is what this command trusts without
 //! `--read-data`. The writer lock is held throughout.
 
-use std::sync::Arc;
-
 use serde::Serialize;
 
 use cairn_core::{ContainerId, Error, FpMap, Result};
 use cairn_format::dir::{BlobRef, DirEntry, EntryKind};
 
-use crate::backup::{backup, BackupOptions, Kept, Progress, RewriteOf, Source};
+use crate::backup::{backup, BackupOptions, Kept, RewriteOf, Source};
 use crate::catalog::{self, SnapshotInfo};
 use crate::repo::{Repository, WriteLock};
 use crate::restore::cache::{map_from_containers, Locator};
@@ -165,14 +163,12 @@ fn rewrite(
             sources: kept.into_iter().map(Source::Kept).collect(),
             tags,
             host: Some(snap.record.host.clone()),
-            progress: Arc::new(Progress::default()),
             rewrite_scheme: Some(crate::backup::rewrite::RewriteConfig::None),
-            dedup: Default::default(),
-            selection: Default::default(),
             rewrite_of: Some(RewriteOf {
                 time_unix_ns: snap.record.time_unix_ns,
                 paths: snap.record.paths.clone(),
             }),
+            ..Default::default()
         },
     )?;
     Ok(outcome.snapshot_id)

@@ -77,13 +77,8 @@ fn run(repo: &Repository, source: Source) -> (CountersSnapshot, u64, u64) {
         &lock,
         BackupOptions {
             sources: vec![source],
-            tags: vec![],
             host: Some("h".into()),
-            progress: Arc::new(Progress::default()),
-            rewrite_of: None,
-            rewrite_scheme: None,
-            dedup: Default::default(),
-            selection: Default::default(),
+            ..Default::default()
         },
     )
     .unwrap();

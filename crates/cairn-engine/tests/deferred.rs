@@ -236,13 +236,10 @@ fn deferred_backup_refuses_a_rewrite_scheme() {
         &lock,
         cairn_engine::BackupOptions {
             sources: vec![cairn_engine::Source::Path(data)],
-            tags: vec![],
-            host: None,
             progress: Default::default(),
-            rewrite_of: None,
             rewrite_scheme: Some(cairn_engine::config::RewriteConfig::parse("fcrc").unwrap()),
             dedup: DedupMode::Deferred,
-            selection: Default::default(),
+            ..Default::default()
         },
     )
     .err()

@@ -50,6 +50,9 @@ use tree_builder::TreeBuilder;
 use walker::{EntryMeta, Event, Walker};
 pub use walker::{Kept, Progress, Source};
 
+/// What to back up and how; `..Default::default()` fills what a caller
+/// leaves out (no tags, no host, inline dedup, everything selected).
+#[derive(Default)]
 pub struct BackupOptions {
     pub sources: Vec<Source>,
     pub tags: Vec<String>,

@@ -33,13 +33,8 @@ fn repo_sized(backend: Arc<MemBackend>, tree: &Path, container_size: u32) -> (Re
         &lock,
         BackupOptions {
             sources: vec![Source::Path(tree.to_path_buf())],
-            tags: vec![],
             host: Some("test".into()),
-            progress: Arc::new(Progress::default()),
-            rewrite_of: None,
-            rewrite_scheme: None,
-            dedup: Default::default(),
-            selection: Default::default(),
+            ..Default::default()
         },
     )
     .unwrap();

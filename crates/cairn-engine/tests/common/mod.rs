@@ -5,7 +5,6 @@
 #![allow(dead_code)]
 
 use std::path::Path;
-use std::sync::Arc;
 
 use cairn_engine::restore::Reader;
 use cairn_engine::{catalog, BackupOptions, DedupMode, Progress, RepoConfig, Repository, Source};
@@ -57,13 +56,9 @@ pub fn backup_with(
         &lock,
         BackupOptions {
             sources: vec![Source::Path(path.to_path_buf())],
-            tags: vec![],
             host: Some("test".into()),
-            progress: Arc::new(Progress::default()),
-            rewrite_of: None,
-            rewrite_scheme: None,
             dedup: mode,
-            selection: Default::default(),
+            ..Default::default()
         },
     )
 }

@@ -49,13 +49,8 @@ fn backup(repo: &Repository, path: &Path) -> String {
         &lock,
         BackupOptions {
             sources: vec![Source::Path(path.to_path_buf())],
-            tags: vec![],
             host: Some("test".into()),
-            progress: Arc::new(Progress::default()),
-            rewrite_of: None,
-            rewrite_scheme: None,
-            dedup: Default::default(),
-            selection: Default::default(),
+            ..Default::default()
         },
     )
     .unwrap();

@@ -29,7 +29,7 @@ use std::sync::Arc;
 use cairn_backend::MemBackend;
 use cairn_core::{Backend, Result};
 use cairn_engine::gc::{self, Collector, GcOptions, GcReport, NoProgress};
-use cairn_engine::{catalog, keys, BackupOptions, Progress, RepoConfig, Repository, Source};
+use cairn_engine::{catalog, keys, BackupOptions, RepoConfig, Repository, Source};
 use serde_json::{json, Value};
 
 use super::tabulate::{f, s, u};
@@ -172,11 +172,7 @@ fn backup_generation(repo: &Repository, w: &dyn Workload, g: usize, dir: &Path) 
             sources: vec![Source::Path(dir.to_path_buf())],
             tags: vec![format!("gen{g}")],
             host: Some("experiment".into()),
-            progress: Arc::new(Progress::default()),
-            rewrite_of: None,
-            rewrite_scheme: None,
-            dedup: Default::default(),
-            selection: Default::default(),
+            ..Default::default()
         },
     )?;
     match out.skipped.first() {

@@ -17,7 +17,7 @@ use serde::Serialize;
 use cairn_backend::MemBackend;
 use cairn_core::{Backend, Counters, CountersSnapshot, Error, Result, TraceEvent, TraceSource};
 use cairn_engine::meta_store::MetaOnlyStore;
-use cairn_engine::{BackupOptions, Progress, RepoConfig, Repository, Source};
+use cairn_engine::{BackupOptions, RepoConfig, Repository, Source};
 
 use crate::device::{DeviceBackend, DeviceModel, DeviceStore, IoUsage, Stage, StageTimes};
 use crate::trace::{open_trace, TraceFormat};
@@ -254,11 +254,7 @@ pub fn run(inputs: &[GenerationInput], opts: &SimOptions) -> Result<SimReport> {
                 }],
                 tags: vec![format!("gen{g}")],
                 host: Some("sim".into()),
-                progress: Arc::new(Progress::default()),
-                rewrite_of: None,
-                rewrite_scheme: None,
-                dedup: Default::default(),
-                selection: Default::default(),
+                ..Default::default()
             },
         )?;
         drop(lock);
