@@ -36,8 +36,7 @@ use std::str::FromStr;
 
 use cairn_core::{Error, Fingerprint, Result};
 
-use super::strategy::{Decision, LookupStrategy};
-use super::Dedup;
+use super::{Location, Session};
 
 /// When a backup removes duplicates.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -79,51 +78,16 @@ impl FromStr for DedupMode {
     }
 }
 
-/// The deferred strategy: every fingerprint is decided at once, new unless
-/// this backup already stored it.
-#[derive(Default)]
-pub struct Deferred {
-    next_rank: u64,
-}
-
-impl LookupStrategy for Deferred {
-    fn next_rank(&self) -> u64 {
-        self.next_rank
-    }
-
-    fn submit(
-        &mut self,
-        dedup: &Dedup,
-        fps: &[Fingerprint],
-        out: &mut Vec<Decision>,
-    ) -> Result<()> {
-        out.clear();
-        let mut s = dedup.session();
-        for fp in fps {
-            let loc = match s.stored_by_this_run(fp) {
-                Some(loc) => loc,
-                None => {
-                    s.decide_new(fp);
-                    super::Location::New
-                }
-            };
-            out.push(Decision::Decided(loc));
+/// The deferred resolver (run by [`super::eager::Eager::with`]): new
+/// unless this backup already stored it.
+pub fn resolve(s: &mut Session<'_>, fp: &Fingerprint) -> Result<Location> {
+    Ok(match s.stored_by_this_run(fp) {
+        Some(loc) => loc,
+        None => {
+            s.decide_new(fp);
+            Location::New
         }
-        self.next_rank += fps.len() as u64;
-        Ok(())
-    }
-
-    fn flush(&mut self, _dedup: &Dedup) -> Result<()> {
-        Ok(())
-    }
-
-    fn take_resolved(&mut self) -> Vec<(u64, super::Location)> {
-        Vec::new()
-    }
-
-    fn buffered(&self) -> usize {
-        0
-    }
+    })
 }
 
 #[cfg(test)]
@@ -135,7 +99,8 @@ mod tests {
     use cairn_format::container::ContainerWriter;
 
     use super::super::eager::Eager;
-    use super::super::Location;
+    use super::super::strategy::{Decision, LookupStrategy};
+    use super::super::Dedup;
     use super::*;
     use crate::config::IndexConfig;
     use crate::container_log::{ContainerLog, ContainerStore};
@@ -203,7 +168,7 @@ mod tests {
 
         let dedup = open();
         let before = counters.snapshot();
-        let mut s = Deferred::default();
+        let mut s = Eager::with(resolve);
         let got = decide(&mut s, &dedup, &[old[0], old[1], old[0]]);
         assert_eq!(
             got,

@@ -20,9 +20,31 @@ use cairn_core::{Fingerprint, Result};
 use super::strategy::{Decision, LookupStrategy};
 use super::{Dedup, Location, Session};
 
-#[derive(Default)]
+/// How one fingerprint is decided at once: eager lookup's steps 1-3
+/// ([`resolve_one`]) or deferred dedup's (`deferred::resolve`).
+pub type Resolver = fn(&mut Session<'_>, &Fingerprint) -> Result<Location>;
+
+/// A strategy that decides every fingerprint as it is submitted (nothing
+/// buffered), by its resolver.
 pub struct Eager {
     next_rank: u64,
+    resolve: Resolver,
+}
+
+impl Eager {
+    pub fn with(resolve: Resolver) -> Self {
+        Eager {
+            next_rank: 0,
+            resolve,
+        }
+    }
+}
+
+impl Default for Eager {
+    /// Eager lookup (DDFS §4.4).
+    fn default() -> Self {
+        Eager::with(resolve_one)
+    }
 }
 
 /// Steps 1-3 for one fingerprint; a new one joins the in-memory part (in
@@ -73,7 +95,7 @@ impl LookupStrategy for Eager {
         out.clear();
         let mut s = dedup.session();
         for fp in fps {
-            out.push(Decision::Decided(resolve_one(&mut s, fp)?));
+            out.push(Decision::Decided((self.resolve)(&mut s, fp)?));
         }
         self.next_rank += fps.len() as u64;
         Ok(())

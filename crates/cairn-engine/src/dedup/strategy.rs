@@ -45,7 +45,9 @@ pub trait LookupStrategy: Send {
 /// configured lookup (it looks nothing up); inline runs `cfg`'s.
 pub fn for_backup(mode: super::deferred::DedupMode, cfg: &LookupConfig) -> Box<dyn LookupStrategy> {
     match mode {
-        super::deferred::DedupMode::Deferred => Box::new(super::deferred::Deferred::default()),
+        super::deferred::DedupMode::Deferred => {
+            Box::new(super::eager::Eager::with(super::deferred::resolve))
+        }
         super::deferred::DedupMode::Inline => for_config(cfg),
     }
 }
