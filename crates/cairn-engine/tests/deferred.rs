@@ -61,18 +61,12 @@ fn duplicated(repo: &Repository) -> Vec<(Fingerprint, Vec<ContainerId>)> {
 
 /// The one place this file runs a collection.
 fn run_gc(repo: &Repository, collector: Collector, seed: u64) -> gc::GcReport {
-    let lock = repo.lock_gc(false).unwrap();
-    gc::collect(
-        repo,
-        &lock,
-        &GcOptions {
-            collector,
-            seed: Some(seed),
-            ..Default::default()
-        },
-        &NoProgress,
-    )
-    .unwrap()
+    let opts = GcOptions {
+        collector,
+        seed: Some(seed),
+        ..Default::default()
+    };
+    common::gc(repo, &opts, &NoProgress).unwrap()
 }
 
 fn new_repo() -> Repository {

@@ -54,19 +54,13 @@ fn assert_model(repo: &Repository, model: &[(String, PathBuf)]) {
 }
 
 fn run_gc(repo: &Repository, collector: Collector, memory: u64) -> gc::GcReport {
-    let lock = repo.lock_gc(false).unwrap();
-    gc::collect(
-        repo,
-        &lock,
-        &GcOptions {
-            collector,
-            memory_bytes: memory,
-            seed: Some(7),
-            ..Default::default()
-        },
-        &NoProgress,
-    )
-    .unwrap()
+    let opts = GcOptions {
+        collector,
+        memory_bytes: memory,
+        seed: Some(7),
+        ..Default::default()
+    };
+    common::gc(repo, &opts, &NoProgress).unwrap()
 }
 
 fn container_bytes(backend: &dyn Backend) -> u64 {
@@ -292,17 +286,11 @@ fn level_checksums_stop_a_collection_over_a_damaged_tree() {
             plan.corrupt_read(&key, cairn_backend::CorruptAt::Start(at), 1);
         }
         let before = backend.list("containers/").unwrap();
-        let lock = repo.lock_gc(false).unwrap();
-        let err = gc::collect(
-            &repo,
-            &lock,
-            &GcOptions {
-                collector,
-                ..Default::default()
-            },
-            &NoProgress,
-        )
-        .unwrap_err();
+        let opts = GcOptions {
+            collector,
+            ..Default::default()
+        };
+        let err = common::gc(&repo, &opts, &NoProgress).unwrap_err();
         assert!(err.is_corruption(), "{case} {collector:?}: {err}");
         if case == "missing" && collector != Collector::Lgc {
             let e = err.to_string();
@@ -341,18 +329,12 @@ fn crashed_collection(
     let (snaps, _) = catalog::list(&**repo.backend()).unwrap();
     let kept = snaps[0].id.clone();
     plan.crash_after_writes(n);
-    let lock = repo.lock_gc(false).unwrap();
-    let r = gc::collect(
-        &repo,
-        &lock,
-        &GcOptions {
-            collector,
-            seed: Some(7),
-            ..Default::default()
-        },
-        &NoProgress,
-    );
-    drop(lock);
+    let opts = GcOptions {
+        collector,
+        seed: Some(7),
+        ..Default::default()
+    };
+    let r = common::gc(&repo, &opts, &NoProgress);
     drop(repo);
     plan.restart();
     (dir, backend, kept, r.is_err())
@@ -424,9 +406,7 @@ fn a_damaged_pending_list_is_repaired_by_the_next_collection() {
             }
         }
         let hook = CheckAtAnalysis(&repo, std::sync::Mutex::new(false));
-        let lock = repo.lock_gc(false).unwrap();
-        let r = gc::collect(&repo, &lock, &GcOptions::default(), &hook).unwrap();
-        drop(lock);
+        let r = common::gc(&repo, &GcOptions::default(), &hook).unwrap();
         assert!(*hook.1.lock().unwrap());
         assert_eq!(r.warnings.len(), 1, "{:?}", r.warnings);
         let model = vec![

@@ -85,18 +85,15 @@ fn concurrent_tree(s: &Setup) -> std::path::PathBuf {
 }
 
 fn collect(repo: &Repository, collector: Collector, progress: &dyn GcProgress) -> gc::GcReport {
-    let lock = repo.lock_gc(false).unwrap();
-    gc::collect(
-        repo,
-        &lock,
-        &GcOptions {
-            collector,
-            seed: Some(11),
-            ..Default::default()
-        },
-        progress,
-    )
-    .unwrap()
+    common::gc(repo, &options(collector), progress).unwrap()
+}
+
+fn options(collector: Collector) -> GcOptions {
+    GcOptions {
+        collector,
+        seed: Some(11),
+        ..Default::default()
+    }
 }
 
 fn assert_all_restore(repo: &Repository, want: &[(&str, &Path)]) {
@@ -201,19 +198,8 @@ fn a_collection_dying_after_a_concurrent_backup_loses_nothing() {
                 }))),
             };
             plan.crash_after_writes(n);
-            let lock = repo.lock_gc(false).unwrap();
-            let r = gc::collect(
-                &repo,
-                &lock,
-                &GcOptions {
-                    collector,
-                    seed: Some(11),
-                    ..Default::default()
-                },
-                &hook,
-            );
+            let r = common::gc(&repo, &options(collector), &hook);
             crashed += usize::from(r.is_err());
-            drop(lock);
             drop(repo);
             plan.restart();
             let repo = Repository::open(backend.clone()).unwrap();

@@ -1,7 +1,7 @@
 //! Shared helpers of the engine's integration tests: a seeded xorshift
 //! generator, the small repository configuration the crash and garbage
-//! collection tests use, one backup of a path, tree copies and comparisons,
-//! and a clean `check --read-data`.
+//! collection tests use, one backup of a path, one collection, tree copies
+//! and comparisons, and a clean `check --read-data`.
 #![allow(dead_code)]
 
 use std::path::Path;
@@ -123,4 +123,15 @@ pub fn assert_restores(repo: &Repository, id: &str, original: &Path) {
 pub fn assert_check_clean(repo: &Repository) {
     let report = cairn_engine::check::check(repo, true).unwrap();
     assert!(report.is_clean(), "check found {:#?}", report.problems);
+}
+
+/// One garbage collection as `cairn gc` runs it: under the collector lock
+/// (released when it returns).
+pub fn gc(
+    repo: &Repository,
+    opts: &cairn_engine::gc::GcOptions,
+    progress: &dyn cairn_engine::gc::GcProgress,
+) -> cairn_core::Result<cairn_engine::gc::GcReport> {
+    let lock = repo.lock_gc(false)?;
+    cairn_engine::gc::collect(repo, &lock, opts, progress)
 }
