@@ -264,13 +264,7 @@ impl Visitor for Resurrections<'_, '_> {
 
     fn read(&mut self, fp: &Fingerprint, _level: u8, at: At<'_>) -> Option<Vec<u8>> {
         self.note(fp);
-        match self.reader.read(fp) {
-            Ok(b) => Some(b),
-            Err(e) => {
-                stop(&mut self.error, damage_at(e, at));
-                None
-            }
-        }
+        self.reader.read_or_stop(fp, at, &mut self.error)
     }
 
     fn damage(&mut self, message: String, _fp: Option<&Fingerprint>, at: At<'_>) {

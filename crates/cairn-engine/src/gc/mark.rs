@@ -124,9 +124,26 @@ impl<'a> NodeReader<'a> {
         }
     }
 
-    pub(super) fn read(&mut self, fp: &Fingerprint) -> Result<Vec<u8>> {
+    fn read(&mut self, fp: &Fingerprint) -> Result<Vec<u8>> {
         self.meta.read_chunk(fp, self.store, &mut self.buf)?;
         Ok(std::mem::take(&mut self.buf))
+    }
+
+    /// A walk's read: the node's bytes, or `None` with the damage kept in
+    /// `first` (the walk goes on; the caller stops before deleting).
+    pub(super) fn read_or_stop(
+        &mut self,
+        fp: &Fingerprint,
+        at: At<'_>,
+        first: &mut Option<Error>,
+    ) -> Option<Vec<u8>> {
+        match self.read(fp) {
+            Ok(b) => Some(b),
+            Err(e) => {
+                stop(first, damage_at(e, at));
+                None
+            }
+        }
     }
 }
 
@@ -170,13 +187,7 @@ impl Visitor for Marker<'_, '_> {
         if self.gate.admit(fp) {
             self.live.insert(fp);
         }
-        match self.reader.read(fp) {
-            Ok(b) => Some(b),
-            Err(e) => {
-                stop(&mut self.error, damage_at(e, at));
-                None
-            }
-        }
+        self.reader.read_or_stop(fp, at, &mut self.error)
     }
 
     fn damage(&mut self, message: String, _fp: Option<&Fingerprint>, at: At<'_>) {
