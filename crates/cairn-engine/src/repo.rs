@@ -208,16 +208,16 @@ impl Repository {
     /// stored, under the lock: a writer never writes with a config other than
     /// the repository's.
     pub fn lock_writer(&self, wait: bool) -> Result<WriteLock> {
-        self.lock_writer_beside(None, wait)
+        self.lock_writer_beside(false, wait)
     }
 
     /// The writer lock for a collection's Merge and Commit: the caller's
     /// collector lock shows no other collection is writing copies.
     pub(crate) fn lock_writer_for_gc(&self, _gc: &GcLock, wait: bool) -> Result<WriteLock> {
-        self.lock_writer_beside(Some(()), wait)
+        self.lock_writer_beside(true, wait)
     }
 
-    fn lock_writer_beside(&self, own_gc: Option<()>, wait: bool) -> Result<WriteLock> {
+    fn lock_writer_beside(&self, holds_gc_lock: bool, wait: bool) -> Result<WriteLock> {
         let guard = self
             .backend
             .lock(keys::WRITE_LOCK, LockMode::Exclusive, wait)?;
@@ -232,7 +232,7 @@ impl Repository {
         // into ids it reserved: leftovers are removed only when none runs,
         // and its reservation must then be read (a damaged one stops the
         // writer: it could otherwise pick an id the collection writes).
-        let idle = own_gc.is_some()
+        let idle = holds_gc_lock
             || self
                 .backend
                 .lock(keys::GC_LOCK, LockMode::Exclusive, false)
