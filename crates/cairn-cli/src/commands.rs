@@ -192,6 +192,13 @@ pub fn config_from(a: &InitArgs) -> Result<RepoConfig> {
     Ok(cfg)
 }
 
+/// A real repository's Summary Vector starts small and grows with it
+/// (`IndexConfig::NEW_REPOSITORY_EXPECTED_CHUNKS`); `sim` keeps its fixed size.
+fn new_repository(mut cfg: RepoConfig) -> RepoConfig {
+    cfg.index.expected_chunks = cairn_engine::config::IndexConfig::NEW_REPOSITORY_EXPECTED_CHUNKS;
+    cfg
+}
+
 /// The settings `init` fixes, as a backup into an existing repository was
 /// given them on its command line (`given`: argument ids): each one given
 /// must equal the repository's, or the backup is refused before anything
@@ -288,7 +295,8 @@ fn resolve_auto(cli: &Cli, mut cfg: RepoConfig, a: &InitArgs) -> Result<RepoConf
 }
 
 fn init(cli: &Cli, path: &Path, a: &InitArgs) -> Result<ExitCode> {
-    let repo = Repository::init_local(path, resolve_auto(cli, config_from(a)?, a)?)?;
+    let repo =
+        Repository::init_local(path, resolve_auto(cli, new_repository(config_from(a)?), a)?)?;
     if cli.json {
         println!(
             "{}",
@@ -314,7 +322,7 @@ fn backup(cli: &Cli, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
     }
     // Validated before anything is created, so bad flags or missing sources
     // never leave a repository behind.
-    let cfg = config_from(&a.init)?;
+    let cfg = new_repository(config_from(&a.init)?);
     let dedup: DedupMode = a.dedup.parse()?;
     let selection = crate::backup_select::selection(a)?;
     if !a.stdin {

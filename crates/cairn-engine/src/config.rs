@@ -195,6 +195,16 @@ pub struct TreeConfig {
     pub fanout_max: u32,
 }
 
+impl IndexConfig {
+    /// The Summary Vector size a repository created by `init` or a first
+    /// `backup` starts at (80 KiB at 10 bits a chunk). The filter grows with
+    /// the repository (at a merge commit or at open when it is overfull), so
+    /// a small repository keeps a small checkpoint. Simulations keep
+    /// [`IndexConfig::default`]'s fixed size: the DDFS Table 4 reproductions
+    /// depend on it.
+    pub const NEW_REPOSITORY_EXPECTED_CHUNKS: u64 = 1 << 16;
+}
+
 impl Default for IndexConfig {
     fn default() -> Self {
         IndexConfig {

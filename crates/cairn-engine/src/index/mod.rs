@@ -95,6 +95,7 @@ pub fn open_for_write(
                 counters,
                 cfg.summary_vector,
                 checkpoint_rebuilt,
+                cfg.bloom_bits_per_chunk,
             ))
         }
         IndexKind::Frugal => {

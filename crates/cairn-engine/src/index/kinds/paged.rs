@@ -24,6 +24,8 @@ pub struct PagedIndex {
     /// The current generation's checkpoint was unusable at open: the commit
     /// rewrites it even if nothing else changed.
     checkpoint_rebuilt: bool,
+    /// Summary Vector bits per chunk the filter is sized at when it grows.
+    bits_per_chunk: u32,
 }
 
 impl PagedIndex {
@@ -33,6 +35,7 @@ impl PagedIndex {
         counters: Arc<Counters>,
         use_summary: bool,
         checkpoint_rebuilt: bool,
+        bits_per_chunk: u32,
     ) -> Self {
         PagedIndex {
             disk,
@@ -40,6 +43,7 @@ impl PagedIndex {
             counters,
             use_summary,
             checkpoint_rebuilt,
+            bits_per_chunk,
         }
     }
 }
@@ -144,7 +148,10 @@ impl FingerprintIndex for PagedIndex {
     /// written after removals (a garbage collection's commit, now or in a
     /// delta since the last generation) the filter is rebuilt from the
     /// entries that stay, in one pass over the index: a removed fingerprint
-    /// costs no false positive after that.
+    /// costs no false positive after that. The same pass grows the filter
+    /// (to four times the entries) when a new generation would leave it
+    /// overfull, so the checkpoint's size follows the repository's chunk
+    /// count instead of a fixed guess.
     fn commit(
         &mut self,
         backend: &dyn Backend,
@@ -154,20 +161,31 @@ impl FingerprintIndex for PagedIndex {
         page_size: usize,
     ) -> Result<()> {
         let generation = self.disk.generation();
-        if self.disk.wants_merge(&update)
-            && (!update.removes.is_empty() || self.disk.deltas_removed_entries())
-        {
-            let gone: cairn_core::FpSet = update.removes.iter().copied().collect();
-            let fresh = self.summary.empty_like();
-            self.disk.for_each_entry(&mut |e| {
-                if !gone.contains(&e.fp) {
+        if self.disk.wants_merge(&update) {
+            let removed = !update.removes.is_empty() || self.disk.deltas_removed_entries();
+            // Entries the new generation holds, at most (puts may overwrite).
+            let entries = self.disk.entry_count() + update.puts.len() as u64;
+            // Sized like an open that finds the checkpoint overfull: twice the
+            // entries, so the filter doubles geometrically as the repository
+            // grows and a small repository keeps a small checkpoint.
+            let overfull = self.summary.is_overfull(entries * 2, self.bits_per_chunk);
+            if removed || overfull {
+                let gone: cairn_core::FpSet = update.removes.iter().copied().collect();
+                let fresh = if overfull {
+                    SummaryVector::with_capacity(entries * 4, self.bits_per_chunk)
+                } else {
+                    self.summary.empty_like()
+                };
+                self.disk.for_each_entry(&mut |e| {
+                    if !gone.contains(&e.fp) {
+                        fresh.insert(&e.fp);
+                    }
+                })?;
+                for e in &update.puts {
                     fresh.insert(&e.fp);
                 }
-            })?;
-            for e in &update.puts {
-                fresh.insert(&e.fp);
+                self.summary = fresh;
             }
-            self.summary = fresh;
         }
         let wrote = commit_paged(
             &self.disk,
