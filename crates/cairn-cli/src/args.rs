@@ -370,6 +370,15 @@ pub struct BackupArgs {
     /// File name for --stdin.
     #[arg(long, default_value = "stdin", requires = "stdin")]
     pub stdin_name: String,
+    /// Compare files with this snapshot (id prefix or `latest`) instead of
+    /// the latest snapshot of the same host and paths: a file whose size,
+    /// mtime, ctime and inode are unchanged keeps its stored content unread.
+    /// Never applies to --stdin.
+    #[arg(long, conflicts_with = "force")]
+    pub parent: Option<String>,
+    /// Read every file, even those unchanged since the parent snapshot.
+    #[arg(long)]
+    pub force: bool,
     /// Tag the snapshot (repeatable).
     #[arg(long = "tag")]
     pub tags: Vec<String>,

@@ -12,7 +12,9 @@ use cairn_core::{ChunkerConfig, CompressionCodec, CompressionConfig, Fingerprint
 use cairn_engine::catalog::{self, SnapshotInfo};
 use cairn_engine::config::{IndexKind, LookupStrategy, RewriteConfig};
 use cairn_engine::restore::Reader;
-use cairn_engine::{BackupOptions, DedupMode, Progress, RepoConfig, Repository, Source};
+use cairn_engine::{
+    BackupOptions, DedupMode, ParentChoice, Progress, RepoConfig, Repository, Source,
+};
 use cairn_format::dir::EntryKind;
 
 use crate::args::{BackupArgs, Cli, Command, InitArgs, RepairCommand};
@@ -364,6 +366,11 @@ fn backup(cli: &Cli, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
             rewrite_scheme: (!created).then_some(cfg_rewrite).flatten(),
             dedup,
             selection,
+            parent: match (&a.parent, a.force) {
+                (_, true) => ParentChoice::None,
+                (Some(id), false) => ParentChoice::Id(id.clone()),
+                (None, false) => ParentChoice::Latest,
+            },
             ..Default::default()
         },
     );

@@ -136,23 +136,38 @@ pub fn diff(
         // Same root listing: the snapshots hold the same tree.
         d.sum.subtrees_skipped += 1;
     } else {
-        d.dirs(Some(&a), Some(&b), "")?;
+        let old = d.read_blob(&a)?;
+        let new = d.read_blob(&b)?;
+        d.dirs(old, new, "")?;
     }
     Ok(d.sum)
 }
 
 impl Differ<'_, '_> {
-    fn read(&mut self, listing: Option<&BlobRef>) -> Result<Vec<DirEntry>> {
-        if listing.is_some() {
-            self.sum.listings_read += 1;
+    fn read_blob(&mut self, listing: &BlobRef) -> Result<Vec<DirEntry>> {
+        self.sum.listings_read += 1;
+        self.reader.read_listing(listing)
+    }
+
+    /// A directory's entries (moved out of an inline listing, or read).
+    fn read(&mut self, dir: &mut DirEntry) -> Result<Vec<DirEntry>> {
+        self.read_parts(dir.children.take(), dir.content)
+    }
+
+    fn read_parts(
+        &mut self,
+        inline: Option<Vec<DirEntry>>,
+        blob: Option<BlobRef>,
+    ) -> Result<Vec<DirEntry>> {
+        match (inline, blob) {
+            (Some(inline), _) => Ok(inline),
+            (None, Some(blob)) => self.read_blob(&blob),
+            (None, None) => Ok(Vec::new()),
         }
-        self.reader.read_dir(listing)
     }
 
     /// Two listings known to differ: merge them by name.
-    fn dirs(&mut self, old: Option<&BlobRef>, new: Option<&BlobRef>, prefix: &str) -> Result<()> {
-        let a = self.read(old)?;
-        let b = self.read(new)?;
+    fn dirs(&mut self, a: Vec<DirEntry>, b: Vec<DirEntry>, prefix: &str) -> Result<()> {
         let (mut ai, mut bi) = (a.into_iter().peekable(), b.into_iter().peekable());
         loop {
             let order = match (ai.peek(), bi.peek()) {
@@ -179,10 +194,10 @@ impl Differ<'_, '_> {
     }
 
     /// An entry present on one side only, and everything under it.
-    fn whole(&mut self, kind: ChangeKind, prefix: &str, e: DirEntry) -> Result<()> {
+    fn whole(&mut self, kind: ChangeKind, prefix: &str, mut e: DirEntry) -> Result<()> {
         let path = join(prefix, &e.name);
         let children = if e.kind == EntryKind::Dir {
-            self.read(e.content.as_ref())?
+            self.read(&mut e)?
         } else {
             Vec::new()
         };
@@ -216,7 +231,7 @@ impl Differ<'_, '_> {
     }
 
     /// The same name on both sides.
-    fn pair(&mut self, prefix: &str, x: DirEntry, y: DirEntry) -> Result<()> {
+    fn pair(&mut self, prefix: &str, mut x: DirEntry, mut y: DirEntry) -> Result<()> {
         if x.kind != y.kind {
             self.whole(ChangeKind::Removed, prefix, x)?;
             return self.whole(ChangeKind::Added, prefix, y);
@@ -250,6 +265,7 @@ impl Differ<'_, '_> {
         }
         let is_dir = x.kind == EntryKind::Dir;
         let listings = (x.content, y.content);
+        let inline = (x.children.take(), y.children.take());
         if self.opts.metadata && !fields.is_empty() {
             self.sum.metadata += 1;
             (self.visit)(Change {
@@ -265,11 +281,18 @@ impl Differ<'_, '_> {
             // target: nothing more to compare, the recipe is not read.
             return Ok(());
         }
-        if listings.0 == listings.1 {
+        if inline.0.is_none() && inline.1.is_none() && listings.0 == listings.1 {
             // The same listing root: an identical subtree, skipped unread.
             self.sum.subtrees_skipped += 1;
             return Ok(());
         }
-        self.dirs(listings.0.as_ref(), listings.1.as_ref(), &path)
+        if inline.0.is_some() && inline.0 == inline.1 {
+            // Equal inline listings (already read with their parent).
+            self.sum.subtrees_skipped += 1;
+            return Ok(());
+        }
+        let a = self.read_parts(inline.0, listings.0)?;
+        let b = self.read_parts(inline.1, listings.1)?;
+        self.dirs(a, b, &path)
     }
 }

@@ -165,12 +165,22 @@ impl<'r> Finder<'r> {
             return Ok(hit.clone());
         }
         self.stats.listings_read += 1;
-        let entries = self.reader.read_dir(Some(listing))?;
+        let entries = self.reader.read_listing(listing)?;
+        let node = self.search_entries(entries, path)?;
+        self.memo.insert(key, node.clone());
+        Ok(node)
+    }
+
+    /// The matches among `entries` (the directory at `path`) and beneath
+    /// them; an inline listing is searched in place, a listing blob through
+    /// the memo.
+    fn search_entries(&mut self, entries: Vec<DirEntry>, path: &str) -> Result<Option<Arc<Node>>> {
         let mut items = Vec::new();
-        for e in entries {
+        for mut e in entries {
             let child = join(path, &e.name);
-            let below = match (&e.kind, &e.content) {
-                (EntryKind::Dir, Some(c)) => self.listing(c, &child)?,
+            let below = match (&e.kind, e.children.take(), &e.content) {
+                (EntryKind::Dir, Some(inline), _) => self.search_entries(inline, &child)?,
+                (EntryKind::Dir, None, Some(c)) => self.listing(c, &child)?,
                 _ => None,
             };
             let matched = self.pattern.matches(&child, &e.name);
@@ -182,9 +192,7 @@ impl<'r> Finder<'r> {
                 });
             }
         }
-        let node = (!items.is_empty()).then(|| Arc::new(Node { items }));
-        self.memo.insert(key, node.clone());
-        Ok(node)
+        Ok((!items.is_empty()).then(|| Arc::new(Node { items })))
     }
 
     fn emit(

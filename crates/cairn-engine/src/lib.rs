@@ -37,8 +37,8 @@ pub(crate) mod warnings;
 mod browse_tests;
 
 pub use backup::{
-    backup, dry_run, BackupOptions, BackupOutcome, DedupMode, DryRunOutcome, Progress, Selection,
-    SelectionBuilder, Source,
+    backup, dry_run, BackupOptions, BackupOutcome, DedupMode, DryRunOutcome, ParentChoice,
+    Progress, Selection, SelectionBuilder, Source,
 };
 pub use config::RepoConfig;
 pub use repo::{DeleteLock, GcLock, ReadLock, Repository, WriteLock};

@@ -15,7 +15,7 @@
 //! is told about it.
 
 use cairn_core::{Fingerprint, FpSet};
-use cairn_format::dir::{decode_dir, BlobRef, EntryKind};
+use cairn_format::dir::{decode_dir, BlobRef, DirEntry, EntryKind};
 use cairn_format::tree::decode_tree_node;
 
 /// Where a chunk was reached: the snapshot id and the path inside it.
@@ -109,12 +109,31 @@ impl Reachability {
                 return false;
             }
         };
+        let sound = self.walk_entries(v, snapshot, path, entries);
+        if sound && self.memo {
+            self.sound_dirs.insert(blob.root);
+        }
+        sound
+    }
+
+    /// One directory's entries; inline listings are walked in place (they
+    /// are part of the listing blob already read, so sound only with it).
+    fn walk_entries(
+        &mut self,
+        v: &mut dyn Visitor,
+        snapshot: &str,
+        path: &str,
+        entries: Vec<DirEntry>,
+    ) -> bool {
         let mut sound = true;
         for e in entries {
             let child = crate::restore::join(path, &e.name);
-            match (e.kind, &e.content) {
-                (EntryKind::Dir, Some(b)) => sound &= self.walk_dir(v, snapshot, &child, b),
-                (EntryKind::File, Some(b)) => {
+            match (e.kind, &e.content, e.children) {
+                (EntryKind::Dir, _, Some(inline)) => {
+                    sound &= self.walk_entries(v, snapshot, &child, inline)
+                }
+                (EntryKind::Dir, Some(b), None) => sound &= self.walk_dir(v, snapshot, &child, b),
+                (EntryKind::File, Some(b), _) => {
                     let at = At {
                         snapshot,
                         path: &child,
@@ -126,9 +145,6 @@ impl Reachability {
                 }
                 _ => {}
             }
-        }
-        if sound && self.memo {
-            self.sound_dirs.insert(blob.root);
         }
         sound
     }
@@ -316,6 +332,9 @@ mod tests {
             size: content.as_ref().map_or(0, |b| b.size),
             target: None,
             content,
+            ctime_ns: 0,
+            inode: 0,
+            children: None,
         }
     }
 

@@ -186,10 +186,10 @@ impl Scan<'_> {
     /// recorded in `lost`.
     fn keep(&mut self, prefix: &str, entries: Vec<DirEntry>) -> Vec<Kept> {
         let mut kept = Vec::with_capacity(entries.len());
-        for e in entries {
+        for mut e in entries {
             let path = join(prefix, &e.name);
             match e.kind {
-                EntryKind::Dir => match self.reader.read_dir(e.content.as_ref()) {
+                EntryKind::Dir => match self.reader.take_children(&mut e) {
                     Ok(children) => {
                         let children = self.keep(&path, children);
                         kept.push(Kept::Dir { entry: e, children });

@@ -8,12 +8,24 @@
 //! chunk of the content's tree, that root's level, and the logical size.
 //!
 //! ```text
-//! listing := version u8 (= 1) | entry count varint | entry*
+//! listing := version u8 (= 2) | entry count varint | entry*
 //! entry   := name_len varint | name | kind u8 | flags u8
-//!            | mode u32 | uid u32 | gid u32 | mtime_ns i64 | size u64
+//!            | mode varint | uid varint | gid varint | mtime_ns i64 | ctime_ns i64
+//!            | inode varint | size varint
 //!            | [target_len varint | target]          if flags & 1
-//!            | [root fp [w] | level u8 | size u64]    if flags & 2
+//!            | [root fp [w] | level u8 | size varint] if flags & 2
+//!            | [entry count varint | entry*]          if flags & 4 (inline listing)
 //! ```
+//!
+//! Version 2 (written since issue 12) adds the change time and inode number
+//! (a file whose size, mtime, ctime and inode match its entry in the parent
+//! snapshot is not read again), shrinks the fixed fields to varints, and lets
+//! a directory carry its listing inline inside its parent's (flag 4) instead
+//! of as a blob of its own. The backup inlines every subtree whose encoding
+//! is small, so a tree of many small directories is a few content-defined
+//! chunks of one listing, not one chunk (with its descriptor and index entry)
+//! per directory. Version 1 listings (fixed-width fields, no ctime, inode or
+//! inline listings) are still read.
 //!
 //! Varints are canonical unsigned LEB128. Entries are strictly sorted by name
 //! bytes, so one directory has exactly one encoding (listings are
@@ -21,15 +33,24 @@
 
 use cairn_core::{Error, Fingerprint, Result};
 
-use crate::bytes::{check_fp_width, put_u32, put_u64, put_varint, Reader};
+use crate::bytes::{check_fp_width, put_u64, put_varint, Reader};
 
 /// The listing format version this build writes and the newest it reads.
-pub const DIR_VERSION: u8 = 1;
+pub const DIR_VERSION: u8 = 2;
 const FLAG_TARGET: u8 = 1;
 const FLAG_CONTENT: u8 = 2;
-/// Fixed bytes of an entry besides name, target and content: a lower bound
-/// used to cap the entry count by the bytes present.
-const ENTRY_MIN_LEN: usize = 1 + 1 + 1 + 1 + 4 + 4 + 4 + 8 + 8;
+const FLAG_INLINE: u8 = 4;
+/// Inline listings nest at most this deep inside one listing blob (bounds
+/// the decoder's recursion; the backup stores a deeper subtree as a blob).
+pub const MAX_INLINE_DEPTH: usize = 32;
+/// Fewest bytes an entry takes: a lower bound used to cap the entry count
+/// by the bytes present.
+fn entry_min_len(version: u8) -> usize {
+    match version {
+        1 => 1 + 1 + 1 + 1 + 4 + 4 + 4 + 8 + 8,
+        _ => 1 + 1 + 1 + 1 + 1 + 1 + 1 + 8 + 8 + 1 + 1,
+    }
+}
 
 /// What a directory entry is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -72,12 +93,20 @@ pub struct DirEntry {
     pub uid: u32,
     pub gid: u32,
     pub mtime_ns: i64,
+    /// Status change time, ns since the epoch (0 when unknown: version 1
+    /// listings, streams).
+    pub ctime_ns: i64,
+    /// Inode number (0 when unknown).
+    pub inode: u64,
     pub size: u64,
     /// The link target; `Some` exactly for symlinks.
     pub target: Option<Vec<u8>>,
-    /// File data or subdirectory listing; `None` for an empty file (and
-    /// always for symlinks).
+    /// File data or subdirectory listing blob; `None` for an empty file (and
+    /// always for symlinks and inline directories).
     pub content: Option<BlobRef>,
+    /// A directory's entries stored inline in this listing (then `content`
+    /// is `None`); `None` for every other entry.
+    pub children: Option<Vec<DirEntry>>,
 }
 
 /// Why a name is not a valid entry name, if it is not.
@@ -120,6 +149,12 @@ fn entry_error(prev: Option<&[u8]>, e: &DirEntry) -> Option<String> {
     if is_link && e.content.is_some() {
         return Some("symlink with content".to_string());
     }
+    if e.children.is_some() && e.kind != EntryKind::Dir {
+        return Some(format!("{:?} entry with an inline listing", e.kind));
+    }
+    if e.children.is_some() && e.content.is_some() {
+        return Some("directory with both a listing blob and an inline listing".to_string());
+    }
     None
 }
 
@@ -128,43 +163,76 @@ fn show(name: &[u8]) -> String {
 }
 
 /// Appends the listing of `entries` to `out`. Entries must be sorted by name,
-/// unique and valid ([`Error::InvalidInput`] otherwise; `out` is then left
-/// as it was).
+/// unique and valid, inline listings included ([`Error::InvalidInput`]
+/// otherwise; `out` is then left as it was).
 pub fn encode_dir(entries: &[DirEntry], out: &mut Vec<u8>) -> Result<()> {
     let mut width = None;
+    check_entries(entries, &mut width, 0, "")?;
+    out.push(DIR_VERSION);
+    put_entries(entries, out);
+    Ok(())
+}
+
+/// The bytes `entries` take inside a listing (without the version byte):
+/// what the same entries cost when inlined in a parent's listing.
+pub fn encoded_entries_len(entries: &[DirEntry]) -> usize {
+    let mut out = Vec::new();
+    put_entries(entries, &mut out);
+    out.len()
+}
+
+fn check_entries(
+    entries: &[DirEntry],
+    width: &mut Option<usize>,
+    depth: usize,
+    at: &str,
+) -> Result<()> {
+    if depth > MAX_INLINE_DEPTH {
+        return Err(Error::invalid(format!(
+            "inline listings nested deeper than {MAX_INLINE_DEPTH} at {at:?}"
+        )));
+    }
     for (i, e) in entries.iter().enumerate() {
         let prev = i.checked_sub(1).map(|p| entries[p].name.as_slice());
+        let path = format!("{at}{}", show(&e.name));
         if let Some(why) = entry_error(prev, e) {
             return Err(Error::invalid(format!(
-                "directory entry {i} ({:?}): {why}",
-                show(&e.name)
+                "directory entry {i} ({path:?}): {why}"
             )));
         }
         if let Some(c) = &e.content {
             if *width.get_or_insert(c.root.len()) != c.root.len() {
                 return Err(Error::invalid(format!(
-                    "directory entry {i} ({:?}): fingerprint width {} differs from {}",
-                    show(&e.name),
+                    "directory entry {i} ({path:?}): fingerprint width {} differs from {}",
                     c.root.len(),
                     width.unwrap_or(0)
                 )));
             }
         }
+        if let Some(children) = &e.children {
+            check_entries(children, width, depth + 1, &format!("{path}/"))?;
+        }
     }
-    out.push(DIR_VERSION);
+    Ok(())
+}
+
+fn put_entries(entries: &[DirEntry], out: &mut Vec<u8>) {
     put_varint(out, entries.len() as u64);
     for e in entries {
         put_varint(out, e.name.len() as u64);
         out.extend_from_slice(&e.name);
         out.push(e.kind as u8);
         let flags = if e.target.is_some() { FLAG_TARGET } else { 0 }
-            | if e.content.is_some() { FLAG_CONTENT } else { 0 };
+            | if e.content.is_some() { FLAG_CONTENT } else { 0 }
+            | if e.children.is_some() { FLAG_INLINE } else { 0 };
         out.push(flags);
-        put_u32(out, e.mode);
-        put_u32(out, e.uid);
-        put_u32(out, e.gid);
+        put_varint(out, e.mode.into());
+        put_varint(out, e.uid.into());
+        put_varint(out, e.gid.into());
         put_u64(out, e.mtime_ns as u64);
-        put_u64(out, e.size);
+        put_u64(out, e.ctime_ns as u64);
+        put_varint(out, e.inode);
+        put_varint(out, e.size);
         if let Some(t) = &e.target {
             put_varint(out, t.len() as u64);
             out.extend_from_slice(t);
@@ -172,16 +240,17 @@ pub fn encode_dir(entries: &[DirEntry], out: &mut Vec<u8>) -> Result<()> {
         if let Some(c) = &e.content {
             out.extend_from_slice(c.root.as_bytes());
             out.push(c.level);
-            put_u64(out, c.size);
+            put_varint(out, c.size);
+        }
+        if let Some(children) = &e.children {
+            put_entries(children, out);
         }
     }
-    Ok(())
 }
 
-/// Decodes a listing whose fingerprints are `fp_width` bytes wide, checking
-/// every rule [`encode_dir`] enforces.
+/// Decodes a listing (version 1 or 2) whose fingerprints are `fp_width`
+/// bytes wide, checking every rule [`encode_dir`] enforces.
 pub fn decode_dir(bytes: &[u8], fp_width: usize) -> Result<Vec<DirEntry>> {
-    const WHAT: &str = "directory listing";
     check_fp_width(WHAT, fp_width)?;
     let mut r = Reader::new(WHAT, bytes);
     let version = r.u8("version")?;
@@ -195,14 +264,31 @@ pub fn decode_dir(bytes: &[u8], fp_width: usize) -> Result<Vec<DirEntry>> {
     if version == 0 {
         return Err(Error::corrupt(WHAT, "version 0 is not a valid version"));
     }
+    let entries = get_entries(&mut r, version, fp_width, 0)?;
+    r.finish()?;
+    Ok(entries)
+}
+
+const WHAT: &str = "directory listing";
+
+fn get_entries(
+    r: &mut Reader<'_>,
+    version: u8,
+    fp_width: usize,
+    depth: usize,
+) -> Result<Vec<DirEntry>> {
     let count = r.varint("entry count")?;
-    let max = (r.remaining() / ENTRY_MIN_LEN) as u64;
+    let max = (r.remaining() / entry_min_len(version)) as u64;
     if count > max {
         return Err(r.corrupt(format!(
             "truncated: {count} entries cannot fit in {} bytes",
             r.remaining()
         )));
     }
+    let allowed = match version {
+        1 => FLAG_TARGET | FLAG_CONTENT,
+        _ => FLAG_TARGET | FLAG_CONTENT | FLAG_INLINE,
+    };
     let mut entries: Vec<DirEntry> = Vec::with_capacity(count as usize);
     for i in 0..count {
         let start = r.pos();
@@ -212,14 +298,28 @@ pub fn decode_dir(bytes: &[u8], fp_width: usize) -> Result<Vec<DirEntry>> {
         let kind = EntryKind::from_u8(kind_byte)
             .ok_or_else(|| r.corrupt(format!("entry {i}: unknown kind {kind_byte}")))?;
         let flags = r.u8("flags")?;
-        if flags & !(FLAG_TARGET | FLAG_CONTENT) != 0 {
+        if flags & !allowed != 0 {
             return Err(r.corrupt(format!("entry {i}: unknown flags {flags:#04x}")));
         }
-        let mode = r.u32("mode")?;
-        let uid = r.u32("uid")?;
-        let gid = r.u32("gid")?;
-        let mtime_ns = r.i64("mtime")?;
-        let size = r.u64("size")?;
+        let (mode, uid, gid, mtime_ns, ctime_ns, inode, size) = if version == 1 {
+            let (mode, uid, gid) = (r.u32("mode")?, r.u32("uid")?, r.u32("gid")?);
+            (mode, uid, gid, r.i64("mtime")?, 0, 0, r.u64("size")?)
+        } else {
+            let mode = varint_u32(r, "mode")?;
+            let uid = varint_u32(r, "uid")?;
+            let gid = varint_u32(r, "gid")?;
+            let mtime = r.i64("mtime")?;
+            let ctime = r.i64("ctime")?;
+            (
+                mode,
+                uid,
+                gid,
+                mtime,
+                ctime,
+                r.varint("inode")?,
+                r.varint("size")?,
+            )
+        };
         let target = if flags & FLAG_TARGET != 0 {
             let n = r.len_prefix("target length")?;
             Some(r.take(n, "target")?.to_vec())
@@ -230,8 +330,22 @@ pub fn decode_dir(bytes: &[u8], fp_width: usize) -> Result<Vec<DirEntry>> {
             Some(BlobRef {
                 root: r.fp(fp_width, "content root")?,
                 level: r.u8("content level")?,
-                size: r.u64("content size")?,
+                size: if version == 1 {
+                    r.u64("content size")?
+                } else {
+                    r.varint("content size")?
+                },
             })
+        } else {
+            None
+        };
+        let children = if flags & FLAG_INLINE != 0 {
+            if depth >= MAX_INLINE_DEPTH {
+                return Err(r.corrupt(format!(
+                    "entry {i}: inline listings nested deeper than {MAX_INLINE_DEPTH}"
+                )));
+            }
+            Some(get_entries(r, version, fp_width, depth + 1)?)
         } else {
             None
         };
@@ -242,9 +356,12 @@ pub fn decode_dir(bytes: &[u8], fp_width: usize) -> Result<Vec<DirEntry>> {
             uid,
             gid,
             mtime_ns,
+            ctime_ns,
+            inode,
             size,
             target,
             content,
+            children,
         };
         let prev = entries.last().map(|p| p.name.as_slice());
         if let Some(why) = entry_error(prev, &e) {
@@ -255,8 +372,12 @@ pub fn decode_dir(bytes: &[u8], fp_width: usize) -> Result<Vec<DirEntry>> {
         }
         entries.push(e);
     }
-    r.finish()?;
     Ok(entries)
+}
+
+fn varint_u32(r: &mut Reader<'_>, field: &str) -> Result<u32> {
+    let v = r.varint(field)?;
+    u32::try_from(v).map_err(|_| r.corrupt(format!("{field} {v} exceeds 32 bits")))
 }
 
 #[cfg(test)]

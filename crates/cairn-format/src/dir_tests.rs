@@ -13,6 +13,8 @@ fn file(name: &str, w: usize) -> DirEntry {
         uid: 1000,
         gid: 1000,
         mtime_ns: 1_700_000_000_123_456_789,
+        ctime_ns: 1_700_000_001_000_000_000,
+        inode: 4242,
         size: 12345,
         target: None,
         content: Some(BlobRef {
@@ -20,7 +22,17 @@ fn file(name: &str, w: usize) -> DirEntry {
             level: 1,
             size: 12345,
         }),
+        children: None,
     }
+}
+
+fn inline_dir(name: &str, children: Vec<DirEntry>, w: usize) -> DirEntry {
+    let mut d = file(name, w);
+    d.kind = EntryKind::Dir;
+    d.mode = 0o40755;
+    d.content = None;
+    d.children = Some(children);
+    d
 }
 
 fn sample(w: usize) -> Vec<DirEntry> {
@@ -50,6 +62,65 @@ fn round_trip() {
     encode_dir(&[], &mut out).unwrap();
     assert_eq!(out, [DIR_VERSION, 0]);
     assert!(decode_dir(&out, 32).unwrap().is_empty());
+}
+
+#[test]
+fn inline_listings_nest_and_round_trip() {
+    let inner = inline_dir("inner", vec![inline_dir("e", vec![], 8), file("x", 8)], 8);
+    let entries = vec![file("a", 8), inline_dir("d", vec![inner, file("y", 8)], 8)];
+    let mut out = Vec::new();
+    encode_dir(&entries, &mut out).unwrap();
+    assert_eq!(decode_dir(&out, 8).unwrap(), entries);
+    assert_eq!(encoded_entries_len(&entries) + 1, out.len());
+}
+
+fn nested(depth: usize) -> Vec<DirEntry> {
+    let mut entries = vec![file("leaf", 4)];
+    for _ in 0..depth {
+        entries = vec![inline_dir("d", entries, 4)];
+    }
+    entries
+}
+
+#[test]
+fn inline_nesting_is_bounded() {
+    let mut out = Vec::new();
+    encode_dir(&nested(MAX_INLINE_DEPTH), &mut out).unwrap();
+    assert_eq!(decode_dir(&out, 4).unwrap(), nested(MAX_INLINE_DEPTH));
+    let deep = nested(MAX_INLINE_DEPTH + 1);
+    let e = encode_dir(&deep, &mut Vec::new()).unwrap_err();
+    assert!(e.to_string().contains("nested deeper"), "{e}");
+    let e = decode_dir(&encode_raw(&deep), 4).unwrap_err();
+    assert!(
+        e.is_corruption() && e.to_string().contains("nested deeper"),
+        "{e}"
+    );
+}
+
+/// Version 1 listings (fixed-width fields, no ctime or inode) still decode.
+#[test]
+fn version_1_listings_decode() {
+    let mut v1 = vec![1, 1, 1, b'a', 0, 2];
+    for x in [0o100644u32, 1000, 1000] {
+        v1.extend_from_slice(&x.to_le_bytes());
+    }
+    v1.extend_from_slice(&7i64.to_le_bytes());
+    v1.extend_from_slice(&5u64.to_le_bytes());
+    v1.extend_from_slice(&[9; 4]);
+    v1.push(0);
+    v1.extend_from_slice(&5u64.to_le_bytes());
+    let got = decode_dir(&v1, 4).unwrap();
+    assert_eq!(got.len(), 1);
+    let e = &got[0];
+    assert_eq!((e.mode, e.uid, e.mtime_ns, e.size), (0o100644, 1000, 7, 5));
+    assert_eq!((e.ctime_ns, e.inode), (0, 0));
+    assert_eq!(e.content.unwrap().size, 5);
+    // Flag 4 (inline listing) did not exist in version 1.
+    v1[5] |= 4;
+    assert!(decode_dir(&v1, 4)
+        .unwrap_err()
+        .to_string()
+        .contains("unknown flags"));
 }
 
 #[test]
@@ -97,34 +168,10 @@ fn encoder_rejects_invalid_entries() {
     assert!(out.is_empty());
 }
 
-/// Encodes entries without validation (to build corrupt listings).
+/// Encodes entries (version 2) without validation, to build corrupt listings.
 fn encode_raw(entries: &[DirEntry]) -> Vec<u8> {
     let mut out = vec![DIR_VERSION];
-    put_varint(&mut out, entries.len() as u64);
-    for e in entries {
-        let mut one = Vec::new();
-        let mut ok = e.clone();
-        ok.name = b"x".to_vec();
-        let (tgt, cnt) = (ok.target.take(), ok.content.take());
-        ok.kind = EntryKind::File;
-        encode_dir(&[ok], &mut one).unwrap();
-        // Skip version, count (1 byte), name_len + name "x" (2 bytes).
-        put_varint(&mut out, e.name.len() as u64);
-        out.extend_from_slice(&e.name);
-        out.push(e.kind as u8);
-        let flags = if tgt.is_some() { 1 } else { 0 } | if cnt.is_some() { 2 } else { 0 };
-        out.push(flags);
-        out.extend_from_slice(&one[2 + 2 + 2..]);
-        if let Some(t) = tgt {
-            put_varint(&mut out, t.len() as u64);
-            out.extend_from_slice(&t);
-        }
-        if let Some(c) = cnt {
-            out.extend_from_slice(c.root.as_bytes());
-            out.push(c.level);
-            put_u64(&mut out, c.size);
-        }
-    }
+    put_entries(entries, &mut out);
     out
 }
 
@@ -153,23 +200,39 @@ fn decoder_rejects_invalid_listings() {
         .to_string()
         .contains("unknown kind 3"));
     let mut b = encode_raw(&[file("a", 4)]);
-    b[5] |= 4; // flags
+    b[5] |= 8; // flags
     assert!(decode_dir(&b, 4)
         .unwrap_err()
         .to_string()
         .contains("unknown flags"));
     let mut b = encode_raw(&[file("a", 4)]);
-    b[0] = 2;
+    b[0] = 3;
     assert!(matches!(
         decode_dir(&b, 4),
-        Err(Error::UnsupportedVersion { found: 2, .. })
+        Err(Error::UnsupportedVersion { found: 3, .. })
     ));
     b[0] = 0;
     assert!(decode_dir(&b, 4).unwrap_err().is_corruption());
+    let mut f = file("f", 4);
+    f.children = Some(vec![]);
+    check(
+        std::slice::from_ref(&f),
+        "File entry with an inline listing",
+    );
+    let mut d = inline_dir("d", vec![], 4);
+    d.content = file("x", 4).content;
+    check(
+        std::slice::from_ref(&d),
+        "both a listing blob and an inline listing",
+    );
+    check(
+        &[inline_dir("d", vec![file("b", 4), file("a", 4)], 4)],
+        "not sorted",
+    );
     // A huge count is rejected before allocating.
     assert!(decode_dir(&[1, 0xff, 0xff, 0xff, 0xff, 0x0f], 4).is_err());
     // Wrong fingerprint width.
-    assert!(decode_dir(&encode_raw(&good), 5).is_err());
+    assert_ne!(decode_dir(&encode_raw(&good), 5).ok(), Some(good.clone()));
     assert!(decode_dir(&encode_raw(&good), 0).is_err());
 }
 
@@ -181,12 +244,20 @@ fn entry_strategy(w: usize) -> impl Strategy<Value = DirEntry> {
         ),
         0u8..3,
         any::<(u32, u32, u32, i64, u64)>(),
+        any::<(i64, u64)>(),
         proptest::collection::vec(any::<u8>(), 0..20),
         proptest::option::of((any::<[u8; 32]>(), any::<u8>(), any::<u64>())),
     )
         .prop_filter_map(
             "valid name",
-            move |(name, kind, (mode, uid, gid, mtime_ns, size), tgt, content)| {
+            move |(
+                name,
+                kind,
+                (mode, uid, gid, mtime_ns, size),
+                (ctime_ns, inode),
+                tgt,
+                content,
+            )| {
                 if name_error(&name).is_some() {
                     return None;
                 }
@@ -199,6 +270,8 @@ fn entry_strategy(w: usize) -> impl Strategy<Value = DirEntry> {
                     uid,
                     gid,
                     mtime_ns,
+                    ctime_ns,
+                    inode,
                     size,
                     target: link.then_some(tgt),
                     content: if link {
@@ -210,6 +283,7 @@ fn entry_strategy(w: usize) -> impl Strategy<Value = DirEntry> {
                             size,
                         })
                     },
+                    children: None,
                 })
             },
         )
@@ -250,7 +324,9 @@ proptest! {
         encode_dir(&entries, &mut out).unwrap();
         let i = pos.index(out.len());
         out[i] = x;
-        if let Ok(decoded) = decode_dir(&out, w) {
+        // A mutated version byte may make a valid version 1 listing, which
+        // re-encodes as version 2: canonical only within one version.
+        if let (Ok(decoded), true) = (decode_dir(&out, w), out[0] == DIR_VERSION) {
             let mut again = Vec::new();
             encode_dir(&decoded, &mut again).unwrap();
             prop_assert_eq!(again, out);

@@ -82,6 +82,16 @@ pub struct SnapshotStats {
     pub containers_written: u64,
     pub duration_ns: u64,
     pub skipped_paths: u64,
+    /// Files compared with the parent snapshot (`parent`, its id; empty
+    /// when the backup had none): not in it, in it but changed (read), and
+    /// unchanged (size, mtime, ctime and inode equal: not read), with the
+    /// bytes of the unchanged ones. Without a parent every file is new.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub parent: String,
+    pub files_new: u64,
+    pub files_changed: u64,
+    pub files_unmodified: u64,
+    pub unmodified_bytes: u64,
     /// Lookup and I/O counters of the run (DDFS Table 4 quantities among them).
     pub counters: cairn_core::CountersSnapshot,
     /// Seconds spent per pipeline phase (open, read_chunk, hash, dedup,

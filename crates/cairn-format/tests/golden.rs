@@ -105,6 +105,8 @@ fn dir_entries() -> Vec<DirEntry> {
             uid: 1000,
             gid: 1000,
             mtime_ns: MTIME,
+            ctime_ns: 0,
+            inode: 0,
             size: 11,
             target: None,
             content: Some(BlobRef {
@@ -112,6 +114,7 @@ fn dir_entries() -> Vec<DirEntry> {
                 level: 1,
                 size: 11,
             }),
+            children: None,
         },
         DirEntry {
             name: b"link".to_vec(),
@@ -120,11 +123,50 @@ fn dir_entries() -> Vec<DirEntry> {
             uid: 1000,
             gid: 1000,
             mtime_ns: MTIME,
+            ctime_ns: 0,
+            inode: 0,
             size: 9,
             target: Some(b"hello.txt".to_vec()),
             content: None,
+            children: None,
         },
     ]
+}
+
+/// The version 2 fixture: the version 1 entries with change times and
+/// inodes, plus a directory whose one-entry listing is inline.
+fn dir_entries_v2() -> Vec<DirEntry> {
+    let mut v = dir_entries();
+    for (e, inode) in v.iter_mut().zip([42, 43]) {
+        e.ctime_ns = MTIME + 1;
+        e.inode = inode;
+    }
+    let empty = DirEntry {
+        name: b"e".to_vec(),
+        kind: EntryKind::File,
+        mode: 0o100644,
+        uid: 1000,
+        gid: 1000,
+        mtime_ns: MTIME,
+        ctime_ns: MTIME + 1,
+        inode: 45,
+        size: 0,
+        target: None,
+        content: None,
+        children: None,
+    };
+    v.push(DirEntry {
+        name: b"sub".to_vec(),
+        kind: EntryKind::Dir,
+        mode: 0o40755,
+        inode: 44,
+        size: 30,
+        target: None,
+        content: None,
+        children: Some(vec![empty.clone()]),
+        ..empty
+    });
+    v
 }
 
 fn snapshot() -> SnapshotRecord {
@@ -243,13 +285,19 @@ fn golden_container() {
     );
 }
 
-/// FORMAT.md "Directory listing".
+/// FORMAT.md "Directory listing": the version 2 encoding.
 #[test]
 fn golden_dir() {
     let mut out = Vec::new();
-    encode_dir(&dir_entries(), &mut out).unwrap();
+    encode_dir(&dir_entries_v2(), &mut out).unwrap();
     assert_bytes("directory listing", &out, DIR);
-    assert_eq!(decode_dir(&parse(DIR), 8).unwrap(), dir_entries());
+    assert_eq!(decode_dir(&parse(DIR), 8).unwrap(), dir_entries_v2());
+}
+
+/// A version 1 listing (written before issue 12) keeps decoding: decode-only.
+#[test]
+fn golden_dir_v1() {
+    assert_eq!(decode_dir(&parse(DIR_V1), 8).unwrap(), dir_entries());
 }
 
 /// FORMAT.md "Snapshot record". A decode-only fixture: a version-1 record
@@ -479,6 +527,57 @@ const CONTAINER: &str = r#"
 "#;
 
 const DIR: &str = r#"
+    02                                       # listing format version 2
+    03                                       # entry count 3 (varint)
+    09                                       # entry 0: name length 9
+    68656c6c6f2e747874                       # entry 0: name "hello.txt"
+    0002                                     # entry 0: kind 0 (file), flags 2 (content)
+    a48302                                   # entry 0: mode 0o100644 (varint)
+    e807                                     # entry 0: uid 1000 (varint)
+    e807                                     # entry 0: gid 1000 (varint)
+    00002a36fe9c9717                         # entry 0: mtime_ns 1700000000000000000
+    01002a36fe9c9717                         # entry 0: ctime_ns 1700000000000000001
+    2a                                       # entry 0: inode 42 (varint)
+    0b                                       # entry 0: size 11 (varint)
+    c3c3c3c3c3c3c3c3                         # entry 0: content root fingerprint
+    01                                       # entry 0: content root level 1
+    0b                                       # entry 0: content size 11 (varint)
+    04                                       # entry 1: name length 4
+    6c696e6b                                 # entry 1: name "link"
+    0201                                     # entry 1: kind 2 (symlink), flags 1 (target)
+    ffc302                                   # entry 1: mode 0o120777
+    e807                                     # entry 1: uid 1000
+    e807                                     # entry 1: gid 1000
+    00002a36fe9c9717                         # entry 1: mtime_ns
+    01002a36fe9c9717                         # entry 1: ctime_ns
+    2b                                       # entry 1: inode 43
+    09                                       # entry 1: size 9
+    09                                       # entry 1: target length 9
+    68656c6c6f2e747874                       # entry 1: target "hello.txt"
+    03                                       # entry 2: name length 3
+    737562                                   # entry 2: name "sub"
+    0104                                     # entry 2: kind 1 (directory), flags 4 (inline listing)
+    ed8301                                   # entry 2: mode 0o40755
+    e807                                     # entry 2: uid 1000
+    e807                                     # entry 2: gid 1000
+    00002a36fe9c9717                         # entry 2: mtime_ns
+    01002a36fe9c9717                         # entry 2: ctime_ns
+    2c                                       # entry 2: inode 44
+    1e                                       # entry 2: size 30 (bytes of its inline listing)
+    01                                       # entry 2, inline listing: entry count 1
+    01                                       # entry 2.0: name length 1
+    65                                       # entry 2.0: name "e"
+    0000                                     # entry 2.0: kind 0 (file), flags 0 (empty: no content)
+    a48302                                   # entry 2.0: mode 0o100644
+    e807                                     # entry 2.0: uid 1000
+    e807                                     # entry 2.0: gid 1000
+    00002a36fe9c9717                         # entry 2.0: mtime_ns
+    01002a36fe9c9717                         # entry 2.0: ctime_ns
+    2d                                       # entry 2.0: inode 45
+    00                                       # entry 2.0: size 0
+"#;
+
+const DIR_V1: &str = r#"
     01                                       # listing format version 1
     02                                       # entry count 2 (varint)
     09                                       # entry 0: name length 9

@@ -16,6 +16,7 @@
 //! `check` reports as reclaimable.
 
 pub mod dry_run;
+pub mod parent;
 pub mod rewrite;
 pub mod select;
 pub mod stream;
@@ -35,7 +36,7 @@ use serde::Serialize;
 use cairn_chunk::ChunkBatch;
 use cairn_core::counters::bump;
 use cairn_core::{ChunkKind, CountersSnapshot, Error, Result};
-use cairn_format::dir::{encode_dir, DirEntry, EntryKind};
+use cairn_format::dir::{encode_dir, encoded_entries_len, DirEntry, EntryKind, MAX_INLINE_DEPTH};
 use cairn_format::snapshot::{SnapshotRecord, SnapshotStats};
 
 use crate::catalog;
@@ -44,6 +45,7 @@ use crate::dedup::Dedup;
 use crate::index;
 use crate::repo::{Repository, WriteLock};
 pub use dry_run::{dry_run, DryRunOutcome};
+pub use parent::ParentChoice;
 pub use select::{Selection, SelectionBuilder};
 use stream::{PhaseTimes, Shared, Stream};
 use tree_builder::TreeBuilder;
@@ -72,6 +74,9 @@ pub struct BackupOptions {
     /// What to leave out below the path sources (`--exclude` and friends);
     /// the default leaves out nothing.
     pub selection: Arc<Selection>,
+    /// The snapshot whose unchanged files are not read again (the CLI's
+    /// default is the latest of the same host and paths; `--force`: none).
+    pub parent: ParentChoice,
 }
 
 /// What a rewritten snapshot keeps of the snapshot it replaces.
@@ -169,7 +174,8 @@ pub fn backup(repo: &Repository, _lock: &WriteLock, opts: BackupOptions) -> Resu
     let (shared, seal_rx, replayed_containers) =
         open_dedup(repo, &warnings, scheme, history, opts.dedup)?;
     let open_seconds = started.elapsed().as_secs_f64();
-    let run = RunState::new(repo, &opts, warnings.take(), started);
+    let mut run = RunState::new(repo, &opts, warnings.take(), started);
+    run.attach_parent(repo, &opts)?;
 
     // Steps 1-2: the streams and the root listing, sealed and durable.
     let root = store_sources(&shared, seal_rx, &run, &opts.sources)?;
@@ -348,6 +354,11 @@ struct RunState {
     /// The repository's own directory (device, inode): never backed up.
     exclude: Option<(u64, u64)>,
     started: Instant,
+    /// The parent snapshot's id, and per source (by index) its tree reader
+    /// and the source's entry in it.
+    parent_id: Option<String>,
+    parent_trees: Mutex<std::collections::HashMap<usize, (parent::ParentTree, DirEntry)>>,
+    files: Mutex<walker::FileCounts>,
 }
 
 impl RunState {
@@ -372,8 +383,48 @@ impl RunState {
             progress: opts.progress.clone(),
             exclude,
             started,
+            parent_id: None,
+            parent_trees: Mutex::new(Default::default()),
+            files: Mutex::new(Default::default()),
         }
     }
+
+    /// Finds the parent snapshot and, for each path source it holds, opens
+    /// a reader of its tree. A rewrite (`repair snapshots`) has none.
+    fn attach_parent(&mut self, repo: &Repository, opts: &BackupOptions) -> Result<()> {
+        if opts.rewrite_of.is_some() {
+            return Ok(());
+        }
+        let host = record_host(opts);
+        let mut warnings = Vec::new();
+        let found = parent::resolve(
+            repo,
+            &opts.parent,
+            &host,
+            &source_paths(&opts.sources),
+            &mut warnings,
+        )?;
+        self.notices.lock().extend(warnings);
+        let Some(p) = found else {
+            return Ok(());
+        };
+        let mut trees = self.parent_trees.lock();
+        for (i, source) in opts.sources.iter().enumerate() {
+            if let (Source::Path(_), Some(top)) = (source, p.tops.get(&top_level_name(source))) {
+                trees.insert(i, (parent::ParentTree::new(repo)?, top.clone()));
+            }
+        }
+        drop(trees);
+        self.parent_id = Some(p.id);
+        Ok(())
+    }
+}
+
+/// The host a snapshot record names.
+fn record_host(opts: &BackupOptions) -> String {
+    opts.host
+        .clone()
+        .unwrap_or_else(|| gethostname::gethostname().to_string_lossy().into_owned())
 }
 
 /// Commit steps 1-2: runs the streams and stores the root listing while the
@@ -449,6 +500,7 @@ fn snapshot_record(
     phases: &PhaseReport,
 ) -> SnapshotRecord {
     let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+    let files = *run.files.lock();
     let stats = SnapshotStats {
         logical_bytes: load(&run.counts.logical_bytes),
         files: load(&run.counts.files),
@@ -473,6 +525,11 @@ fn snapshot_record(
         containers_written: counters.containers_written,
         duration_ns: run.started.elapsed().as_nanos() as u64,
         skipped_paths: run.skipped.lock().len() as u64,
+        parent: run.parent_id.clone().unwrap_or_default(),
+        files_new: load(&run.counts.files).saturating_sub(files.changed + files.unmodified),
+        files_changed: files.changed,
+        files_unmodified: files.unmodified,
+        unmodified_bytes: files.unmodified_bytes,
         counters,
         phases: phases.as_map(),
     };
@@ -488,10 +545,7 @@ fn snapshot_record(
     };
     SnapshotRecord {
         time_unix_ns,
-        host: opts
-            .host
-            .clone()
-            .unwrap_or_else(|| gethostname::gethostname().to_string_lossy().into_owned()),
+        host: record_host(opts),
         paths,
         tags: opts.tags.clone(),
         root: root.into(),
@@ -521,7 +575,7 @@ fn run_streams_and_root(
                 let Some(source) = sources.get(i) else {
                     break;
                 };
-                let r = run_stream(shared, run, source);
+                let r = run_stream(shared, run, i, source);
                 let failed = r.is_err();
                 results.lock().push((i, r));
                 if failed {
@@ -563,7 +617,13 @@ fn run_streams_and_root(
 }
 
 /// One stream: a walker thread reads and chunks, this thread stores.
-fn run_stream(shared: &Shared, run: &RunState, source: &Source) -> Result<Option<DirEntry>> {
+fn run_stream(
+    shared: &Shared,
+    run: &RunState,
+    index: usize,
+    source: &Source,
+) -> Result<Option<DirEntry>> {
+    let parent = run.parent_trees.lock().remove(&index);
     let (tx, rx) = bounded::<Event>(4);
     let (recycle_tx, recycle_rx) = bounded::<ChunkBatch>(8);
     let mut stream = Stream::new(shared);
@@ -578,12 +638,21 @@ fn run_stream(shared: &Shared, run: &RunState, source: &Source) -> Result<Option
                 run.read_ns.clone(),
             );
             w.select(run.selection.clone());
+            if let Some((tree, top)) = parent {
+                w.parent(tree, top);
+            }
             w.run(source);
-            (w.skipped, w.notices, w.excluded)
+            (w.skipped, w.notices, w.excluded, w.files)
         });
         let r = consume(&mut stream, &run.counts, &rx, &recycle_tx);
         drop(rx); // unblocks the walker if we stopped early
-        let (sk, no, ex) = walker.join().expect("walker thread panicked");
+        let (sk, no, ex, files) = walker.join().expect("walker thread panicked");
+        {
+            let mut f = run.files.lock();
+            f.changed += files.changed;
+            f.unmodified += files.unmodified;
+            f.unmodified_bytes += files.unmodified_bytes;
+        }
         run.skipped.lock().extend(sk);
         run.notices.lock().extend(no);
         run.excluded.lock().extend(ex);
@@ -598,7 +667,18 @@ struct DirFrame {
     name: Vec<u8>,
     meta: EntryMeta,
     entries: Vec<DirEntry>,
+    /// How deep the inline listings among `entries` nest (0: none).
+    inline_height: usize,
 }
+
+/// A directory whose listing (inline subtrees included) encodes in at most
+/// this many bytes is stored inline in its parent's listing instead of as a
+/// blob of its own (FORMAT.md "Directory listing"). A tree of many small
+/// directories thus becomes a few listing blobs, cut into content-defined
+/// meta chunks like file content, so an unchanged region still deduplicates
+/// while the per-directory chunk, descriptor and index entry are gone. Every
+/// listing blob but the root holds more than this many bytes.
+pub const INLINE_MAX_BYTES: usize = 64 * 1024;
 
 struct OpenFile {
     name: Vec<u8>,
@@ -607,7 +687,7 @@ struct OpenFile {
     bytes: u64,
 }
 
-fn entry(name: Vec<u8>, kind: EntryKind, m: &EntryMeta) -> DirEntry {
+pub(super) fn entry(name: Vec<u8>, kind: EntryKind, m: &EntryMeta) -> DirEntry {
     DirEntry {
         name,
         kind,
@@ -615,9 +695,12 @@ fn entry(name: Vec<u8>, kind: EntryKind, m: &EntryMeta) -> DirEntry {
         uid: m.uid,
         gid: m.gid,
         mtime_ns: m.mtime_ns,
+        ctime_ns: m.ctime_ns,
+        inode: m.inode,
         size: 0,
         target: None,
         content: None,
+        children: None,
     }
 }
 
@@ -643,15 +726,24 @@ fn consume(
                 name,
                 meta,
                 entries: Vec::new(),
+                inline_height: 0,
             }),
             Event::DirEnd => {
                 let f = stack.pop().expect("DirEnd matches a DirStart");
-                let mut listing = Vec::new();
-                encode_dir(&f.entries, &mut listing)?;
-                let content = stream.store_blob(&listing)?;
                 let mut e = entry(f.name, EntryKind::Dir, &f.meta);
-                e.size = listing.len() as u64;
-                e.content = content;
+                let inline_len = encoded_entries_len(&f.entries);
+                if inline_len <= INLINE_MAX_BYTES && f.inline_height < MAX_INLINE_DEPTH {
+                    e.size = inline_len as u64;
+                    e.children = Some(f.entries);
+                    if let Some(parent) = stack.last_mut() {
+                        parent.inline_height = parent.inline_height.max(f.inline_height + 1);
+                    }
+                } else {
+                    let mut listing = Vec::new();
+                    encode_dir(&f.entries, &mut listing)?;
+                    e.size = listing.len() as u64;
+                    e.content = stream.store_blob(&listing)?;
+                }
                 bump(&counts.dirs, 1);
                 place(e, &mut stack);
             }

@@ -24,6 +24,7 @@ fn meta(m: &TraceMeta) -> EntryMeta {
         gid: m.gid,
         mtime_ns: m.mtime_ns,
         size: m.size,
+        ..EntryMeta::default()
     }
 }
 
@@ -54,8 +55,7 @@ pub(crate) fn walk_trace(
         mode: 0o040755,
         uid: 0,
         gid: 0,
-        mtime_ns: 0,
-        size: 0,
+        ..EntryMeta::default()
     };
     if flat {
         send(Event::DirStart {

@@ -28,18 +28,23 @@ use cairn_chunk::{new_chunker, ChunkBatch, ChunkReader};
 use cairn_core::{ChunkerConfig, TraceChunk, TraceSource};
 use cairn_format::dir::DirEntry;
 
+use super::parent::{unchanged, ParentTree};
 use super::select::{absolute_clean, ExcludeReason, Selection};
 
 /// Bytes of input per chunk batch handed from the walker to the stream.
 pub const BATCH_BYTES: usize = 1 << 20;
 
 /// Per-entry metadata recorded in directory listings.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct EntryMeta {
     pub mode: u32,
     pub uid: u32,
     pub gid: u32,
     pub mtime_ns: i64,
+    /// 0 where there is none (streams, traces): never matches a parent's.
+    pub ctime_ns: i64,
+    /// 0 where there is none (streams, traces).
+    pub inode: u64,
     pub size: u64,
 }
 
@@ -53,6 +58,11 @@ impl EntryMeta {
                 .mtime()
                 .saturating_mul(1_000_000_000)
                 .saturating_add(m.mtime_nsec()),
+            ctime_ns: m
+                .ctime()
+                .saturating_mul(1_000_000_000)
+                .saturating_add(m.ctime_nsec()),
+            inode: m.ino(),
             size: m.len(),
         }
     }
@@ -161,6 +171,19 @@ pub struct Walker {
     pub excluded: Vec<String>,
     /// Send files by their metadata alone, never opening them.
     dry_run: bool,
+    /// The parent snapshot's tree and its entry for this source: unchanged
+    /// files keep their content unread (`super::parent`).
+    parent: Option<(ParentTree, DirEntry)>,
+    /// Files against the parent: changed, unchanged (and its bytes).
+    pub files: FileCounts,
+}
+
+/// How the files of a walk compare with the parent snapshot.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FileCounts {
+    pub changed: u64,
+    pub unmodified: u64,
+    pub unmodified_bytes: u64,
 }
 
 fn name_of(path: &Path) -> Vec<u8> {
@@ -191,7 +214,16 @@ impl Walker {
             selection: Arc::default(),
             excluded: Vec::new(),
             dry_run: false,
+            parent: None,
+            files: FileCounts::default(),
         }
+    }
+
+    /// Compares the files of a path source with `top`, the source's entry
+    /// in the parent snapshot, read through `tree`.
+    pub(crate) fn parent(&mut self, tree: ParentTree, top: DirEntry) -> &mut Self {
+        self.parent = Some((tree, top));
+        self
     }
 
     /// Leaves out what `selection` excludes below each source.
@@ -210,7 +242,10 @@ impl Walker {
     /// Walks `source`; returns early (quietly) if the receiver has gone away.
     pub fn run(&mut self, source: &Source) {
         let _ = match source {
-            Source::Path(p) => self.walk_path(p, &absolute_clean(p), source_name(p), None),
+            Source::Path(p) => {
+                let before = self.parent.as_mut().map(|(_, top)| top.clone());
+                self.walk_path(p, &absolute_clean(p), source_name(p), None, before)
+            }
             Source::Stdin { name } => self.walk_stdin(name),
             Source::Trace { name, source, flat } => {
                 let mut src = source.lock();
@@ -237,6 +272,8 @@ impl Walker {
                         uid: entry.uid,
                         gid: entry.gid,
                         mtime_ns: entry.mtime_ns,
+                        ctime_ns: entry.ctime_ns,
+                        inode: entry.inode,
                         size: 0,
                     },
                 })?;
@@ -262,13 +299,15 @@ impl Walker {
 
     /// Walks one entry. `abs`: its absolute clean path (for patterns);
     /// `source_dev`: the device of the source it lies below, `None` for the
-    /// source itself, which the selection never excludes.
+    /// source itself, which the selection never excludes; `before`: its
+    /// entry in the parent snapshot.
     fn walk_path(
         &mut self,
         path: &Path,
         abs: &Path,
         name: Vec<u8>,
         source_dev: Option<u64>,
+        before: Option<DirEntry>,
     ) -> Result<(), ()> {
         if source_dev.is_some() {
             if let Some(why) = self.selection.excluded_by_pattern(abs) {
@@ -328,10 +367,15 @@ impl Walker {
                 name,
                 meta: EntryMeta::from_fs(&meta),
             })?;
+            let mut earlier = match (before, self.parent.as_mut()) {
+                (Some(b), Some((tree, _))) => tree.children(b),
+                _ => Default::default(),
+            };
             for child in children {
                 let n = name_of(&child);
                 let child_abs = abs.join(std::ffi::OsStr::from_bytes(&n));
-                self.walk_path(&child, &child_abs, n, Some(dev))?;
+                let b = earlier.remove(&n);
+                self.walk_path(&child, &child_abs, n, Some(dev), b)?;
             }
             self.send(Event::DirEnd)
         } else if ft.is_symlink() {
@@ -357,6 +401,23 @@ impl Walker {
             self.progress.files_done.fetch_add(1, Ordering::Relaxed);
             self.send(Event::FileEnd { ok: true })
         } else if ft.is_file() {
+            let now = EntryMeta::from_fs(&meta);
+            match before {
+                Some(b) if unchanged(&b, now.size, now.mtime_ns, now.ctime_ns, now.inode) => {
+                    self.files.unmodified += 1;
+                    self.files.unmodified_bytes += now.size;
+                    self.progress
+                        .bytes_done
+                        .fetch_add(now.size, Ordering::Relaxed);
+                    self.progress.files_done.fetch_add(1, Ordering::Relaxed);
+                    let mut e = super::entry(name, cairn_format::dir::EntryKind::File, &now);
+                    e.size = now.size;
+                    e.content = b.content;
+                    return self.send(Event::Kept(e));
+                }
+                Some(b) if b.kind == cairn_format::dir::EntryKind::File => self.files.changed += 1,
+                _ => {}
+            }
             let file = match File::open(path) {
                 Ok(f) => f,
                 Err(e) => {
@@ -364,10 +425,7 @@ impl Walker {
                     return Ok(());
                 }
             };
-            self.send(Event::FileStart {
-                name,
-                meta: EntryMeta::from_fs(&meta),
-            })?;
+            self.send(Event::FileStart { name, meta: now })?;
             let ok = match self.read_content(&file) {
                 Ok(()) => true,
                 Err(ReadFailure::Io(e)) => {
@@ -410,7 +468,7 @@ impl Walker {
             uid: 0,
             gid: 0,
             mtime_ns: now,
-            size: 0,
+            ..EntryMeta::default()
         };
         self.send(Event::FileStart {
             name: name.as_bytes().to_vec(),

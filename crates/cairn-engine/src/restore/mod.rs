@@ -125,6 +125,8 @@ pub struct RestoreSummary {
 }
 
 /// One entry found by a walk, with its path inside the snapshot.
+/// A directory's inline listing is moved out of `entry` (its entries are
+/// visited next).
 pub struct Walked {
     pub path: String,
     pub entry: DirEntry,
@@ -176,18 +178,34 @@ impl Reader {
         self.extract.stats()
     }
 
-    /// Reads a directory listing.
-    pub fn read_dir(&mut self, content: Option<&BlobRef>) -> Result<Vec<DirEntry>> {
-        let Some(b) = content else {
-            return Ok(Vec::new());
-        };
-        let bytes = self.blob().read_all(b)?;
+    /// Reads and decodes a directory listing blob.
+    pub fn read_listing(&mut self, blob: &BlobRef) -> Result<Vec<DirEntry>> {
+        let bytes = self.blob().read_all(blob)?;
         decode_dir(&bytes, self.store.fp_width())
+    }
+
+    /// The entries of directory `dir`: its inline listing (a copy), or its
+    /// listing blob read from the repository.
+    pub fn children(&mut self, dir: &DirEntry) -> Result<Vec<DirEntry>> {
+        match (&dir.children, &dir.content) {
+            (Some(inline), _) => Ok(inline.clone()),
+            (None, Some(blob)) => self.read_listing(blob),
+            (None, None) => Ok(Vec::new()),
+        }
+    }
+
+    /// Like [`Reader::children`], but moves an inline listing out of `dir`
+    /// instead of copying it (`dir.children` is `None` afterwards).
+    pub fn take_children(&mut self, dir: &mut DirEntry) -> Result<Vec<DirEntry>> {
+        match dir.children.take() {
+            Some(inline) => Ok(inline),
+            None => self.children(dir),
+        }
     }
 
     pub fn root_entries(&mut self, snap: &SnapshotRecord) -> Result<Vec<DirEntry>> {
         let root = BlobRef::try_from(&snap.root)?;
-        self.read_dir(Some(&root))
+        self.read_listing(&root)
     }
 
     /// The entry at `path` (components separated by `/`); `None` for the root.
@@ -207,7 +225,7 @@ impl Reader {
                 if e.kind != EntryKind::Dir {
                     return Err(Error::NotFound(format!("{path} in the snapshot")));
                 }
-                entries = self.read_dir(e.content.as_ref())?;
+                entries = self.children(&e)?;
             } else {
                 entries = Vec::new();
             }
@@ -227,7 +245,7 @@ impl Reader {
             None => (String::new(), self.root_entries(snap)?),
             Some(e) if e.kind == EntryKind::Dir => {
                 let prefix = path.trim_matches('/').to_string();
-                let children = self.read_dir(e.content.as_ref())?;
+                let children = self.children(&e)?;
                 visit(Walked {
                     path: prefix.clone(),
                     entry: e,
@@ -250,10 +268,10 @@ impl Reader {
         entries: Vec<DirEntry>,
         visit: &mut dyn FnMut(Walked) -> Result<()>,
     ) -> Result<()> {
-        for e in entries {
+        for mut e in entries {
             let path = join(prefix, &e.name);
             let children = if e.kind == EntryKind::Dir {
-                Some(self.read_dir(e.content.as_ref())?)
+                Some(self.take_children(&mut e)?)
             } else {
                 None
             };
@@ -429,8 +447,8 @@ impl Reader {
         Ok(())
     }
 
-    fn restore_dir(&mut self, e: DirEntry, dest: &Path, run: &mut Run) -> Result<()> {
-        let children = match self.read_dir(e.content.as_ref()) {
+    fn restore_dir(&mut self, mut e: DirEntry, dest: &Path, run: &mut Run) -> Result<()> {
+        let children = match self.take_children(&mut e) {
             Ok(c) => c,
             Err(err) => return run.settle(err, dest),
         };

@@ -570,6 +570,9 @@ mod tests {
             mtime_ns: 1_500_000_000_123_456_789,
             target: (kind == EntryKind::Symlink).then(|| b"pointee".to_vec()),
             content: None,
+            ctime_ns: 0,
+            inode: 0,
+            children: None,
         }
     }
 
