@@ -231,6 +231,11 @@ fn find_searches_each_distinct_listing_once() {
     // Names: directories match too.
     let mut finder = Finder::new(&mut reader, Pattern::new("d?").unwrap());
     assert_eq!(find_all(&mut finder, &s2).len(), FAN);
+    // A leading `/` anchors a name at the snapshot root.
+    let mut finder = Finder::new(&mut reader, Pattern::new("/d2").unwrap());
+    assert!(find_all(&mut finder, &s1).is_empty());
+    let mut finder = Finder::new(&mut reader, Pattern::new("/tree").unwrap());
+    assert_eq!(find_all(&mut finder, &s1), ["tree"]);
 
     for bad in ["a[", "", "/"] {
         assert!(
