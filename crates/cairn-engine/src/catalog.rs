@@ -122,7 +122,8 @@ pub struct SnapshotFilter {
     /// The snapshot's host is one of these.
     pub hosts: Vec<String>,
     /// The snapshot carries every tag of at least one of these sets
-    /// (`--tag a,b --tag c`: both a and b, or c).
+    /// (`--tag a,b --tag c`: both a and b, or c); an empty set stands for
+    /// "no tags at all".
     pub tags: Vec<Vec<String>>,
     /// The snapshot's source paths include every one of these (compared
     /// after [`clean_path`]; the caller makes them absolute).
@@ -137,15 +138,21 @@ impl SnapshotFilter {
 
     pub fn matches(&self, r: &SnapshotRecord) -> bool {
         (self.hosts.is_empty() || self.hosts.contains(&r.host))
-            && (self.tags.is_empty()
-                || self
-                    .tags
-                    .iter()
-                    .any(|set| set.iter().all(|t| r.tags.contains(t))))
+            && (self.tags.is_empty() || self.tags.iter().any(|set| set_matches(set, &r.tags)))
             && self.paths.iter().all(|p| {
                 let want = clean_path(p);
                 r.paths.iter().any(|have| clean_path(have) == want)
             })
+    }
+}
+
+/// A tag set matches a snapshot carrying all its tags; the empty set (from
+/// `--tag ''`) matches a snapshot without tags.
+fn set_matches(set: &[String], tags: &[String]) -> bool {
+    if set.is_empty() {
+        tags.is_empty()
+    } else {
+        set.iter().all(|t| tags.contains(t))
     }
 }
 
@@ -157,7 +164,17 @@ impl std::fmt::Display for SnapshotFilter {
             parts.push(format!("host={}", self.hosts.join("|")));
         }
         if !self.tags.is_empty() {
-            let sets: Vec<String> = self.tags.iter().map(|s| s.join(",")).collect();
+            let sets: Vec<String> = self
+                .tags
+                .iter()
+                .map(|s| {
+                    if s.is_empty() {
+                        "''".into()
+                    } else {
+                        s.join(",")
+                    }
+                })
+                .collect();
             parts.push(format!("tag={}", sets.join("|")));
         }
         for p in &self.paths {
@@ -401,6 +418,9 @@ mod tests {
         assert!(f(&[], &[], &["/data", "/etc/"]).matches(&r));
         assert!(!f(&[], &[], &["/data", "/home"]).matches(&r));
         assert!(!f(&["alpha"], &[&["a"]], &["/home"]).matches(&r));
+        // The empty tag set: snapshots without tags.
+        assert!(!f(&[], &[&[]], &[]).matches(&r));
+        assert!(f(&[], &[&[]], &[]).matches(&record(0, "x", &[], &[])));
     }
 
     #[test]
