@@ -194,6 +194,8 @@ pub enum BrowseCommand {
         /// Snapshot id (a unique prefix of at least 4 hex digits) or `latest`.
         old: String,
         new: String,
+        /// Compare only this path (a leading `/` is the snapshot's root).
+        path: Option<String>,
         /// Also report changes of mode, owner, group or mtime alone.
         #[arg(long)]
         metadata: bool,

@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 
 use cairn_core::error::IoContext;
 use cairn_engine::catalog::{self, SnapshotFilter, SnapshotInfo};
-use cairn_engine::diff::{diff, Change, ChangeKind, DiffOptions};
+use cairn_engine::diff::{diff_at, Change, ChangeKind, DiffOptions};
 use cairn_engine::find::{Finder, Pattern};
 use cairn_engine::restore::Reader;
 use cairn_engine::tag::{retag, TagChange};
@@ -22,16 +22,21 @@ use cairn_format::dir::DirEntry;
 use crate::args::{BrowseCommand, Cli};
 use crate::commands::{kind_name, read_lock};
 use crate::output::{bytes, display_name, time};
-use crate::snapshot_args::{resolve, resolve_all};
+use crate::snapshot_args::{resolve, resolve_all, snapshot_path};
 
 pub fn run(cli: &Cli, repo: &Repository, cmd: &BrowseCommand) -> Result<ExitCode> {
     match cmd {
         BrowseCommand::Diff {
             old,
             new,
+            path,
             metadata,
             filter,
-        } => diff_cmd(cli, repo, old, new, *metadata, &filter.filter()?),
+        } => {
+            let path = path.as_deref().map(snapshot_path).transpose()?;
+            let filter = filter.filter()?;
+            diff_cmd(cli, repo, [old, new], path.as_deref(), *metadata, &filter)
+        }
         BrowseCommand::Find {
             pattern,
             snapshots,
@@ -104,8 +109,8 @@ fn change_line(c: &Change) -> String {
 fn diff_cmd(
     cli: &Cli,
     repo: &Repository,
-    old: &str,
-    new: &str,
+    [old, new]: [&String; 2],
+    path: Option<&str>,
     metadata: bool,
     filter: &SnapshotFilter,
 ) -> Result<ExitCode> {
@@ -116,10 +121,11 @@ fn diff_cmd(
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let mut rows = Vec::new();
-    let sum = diff(
+    let sum = diff_at(
         &mut reader,
         &a.record,
         &b.record,
+        path.unwrap_or(""),
         DiffOptions { metadata },
         &mut |c| {
             if cli.json {
@@ -138,9 +144,12 @@ fn diff_cmd(
         },
     )?;
     if cli.json {
-        let v = json!({
+        let mut v = json!({
             "old": a.id, "new": b.id, "changes": rows, "summary": sum,
         });
+        if let Some(p) = path {
+            v["path"] = json!(p);
+        }
         writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
     } else if !cli.quiet {
         writeln!(

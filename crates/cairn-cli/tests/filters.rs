@@ -414,6 +414,34 @@ fn snapshot_paths_take_a_leading_slash_as_the_root() {
         let err = cairn(&repo, &args).one_line_error();
         assert!(err.contains("snapshot"), "{args:?}: {err}");
     }
+    // diff: the same path with or without the leading `/`.
+    let diff_at = |path: &str| {
+        let v = cairn(&repo, &["--json", "diff", &ids[0][..8], id, path])
+            .ok()
+            .json();
+        assert_eq!(v["path"], path.trim_start_matches('/'));
+        let changes: Vec<String> = v["changes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                format!(
+                    "{} {}",
+                    c["change"].as_str().unwrap(),
+                    c["path"].as_str().unwrap()
+                )
+            })
+            .collect();
+        changes
+    };
+    assert_eq!(diff_at("/docs/a.txt"), ["modified docs/a.txt"]);
+    assert_eq!(diff_at("docs/a.txt"), ["modified docs/a.txt"]);
+    assert_eq!(diff_at("/docs"), ["modified docs/a.txt"]);
+    assert!(diff_at("/docs/sub").is_empty());
+    let err = cairn(&repo, &["diff", &ids[0][..8], id, "/docs/../etc"]).one_line_error();
+    assert!(err.contains(".."), "{err}");
+    let err = cairn(&repo, &["diff", &ids[0][..8], id, "/nope"]).one_line_error();
+    assert!(err.contains("nope"), "{err}");
     // find: a leading `/` anchors at the root, a bare name matches anywhere.
     let found = |pat: &str| -> Vec<String> {
         cairn(&repo, &["--json", "find", pat, "-s", id])

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use cairn_backend::MemBackend;
 
 use crate::catalog::{self, SnapshotInfo};
-use crate::diff::{diff, Change, ChangeKind, DiffOptions};
+use crate::diff::{diff, diff_at, Change, ChangeKind, DiffOptions};
 use crate::find::{Finder, Pattern};
 use crate::restore::Reader;
 use crate::tag::{retag, TagChange};
@@ -122,6 +122,46 @@ fn a_one_file_change_reads_the_path_to_it_not_the_tree() {
     let (changes, sum, reads) = run_diff(&repo, &s2, &s2, true);
     assert!(changes.is_empty());
     assert_eq!((sum.listings_read, reads), (0, 0));
+}
+
+#[test]
+fn a_diff_at_a_path_reports_only_that_subtree() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = tmp.path().join("tree");
+    build(&tree);
+    let repo = repo();
+    let s1 = backup(&repo, &tree);
+    fs::write(tree.join("d3/s4/f1"), "changed\n").unwrap();
+    fs::write(tree.join("d1/s0/f0"), "changed too\n").unwrap();
+    fs::remove_dir_all(tree.join("d5")).unwrap();
+    let s2 = backup(&repo, &tree);
+    let mut reader = Reader::open(&repo, Default::default()).unwrap();
+    let mut at = |path: &str| {
+        let mut changes = Vec::new();
+        let sum = diff_at(
+            &mut reader,
+            &s1.record,
+            &s2.record,
+            path,
+            DiffOptions::default(),
+            &mut |c| {
+                changes.push((c.kind, c.path));
+                Ok(())
+            },
+        );
+        sum.map(|s| (changes, s))
+    };
+    let (changes, sum) = at("/tree/d3").unwrap();
+    assert_eq!(changes, [(ChangeKind::Modified, "tree/d3/s4/f1".into())]);
+    assert_eq!((sum.modified, sum.added, sum.removed), (1, 0, 0));
+    let (changes, _) = at("tree/d3/s4/f1").unwrap();
+    assert_eq!(changes, [(ChangeKind::Modified, "tree/d3/s4/f1".into())]);
+    let (changes, sum) = at("tree/d5").unwrap();
+    assert_eq!(changes[0], (ChangeKind::Removed, "tree/d5".into()));
+    assert_eq!(sum.removed as usize, 1 + FAN + FAN * FILES);
+    assert!(at("tree/d2").unwrap().0.is_empty());
+    assert_eq!(at("").unwrap().0.len(), 2 + 1 + FAN + FAN * FILES);
+    assert!(at("tree/nope").unwrap_err().is_not_found());
 }
 
 #[test]
