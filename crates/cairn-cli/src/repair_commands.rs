@@ -59,7 +59,10 @@ pub fn repair_snapshots(
     let lock = repo.lock_writer(wait)?;
     let report = cairn_engine::repair_snapshots::repair_snapshots(repo, &lock, opts)?;
     for (id, why) in &report.unreadable_records {
-        eprintln!("cairn: warning: snapshot record {id} is unreadable ({why}); left as it is");
+        eprintln!(
+            "cairn: warning: snapshot record {} is unreadable ({why}); left as it is",
+            cairn_engine::catalog::short_id(id)
+        );
     }
     if cli.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
