@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::snapshot_args::FilterArgs;
+
 #[derive(Parser, Debug)]
 #[command(
     name = "cairn",
@@ -20,8 +22,13 @@ pub struct Cli {
     pub json: bool,
 
     /// No progress bar and no summary lines (errors and warnings still go to stderr).
-    #[arg(short, long, global = true)]
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
     pub quiet: bool,
+
+    /// More detail: backup's lookup, cache and index statistics, restore's
+    /// policy and I/O counters, per-snapshot statistics in `snapshots`.
+    #[arg(short, long, global = true)]
+    pub verbose: bool,
 
     #[command(subcommand)]
     pub command: Command,
@@ -38,14 +45,24 @@ pub enum Command {
     Init(InitArgs),
     /// Back up paths (each its own stream) or standard input.
     Backup(BackupArgs),
-    /// List snapshots, oldest first.
-    Snapshots,
+    /// List snapshots, oldest first (those matching --host/--tag/--path).
+    Snapshots {
+        /// Group the listing by these fields: any of host, paths, tags
+        /// (comma-separated), e.g. `--group-by host,paths`.
+        #[arg(long, value_name = "FIELDS")]
+        group_by: Option<String>,
+        #[command(flatten)]
+        filter: FilterArgs,
+    },
     /// List the entries of a snapshot.
     Ls {
         /// Snapshot id (a unique prefix of at least 4 hex digits) or `latest`.
         snapshot: String,
-        /// Path inside the snapshot to list (default: everything).
+        /// Path inside the snapshot to list (default: everything); a
+        /// leading `/` is the snapshot's root.
         path: Option<String>,
+        #[command(flatten)]
+        filter: FilterArgs,
     },
     /// Restore a snapshot (or one subtree of it) into a directory.
     ///
@@ -85,9 +102,18 @@ pub enum Command {
         /// entries inside the target; symlinks are removed, never followed.
         #[arg(long)]
         delete: bool,
+        #[command(flatten)]
+        filter: FilterArgs,
     },
     /// Write one file of a snapshot to standard output.
-    Cat { snapshot: String, path: String },
+    Cat {
+        /// Snapshot id (a unique prefix of at least 4 hex digits) or `latest`.
+        snapshot: String,
+        /// The file, from the snapshot's root (a leading `/` is optional).
+        path: String,
+        #[command(flatten)]
+        filter: FilterArgs,
+    },
     /// Repository statistics: dedup, compression, counters, index RAM.
     Stats,
     /// Record what a backup of PATH would ingest as a cairn chunk trace
@@ -122,6 +148,9 @@ pub enum Command {
     Forget(ForgetArgs),
     /// A new snapshot naming the same tree as SNAPSHOT (003 §2): constant
     /// time, nothing written but the record.
+    ///
+    /// `--tag` names the copy's tags, so the tag filter is `--filter-tag` here.
+    #[command(mut_arg("filter_tag", |a| a.long("filter-tag")))]
     Fastcopy {
         snapshot: String,
         /// Tags of the copy (default: the source's).
@@ -130,6 +159,8 @@ pub enum Command {
         /// Wait for a running backup instead of failing at once.
         #[arg(long)]
         wait: bool,
+        #[command(flatten)]
+        filter: FilterArgs,
     },
     /// Garbage collection: find the chunks no snapshot needs and reclaim
     /// their space (mark, select, copy forward, commit, delete; 003 §3).
@@ -137,6 +168,18 @@ pub enum Command {
     Gc(GcArgs),
     #[command(flatten)]
     Browse(BrowseCommand),
+    /// Print a shell completion script for SHELL to standard output, e.g.
+    /// `cairn completions bash > /etc/bash_completion.d/cairn`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Write man pages (cairn.1 and one cairn-COMMAND.1 per subcommand) into DIR.
+    Man {
+        /// Directory for the pages (created if missing).
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+    },
 }
 
 /// Commands that compare, search and relabel snapshots
@@ -151,9 +194,13 @@ pub enum BrowseCommand {
         /// Snapshot id (a unique prefix of at least 4 hex digits) or `latest`.
         old: String,
         new: String,
+        /// Compare only this path (a leading `/` is the snapshot's root).
+        path: Option<String>,
         /// Also report changes of mode, owner, group or mtime alone.
         #[arg(long)]
         metadata: bool,
+        #[command(flatten)]
+        filter: FilterArgs,
     },
     /// Paths matching a glob in every snapshot (or the given ones):
     /// `*` and `?` stay within a name, `**` crosses directories; a pattern
@@ -163,6 +210,8 @@ pub enum BrowseCommand {
         /// Search only this snapshot (repeatable; id prefix or `latest`).
         #[arg(long = "snapshot", short = 's', value_name = "ID")]
         snapshots: Vec<String>,
+        #[command(flatten)]
+        filter: FilterArgs,
     },
     /// Change the tags of snapshots. Each changed snapshot gets a new id
     /// (records are named by their content): the new record is written,
@@ -182,6 +231,8 @@ pub enum BrowseCommand {
         /// Wait for a running backup instead of failing at once.
         #[arg(long)]
         wait: bool,
+        #[command(flatten)]
+        filter: FilterArgs,
     },
 }
 
@@ -251,6 +302,9 @@ pub struct ForgetArgs {
     /// Run a garbage collection after removing the snapshots.
     #[arg(long)]
     pub prune: bool,
+    /// The policy applies to these snapshots only; ids must match too.
+    #[command(flatten)]
+    pub filter: FilterArgs,
     #[command(flatten)]
     pub tuning: GcTuning,
 }
@@ -288,6 +342,8 @@ pub enum RepairCommand {
         /// Wait for a running backup instead of failing at once.
         #[arg(long)]
         wait: bool,
+        #[command(flatten)]
+        filter: FilterArgs,
     },
 }
 
@@ -379,8 +435,8 @@ pub struct BackupArgs {
     /// Read every file, even those unchanged since the parent snapshot.
     #[arg(long)]
     pub force: bool,
-    /// Tag the snapshot (repeatable).
-    #[arg(long = "tag")]
+    /// Tag the snapshot (repeatable or comma-separated).
+    #[arg(long = "tag", value_delimiter = ',')]
     pub tags: Vec<String>,
     /// Host name recorded in the snapshot.
     #[arg(long)]

@@ -11,8 +11,8 @@ use anyhow::{Context, Result};
 use serde_json::{json, Value};
 
 use cairn_core::error::IoContext;
-use cairn_engine::catalog::{self, SnapshotInfo};
-use cairn_engine::diff::{diff, Change, ChangeKind, DiffOptions};
+use cairn_engine::catalog::{self, SnapshotFilter, SnapshotInfo};
+use cairn_engine::diff::{diff_at, Change, ChangeKind, DiffOptions};
 use cairn_engine::find::{Finder, Pattern};
 use cairn_engine::restore::Reader;
 use cairn_engine::tag::{retag, TagChange};
@@ -20,19 +20,35 @@ use cairn_engine::Repository;
 use cairn_format::dir::DirEntry;
 
 use crate::args::{BrowseCommand, Cli};
-use crate::commands::{kind_name, read_lock, resolve_snapshot};
+use crate::commands::{kind_name, read_lock};
 use crate::output::{bytes, display_name, time};
+use crate::snapshot_args::{resolve, resolve_all, snapshot_path};
 
 pub fn run(cli: &Cli, repo: &Repository, cmd: &BrowseCommand) -> Result<ExitCode> {
     match cmd {
-        BrowseCommand::Diff { old, new, metadata } => diff_cmd(cli, repo, old, new, *metadata),
-        BrowseCommand::Find { pattern, snapshots } => find_cmd(cli, repo, pattern, snapshots),
+        BrowseCommand::Diff {
+            old,
+            new,
+            path,
+            metadata,
+            filter,
+        } => {
+            let path = path.as_deref().map(snapshot_path).transpose()?;
+            let filter = filter.filter()?;
+            diff_cmd(cli, repo, [old, new], path.as_deref(), *metadata, &filter)
+        }
+        BrowseCommand::Find {
+            pattern,
+            snapshots,
+            filter,
+        } => find_cmd(cli, repo, pattern, snapshots, &filter.filter()?),
         BrowseCommand::Tag {
             snapshots,
             add,
             remove,
             set,
             wait,
+            filter,
         } => {
             let change = TagChange {
                 // `--set ''` clears every tag.
@@ -42,14 +58,12 @@ pub fn run(cli: &Cli, repo: &Repository, cmd: &BrowseCommand) -> Result<ExitCode
                 add: add.clone(),
                 remove: remove.clone(),
             };
-            tag_cmd(cli, repo, snapshots, &change, *wait)
+            tag_cmd(cli, repo, snapshots, &change, *wait, &filter.filter()?)
         }
     }
 }
 
-fn short(id: &str) -> &str {
-    &id[..8.min(id.len())]
-}
+use cairn_engine::catalog::short_id as short;
 
 fn lossy(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
@@ -95,21 +109,23 @@ fn change_line(c: &Change) -> String {
 fn diff_cmd(
     cli: &Cli,
     repo: &Repository,
-    old: &str,
-    new: &str,
+    [old, new]: [&String; 2],
+    path: Option<&str>,
     metadata: bool,
+    filter: &SnapshotFilter,
 ) -> Result<ExitCode> {
     let _reading = read_lock(repo)?;
-    let a = resolve_snapshot(repo, old)?;
-    let b = resolve_snapshot(repo, new)?;
+    let a = resolve(repo, old, filter)?;
+    let b = resolve(repo, new, filter)?;
     let mut reader = Reader::open(repo, Default::default())?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let mut rows = Vec::new();
-    let sum = diff(
+    let sum = diff_at(
         &mut reader,
         &a.record,
         &b.record,
+        path.unwrap_or(""),
         DiffOptions { metadata },
         &mut |c| {
             if cli.json {
@@ -128,9 +144,12 @@ fn diff_cmd(
         },
     )?;
     if cli.json {
-        let v = json!({
+        let mut v = json!({
             "old": a.id, "new": b.id, "changes": rows, "summary": sum,
         });
+        if let Some(p) = path {
+            v["path"] = json!(p);
+        }
         writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
     } else if !cli.quiet {
         writeln!(
@@ -158,31 +177,37 @@ fn diff_cmd(
 }
 
 /// The snapshots to search: the given ones (each once, in the order
-/// given), or every readable one, oldest first. Also whether some record
-/// could not be read.
-fn find_targets(repo: &Repository, specs: &[String]) -> Result<(Vec<SnapshotInfo>, bool)> {
+/// given), or every readable one the filter lets through, oldest first.
+/// Also whether some record could not be read.
+fn find_targets(
+    repo: &Repository,
+    specs: &[String],
+    filter: &SnapshotFilter,
+) -> Result<(Vec<SnapshotInfo>, bool)> {
     if specs.is_empty() {
-        let (all, bad) = catalog::list(&**repo.backend())?;
+        let (all, bad) = catalog::list_filtered(&**repo.backend(), filter)?;
         for (id, e) in &bad {
-            eprintln!("cairn: warning: snapshot {id} unreadable, not searched: {e}");
+            eprintln!(
+                "cairn: warning: snapshot {} unreadable, not searched: {e}",
+                short(id)
+            );
         }
         return Ok((all, !bad.is_empty()));
     }
-    let mut out: Vec<SnapshotInfo> = Vec::new();
-    for spec in specs {
-        let s = resolve_snapshot(repo, spec)?;
-        if !out.iter().any(|o| o.id == s.id) {
-            out.push(s);
-        }
-    }
-    Ok((out, false))
+    Ok((resolve_all(repo, specs, filter)?, false))
 }
 
-fn find_cmd(cli: &Cli, repo: &Repository, pattern: &str, specs: &[String]) -> Result<ExitCode> {
+fn find_cmd(
+    cli: &Cli,
+    repo: &Repository,
+    pattern: &str,
+    specs: &[String],
+    filter: &SnapshotFilter,
+) -> Result<ExitCode> {
     // Bad input first: a pattern error needs no repository access.
     let pattern = Pattern::new(pattern)?;
     let _reading = read_lock(repo)?;
-    let (targets, damaged) = find_targets(repo, specs)?;
+    let (targets, damaged) = find_targets(repo, specs, filter)?;
     let mut reader = Reader::open(repo, Default::default())?;
     let mut finder = Finder::new(&mut reader, pattern);
     let stdout = std::io::stdout();
@@ -235,17 +260,12 @@ fn tag_cmd(
     specs: &[String],
     change: &TagChange,
     wait: bool,
+    filter: &SnapshotFilter,
 ) -> Result<ExitCode> {
     change.validate()?;
     let lock = repo.lock_writer(wait)?;
     // Every argument resolves before anything changes.
-    let mut snaps: Vec<SnapshotInfo> = Vec::new();
-    for spec in specs {
-        let s = resolve_snapshot(repo, spec)?;
-        if !snaps.iter().any(|o| o.id == s.id) {
-            snaps.push(s);
-        }
-    }
+    let snaps = resolve_all(repo, specs, filter)?;
     let mut rows = Vec::new();
     for s in &snaps {
         let r = retag(repo, &lock, s, change)

@@ -9,7 +9,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use serde_json::json;
 
 use cairn_core::{ChunkerConfig, CompressionCodec, CompressionConfig, FingerprintAlgo};
-use cairn_engine::catalog::{self, SnapshotInfo};
+use cairn_engine::catalog::{self, SnapshotFilter};
 use cairn_engine::config::{IndexKind, LookupStrategy, RewriteConfig};
 use cairn_engine::restore::Reader;
 use cairn_engine::{
@@ -20,6 +20,7 @@ use cairn_format::dir::EntryKind;
 use crate::args::{BackupArgs, Cli, Command, InitArgs, RepairCommand};
 use crate::output::{bytes, display_name, mode_string, parse_size, time};
 use crate::progress::{estimate_total, Display};
+use crate::snapshot_args::{resolve, snapshot_path};
 
 /// Exit code of a backup that committed a snapshot but skipped paths.
 pub(crate) const EXIT_INCOMPLETE: u8 = 3;
@@ -37,8 +38,14 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     match &cli.command {
         Command::Init(a) => init(&cli, &repo_path()?, a),
         Command::Backup(a) => backup(&cli, &repo_path()?, a),
-        Command::Snapshots => snapshots(&cli, &open()?),
-        Command::Ls { snapshot, path } => ls(&cli, &open()?, snapshot, path.as_deref()),
+        Command::Snapshots { group_by, filter } => {
+            crate::snapshots_cmd::snapshots(&cli, &open()?, group_by.as_deref(), filter)
+        }
+        Command::Ls {
+            snapshot,
+            path,
+            filter,
+        } => ls(&cli, &open()?, snapshot, path.as_deref(), &filter.filter()?),
         Command::Restore {
             snapshot,
             target,
@@ -47,10 +54,12 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             restore_cache,
             overwrite,
             delete,
+            filter,
         } => restore(
             &cli,
             &open()?,
             snapshot,
+            &filter.filter()?,
             target,
             include.as_deref(),
             restore_cache_options(restore_policy, restore_cache)?,
@@ -59,7 +68,11 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                 delete: *delete,
             },
         ),
-        Command::Cat { snapshot, path } => cat(&open()?, snapshot, path),
+        Command::Cat {
+            snapshot,
+            path,
+            filter,
+        } => cat(&open()?, snapshot, path, &filter.filter()?),
         Command::Stats => stats(&cli, &open()?),
         Command::Check { read_data } => check(&cli, &open()?, *read_data),
         Command::Repair(RepairCommand::Index { read_data, wait }) => {
@@ -71,9 +84,14 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             dry_run,
             read_data,
             wait,
+            filter,
         }) => {
             let opts = cairn_engine::repair_snapshots::RepairSnapshotsOptions {
-                snapshots: snapshots.clone(),
+                snapshots: crate::repair_commands::snapshot_ids(
+                    &open()?,
+                    snapshots,
+                    &filter.filter()?,
+                )?,
                 forget: *forget,
                 dry_run: *dry_run,
                 read_data: *read_data,
@@ -85,13 +103,16 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             snapshot,
             tag,
             wait,
-        } => crate::gc_commands::fastcopy(&cli, &open()?, snapshot, tag, *wait),
+            filter,
+        } => crate::gc_commands::fastcopy(&cli, &open()?, snapshot, tag, *wait, &filter.filter()?),
         Command::Gc(a) => crate::gc_commands::gc(&cli, &open()?, a),
         Command::Trace(a) => crate::sim_commands::trace(&cli, a),
         Command::Sim(a) => crate::sim_commands::sim(&cli, a),
         Command::Analyze(a) => crate::sim_commands::analyze(&cli, a),
         Command::Experiment(a) => crate::sim_commands::experiment(&cli, a),
         Command::Browse(b) => crate::browse_commands::run(&cli, &open()?, b),
+        Command::Completions { shell } => crate::generate::completions(*shell),
+        Command::Man { out } => crate::generate::man_pages(&cli, out),
     }
 }
 
@@ -276,7 +297,22 @@ fn refuse_differing_init_flags(
 /// replaced by the strategy and ring size the device model picks for
 /// `--lookup-device`, calibrated on a small synthetic backup workload
 /// (there is no data yet).
-fn resolve_auto(cli: &Cli, mut cfg: RepoConfig, a: &InitArgs) -> Result<RepoConfig> {
+///
+/// A configuration no backup could use (a rewrite scheme with lazy lookup)
+/// is refused here, before the repository directory exists.
+fn resolve_auto(cli: &Cli, cfg: RepoConfig, a: &InitArgs) -> Result<RepoConfig> {
+    let cfg = choose_lookup(cli, cfg, a)?;
+    if !cfg.rewrite.is_none() && cfg.index.lookup.strategy == LookupStrategy::Lazy {
+        bail!(
+            "--rewrite {} needs eager lookup, but this repository would use lazy lookup; \
+             drop --rewrite or use --lookup eager",
+            cfg.rewrite.name()
+        );
+    }
+    Ok(cfg)
+}
+
+fn choose_lookup(cli: &Cli, mut cfg: RepoConfig, a: &InitArgs) -> Result<RepoConfig> {
     if cfg.index.lookup.strategy != LookupStrategy::Auto {
         return Ok(cfg);
     }
@@ -359,7 +395,7 @@ fn backup(cli: &Cli, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
         &lock,
         BackupOptions {
             sources,
-            tags: a.tags.clone(),
+            tags: a.tags.iter().filter(|t| !t.is_empty()).cloned().collect(),
             host: a.host.clone(),
             progress,
             // Given on an existing repository: this backup's scheme.
@@ -402,36 +438,7 @@ fn backup(cli: &Cli, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
             }))?
         );
     } else if !cli.quiet {
-        let secs = outcome.phases.total_seconds.max(1e-9);
-        println!("snapshot {} saved", &outcome.snapshot_id[..16]);
-        println!(
-            "  {} files, {} dirs, {} symlinks, {} in {:.2}s ({:.1} MB/s)",
-            st.files,
-            st.dirs,
-            st.symlinks,
-            bytes(st.logical_bytes),
-            secs,
-            st.logical_bytes as f64 / 1e6 / secs
-        );
-        println!(
-            "  {} chunks, {} new ({} raw, {} stored), {} containers written",
-            st.chunks,
-            st.new_chunks,
-            bytes(st.new_raw_bytes),
-            bytes(st.new_stored_bytes),
-            st.containers_written
-        );
-        if !outcome.excluded.is_empty() {
-            println!("  {} entries excluded", outcome.excluded.len());
-        }
-        let c = &outcome.counters;
-        println!(
-            "  lookups: {} cache hits, {} bloom negatives, {} index page reads, {} prefetches",
-            c.cache_hits, c.bloom_negatives, c.index_page_reads, c.prefetches
-        );
-        if dedup == DedupMode::Deferred {
-            println!("  dedup deferred: chunks stored before this backup were not looked up; `cairn gc` removes their older copies");
-        }
+        crate::output::print_backup(&outcome, dedup, cli.verbose);
     }
     if outcome.skipped.is_empty() {
         Ok(ExitCode::SUCCESS)
@@ -442,62 +449,6 @@ fn backup(cli: &Cli, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
         );
         Ok(ExitCode::from(EXIT_INCOMPLETE))
     }
-}
-
-fn snapshot_json(s: &SnapshotInfo) -> serde_json::Value {
-    let r = &s.record;
-    json!({
-        "id": s.id,
-        "short_id": &s.id[..8],
-        "time": time(r.time_unix_ns),
-        "time_unix_ns": r.time_unix_ns,
-        "host": r.host,
-        "paths": r.paths,
-        "tags": r.tags,
-        "logical_bytes": r.stats.logical_bytes,
-        "files": r.stats.files,
-        "dirs": r.stats.dirs,
-        "chunks": r.stats.chunks,
-        "new_chunks": r.stats.new_chunks,
-        "new_stored_bytes": r.stats.new_stored_bytes,
-    })
-}
-
-fn snapshots(cli: &Cli, repo: &Repository) -> Result<ExitCode> {
-    let (all, bad) = catalog::list(&**repo.backend())?;
-    for (id, e) in &bad {
-        eprintln!("cairn: warning: snapshot {id} unreadable: {e}");
-    }
-    if cli.json {
-        let v: Vec<_> = all.iter().map(snapshot_json).collect();
-        println!("{}", serde_json::to_string_pretty(&v)?);
-    } else {
-        println!(
-            "{:<10} {:<20} {:<12} {:>12}  paths",
-            "id", "time", "host", "size"
-        );
-        for s in &all {
-            let r = &s.record;
-            println!(
-                "{:<10} {:<20} {:<12} {:>12}  {}{}",
-                &s.id[..8],
-                time(r.time_unix_ns),
-                r.host,
-                bytes(r.stats.logical_bytes),
-                r.paths.join(" "),
-                if r.tags.is_empty() {
-                    String::new()
-                } else {
-                    format!("  [{}]", r.tags.join(","))
-                }
-            );
-        }
-    }
-    Ok(if bad.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
 }
 
 /// The shared readers lock: readers and backups never wait for it; a
@@ -519,16 +470,6 @@ pub(crate) fn read_lock(repo: &Repository) -> Result<Option<cairn_engine::ReadLo
     }
 }
 
-/// Resolves a snapshot spec; unreadable records that `latest` skipped are
-/// reported once each (one of them may have been the newest).
-pub(crate) fn resolve_snapshot(repo: &Repository, spec: &str) -> Result<SnapshotInfo> {
-    let (info, skipped) = catalog::resolve_reporting(&**repo.backend(), spec)?;
-    for (id, e) in &skipped {
-        eprintln!("cairn: warning: snapshot {id} unreadable, skipped when resolving {spec:?}: {e}");
-    }
-    Ok(info)
-}
-
 pub(crate) fn kind_name(k: EntryKind) -> &'static str {
     match k {
         EntryKind::File => "file",
@@ -537,14 +478,21 @@ pub(crate) fn kind_name(k: EntryKind) -> &'static str {
     }
 }
 
-fn ls(cli: &Cli, repo: &Repository, snapshot: &str, path: Option<&str>) -> Result<ExitCode> {
+fn ls(
+    cli: &Cli,
+    repo: &Repository,
+    snapshot: &str,
+    path: Option<&str>,
+    filter: &SnapshotFilter,
+) -> Result<ExitCode> {
+    let path = path.map(snapshot_path).transpose()?;
     let _reading = read_lock(repo)?;
-    let snap = resolve_snapshot(repo, snapshot)?;
+    let snap = resolve(repo, snapshot, filter)?;
     let mut reader = Reader::open(repo, Default::default())?;
     let mut rows = Vec::new();
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
-    reader.walk(&snap.record, path.unwrap_or(""), &mut |w| {
+    reader.walk(&snap.record, path.as_deref().unwrap_or(""), &mut |w| {
         let e = &w.entry;
         let kind = kind_name(e.kind);
         if cli.json {
@@ -589,17 +537,19 @@ pub fn restore_cache_options(
     })
 }
 
+#[allow(clippy::too_many_arguments)]
 fn restore(
     cli: &Cli,
     repo: &Repository,
     snapshot: &str,
+    filter: &SnapshotFilter,
     target: &Path,
     include: Option<&str>,
     cache: cairn_engine::restore::CacheOptions,
     opts: &cairn_engine::restore::RestoreOptions,
 ) -> Result<ExitCode> {
     let _reading = read_lock(repo)?;
-    let snap = resolve_snapshot(repo, snapshot)?;
+    let snap = resolve(repo, snapshot, filter)?;
     let before = repo.counters.snapshot();
     let started = std::time::Instant::now();
     let mut reader = Reader::open(repo, cache)?;
@@ -645,6 +595,18 @@ fn restore(
                 sum.replaced, sum.skipped, sum.deleted
             );
         }
+        if cli.verbose {
+            println!(
+                "snapshot {}; restore policy {} ({} memory, peak {}): {} read, {} steps served from memory, {} index page reads",
+                catalog::short_id(&snap.id),
+                sum.policy.policy,
+                bytes(sum.policy.cache_bytes),
+                bytes(sum.policy.peak_memory_bytes),
+                bytes(c.bytes_read),
+                sum.policy.memory_hits,
+                c.index_page_reads
+            );
+        }
     }
     if sum.errors.is_empty() {
         Ok(ExitCode::SUCCESS)
@@ -656,13 +618,17 @@ fn restore(
     }
 }
 
-fn cat(repo: &Repository, snapshot: &str, path: &str) -> Result<ExitCode> {
+fn cat(repo: &Repository, snapshot: &str, path: &str, filter: &SnapshotFilter) -> Result<ExitCode> {
+    let path = snapshot_path(path)?;
+    if path.is_empty() {
+        bail!("cat needs a file path inside the snapshot, e.g. /dir/file");
+    }
     let _reading = read_lock(repo)?;
-    let snap = resolve_snapshot(repo, snapshot)?;
+    let snap = resolve(repo, snapshot, filter)?;
     let mut reader = Reader::open(repo, Default::default())?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
-    reader.cat(&snap.record, path, &mut out)?;
+    reader.cat(&snap.record, &path, &mut out)?;
     out.flush().context("writing to standard output")?;
     Ok(ExitCode::SUCCESS)
 }

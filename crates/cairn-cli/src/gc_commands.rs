@@ -15,9 +15,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use crate::args::{Cli, ForgetArgs, GcArgs, GcTuning};
 use crate::output::{bytes, parse_size_u64, time};
 
-fn short(id: &str) -> &str {
-    &id[..8.min(id.len())]
-}
+use cairn_engine::catalog::short_id as short;
 
 fn gc_options(t: &GcTuning, dry_run: bool) -> Result<GcOptions> {
     if !(0.0..=100.0).contains(&t.reclaim) {
@@ -194,6 +192,7 @@ fn retention(a: &ForgetArgs) -> Result<Retention> {
 
 pub fn forget(cli: &Cli, repo: &Repository, a: &ForgetArgs) -> Result<ExitCode> {
     let policy = retention(a)?;
+    let filter = a.filter.filter()?;
     let group_by = GroupBy::parse(&a.group_by)?;
     let gc_opts = a
         .prune
@@ -209,28 +208,25 @@ pub fn forget(cli: &Cli, repo: &Repository, a: &ForgetArgs) -> Result<ExitCode> 
     }
     let lock = repo.lock_writer(a.tuning.wait)?;
     let decisions = if a.snapshots.is_empty() {
-        let (all, bad) = catalog::list(&**repo.backend())?;
+        let (all, bad) = catalog::list_filtered(&**repo.backend(), &filter)?;
         for (id, e) in &bad {
             eprintln!(
-                "cairn: warning: snapshot {id} is unreadable ({e}); the policy leaves it alone"
+                "cairn: warning: snapshot {} is unreadable ({e}); the policy leaves it alone",
+                short(id)
             );
         }
         forget::plan(&all, &policy, group_by)
     } else {
-        let mut out = Vec::new();
-        for spec in &a.snapshots {
-            let s: SnapshotInfo = catalog::resolve(&**repo.backend(), spec)?;
-            if !out.iter().any(|d: &forget::Decision| d.id == s.id) {
-                out.push(forget::Decision {
-                    id: s.id,
-                    time_unix_ns: s.record.time_unix_ns,
-                    group: String::new(),
-                    keep: false,
-                    reasons: Vec::new(),
-                });
-            }
-        }
-        out
+        crate::snapshot_args::resolve_all(repo, &a.snapshots, &filter)?
+            .into_iter()
+            .map(|s: SnapshotInfo| forget::Decision {
+                id: s.id,
+                time_unix_ns: s.record.time_unix_ns,
+                group: String::new(),
+                keep: false,
+                reasons: Vec::new(),
+            })
+            .collect()
     };
     let remove: Vec<String> = decisions
         .iter()
@@ -302,9 +298,10 @@ pub fn fastcopy(
     spec: &str,
     tags: &[String],
     wait: bool,
+    filter: &catalog::SnapshotFilter,
 ) -> Result<ExitCode> {
     let lock = repo.lock_writer(wait)?;
-    let source = catalog::resolve(&**repo.backend(), spec)?;
+    let source = crate::snapshot_args::resolve(repo, spec, filter)?;
     let copy = forget::fastcopy(repo, &lock, &source, tags.to_vec())?;
     if cli.json {
         println!(

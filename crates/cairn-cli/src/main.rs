@@ -15,10 +15,13 @@ mod backup_select;
 mod browse_commands;
 mod commands;
 mod gc_commands;
+mod generate;
 mod output;
 mod progress;
 mod repair_commands;
 mod sim_commands;
+mod snapshot_args;
+mod snapshots_cmd;
 
 use std::process::ExitCode;
 

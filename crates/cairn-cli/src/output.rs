@@ -105,6 +105,95 @@ pub fn mode_string(kind: &str, mode: u32) -> String {
     s
 }
 
+/// Backup's human summary. By default what a user checks: the snapshot,
+/// what was read, what it added to the repository, how long it took;
+/// `verbose` adds chunk, container, lookup, index and per-phase figures
+/// (all of them are in `--json` too).
+pub fn print_backup(
+    o: &cairn_engine::BackupOutcome,
+    dedup: cairn_engine::DedupMode,
+    verbose: bool,
+) {
+    let st = &o.record.stats;
+    let secs = o.phases.total_seconds.max(1e-9);
+    println!(
+        "snapshot {} saved",
+        cairn_engine::catalog::short_id(&o.snapshot_id)
+    );
+    println!(
+        "  files: {} new, {} changed, {} unmodified{}",
+        st.files_new,
+        st.files_changed,
+        st.files_unmodified,
+        if st.parent.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " (parent {}, {} not read)",
+                cairn_engine::catalog::short_id(&st.parent),
+                bytes(st.unmodified_bytes)
+            )
+        }
+    );
+    println!(
+        "  processed {} files, {} dirs, {} symlinks: {} in {:.2}s ({:.1} MB/s)",
+        st.files,
+        st.dirs,
+        st.symlinks,
+        bytes(st.logical_bytes),
+        secs,
+        st.logical_bytes as f64 / 1e6 / secs
+    );
+    println!(
+        "  added to the repository: {} (after dedup and compression)",
+        bytes(st.new_stored_bytes)
+    );
+    if !o.excluded.is_empty() {
+        println!("  {} entries excluded", o.excluded.len());
+    }
+    if verbose {
+        println!(
+            "  {} chunks, {} new ({} raw, {} stored), {} containers written",
+            st.chunks,
+            st.new_chunks,
+            bytes(st.new_raw_bytes),
+            bytes(st.new_stored_bytes),
+            st.containers_written
+        );
+        if st.rewritten_data_chunks > 0 {
+            println!(
+                "  rewritten for restore speed ({}): {} chunks, {} stored",
+                st.rewrite,
+                st.rewritten_data_chunks,
+                bytes(st.rewritten_data_stored_bytes)
+            );
+        }
+        let c = &o.counters;
+        println!(
+            "  lookups: {} cache hits, {} bloom negatives, {} index page reads, {} prefetches",
+            c.cache_hits, c.bloom_negatives, c.index_page_reads, c.prefetches
+        );
+        println!(
+            "  index RAM: {:.2} bytes per chunk; {} containers replayed",
+            o.index_ram_bytes_per_chunk, o.replayed_containers
+        );
+        let phases: Vec<String> = o
+            .phases
+            .as_map()
+            .iter()
+            .filter(|(k, _)| k.as_str() != "total")
+            .map(|(k, v)| format!("{k} {v:.2}s"))
+            .collect();
+        println!("  phases: {}", phases.join(", "));
+        for e in &o.excluded {
+            println!("  excluded {}", display_name(e));
+        }
+    }
+    if dedup == cairn_engine::DedupMode::Deferred {
+        println!("  dedup deferred: chunks stored before this backup were not looked up; `cairn gc` removes their older copies");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

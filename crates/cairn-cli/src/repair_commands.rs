@@ -59,7 +59,10 @@ pub fn repair_snapshots(
     let lock = repo.lock_writer(wait)?;
     let report = cairn_engine::repair_snapshots::repair_snapshots(repo, &lock, opts)?;
     for (id, why) in &report.unreadable_records {
-        eprintln!("cairn: warning: snapshot record {id} is unreadable ({why}); left as it is");
+        eprintln!(
+            "cairn: warning: snapshot record {} is unreadable ({why}); left as it is",
+            cairn_engine::catalog::short_id(id)
+        );
     }
     if cli.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -70,13 +73,16 @@ pub fn repair_snapshots(
     }
     let would = if report.dry_run { "would be " } else { "" };
     for fix in &report.repaired {
-        let short = &fix.id[..8.min(fix.id.len())];
+        let short = cairn_engine::catalog::short_id(&fix.id);
         println!("snapshot {short}: {} paths lost", fix.lost.len());
         for p in &fix.lost {
             println!("  lost {p}");
         }
         match (&fix.new_id, fix.nothing_left) {
-            (Some(new), _) => println!("  repaired as snapshot {}", &new[..8.min(new.len())]),
+            (Some(new), _) => println!(
+                "  repaired as snapshot {}",
+                cairn_engine::catalog::short_id(new)
+            ),
             (None, true) => println!("  nothing left to keep"),
             (None, false) => println!("  {would}rewritten without them"),
         }
@@ -97,4 +103,26 @@ pub fn repair_snapshots(
         println!("the original snapshots are kept; `--forget` removes them");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The snapshots `repair snapshots` is given, as full ids for the engine:
+/// the specs resolved within the filter, or, with a filter and no specs,
+/// every snapshot it lets through (empty: every snapshot).
+pub fn snapshot_ids(
+    repo: &Repository,
+    specs: &[String],
+    filter: &cairn_engine::catalog::SnapshotFilter,
+) -> Result<Vec<String>> {
+    if !specs.is_empty() {
+        let snaps = crate::snapshot_args::resolve_all(repo, specs, filter)?;
+        return Ok(snaps.into_iter().map(|s| s.id).collect());
+    }
+    if filter.is_empty() {
+        return Ok(Vec::new());
+    }
+    let (snaps, _) = cairn_engine::catalog::list_filtered(&**repo.backend(), filter)?;
+    if snaps.is_empty() {
+        anyhow::bail!("no snapshot matches {filter}");
+    }
+    Ok(snaps.into_iter().map(|s| s.id).collect())
 }

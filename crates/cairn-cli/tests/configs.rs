@@ -467,12 +467,17 @@ fn rewrite_schemes_round_trip_and_lazy_lookup_refuses_them() {
     let tree = tmp.path().join("tree");
     build_random_files(&tree, &mut Rng::new(3), 3, 100_000);
     let repo = tmp.path().join("repo");
-    cairn(
-        &repo,
-        &["init", "-q", "--lookup", "lazy", "--rewrite", "lbw"],
-    )
-    .ok();
-    let err = cairn(&repo, &["backup", s(&tree)]).code(1).one_line_error();
+    // Refused before a repository exists: no backup could use it.
+    for cmd in [&["init", "-q"][..], &["backup", "-q", s(&tree)]] {
+        let args = [cmd, &["--lookup", "lazy", "--rewrite", "lbw"]].concat();
+        let err = cairn(&repo, &args).code(1).one_line_error();
+        assert!(err.contains("needs eager lookup"), "{err}");
+        assert!(!repo.exists(), "{args:?} created the repository");
+    }
+    cairn(&repo, &["init", "-q", "--lookup", "lazy"]).ok();
+    let err = cairn(&repo, &["backup", "--rewrite", "lbw", s(&tree)])
+        .code(1)
+        .one_line_error();
     assert!(err.contains("needs eager lookup"), "{err}");
     assert!(snapshot_ids(&repo).is_empty());
     let repo = tmp.path().join("repo2");

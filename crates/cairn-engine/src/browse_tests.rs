@@ -11,7 +11,7 @@ use std::sync::Arc;
 use cairn_backend::MemBackend;
 
 use crate::catalog::{self, SnapshotInfo};
-use crate::diff::{diff, Change, ChangeKind, DiffOptions};
+use crate::diff::{diff, diff_at, Change, ChangeKind, DiffOptions};
 use crate::find::{Finder, Pattern};
 use crate::restore::Reader;
 use crate::tag::{retag, TagChange};
@@ -125,6 +125,46 @@ fn a_one_file_change_reads_the_path_to_it_not_the_tree() {
 }
 
 #[test]
+fn a_diff_at_a_path_reports_only_that_subtree() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = tmp.path().join("tree");
+    build(&tree);
+    let repo = repo();
+    let s1 = backup(&repo, &tree);
+    fs::write(tree.join("d3/s4/f1"), "changed\n").unwrap();
+    fs::write(tree.join("d1/s0/f0"), "changed too\n").unwrap();
+    fs::remove_dir_all(tree.join("d5")).unwrap();
+    let s2 = backup(&repo, &tree);
+    let mut reader = Reader::open(&repo, Default::default()).unwrap();
+    let mut at = |path: &str| {
+        let mut changes = Vec::new();
+        let sum = diff_at(
+            &mut reader,
+            &s1.record,
+            &s2.record,
+            path,
+            DiffOptions::default(),
+            &mut |c| {
+                changes.push((c.kind, c.path));
+                Ok(())
+            },
+        );
+        sum.map(|s| (changes, s))
+    };
+    let (changes, sum) = at("/tree/d3").unwrap();
+    assert_eq!(changes, [(ChangeKind::Modified, "tree/d3/s4/f1".into())]);
+    assert_eq!((sum.modified, sum.added, sum.removed), (1, 0, 0));
+    let (changes, _) = at("tree/d3/s4/f1").unwrap();
+    assert_eq!(changes, [(ChangeKind::Modified, "tree/d3/s4/f1".into())]);
+    let (changes, sum) = at("tree/d5").unwrap();
+    assert_eq!(changes[0], (ChangeKind::Removed, "tree/d5".into()));
+    assert_eq!(sum.removed as usize, 1 + FAN + FAN * FILES);
+    assert!(at("tree/d2").unwrap().0.is_empty());
+    assert_eq!(at("").unwrap().0.len(), 2 + 1 + FAN + FAN * FILES);
+    assert!(at("tree/nope").unwrap_err().is_not_found());
+}
+
+#[test]
 fn added_removed_type_and_metadata_changes() {
     let tmp = tempfile::tempdir().unwrap();
     let tree = tmp.path().join("tree");
@@ -231,6 +271,11 @@ fn find_searches_each_distinct_listing_once() {
     // Names: directories match too.
     let mut finder = Finder::new(&mut reader, Pattern::new("d?").unwrap());
     assert_eq!(find_all(&mut finder, &s2).len(), FAN);
+    // A leading `/` anchors a name at the snapshot root.
+    let mut finder = Finder::new(&mut reader, Pattern::new("/d2").unwrap());
+    assert!(find_all(&mut finder, &s1).is_empty());
+    let mut finder = Finder::new(&mut reader, Pattern::new("/tree").unwrap());
+    assert_eq!(find_all(&mut finder, &s1), ["tree"]);
 
     for bad in ["a[", "", "/"] {
         assert!(

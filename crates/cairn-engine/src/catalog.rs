@@ -5,6 +5,7 @@
 
 use cairn_core::{Backend, Error, Result};
 use cairn_format::snapshot::{decode_snapshot, encode_snapshot, SnapshotRecord};
+use serde::Serialize;
 
 use crate::keys;
 
@@ -79,14 +80,11 @@ pub fn resolve(backend: &dyn Backend, spec: &str) -> Result<SnapshotInfo> {
 /// skipped: one damaged record does not disable `latest`, but a damaged
 /// record may have been the newest, so the caller must say so.
 pub fn resolve_reporting(backend: &dyn Backend, spec: &str) -> Result<(SnapshotInfo, Unreadable)> {
-    if spec == "latest" {
-        let (all, bad) = list(backend)?;
-        let newest = all.into_iter().last().ok_or_else(|| match bad.first() {
-            Some((id, e)) => Error::corrupt(format!("snapshot {id}"), e.to_string()),
-            None => Error::NotFound("no snapshots in the repository".into()),
-        })?;
-        return Ok((newest, bad));
-    }
+    resolve_filtered(backend, spec, &SnapshotFilter::default())
+}
+
+/// Resolves a unique id prefix (at least 4 hex digits, any case).
+fn resolve_id(backend: &dyn Backend, spec: &str) -> Result<(SnapshotInfo, Unreadable)> {
     if spec.len() < 4 || !spec.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(Error::invalid(format!(
             "snapshot id {spec:?} must be 'latest' or at least 4 hex digits"
@@ -112,5 +110,409 @@ pub fn resolve_reporting(backend: &dyn Backend, spec: &str) -> Result<(SnapshotI
             "snapshot prefix {spec} is ambiguous ({} matches)",
             matches.len()
         ))),
+    }
+}
+
+/// Which snapshots a command considers (restic's `--host`, `--tag`,
+/// `--path`): a snapshot matches when it passes every non-empty part.
+/// `latest` means the newest matching snapshot; an explicit id must name a
+/// matching one.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SnapshotFilter {
+    /// The snapshot's host is one of these.
+    pub hosts: Vec<String>,
+    /// The snapshot carries every tag of at least one of these sets
+    /// (`--tag a,b --tag c`: both a and b, or c); an empty set stands for
+    /// "no tags at all".
+    pub tags: Vec<Vec<String>>,
+    /// The snapshot's source paths include every one of these (compared
+    /// after [`clean_path`]; the caller makes them absolute).
+    pub paths: Vec<String>,
+}
+
+impl SnapshotFilter {
+    /// Whether the filter lets every snapshot through.
+    pub fn is_empty(&self) -> bool {
+        self.hosts.is_empty() && self.tags.is_empty() && self.paths.is_empty()
+    }
+
+    pub fn matches(&self, r: &SnapshotRecord) -> bool {
+        (self.hosts.is_empty() || self.hosts.contains(&r.host))
+            && (self.tags.is_empty() || self.tags.iter().any(|set| set_matches(set, &r.tags)))
+            && self.paths.iter().all(|p| {
+                let want = clean_path(p);
+                r.paths.iter().any(|have| clean_path(have) == want)
+            })
+    }
+}
+
+/// A tag set matches a snapshot carrying all its tags; the empty set (from
+/// `--tag ''`) matches a snapshot without tags.
+fn set_matches(set: &[String], tags: &[String]) -> bool {
+    if set.is_empty() {
+        tags.is_empty()
+    } else {
+        set.iter().all(|t| tags.contains(t))
+    }
+}
+
+impl std::fmt::Display for SnapshotFilter {
+    /// `host=a|b tag=x,y|z path=/p path=/q`, for messages.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut parts = Vec::new();
+        if !self.hosts.is_empty() {
+            parts.push(format!("host={}", self.hosts.join("|")));
+        }
+        if !self.tags.is_empty() {
+            let sets: Vec<String> = self
+                .tags
+                .iter()
+                .map(|s| {
+                    if s.is_empty() {
+                        "''".into()
+                    } else {
+                        s.join(",")
+                    }
+                })
+                .collect();
+            parts.push(format!("tag={}", sets.join("|")));
+        }
+        for p in &self.paths {
+            parts.push(format!("path={p}"));
+        }
+        f.write_str(&parts.join(" "))
+    }
+}
+
+/// A source path as shown and compared: repeated and trailing `/` and `.`
+/// components removed (`..` is kept: resolving it lexically could name a
+/// different directory when symlinks are involved). Names that are not
+/// paths (`<stdin:NAME>`) come back unchanged.
+pub fn clean_path(p: &str) -> String {
+    if !p.contains('/') {
+        return p.to_string();
+    }
+    let comps: Vec<&str> = p
+        .split('/')
+        .filter(|c| !c.is_empty() && *c != ".")
+        .collect();
+    let body = comps.join("/");
+    if p.starts_with('/') {
+        format!("/{body}")
+    } else if body.is_empty() {
+        ".".to_string()
+    } else {
+        body
+    }
+}
+
+/// The snapshots `filter` lets through, oldest first, plus every record
+/// that failed to load (whether it would have matched is unknown).
+pub fn list_filtered(
+    backend: &dyn Backend,
+    filter: &SnapshotFilter,
+) -> Result<(Vec<SnapshotInfo>, Unreadable)> {
+    let (mut all, bad) = list(backend)?;
+    all.retain(|s| filter.matches(&s.record));
+    Ok((all, bad))
+}
+
+/// [`resolve_reporting`] within the snapshots `filter` lets through:
+/// `latest` is the newest of them, and an id prefix must name one of them.
+pub fn resolve_filtered(
+    backend: &dyn Backend,
+    spec: &str,
+    filter: &SnapshotFilter,
+) -> Result<(SnapshotInfo, Unreadable)> {
+    if spec == "latest" {
+        let (all, bad) = list(backend)?;
+        let any = !all.is_empty();
+        let newest = all.into_iter().rfind(|s| filter.matches(&s.record));
+        return match newest {
+            Some(s) => Ok((s, bad)),
+            // Some snapshot exists, so the filter is what left none.
+            None if any => Err(Error::NotFound(format!("no snapshot matches {filter}"))),
+            None => Err(match bad.first() {
+                Some((id, e)) => Error::corrupt(format!("snapshot {id}"), e.to_string()),
+                None => Error::NotFound("no snapshots in the repository".into()),
+            }),
+        };
+    }
+    let (info, bad) = resolve_id(backend, spec)?;
+    if !filter.matches(&info.record) {
+        return Err(Error::NotFound(format!(
+            "snapshot {} does not match {filter}",
+            short_id(&info.id)
+        )));
+    }
+    Ok((info, bad))
+}
+
+/// The form of an id shown to people: its first 8 hex digits (any unique
+/// prefix of at least 4 is accepted back).
+pub fn short_id(id: &str) -> &str {
+    &id[..SHORT_ID_LEN.min(id.len())]
+}
+
+/// Hex digits of a short id.
+pub const SHORT_ID_LEN: usize = 8;
+
+/// What snapshots are grouped by (`forget` before its rules apply,
+/// `snapshots --group-by`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GroupBy {
+    pub host: bool,
+    pub paths: bool,
+    pub tags: bool,
+}
+
+impl Default for GroupBy {
+    fn default() -> Self {
+        GroupBy {
+            host: true,
+            paths: true,
+            tags: false,
+        }
+    }
+}
+
+impl GroupBy {
+    /// No field: every snapshot in one group.
+    pub const NONE: GroupBy = GroupBy {
+        host: false,
+        paths: false,
+        tags: false,
+    };
+
+    /// Parses `host,paths,tags` (any subset, comma-separated; empty: one group).
+    pub fn parse(s: &str) -> Result<Self> {
+        let mut g = GroupBy::NONE;
+        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            match part {
+                "host" => g.host = true,
+                "paths" => g.paths = true,
+                "tags" => g.tags = true,
+                other => {
+                    return Err(Error::invalid(format!(
+                        "--group-by: unknown field {other:?} (host, paths, tags)"
+                    )))
+                }
+            }
+        }
+        Ok(g)
+    }
+
+    /// The fields of `r` this grouping looks at (paths cleaned, paths and
+    /// tags sorted, so their order in the record does not split groups).
+    pub fn key(&self, r: &SnapshotRecord) -> GroupKey {
+        let sorted = |v: Vec<String>| {
+            let mut v = v;
+            v.sort();
+            v
+        };
+        GroupKey {
+            host: self.host.then(|| r.host.clone()),
+            paths: self
+                .paths
+                .then(|| sorted(r.paths.iter().map(|p| clean_path(p)).collect())),
+            tags: self.tags.then(|| sorted(r.tags.clone())),
+        }
+    }
+}
+
+/// The values a group of snapshots shares; `None` for a field not grouped by.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct GroupKey {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paths: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tags: Option<Vec<String>>,
+}
+
+impl std::fmt::Display for GroupKey {
+    /// `host=H paths=[a,b] tags=[t]` (the fields grouped by; empty for none).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut parts = Vec::new();
+        if let Some(h) = &self.host {
+            parts.push(format!("host={h}"));
+        }
+        if let Some(p) = &self.paths {
+            parts.push(format!("paths=[{}]", p.join(",")));
+        }
+        if let Some(t) = &self.tags {
+            parts.push(format!("tags=[{}]", t.join(",")));
+        }
+        f.write_str(&parts.join(" "))
+    }
+}
+
+/// `snapshots` split into groups by `by`: groups in key order, each one's
+/// members in the order given (oldest first for [`list`]'s output).
+pub fn group(snapshots: Vec<SnapshotInfo>, by: GroupBy) -> Vec<(GroupKey, Vec<SnapshotInfo>)> {
+    let mut groups: std::collections::BTreeMap<GroupKey, Vec<SnapshotInfo>> = Default::default();
+    for s in snapshots {
+        groups.entry(by.key(&s.record)).or_default().push(s);
+    }
+    groups.into_iter().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cairn_backend::MemBackend;
+    use cairn_format::snapshot::BlobRefRecord;
+
+    fn record(t: i64, host: &str, paths: &[&str], tags: &[&str]) -> SnapshotRecord {
+        SnapshotRecord {
+            time_unix_ns: t,
+            host: host.into(),
+            paths: paths.iter().map(|s| s.to_string()).collect(),
+            tags: tags.iter().map(|s| s.to_string()).collect(),
+            root: BlobRefRecord {
+                root: "00".into(),
+                level: 0,
+                size: 0,
+            },
+            stats: Default::default(),
+            next_container: 0,
+            fastcopy_of: None,
+            original: None,
+        }
+    }
+
+    fn strings(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// Four snapshots: (id, record), oldest first.
+    fn repo() -> (MemBackend, Vec<String>) {
+        let b = MemBackend::new();
+        let ids = [
+            record(1, "alpha", &["/data"], &["daily"]),
+            record(2, "beta", &["/data", "/etc"], &["daily", "keep"]),
+            record(3, "alpha", &["/etc/"], &["keep"]),
+            record(4, "beta", &["/data/."], &[]),
+        ]
+        .iter()
+        .map(|r| commit(&b, r).unwrap())
+        .collect();
+        (b, ids)
+    }
+
+    #[test]
+    fn filter_parts_combine() {
+        let r = record(0, "alpha", &["/data/", "/etc"], &["a", "b"]);
+        let f = |hosts: &[&str], tags: &[&[&str]], paths: &[&str]| SnapshotFilter {
+            hosts: strings(hosts),
+            tags: tags.iter().map(|s| strings(s)).collect(),
+            paths: strings(paths),
+        };
+        assert!(f(&[], &[], &[]).matches(&r));
+        assert!(f(&["beta", "alpha"], &[], &[]).matches(&r));
+        assert!(!f(&["beta"], &[], &[]).matches(&r));
+        assert!(f(&[], &[&["a", "b"]], &[]).matches(&r));
+        assert!(!f(&[], &[&["a", "c"]], &[]).matches(&r));
+        assert!(f(&[], &[&["a", "c"], &["b"]], &[]).matches(&r));
+        assert!(f(&[], &[], &["/data", "/etc/"]).matches(&r));
+        assert!(!f(&[], &[], &["/data", "/home"]).matches(&r));
+        assert!(!f(&["alpha"], &[&["a"]], &["/home"]).matches(&r));
+        // The empty tag set: snapshots without tags.
+        assert!(!f(&[], &[&[]], &[]).matches(&r));
+        assert!(f(&[], &[&[]], &[]).matches(&record(0, "x", &[], &[])));
+    }
+
+    #[test]
+    fn paths_are_cleaned_for_display_and_comparison() {
+        assert_eq!(clean_path("/a//b/./c/"), "/a/b/c");
+        assert_eq!(clean_path("/"), "/");
+        assert_eq!(clean_path("/a/../b"), "/a/../b");
+        assert_eq!(clean_path("<stdin:db.sql>"), "<stdin:db.sql>");
+    }
+
+    #[test]
+    fn latest_is_the_newest_of_the_filtered_group() {
+        let (b, ids) = repo();
+        let latest = |f: &SnapshotFilter| resolve_filtered(&b, "latest", f).map(|(s, _)| s.id);
+        assert_eq!(latest(&SnapshotFilter::default()).unwrap(), ids[3]);
+        let alpha = SnapshotFilter {
+            hosts: strings(&["alpha"]),
+            ..Default::default()
+        };
+        assert_eq!(latest(&alpha).unwrap(), ids[2]);
+        let daily_keep = SnapshotFilter {
+            tags: vec![strings(&["daily", "keep"])],
+            ..Default::default()
+        };
+        assert_eq!(latest(&daily_keep).unwrap(), ids[1]);
+        let data = SnapshotFilter {
+            paths: strings(&["/data"]),
+            ..Default::default()
+        };
+        assert_eq!(latest(&data).unwrap(), ids[3]);
+        let none = SnapshotFilter {
+            hosts: strings(&["gamma"]),
+            ..Default::default()
+        };
+        let e = latest(&none).unwrap_err();
+        assert!(matches!(e, Error::NotFound(_)), "{e}");
+        assert!(e.to_string().contains("host=gamma"), "{e}");
+        let (listed, _) = list_filtered(&b, &data).unwrap();
+        let listed: Vec<&str> = listed.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(listed, [&ids[0], &ids[1], &ids[3]]);
+    }
+
+    #[test]
+    fn an_explicit_id_must_match_the_filter() {
+        let (b, ids) = repo();
+        let alpha = SnapshotFilter {
+            hosts: strings(&["alpha"]),
+            ..Default::default()
+        };
+        let short = short_id(&ids[0]).to_ascii_uppercase();
+        assert_eq!(resolve_filtered(&b, &short, &alpha).unwrap().0.id, ids[0]);
+        assert_eq!(resolve_filtered(&b, &ids[2], &alpha).unwrap().0.id, ids[2]);
+        let e = resolve_filtered(&b, short_id(&ids[1]), &alpha).unwrap_err();
+        assert!(e.to_string().contains("does not match host=alpha"), "{e}");
+        assert!(resolve_filtered(&b, &ids[0][..3], &alpha).is_err());
+        assert!(resolve_filtered(&b, "latex", &alpha).is_err());
+    }
+
+    #[test]
+    fn groups_follow_the_chosen_fields() {
+        let (b, ids) = repo();
+        let (all, _) = list(&b).unwrap();
+        let by_host = group(all.clone(), GroupBy::parse("host").unwrap());
+        let shape: Vec<(String, Vec<&str>)> = by_host
+            .iter()
+            .map(|(k, m)| (k.to_string(), m.iter().map(|s| s.id.as_str()).collect()))
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                ("host=alpha".to_string(), vec![&*ids[0], &*ids[2]]),
+                ("host=beta".to_string(), vec![&*ids[1], &*ids[3]]),
+            ]
+        );
+        // `/data/.` and `/data` are the same source path.
+        let by_paths = group(all.clone(), GroupBy::parse("paths").unwrap());
+        assert_eq!(by_paths.len(), 3);
+        assert_eq!(by_paths[0].0.to_string(), "paths=[/data]");
+        assert_eq!(by_paths[0].1.len(), 2);
+        let by_all = group(all.clone(), GroupBy::parse("host,paths,tags").unwrap());
+        assert_eq!(by_all.len(), 4);
+        assert_eq!(
+            by_all[0].0,
+            GroupKey {
+                host: Some("alpha".into()),
+                paths: Some(strings(&["/data"])),
+                tags: Some(strings(&["daily"])),
+            }
+        );
+        let one = group(all, GroupBy::parse("").unwrap());
+        assert_eq!(one.len(), 1);
+        assert_eq!(one[0].0.to_string(), "");
+        assert!(GroupBy::parse("host,colour").is_err());
     }
 }

@@ -32,7 +32,7 @@
 
 use std::cmp::Ordering;
 
-use cairn_core::Result;
+use cairn_core::{Error, Result};
 use cairn_format::dir::{BlobRef, DirEntry, EntryKind};
 use cairn_format::snapshot::SnapshotRecord;
 use serde::Serialize;
@@ -139,6 +139,46 @@ pub fn diff(
         let old = d.read_blob(&a)?;
         let new = d.read_blob(&b)?;
         d.dirs(old, new, "")?;
+    }
+    Ok(d.sum)
+}
+
+/// [`diff`] limited to the entry at `path` (components separated by `/`,
+/// relative to the snapshot root; empty: the whole snapshots). The entry
+/// may be missing on one side (then it was added or removed whole), but not
+/// on both. Change paths stay relative to the snapshot root.
+pub fn diff_at(
+    reader: &mut Reader,
+    old: &SnapshotRecord,
+    new: &SnapshotRecord,
+    path: &str,
+    opts: DiffOptions,
+    visit: &mut dyn FnMut(Change) -> Result<()>,
+) -> Result<DiffSummary> {
+    let path = path.trim_matches('/');
+    if path.is_empty() {
+        return diff(reader, old, new, opts, visit);
+    }
+    let mut lookup = |snap: &SnapshotRecord| match reader.find(snap, path) {
+        Ok(e) => Ok(e),
+        Err(Error::NotFound(_)) => Ok(None),
+        Err(e) => Err(e),
+    };
+    let (a, b) = (lookup(old)?, lookup(new)?);
+    let parent = path.rsplit_once('/').map_or("", |(p, _)| p);
+    let mut d = Differ {
+        reader,
+        opts,
+        visit,
+        sum: DiffSummary::default(),
+    };
+    match (a, b) {
+        (None, None) => {
+            return Err(Error::NotFound(format!("{path} in either snapshot")));
+        }
+        (Some(x), None) => d.whole(ChangeKind::Removed, parent, x)?,
+        (None, Some(y)) => d.whole(ChangeKind::Added, parent, y)?,
+        (Some(x), Some(y)) => d.pair(parent, x, y)?,
     }
     Ok(d.sum)
 }

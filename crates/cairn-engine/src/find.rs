@@ -11,8 +11,9 @@
 //!
 //! Patterns are globs (`globset`): `*` and `?` stop at `/`, `**` crosses
 //! directories, `\` escapes. A pattern without `/` is matched against entry
-//! names; one with `/` against the whole path inside the snapshot (a leading
-//! `/` is ignored: snapshot paths are relative). Whole-path matches depend
+//! names; one with `/` against the whole path inside the snapshot. A leading
+//! `/` stands for the snapshot's root: `/a` matches the top-level entry `a`
+//! only, where `a` matches every entry named `a`. Whole-path matches depend
 //! on where a listing sits, so for them the memo is keyed by listing root
 //! and path; name matches by listing root alone.
 
@@ -58,7 +59,7 @@ impl Pattern {
             .map_err(|e| Error::invalid(format!("invalid pattern {pattern:?}: {e}")))?;
         Ok(Pattern {
             glob: glob.compile_matcher(),
-            by_name: !trimmed.contains('/'),
+            by_name: !pattern.starts_with('/') && !trimmed.contains('/'),
         })
     }
 

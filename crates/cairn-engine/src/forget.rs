@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use cairn_core::{Error, Result};
-use cairn_format::snapshot::{SnapshotRecord, SnapshotStats};
+use cairn_format::snapshot::SnapshotStats;
 
 use crate::catalog::{self, SnapshotInfo};
 use crate::repo::{Repository, WriteLock};
@@ -53,65 +53,7 @@ impl Retention {
     }
 }
 
-/// What snapshots are grouped by before the rules apply.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct GroupBy {
-    pub host: bool,
-    pub paths: bool,
-    pub tags: bool,
-}
-
-impl Default for GroupBy {
-    fn default() -> Self {
-        GroupBy {
-            host: true,
-            paths: true,
-            tags: false,
-        }
-    }
-}
-
-impl GroupBy {
-    /// Parses `host,paths,tags` (any subset, comma-separated; empty: one group).
-    pub fn parse(s: &str) -> Result<Self> {
-        let mut g = GroupBy {
-            host: false,
-            paths: false,
-            tags: false,
-        };
-        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            match part {
-                "host" => g.host = true,
-                "paths" => g.paths = true,
-                "tags" => g.tags = true,
-                other => {
-                    return Err(Error::invalid(format!(
-                        "--group-by: unknown field {other:?} (host, paths, tags)"
-                    )))
-                }
-            }
-        }
-        Ok(g)
-    }
-
-    fn key(&self, r: &SnapshotRecord) -> String {
-        let mut parts = Vec::new();
-        if self.host {
-            parts.push(format!("host={}", r.host));
-        }
-        if self.paths {
-            let mut p = r.paths.clone();
-            p.sort();
-            parts.push(format!("paths=[{}]", p.join(",")));
-        }
-        if self.tags {
-            let mut t = r.tags.clone();
-            t.sort();
-            parts.push(format!("tags=[{}]", t.join(",")));
-        }
-        parts.join(" ")
-    }
-}
+pub use crate::catalog::GroupBy;
 
 /// One snapshot's fate and the rules behind it.
 #[derive(Clone, Debug, Serialize)]
@@ -177,7 +119,10 @@ const BUCKET_RULES: [&str; 5] = ["hourly", "daily", "weekly", "monthly", "yearly
 pub fn plan(snapshots: &[SnapshotInfo], policy: &Retention, group_by: GroupBy) -> Vec<Decision> {
     let mut groups: BTreeMap<String, Vec<&SnapshotInfo>> = BTreeMap::new();
     for s in snapshots {
-        groups.entry(group_by.key(&s.record)).or_default().push(s);
+        groups
+            .entry(group_by.key(&s.record).to_string())
+            .or_default()
+            .push(s);
     }
     let mut out = Vec::new();
     for (group, mut members) in groups {
@@ -275,6 +220,7 @@ pub fn fastcopy(
 mod tests {
     use super::*;
     use cairn_format::snapshot::BlobRefRecord;
+    use cairn_format::snapshot::SnapshotRecord;
 
     const H: i64 = 3_600_000_000_000;
     const D: i64 = 24 * H;

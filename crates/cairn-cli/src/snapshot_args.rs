@@ -1,0 +1,147 @@
+//! What the snapshot-taking commands share: the `--host`, `--tag` and
+//! `--path` filter (flattened into each command; the matching itself is
+//! `cairn_engine::catalog::SnapshotFilter`), resolving `latest` or an id
+//! prefix within it, and paths inside a snapshot as users type them (a
+//! leading `/` is the snapshot's root). See docs/snapshot-filters.md.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+
+use cairn_engine::catalog::{self, SnapshotFilter, SnapshotInfo};
+use cairn_engine::Repository;
+
+/// Restic's snapshot filter: which snapshots `latest` chooses from, which
+/// ids are accepted, and which snapshots are listed or searched.
+#[derive(Args, Debug, Clone, Default)]
+pub struct FilterArgs {
+    /// Only snapshots of host HOST (repeatable: any of them).
+    #[arg(long = "host", id = "filter_host", value_name = "HOST")]
+    pub hosts: Vec<String>,
+    /// Only snapshots with tag TAG; `a,b` means both a and b (repeatable:
+    /// any of the options; `--tag ''` means no tags).
+    #[arg(long = "tag", id = "filter_tag", value_name = "TAG[,TAG..]")]
+    pub tags: Vec<String>,
+    /// Only snapshots whose backed-up paths include PATH (repeatable: all
+    /// of them; relative paths are taken from the current directory).
+    #[arg(long = "path", id = "filter_path", value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+}
+
+impl FilterArgs {
+    /// The engine's filter: tag options split at commas, paths made absolute
+    /// (snapshot records store absolute source paths).
+    pub fn filter(&self) -> Result<SnapshotFilter> {
+        let tags = self
+            .tags
+            .iter()
+            .map(|t| {
+                t.split(',')
+                    .map(str::trim)
+                    .filter(|t| !t.is_empty())
+                    .map(str::to_string)
+                    .collect()
+            })
+            .collect();
+        let paths = self
+            .paths
+            .iter()
+            .map(|p| {
+                if p.as_os_str().is_empty() {
+                    bail!("--path needs a path");
+                }
+                let abs =
+                    std::path::absolute(p).with_context(|| format!("--path {}", p.display()))?;
+                Ok(abs.to_string_lossy().into_owned())
+            })
+            .collect::<Result<_>>()?;
+        Ok(SnapshotFilter {
+            hosts: self.hosts.clone(),
+            tags,
+            paths,
+        })
+    }
+}
+
+/// Resolves `latest` (the newest snapshot `filter` lets through) or a
+/// unique id prefix (which must pass the filter); unreadable records that
+/// `latest` skipped are reported once each (one may have been the newest).
+pub fn resolve(repo: &Repository, spec: &str, filter: &SnapshotFilter) -> Result<SnapshotInfo> {
+    let (info, skipped) = catalog::resolve_filtered(&**repo.backend(), spec, filter)?;
+    for (id, e) in &skipped {
+        eprintln!(
+            "cairn: warning: snapshot {} unreadable, skipped when resolving {spec:?}: {e}",
+            catalog::short_id(id)
+        );
+    }
+    Ok(info)
+}
+
+/// Resolves each spec once (repeats dropped, order kept).
+pub fn resolve_all(
+    repo: &Repository,
+    specs: &[String],
+    filter: &SnapshotFilter,
+) -> Result<Vec<SnapshotInfo>> {
+    let mut out: Vec<SnapshotInfo> = Vec::new();
+    for spec in specs {
+        let s = resolve(repo, spec, filter)?;
+        if !out.iter().any(|o| o.id == s.id) {
+            out.push(s);
+        }
+    }
+    Ok(out)
+}
+
+/// A path inside a snapshot as the engine takes it: components joined by
+/// `/` relative to the snapshot's root. A leading `/` names that root
+/// (`/docs/a` and `docs/a` are the same entry); `.` and repeated `/` are
+/// dropped; `..` is refused rather than guessed at.
+pub fn snapshot_path(arg: &str) -> Result<String> {
+    let mut comps = Vec::new();
+    for c in arg.split('/') {
+        match c {
+            "" | "." => {}
+            ".." => bail!(
+                "path {arg:?}: `..` is not supported inside a snapshot; \
+                 give the path from the snapshot root, e.g. /dir/file"
+            ),
+            c => comps.push(c),
+        }
+    }
+    Ok(comps.join("/"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snapshot_paths_are_rooted() {
+        assert_eq!(snapshot_path("/docs/a").unwrap(), "docs/a");
+        assert_eq!(snapshot_path("docs/a").unwrap(), "docs/a");
+        assert_eq!(snapshot_path("//docs/./a/").unwrap(), "docs/a");
+        assert_eq!(snapshot_path("/").unwrap(), "");
+        assert_eq!(snapshot_path("").unwrap(), "");
+        assert!(snapshot_path("/docs/../etc").is_err());
+    }
+
+    #[test]
+    fn tag_options_are_sets_and_paths_absolute() {
+        let a = FilterArgs {
+            hosts: vec!["h".into()],
+            tags: vec!["a,b".into(), "c".into(), String::new()],
+            paths: vec![PathBuf::from("rel/dir"), PathBuf::from("/abs")],
+        };
+        let f = a.filter().unwrap();
+        assert_eq!(f.hosts, ["h"]);
+        assert_eq!(
+            f.tags,
+            vec![vec!["a".to_string(), "b".into()], vec!["c".into()], vec![]]
+        );
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(f.paths[0], cwd.join("rel/dir").to_string_lossy());
+        assert_eq!(f.paths[1], "/abs");
+    }
+}

@@ -1,0 +1,137 @@
+//! `cairn snapshots`: the snapshots the filter lets through, oldest first,
+//! as one table or one table per group (`--group-by host,paths,tags`), in
+//! human or JSON form. Source paths are shown as stored: absolute.
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+use serde_json::{json, Value};
+
+use cairn_engine::catalog::{self, clean_path, short_id, GroupBy, SnapshotInfo};
+use cairn_engine::Repository;
+
+use crate::args::Cli;
+use crate::output::{bytes, time};
+use crate::snapshot_args::FilterArgs;
+
+fn paths_of(s: &SnapshotInfo) -> Vec<String> {
+    s.record.paths.iter().map(|p| clean_path(p)).collect()
+}
+
+fn snapshot_json(s: &SnapshotInfo) -> Value {
+    let r = &s.record;
+    json!({
+        "id": s.id,
+        "short_id": short_id(&s.id),
+        "time": time(r.time_unix_ns),
+        "time_unix_ns": r.time_unix_ns,
+        "host": r.host,
+        "paths": paths_of(s),
+        "tags": r.tags,
+        "logical_bytes": r.stats.logical_bytes,
+        "files": r.stats.files,
+        "dirs": r.stats.dirs,
+        "chunks": r.stats.chunks,
+        "new_chunks": r.stats.new_chunks,
+        "new_stored_bytes": r.stats.new_stored_bytes,
+    })
+}
+
+fn print_table(cli: &Cli, snaps: &[SnapshotInfo]) {
+    println!(
+        "{:<10} {:<20} {:<12} {:>12}  paths",
+        "id", "time", "host", "size"
+    );
+    for s in snaps {
+        let r = &s.record;
+        println!(
+            "{:<10} {:<20} {:<12} {:>12}  {}{}",
+            short_id(&s.id),
+            time(r.time_unix_ns),
+            r.host,
+            bytes(r.stats.logical_bytes),
+            paths_of(s).join(" "),
+            if r.tags.is_empty() {
+                String::new()
+            } else {
+                format!("  [{}]", r.tags.join(","))
+            }
+        );
+        if cli.verbose {
+            let st = &r.stats;
+            println!(
+                "{:<10} {} files, {} dirs, {} symlinks; {} added to the repository ({} new of {} chunks){}",
+                "",
+                st.files,
+                st.dirs,
+                st.symlinks,
+                bytes(st.new_stored_bytes),
+                st.new_chunks,
+                st.chunks,
+                r.fastcopy_of
+                    .as_deref()
+                    .map(|o| format!("; fastcopy of {}", short_id(o)))
+                    .unwrap_or_default()
+            );
+        }
+    }
+}
+
+pub fn snapshots(
+    cli: &Cli,
+    repo: &Repository,
+    group_by: Option<&str>,
+    filter: &FilterArgs,
+) -> Result<ExitCode> {
+    let group_by = group_by.map(GroupBy::parse).transpose()?;
+    let filter = filter.filter()?;
+    let (snaps, bad) = catalog::list_filtered(&**repo.backend(), &filter)?;
+    for (id, e) in &bad {
+        eprintln!("cairn: warning: snapshot {} unreadable: {e}", short_id(id));
+    }
+    match group_by {
+        None if cli.json => {
+            let v: Vec<_> = snaps.iter().map(snapshot_json).collect();
+            println!("{}", serde_json::to_string_pretty(&v)?);
+        }
+        None => print_table(cli, &snaps),
+        Some(by) => {
+            let groups = catalog::group(snaps, by);
+            if cli.json {
+                let v: Vec<Value> = groups
+                    .iter()
+                    .map(|(key, members)| {
+                        json!({
+                            "group_key": key,
+                            "snapshots": members.iter().map(snapshot_json).collect::<Vec<_>>(),
+                        })
+                    })
+                    .collect();
+                println!("{}", serde_json::to_string_pretty(&v)?);
+            } else {
+                for (i, (key, members)) in groups.iter().enumerate() {
+                    if i > 0 {
+                        println!();
+                    }
+                    let key = key.to_string();
+                    if key.is_empty() {
+                        println!("all snapshots:");
+                    } else {
+                        println!("snapshots for {key}:");
+                    }
+                    print_table(cli, members);
+                    println!(
+                        "{} snapshot{}",
+                        members.len(),
+                        if members.len() == 1 { "" } else { "s" }
+                    );
+                }
+            }
+        }
+    }
+    Ok(if bad.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
