@@ -88,6 +88,13 @@ pub enum Command {
     },
     /// Write one file of a snapshot to standard output.
     Cat { snapshot: String, path: String },
+    /// Serve the snapshots as a read-only FUSE file system at MOUNTPOINT
+    /// (by id, time, tag and host; docs/mount.md) until Ctrl-C, SIGTERM or
+    /// `fusermount -u MOUNTPOINT`.
+    Mount {
+        /// An existing directory to mount on.
+        mountpoint: PathBuf,
+    },
     /// Repository statistics: dedup, compression, counters, index RAM.
     Stats,
     /// Record what a backup of PATH would ingest as a cairn chunk trace

@@ -58,6 +58,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             },
         ),
         Command::Cat { snapshot, path } => cat(&open()?, snapshot, path),
+        Command::Mount { mountpoint } => crate::mount::mount(&cli, mountpoint, &open),
         Command::Stats => stats(&cli, &open()?),
         Command::Check { read_data } => check(&cli, &open()?, *read_data),
         Command::Repair(RepairCommand::Index { read_data, wait }) => {

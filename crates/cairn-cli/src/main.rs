@@ -15,6 +15,7 @@ mod backup_select;
 mod browse_commands;
 mod commands;
 mod gc_commands;
+mod mount;
 mod output;
 mod progress;
 mod repair_commands;
