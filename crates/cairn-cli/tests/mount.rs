@@ -50,14 +50,17 @@ fn is_mounted(mnt: &Path) -> bool {
         .any(|l| l.split(' ').nth(4) == Some(want.as_ref()))
 }
 
-/// A running `cairn mount`; killed and lazily unmounted if a test fails
-/// while it runs.
-struct Mounted {
+/// A `cairn` process running in the background (a mount, or a command
+/// waiting on one); killed, and `mnt` lazily unmounted if mounted, when a
+/// test fails while it runs.
+struct Background {
+    /// The arguments, for messages.
+    args: &'static [&'static str],
     child: Option<Child>,
     mnt: PathBuf,
 }
 
-impl Drop for Mounted {
+impl Drop for Background {
     fn drop(&mut self) {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
@@ -72,7 +75,7 @@ impl Drop for Mounted {
     }
 }
 
-impl Mounted {
+impl Background {
     fn pid(&self) -> u32 {
         self.child.as_ref().expect("running").id()
     }
@@ -84,17 +87,17 @@ impl Mounted {
         while child.try_wait().expect("polling cairn mount").is_none() {
             if Instant::now() > deadline {
                 let _ = child.kill();
-                panic!("cairn mount did not exit after being unmounted");
+                panic!("the background cairn did not exit in time");
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        finish(child, &["mount"])
+        finish(child, self.args)
     }
 }
 
 /// Starts `cairn mount` and waits until the mount is there. `None` (after
 /// printing why) when FUSE is unavailable.
-fn mount(repo: &Path, mnt: &Path) -> Option<Mounted> {
+fn mount(repo: &Path, mnt: &Path) -> Option<Background> {
     if let Some(why) = fuse_missing() {
         println!("skipped: FUSE unavailable: {why}");
         return None;
@@ -106,7 +109,8 @@ fn mount(repo: &Path, mnt: &Path) -> Option<Mounted> {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawning cairn mount");
-    let mut m = Mounted {
+    let mut m = Background {
+        args: &["mount"],
         child: Some(child),
         mnt: mnt.clone(),
     };
@@ -322,4 +326,47 @@ fn a_bad_mountpoint_is_one_line_error() {
         .code(1)
         .one_line_error();
     assert!(err.contains("not a cairn repository"), "{err}");
+}
+
+/// The mount's readers lock keeps a collection from deleting containers a
+/// mounted snapshot reads: a `forget --prune` of a snapshot with data of
+/// its own waits until the mount ends, and the forgotten snapshot stays
+/// readable meanwhile.
+#[test]
+fn a_mount_holds_off_garbage_collection_until_unmounted() {
+    let (f, _, _) = fixture();
+    let gone = f.src.parent().unwrap().join("gone");
+    let data = Rng::new(5).bytes(1 << 20);
+    write_file(&gone.join("unique.bin"), &data, 0o644);
+    cairn(&f.repo, &["backup", s(&gone)]).ok();
+    let id = snapshot_ids(&f.repo).pop().unwrap();
+    let Some(m) = mount(&f.repo, &f.mnt) else {
+        return;
+    };
+    let file = f.mnt.join("snapshots/latest/gone/unique.bin");
+    assert_eq!(fs::read(&file).unwrap(), data);
+
+    let prune = command(&f.repo, &["forget", &id, "--prune"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut prune = Background {
+        args: &["forget", "--prune"],
+        child: Some(prune),
+        mnt: f.mnt.join("not-a-mountpoint"),
+    };
+    std::thread::sleep(Duration::from_millis(1500));
+    let child = prune.child.as_mut().unwrap();
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the collection deleted while the mount held its readers lock"
+    );
+    assert_eq!(fs::read(&file).unwrap(), data);
+
+    signal(m.pid(), "-INT");
+    assert_clean_exit(m.wait_exit(), &f.mnt);
+    let run = prune.wait_exit().ok();
+    assert!(!snapshot_ids(&f.repo).contains(&id), "{}", run.stderr);
 }
