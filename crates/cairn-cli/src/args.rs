@@ -114,6 +114,13 @@ pub enum Command {
         #[command(flatten)]
         filter: FilterArgs,
     },
+    /// Serve the snapshots as a read-only FUSE file system at MOUNTPOINT
+    /// (by id, time, tag and host; docs/mount.md) until Ctrl-C, SIGTERM or
+    /// `fusermount -u MOUNTPOINT`.
+    Mount {
+        /// An existing directory to mount on.
+        mountpoint: PathBuf,
+    },
     /// Repository statistics: dedup, compression, counters, index RAM.
     Stats,
     /// Record what a backup of PATH would ingest as a cairn chunk trace

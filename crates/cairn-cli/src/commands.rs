@@ -73,6 +73,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             path,
             filter,
         } => cat(&open()?, snapshot, path, &filter.filter()?),
+        Command::Mount { mountpoint } => crate::mount::mount(&cli, mountpoint, &open),
         Command::Stats => stats(&cli, &open()?),
         Command::Check { read_data } => check(&cli, &open()?, *read_data),
         Command::Repair(RepairCommand::Index { read_data, wait }) => {

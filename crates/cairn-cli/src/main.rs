@@ -16,6 +16,7 @@ mod browse_commands;
 mod commands;
 mod gc_commands;
 mod generate;
+mod mount;
 mod output;
 mod progress;
 mod repair_commands;

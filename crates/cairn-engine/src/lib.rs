@@ -24,6 +24,7 @@ pub mod index;
 pub mod keys;
 pub mod meta_store;
 pub(crate) mod pipe;
+pub mod random_access;
 pub(crate) mod reachability;
 pub mod repair;
 pub mod repair_snapshots;

@@ -142,17 +142,22 @@ pub(crate) fn join(parent: &str, name: &[u8]) -> String {
     }
 }
 
+/// How a reader of `repo` locates chunks: the on-disk index, or, when it is
+/// damaged, a map built from the containers' metadata sections (the index
+/// is derived data; containers describe themselves).
+pub(crate) fn open_locator(repo: &Repository) -> Result<Locator> {
+    match DiskIndex::open(repo.backend().clone(), repo.counters.clone()) {
+        Ok(index) => Ok(Locator::Disk(index)),
+        Err(e) if crate::index::is_damage(&e) => {
+            Ok(Locator::Memory(cache::map_from_containers(&*repo.log)?))
+        }
+        Err(e) => Err(e),
+    }
+}
+
 impl Reader {
     pub fn open(repo: &Repository, cache: CacheOptions) -> Result<Self> {
-        let locator = match DiskIndex::open(repo.backend().clone(), repo.counters.clone()) {
-            Ok(index) => Locator::Disk(index),
-            // The index is derived data; containers describe themselves.
-            Err(e) if crate::index::is_damage(&e) => {
-                Locator::Memory(cache::map_from_containers(&*repo.log)?)
-            }
-            Err(e) => return Err(e),
-        };
-        Ok(Self::with_locator(repo, locator, cache))
+        Ok(Self::with_locator(repo, open_locator(repo)?, cache))
     }
 
     pub fn with_locator(repo: &Repository, locator: Locator, cache: CacheOptions) -> Self {

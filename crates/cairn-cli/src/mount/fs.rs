@@ -1,0 +1,393 @@
+//! The read-only FUSE file system of `cairn mount`: the virtual top
+//! ([`Layout`]) and, below each snapshot directory, the snapshot's tree as
+//! its listings record it (mode, owner, size, mtime; symlink targets; file
+//! bytes read through [`RandomAccess`]).
+//!
+//! Inode numbers: the virtual nodes are inodes `1..=N` (node `i` is inode
+//! `i + 1`, so the root is 1); a snapshot entry gets the next free number
+//! the first time it is listed or looked up, remembered by (parent inode,
+//! name), so a path keeps its inode for the whole mount. A snapshot
+//! reachable by several virtual paths (`ids/`, `snapshots/`, `tags/`) is a
+//! separate subtree under each: a directory inode has one parent, as the
+//! kernel expects. The table only grows; an entry costs its listing record.
+//!
+//! Everything is immutable while mounted, so attributes and entries carry a
+//! long TTL and opened files keep the page cache. The kernel refuses writes
+//! on the read-only mount (`EROFS`); `open` refuses write access as well.
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use cairn_core::Error;
+use cairn_engine::catalog::SnapshotInfo;
+use cairn_engine::random_access::RandomAccess;
+use cairn_format::dir::{BlobRef, DirEntry, EntryKind};
+use fuser::{
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, LockOwner,
+    OpenAccMode, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory, ReplyEntry, ReplyOpen, Request,
+};
+
+use super::layout::{Layout, VNode};
+
+/// Nothing changes under a mount: the kernel may cache for long.
+const TTL: Duration = Duration::from_secs(3600);
+
+/// Owner and times of the virtual directories.
+#[derive(Clone, Copy, Debug)]
+pub struct VirtualMeta {
+    pub uid: u32,
+    pub gid: u32,
+    /// The newest snapshot's time (the mount time if there is none).
+    pub mtime: SystemTime,
+}
+
+enum Inode {
+    Virtual(usize),
+    Entry { parent: u64, entry: DirEntry },
+}
+
+struct State {
+    access: RandomAccess,
+    inodes: Vec<Inode>,
+    by_name: HashMap<(u64, Vec<u8>), u64>,
+    buf: Vec<u8>,
+}
+
+pub struct SnapshotFs {
+    layout: Layout,
+    /// The parent node of each virtual node (the root's is the root).
+    virtual_parents: Vec<usize>,
+    snaps: Vec<SnapshotInfo>,
+    meta: VirtualMeta,
+    /// The kernel may send requests from one thread only (the session
+    /// runs single-threaded), so this lock is never contended.
+    state: Mutex<State>,
+}
+
+/// A failed operation: the errno for the kernel.
+fn errno(e: &Error) -> Errno {
+    if e.is_not_found() {
+        Errno::ENOENT
+    } else {
+        Errno::EIO
+    }
+}
+
+pub(super) fn system_time(ns: i64) -> SystemTime {
+    let d = Duration::from_nanos(ns.unsigned_abs());
+    if ns >= 0 {
+        UNIX_EPOCH + d
+    } else {
+        UNIX_EPOCH - d
+    }
+}
+
+fn file_type(k: EntryKind) -> FileType {
+    match k {
+        EntryKind::File => FileType::RegularFile,
+        EntryKind::Dir => FileType::Directory,
+        EntryKind::Symlink => FileType::Symlink,
+    }
+}
+
+impl SnapshotFs {
+    pub fn new(
+        layout: Layout,
+        snaps: Vec<SnapshotInfo>,
+        access: RandomAccess,
+        meta: VirtualMeta,
+    ) -> Self {
+        let inodes = (0..layout.nodes.len()).map(Inode::Virtual).collect();
+        let mut virtual_parents = vec![0; layout.nodes.len()];
+        for (p, node) in layout.nodes.iter().enumerate() {
+            if let VNode::Dir(entries) = node {
+                for (_, c) in entries {
+                    virtual_parents[*c] = p;
+                }
+            }
+        }
+        SnapshotFs {
+            layout,
+            virtual_parents,
+            snaps,
+            meta,
+            state: Mutex::new(State {
+                access,
+                inodes,
+                by_name: HashMap::new(),
+                buf: Vec::new(),
+            }),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // A panic inside a request cannot leave the tables half-updated in
+        // a way that matters (they only grow), so a poisoned lock is used.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn virtual_attr(&self, ino: u64, node: usize) -> FileAttr {
+        let (kind, perm, size, mtime) = match &self.layout.nodes[node] {
+            VNode::Dir(_) => (FileType::Directory, 0o555, 0, self.meta.mtime),
+            VNode::Link(t) => (FileType::Symlink, 0o777, t.len() as u64, self.meta.mtime),
+            VNode::Snapshot(i) => (
+                FileType::Directory,
+                0o555,
+                0,
+                system_time(self.snaps[*i].record.time_unix_ns),
+            ),
+        };
+        attr(ino, kind, perm, size, self.meta.uid, self.meta.gid, mtime)
+    }
+
+    fn attr_of(&self, st: &State, ino: u64) -> Option<FileAttr> {
+        match st.inodes.get(ino.checked_sub(1)? as usize)? {
+            Inode::Virtual(n) => Some(self.virtual_attr(ino, *n)),
+            Inode::Entry { entry: e, .. } => Some(attr(
+                ino,
+                file_type(e.kind),
+                (e.mode & 0o7777) as u16,
+                e.size,
+                e.uid,
+                e.gid,
+                system_time(e.mtime_ns),
+            )),
+        }
+    }
+
+    /// The listing a directory inode shows from the snapshot tree:
+    /// `Ok(None)` for a virtual directory, `Err(ENOTDIR)` for a non-directory.
+    fn listing(&self, st: &mut State, ino: u64) -> Result<Option<Arc<Vec<DirEntry>>>, Errno> {
+        let blob: Option<BlobRef> = match st.inodes.get((ino as usize).wrapping_sub(1)) {
+            None => return Err(Errno::ENOENT),
+            Some(Inode::Virtual(n)) => match &self.layout.nodes[*n] {
+                VNode::Dir(_) => return Ok(None),
+                VNode::Link(_) => return Err(Errno::ENOTDIR),
+                VNode::Snapshot(i) => {
+                    Some(BlobRef::try_from(&self.snaps[*i].record.root).map_err(|e| self.eio(&e))?)
+                }
+            },
+            Some(Inode::Entry { entry, .. }) if entry.kind == EntryKind::Dir => {
+                // A small directory's listing is stored inline in its
+                // parent's (FORMAT.md "Directory listing").
+                if let Some(inline) = &entry.children {
+                    return Ok(Some(Arc::new(inline.clone())));
+                }
+                entry.content
+            }
+            Some(Inode::Entry { .. }) => return Err(Errno::ENOTDIR),
+        };
+        st.access
+            .read_dir(blob.as_ref())
+            .map(Some)
+            .map_err(|e| self.eio(&e))
+    }
+
+    /// Reports a read error once on stderr (the kernel only sees EIO).
+    fn eio(&self, e: &Error) -> Errno {
+        let n = errno(e);
+        if n == Errno::EIO {
+            eprintln!("cairn: warning: {e}");
+        }
+        n
+    }
+
+    /// The inode of snapshot entry `e` in directory `parent`.
+    fn entry_ino(st: &mut State, parent: u64, e: &DirEntry) -> u64 {
+        if let Some(&ino) = st.by_name.get(&(parent, e.name.clone())) {
+            return ino;
+        }
+        st.inodes.push(Inode::Entry {
+            parent,
+            entry: e.clone(),
+        });
+        let ino = st.inodes.len() as u64;
+        st.by_name.insert((parent, e.name.clone()), ino);
+        ino
+    }
+
+    fn parent_of(&self, st: &State, ino: u64) -> u64 {
+        match st.inodes.get((ino as usize).wrapping_sub(1)) {
+            Some(Inode::Entry { parent, .. }) => *parent,
+            Some(Inode::Virtual(n)) => self.virtual_parents[*n] as u64 + 1,
+            None => 1,
+        }
+    }
+}
+
+fn attr(
+    ino: u64,
+    kind: FileType,
+    perm: u16,
+    size: u64,
+    uid: u32,
+    gid: u32,
+    mtime: SystemTime,
+) -> FileAttr {
+    FileAttr {
+        ino: INodeNo(ino),
+        size,
+        blocks: size.div_ceil(512),
+        atime: mtime,
+        mtime,
+        ctime: mtime,
+        crtime: mtime,
+        kind,
+        perm,
+        nlink: if kind == FileType::Directory { 2 } else { 1 },
+        uid,
+        gid,
+        rdev: 0,
+        blksize: 4096,
+        flags: 0,
+    }
+}
+
+impl Filesystem for SnapshotFs {
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let parent = u64::from(parent);
+        let mut st = self.state();
+        let found = match self.listing(&mut st, parent) {
+            Err(e) => Err(e),
+            Ok(None) => {
+                let Some(Inode::Virtual(dir)) = st.inodes.get(parent as usize - 1) else {
+                    return reply.error(Errno::ENOENT);
+                };
+                let child = name.to_str().and_then(|n| self.layout.child(*dir, n));
+                child.map(|c| c as u64 + 1).ok_or(Errno::ENOENT)
+            }
+            Ok(Some(entries)) => match entries.iter().find(|e| e.name == name.as_bytes()) {
+                Some(e) => Ok(Self::entry_ino(&mut st, parent, e)),
+                None => Err(Errno::ENOENT),
+            },
+        };
+        match found.map(|ino| self.attr_of(&st, ino)) {
+            Ok(Some(a)) => reply.entry(&TTL, &a, Generation(0)),
+            Ok(None) => reply.error(Errno::ENOENT),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        let st = self.state();
+        match self.attr_of(&st, u64::from(ino)) {
+            Some(a) => reply.attr(&TTL, &a),
+            None => reply.error(Errno::ENOENT),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        let st = self.state();
+        match st.inodes.get((u64::from(ino) as usize).wrapping_sub(1)) {
+            Some(Inode::Virtual(n)) => match &self.layout.nodes[*n] {
+                VNode::Link(t) => reply.data(t.as_bytes()),
+                _ => reply.error(Errno::EINVAL),
+            },
+            Some(Inode::Entry { entry, .. }) => match &entry.target {
+                Some(t) => reply.data(t),
+                None => reply.error(Errno::EINVAL),
+            },
+            None => reply.error(Errno::ENOENT),
+        }
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        if flags.acc_mode() != OpenAccMode::O_RDONLY {
+            return reply.error(Errno::EROFS);
+        }
+        let st = self.state();
+        match st.inodes.get((u64::from(ino) as usize).wrapping_sub(1)) {
+            Some(Inode::Entry { entry, .. }) if entry.kind == EntryKind::File => {
+                reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE)
+            }
+            Some(_) => reply.error(Errno::EISDIR),
+            None => reply.error(Errno::ENOENT),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        let mut st = self.state();
+        let st = &mut *st;
+        let blob = match st.inodes.get((u64::from(ino) as usize).wrapping_sub(1)) {
+            Some(Inode::Entry { entry, .. }) if entry.kind == EntryKind::File => entry.content,
+            Some(_) => return reply.error(Errno::EISDIR),
+            None => return reply.error(Errno::ENOENT),
+        };
+        let Some(blob) = blob else {
+            return reply.data(&[]);
+        };
+        st.buf.clear();
+        match st.access.read_at(&blob, offset, size as usize, &mut st.buf) {
+            Ok(()) => reply.data(&st.buf),
+            Err(e) => reply.error(self.eio(&e)),
+        }
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let ino = u64::from(ino);
+        let mut st = self.state();
+        let parent = self.parent_of(&st, ino);
+        // Row `i` (`.`, `..`, then the entries) has offset `i + 1`: where the
+        // next call resumes. Only rows from `offset` on are built, so a big
+        // directory read in many calls costs its size, not its size squared.
+        let mut add = |i: usize, child: u64, kind: FileType, name: &[u8]| {
+            (i as u64) >= offset
+                && reply.add(INodeNo(child), i as u64 + 1, kind, OsStr::from_bytes(name))
+        };
+        let dots = [(ino, &b"."[..]), (parent, &b".."[..])];
+        for (i, (child, name)) in dots.into_iter().enumerate() {
+            if add(i, child, FileType::Directory, name) {
+                return reply.ok();
+            }
+        }
+        match self.listing(&mut st, ino) {
+            Err(e) => return reply.error(e),
+            Ok(None) => {
+                let Some(Inode::Virtual(dir)) = st.inodes.get(ino as usize - 1) else {
+                    return reply.error(Errno::ENOENT);
+                };
+                if let VNode::Dir(entries) = &self.layout.nodes[*dir] {
+                    for (i, (name, c)) in entries.iter().enumerate() {
+                        let kind = match self.layout.nodes[*c] {
+                            VNode::Link(_) => FileType::Symlink,
+                            _ => FileType::Directory,
+                        };
+                        if add(i + 2, *c as u64 + 1, kind, name.as_bytes()) {
+                            break;
+                        }
+                    }
+                }
+            }
+            Ok(Some(entries)) => {
+                let skip = (offset as usize).saturating_sub(2);
+                for (i, e) in entries.iter().enumerate().skip(skip) {
+                    let child = Self::entry_ino(&mut st, ino, e);
+                    if add(i + 2, child, file_type(e.kind), &e.name) {
+                        break;
+                    }
+                }
+            }
+        }
+        reply.ok();
+    }
+}

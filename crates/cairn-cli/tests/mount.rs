@@ -1,0 +1,372 @@
+//! `cairn mount` end to end: the real binary mounts a repository with FUSE,
+//! and the mounted tree is compared with the backed-up one byte for byte
+//! (kinds, modes, mtimes, symlink targets), read at offsets, listed by id,
+//! time and tag, refused writes, and unmounted by SIGINT, SIGTERM or an
+//! external `fusermount -u` with exit 0 and an empty mountpoint after.
+//!
+//! Where FUSE cannot work (no /dev/fuse, no fusermount for a non-root user,
+//! a mount refused for lack of permission) each mounting test prints
+//! "skipped: FUSE unavailable: <reason>" and returns.
+
+mod common;
+
+use std::fs;
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// Why FUSE cannot be used here, if it cannot (checked before mounting).
+fn fuse_missing() -> Option<String> {
+    if !Path::new("/dev/fuse").exists() {
+        return Some("/dev/fuse does not exist".into());
+    }
+    if !is_root() && fusermount().is_none() {
+        return Some("no fusermount3 or fusermount for a non-root user".into());
+    }
+    None
+}
+
+/// The fusermount helper on PATH, if any.
+fn fusermount() -> Option<&'static str> {
+    ["fusermount3", "fusermount"].into_iter().find(|b| {
+        Command::new(b)
+            .arg("-V")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok()
+    })
+}
+
+fn is_mounted(mnt: &Path) -> bool {
+    let mountinfo = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let want = mnt.to_string_lossy();
+    mountinfo
+        .lines()
+        .any(|l| l.split(' ').nth(4) == Some(want.as_ref()))
+}
+
+/// A `cairn` process running in the background (a mount, or a command
+/// waiting on one); killed, and `mnt` lazily unmounted if mounted, when a
+/// test fails while it runs.
+struct Background {
+    /// The arguments, for messages.
+    args: &'static [&'static str],
+    child: Option<Child>,
+    mnt: PathBuf,
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        if is_mounted(&self.mnt) {
+            let _ = Command::new("umount").arg("-l").arg(&self.mnt).status();
+            if let Some(f) = fusermount() {
+                let _ = Command::new(f).arg("-u").arg("-z").arg(&self.mnt).status();
+            }
+        }
+    }
+}
+
+impl Background {
+    fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    /// Waits for the process to exit (at most 30 s) and returns its run.
+    fn wait_exit(mut self) -> Run {
+        let mut child = self.child.take().expect("running");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while child.try_wait().expect("polling cairn mount").is_none() {
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("the background cairn did not exit in time");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        finish(child, self.args)
+    }
+}
+
+/// Starts `cairn mount` and waits until the mount is there. `None` (after
+/// printing why) when FUSE is unavailable.
+fn mount(repo: &Path, mnt: &Path) -> Option<Background> {
+    if let Some(why) = fuse_missing() {
+        println!("skipped: FUSE unavailable: {why}");
+        return None;
+    }
+    let mnt = fs::canonicalize(mnt).unwrap();
+    let child = command(repo, &["mount", s(&mnt)])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawning cairn mount");
+    let mut m = Background {
+        args: &["mount"],
+        child: Some(child),
+        mnt: mnt.clone(),
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !is_mounted(&mnt) {
+        let child = m.child.as_mut().unwrap();
+        if child.try_wait().unwrap().is_some() {
+            let run = finish(m.child.take().unwrap(), &["mount"]);
+            if run.stderr.contains("FUSE unavailable") {
+                println!(
+                    "skipped: {}",
+                    run.stderr.trim().trim_start_matches("cairn: error: ")
+                );
+                return None;
+            }
+            panic!("cairn mount exited early: {:?}\n{}", run.code, run.stderr);
+        }
+        assert!(Instant::now() < deadline, "the mount did not appear");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Some(m)
+}
+
+fn signal(pid: u32, sig: &str) {
+    let ok = Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill {sig} {pid}");
+}
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("listing {}: {e}", dir.display()))
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// The process exited 0 and left nothing mounted and nothing in the
+/// mountpoint.
+#[track_caller]
+fn assert_clean_exit(run: Run, mnt: &Path) {
+    let run = run.ok();
+    assert!(!run.stderr.contains("error"), "{}", run.stderr);
+    assert!(!is_mounted(&fs::canonicalize(mnt).unwrap()));
+    assert!(names(mnt).is_empty(), "mountpoint not empty after unmount");
+}
+
+struct Fixture {
+    _tmp: tempfile::TempDir,
+    repo: PathBuf,
+    src: PathBuf,
+    mnt: PathBuf,
+}
+
+/// The sample tree (a 2 MiB file, symlinks, nested and empty directories,
+/// odd modes, random mtimes) and a directory of 600 long-named entries, backed up twice: the second time tagged and
+/// with one more file.
+fn fixture() -> (Fixture, Manifest, Manifest) {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().to_path_buf();
+    let (repo, src, mnt) = (root.join("repo"), root.join("tree"), root.join("mnt"));
+    fs::create_dir_all(&mnt).unwrap();
+    build_sample_tree(&src, &mut Rng::new(11));
+    // Long names, more than one readdir reply holds (the kernel asks for
+    // 32 KiB or so): the directory is listed in several calls.
+    for i in 0..600 {
+        write_file(
+            &src.join(format!("many/{i:03}{}", "x".repeat(240))),
+            format!("{i}").as_bytes(),
+            0o644,
+        );
+    }
+    let first = Manifest::capture(&src);
+    cairn(&repo, &["backup", s(&src)]).ok();
+    write_file(
+        &src.join("added.txt"),
+        b"only in the second snapshot\n",
+        0o640,
+    );
+    let second = Manifest::capture(&src);
+    cairn(&repo, &["backup", s(&src), "--tag", "keep"]).ok();
+    let f = Fixture {
+        _tmp: tmp,
+        repo,
+        src,
+        mnt,
+    };
+    (f, first, second)
+}
+
+#[test]
+fn a_mounted_repository_shows_every_snapshot_byte_for_byte() {
+    let (f, first, second) = fixture();
+    let Some(m) = mount(&f.repo, &f.mnt) else {
+        return;
+    };
+    let mnt = &f.mnt;
+    let snaps = snapshots(&f.repo);
+    let short: Vec<String> = snaps
+        .iter()
+        .map(|s| s["short_id"].as_str().unwrap().to_string())
+        .collect();
+
+    assert_eq!(names(mnt), ["hosts", "ids", "snapshots", "tags"]);
+    let mut ids = short.clone();
+    ids.sort();
+    assert_eq!(names(&mnt.join("ids")), ids);
+    let by_time = names(&mnt.join("snapshots"));
+    assert_eq!(by_time.len(), 3, "{by_time:?}");
+    assert!(by_time.contains(&"latest".to_string()));
+    let newest = fs::read_link(mnt.join("snapshots/latest")).unwrap();
+    assert!(by_time.contains(&newest.to_string_lossy().into_owned()));
+    assert_eq!(names(&mnt.join("tags")), ["keep"]);
+    assert_eq!(names(&mnt.join("hosts")).len(), 1);
+
+    // Every entry of both snapshots: kind, bytes, mode, mtime, target.
+    assert_tree_matches(&first, &mnt.join("ids").join(&short[0]).join("tree"));
+    assert_tree_matches(&second, &mnt.join("snapshots/latest/tree"));
+    let tagged = mnt.join("tags/keep/latest/tree");
+    assert_tree_matches(&second, &tagged);
+
+    let tree = mnt.join("snapshots/latest/tree");
+    assert_eq!(fs::read_link(tree.join(LINK)).unwrap(), Path::new(BIG1));
+    let key = fs::metadata(tree.join(KEY)).unwrap();
+    let src_key = fs::metadata(f.src.join(KEY)).unwrap();
+    assert_eq!((key.uid(), key.gid()), (src_key.uid(), src_key.gid()));
+
+    // Reads at offsets, backwards, across chunk boundaries.
+    let big = second.file(BIG1);
+    let mut file = fs::File::open(tree.join(BIG1)).unwrap();
+    for &(off, len) in &[
+        (1_000_003usize, 70_000usize),
+        (17, 5),
+        (big.len() - 9, 100),
+        (0, 1),
+    ] {
+        file.seek(SeekFrom::Start(off as u64)).unwrap();
+        let mut got = Vec::new();
+        (&mut file).take(len as u64).read_to_end(&mut got).unwrap();
+        assert_eq!(got, &big[off..(off + len).min(big.len())], "offset {off}");
+    }
+    let dd = Command::new("dd")
+        .arg(format!("if={}", tree.join(BIG1).display()))
+        .args(["bs=4096", "skip=300", "count=3", "status=none"])
+        .output()
+        .unwrap();
+    assert_eq!(dd.stdout, &big[300 * 4096..303 * 4096]);
+
+    // Inodes are stable within the mount, and distinct.
+    let ino = |p: &Path| fs::symlink_metadata(p).unwrap().ino();
+    assert_eq!(ino(&tree.join(BIG1)), ino(&tree.join(BIG1)));
+    assert_ne!(ino(&tree.join(BIG1)), ino(&tree.join(BIG2)));
+
+    // Read-only.
+    let e = fs::write(tree.join("new.txt"), b"x").unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::ReadOnlyFilesystem, "{e}");
+    let e = fs::OpenOptions::new()
+        .write(true)
+        .open(tree.join(LOG))
+        .unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::ReadOnlyFilesystem, "{e}");
+    assert!(fs::create_dir(mnt.join("ids/x")).is_err());
+    assert!(fs::remove_file(tree.join(LOG)).is_err());
+    assert!(fs::metadata(tree.join("missing")).is_err());
+    drop(file);
+
+    signal(m.pid(), "-INT");
+    assert_clean_exit(m.wait_exit(), mnt);
+}
+
+#[test]
+fn an_external_unmount_or_sigterm_ends_the_mount_with_exit_0() {
+    let (f, _, second) = fixture();
+    let Some(m) = mount(&f.repo, &f.mnt) else {
+        return;
+    };
+    let data = fs::read(f.mnt.join("snapshots/latest/tree/added.txt")).unwrap();
+    assert_eq!(data, second.file("added.txt"));
+    let mnt = fs::canonicalize(&f.mnt).unwrap();
+    // `umount` when no fusermount helper is installed (root only).
+    let helper = fusermount().unwrap_or("umount");
+    let args: &[&str] = if helper == "umount" { &[] } else { &["-u"] };
+    let ok = Command::new(helper).args(args).arg(&mnt).status().unwrap();
+    assert!(ok.success(), "{helper} failed");
+    assert_clean_exit(m.wait_exit(), &f.mnt);
+
+    let Some(m) = mount(&f.repo, &f.mnt) else {
+        return;
+    };
+    assert_eq!(names(&f.mnt.join("tags")), ["keep"]);
+    signal(m.pid(), "-TERM");
+    assert_clean_exit(m.wait_exit(), &f.mnt);
+}
+
+#[test]
+fn a_bad_mountpoint_is_one_line_error() {
+    let (f, _, _) = fixture();
+    let missing = f.mnt.join("nope");
+    let err = cairn(&f.repo, &["mount", s(&missing)])
+        .code(1)
+        .one_line_error();
+    assert!(err.contains("does not exist"), "{err}");
+    let file = f.src.join(LOG);
+    let err = cairn(&f.repo, &["mount", s(&file)])
+        .code(1)
+        .one_line_error();
+    assert!(err.contains("is not a directory"), "{err}");
+    let err = cairn(&f.mnt.join("norepo"), &["mount", s(&f.mnt)])
+        .code(1)
+        .one_line_error();
+    assert!(err.contains("not a cairn repository"), "{err}");
+}
+
+/// The mount's readers lock keeps a collection from deleting containers a
+/// mounted snapshot reads: a `forget --prune` of a snapshot with data of
+/// its own waits until the mount ends, and the forgotten snapshot stays
+/// readable meanwhile.
+#[test]
+fn a_mount_holds_off_garbage_collection_until_unmounted() {
+    let (f, _, _) = fixture();
+    let gone = f.src.parent().unwrap().join("gone");
+    let data = Rng::new(5).bytes(1 << 20);
+    write_file(&gone.join("unique.bin"), &data, 0o644);
+    cairn(&f.repo, &["backup", s(&gone)]).ok();
+    let id = snapshot_ids(&f.repo).pop().unwrap();
+    let Some(m) = mount(&f.repo, &f.mnt) else {
+        return;
+    };
+    let file = f.mnt.join("snapshots/latest/gone/unique.bin");
+    assert_eq!(fs::read(&file).unwrap(), data);
+
+    let prune = command(&f.repo, &["forget", &id, "--prune"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut prune = Background {
+        args: &["forget", "--prune"],
+        child: Some(prune),
+        mnt: f.mnt.join("not-a-mountpoint"),
+    };
+    std::thread::sleep(Duration::from_millis(1500));
+    let child = prune.child.as_mut().unwrap();
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the collection deleted while the mount held its readers lock"
+    );
+    assert_eq!(fs::read(&file).unwrap(), data);
+
+    signal(m.pid(), "-INT");
+    assert_clean_exit(m.wait_exit(), &f.mnt);
+    let run = prune.wait_exit().ok();
+    assert!(!snapshot_ids(&f.repo).contains(&id), "{}", run.stderr);
+}

@@ -1,0 +1,247 @@
+//! Random access to snapshot content: directory listings by blob, and any
+//! byte range of a file without reading the rest of it (what `cairn mount`
+//! serves a file system from).
+//!
+//! A range is found by descending the file's Merkle recipe: every node
+//! records the logical size of each child, so a binary search over a node's
+//! cumulative child ends picks the children covering the range, and only
+//! the data chunks under them are read. Chunks are read one by one with a
+//! range read through the metadata-section cache ([`MetaChunks`]), never by
+//! loading whole containers, and decoded, verified chunks are kept in an LRU
+//! bounded in bytes, so a sequential `cat` through many small reads reads
+//! each chunk once. Decoded tree nodes and directory listings have LRUs of
+//! their own, bounded in entries.
+//!
+//! Every node's level and children's sizes are checked against what its
+//! parent recorded, and every data chunk's length against its recorded size,
+//! as the restore path does (`restore::plan`), so a damaged recipe is an
+//! error, never wrong bytes.
+
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+
+use cairn_core::{Error, Fingerprint, Result};
+use cairn_format::dir::{decode_dir, BlobRef, DirEntry};
+use cairn_format::tree::decode_tree_node;
+use lru::LruCache;
+
+use crate::restore::blob_reader::BlobReader;
+use crate::restore::cache::{ChunkStore, MetaChunks, RestoreCache};
+use crate::Repository;
+
+/// How much a [`RandomAccess`] keeps in memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CacheLimits {
+    /// Bytes of decoded data chunks (one chunk more may be held while it
+    /// is being copied out).
+    pub chunk_bytes: usize,
+    /// Decoded recipe tree nodes.
+    pub nodes: usize,
+    /// Decoded directory listings.
+    pub listings: usize,
+    /// Container metadata sections (the chunk locator of every read).
+    pub metadata_sections: usize,
+}
+
+impl Default for CacheLimits {
+    fn default() -> Self {
+        CacheLimits {
+            chunk_bytes: 32 << 20,
+            nodes: 1024,
+            listings: 1024,
+            metadata_sections: 16,
+        }
+    }
+}
+
+/// A decoded tree node with the end offset of each child (relative to the
+/// node's start), for binary search.
+struct Node {
+    fps: Vec<Fingerprint>,
+    ends: Vec<u64>,
+}
+
+/// A listing is named by its whole reference: the same root fingerprint
+/// read as another level or size would be a damaged parent, not a hit.
+type ListingKey = (Fingerprint, u8, u64);
+
+/// Reads listings and file ranges of one repository, through bounded caches.
+pub struct RandomAccess {
+    store: ChunkStore,
+    meta: MetaChunks,
+    chunks: LruCache<Fingerprint, Arc<[u8]>>,
+    chunk_bytes: usize,
+    chunk_budget: usize,
+    nodes: LruCache<Fingerprint, Arc<Node>>,
+    listings: LruCache<ListingKey, Arc<Vec<DirEntry>>>,
+    buf: Vec<u8>,
+}
+
+fn cap(n: usize) -> NonZeroUsize {
+    NonZeroUsize::new(n.max(1)).expect("at least one")
+}
+
+impl RandomAccess {
+    /// Opens the repository's chunk locator (the index, or the containers'
+    /// metadata when the index is damaged, as restore does).
+    pub fn open(repo: &Repository, limits: CacheLimits) -> Result<Self> {
+        let store = ChunkStore::new(
+            repo.log.clone(),
+            crate::restore::open_locator(repo)?,
+            crate::codec::ChunkCodec::for_config(&repo.config),
+        );
+        Ok(RandomAccess {
+            store,
+            meta: MetaChunks::new(limits.metadata_sections),
+            chunks: LruCache::unbounded(),
+            chunk_bytes: 0,
+            chunk_budget: limits.chunk_bytes,
+            nodes: LruCache::new(cap(limits.nodes)),
+            listings: LruCache::new(cap(limits.listings)),
+            buf: Vec::new(),
+        })
+    }
+
+    /// The entries of a directory listing (`None`: an empty directory),
+    /// decoded once while it stays in the cache.
+    pub fn read_dir(&mut self, listing: Option<&BlobRef>) -> Result<Arc<Vec<DirEntry>>> {
+        let Some(b) = listing else {
+            return Ok(Arc::new(Vec::new()));
+        };
+        let key = (b.root, b.level, b.size);
+        if let Some(hit) = self.listings.get(&key) {
+            return Ok(hit.clone());
+        }
+        let bytes = BlobReader::new(&self.store, &mut self.meta).read_all(b)?;
+        let entries = Arc::new(decode_dir(&bytes, self.store.fp_width())?);
+        self.listings.put(key, entries.clone());
+        Ok(entries)
+    }
+
+    /// Appends to `out` the bytes `[offset, offset + len)` of the blob,
+    /// cut at its end (nothing at or past the end).
+    pub fn read_at(
+        &mut self,
+        blob: &BlobRef,
+        offset: u64,
+        len: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        let hi = offset.saturating_add(len as u64).min(blob.size);
+        if offset >= hi {
+            return Ok(());
+        }
+        out.reserve((hi - offset) as usize);
+        self.range(blob.root, blob.level, blob.size, 0, offset, hi, out)
+    }
+
+    /// Copies `[lo, hi)` (absolute offsets) out of the subtree `fp` of
+    /// `size` bytes that starts at `base`; the caller guarantees the two
+    /// ranges overlap.
+    #[allow(clippy::too_many_arguments)]
+    fn range(
+        &mut self,
+        fp: Fingerprint,
+        level: u8,
+        size: u64,
+        base: u64,
+        lo: u64,
+        hi: u64,
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        if level == 0 {
+            let chunk = self.chunk(&fp, size)?;
+            let from = (lo.max(base) - base) as usize;
+            let to = (hi.min(base + size) - base) as usize;
+            out.extend_from_slice(&chunk[from..to]);
+            return Ok(());
+        }
+        let node = self.node(&fp, level, size)?;
+        // The first child ending after `lo`.
+        let first = node.ends.partition_point(|&end| base + end <= lo);
+        for i in first..node.fps.len() {
+            let start = base + if i == 0 { 0 } else { node.ends[i - 1] };
+            if start >= hi {
+                break;
+            }
+            let child_size = node.ends[i] - (start - base);
+            self.range(node.fps[i], level - 1, child_size, start, lo, hi, out)?;
+        }
+        Ok(())
+    }
+
+    /// A decoded tree node, checked against what its parent recorded.
+    fn node(&mut self, fp: &Fingerprint, level: u8, size: u64) -> Result<Arc<Node>> {
+        let node = match self.nodes.get(fp) {
+            Some(n) => n.clone(),
+            None => {
+                self.meta.read_chunk(fp, &self.store, &mut self.buf)?;
+                let decoded = decode_tree_node(&self.buf, self.store.fp_width())?;
+                if decoded.level != level {
+                    return Err(Error::corrupt(
+                        format!("tree node {fp}"),
+                        format!("has level {}, its parent expects {level}", decoded.level),
+                    ));
+                }
+                let mut end = 0u64;
+                let mut n = Node {
+                    fps: Vec::with_capacity(decoded.children.len()),
+                    ends: Vec::with_capacity(decoded.children.len()),
+                };
+                for c in decoded.children {
+                    end = end.checked_add(c.size).ok_or_else(|| {
+                        Error::corrupt(format!("tree node {fp}"), "child sizes overflow")
+                    })?;
+                    n.fps.push(c.fp);
+                    n.ends.push(end);
+                }
+                let n = Arc::new(n);
+                self.nodes.put(*fp, n.clone());
+                n
+            }
+        };
+        let total = node.ends.last().copied().unwrap_or(0);
+        if total != size {
+            return Err(Error::corrupt(
+                format!("tree under {fp}"),
+                format!("recorded size {size} bytes, its children add up to {total}"),
+            ));
+        }
+        Ok(node)
+    }
+
+    /// A decoded, verified data chunk of the recorded `size`.
+    fn chunk(&mut self, fp: &Fingerprint, size: u64) -> Result<Arc<[u8]>> {
+        let chunk = match self.chunks.get(fp) {
+            Some(c) => c.clone(),
+            None => {
+                self.meta.read_chunk(fp, &self.store, &mut self.buf)?;
+                let c: Arc<[u8]> = Arc::from(self.buf.as_slice());
+                self.chunk_bytes += c.len();
+                self.chunks.put(*fp, c.clone());
+                while self.chunk_bytes > self.chunk_budget && self.chunks.len() > 1 {
+                    if let Some((_, old)) = self.chunks.pop_lru() {
+                        self.chunk_bytes -= old.len();
+                    }
+                }
+                c
+            }
+        };
+        if chunk.len() as u64 != size {
+            return Err(Error::corrupt(
+                format!("chunk {fp}"),
+                format!("recorded as {size} bytes, holds {}", chunk.len()),
+            ));
+        }
+        Ok(chunk)
+    }
+
+    /// Bytes of decoded data chunks held now.
+    pub fn cached_chunk_bytes(&self) -> usize {
+        self.chunk_bytes
+    }
+}
+
+#[cfg(test)]
+#[path = "random_access_tests.rs"]
+mod tests;
