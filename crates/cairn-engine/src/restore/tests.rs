@@ -81,7 +81,13 @@ fn a_full_target_stops_the_whole_restore_with_one_error() {
     let target = Target::with_capacity(RestoreOptions::default(), 120_000);
     let err = Reader::open(&repo, Default::default())
         .unwrap()
-        .restore_into(&snap.record, &out, None, &target, &Progress::default())
+        .restore_into(
+            &snap.record,
+            &out,
+            &Default::default(),
+            &target,
+            &Progress::default(),
+        )
         .unwrap_err();
     let msg = err.to_string();
     let f2 = out.join("tree/f2");
