@@ -37,26 +37,12 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Backup(a) => backup(&cli, &repo_path()?, a),
         Command::Snapshots => snapshots(&cli, &open()?),
         Command::Ls { snapshot, path } => ls(&cli, &open()?, snapshot, path.as_deref()),
-        Command::Restore {
+        Command::Restore(a) => crate::restore_commands::restore(&cli, &open()?, a),
+        Command::Dump {
             snapshot,
-            target,
-            include,
-            restore_policy,
-            restore_cache,
-            overwrite,
-            delete,
-        } => restore(
-            &cli,
-            &open()?,
-            snapshot,
-            target,
-            include.as_deref(),
-            restore_cache_options(restore_policy, restore_cache)?,
-            &cairn_engine::restore::RestoreOptions {
-                overwrite: overwrite.parse()?,
-                delete: *delete,
-            },
-        ),
+            path,
+            archive: _,
+        } => crate::restore_commands::dump(&open()?, snapshot, path.as_deref()),
         Command::Cat { snapshot, path } => cat(&open()?, snapshot, path),
         Command::Stats => stats(&cli, &open()?),
         Command::Check { read_data } => check(&cli, &open()?, *read_data),
@@ -574,73 +560,6 @@ pub fn restore_cache_options(
     })
 }
 
-fn restore(
-    cli: &Cli,
-    repo: &Repository,
-    snapshot: &str,
-    target: &Path,
-    include: Option<&str>,
-    cache: cairn_engine::restore::CacheOptions,
-    opts: &cairn_engine::restore::RestoreOptions,
-) -> Result<ExitCode> {
-    let _reading = read_lock(repo)?;
-    let snap = resolve_snapshot(repo, snapshot)?;
-    let before = repo.counters.snapshot();
-    let started = std::time::Instant::now();
-    let mut reader = Reader::open(repo, cache)?;
-    let progress = Arc::new(Progress::default());
-    progress.bytes_total.store(
-        snap.record.stats.logical_bytes.max(1),
-        std::sync::atomic::Ordering::Relaxed,
-    );
-    let display = Display::start(progress.clone(), !cli.quiet && !cli.json, "restore");
-    let sum = reader.restore_with(&snap.record, target, include, opts, &progress);
-    drop(display);
-    let sum = sum?;
-    let secs = started.elapsed().as_secs_f64();
-    let c = repo.counters.snapshot().since(&before);
-    for e in &sum.errors {
-        eprintln!("cairn: error: {e}");
-    }
-    if cli.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&json!({
-                "snapshot": snap.id, "target": target, "summary": sum, "seconds": secs,
-                "containers_read": c.containers_read, "index_page_reads": c.index_page_reads,
-                "bytes_read": c.bytes_read,
-                "speed_factor": if c.containers_read > 0 { sum.bytes as f64 / 1e6 / c.containers_read as f64 } else { 0.0 },
-                "restore_policy": sum.policy.policy, "restore_memory_bytes": sum.policy.peak_memory_bytes,
-            }))?
-        );
-    } else if !cli.quiet {
-        println!(
-            "restored {} files, {} dirs, {} symlinks ({}) to {} in {:.2}s; {} containers read",
-            sum.files,
-            sum.dirs,
-            sum.symlinks,
-            bytes(sum.bytes),
-            target.display(),
-            secs,
-            c.containers_read
-        );
-        if sum.replaced + sum.skipped + sum.deleted > 0 {
-            println!(
-                "existing entries in the target: {} replaced, {} skipped, {} deleted",
-                sum.replaced, sum.skipped, sum.deleted
-            );
-        }
-    }
-    if sum.errors.is_empty() {
-        Ok(ExitCode::SUCCESS)
-    } else {
-        Err(anyhow!(
-            "{} entries could not be restored",
-            sum.errors.len()
-        ))
-    }
-}
-
 fn cat(repo: &Repository, snapshot: &str, path: &str) -> Result<ExitCode> {
     let _reading = read_lock(repo)?;
     let snap = resolve_snapshot(repo, snapshot)?;
@@ -717,7 +636,16 @@ fn stats(cli: &Cli, repo: &Repository) -> Result<ExitCode> {
 
 fn check(cli: &Cli, repo: &Repository, read_data: bool) -> Result<ExitCode> {
     let _reading = read_lock(repo)?;
-    let report = cairn_engine::check::check(repo, read_data)?;
+    let progress = Arc::new(Progress::default());
+    let display = Display::start_with(
+        progress.clone(),
+        !cli.quiet && !cli.json,
+        "check",
+        crate::progress::Unit::Items,
+    );
+    let report = cairn_engine::check::check_with_progress(repo, read_data, &progress);
+    drop(display);
+    let report = report?;
     if cli.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

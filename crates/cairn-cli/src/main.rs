@@ -18,6 +18,7 @@ mod gc_commands;
 mod output;
 mod progress;
 mod repair_commands;
+mod restore_commands;
 mod sim_commands;
 
 use std::process::ExitCode;
