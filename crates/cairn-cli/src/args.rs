@@ -60,7 +60,7 @@ pub enum Command {
     Cat { snapshot: String, path: String },
     /// Write a file of a snapshot to standard output, or a directory (`/`
     /// or no PATH: the whole snapshot) as a tar archive with modes, owners,
-    /// mtimes and symlinks. See docs/restore-target.md.
+    /// mtimes and symlinks. See docs/restore-select.md.
     Dump {
         /// Snapshot id (a unique prefix of at least 4 hex digits) or `latest`.
         snapshot: String,
@@ -192,6 +192,7 @@ pub struct GcTuning {
 
 #[derive(Args, Debug)]
 pub struct RestoreArgs {
+    /// Snapshot id (a unique prefix of at least 4 hex digits) or `latest`.
     pub snapshot: String,
     /// Directory to restore into (created if missing).
     #[arg(short, long)]
@@ -201,6 +202,7 @@ pub struct RestoreArgs {
     /// Patterns as for `backup --exclude`, matched against the snapshot path
     /// with or without a leading `/` (`tree/docs`, `/tree/docs`); an
     /// anchored pattern also matches the path the entry was backed up from.
+    /// See docs/restore-select.md.
     #[arg(long, value_name = "PATTERN")]
     pub include: Vec<String>,
     /// As --include, ignoring case.
