@@ -72,39 +72,7 @@ pub enum Command {
     /// symlink where a directory goes is replaced by a real directory.
     /// A full target file system stops the restore with one error.
     /// See docs/restore-target.md.
-    Restore {
-        snapshot: String,
-        /// Directory to restore into (created if missing).
-        #[arg(short, long)]
-        target: PathBuf,
-        /// Restore only this path inside the snapshot.
-        #[arg(long)]
-        include: Option<String>,
-        /// Restore policy (002 §2): container-lru, chunk-lru, faa (forward
-        /// assembly), alacc (assembly + look-ahead chunk cache) or belady
-        /// (the optimal bound).
-        #[arg(long, default_value = "alacc")]
-        restore_policy: String,
-        /// Memory of the restore policy: raw chunk bytes it may hold.
-        #[arg(long, default_value = "64MiB")]
-        restore_cache: String,
-        /// Entries already in the target where the snapshot has one: `always`
-        /// replaces files, symlinks and empty directories (a non-empty
-        /// directory only with --delete; otherwise it is reported as an error
-        /// and kept); `if-changed` is `always` but keeps a file whose size
-        /// and mtime match; `never` keeps every existing entry (counted as
-        /// skipped) and still descends into existing directories.
-        #[arg(long, default_value = "always", value_parser = ["always", "if-changed", "never"])]
-        overwrite: String,
-        /// Also remove entries of the restored directories that the snapshot
-        /// does not have (a full restore: of the whole target), and allow
-        /// replacing a non-empty directory by a file or symlink. Removes only
-        /// entries inside the target; symlinks are removed, never followed.
-        #[arg(long)]
-        delete: bool,
-        #[command(flatten)]
-        filter: FilterArgs,
-    },
+    Restore(RestoreArgs),
     /// Write one file of a snapshot to standard output.
     Cat {
         /// Snapshot id (a unique prefix of at least 4 hex digits) or `latest`.
@@ -120,6 +88,20 @@ pub enum Command {
     Mount {
         /// An existing directory to mount on.
         mountpoint: PathBuf,
+    },
+    /// Write a file of a snapshot to standard output, or a directory (`/`
+    /// or no PATH: the whole snapshot) as a tar archive with modes, owners,
+    /// mtimes and symlinks. See docs/restore-select.md.
+    Dump {
+        /// Snapshot id (a unique prefix of at least 4 hex digits) or `latest`.
+        snapshot: String,
+        /// Path inside the snapshot (default: the whole snapshot).
+        path: Option<String>,
+        /// Archive format for a directory (tar is the only one).
+        #[arg(long, default_value = "tar", value_parser = ["tar"])]
+        archive: String,
+        #[command(flatten)]
+        filter: FilterArgs,
     },
     /// Repository statistics: dedup, compression, counters, index RAM.
     Stats,
@@ -264,6 +246,63 @@ pub struct GcTuning {
     /// Wait for a running backup instead of failing at once.
     #[arg(long)]
     pub wait: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct RestoreArgs {
+    /// Snapshot id (a unique prefix of at least 4 hex digits) or `latest`.
+    pub snapshot: String,
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    /// Directory to restore into (created if missing).
+    #[arg(short, long)]
+    pub target: PathBuf,
+    /// Restore only entries matching PATTERN (repeatable), with the
+    /// directories leading to them; a matching directory with all below it.
+    /// Patterns as for `backup --exclude`, matched against the snapshot path
+    /// with or without a leading `/` (`tree/docs`, `/tree/docs`); an
+    /// anchored pattern also matches the path the entry was backed up from.
+    /// See docs/restore-select.md.
+    #[arg(long, value_name = "PATTERN")]
+    pub include: Vec<String>,
+    /// As --include, ignoring case.
+    #[arg(long, value_name = "PATTERN")]
+    pub iinclude: Vec<String>,
+    /// Leave out entries matching PATTERN (repeatable), with all below them.
+    #[arg(long, value_name = "PATTERN")]
+    pub exclude: Vec<String>,
+    /// As --exclude, ignoring case.
+    #[arg(long, value_name = "PATTERN")]
+    pub iexclude: Vec<String>,
+    /// After restoring, read back every restored regular file and compare
+    /// its content (by fingerprint, at the snapshot's chunk boundaries),
+    /// size, mode and mtime with the snapshot; each mismatch is reported and
+    /// the exit is non-zero.
+    #[arg(long)]
+    pub verify: bool,
+    /// Restore policy (002 §2): container-lru, chunk-lru, faa (forward
+    /// assembly), alacc (assembly + look-ahead chunk cache) or belady
+    /// (the optimal bound).
+    #[arg(long, default_value = "alacc")]
+    pub restore_policy: String,
+    /// Memory of the restore policy: raw chunk bytes it may hold.
+    #[arg(long, default_value = "64MiB")]
+    pub restore_cache: String,
+    /// Entries already in the target where the snapshot has one: `always`
+    /// replaces files, symlinks and empty directories (a non-empty
+    /// directory only with --delete; otherwise it is reported as an error
+    /// and kept); `if-changed` is `always` but keeps a file whose size
+    /// and mtime match; `never` keeps every existing entry (counted as
+    /// skipped) and still descends into existing directories.
+    #[arg(long, default_value = "always", value_parser = ["always", "if-changed", "never"])]
+    pub overwrite: String,
+    /// Also remove entries of the restored directories that the snapshot
+    /// does not have (a full restore: of the whole target), and allow
+    /// replacing a non-empty directory by a file or symlink. Removes only
+    /// entries inside the target; symlinks are removed, never followed.
+    /// Directories restored only to reach --include matches are not pruned.
+    #[arg(long)]
+    pub delete: bool,
 }
 
 #[derive(Args, Debug, Clone)]

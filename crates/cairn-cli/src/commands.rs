@@ -9,7 +9,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use serde_json::json;
 
 use cairn_core::{ChunkerConfig, CompressionCodec, CompressionConfig, FingerprintAlgo};
-use cairn_engine::catalog::{self, SnapshotFilter};
+use cairn_engine::catalog::SnapshotFilter;
 use cairn_engine::config::{IndexKind, LookupStrategy, RewriteConfig};
 use cairn_engine::restore::Reader;
 use cairn_engine::{
@@ -46,28 +46,13 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             path,
             filter,
         } => ls(&cli, &open()?, snapshot, path.as_deref(), &filter.filter()?),
-        Command::Restore {
+        Command::Restore(a) => crate::restore_commands::restore(&cli, &open()?, a),
+        Command::Dump {
             snapshot,
-            target,
-            include,
-            restore_policy,
-            restore_cache,
-            overwrite,
-            delete,
+            path,
+            archive: _,
             filter,
-        } => restore(
-            &cli,
-            &open()?,
-            snapshot,
-            &filter.filter()?,
-            target,
-            include.as_deref(),
-            restore_cache_options(restore_policy, restore_cache)?,
-            &cairn_engine::restore::RestoreOptions {
-                overwrite: overwrite.parse()?,
-                delete: *delete,
-            },
-        ),
+        } => crate::restore_commands::dump(&open()?, snapshot, path.as_deref(), &filter.filter()?),
         Command::Cat {
             snapshot,
             path,
@@ -538,87 +523,6 @@ pub fn restore_cache_options(
     })
 }
 
-#[allow(clippy::too_many_arguments)]
-fn restore(
-    cli: &Cli,
-    repo: &Repository,
-    snapshot: &str,
-    filter: &SnapshotFilter,
-    target: &Path,
-    include: Option<&str>,
-    cache: cairn_engine::restore::CacheOptions,
-    opts: &cairn_engine::restore::RestoreOptions,
-) -> Result<ExitCode> {
-    let _reading = read_lock(repo)?;
-    let snap = resolve(repo, snapshot, filter)?;
-    let before = repo.counters.snapshot();
-    let started = std::time::Instant::now();
-    let mut reader = Reader::open(repo, cache)?;
-    let progress = Arc::new(Progress::default());
-    progress.bytes_total.store(
-        snap.record.stats.logical_bytes.max(1),
-        std::sync::atomic::Ordering::Relaxed,
-    );
-    let display = Display::start(progress.clone(), !cli.quiet && !cli.json, "restore");
-    let sum = reader.restore_with(&snap.record, target, include, opts, &progress);
-    drop(display);
-    let sum = sum?;
-    let secs = started.elapsed().as_secs_f64();
-    let c = repo.counters.snapshot().since(&before);
-    for e in &sum.errors {
-        eprintln!("cairn: error: {e}");
-    }
-    if cli.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&json!({
-                "snapshot": snap.id, "target": target, "summary": sum, "seconds": secs,
-                "containers_read": c.containers_read, "index_page_reads": c.index_page_reads,
-                "bytes_read": c.bytes_read,
-                "speed_factor": if c.containers_read > 0 { sum.bytes as f64 / 1e6 / c.containers_read as f64 } else { 0.0 },
-                "restore_policy": sum.policy.policy, "restore_memory_bytes": sum.policy.peak_memory_bytes,
-            }))?
-        );
-    } else if !cli.quiet {
-        println!(
-            "restored {} files, {} dirs, {} symlinks ({}) to {} in {:.2}s; {} containers read",
-            sum.files,
-            sum.dirs,
-            sum.symlinks,
-            bytes(sum.bytes),
-            target.display(),
-            secs,
-            c.containers_read
-        );
-        if sum.replaced + sum.skipped + sum.deleted > 0 {
-            println!(
-                "existing entries in the target: {} replaced, {} skipped, {} deleted",
-                sum.replaced, sum.skipped, sum.deleted
-            );
-        }
-        if cli.verbose {
-            println!(
-                "snapshot {}; restore policy {} ({} memory, peak {}): {} read, {} steps served from memory, {} index page reads",
-                catalog::short_id(&snap.id),
-                sum.policy.policy,
-                bytes(sum.policy.cache_bytes),
-                bytes(sum.policy.peak_memory_bytes),
-                bytes(c.bytes_read),
-                sum.policy.memory_hits,
-                c.index_page_reads
-            );
-        }
-    }
-    if sum.errors.is_empty() {
-        Ok(ExitCode::SUCCESS)
-    } else {
-        Err(anyhow!(
-            "{} entries could not be restored",
-            sum.errors.len()
-        ))
-    }
-}
-
 fn cat(repo: &Repository, snapshot: &str, path: &str, filter: &SnapshotFilter) -> Result<ExitCode> {
     let path = snapshot_path(path)?;
     if path.is_empty() {
@@ -699,7 +603,16 @@ fn stats(cli: &Cli, repo: &Repository) -> Result<ExitCode> {
 
 fn check(cli: &Cli, repo: &Repository, read_data: bool) -> Result<ExitCode> {
     let _reading = read_lock(repo)?;
-    let report = cairn_engine::check::check(repo, read_data)?;
+    let progress = Arc::new(Progress::default());
+    let display = Display::start_with(
+        progress.clone(),
+        !cli.quiet && !cli.json,
+        "check",
+        crate::progress::Unit::Items,
+    );
+    let report = cairn_engine::check::check_with_progress(repo, read_data, &progress);
+    drop(display);
+    let report = report?;
     if cli.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

@@ -20,6 +20,7 @@ mod mount;
 mod output;
 mod progress;
 mod repair_commands;
+mod restore_commands;
 mod sim_commands;
 mod snapshot_args;
 mod snapshots_cmd;

@@ -17,6 +17,7 @@
 //! damages.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::atomic::Ordering;
 
 use serde::Serialize;
 
@@ -24,6 +25,7 @@ use cairn_core::{ContainerId, Fingerprint, FpMap, FpSet, Result};
 use cairn_format::container::ContainerMeta;
 use cairn_format::dir::BlobRef;
 
+use crate::backup::Progress;
 use crate::catalog;
 use crate::config::IndexKind;
 use crate::container_log::ContainerStore;
@@ -171,11 +173,29 @@ fn check_frugal_log(
 /// commits containers, then index, then snapshot, so everything a listed
 /// snapshot or index entry references is already durable when it is listed.
 pub fn check(repo: &Repository, read_data: bool) -> Result<CheckReport> {
+    check_with_progress(repo, read_data, &Progress::default())
+}
+
+/// [`check`], counting in `progress` the containers read and snapshots
+/// walked as items (`files_done` of `files_total`, known once the
+/// containers are listed), container bytes read as `bytes_done`, and
+/// naming the current container or snapshot.
+pub fn check_with_progress(
+    repo: &Repository,
+    read_data: bool,
+    progress: &Progress,
+) -> Result<CheckReport> {
     let mut report = CheckReport::default();
     let mut problems = Problems::default();
     let snaps = load_snapshots(repo, &mut report, &mut problems)?;
     let index_read = read_index(repo, &mut problems);
-    let containers = read_containers(repo, read_data, &mut report, &mut problems)?;
+    let containers = read_containers(
+        repo,
+        read_data,
+        &mut report,
+        &mut problems,
+        (progress, snaps.len() as u64),
+    )?;
     let index = index_map(
         index_read.entries,
         index_read.generation,
@@ -208,7 +228,8 @@ pub fn check(repo: &Repository, read_data: bool) -> Result<CheckReport> {
     if let Some(records) = index_read.frugal_records {
         check_frugal_log(records, &index, &holds, &containers.bad, &mut problems);
     }
-    let (referenced, problems) = walk_snapshots(repo, &snaps, index, &containers, problems);
+    let (referenced, problems) =
+        walk_snapshots(repo, &snaps, index, &containers, problems, progress);
     for (id, meta) in &containers.metas {
         if !referenced.contains(id) {
             report.reclaimable_containers += 1;
@@ -312,10 +333,14 @@ fn read_containers(
     read_data: bool,
     report: &mut CheckReport,
     problems: &mut Problems,
+    (progress, snapshots): (&Progress, u64),
 ) -> Result<Containers> {
     let log: &dyn ContainerStore = &*repo.log;
     let ids = log.ids()?;
     report.containers = ids.len() as u64;
+    progress
+        .files_total
+        .store(ids.len() as u64 + snapshots, Ordering::Relaxed);
     let mut c = Containers {
         ids: ids.clone(),
         metas: HashMap::new(),
@@ -323,8 +348,12 @@ fn read_containers(
         bad_chunks: FpMap::default(),
     };
     for &id in &ids {
+        progress.set_current(format_args!("container {id}"));
         let meta = if read_data {
             log.read(id).map(|loaded| {
+                progress
+                    .bytes_done
+                    .fetch_add(loaded.bytes.len() as u64, Ordering::Relaxed);
                 if let Some(damage) = &loaded.damage {
                     problems.add(format!("container damaged: {damage}"), Some(id), None, None);
                 }
@@ -339,6 +368,7 @@ fn read_containers(
         } else {
             log.read_meta(id)
         };
+        progress.files_done.fetch_add(1, Ordering::Relaxed);
         match meta {
             Ok(m) => {
                 c.metas.insert(id, m);
@@ -455,6 +485,7 @@ fn walk_snapshots(
     index: FpMap<ContainerId>,
     containers: &Containers,
     problems: Problems,
+    progress: &Progress,
 ) -> (HashSet<ContainerId>, Problems) {
     let mut ctx = Ctx {
         reader: Reader::with_locator(repo, Locator::Memory(index.clone()), Default::default()),
@@ -468,6 +499,8 @@ fn walk_snapshots(
     };
     let mut reach = crate::reachability::Reachability::new(repo.config.fp_width());
     for s in snaps {
+        progress.set_current(format_args!("snapshot {}", &s.id[..8.min(s.id.len())]));
+        progress.files_done.fetch_add(1, Ordering::Relaxed);
         match BlobRef::try_from(&s.record.root) {
             Ok(root) => {
                 reach.walk_snapshot(&s.id, &root, &mut ctx);

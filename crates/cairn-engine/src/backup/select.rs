@@ -187,7 +187,7 @@ impl SelectionBuilder {
     /// Adds one `--exclude` (or, with `case_insensitive`, `--iexclude`)
     /// pattern. An empty or malformed pattern is an error naming it.
     pub fn pattern(&mut self, pattern: &str, case_insensitive: bool) -> Result<&mut Self> {
-        let glob = compile(pattern, case_insensitive)?;
+        let glob = compile(pattern, case_insensitive, "exclude")?;
         self.set.add(glob);
         self.patterns.push(if case_insensitive {
             format!("{pattern:?} (any case)")
@@ -269,13 +269,15 @@ impl SelectionBuilder {
     }
 }
 
-/// Compiles one pattern into a glob over absolute paths (see the module doc).
-fn compile(pattern: &str, case_insensitive: bool) -> Result<globset::Glob> {
+/// Compiles one pattern into a glob over absolute paths (see the module
+/// doc). `flag` names the option in errors (`exclude`, `include`); restore's
+/// `--include`/`--exclude` compile their patterns here too.
+pub(crate) fn compile(pattern: &str, case_insensitive: bool, flag: &str) -> Result<globset::Glob> {
     let clean = separator_safe_classes(&clean_pattern(pattern));
     if clean.is_empty() || clean == "/" {
         // `/` could only match the root, and a source is never excluded.
         return Err(Error::invalid(format!(
-            "empty exclude pattern {pattern:?} (it matches nothing)"
+            "empty {flag} pattern {pattern:?} (it matches nothing)"
         )));
     }
     let full = if clean.starts_with('/') {
@@ -288,7 +290,7 @@ fn compile(pattern: &str, case_insensitive: bool) -> Result<globset::Glob> {
         .backslash_escape(true)
         .case_insensitive(case_insensitive)
         .build()
-        .map_err(|e| Error::invalid(format!("bad exclude pattern {pattern:?}: {}", e.kind())))
+        .map_err(|e| Error::invalid(format!("bad {flag} pattern {pattern:?}: {}", e.kind())))
 }
 
 /// Adds `/` to every negated class (`[!a]` becomes `[!/a]`): a class is
@@ -330,7 +332,7 @@ fn separator_safe_classes(p: &str) -> String {
 
 /// Trailing slashes dropped and repeated slashes collapsed, so `cache/`
 /// is the name pattern `cache` and `/a//b` is `/a/b`.
-fn clean_pattern(p: &str) -> String {
+pub(crate) fn clean_pattern(p: &str) -> String {
     let mut out = String::with_capacity(p.len());
     for c in p.chars() {
         if c == '/' && out.ends_with('/') {

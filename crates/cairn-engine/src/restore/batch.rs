@@ -159,6 +159,7 @@ impl<'r> Writer<'_, 'r> {
             .map_err(|fatal| self.stop(fatal))?;
         let f = &self.files[self.cur];
         if matches!(self.open, Open::Not) {
+            self.run.progress.set_current(f.dest.display());
             self.open = match self.target().open_file(&f.dest, &f.entry) {
                 Ok(Opened::Writing(w)) => Open::Writing(w),
                 Ok(Opened::Decided(placed)) => {

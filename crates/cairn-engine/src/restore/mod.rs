@@ -12,12 +12,15 @@
 //! error (rules: `docs/restore-target.md`).
 //!
 //! ```text
-//! restore(snapshot, target, include, options):
-//!     entry <- resolve include path in the snapshot tree (root if none)
-//!     make each include parent a real directory (a symlink there is unlinked)
-//!     visit(entry, target/path):
+//! restore(snapshot, target, selection, options):
+//!     plan <- the selection resolved against the snapshot (select.rs):
+//!             the parents of included entries, the totals
+//!     for entry in root listing: visit(entry, target/name, scope)
+//!     visit(entry, dest, scope):          (scope: skip / whole / parent)
+//!         excluded, or neither included nor a parent -> nothing
 //!         dir     -> mkdir, or enter an existing real directory;
-//!                    --delete: remove what the listing lacks;
+//!                    --delete (whole directories only): remove what the
+//!                    listing lacks;
 //!                    for child in listing: visit(child); remember (dir, meta)
 //!         file    -> plan its chunks into the batch (batch.rs); a full
 //!                    batch is written: for each chunk of the batch's plan,
@@ -34,12 +37,15 @@
 mod batch;
 pub mod blob_reader;
 pub mod cache;
+pub mod dump;
 pub mod extract;
 pub mod plan;
 pub mod policy;
+pub mod select;
 pub mod target;
 #[cfg(test)]
 mod tests;
+pub mod verify;
 
 use std::ffi::OsStr;
 use std::fs;
@@ -63,6 +69,8 @@ use cache::{ChunkStore, Locator, MetaChunks, RestoreCache};
 use extract::Extractor;
 pub use policy::PolicyKind;
 use policy::{PlanStep, PolicyStats};
+use select::{Plan, Scope};
+pub use select::{RestoreSelection, RestoreSelectionBuilder};
 use target::{DirState, Placed, Target};
 pub use target::{Overwrite, RestoreOptions};
 
@@ -322,11 +330,8 @@ impl Reader {
         self.restore_with(snap, target, include, &RestoreOptions::default(), progress)
     }
 
-    /// Restores the snapshot (or the subtree at `include`) under `target`,
-    /// treating entries already in the target as `opts` says (see the
-    /// [`target`](self::target) module). A failed entry is recorded in
-    /// [`RestoreSummary::errors`] and the restore goes on; a full target file
-    /// system stops it at once with one error.
+    /// Restores the snapshot (or the subtree at `include`, a snapshot path
+    /// taken literally) under `target`; see [`Reader::restore_selected`].
     pub fn restore_with(
         &mut self,
         snap: &SnapshotRecord,
@@ -335,37 +340,39 @@ impl Reader {
         opts: &RestoreOptions,
         progress: &Progress,
     ) -> Result<RestoreSummary> {
-        self.restore_into(snap, target, include, &Target::new(opts.clone()), progress)
+        let sel = RestoreSelection::path(include);
+        self.restore_selected(snap, target, &sel, opts, progress)
+    }
+
+    /// Restores what `sel` takes of the snapshot under `target`, treating
+    /// entries already in the target as `opts` says (see the
+    /// [`target`](self::target) module). A failed entry is recorded in
+    /// [`RestoreSummary::errors`] and the restore goes on; a full target file
+    /// system stops it at once with one error. Sets the progress totals.
+    pub fn restore_selected(
+        &mut self,
+        snap: &SnapshotRecord,
+        target: &Path,
+        sel: &RestoreSelection,
+        opts: &RestoreOptions,
+        progress: &Progress,
+    ) -> Result<RestoreSummary> {
+        self.restore_into(snap, target, sel, &Target::new(opts.clone()), progress)
     }
 
     pub(crate) fn restore_into(
         &mut self,
         snap: &SnapshotRecord,
         root: &Path,
-        include: Option<&str>,
+        sel: &RestoreSelection,
         t: &Target,
         progress: &Progress,
     ) -> Result<RestoreSummary> {
-        // Resolve what to restore before touching the target, so that a
-        // path missing from the snapshot creates nothing.
-        let comps: Vec<&str> = include
-            .unwrap_or("")
-            .split('/')
-            .filter(|c| !c.is_empty() && *c != ".")
-            .collect();
-        let picked = if comps.is_empty() {
-            None
-        } else {
-            let p = include.unwrap_or_default();
-            let e = self
-                .find(snap, p)?
-                .ok_or_else(|| Error::NotFound(format!("{p} in the snapshot")))?;
-            Some(e)
-        };
-        let root_entries = match picked {
-            None => self.root_entries(snap)?,
-            Some(_) => Vec::new(),
-        };
+        // Resolve what to restore before touching the target, so that
+        // includes matching nothing create nothing.
+        let plan = Plan::new(self, snap, sel)?;
+        progress.set_totals(plan.files, plan.bytes);
+        let root_entries = self.root_entries(snap)?;
         // The target itself is the user's path: created with its parents,
         // and followed if it is a symlink, like any path argument. Below it,
         // nothing pre-existing is followed.
@@ -373,24 +380,19 @@ impl Reader {
         let mut run = Run {
             target: t,
             progress,
+            plan: &plan,
             sum: RestoreSummary::default(),
             dirs: Vec::new(),
             batch: batch::Batch::default(),
         };
-        let outcome = match picked {
-            None => {
-                if t.opts.delete {
-                    let keep = root_entries.iter().map(|e| e.name.as_slice()).collect();
-                    run.sum.deleted += t.prune(root, &keep, &mut run.sum.errors);
-                }
-                root_entries.into_iter().try_for_each(|e| {
-                    let dest = root.join(OsStr::from_bytes(&e.name));
-                    self.restore_entry(e, &dest, &mut run)
-                })
-            }
-            Some(e) => self.restore_included(e, root, &comps, &mut run),
+        let top = plan.root();
+        if t.opts.delete && top == Scope::Whole {
+            let keep = root_entries.iter().map(|e| e.name.as_slice()).collect();
+            run.sum.deleted += t.prune(root, &keep, &mut run.sum.errors);
         }
-        .and_then(|()| self.flush(&mut run));
+        let outcome = self
+            .restore_children("", root_entries, root, top, &mut run)
+            .and_then(|()| self.flush(&mut run));
         // Deepest directories first, so a parent's mtime is set last. Done
         // even after a fatal error: it needs no space.
         for (path, e) in run.dirs.iter().rev() {
@@ -403,41 +405,40 @@ impl Reader {
         Ok(run.sum)
     }
 
-    /// `--include a/b/c`: makes `a` and `a/b` real directories in the target
-    /// (they get no recorded metadata), then restores `c`.
-    fn restore_included(
+    /// Restores the entries of a directory (at snapshot path `prefix`, at
+    /// `dir` in the target, taken as `scope`) that the selection takes.
+    fn restore_children(
         &mut self,
-        e: DirEntry,
-        root: &Path,
-        comps: &[&str],
+        prefix: &str,
+        entries: Vec<DirEntry>,
+        dir: &Path,
+        scope: Scope,
         run: &mut Run,
     ) -> Result<()> {
-        let mut dest = root.to_path_buf();
-        let (last, parents) = comps.split_last().expect("include has a component");
-        for c in parents {
-            dest.push(c);
-            let state = run
-                .target
-                .prepare_dir(&dest)
-                .map_err(|err| target::full_disk(err, &dest).unwrap_or_else(|err| err))?;
-            match state {
-                DirState::Skipped => {
-                    run.sum.skipped += 1;
-                    return Ok(());
-                }
-                DirState::Replaced => run.sum.replaced += 1,
-                DirState::Created | DirState::Existing => {}
+        for e in entries {
+            let rel = join(prefix, &e.name);
+            let s = run.plan.scope(&rel, scope);
+            if s == Scope::Skip {
+                continue;
             }
+            let dest = dir.join(OsStr::from_bytes(&e.name));
+            self.restore_entry(e, &rel, &dest, s, run)?;
         }
-        dest.push(last);
-        self.restore_entry(e, &dest, run)
+        Ok(())
     }
 
     /// Restores one entry. `Err` only for a fatal error (a full target file
     /// system); anything else is recorded in the summary.
-    fn restore_entry(&mut self, e: DirEntry, dest: &Path, run: &mut Run) -> Result<()> {
+    fn restore_entry(
+        &mut self,
+        e: DirEntry,
+        rel: &str,
+        dest: &Path,
+        scope: Scope,
+        run: &mut Run,
+    ) -> Result<()> {
         let r = match e.kind {
-            EntryKind::Dir => return self.restore_dir(e, dest, run),
+            EntryKind::Dir => return self.restore_dir(e, rel, dest, scope, run),
             EntryKind::File => self.restore_file(&e, dest, run),
             EntryKind::Symlink => run.target.place_symlink(dest, &e).map(|placed| {
                 if run.sum.count(placed, dest, 0) {
@@ -452,7 +453,14 @@ impl Reader {
         Ok(())
     }
 
-    fn restore_dir(&mut self, mut e: DirEntry, dest: &Path, run: &mut Run) -> Result<()> {
+    fn restore_dir(
+        &mut self,
+        mut e: DirEntry,
+        rel: &str,
+        dest: &Path,
+        scope: Scope,
+        run: &mut Run,
+    ) -> Result<()> {
         let children = match self.take_children(&mut e) {
             Ok(c) => c,
             Err(err) => return run.settle(err, dest),
@@ -477,7 +485,8 @@ impl Reader {
             }
             DirState::Created | DirState::Existing => true,
         };
-        if run.target.opts.delete && state == DirState::Existing {
+        // A parent holds entries the selection did not take: never pruned.
+        if run.target.opts.delete && state == DirState::Existing && scope == Scope::Whole {
             let keep = children.iter().map(|c| c.name.as_slice()).collect();
             run.sum.deleted += run.target.prune(dest, &keep, &mut run.sum.errors);
         }
@@ -488,11 +497,7 @@ impl Reader {
             run.sum.dirs += 1;
             run.dirs.push((dest.to_path_buf(), e));
         }
-        for c in children {
-            let d = dest.join(OsStr::from_bytes(&c.name));
-            self.restore_entry(c, &d, run)?;
-        }
-        Ok(())
+        self.restore_children(rel, children, dest, scope, run)
     }
 
     /// A file with content joins the batch (written when it is flushed);
@@ -516,6 +521,7 @@ impl Reader {
 struct Run<'a> {
     target: &'a Target,
     progress: &'a Progress,
+    plan: &'a Plan<'a>,
     sum: RestoreSummary,
     /// Directories whose recorded metadata is applied at the end.
     dirs: Vec<(PathBuf, DirEntry)>,

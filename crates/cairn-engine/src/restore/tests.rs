@@ -81,7 +81,13 @@ fn a_full_target_stops_the_whole_restore_with_one_error() {
     let target = Target::with_capacity(RestoreOptions::default(), 120_000);
     let err = Reader::open(&repo, Default::default())
         .unwrap()
-        .restore_into(&snap.record, &out, None, &target, &Progress::default())
+        .restore_into(
+            &snap.record,
+            &out,
+            &Default::default(),
+            &target,
+            &Progress::default(),
+        )
         .unwrap_err();
     let msg = err.to_string();
     let f2 = out.join("tree/f2");
@@ -273,4 +279,55 @@ fn a_damaged_chunk_fails_its_file_only_and_the_batch_goes_on() {
             }
         }
     }
+}
+
+/// A selected restore, its verification and `check` fill in the progress
+/// totals before they start and finish with done equal to the total: the
+/// display never shows a bar without a total, nor stops short.
+#[test]
+fn progress_totals_match_what_restore_verify_and_check_do() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("tree");
+    fs::create_dir_all(src.join("keep")).unwrap();
+    fs::create_dir_all(src.join("skip")).unwrap();
+    fs::write(src.join("keep/a"), vec![1u8; 70_000]).unwrap();
+    fs::write(src.join("keep/b"), b"bb").unwrap();
+    fs::write(src.join("skip/c"), vec![3u8; 50_000]).unwrap();
+    let (repo, id) = repo_with(&src);
+    let snap = catalog::resolve(&**repo.backend(), &id).unwrap().record;
+    let mut sel = super::RestoreSelection::builder();
+    sel.exclude("/tree/skip", false).unwrap();
+    let sel = sel.build().unwrap();
+    let out = tmp.path().join("out");
+    let mut reader = Reader::open(&repo, Default::default()).unwrap();
+
+    let p = Progress::default();
+    let sum = reader
+        .restore_selected(&snap, &out, &sel, &RestoreOptions::default(), &p)
+        .unwrap();
+    assert_eq!((sum.files, sum.bytes), (2, 70_002));
+    assert_eq!(
+        (p.files_total.load(Relaxed), p.bytes_total.load(Relaxed)),
+        (2, 70_002)
+    );
+    assert_eq!(
+        (p.files_done.load(Relaxed), p.bytes_done.load(Relaxed)),
+        (2, 70_002)
+    );
+    assert!(p.current.lock().ends_with("keep/a") || p.current.lock().ends_with("keep/b"));
+    assert!(!out.join("tree/skip").exists());
+
+    let p = Progress::default();
+    let v = reader.verify(&snap, &out, &sel, &p).unwrap();
+    assert!(v.mismatches.is_empty(), "{:?}", v.mismatches);
+    assert_eq!((v.files, v.bytes), (2, 70_002));
+    assert_eq!(p.bytes_done.load(Relaxed), p.bytes_total.load(Relaxed));
+
+    let p = Progress::default();
+    crate::check::check_with_progress(&repo, true, &p).unwrap();
+    let total = p.files_total.load(Relaxed);
+    assert_eq!(total, repo.log.ids().unwrap().len() as u64 + 1);
+    assert_eq!(p.files_done.load(Relaxed), total);
+    assert!(p.current.lock().starts_with("snapshot "));
 }
