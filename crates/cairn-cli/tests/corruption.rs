@@ -481,7 +481,7 @@ fn bloom_checkpoint_damage_is_reported_and_rebuilt() {
     let fx = Fixture::new(36);
     let cases = [
         ("magic", Damage::Flip(2)),
-        ("middle", Damage::Flip(-100_000)),
+        ("middle", Damage::Flip(-30_000)),
         ("crc", Damage::Flip(-1)),
         ("truncated-half", Damage::Truncate(500)),
         ("truncated-empty", Damage::Truncate(0)),

@@ -35,7 +35,16 @@ fn deferred_backup_end_to_end_then_gc_removes_the_copies() {
     let m = Manifest::capture(&data);
     let j = cairn(
         &repo,
-        &["--json", "backup", "--dedup", "deferred", s(&data)],
+        // --force: the point is a backup that reads and stores everything
+        // without a lookup (the parent check would locate reused chunks).
+        &[
+            "--json",
+            "backup",
+            "--dedup",
+            "deferred",
+            "--force",
+            s(&data),
+        ],
     )
     .ok()
     .json();

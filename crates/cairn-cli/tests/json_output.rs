@@ -161,7 +161,7 @@ fn stats_and_check_json_are_objects_with_pinned_fields() {
     build_sample_tree(&tree, &mut rng);
     cairn(&repo, &["backup", "-q", s(&tree)]).ok();
     write_file(&tree.join("more.txt"), &rng.text(50_000), 0o644);
-    cairn(&repo, &["backup", "-q", s(&tree)]).ok();
+    cairn(&repo, &["backup", "-q", "--force", s(&tree)]).ok(); // read again: cache hits
 
     let st = cairn(&repo, &["stats", "--json"]).ok().json();
     assert!(st.is_object(), "stats --json: {st}");

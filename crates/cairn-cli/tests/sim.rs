@@ -97,7 +97,13 @@ fn a_recorded_trace_replays_to_the_real_backups_counters() {
         let t = tmp.path().join(format!("gen{g}.ctr"));
         cairn(&repo, &["trace", s(&tree), "-o", s(&t)]).ok();
         traces.push(t);
-        real.push(cairn(&repo, &["backup", "--json", s(&tree)]).ok().json()["stats"].clone());
+        // --force: the trace replays every chunk, so the real backup reads every file.
+        real.push(
+            cairn(&repo, &["backup", "--json", "--force", s(&tree)])
+                .ok()
+                .json()["stats"]
+                .clone(),
+        );
     }
     let args: Vec<&str> = traces.iter().map(|t| s(t)).collect();
     let report = sim(tmp.path(), &args);
@@ -185,7 +191,9 @@ fn real_and_simulated_restores_agree(rewrite: &str, policies: &[&str]) {
         let t = tmp.path().join(format!("gen{g}.ctr"));
         cairn(&repo, &["trace", s(&tree), "-o", s(&t)]).ok();
         traces.push(t);
-        let b = cairn(&repo, &["backup", "--json", s(&tree)]).ok().json();
+        let b = cairn(&repo, &["backup", "--json", "--force", s(&tree)])
+            .ok()
+            .json();
         snaps.push(b["id"].as_str().unwrap().to_string());
         rewritten.push(b["stats"]["rewritten_data_chunks"].clone());
         manifests.push(Manifest::capture(&tree));

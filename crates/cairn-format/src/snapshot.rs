@@ -285,6 +285,9 @@ mod tests {
                     rewrite: if stats[3] % 2 == 0 { String::new() } else { "lbw:window=8".into() },
                     counters: cairn_core::CountersSnapshot { lookups: stats[1], ..Default::default() },
                     phases: [("hash".to_string(), 0.25)].into_iter().collect(),
+                    parent: if stats[4] % 2 == 0 { String::new() } else { format!("{:064x}", stats[6]) },
+                    files_new: stats[1], files_changed: stats[2], files_unmodified: stats[3],
+                    unmodified_bytes: stats[0],
                 },
             };
             prop_assert_eq!(decode_snapshot(&encode_snapshot(&r)).unwrap(), r);

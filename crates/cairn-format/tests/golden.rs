@@ -207,6 +207,11 @@ fn snapshot() -> SnapshotRecord {
             rewrite: String::new(),
             counters: Default::default(),
             phases: Default::default(),
+            parent: String::new(),
+            files_new: 0,
+            files_changed: 0,
+            files_unmodified: 0,
+            unmodified_bytes: 0,
         },
     }
 }

@@ -112,13 +112,33 @@ pub(crate) fn unchanged(
 /// The parent's tree below one source, read as the walker descends.
 pub(crate) struct ParentTree {
     reader: Reader,
+    /// Containers present when the backup started.
+    present: std::collections::HashSet<cairn_core::ContainerId>,
 }
 
 impl ParentTree {
     pub fn new(repo: &Repository) -> Result<Self> {
         Ok(ParentTree {
             reader: Reader::open(repo, CacheOptions::default())?,
+            present: repo.log.ids()?.into_iter().collect(),
         })
+    }
+
+    /// Whether every chunk of `content` is in a container that is present:
+    /// content whose container was lost is read and stored again instead of
+    /// carried into the new snapshot (its recipe is read, never its data).
+    pub fn stored(&mut self, content: &cairn_format::dir::BlobRef) -> bool {
+        let mut leaves = Vec::new();
+        let listed = self.reader.for_each_leaf(content, &mut |fp| {
+            leaves.push(*fp);
+            Ok(())
+        });
+        listed.is_ok()
+            && leaves.iter().all(|fp| {
+                self.reader
+                    .locate(fp)
+                    .is_ok_and(|c| self.present.contains(&c))
+            })
     }
 
     /// The entries of parent directory `dir`, by name; empty (everything

@@ -310,6 +310,15 @@ impl Walker {
         }
     }
 
+    /// Whether the parent's content of `b` is still whole in the repository.
+    fn parent_holds(&mut self, b: &DirEntry) -> bool {
+        match (&b.content, self.parent.as_mut()) {
+            (None, _) => true,
+            (Some(c), Some((tree, _))) => tree.stored(c),
+            (Some(_), None) => false,
+        }
+    }
+
     fn send(&self, ev: Event) -> Result<(), ()> {
         self.tx.send(ev).map_err(|_| ())
     }
@@ -428,7 +437,10 @@ impl Walker {
         } else if ft.is_file() {
             let now = EntryMeta::from_fs(&meta);
             match before {
-                Some(b) if unchanged(&b, now.size, now.mtime_ns, now.ctime_ns, now.inode) => {
+                Some(b)
+                    if unchanged(&b, now.size, now.mtime_ns, now.ctime_ns, now.inode)
+                        && self.parent_holds(&b) =>
+                {
                     self.files.unmodified += 1;
                     self.files.unmodified_bytes += now.size;
                     self.progress

@@ -638,6 +638,12 @@ impl Reader {
     /// and hands each data chunk's fingerprint to `leaf` without reading
     /// the chunk: how `repair snapshots` finds files that reference chunks
     /// no container holds.
+    /// The container the index (or, failing it, the containers' own
+    /// metadata) places chunk `fp` in.
+    pub(crate) fn locate(&self, fp: &cairn_core::Fingerprint) -> Result<cairn_core::ContainerId> {
+        self.store.locate(fp)
+    }
+
     pub fn for_each_leaf(
         &mut self,
         blob: &BlobRef,

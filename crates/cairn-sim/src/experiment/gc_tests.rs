@@ -87,7 +87,9 @@ fn gc_quick_reproduces_the_shapes_of_003() {
             two_passes += 1;
         }
     }
-    assert!(two_passes >= 4, "only {two_passes} two-pass rows");
+    // Small listings are inline since listing format 2, so the quick
+    // workload has fewer metadata chunks: two rows pass the 1,024 mark.
+    assert!(two_passes >= 2, "only {two_passes} two-pass rows");
     // PGC+'s live vector (function + 1 bit per fingerprint) is below LGC's
     // two Bloom filters (16 bits) even at these few hundred fingerprints,
     // and its share of fixed overhead falls as fingerprints grow (<= 3 bits
