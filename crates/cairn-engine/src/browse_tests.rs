@@ -106,7 +106,7 @@ fn a_one_file_change_reads_the_path_to_it_not_the_tree() {
     // Every directory here is small, so inline in the root listing
     // (FORMAT.md "Directory listing"): one listing blob per side.
     assert_eq!(sum.listings_read, 2);
-    assert!(reads <= 8, "{reads} chunk reads for two listing blobs");
+    assert!(reads <= 16, "{reads} chunk reads for two listing blobs");
     // Skipped unread: tree's siblings none, d3's 5 siblings, s4's 5 siblings.
     assert_eq!(sum.subtrees_skipped, 10);
 
@@ -244,10 +244,12 @@ fn find_searches_each_distinct_listing_once() {
     assert_eq!(a.len(), FAN * FAN);
     assert_eq!(a, b, "same paths in both snapshots");
     assert!(a.contains(&"tree/d5/s0/f1".to_string()));
-    // The small directories are inline in the root listing: one blob each.
-    assert_eq!(first, 1);
-    assert_eq!(second, 1);
-    assert_eq!(finder.stats().listings_read, first + second);
+    // The small directories are inline in the root listing: one listing
+    // blob per snapshot, read once. (How many chunks it spans depends on
+    // the recorded ctimes and inodes, which differ from run to run.)
+    assert_eq!(finder.stats().listings_read, 2);
+    assert!((1..=8).contains(&first), "{first} chunk reads");
+    assert!((1..=8).contains(&second), "{second} chunk reads");
     assert_eq!(finder.stats().matches, 2 * (FAN * FAN) as u64);
     drop(finder);
 
