@@ -173,14 +173,6 @@ pub fn encode_dir(entries: &[DirEntry], out: &mut Vec<u8>) -> Result<()> {
     Ok(())
 }
 
-/// The bytes `entries` take inside a listing (without the version byte):
-/// what the same entries cost when inlined in a parent's listing.
-pub fn encoded_entries_len(entries: &[DirEntry]) -> usize {
-    let mut out = Vec::new();
-    put_entries(entries, &mut out);
-    out.len()
-}
-
 fn check_entries(
     entries: &[DirEntry],
     width: &mut Option<usize>,

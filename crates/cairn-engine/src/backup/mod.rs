@@ -36,7 +36,7 @@ use serde::Serialize;
 use cairn_chunk::ChunkBatch;
 use cairn_core::counters::bump;
 use cairn_core::{ChunkKind, CountersSnapshot, Error, Result};
-use cairn_format::dir::{encode_dir, encoded_entries_len, DirEntry, EntryKind, MAX_INLINE_DEPTH};
+use cairn_format::dir::{encode_dir, DirEntry, EntryKind, MAX_INLINE_DEPTH};
 use cairn_format::snapshot::{SnapshotRecord, SnapshotStats};
 
 use crate::catalog;
@@ -408,10 +408,14 @@ impl RunState {
         let Some(p) = found else {
             return Ok(());
         };
+        // Listed once for every source's tree.
+        let present: Arc<std::collections::HashSet<_>> =
+            Arc::new(repo.log.ids()?.into_iter().collect());
         let mut trees = self.parent_trees.lock();
         for (i, source) in opts.sources.iter().enumerate() {
             if let (Source::Path(_), Some(top)) = (source, p.tops.get(&top_level_name(source))) {
-                trees.insert(i, (parent::ParentTree::new(repo)?, top.clone()));
+                let tree = parent::ParentTree::new(repo, present.clone())?;
+                trees.insert(i, (tree, top.clone()));
             }
         }
         drop(trees);
@@ -647,12 +651,7 @@ fn run_stream(
         let r = consume(&mut stream, &run.counts, &rx, &recycle_tx);
         drop(rx); // unblocks the walker if we stopped early
         let (sk, no, ex, files) = walker.join().expect("walker thread panicked");
-        {
-            let mut f = run.files.lock();
-            f.changed += files.changed;
-            f.unmodified += files.unmodified;
-            f.unmodified_bytes += files.unmodified_bytes;
-        }
+        *run.files.lock() += files;
         run.skipped.lock().extend(sk);
         run.notices.lock().extend(no);
         run.excluded.lock().extend(ex);
@@ -731,7 +730,11 @@ fn consume(
             Event::DirEnd => {
                 let f = stack.pop().expect("DirEnd matches a DirStart");
                 let mut e = entry(f.name, EntryKind::Dir, &f.meta);
-                let inline_len = encoded_entries_len(&f.entries);
+                // Encoded once: stored as a blob, or measured for inlining
+                // (inline, the same bytes but the version byte).
+                let mut listing = Vec::new();
+                encode_dir(&f.entries, &mut listing)?;
+                let inline_len = listing.len() - 1;
                 if inline_len <= INLINE_MAX_BYTES && f.inline_height < MAX_INLINE_DEPTH {
                     e.size = inline_len as u64;
                     e.children = Some(f.entries);
@@ -739,8 +742,6 @@ fn consume(
                         parent.inline_height = parent.inline_height.max(f.inline_height + 1);
                     }
                 } else {
-                    let mut listing = Vec::new();
-                    encode_dir(&f.entries, &mut listing)?;
                     e.size = listing.len() as u64;
                     e.content = stream.store_blob(&listing)?;
                 }

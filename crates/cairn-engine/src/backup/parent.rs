@@ -12,11 +12,13 @@
 //! The parent is, by default, the latest snapshot of the same host with the
 //! same source paths; `--parent ID` names one, `--force` disables it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
-use cairn_core::{Error, Result};
+use cairn_core::{ContainerId, Error, Result};
 use cairn_format::dir::{DirEntry, EntryKind};
 
+use super::walker::EntryMeta;
 use crate::catalog;
 use crate::restore::{CacheOptions, Reader};
 use crate::Repository;
@@ -92,35 +94,29 @@ pub(crate) fn resolve(
 
 /// Whether a file whose current metadata is `now` may keep the content of
 /// its parent entry `before` unread.
-pub(crate) fn unchanged(
-    before: &DirEntry,
-    size: u64,
-    mtime_ns: i64,
-    ctime_ns: i64,
-    inode: u64,
-) -> bool {
+pub(crate) fn unchanged(before: &DirEntry, now: &EntryMeta) -> bool {
     before.kind == EntryKind::File
         && before.inode != 0
         && before.ctime_ns != 0
-        && before.inode == inode
-        && before.ctime_ns == ctime_ns
-        && before.mtime_ns == mtime_ns
-        && before.size == size
-        && (before.content.is_some() || size == 0)
+        && before.inode == now.inode
+        && before.ctime_ns == now.ctime_ns
+        && before.mtime_ns == now.mtime_ns
+        && before.size == now.size
+        && (before.content.is_some() || now.size == 0)
 }
 
 /// The parent's tree below one source, read as the walker descends.
 pub(crate) struct ParentTree {
     reader: Reader,
     /// Containers present when the backup started.
-    present: std::collections::HashSet<cairn_core::ContainerId>,
+    present: Arc<HashSet<ContainerId>>,
 }
 
 impl ParentTree {
-    pub fn new(repo: &Repository) -> Result<Self> {
+    pub fn new(repo: &Repository, present: Arc<HashSet<ContainerId>>) -> Result<Self> {
         Ok(ParentTree {
             reader: Reader::open(repo, CacheOptions::default())?,
-            present: repo.log.ids()?.into_iter().collect(),
+            present,
         })
     }
 
@@ -181,22 +177,42 @@ mod tests {
         }
     }
 
+    /// Metadata of size, mtime, ctime, inode.
+    fn now(size: u64, mtime_ns: i64, ctime_ns: i64, inode: u64) -> EntryMeta {
+        EntryMeta {
+            size,
+            mtime_ns,
+            ctime_ns,
+            inode,
+            ..EntryMeta::default()
+        }
+    }
+
     #[test]
     fn only_identical_metadata_is_unchanged() {
         let e = file(5);
-        assert!(unchanged(&e, 5, 10, 20, 30));
-        assert!(!unchanged(&e, 6, 10, 20, 30));
-        assert!(!unchanged(&e, 5, 11, 20, 30));
-        assert!(!unchanged(&e, 5, 10, 21, 30), "ctime moved: written since");
-        assert!(!unchanged(&e, 5, 10, 20, 31));
+        assert!(unchanged(&e, &now(5, 10, 20, 30)));
+        assert!(!unchanged(&e, &now(6, 10, 20, 30)));
+        assert!(!unchanged(&e, &now(5, 11, 20, 30)));
+        assert!(
+            !unchanged(&e, &now(5, 10, 21, 30)),
+            "ctime moved: written since"
+        );
+        assert!(!unchanged(&e, &now(5, 10, 20, 31)));
         let mut unknown = file(5);
         unknown.ctime_ns = 0;
-        assert!(!unchanged(&unknown, 5, 10, 0, 30), "no ctime recorded");
+        assert!(
+            !unchanged(&unknown, &now(5, 10, 0, 30)),
+            "no ctime recorded"
+        );
         unknown = file(5);
         unknown.inode = 0;
-        assert!(!unchanged(&unknown, 5, 10, 20, 0), "no inode recorded");
+        assert!(
+            !unchanged(&unknown, &now(5, 10, 20, 0)),
+            "no inode recorded"
+        );
         let mut dir = file(5);
         dir.kind = EntryKind::Dir;
-        assert!(!unchanged(&dir, 5, 10, 20, 30));
+        assert!(!unchanged(&dir, &now(5, 10, 20, 30)));
     }
 }

@@ -48,20 +48,19 @@ pub struct EntryMeta {
     pub size: u64,
 }
 
+/// A `stat` time (seconds, nanoseconds) as ns since the epoch.
+fn ns(secs: i64, nsec: i64) -> i64 {
+    secs.saturating_mul(1_000_000_000).saturating_add(nsec)
+}
+
 impl EntryMeta {
     pub fn from_fs(m: &Metadata) -> Self {
         EntryMeta {
             mode: m.permissions().mode(),
             uid: m.uid(),
             gid: m.gid(),
-            mtime_ns: m
-                .mtime()
-                .saturating_mul(1_000_000_000)
-                .saturating_add(m.mtime_nsec()),
-            ctime_ns: m
-                .ctime()
-                .saturating_mul(1_000_000_000)
-                .saturating_add(m.ctime_nsec()),
+            mtime_ns: ns(m.mtime(), m.mtime_nsec()),
+            ctime_ns: ns(m.ctime(), m.ctime_nsec()),
             inode: m.ino(),
             size: m.len(),
         }
@@ -209,6 +208,14 @@ pub struct FileCounts {
     pub changed: u64,
     pub unmodified: u64,
     pub unmodified_bytes: u64,
+}
+
+impl std::ops::AddAssign for FileCounts {
+    fn add_assign(&mut self, o: Self) {
+        self.changed += o.changed;
+        self.unmodified += o.unmodified;
+        self.unmodified_bytes += o.unmodified_bytes;
+    }
 }
 
 fn name_of(path: &Path) -> Vec<u8> {
@@ -437,10 +444,7 @@ impl Walker {
         } else if ft.is_file() {
             let now = EntryMeta::from_fs(&meta);
             match before {
-                Some(b)
-                    if unchanged(&b, now.size, now.mtime_ns, now.ctime_ns, now.inode)
-                        && self.parent_holds(&b) =>
-                {
+                Some(b) if unchanged(&b, &now) && self.parent_holds(&b) => {
                     self.files.unmodified += 1;
                     self.files.unmodified_bytes += now.size;
                     self.progress
