@@ -359,12 +359,13 @@ pub fn group(snapshots: Vec<SnapshotInfo>, by: GroupBy) -> Vec<(GroupKey, Vec<Sn
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use cairn_backend::MemBackend;
     use cairn_format::snapshot::BlobRefRecord;
 
-    fn record(t: i64, host: &str, paths: &[&str], tags: &[&str]) -> SnapshotRecord {
+    /// A record of a tree that is never read (for catalog-level tests).
+    pub(crate) fn record(t: i64, host: &str, paths: &[&str], tags: &[&str]) -> SnapshotRecord {
         SnapshotRecord {
             time_unix_ns: t,
             host: host.into(),

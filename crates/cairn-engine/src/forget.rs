@@ -219,8 +219,6 @@ pub fn fastcopy(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cairn_format::snapshot::BlobRefRecord;
-    use cairn_format::snapshot::SnapshotRecord;
 
     const H: i64 = 3_600_000_000_000;
     const D: i64 = 24 * H;
@@ -228,21 +226,7 @@ mod tests {
     fn snap(id: &str, t: i64, host: &str, tags: &[&str]) -> SnapshotInfo {
         SnapshotInfo {
             id: id.into(),
-            record: SnapshotRecord {
-                time_unix_ns: t,
-                host: host.into(),
-                paths: vec!["/data".into()],
-                tags: tags.iter().map(|s| s.to_string()).collect(),
-                root: BlobRefRecord {
-                    root: "00".into(),
-                    level: 0,
-                    size: 0,
-                },
-                stats: Default::default(),
-                next_container: 0,
-                fastcopy_of: None,
-                original: None,
-            },
+            record: crate::catalog::tests::record(t, host, &["/data"], tags),
         }
     }
 
