@@ -54,7 +54,7 @@ pub fn dry_run(
     let mut out = DryRunOutcome::default();
     let mut any_top = false;
     for source in sources {
-        let (tx, rx) = bounded::<Event>(64);
+        let (tx, rx) = bounded::<Vec<Event>>(4);
         // The dry walker sends no data, so nothing is ever recycled.
         let (_recycle_tx, recycle_rx) = bounded::<ChunkBatch>(1);
         let mut w = Walker::new(
@@ -96,11 +96,11 @@ pub fn dry_run(
 /// Counts one walker's events; returns whether it sent a top-level entry.
 /// Depth tracking mirrors the real consumer: an entry at depth 0 is the
 /// source itself.
-fn count(out: &mut DryRunOutcome, rx: crate::pipe::Receiver<Event>) -> bool {
+fn count(out: &mut DryRunOutcome, rx: crate::pipe::Receiver<Vec<Event>>) -> bool {
     let mut depth = 0usize;
     let mut top = false;
     let mut pending = 0u64;
-    for ev in rx.iter() {
+    for ev in rx.iter().flatten() {
         match ev {
             Event::DirStart { .. } => {
                 top |= depth == 0;

@@ -628,7 +628,7 @@ fn run_stream(
     source: &Source,
 ) -> Result<Option<DirEntry>> {
     let parent = run.parent_trees.lock().remove(&index);
-    let (tx, rx) = bounded::<Event>(4);
+    let (tx, rx) = bounded::<Vec<Event>>(4);
     let (recycle_tx, recycle_rx) = bounded::<ChunkBatch>(8);
     let mut stream = Stream::new(shared);
     let result = std::thread::scope(|s| {
@@ -708,7 +708,7 @@ pub(super) fn entry(name: Vec<u8>, kind: EntryKind, m: &EntryMeta) -> DirEntry {
 fn consume(
     stream: &mut Stream,
     counts: &TreeCounts,
-    rx: &crate::pipe::Receiver<Event>,
+    rx: &crate::pipe::Receiver<Vec<Event>>,
     recycle: &crate::pipe::Sender<ChunkBatch>,
 ) -> Result<Option<DirEntry>> {
     let mut stack: Vec<DirFrame> = Vec::new();
@@ -719,7 +719,7 @@ fn consume(
         Some(f) => f.entries.push(e),
         None => top = Some(e),
     };
-    for ev in rx.iter() {
+    for ev in rx.iter().flatten() {
         match ev {
             Event::DirStart { name, meta } => stack.push(DirFrame {
                 name,

@@ -45,7 +45,7 @@ pub fn record_trace(
     progress: Arc<Progress>,
     sink: &mut dyn FnMut(TraceEvent) -> Result<()>,
 ) -> Result<Recorded> {
-    let (tx, rx) = bounded::<Event>(4);
+    let (tx, rx) = bounded::<Vec<Event>>(4);
     let (recycle_tx, recycle_rx) = bounded::<ChunkBatch>(8);
     let codec = crate::codec::ChunkCodec::for_config(cfg);
     let source = Source::Path(path.to_path_buf());
@@ -64,7 +64,7 @@ pub fn record_trace(
             (w.skipped, w.notices)
         });
         let mut result = Ok(());
-        for ev in rx.iter() {
+        for ev in rx.iter().flatten() {
             let r = match ev {
                 Event::DirStart { name, meta: m } => sink(TraceEvent::DirStart {
                     name,

@@ -8,11 +8,9 @@
 //! each under `<8-digit index> <path with '/' as '%2F'>` so names are unique,
 //! valid and sorted exactly in trace order.
 
-use crate::pipe::Sender;
-
 use cairn_core::{TraceChunk, TraceEvent, TraceMeta, TraceSource};
 
-use super::walker::{EntryMeta, Event};
+use super::walker::{EntryMeta, Event, EventSink};
 
 /// Chunks per `Event::Fingerprinted` batch.
 const BATCH_CHUNKS: usize = 4096;
@@ -47,10 +45,10 @@ pub(crate) fn walk_trace(
     src: &mut dyn TraceSource,
     name: &str,
     flat: bool,
-    tx: &Sender<Event>,
+    tx: &mut EventSink,
     errors: &mut Vec<String>,
 ) -> Result<(), ()> {
-    let send = |ev: Event| tx.send(ev).map_err(|_| ());
+    let mut send = |ev: Event| tx.send(ev);
     let dir_meta = EntryMeta {
         mode: 0o040755,
         uid: 0,

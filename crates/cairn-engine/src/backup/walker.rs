@@ -34,6 +34,50 @@ use super::select::{absolute_clean, ExcludeReason, Selection};
 /// Bytes of input per chunk batch handed from the walker to the stream.
 pub const BATCH_BYTES: usize = 1 << 20;
 
+/// Events per message from the walker to its stream. A tree of small or
+/// unchanged files is mostly metadata events; sent one by one, each would
+/// wake the stream thread (a futex call on each side), which cost a fifth
+/// of an unchanged re-backup's time.
+pub const EVENT_BATCH: usize = 256;
+
+/// The walker's side of its channel: events are sent in batches of up to
+/// [`EVENT_BATCH`], and at once after content (`Data`, `Fingerprinted`), so
+/// hashing and storing still overlap with reading and every chunk buffer
+/// goes back to the stream (which recycles it) without waiting.
+pub struct EventSink {
+    tx: Sender<Vec<Event>>,
+    pending: Vec<Event>,
+}
+
+impl EventSink {
+    pub fn new(tx: Sender<Vec<Event>>) -> Self {
+        EventSink {
+            tx,
+            pending: Vec::new(),
+        }
+    }
+
+    /// Queues `ev`; `Err` once the stream has gone away.
+    pub fn send(&mut self, ev: Event) -> Result<(), ()> {
+        let content = matches!(ev, Event::Data(_) | Event::Fingerprinted(_));
+        self.pending.push(ev);
+        if content || self.pending.len() >= EVENT_BATCH {
+            self.flush()
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Sends what is queued.
+    pub fn flush(&mut self) -> Result<(), ()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let batch = std::mem::replace(&mut self.pending, Vec::with_capacity(EVENT_BATCH));
+        self.tx.send(batch).map_err(|_| ())
+    }
+}
+
 /// Per-entry metadata recorded in directory listings.
 #[derive(Clone, Debug, Default)]
 pub struct EntryMeta {
@@ -179,7 +223,7 @@ pub fn source_name(path: &Path) -> Vec<u8> {
 
 pub struct Walker {
     chunker: ChunkerConfig,
-    tx: Sender<Event>,
+    tx: EventSink,
     recycle: Receiver<ChunkBatch>,
     progress: Arc<Progress>,
     /// Paths skipped with a reason, reported by the caller.
@@ -228,7 +272,7 @@ fn name_of(path: &Path) -> Vec<u8> {
 impl Walker {
     pub fn new(
         chunker: ChunkerConfig,
-        tx: Sender<Event>,
+        tx: Sender<Vec<Event>>,
         recycle: Receiver<ChunkBatch>,
         progress: Arc<Progress>,
         exclude: Option<(u64, u64)>,
@@ -236,7 +280,7 @@ impl Walker {
     ) -> Self {
         Walker {
             chunker,
-            tx,
+            tx: EventSink::new(tx),
             recycle,
             progress,
             skipped: Vec::new(),
@@ -285,12 +329,13 @@ impl Walker {
                     &mut **src,
                     name,
                     *flat,
-                    &self.tx,
+                    &mut self.tx,
                     &mut self.skipped,
                 )
             }
             Source::Kept(tree) => self.walk_kept(tree),
         };
+        let _ = self.tx.flush();
     }
 
     fn walk_kept(&mut self, node: &Kept) -> Result<(), ()> {
@@ -326,8 +371,8 @@ impl Walker {
         }
     }
 
-    fn send(&self, ev: Event) -> Result<(), ()> {
-        self.tx.send(ev).map_err(|_| ())
+    fn send(&mut self, ev: Event) -> Result<(), ()> {
+        self.tx.send(ev)
     }
 
     fn skip(&mut self, path: &Path, why: impl std::fmt::Display) {
@@ -547,7 +592,7 @@ impl Walker {
                 .fetch_add(batch.bytes() as u64, Ordering::Relaxed);
             self.tx
                 .send(Event::Data(batch))
-                .map_err(|_| ReadFailure::Closed)?;
+                .map_err(|()| ReadFailure::Closed)?;
             if !more {
                 return Ok(());
             }

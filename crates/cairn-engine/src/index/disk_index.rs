@@ -27,6 +27,7 @@ use crate::keys;
 
 pub use super::overlay::IndexUpdate;
 use super::overlay::{Change, Overlay};
+use super::page_cache::PageCache;
 use cairn_core::FpSet;
 
 /// Deltas over one generation before a commit merges them into the file.
@@ -39,6 +40,9 @@ pub struct DiskIndex {
     backend: Arc<dyn Backend>,
     counters: Arc<Counters>,
     current: RwLock<Option<Current>>,
+    /// Pages already read, for readers that look up many fingerprints
+    /// (`with_page_cache`); `None` on the dedup path.
+    pages: Option<PageCache>,
 }
 
 #[derive(Clone)]
@@ -60,7 +64,34 @@ impl DiskIndex {
             backend,
             counters,
             current: RwLock::new(current),
+            pages: None,
         })
+    }
+
+    /// Keeps up to `budget` bytes of the pages read in memory, so each is
+    /// read once (restore, the parent-snapshot check; `page_cache.rs`).
+    pub fn with_page_cache(mut self, budget: usize) -> Self {
+        self.pages = Some(PageCache::new(budget));
+        self
+    }
+
+    /// Page `page_no` of generation `cur`: from the page cache if there is
+    /// one (counting only real reads), else read.
+    fn page(&self, cur: &Current, page_no: u64) -> Result<Arc<[u8]>> {
+        let h = &cur.header;
+        let read = || {
+            let page = self.backend.read_at(
+                &keys::index(cur.generation),
+                codec::index_page_offset(h, page_no),
+                h.page_size,
+            )?;
+            bump(&self.counters.index_page_reads, 1);
+            Ok(page)
+        };
+        match &self.pages {
+            None => Ok(read()?.into()),
+            Some(cache) => cache.get_or_read(cur.generation, page_no, read),
+        }
     }
 
     fn load_latest(backend: &dyn Backend) -> Result<Option<Current>> {
@@ -204,12 +235,7 @@ impl DiskIndex {
             order.sort_unstable();
             for run in order.chunk_by(|a, b| a.0 == b.0) {
                 let page_no = run[0].0;
-                let page = self.backend.read_at(
-                    &key,
-                    codec::index_page_offset(h, page_no),
-                    h.page_size,
-                )?;
-                bump(&self.counters.index_page_reads, 1);
+                let page = self.page(cur, page_no)?;
                 for &(_, i) in run {
                     out[i] = codec::lookup_in_page(&page, h, page_no, &fps[i])
                         .map_err(|e| rename_corrupt(e, &key))?;
@@ -227,10 +253,7 @@ impl DiskIndex {
         }
         let page_no = codec::page_of(fp, h.page_count);
         let key = keys::index(cur.generation);
-        let page = self
-            .backend
-            .read_at(&key, codec::index_page_offset(h, page_no), h.page_size)?;
-        bump(&self.counters.index_page_reads, 1);
+        let page = self.page(cur, page_no)?;
         codec::lookup_in_page(&page, h, page_no, fp).map_err(|e| rename_corrupt(e, &key))
     }
 

@@ -8,6 +8,7 @@ pub mod frugal;
 pub mod kinds;
 pub mod locality_cache;
 pub mod overlay;
+pub mod page_cache;
 pub mod summary_vector;
 
 use std::sync::Arc;

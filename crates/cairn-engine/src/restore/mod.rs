@@ -150,12 +150,16 @@ pub(crate) fn join(parent: &str, name: &[u8]) -> String {
     }
 }
 
+/// Index pages a reader keeps in memory: a reader locates every chunk it
+/// touches, and on trees of many small files that is many lookups per page.
+pub const INDEX_PAGE_CACHE_BYTES: usize = 32 << 20;
+
 /// How a reader of `repo` locates chunks: the on-disk index, or, when it is
 /// damaged, a map built from the containers' metadata sections (the index
 /// is derived data; containers describe themselves).
 pub(crate) fn open_locator(repo: &Repository) -> Result<Locator> {
     match DiskIndex::open(repo.backend().clone(), repo.counters.clone()) {
-        Ok(index) => Ok(Locator::Disk(index)),
+        Ok(index) => Ok(Locator::Disk(index.with_page_cache(INDEX_PAGE_CACHE_BYTES))),
         Err(e) if crate::index::is_damage(&e) => {
             Ok(Locator::Memory(cache::map_from_containers(&*repo.log)?))
         }

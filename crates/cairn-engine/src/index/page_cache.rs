@@ -1,0 +1,104 @@
+//! A bounded memory of index pages already read, for readers that look up
+//! many fingerprints: restore and the parent-snapshot check of a backup
+//! (`backup/parent.rs`) locate every chunk of every file they touch, and on
+//! a tree of many small files that is thousands of lookups over a few dozen
+//! pages. Without it each lookup costs an open, a seek and a read of the
+//! index file; with it each page is read once.
+//!
+//! The dedup path never uses it: DDFS's design (`003_ea5fccc485a97c5d.txt`
+//! background, `000_d04706aa48332137.txt` §2) avoids index page reads with
+//! the Summary Vector and the locality cache, and the experiments count the
+//! page reads that remain, so caching them there would hide what they
+//! measure.
+//!
+//! Pages are immutable (a generation's file is never rewritten; a new
+//! generation has a new key), so a cached page is keyed by generation and
+//! page number and never goes stale. The budget bounds memory: once it is
+//! reached the cache is emptied and fills again (the readers' access is
+//! random by fingerprint, so no eviction order would do much better).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+/// Index pages by (generation, page number), at most `budget` bytes.
+pub struct PageCache {
+    budget: usize,
+    held: Mutex<Held>,
+}
+
+#[derive(Default)]
+struct Held {
+    pages: HashMap<(u64, u64), Arc<[u8]>>,
+    bytes: usize,
+}
+
+impl PageCache {
+    /// A cache holding at most `budget` bytes of pages.
+    pub fn new(budget: usize) -> Self {
+        PageCache {
+            budget,
+            held: Mutex::new(Held::default()),
+        }
+    }
+
+    /// The page, from memory or from `read` (whose result is kept).
+    pub fn get_or_read(
+        &self,
+        generation: u64,
+        page_no: u64,
+        read: impl FnOnce() -> cairn_core::Result<Vec<u8>>,
+    ) -> cairn_core::Result<Arc<[u8]>> {
+        if let Some(p) = self.held.lock().pages.get(&(generation, page_no)) {
+            return Ok(p.clone());
+        }
+        let page: Arc<[u8]> = read()?.into();
+        let mut held = self.held.lock();
+        if held.bytes + page.len() > self.budget {
+            held.pages.clear();
+            held.bytes = 0;
+        }
+        if page.len() <= self.budget {
+            held.bytes += page.len();
+            held.pages.insert((generation, page_no), page.clone());
+        }
+        Ok(page)
+    }
+
+    /// Bytes of pages held.
+    pub fn bytes(&self) -> usize {
+        self.held.lock().bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    #[test]
+    fn a_page_is_read_once_and_the_budget_holds() {
+        let cache = PageCache::new(10);
+        let reads = Cell::new(0);
+        let read = |b: u8| {
+            reads.set(reads.get() + 1);
+            Ok(vec![b; 4])
+        };
+        assert_eq!(&*cache.get_or_read(1, 0, || read(7)).unwrap(), &[7; 4]);
+        assert_eq!(&*cache.get_or_read(1, 0, || read(9)).unwrap(), &[7; 4]);
+        assert_eq!(reads.get(), 1);
+        // another generation's page 0 is another page
+        assert_eq!(&*cache.get_or_read(2, 0, || read(3)).unwrap(), &[3; 4]);
+        assert_eq!(cache.bytes(), 8);
+        // a third page passes the budget: the cache starts over
+        cache.get_or_read(1, 1, || read(1)).unwrap();
+        assert_eq!(cache.bytes(), 4);
+        cache.get_or_read(1, 0, || read(5)).unwrap();
+        assert_eq!(reads.get(), 4);
+        // a read error is returned and nothing is kept
+        let err = cache.get_or_read(9, 9, || Err(cairn_core::Error::NotFound("x".into())));
+        assert!(err.is_err());
+        assert_eq!(cache.bytes(), 8);
+    }
+}
