@@ -91,11 +91,24 @@ impl<R: Read> ChunkReader<R> {
     /// A reader delivering batches of about `target_batch_bytes` (at least one
     /// chunk each).
     pub fn new(reader: R, chunker: Box<dyn Chunker>, target_batch_bytes: usize) -> Self {
+        Self::with_buffer(reader, chunker, target_batch_bytes, Vec::new())
+    }
+
+    /// Like [`new`](Self::new), reusing `buf` (from [`into_buffer`](Self::into_buffer)
+    /// of an earlier reader) as the look-ahead buffer: a walk over many
+    /// small files then allocates and zeroes one buffer, not one per file.
+    pub fn with_buffer(
+        reader: R,
+        chunker: Box<dyn Chunker>,
+        target_batch_bytes: usize,
+        mut buf: Vec<u8>,
+    ) -> Self {
         let cap = chunker.max_size().saturating_mul(4).max(1 << 20);
+        buf.resize(cap, 0);
         ChunkReader {
             reader,
             chunker,
-            buf: vec![0; cap],
+            buf,
             start: 0,
             end: 0,
             eof: false,
@@ -143,6 +156,11 @@ impl<R: Read> ChunkReader<R> {
     /// Gives back the underlying reader (buffered bytes are lost).
     pub fn into_inner(self) -> R {
         self.reader
+    }
+
+    /// Gives back the look-ahead buffer for the next reader.
+    pub fn into_buffer(self) -> Vec<u8> {
+        self.buf
     }
 
     /// Ensures `max_size()` unconsumed bytes are buffered, or eof is reached.

@@ -244,6 +244,8 @@ pub struct Walker {
     parent: Option<(ParentTree, DirEntry)>,
     /// Files against the parent: changed, unchanged (and its bytes).
     pub files: FileCounts,
+    /// The chunk reader's look-ahead buffer, kept from file to file.
+    read_buf: Vec<u8>,
 }
 
 /// How the files of a walk compare with the parent snapshot.
@@ -292,6 +294,7 @@ impl Walker {
             dry_run: false,
             parent: None,
             files: FileCounts::default(),
+            read_buf: Vec::new(),
         }
     }
 
@@ -574,7 +577,14 @@ impl Walker {
     }
 
     fn read_content(&mut self, reader: impl Read) -> Result<(), ReadFailure> {
-        let mut cr = ChunkReader::new(reader, new_chunker(&self.chunker), BATCH_BYTES);
+        let buf = std::mem::take(&mut self.read_buf);
+        let mut cr = ChunkReader::with_buffer(reader, new_chunker(&self.chunker), BATCH_BYTES, buf);
+        let r = self.read_chunks(&mut cr);
+        self.read_buf = cr.into_buffer();
+        r
+    }
+
+    fn read_chunks<R: Read>(&mut self, cr: &mut ChunkReader<R>) -> Result<(), ReadFailure> {
         loop {
             let mut batch = self
                 .recycle
