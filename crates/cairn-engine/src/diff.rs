@@ -284,9 +284,7 @@ impl Differ<'_, '_> {
         let same_content = match x.kind {
             // Equal content roots name equal bytes (the Merkle property).
             EntryKind::File => {
-                x.content == y.content
-                    && x.size == y.size
-                    && x.extras.extents == y.extras.extents
+                x.content == y.content && x.size == y.size && x.extras.extents == y.extras.extents
             }
             EntryKind::CharDevice | EntryKind::BlockDevice => x.extras.rdev == y.extras.rdev,
             EntryKind::Fifo | EntryKind::Socket => true,

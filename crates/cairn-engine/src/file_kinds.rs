@@ -25,10 +25,17 @@ use crate::restore::Reader;
 /// reports them, or `None` when the file has no hole (or the file system
 /// cannot tell): then it is read and stored whole.
 pub fn data_extents(file: &File, size: u64) -> Option<Vec<Extent>> {
-    use nix::unistd::{lseek, Whence};
     if size == 0 {
         return None;
     }
+    let found = seek_extents(file, size);
+    // Seeking moved the file position; the caller reads from the start.
+    nix::unistd::lseek(file.as_fd(), 0, nix::unistd::Whence::SeekSet).ok()?;
+    found
+}
+
+fn seek_extents(file: &File, size: u64) -> Option<Vec<Extent>> {
+    use nix::unistd::{lseek, Whence};
     let fd = file.as_fd();
     let mut out: Vec<Extent> = Vec::new();
     let mut pos: u64 = 0;
@@ -183,7 +190,9 @@ impl LinkGroups {
     /// Records `e` if it is the first name of a group.
     pub(crate) fn first(&mut self, e: &DirEntry) {
         if let (EntryKind::File, Some(h)) = (e.kind, e.extras.hard_link) {
-            self.first.entry((h.dev, e.inode)).or_insert_with(|| e.clone());
+            self.first
+                .entry((h.dev, e.inode))
+                .or_insert_with(|| e.clone());
         }
     }
 
@@ -240,8 +249,7 @@ impl Reader {
             self.for_each_chunk(b, &mut |mut c| {
                 while !c.is_empty() {
                     let Some((off, len)) =
-                        cairn_format::extras::logical_ranges(extents, data, c.len() as u64)
-                            .next()
+                        cairn_format::extras::logical_ranges(extents, data, c.len() as u64).next()
                     else {
                         return Err(Error::corrupt(
                             "sparse file",
@@ -290,11 +298,15 @@ mod tests {
     }
 
     #[test]
-    fn a_dense_file_has_no_extents() {
+    fn a_dense_file_has_no_extents_and_reads_from_its_start() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("d");
         std::fs::write(&p, vec![1u8; 10000]).unwrap();
-        assert_eq!(data_extents(&File::open(&p).unwrap(), 10000), None);
+        let mut f = File::open(&p).unwrap();
+        assert_eq!(data_extents(&f, 10000), None);
+        let mut all = Vec::new();
+        f.read_to_end(&mut all).unwrap();
+        assert_eq!(all.len(), 10000);
     }
 
     #[test]

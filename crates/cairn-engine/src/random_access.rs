@@ -151,7 +151,10 @@ impl RandomAccess {
                 let before = out.len();
                 self.read_at(blob, data + (from - x.offset), (to - from) as usize, out)?;
                 if (out.len() - before) as u64 != to - from {
-                    return Err(Error::corrupt("sparse file", "content shorter than its extents"));
+                    return Err(Error::corrupt(
+                        "sparse file",
+                        "content shorter than its extents",
+                    ));
                 }
                 pos = to;
             }

@@ -98,7 +98,11 @@ impl Extras {
                 return Some("extended attributes not sorted by unique name".into());
             }
         }
-        if let Some((n, _)) = self.xattrs.iter().find(|(n, _)| n.is_empty() || n.contains(&0)) {
+        if let Some((n, _)) = self
+            .xattrs
+            .iter()
+            .find(|(n, _)| n.is_empty() || n.contains(&0))
+        {
             return Some(format!(
                 "extended attribute name {:?} is empty or holds NUL",
                 String::from_utf8_lossy(n)

@@ -50,11 +50,23 @@ fn encode_err(e: &DirEntry) -> String {
 #[test]
 fn each_field_round_trips() {
     let x = Extras {
-        xattrs: vec![(b"user.a".to_vec(), b"1".to_vec()), (b"user.b".to_vec(), vec![])],
-        hard_link: Some(HardLink { dev: 2049, nlink: 3 }),
+        xattrs: vec![
+            (b"user.a".to_vec(), b"1".to_vec()),
+            (b"user.b".to_vec(), vec![]),
+        ],
+        hard_link: Some(HardLink {
+            dev: 2049,
+            nlink: 3,
+        }),
         extents: Some(vec![
-            Extent { offset: 4096, len: 10 },
-            Extent { offset: 1 << 20, len: 4096 },
+            Extent {
+                offset: 4096,
+                len: 10,
+            },
+            Extent {
+                offset: 1 << 20,
+                len: 4096,
+            },
         ]),
         other: vec![(7, b"later".to_vec())],
         ..Extras::default()
@@ -84,12 +96,18 @@ fn non_canonical_extras_are_refused() {
     };
     assert!(encode_err(&entry(EntryKind::File, unsorted)).contains("sorted"));
     let touching = Extras {
-        extents: Some(vec![Extent { offset: 0, len: 5 }, Extent { offset: 5, len: 5 }]),
+        extents: Some(vec![
+            Extent { offset: 0, len: 5 },
+            Extent { offset: 5, len: 5 },
+        ]),
         ..Extras::default()
     };
     assert!(encode_err(&entry(EntryKind::File, touching)).contains("touch"));
     let whole = Extras {
-        extents: Some(vec![Extent { offset: 0, len: 1 << 30 }]),
+        extents: Some(vec![Extent {
+            offset: 0,
+            len: 1 << 30,
+        }]),
         ..Extras::default()
     };
     assert!(encode_err(&entry(EntryKind::File, whole)).contains("whole"));
@@ -134,7 +152,10 @@ fn decoder_refuses_what_the_encoder_would_not_write() {
     bad.truncate(x + 1);
     bad.extend_from_slice(b);
     bad.extend_from_slice(a);
-    assert!(decode_dir(&bad, 8).unwrap_err().to_string().contains("order"));
+    assert!(decode_dir(&bad, 8)
+        .unwrap_err()
+        .to_string()
+        .contains("order"));
     // Flag 8 with an empty field list.
     let mut empty = good[..x].to_vec();
     empty.push(0);
@@ -159,7 +180,16 @@ impl DirEntry {
 
 #[test]
 fn logical_ranges_split_at_extent_edges() {
-    let ext = [Extent { offset: 100, len: 10 }, Extent { offset: 1000, len: 5 }];
+    let ext = [
+        Extent {
+            offset: 100,
+            len: 10,
+        },
+        Extent {
+            offset: 1000,
+            len: 5,
+        },
+    ];
     let all: Vec<_> = logical_ranges(&ext, 0, 15).collect();
     assert_eq!(all, vec![(100, 10), (1000, 5)]);
     let mid: Vec<_> = logical_ranges(&ext, 8, 4).collect();
@@ -176,7 +206,11 @@ fn extras_strategy() -> impl Strategy<Value = Extras> {
         ),
         proptest::option::of((any::<u64>(), 2u64..100)),
         proptest::option::of(proptest::collection::vec((1u64..1000, 1u64..1000), 0..5)),
-        proptest::collection::btree_map(4u8..128, proptest::collection::vec(any::<u8>(), 0..4), 0..2),
+        proptest::collection::btree_map(
+            4u8..128,
+            proptest::collection::vec(any::<u8>(), 0..4),
+            0..2,
+        ),
     )
         .prop_map(|(xattrs, link, ext, other)| Extras {
             xattrs: xattrs.into_iter().collect(),
@@ -186,7 +220,10 @@ fn extras_strategy() -> impl Strategy<Value = Extras> {
                 let mut end = 0;
                 v.into_iter()
                     .map(|(gap, len)| {
-                        let x = Extent { offset: end + gap, len };
+                        let x = Extent {
+                            offset: end + gap,
+                            len,
+                        };
                         end = x.end();
                         x
                     })

@@ -358,7 +358,10 @@ fn dir_entries_extras() -> Vec<DirEntry> {
             }),
             extras: Extras {
                 xattrs: vec![(b"user.k".to_vec(), b"v".to_vec())],
-                hard_link: Some(HardLink { dev: 2049, nlink: 2 }),
+                hard_link: Some(HardLink {
+                    dev: 2049,
+                    nlink: 2,
+                }),
                 extents: Some(vec![
                     Extent {
                         offset: 4096,
@@ -381,7 +384,10 @@ fn golden_dir_extras() {
     let mut out = Vec::new();
     encode_dir(&dir_entries_extras(), &mut out).unwrap();
     assert_bytes("directory listing with extras", &out, DIR_EXTRAS);
-    assert_eq!(decode_dir(&parse(DIR_EXTRAS), 8).unwrap(), dir_entries_extras());
+    assert_eq!(
+        decode_dir(&parse(DIR_EXTRAS), 8).unwrap(),
+        dir_entries_extras()
+    );
 }
 
 /// FORMAT.md "Snapshot record". A decode-only fixture: a version-1 record
@@ -844,4 +850,3 @@ const DIR_EXTRAS: &str = r#"
     8008                                     # entry 4: tag 128 (extents), length 8
     02802004fcdf0304                         # entry 4: 2 extents: gap 4096 len 4, gap 61436 len 4
 "#;
-

@@ -158,7 +158,10 @@ impl<'o> TarWriter<'o> {
                     .append_link(&mut h, name, OsStr::from_bytes(target))
                     .ctx(ctx)?;
             }
-            EntryKind::Fifo | EntryKind::CharDevice | EntryKind::BlockDevice | EntryKind::Socket => {
+            EntryKind::Fifo
+            | EntryKind::CharDevice
+            | EntryKind::BlockDevice
+            | EntryKind::Socket => {
                 h.set_entry_type(match e.kind {
                     EntryKind::Fifo => EntryType::Fifo,
                     EntryKind::CharDevice => EntryType::Char,

@@ -405,6 +405,10 @@ impl Reader {
         for (path, e) in run.dirs.iter().rev() {
             if let Err(err) = apply_dir_meta(path, e) {
                 run.sum.errors.push(format!("{}: {err}", path.display()));
+                continue;
+            }
+            for why in crate::file_kinds::apply_xattrs(path, e) {
+                run.sum.warnings.push(format!("{}: {why}", path.display()));
             }
         }
         run.sum.warnings.extend(t.warnings.take());

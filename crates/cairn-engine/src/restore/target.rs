@@ -319,8 +319,13 @@ impl Target {
     /// (a hard link under a temporary name, renamed over `dest`).
     pub fn place_hard_link(&self, dest: &Path, e: &DirEntry, first: &Path) -> Result<Placed> {
         let existing = self.existing(dest)?;
-        let first_meta = fs::symlink_metadata(first)
-            .ctx(|| format!("inspecting {}, the first name of {}", first.display(), dest.display()))?;
+        let first_meta = fs::symlink_metadata(first).ctx(|| {
+            format!(
+                "inspecting {}, the first name of {}",
+                first.display(),
+                dest.display()
+            )
+        })?;
         if !first_meta.is_file() {
             return Err(Error::invalid(format!(
                 "{} (its first name) is not a restored file",
@@ -514,9 +519,7 @@ fn unchanged(dest: &Path, m: &fs::Metadata, e: &DirEntry) -> bool {
         EntryKind::Dir => false,
         EntryKind::Fifo => m.file_type().is_fifo(),
         EntryKind::Socket => m.file_type().is_socket(),
-        EntryKind::CharDevice => {
-            m.file_type().is_char_device() && Some(m.rdev()) == e.extras.rdev
-        }
+        EntryKind::CharDevice => m.file_type().is_char_device() && Some(m.rdev()) == e.extras.rdev,
         EntryKind::BlockDevice => {
             m.file_type().is_block_device() && Some(m.rdev()) == e.extras.rdev
         }
@@ -617,7 +620,8 @@ impl Write for Sink<'_> {
         if let Some(ext) = &self.extents {
             use std::os::unix::fs::FileExt;
             let mut at = 0usize;
-            for (off, len) in cairn_format::extras::logical_ranges(ext, self.data, buf.len() as u64) {
+            for (off, len) in cairn_format::extras::logical_ranges(ext, self.data, buf.len() as u64)
+            {
                 self.file.write_all_at(&buf[at..at + len as usize], off)?;
                 at += len as usize;
             }

@@ -250,7 +250,10 @@ fn holes_are_zero(f: &fs::File, ext: &[cairn_format::dir::Extent], size: u64) ->
         // The parts of data region `d` outside every recorded extent.
         let mut pos = d.offset;
         let mut gaps = Vec::new();
-        for x in ext.iter().filter(|x| x.end() > d.offset && x.offset < d.end()) {
+        for x in ext
+            .iter()
+            .filter(|x| x.end() > d.offset && x.offset < d.end())
+        {
             if x.offset > pos {
                 gaps.push((pos, x.offset));
             }
