@@ -213,7 +213,7 @@ impl LinkGroups {
 }
 
 /// Zeros handed out for holes, a block at a time.
-const ZEROS: [u8; 64 << 10] = [0; 64 << 10];
+static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
 
 impl Reader {
     /// Calls `sink` with file `e`'s logical bytes in order: its content,

@@ -44,6 +44,8 @@ pub struct VirtualMeta {
     pub mtime: SystemTime,
 }
 
+// Most inodes are entries: boxing them would add an allocation each.
+#[allow(clippy::large_enum_variant)]
 enum Inode {
     Virtual(usize),
     Entry { parent: u64, entry: DirEntry },
