@@ -461,6 +461,10 @@ pub(crate) fn kind_name(k: EntryKind) -> &'static str {
         EntryKind::File => "file",
         EntryKind::Dir => "dir",
         EntryKind::Symlink => "symlink",
+        EntryKind::Fifo => "fifo",
+        EntryKind::CharDevice => "chardev",
+        EntryKind::BlockDevice => "blockdev",
+        EntryKind::Socket => "socket",
     }
 }
 

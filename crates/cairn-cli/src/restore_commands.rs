@@ -60,6 +60,9 @@ pub fn restore(cli: &Cli, repo: &Repository, a: &RestoreArgs) -> Result<ExitCode
     for e in &sum.errors {
         eprintln!("cairn: error: {e}");
     }
+    for w in &sum.warnings {
+        eprintln!("cairn: warning: {w}");
+    }
     let verified = if a.verify {
         let progress = Arc::new(Progress::default());
         let display = Display::start_with(progress.clone(), show, "verify", Unit::Bytes);

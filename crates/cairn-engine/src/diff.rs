@@ -106,6 +106,9 @@ pub fn metadata_fields(a: &DirEntry, b: &DirEntry) -> Vec<&'static str> {
     if a.mtime_ns != b.mtime_ns {
         f.push("mtime");
     }
+    if a.extras.xattrs != b.extras.xattrs {
+        f.push("xattrs");
+    }
     f
 }
 
@@ -280,7 +283,11 @@ impl Differ<'_, '_> {
         let fields = metadata_fields(&x, &y);
         let same_content = match x.kind {
             // Equal content roots name equal bytes (the Merkle property).
-            EntryKind::File => x.content == y.content && x.size == y.size,
+            EntryKind::File => {
+                x.content == y.content && x.size == y.size && x.extras.extents == y.extras.extents
+            }
+            EntryKind::CharDevice | EntryKind::BlockDevice => x.extras.rdev == y.extras.rdev,
+            EntryKind::Fifo | EntryKind::Socket => true,
             EntryKind::Symlink => x.target == y.target,
             EntryKind::Dir => true,
         };

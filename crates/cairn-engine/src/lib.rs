@@ -17,6 +17,7 @@ pub mod config;
 pub mod container_log;
 pub(crate) mod dedup;
 pub mod diff;
+pub mod file_kinds;
 pub mod find;
 pub mod forget;
 pub mod gc;

@@ -118,6 +118,54 @@ impl RandomAccess {
         Ok(entries)
     }
 
+    /// Appends to `out` the logical bytes `[offset, offset + len)` of file
+    /// `e` (zeros in a sparse file's holes), cut at its end.
+    pub fn read_file_at(
+        &mut self,
+        e: &DirEntry,
+        offset: u64,
+        len: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        let Some(ext) = &e.extras.extents else {
+            return match &e.content {
+                Some(b) => self.read_at(b, offset, len, out),
+                None => Ok(()),
+            };
+        };
+        let hi = offset.saturating_add(len as u64).min(e.size);
+        let mut pos = offset;
+        let mut data = 0u64; // content offset where extent `x` starts
+        for x in ext {
+            if pos >= hi {
+                break;
+            }
+            if x.end() > pos && x.offset < hi {
+                let from = x.offset.max(pos);
+                let to = x.end().min(hi);
+                out.resize(out.len() + (from - pos) as usize, 0);
+                let blob = e
+                    .content
+                    .as_ref()
+                    .ok_or_else(|| Error::corrupt("sparse file", "extents without content"))?;
+                let before = out.len();
+                self.read_at(blob, data + (from - x.offset), (to - from) as usize, out)?;
+                if (out.len() - before) as u64 != to - from {
+                    return Err(Error::corrupt(
+                        "sparse file",
+                        "content shorter than its extents",
+                    ));
+                }
+                pos = to;
+            }
+            data += x.len;
+        }
+        if pos < hi {
+            out.resize(out.len() + (hi - pos) as usize, 0);
+        }
+        Ok(())
+    }
+
     /// Appends to `out` the bytes `[offset, offset + len)` of the blob,
     /// cut at its end (nothing at or past the end).
     pub fn read_at(

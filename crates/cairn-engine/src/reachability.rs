@@ -335,6 +335,7 @@ mod tests {
             ctime_ns: 0,
             inode: 0,
             children: None,
+            extras: Default::default(),
         }
     }
 

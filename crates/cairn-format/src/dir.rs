@@ -14,7 +14,10 @@
 //!            | inode varint | size varint
 //!            | [target_len varint | target]          if flags & 1
 //!            | [root fp [w] | level u8 | size varint] if flags & 2
+//!            | [extras]                             if flags & 8 (see `extras`)
 //!            | [entry count varint | entry*]          if flags & 4 (inline listing)
+//! kind    := 0 file | 1 directory | 2 symlink | 3 fifo | 4 char device
+//!            | 5 block device | 6 socket
 //! ```
 //!
 //! Version 2 (written since issue 12) adds the change time and inode number
@@ -27,6 +30,11 @@
 //! per directory. Version 1 listings (fixed-width fields, no ctime, inode or
 //! inline listings) are still read.
 //!
+//! Flag 8 and kinds 3 to 6 (special files) were added within version 2: a
+//! listing without them encodes as before, byte for byte. The extras
+//! ([`crate::extras`]) hold extended attributes, hard-link groups, device
+//! numbers and sparse files' data extents.
+//!
 //! Varints are canonical unsigned LEB128. Entries are strictly sorted by name
 //! bytes, so one directory has exactly one encoding (listings are
 //! content-addressed and deduplicate across snapshots).
@@ -34,12 +42,14 @@
 use cairn_core::{Error, Fingerprint, Result};
 
 use crate::bytes::{check_fp_width, put_u64, put_varint, Reader};
+pub use crate::extras::{Extent, Extras, HardLink};
 
 /// The listing format version this build writes and the newest it reads.
 pub const DIR_VERSION: u8 = 2;
 const FLAG_TARGET: u8 = 1;
 const FLAG_CONTENT: u8 = 2;
 const FLAG_INLINE: u8 = 4;
+const FLAG_EXTRAS: u8 = 8;
 /// Inline listings nest at most this deep inside one listing blob (bounds
 /// the decoder's recursion; the backup stores a deeper subtree as a blob).
 pub const MAX_INLINE_DEPTH: usize = 32;
@@ -59,6 +69,10 @@ pub enum EntryKind {
     File = 0,
     Dir = 1,
     Symlink = 2,
+    Fifo = 3,
+    CharDevice = 4,
+    BlockDevice = 5,
+    Socket = 6,
 }
 
 impl EntryKind {
@@ -67,7 +81,37 @@ impl EntryKind {
             0 => Some(EntryKind::File),
             1 => Some(EntryKind::Dir),
             2 => Some(EntryKind::Symlink),
+            3 => Some(EntryKind::Fifo),
+            4 => Some(EntryKind::CharDevice),
+            5 => Some(EntryKind::BlockDevice),
+            6 => Some(EntryKind::Socket),
             _ => None,
+        }
+    }
+
+    /// A FIFO, device or socket: no content, no target, no listing.
+    pub fn is_special(self) -> bool {
+        matches!(
+            self,
+            EntryKind::Fifo | EntryKind::CharDevice | EntryKind::BlockDevice | EntryKind::Socket
+        )
+    }
+
+    /// A character or block device (it has a device number).
+    pub fn is_device(self) -> bool {
+        matches!(self, EntryKind::CharDevice | EntryKind::BlockDevice)
+    }
+
+    /// A short lower-case name ("file", "fifo", "char device", ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            EntryKind::File => "file",
+            EntryKind::Dir => "directory",
+            EntryKind::Symlink => "symlink",
+            EntryKind::Fifo => "fifo",
+            EntryKind::CharDevice => "char device",
+            EntryKind::BlockDevice => "block device",
+            EntryKind::Socket => "socket",
         }
     }
 }
@@ -107,6 +151,17 @@ pub struct DirEntry {
     /// A directory's entries stored inline in this listing (then `content`
     /// is `None`); `None` for every other entry.
     pub children: Option<Vec<DirEntry>>,
+    /// Extended attributes, hard-link group, device number, sparse extents
+    /// (flag 8; empty for most entries).
+    pub extras: Extras,
+}
+
+impl DirEntry {
+    /// The size of the stored content: the logical size, or for a sparse
+    /// file the bytes of its data extents.
+    pub fn data_size(&self) -> u64 {
+        self.content.map_or(0, |c| c.size)
+    }
 }
 
 /// Why a name is not a valid entry name, if it is not.
@@ -155,7 +210,23 @@ fn entry_error(prev: Option<&[u8]>, e: &DirEntry) -> Option<String> {
     if e.children.is_some() && e.content.is_some() {
         return Some("directory with both a listing blob and an inline listing".to_string());
     }
-    None
+    if e.kind.is_special() && (e.content.is_some() || e.size != 0) {
+        return Some(format!("{} with content", e.kind.name()));
+    }
+    if e.kind.is_device() != e.extras.rdev.is_some() {
+        return Some(if e.kind.is_device() {
+            format!("{} without a device number", e.kind.name())
+        } else {
+            format!("{} with a device number", e.kind.name())
+        });
+    }
+    if e.extras.hard_link.is_some() && e.kind == EntryKind::Dir {
+        return Some("directory in a hard-link group".to_string());
+    }
+    if e.extras.extents.is_some() && e.kind != EntryKind::File {
+        return Some(format!("{} with sparse extents", e.kind.name()));
+    }
+    e.extras.error(e.size, e.data_size())
 }
 
 fn show(name: &[u8]) -> String {
@@ -216,7 +287,8 @@ fn put_entries(entries: &[DirEntry], out: &mut Vec<u8>) {
         out.push(e.kind as u8);
         let flags = if e.target.is_some() { FLAG_TARGET } else { 0 }
             | if e.content.is_some() { FLAG_CONTENT } else { 0 }
-            | if e.children.is_some() { FLAG_INLINE } else { 0 };
+            | if e.children.is_some() { FLAG_INLINE } else { 0 }
+            | if e.extras.is_empty() { 0 } else { FLAG_EXTRAS };
         out.push(flags);
         put_varint(out, e.mode.into());
         put_varint(out, e.uid.into());
@@ -233,6 +305,9 @@ fn put_entries(entries: &[DirEntry], out: &mut Vec<u8>) {
             out.extend_from_slice(c.root.as_bytes());
             out.push(c.level);
             put_varint(out, c.size);
+        }
+        if !e.extras.is_empty() {
+            e.extras.encode(out);
         }
         if let Some(children) = &e.children {
             put_entries(children, out);
@@ -279,7 +354,7 @@ fn get_entries(
     }
     let allowed = match version {
         1 => FLAG_TARGET | FLAG_CONTENT,
-        _ => FLAG_TARGET | FLAG_CONTENT | FLAG_INLINE,
+        _ => FLAG_TARGET | FLAG_CONTENT | FLAG_INLINE | FLAG_EXTRAS,
     };
     let mut entries: Vec<DirEntry> = Vec::with_capacity(count as usize);
     for i in 0..count {
@@ -288,6 +363,7 @@ fn get_entries(
         let name = r.take(name_len, "name")?.to_vec();
         let kind_byte = r.u8("kind")?;
         let kind = EntryKind::from_u8(kind_byte)
+            .filter(|k| version > 1 || (*k as u8) <= EntryKind::Symlink as u8)
             .ok_or_else(|| r.corrupt(format!("entry {i}: unknown kind {kind_byte}")))?;
         let flags = r.u8("flags")?;
         if flags & !allowed != 0 {
@@ -331,6 +407,11 @@ fn get_entries(
         } else {
             None
         };
+        let extras = if flags & FLAG_EXTRAS != 0 {
+            Extras::decode(r)?
+        } else {
+            Extras::default()
+        };
         let children = if flags & FLAG_INLINE != 0 {
             if depth >= MAX_INLINE_DEPTH {
                 return Err(r.corrupt(format!(
@@ -354,6 +435,7 @@ fn get_entries(
             target,
             content,
             children,
+            extras,
         };
         let prev = entries.last().map(|p| p.name.as_slice());
         if let Some(why) = entry_error(prev, &e) {

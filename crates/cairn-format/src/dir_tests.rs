@@ -23,6 +23,7 @@ fn file(name: &str, w: usize) -> DirEntry {
             size: 12345,
         }),
         children: None,
+        extras: Default::default(),
     }
 }
 
@@ -193,13 +194,13 @@ fn decoder_rejects_invalid_listings() {
     check(std::slice::from_ref(&link), "with content");
 
     let mut b = encode_raw(&[file("a", 4)]);
-    b[4] = 3; // kind
+    b[4] = 7; // kind
     assert!(decode_dir(&b, 4)
         .unwrap_err()
         .to_string()
-        .contains("unknown kind 3"));
+        .contains("unknown kind 7"));
     let mut b = encode_raw(&[file("a", 4)]);
-    b[5] |= 8; // flags
+    b[5] |= 16; // flags
     assert!(decode_dir(&b, 4)
         .unwrap_err()
         .to_string()
@@ -283,6 +284,7 @@ fn entry_strategy(w: usize) -> impl Strategy<Value = DirEntry> {
                         })
                     },
                     children: None,
+                    extras: Default::default(),
                 })
             },
         )

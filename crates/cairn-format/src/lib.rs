@@ -24,6 +24,7 @@ pub mod compress;
 pub mod container;
 pub mod dir;
 pub mod envelope;
+pub mod extras;
 pub mod frugal_log;
 pub mod index;
 pub mod index_delta;

@@ -14,7 +14,9 @@ use cairn_core::{ChunkKind, CompressionCodec, ContainerId, Fingerprint};
 use cairn_format::container::{
     decode_container, decode_tail, stored_chunk, ContainerWriter, TailDecode,
 };
-use cairn_format::dir::{decode_dir, encode_dir, BlobRef, DirEntry, EntryKind};
+use cairn_format::dir::{
+    decode_dir, encode_dir, BlobRef, DirEntry, EntryKind, Extent, Extras, HardLink,
+};
 use cairn_format::envelope::{open, seal};
 use cairn_format::frugal_log::{decode_segment, encode_segment, SegmentHeader, REMOVAL};
 use cairn_format::index::{
@@ -115,6 +117,7 @@ fn dir_entries() -> Vec<DirEntry> {
                 size: 11,
             }),
             children: None,
+            extras: Default::default(),
         },
         DirEntry {
             name: b"link".to_vec(),
@@ -129,6 +132,7 @@ fn dir_entries() -> Vec<DirEntry> {
             target: Some(b"hello.txt".to_vec()),
             content: None,
             children: None,
+            extras: Default::default(),
         },
     ]
 }
@@ -154,6 +158,7 @@ fn dir_entries_v2() -> Vec<DirEntry> {
         target: None,
         content: None,
         children: None,
+        extras: Default::default(),
     };
     v.push(DirEntry {
         name: b"sub".to_vec(),
@@ -164,6 +169,7 @@ fn dir_entries_v2() -> Vec<DirEntry> {
         target: None,
         content: None,
         children: Some(vec![empty.clone()]),
+        extras: Default::default(),
         ..empty
     });
     v
@@ -303,6 +309,85 @@ fn golden_dir() {
 #[test]
 fn golden_dir_v1() {
     assert_eq!(decode_dir(&parse(DIR_V1), 8).unwrap(), dir_entries());
+}
+
+/// FORMAT.md "Directory listing", special files and extras (flag 8): each
+/// new kind, and a sparse, hard-linked file with an extended attribute.
+fn dir_entries_extras() -> Vec<DirEntry> {
+    let base = DirEntry {
+        name: Vec::new(),
+        kind: EntryKind::Fifo,
+        mode: 0,
+        uid: 0,
+        gid: 0,
+        mtime_ns: MTIME,
+        ctime_ns: MTIME + 1,
+        inode: 0,
+        size: 0,
+        target: None,
+        content: None,
+        children: None,
+        extras: Default::default(),
+    };
+    let special = |name: &str, kind, mode, inode, rdev| DirEntry {
+        name: name.as_bytes().to_vec(),
+        kind,
+        mode,
+        inode,
+        extras: Extras {
+            rdev,
+            ..Extras::default()
+        },
+        ..base.clone()
+    };
+    vec![
+        special("blk", EntryKind::BlockDevice, 0o60660, 50, Some(0x0801)),
+        special("dev", EntryKind::CharDevice, 0o20666, 51, Some(0x0103)),
+        special("fifo", EntryKind::Fifo, 0o10644, 52, None),
+        special("sock", EntryKind::Socket, 0o140755, 53, None),
+        DirEntry {
+            name: b"sparse".to_vec(),
+            kind: EntryKind::File,
+            mode: 0o100644,
+            inode: 54,
+            size: 1 << 20,
+            content: Some(BlobRef {
+                root: fp(0xc3),
+                level: 0,
+                size: 8,
+            }),
+            extras: Extras {
+                xattrs: vec![(b"user.k".to_vec(), b"v".to_vec())],
+                hard_link: Some(HardLink {
+                    dev: 2049,
+                    nlink: 2,
+                }),
+                extents: Some(vec![
+                    Extent {
+                        offset: 4096,
+                        len: 4,
+                    },
+                    Extent {
+                        offset: 65536,
+                        len: 4,
+                    },
+                ]),
+                ..Extras::default()
+            },
+            ..base.clone()
+        },
+    ]
+}
+
+#[test]
+fn golden_dir_extras() {
+    let mut out = Vec::new();
+    encode_dir(&dir_entries_extras(), &mut out).unwrap();
+    assert_bytes("directory listing with extras", &out, DIR_EXTRAS);
+    assert_eq!(
+        decode_dir(&parse(DIR_EXTRAS), 8).unwrap(),
+        dir_entries_extras()
+    );
 }
 
 /// FORMAT.md "Snapshot record". A decode-only fixture: a version-1 record
@@ -701,4 +786,67 @@ const FRUGAL_LOG_REMOVAL: &str = r#"
     1111111111111111                         # record 10: fingerprint
     3000000000000000                         # record 10: container 0x30
     a3412925                                 # crc32c of the above
+"#;
+const DIR_EXTRAS: &str = r#"
+    02                                       # listing format version 2
+    05                                       # entry count 5 (varint)
+    03                                       # entry 0: name length 3
+    626c6b                                   # entry 0: name "blk"
+    0508                                     # entry 0: kind 5 (block device), flags 8
+    b0c301                                   # entry 0: mode 0o60660 (varint)
+    0000                                     # entry 0: uid 0, gid 0 (varints)
+    00002a36fe9c9717                         # entry 0: mtime_ns
+    01002a36fe9c9717                         # entry 0: ctime_ns
+    32                                       # entry 0: inode 50 (varint)
+    00                                       # entry 0: size 0
+    04                                       # entry 0: extras length 4
+    03028110                                 # entry 0: tag 3 (rdev), length 2, rdev 0x801
+    03                                       # entry 1: name length 3
+    646576                                   # entry 1: name "dev"
+    0408                                     # entry 1: kind 4 (char device), flags 8
+    b643                                     # entry 1: mode 0o20666 (varint)
+    0000                                     # entry 1: uid 0, gid 0 (varints)
+    00002a36fe9c9717                         # entry 1: mtime_ns
+    01002a36fe9c9717                         # entry 1: ctime_ns
+    33                                       # entry 1: inode 51 (varint)
+    00                                       # entry 1: size 0
+    04                                       # entry 1: extras length 4
+    03028302                                 # entry 1: tag 3 (rdev), length 2, rdev 0x103
+    04                                       # entry 2: name length 4
+    6669666f                                 # entry 2: name "fifo"
+    0300                                     # entry 2: kind 3 (fifo), flags 0
+    a423                                     # entry 2: mode 0o10644 (varint)
+    0000                                     # entry 2: uid 0, gid 0 (varints)
+    00002a36fe9c9717                         # entry 2: mtime_ns
+    01002a36fe9c9717                         # entry 2: ctime_ns
+    34                                       # entry 2: inode 52 (varint)
+    00                                       # entry 2: size 0
+    04                                       # entry 3: name length 4
+    736f636b                                 # entry 3: name "sock"
+    0600                                     # entry 3: kind 6 (socket), flags 0
+    ed8303                                   # entry 3: mode 0o140755 (varint)
+    0000                                     # entry 3: uid 0, gid 0 (varints)
+    00002a36fe9c9717                         # entry 3: mtime_ns
+    01002a36fe9c9717                         # entry 3: ctime_ns
+    35                                       # entry 3: inode 53 (varint)
+    00                                       # entry 3: size 0
+    06                                       # entry 4: name length 6
+    737061727365                             # entry 4: name "sparse"
+    000a                                     # entry 4: kind 0 (file), flags 10 (content, extras)
+    a48302                                   # entry 4: mode 0o100644 (varint)
+    0000                                     # entry 4: uid 0, gid 0 (varints)
+    00002a36fe9c9717                         # entry 4: mtime_ns
+    01002a36fe9c9717                         # entry 4: ctime_ns
+    36                                       # entry 4: inode 54 (varint)
+    808040                                   # entry 4: size 1048576 (varint)
+    c3c3c3c3c3c3c3c3                         # entry 4: content root fingerprint
+    00                                       # entry 4: content root level 0
+    08                                       # entry 4: content size 8 (the extents' bytes)
+    1b                                       # entry 4: extras length 27
+    010a                                     # entry 4: tag 1 (xattrs), length 10
+    0106757365722e6b0176                     # entry 4: 1 xattr: name "user.k", value "v"
+    0203                                     # entry 4: tag 2 (hard link), length 3
+    811002                                   # entry 4: dev 2049, nlink 2
+    8008                                     # entry 4: tag 128 (extents), length 8
+    02802004fcdf0304                         # entry 4: 2 extents: gap 4096 len 4, gap 61436 len 4
 "#;

@@ -44,6 +44,8 @@ pub struct VirtualMeta {
     pub mtime: SystemTime,
 }
 
+// Most inodes are entries: boxing them would add an allocation each.
+#[allow(clippy::large_enum_variant)]
 enum Inode {
     Virtual(usize),
     Entry { parent: u64, entry: DirEntry },
@@ -90,6 +92,10 @@ fn file_type(k: EntryKind) -> FileType {
         EntryKind::File => FileType::RegularFile,
         EntryKind::Dir => FileType::Directory,
         EntryKind::Symlink => FileType::Symlink,
+        EntryKind::Fifo => FileType::NamedPipe,
+        EntryKind::CharDevice => FileType::CharDevice,
+        EntryKind::BlockDevice => FileType::BlockDevice,
+        EntryKind::Socket => FileType::Socket,
     }
 }
 
@@ -321,16 +327,16 @@ impl Filesystem for SnapshotFs {
     ) {
         let mut st = self.state();
         let st = &mut *st;
-        let blob = match st.inodes.get((u64::from(ino) as usize).wrapping_sub(1)) {
-            Some(Inode::Entry { entry, .. }) if entry.kind == EntryKind::File => entry.content,
+        let entry = match st.inodes.get((u64::from(ino) as usize).wrapping_sub(1)) {
+            Some(Inode::Entry { entry, .. }) if entry.kind == EntryKind::File => entry.clone(),
             Some(_) => return reply.error(Errno::EISDIR),
             None => return reply.error(Errno::ENOENT),
         };
-        let Some(blob) = blob else {
-            return reply.data(&[]);
-        };
         st.buf.clear();
-        match st.access.read_at(&blob, offset, size as usize, &mut st.buf) {
+        match st
+            .access
+            .read_file_at(&entry, offset, size as usize, &mut st.buf)
+        {
             Ok(()) => reply.data(&st.buf),
             Err(e) => reply.error(self.eio(&e)),
         }

@@ -122,8 +122,15 @@ fn count(out: &mut DryRunOutcome, rx: crate::pipe::Receiver<Vec<Event>>) -> bool
                 top |= depth == 0;
                 out.symlinks += 1;
             }
+            // Another name of a file counted already: nothing to read.
+            Event::Linked(_) => {
+                top |= depth == 0;
+                out.files += 1;
+            }
+            // A FIFO, device or socket (nothing to read).
+            Event::Kept(_) => top |= depth == 0,
             // Not sent by a dry walk of paths.
-            Event::Data(_) | Event::Fingerprinted(_) | Event::Kept(_) => {}
+            Event::Data(_) | Event::Fingerprinted(_) => {}
         }
     }
     top

@@ -700,6 +700,7 @@ pub(super) fn entry(name: Vec<u8>, kind: EntryKind, m: &EntryMeta) -> DirEntry {
         target: None,
         content: None,
         children: None,
+        extras: m.extras.clone(),
     }
 }
 
@@ -715,6 +716,7 @@ fn consume(
     let mut file: Option<OpenFile> = None;
     let mut top: Option<DirEntry> = None;
     let mut fps = Vec::new();
+    let mut links = crate::file_kinds::LinkGroups::default();
     let mut place = |e: DirEntry, stack: &mut Vec<DirFrame>| match stack.last_mut() {
         Some(f) => f.entries.push(e),
         None => top = Some(e),
@@ -782,14 +784,26 @@ fn consume(
                 let content = f.tree.finish(stream)?;
                 if ok {
                     let mut e = entry(f.name, EntryKind::File, &f.meta);
-                    e.size = f.bytes;
+                    // A sparse file's content is its data extents only.
+                    e.size = match e.extras.extents {
+                        Some(_) => f.meta.size,
+                        None => f.bytes,
+                    };
                     e.content = content;
                     bump(&counts.files, 1);
-                    bump(&counts.logical_bytes, f.bytes);
+                    bump(&counts.logical_bytes, e.size);
+                    links.first(&e);
                     place(e, &mut stack);
                 }
             }
+            Event::Linked(mut e) => {
+                links.fill(&mut e)?;
+                bump(&counts.files, 1);
+                bump(&counts.logical_bytes, e.size);
+                place(e, &mut stack);
+            }
             Event::Kept(e) => {
+                links.first(&e);
                 match e.kind {
                     EntryKind::File => {
                         bump(&counts.files, 1);

@@ -174,6 +174,7 @@ mod tests {
                 size,
             }),
             children: None,
+            extras: Default::default(),
         }
     }
 

@@ -110,6 +110,10 @@ pub fn record_trace(
                 Event::Fingerprinted(chunks) => chunks
                     .into_iter()
                     .try_for_each(|c| sink(TraceEvent::Chunk(c))),
+                // Special files and later names of hard-linked files have
+                // no chunks of their own: a trace has no place for them.
+                Event::Kept(e) if e.kind.is_special() => Ok(()),
+                Event::Linked(_) => Ok(()),
                 // Stored entries carry no chunks to record.
                 Event::Kept(_) => Err(Error::invalid(
                     "a trace records files read from disk, not stored entries",

@@ -16,7 +16,7 @@
 use std::fs::{self, File, Metadata};
 use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -26,7 +26,9 @@ use crate::pipe::{Receiver, Sender};
 
 use cairn_chunk::{new_chunker, ChunkBatch, ChunkReader};
 use cairn_core::{ChunkerConfig, TraceChunk, TraceSource};
-use cairn_format::dir::DirEntry;
+use cairn_format::dir::{DirEntry, EntryKind, Extras, HardLink};
+
+use crate::file_kinds::{data_extents, read_xattrs, ExtentReader};
 
 use super::parent::{unchanged, ParentTree};
 use super::select::{absolute_clean, ExcludeReason, Selection};
@@ -100,6 +102,8 @@ pub struct EntryMeta {
     /// 0 where there is none (streams, traces).
     pub inode: u64,
     pub size: u64,
+    /// Extended attributes, hard-link group, device number, sparse extents.
+    pub extras: Extras,
 }
 
 /// A `stat` time (seconds, nanoseconds) as ns since the epoch.
@@ -117,6 +121,7 @@ impl EntryMeta {
             ctime_ns: ns(m.ctime(), m.ctime_nsec()),
             inode: m.ino(),
             size: m.len(),
+            extras: Extras::default(),
         }
     }
 }
@@ -134,8 +139,12 @@ pub enum Event {
     Data(ChunkBatch),
     /// Chunks known only by fingerprint and sizes (a trace).
     Fingerprinted(Vec<TraceChunk>),
-    /// An entry whose content is already stored (see [`Source::Kept`]).
+    /// An entry whose content is already stored (see [`Source::Kept`]), or
+    /// that has none (a FIFO, device or socket).
     Kept(DirEntry),
+    /// Another name of a file sent earlier in this walk (same hard-link
+    /// group): the receiver gives it that file's content, unread.
+    Linked(DirEntry),
     /// `ok == false`: reading failed part-way; the entry must be dropped.
     FileEnd {
         ok: bool,
@@ -182,6 +191,8 @@ impl Progress {
 }
 
 /// What a walker reads.
+// One value per backup source: the size of the stored-entry variant is no cost.
+#[allow(clippy::large_enum_variant)]
 pub enum Source {
     Path(PathBuf),
     Stdin {
@@ -256,6 +267,8 @@ pub struct Walker {
     pub files: FileCounts,
     /// The chunk reader's look-ahead buffer, kept from file to file.
     read_buf: Vec<u8>,
+    /// Hard-link groups (device, inode) whose first name was sent.
+    linked: std::collections::HashSet<(u64, u64)>,
 }
 
 /// How the files of a walk compare with the parent snapshot.
@@ -305,6 +318,7 @@ impl Walker {
             parent: None,
             files: FileCounts::default(),
             read_buf: Vec::new(),
+            linked: Default::default(),
         }
     }
 
@@ -365,6 +379,7 @@ impl Walker {
                         ctime_ns: entry.ctime_ns,
                         inode: entry.inode,
                         size: 0,
+                        extras: entry.extras.clone(),
                     },
                 })?;
                 for c in children {
@@ -382,6 +397,31 @@ impl Walker {
             (Some(c), Some((tree, _))) => tree.stored(c),
             (Some(_), None) => false,
         }
+    }
+
+    /// `m` as recorded: with extended attributes, hard-link group and
+    /// device number. Attributes that cannot be listed are reported and
+    /// left out.
+    fn meta_of(&mut self, path: &Path, m: &Metadata) -> EntryMeta {
+        let mut meta = EntryMeta::from_fs(m);
+        match read_xattrs(path) {
+            Ok(x) => meta.extras.xattrs = x,
+            Err(e) => self.notices.push(format!(
+                "{}: extended attributes not recorded: {e}",
+                path.display()
+            )),
+        }
+        if !m.is_dir() && m.nlink() > 1 {
+            meta.extras.hard_link = Some(HardLink {
+                dev: m.dev(),
+                nlink: m.nlink(),
+            });
+        }
+        let ft = m.file_type();
+        if ft.is_char_device() || ft.is_block_device() {
+            meta.extras.rdev = Some(m.rdev());
+        }
+        meta
     }
 
     fn send(&mut self, ev: Event) -> Result<(), ()> {
@@ -462,9 +502,10 @@ impl Walker {
                 }
             }
             children.sort_by_key(|p| name_of(p));
+            let dir_meta = self.meta_of(path, &meta);
             self.send(Event::DirStart {
                 name,
-                meta: EntryMeta::from_fs(&meta),
+                meta: dir_meta,
             })?;
             let mut earlier = match (before, self.parent.as_mut()) {
                 (Some(b), Some((tree, _))) => tree.children(b),
@@ -479,11 +520,14 @@ impl Walker {
             self.send(Event::DirEnd)
         } else if ft.is_symlink() {
             match fs::read_link(path) {
-                Ok(t) => self.send(Event::Symlink {
-                    name,
-                    meta: EntryMeta::from_fs(&meta),
-                    target: t.as_os_str().as_bytes().to_vec(),
-                }),
+                Ok(t) => {
+                    let meta = self.meta_of(path, &meta);
+                    self.send(Event::Symlink {
+                        name,
+                        meta,
+                        target: t.as_os_str().as_bytes().to_vec(),
+                    })
+                }
                 Err(e) => {
                     self.skip(path, e);
                     Ok(())
@@ -500,9 +544,18 @@ impl Walker {
             self.progress.files_done.fetch_add(1, Ordering::Relaxed);
             self.send(Event::FileEnd { ok: true })
         } else if ft.is_file() {
-            let now = EntryMeta::from_fs(&meta);
+            let mut now = self.meta_of(path, &meta);
+            if let Some(h) = now.extras.hard_link {
+                if self.linked.contains(&(h.dev, now.inode)) {
+                    let mut e = super::entry(name, EntryKind::File, &now);
+                    e.size = now.size;
+                    self.progress.files_done.fetch_add(1, Ordering::Relaxed);
+                    return self.send(Event::Linked(e));
+                }
+            }
             match before {
                 Some(b) if unchanged(&b, &now) && self.parent_holds(&b) => {
+                    self.link_sent(&now);
                     self.files.unmodified += 1;
                     self.files.unmodified_bytes += now.size;
                     self.progress
@@ -512,6 +565,9 @@ impl Walker {
                     let mut e = super::entry(name, cairn_format::dir::EntryKind::File, &now);
                     e.size = now.size;
                     e.content = b.content;
+                    // The parent's extents go with its content; the
+                    // attributes are the file's current ones.
+                    e.extras.extents = b.extras.extents;
                     return self.send(Event::Kept(e));
                 }
                 Some(b) if b.kind == cairn_format::dir::EntryKind::File => self.files.changed += 1,
@@ -524,8 +580,17 @@ impl Walker {
                     return Ok(());
                 }
             };
+            if !self.dry_run {
+                now.extras.extents = data_extents(&file, meta.len());
+            }
+            let extents = now.extras.extents.clone();
+            let hard_link = now.extras.hard_link.map(|_| now.clone());
             self.send(Event::FileStart { name, meta: now })?;
-            let ok = match self.read_content(&file) {
+            let read = match &extents {
+                Some(x) => self.read_content(ExtentReader::new(&file, x)),
+                None => self.read_content(&file),
+            };
+            let ok = match read {
                 Ok(()) => true,
                 Err(ReadFailure::Io(e)) => {
                     self.skip(path, format!("read failed: {e}"));
@@ -547,13 +612,32 @@ impl Walker {
                 }
             }
             self.progress.files_done.fetch_add(1, Ordering::Relaxed);
+            if let (true, Some(m)) = (ok, hard_link) {
+                self.link_sent(&m);
+            }
             self.send(Event::FileEnd { ok })
         } else {
-            self.notices.push(format!(
-                "{}: skipping special file (device, socket or fifo)",
-                path.display()
-            ));
-            Ok(())
+            let kind = if ft.is_fifo() {
+                EntryKind::Fifo
+            } else if ft.is_char_device() {
+                EntryKind::CharDevice
+            } else if ft.is_block_device() {
+                EntryKind::BlockDevice
+            } else if ft.is_socket() {
+                EntryKind::Socket
+            } else {
+                self.skip(path, "unknown file type");
+                return Ok(());
+            };
+            let now = self.meta_of(path, &meta);
+            self.send(Event::Kept(super::entry(name, kind, &now)))
+        }
+    }
+
+    /// Remembers that the first name of `m`'s hard-link group was sent.
+    fn link_sent(&mut self, m: &EntryMeta) {
+        if let Some(h) = m.extras.hard_link {
+            self.linked.insert((h.dev, m.inode));
         }
     }
 

@@ -49,18 +49,15 @@ impl Reader {
         let (prefix, entries) = match self.find(snap, path)? {
             None => (PathBuf::new(), self.root_entries(snap)?),
             Some(e) if e.kind == EntryKind::File => {
-                let mut n = 0;
-                if let Some(b) = &e.content {
-                    self.for_each_chunk(b, &mut |c| {
-                        n += c.len() as u64;
-                        out.write_all(c).ctx(|| "writing to standard output".into())
-                    })?;
-                }
+                let n = self.for_each_logical(&e, &mut |c| {
+                    out.write_all(c).ctx(|| "writing to standard output".into())
+                })?;
                 return Ok(Dumped::File { bytes: n });
             }
-            Some(e) if e.kind == EntryKind::Symlink => {
+            Some(e) if e.kind != EntryKind::Dir => {
                 return Err(Error::invalid(format!(
-                    "{path} is a symlink; dump writes a file's bytes or a directory's archive"
+                    "{path} is a {}; dump writes a file's bytes or a directory's archive",
+                    e.kind.name()
                 )))
             }
             Some(mut e) => {
@@ -128,6 +125,10 @@ impl<'o> TarWriter<'o> {
     /// Appends one entry; a file's content is read through `reader`.
     fn entry(&mut self, reader: &mut Reader, name: &Path, e: &DirEntry) -> Result<()> {
         let ctx = || format!("archiving {}", name.display());
+        if e.kind == EntryKind::Socket {
+            // tar has no socket type (GNU tar skips them too).
+            return Ok(());
+        }
         let mut h = Header::new_gnu();
         h.set_mode(e.mode & 0o7777);
         h.set_uid(e.uid.into());
@@ -157,6 +158,25 @@ impl<'o> TarWriter<'o> {
                     .append_link(&mut h, name, OsStr::from_bytes(target))
                     .ctx(ctx)?;
             }
+            EntryKind::Fifo
+            | EntryKind::CharDevice
+            | EntryKind::BlockDevice
+            | EntryKind::Socket => {
+                h.set_entry_type(match e.kind {
+                    EntryKind::Fifo => EntryType::Fifo,
+                    EntryKind::CharDevice => EntryType::Char,
+                    _ => EntryType::Block,
+                });
+                if let Some(rdev) = e.extras.rdev {
+                    h.set_device_major(nix::sys::stat::major(rdev) as u32)
+                        .ctx(ctx)?;
+                    h.set_device_minor(nix::sys::stat::minor(rdev) as u32)
+                        .ctx(ctx)?;
+                }
+                self.tar
+                    .append_data(&mut h, name, std::io::empty())
+                    .ctx(ctx)?;
+            }
             EntryKind::File => {
                 h.set_entry_type(EntryType::Regular);
                 h.set_size(e.size);
@@ -167,8 +187,8 @@ impl<'o> TarWriter<'o> {
                     .ctx(ctx)?;
                 let out = self.tar.get_mut();
                 let mut n = 0u64;
-                if let Some(b) = &e.content {
-                    reader.for_each_chunk(b, &mut |c| {
+                {
+                    reader.for_each_logical(e, &mut |c| {
                         n += c.len() as u64;
                         if n > e.size {
                             return Err(Error::corrupt(

@@ -125,6 +125,15 @@ pub struct RestoreSummary {
     /// Entries removed by `--delete` because the snapshot does not have
     /// them (a directory with its contents counts once).
     pub deleted: u64,
+    /// FIFOs and device nodes created.
+    pub specials: u64,
+    /// Sockets in the snapshot, not created (docs/file-kinds.md).
+    pub sockets: u64,
+    /// Later names of hard-linked files restored as links to the first.
+    pub hard_links: u64,
+    /// Entries restored with less than was recorded, each with what is
+    /// missing (e.g. an extended attribute the target refused).
+    pub warnings: Vec<String>,
     /// Entries that could not be restored, each with the reason.
     pub errors: Vec<String>,
     /// What the restore policy did with the data chunks (container reads
@@ -311,14 +320,9 @@ impl Reader {
         if e.kind != EntryKind::File {
             return Err(Error::invalid(format!("{path} is not a regular file")));
         }
-        let mut n = 0;
-        if let Some(b) = &e.content {
-            self.for_each_chunk(b, &mut |c| {
-                n += c.len() as u64;
-                out.write_all(c).ctx(|| "writing to standard output".into())
-            })?;
-        }
-        Ok(n)
+        self.for_each_logical(&e, &mut |c| {
+            out.write_all(c).ctx(|| "writing to standard output".into())
+        })
     }
 
     /// Restores the snapshot (or the subtree at `include`) under `target`
@@ -388,6 +392,8 @@ impl Reader {
             sum: RestoreSummary::default(),
             dirs: Vec::new(),
             batch: batch::Batch::default(),
+            links: Default::default(),
+            later_links: Vec::new(),
         };
         let top = plan.root();
         if t.opts.delete && top == Scope::Whole {
@@ -396,14 +402,20 @@ impl Reader {
         }
         let outcome = self
             .restore_children("", root_entries, root, top, &mut run)
-            .and_then(|()| self.flush(&mut run));
+            .and_then(|()| self.flush(&mut run))
+            .and_then(|()| run.place_links());
         // Deepest directories first, so a parent's mtime is set last. Done
         // even after a fatal error: it needs no space.
         for (path, e) in run.dirs.iter().rev() {
             if let Err(err) = apply_dir_meta(path, e) {
                 run.sum.errors.push(format!("{}: {err}", path.display()));
+                continue;
+            }
+            for why in crate::file_kinds::apply_xattrs(path, e) {
+                run.sum.warnings.push(format!("{}: {why}", path.display()));
             }
         }
+        run.sum.warnings.extend(t.warnings.take());
         outcome?;
         run.sum.policy = self.extract.stats();
         Ok(run.sum)
@@ -449,6 +461,32 @@ impl Reader {
                     run.sum.symlinks += 1;
                 }
             }),
+            EntryKind::Socket => {
+                run.sum.sockets += 1;
+                Ok(())
+            }
+            EntryKind::Fifo | EntryKind::CharDevice | EntryKind::BlockDevice => {
+                match run.target.place_special(dest, &e) {
+                    Ok(placed) => {
+                        if run.sum.count(placed, dest, 0) {
+                            run.sum.specials += 1;
+                        }
+                        Ok(())
+                    }
+                    // Only root may create devices: restored where permitted.
+                    Err(Error::Io { source, .. })
+                        if source.raw_os_error() == Some(nix::libc::EPERM) =>
+                    {
+                        run.sum.warnings.push(format!(
+                            "{}: {} not created: not permitted",
+                            dest.display(),
+                            e.kind.name()
+                        ));
+                        Ok(())
+                    }
+                    Err(err) => Err(err),
+                }
+            }
         };
         r.or_else(|err| run.settle(err, dest))?;
         if run.batch.full() {
@@ -508,6 +546,18 @@ impl Reader {
     /// an empty one, or one the target's state decides about, is settled
     /// now.
     fn restore_file(&mut self, e: &DirEntry, dest: &Path, run: &mut Run) -> Result<()> {
+        if let Some(h) = e.extras.hard_link {
+            match run.links.entry((h.dev, e.inode)) {
+                std::collections::hash_map::Entry::Occupied(first) => {
+                    let first = first.get().clone();
+                    run.later_links.push((dest.to_path_buf(), e.clone(), first));
+                    return Ok(());
+                }
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    v.insert(dest.to_path_buf());
+                }
+            }
+        }
         let placed = match &e.content {
             // `place_file` decides about what is at `dest` itself.
             None => run.target.place_file(dest, e, &mut |_| Ok(()))?,
@@ -531,9 +581,31 @@ struct Run<'a> {
     dirs: Vec<(PathBuf, DirEntry)>,
     /// Files planned and not yet written.
     batch: batch::Batch,
+    /// The first restored name of each hard-link group (device, inode).
+    links: std::collections::HashMap<(u64, u64), PathBuf>,
+    /// Later names (dest, entry, first name), linked once every file is
+    /// written.
+    later_links: Vec<(PathBuf, DirEntry, PathBuf)>,
 }
 
 impl Run<'_> {
+    /// Links the later names of hard-linked files to their first names.
+    fn place_links(&mut self) -> Result<()> {
+        for (dest, e, first) in std::mem::take(&mut self.later_links) {
+            match self.target.place_hard_link(&dest, &e, &first) {
+                Ok(placed) => {
+                    if self.sum.count(placed, &dest, e.size) {
+                        self.sum.files += 1;
+                        self.sum.hard_links += 1;
+                    }
+                    self.progress.files_done.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(err) => self.settle(err, &dest)?,
+            }
+        }
+        Ok(())
+    }
+
     /// Counts a file that was placed (or skipped, or refused).
     fn placed_file(&mut self, placed: Placed, dest: &Path, size: u64) {
         if placed == Placed::Skipped {

@@ -347,7 +347,7 @@ impl<'s> Plan<'s> {
                     self.files += 1;
                     self.bytes += e.size;
                 }
-                EntryKind::File | EntryKind::Symlink => any |= taken,
+                _ => any |= taken,
             }
         }
         any

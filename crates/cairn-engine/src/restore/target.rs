@@ -31,7 +31,7 @@
 //! swaps a checked directory for a symlink is not defended against (that
 //! would need `openat`-style I/O relative to directory handles).
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::hash_map::RandomState;
 use std::collections::HashSet;
 use std::ffi::OsStr;
@@ -39,7 +39,7 @@ use std::fs;
 use std::hash::{BuildHasher, Hasher};
 use std::io::{self, BufWriter, Write};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -133,6 +133,9 @@ pub struct Target {
     /// Test hook: bytes the simulated file system still accepts; writing
     /// more fails with ENOSPC. Always `None` outside tests.
     capacity: Option<Cell<u64>>,
+    /// What was restored with less than was recorded ("path: what"):
+    /// extended attributes the target refused. The restore goes on.
+    pub(crate) warnings: RefCell<Vec<String>>,
 }
 
 impl Target {
@@ -140,6 +143,7 @@ impl Target {
         Target {
             opts,
             capacity: None,
+            warnings: RefCell::default(),
         }
     }
 
@@ -149,6 +153,7 @@ impl Target {
         Target {
             opts,
             capacity: Some(Cell::new(bytes)),
+            warnings: RefCell::default(),
         }
     }
 
@@ -248,6 +253,8 @@ impl Target {
             Sink {
                 file,
                 capacity: self.capacity.as_ref(),
+                extents: e.extras.extents.clone(),
+                data: 0,
             },
         );
         Ok(Opened::Writing(Box::new(FileWriter {
@@ -257,6 +264,8 @@ impl Target {
             gid: e.gid,
             mode: e.mode,
             mtime: mtime(e),
+            size: e.size,
+            xattrs: e.clone(),
             existing,
             out,
             guard,
@@ -278,9 +287,83 @@ impl Target {
         let guard = TempGuard(Some(tmp));
         let tmp = guard.path();
         let _ = std::os::unix::fs::lchown(tmp, Some(e.uid), Some(e.gid));
+        self.set_xattrs(tmp, dest, e);
         filetime::set_symlink_file_times(tmp, mtime(e), mtime(e))
             .ctx(|| format!("setting times of {}", dest.display()))?;
         self.commit(guard, dest, existing)
+    }
+
+    /// Creates FIFO or device `dest` for `e` under a temporary name (with
+    /// owner, mode, attributes and mtime) and renames it over `dest`.
+    pub fn place_special(&self, dest: &Path, e: &DirEntry) -> Result<Placed> {
+        let (verdict, existing) = self.decide(dest, e)?;
+        if let Some(v) = verdict {
+            return Ok(v);
+        }
+        let tmp = create_temp(parent(dest), |p| crate::file_kinds::make_special(p, e))
+            .ctx(|| format!("creating {} {}", e.kind.name(), dest.display()))?
+            .0;
+        let guard = TempGuard(Some(tmp));
+        let tmp = guard.path();
+        let _ = std::os::unix::fs::lchown(tmp, Some(e.uid), Some(e.gid));
+        // chmod does not open the node; the temporary is no symlink.
+        fs::set_permissions(tmp, fs::Permissions::from_mode(e.mode & 0o7777))
+            .ctx(|| format!("setting mode of {}", dest.display()))?;
+        self.set_xattrs(tmp, dest, e);
+        filetime::set_symlink_file_times(tmp, mtime(e), mtime(e))
+            .ctx(|| format!("setting times of {}", dest.display()))?;
+        self.commit(guard, dest, existing)
+    }
+
+    /// Makes `dest` another name of the already restored file `first`
+    /// (a hard link under a temporary name, renamed over `dest`).
+    pub fn place_hard_link(&self, dest: &Path, e: &DirEntry, first: &Path) -> Result<Placed> {
+        let existing = self.existing(dest)?;
+        let first_meta = fs::symlink_metadata(first).ctx(|| {
+            format!(
+                "inspecting {}, the first name of {}",
+                first.display(),
+                dest.display()
+            )
+        })?;
+        if !first_meta.is_file() {
+            return Err(Error::invalid(format!(
+                "{} (its first name) is not a restored file",
+                first.display()
+            )));
+        }
+        let verdict = match (&existing, self.opts.overwrite) {
+            (Existing::Nothing, _) => None,
+            (Existing::NonDir(m), _)
+                if m.ino() == first_meta.ino() && m.dev() == first_meta.dev() =>
+            {
+                Some(Placed::Skipped)
+            }
+            (_, Overwrite::Never) => Some(Placed::Skipped),
+            (Existing::NonEmptyDir, _) if !self.opts.delete => Some(Placed::NonEmptyDir),
+            _ => None,
+        };
+        if let Some(v) = verdict {
+            return Ok(v);
+        }
+        let _ = e;
+        let tmp = create_temp(parent(dest), |p| fs::hard_link(first, p))
+            .ctx(|| format!("linking {} to {}", dest.display(), first.display()))?
+            .0;
+        self.commit(TempGuard(Some(tmp)), dest, existing)
+    }
+
+    /// Sets `e`'s extended attributes on `path` (the temporary of `dest`);
+    /// refusals become warnings.
+    fn set_xattrs(&self, path: &Path, dest: &Path, e: &DirEntry) {
+        if e.extras.xattrs.is_empty() {
+            return;
+        }
+        for why in crate::file_kinds::apply_xattrs(path, e) {
+            self.warnings
+                .borrow_mut()
+                .push(format!("{}: {why}", dest.display()));
+        }
     }
 
     /// Moves a finished temporary over `dest`, first removing a directory in
@@ -361,6 +444,10 @@ pub struct FileWriter<'t> {
     gid: u32,
     mode: u32,
     mtime: filetime::FileTime,
+    /// The logical size (a sparse file is extended to it).
+    size: u64,
+    /// The entry, for its extended attributes.
+    xattrs: DirEntry,
     existing: Existing,
     out: BufWriter<Sink<'t>>,
     guard: TempGuard,
@@ -392,11 +479,18 @@ impl FileWriter<'_> {
         let what = || format!("writing {}", dest.display());
         let mut out = self.out;
         out.flush().ctx(what)?;
-        let file = out.into_inner().map_err(|e| e.into_error()).ctx(what)?.file;
+        let sink = out.into_inner().map_err(|e| e.into_error()).ctx(what)?;
+        let file = sink.file;
+        if sink.extents.is_some() {
+            // The holes after the last extent: a length, not data.
+            file.set_len(self.size).ctx(what)?;
+        }
         // Ownership first: chown clears set-id bits, chmod then restores them.
         let _ = std::os::unix::fs::fchown(&file, Some(self.uid), Some(self.gid));
         file.set_permissions(fs::Permissions::from_mode(self.mode & 0o7777))
             .ctx(|| format!("setting mode of {}", dest.display()))?;
+        self.target
+            .set_xattrs(self.guard.path(), dest, &self.xattrs);
         filetime::set_file_handle_times(&file, Some(self.mtime), Some(self.mtime))
             .ctx(|| format!("setting times of {}", dest.display()))?;
         drop(file);
@@ -423,6 +517,12 @@ fn unchanged(dest: &Path, m: &fs::Metadata, e: &DirEntry) -> bool {
                 })
         }
         EntryKind::Dir => false,
+        EntryKind::Fifo => m.file_type().is_fifo(),
+        EntryKind::Socket => m.file_type().is_socket(),
+        EntryKind::CharDevice => m.file_type().is_char_device() && Some(m.rdev()) == e.extras.rdev,
+        EntryKind::BlockDevice => {
+            m.file_type().is_block_device() && Some(m.rdev()) == e.extras.rdev
+        }
     }
 }
 
@@ -508,10 +608,32 @@ impl Drop for TempGuard {
 struct Sink<'a> {
     file: fs::File,
     capacity: Option<&'a Cell<u64>>,
+    /// A sparse file's data extents: the content written is placed at
+    /// their offsets, leaving holes between them.
+    extents: Option<Vec<cairn_format::dir::Extent>>,
+    /// Content bytes written so far (sparse files).
+    data: u64,
 }
 
 impl Write for Sink<'_> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if let Some(ext) = &self.extents {
+            use std::os::unix::fs::FileExt;
+            let mut at = 0usize;
+            for (off, len) in cairn_format::extras::logical_ranges(ext, self.data, buf.len() as u64)
+            {
+                self.file.write_all_at(&buf[at..at + len as usize], off)?;
+                at += len as usize;
+            }
+            if at != buf.len() {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "content longer than the file's extents",
+                ));
+            }
+            self.data += at as u64;
+            return Ok(at);
+        }
         if let Some(c) = self.capacity {
             let left = c.get();
             if left == 0 && !buf.is_empty() {
@@ -573,6 +695,7 @@ mod tests {
             ctime_ns: 0,
             inode: 0,
             children: None,
+            extras: Default::default(),
         }
     }
 

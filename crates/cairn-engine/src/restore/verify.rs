@@ -114,7 +114,14 @@ impl Reader {
                         ));
                     }
                 }
-                EntryKind::Symlink => {}
+                EntryKind::Symlink | EntryKind::Socket => {}
+                EntryKind::Fifo | EntryKind::CharDevice | EntryKind::BlockDevice => {
+                    if let Some(why) = verify_special(&e, &dest) {
+                        run.report
+                            .mismatches
+                            .push(format!("{}: {why}", dest.display()));
+                    }
+                }
             }
         }
     }
@@ -189,7 +196,7 @@ impl Reader {
                 }
                 for s in &steps {
                     run.buf.resize(s.size as usize, 0);
-                    if let Err(err) = f.read_exact(&mut run.buf) {
+                    if let Err(err) = read_data(&mut f, e, s.offset, &mut run.buf) {
                         return Some(format!("cannot read at byte {}: {err}", s.offset));
                     }
                     run.report.bytes += s.size;
@@ -202,10 +209,101 @@ impl Reader {
                         ));
                     }
                 }
-                None
+                match &e.extras.extents {
+                    Some(ext) => holes_are_zero(&f, ext, e.size),
+                    None => None,
+                }
             })(),
         };
         self.steps = steps;
         why
     }
+}
+
+/// Reads content bytes `[offset, offset + buf.len())` of file `e` from
+/// `f`: read in order, or for a sparse file at its extents' offsets.
+fn read_data(f: &mut fs::File, e: &DirEntry, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let Some(ext) = &e.extras.extents else {
+        return f.read_exact(buf);
+    };
+    let mut at = 0usize;
+    for (off, len) in cairn_format::extras::logical_ranges(ext, offset, buf.len() as u64) {
+        f.read_exact_at(&mut buf[at..at + len as usize], off)?;
+        at += len as usize;
+    }
+    Ok(())
+}
+
+/// Whether the holes of a restored sparse file read as zeros: only the
+/// data the file system reports inside them is read.
+fn holes_are_zero(f: &fs::File, ext: &[cairn_format::dir::Extent], size: u64) -> Option<String> {
+    use std::os::unix::fs::FileExt;
+    let found = crate::file_kinds::data_extents(f, size).unwrap_or_else(|| {
+        vec![cairn_format::dir::Extent {
+            offset: 0,
+            len: size,
+        }]
+    });
+    let mut buf = vec![0u8; 64 << 10];
+    for d in found {
+        // The parts of data region `d` outside every recorded extent.
+        let mut pos = d.offset;
+        let mut gaps = Vec::new();
+        for x in ext
+            .iter()
+            .filter(|x| x.end() > d.offset && x.offset < d.end())
+        {
+            if x.offset > pos {
+                gaps.push((pos, x.offset));
+            }
+            pos = pos.max(x.end());
+        }
+        if pos < d.end() {
+            gaps.push((pos, d.end()));
+        }
+        for (mut lo, hi) in gaps {
+            while lo < hi {
+                let n = ((hi - lo) as usize).min(buf.len());
+                if let Err(err) = f.read_exact_at(&mut buf[..n], lo) {
+                    return Some(format!("cannot read at byte {lo}: {err}"));
+                }
+                if buf[..n].iter().any(|&b| b != 0) {
+                    return Some(format!("bytes in a hole near byte {lo} are not zero"));
+                }
+                lo += n as u64;
+            }
+        }
+    }
+    None
+}
+
+/// What differs between FIFO or device `e` and what is at `dest`.
+fn verify_special(e: &DirEntry, dest: &Path) -> Option<String> {
+    use std::os::unix::fs::FileTypeExt;
+    let m = match fs::symlink_metadata(dest) {
+        Ok(m) => m,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Some("missing".into()),
+        Err(err) => return Some(format!("cannot inspect: {err}")),
+    };
+    let ft = m.file_type();
+    let same_kind = match e.kind {
+        EntryKind::Fifo => ft.is_fifo(),
+        EntryKind::CharDevice => ft.is_char_device(),
+        _ => ft.is_block_device(),
+    };
+    if !same_kind {
+        return Some(format!("not a {}", e.kind.name()));
+    }
+    if e.kind.is_device() && Some(m.rdev()) != e.extras.rdev {
+        return Some(format!("device number {:#x} differs", m.rdev()));
+    }
+    if m.mode() & 0o7777 != e.mode & 0o7777 {
+        return Some(format!(
+            "mode {:04o}, the snapshot has {:04o}",
+            m.mode() & 0o7777,
+            e.mode & 0o7777
+        ));
+    }
+    None
 }

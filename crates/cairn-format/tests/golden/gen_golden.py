@@ -240,5 +240,45 @@ fr.put(FA, "record 9: fingerprint"); fr.put(u64(0xffffffffffffffff), "record 9: 
 fr.put(FA, "record 10: fingerprint"); fr.put(u64(0x30), "record 10: container 0x30")
 fr.put(u32(crc32c(fr.b)), "crc32c of the above")
 
-for name, o in [("ENVELOPE", env), ("TREE_NODE", tree), ("CONTAINER", ctr), ("DIR", d), ("SNAPSHOT", snap), ("INDEX", idx), ("INDEX_DELTA", dl), ("SUMMARY_VECTOR", sv), ("FRUGAL_LOG", fl), ("FRUGAL_LOG_REMOVAL", fr)]:
+# --- dir listing, version 2 with special files and extras (flag 8)
+dx = Out()
+dx.put(u8(2), "listing format version 2")
+dx.put(varint(5), "entry count 5 (varint)")
+def special(i, name, kind, kname, mode, inode, rdev):
+    dx.put(varint(len(name)), "entry %d: name length %d" % (i, len(name)))
+    dx.put(name, "entry %d: name \"%s\"" % (i, name.decode()))
+    flags = 8 if rdev is not None else 0
+    dx.put(u8(kind) + u8(flags), "entry %d: kind %d (%s), flags %d" % (i, kind, kname, flags))
+    dx.put(varint(mode), "entry %d: mode 0o%o (varint)" % (i, mode))
+    dx.put(varint(0) + varint(0), "entry %d: uid 0, gid 0 (varints)" % i)
+    dx.put(i64(MT), "entry %d: mtime_ns" % i); dx.put(i64(MT + 1), "entry %d: ctime_ns" % i)
+    dx.put(varint(inode), "entry %d: inode %d (varint)" % (i, inode)); dx.put(varint(0), "entry %d: size 0" % i)
+    if rdev is not None:
+        f = u8(3) + varint(len(varint(rdev))) + varint(rdev)
+        dx.put(varint(len(f)), "entry %d: extras length %d" % (i, len(f)))
+        dx.put(f, "entry %d: tag 3 (rdev), length %d, rdev %#x" % (i, len(varint(rdev)), rdev))
+special(0, b"blk", 5, "block device", 0o60660, 50, 0x0801)
+special(1, b"dev", 4, "char device", 0o20666, 51, 0x0103)
+special(2, b"fifo", 3, "fifo", 0o10644, 52, None)
+special(3, b"sock", 6, "socket", 0o140755, 53, None)
+dx.put(varint(6), "entry 4: name length 6"); dx.put(b"sparse", "entry 4: name \"sparse\"")
+dx.put(u8(0) + u8(10), "entry 4: kind 0 (file), flags 10 (content, extras)")
+dx.put(varint(0o100644), "entry 4: mode 0o100644 (varint)")
+dx.put(varint(0) + varint(0), "entry 4: uid 0, gid 0 (varints)")
+dx.put(i64(MT), "entry 4: mtime_ns"); dx.put(i64(MT + 1), "entry 4: ctime_ns")
+dx.put(varint(54), "entry 4: inode 54 (varint)"); dx.put(varint(1 << 20), "entry 4: size 1048576 (varint)")
+dx.put(FC, "entry 4: content root fingerprint"); dx.put(u8(0), "entry 4: content root level 0"); dx.put(varint(8), "entry 4: content size 8 (the extents' bytes)")
+xa = varint(1) + varint(6) + b"user.k" + varint(1) + b"v"
+hl = varint(2049) + varint(2)
+ex = varint(2) + varint(4096) + varint(4) + varint(65536 - 4100) + varint(4)
+body = u8(1) + varint(len(xa)) + xa + u8(2) + varint(len(hl)) + hl + u8(128) + varint(len(ex)) + ex
+dx.put(varint(len(body)), "entry 4: extras length %d" % len(body))
+dx.put(u8(1) + varint(len(xa)), "entry 4: tag 1 (xattrs), length %d" % len(xa))
+dx.put(xa, "entry 4: 1 xattr: name \"user.k\", value \"v\"")
+dx.put(u8(2) + varint(len(hl)), "entry 4: tag 2 (hard link), length %d" % len(hl))
+dx.put(hl, "entry 4: dev 2049, nlink 2")
+dx.put(u8(128) + varint(len(ex)), "entry 4: tag 128 (extents), length %d" % len(ex))
+dx.put(ex, "entry 4: 2 extents: gap 4096 len 4, gap 61436 len 4")
+
+for name, o in [("ENVELOPE", env), ("TREE_NODE", tree), ("CONTAINER", ctr), ("DIR", d), ("SNAPSHOT", snap), ("INDEX", idx), ("INDEX_DELTA", dl), ("SUMMARY_VECTOR", sv), ("FRUGAL_LOG", fl), ("FRUGAL_LOG_REMOVAL", fr), ("DIR_EXTRAS", dx)]:
     print("const %s: &str = r#\"\n%s\n\"#;\n" % (name, o.text()))
