@@ -21,8 +21,9 @@ use crate::{truncated, validate_key, validate_lock_name, validate_prefix};
 use cairn_core::error::IoContext;
 use cairn_core::{Backend, Error, LockGuard, LockMode, Result};
 use fs4::fs_std::FileExt;
+use std::os::unix::fs::FileExt as _;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -325,14 +326,13 @@ impl Backend for LocalBackend {
     }
 
     fn read_at(&self, key: &str, offset: u64, len: usize) -> Result<Vec<u8>> {
-        let (mut file, size) = self.open_object(key)?;
+        let (file, size) = self.open_object(key)?;
         if offset.checked_add(len as u64).is_none_or(|end| end > size) {
             return Err(truncated(key, offset, len, size));
         }
         let mut buf = vec![0; len];
-        file.seek(SeekFrom::Start(offset))
-            .map_err(|e| self.read_err(key, e))?;
-        file.read_exact(&mut buf).map_err(|e| {
+        // One positioned read (pread), no separate seek.
+        file.read_exact_at(&mut buf, offset).map_err(|e| {
             if e.kind() == io::ErrorKind::UnexpectedEof {
                 truncated(key, offset, len, size)
             } else {
@@ -343,12 +343,10 @@ impl Backend for LocalBackend {
     }
 
     fn read_tail(&self, key: &str, len: usize) -> Result<(u64, Vec<u8>)> {
-        let (mut file, size) = self.open_object(key)?;
+        let (file, size) = self.open_object(key)?;
         let take = (len as u64).min(size);
         let mut buf = vec![0; take as usize];
-        file.seek(SeekFrom::Start(size - take))
-            .map_err(|e| self.read_err(key, e))?;
-        file.read_exact(&mut buf).map_err(|e| {
+        file.read_exact_at(&mut buf, size - take).map_err(|e| {
             if e.kind() == io::ErrorKind::UnexpectedEof {
                 truncated(key, size - take, take as usize, size)
             } else {
