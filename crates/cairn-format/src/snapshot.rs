@@ -92,6 +92,11 @@ pub struct SnapshotStats {
     pub files_changed: u64,
     pub files_unmodified: u64,
     pub unmodified_bytes: u64,
+    /// No path below the sources was excluded or skipped: every directory's
+    /// listing names every entry it had, so a later backup may take an
+    /// unchanged directory's names from it (absent, false, in older records).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub listings_complete: bool,
     /// Lookup and I/O counters of the run (DDFS Table 4 quantities among them).
     pub counters: cairn_core::CountersSnapshot,
     /// Seconds spent per pipeline phase (open, read_chunk, hash, dedup,
@@ -288,6 +293,7 @@ mod tests {
                     parent: if stats[4] % 2 == 0 { String::new() } else { format!("{:064x}", stats[6]) },
                     files_new: stats[1], files_changed: stats[2], files_unmodified: stats[3],
                     unmodified_bytes: stats[0],
+                    listings_complete: stats[5] % 2 == 0,
                 },
             };
             prop_assert_eq!(decode_snapshot(&encode_snapshot(&r)).unwrap(), r);

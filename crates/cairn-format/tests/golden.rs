@@ -218,6 +218,7 @@ fn snapshot() -> SnapshotRecord {
             files_changed: 0,
             files_unmodified: 0,
             unmodified_bytes: 0,
+            listings_complete: false,
         },
     }
 }

@@ -414,7 +414,7 @@ impl RunState {
         let mut trees = self.parent_trees.lock();
         for (i, source) in opts.sources.iter().enumerate() {
             if let (Source::Path(_), Some(top)) = (source, p.tops.get(&top_level_name(source))) {
-                let tree = parent::ParentTree::new(repo, present.clone())?;
+                let tree = parent::ParentTree::new(repo, present.clone(), p.trust)?;
                 trees.insert(i, (tree, top.clone()));
             }
         }
@@ -505,6 +505,11 @@ fn snapshot_record(
 ) -> SnapshotRecord {
     let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
     let files = *run.files.lock();
+    // Computed before the literal: a lock guard taken inside it would be
+    // held to the end of the statement, and `skipped` is locked there too.
+    let listings_complete = opts.rewrite_of.is_none()
+        && run.skipped.lock().is_empty()
+        && run.excluded.lock().is_empty();
     let stats = SnapshotStats {
         logical_bytes: load(&run.counts.logical_bytes),
         files: load(&run.counts.files),
@@ -534,6 +539,7 @@ fn snapshot_record(
         files_changed: files.changed,
         files_unmodified: files.unmodified,
         unmodified_bytes: files.unmodified_bytes,
+        listings_complete,
         counters,
         phases: phases.as_map(),
     };

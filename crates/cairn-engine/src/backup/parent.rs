@@ -11,6 +11,22 @@
 //!
 //! The parent is, by default, the latest snapshot of the same host with the
 //! same source paths; `--parent ID` names one, `--force` disables it.
+//!
+//! Two more rules keep the shortcut honest:
+//!
+//! - **Racy entries** (the problem git calls "racily clean"): file times come
+//!   from a clock that ticks every few milliseconds, so a write just after the
+//!   parent's walk stat'ed a file could leave its ctime unchanged. An entry is
+//!   trusted only if its ctime is [`RACY_MARGIN_NS`] older than the parent
+//!   backup's start; a later write then necessarily moved it.
+//! - **Unchanged directories are not listed**: creating, removing or renaming
+//!   an entry moves its directory's mtime and ctime, so a directory whose
+//!   inode, mtime and ctime equal its parent entry's (and that is not racy)
+//!   has exactly the names of the parent's listing, and those are stat'ed
+//!   without opening and reading the directory. This needs the parent's
+//!   listings to be complete: a snapshot that excluded or skipped any path
+//!   says so (`listings_complete` false in its stats), and then every
+//!   directory is read.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -35,10 +51,38 @@ pub enum ParentChoice {
     Id(String),
 }
 
+/// How far after a stat a write may leave the file's times unchanged: file
+/// times come from the kernel's coarse clock (one tick, 1 to 10 ms); twice
+/// the longest tick.
+pub const RACY_MARGIN_NS: i64 = 20_000_000;
+
 /// The parent snapshot's top-level entries, by source name.
 pub(crate) struct Parent {
     pub id: String,
     pub tops: HashMap<Vec<u8>, DirEntry>,
+    pub trust: Trust,
+}
+
+/// What the parent snapshot's entries can be trusted for.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Trust {
+    /// Entries whose ctime is older than this (ns since the epoch: the
+    /// parent backup's start less [`RACY_MARGIN_NS`]) are not racy.
+    pub before_ns: i64,
+    /// Every directory listing names every entry the directory had.
+    pub listings_complete: bool,
+}
+
+impl Trust {
+    fn of(record: &cairn_format::snapshot::SnapshotRecord) -> Self {
+        let start = record
+            .time_unix_ns
+            .saturating_sub(i64::try_from(record.stats.duration_ns).unwrap_or(i64::MAX));
+        Trust {
+            before_ns: start.saturating_sub(RACY_MARGIN_NS),
+            listings_complete: record.stats.listings_complete,
+        }
+    }
 }
 
 /// Resolves `choice` for a backup of `paths` (the record's source paths) by
@@ -78,6 +122,7 @@ pub(crate) fn resolve(
         Reader::open(repo, CacheOptions::default()).and_then(|mut r| r.root_entries(&info.record));
     match read {
         Ok(entries) => Ok(Some(Parent {
+            trust: Trust::of(&info.record),
             id: info.id,
             tops: entries.into_iter().map(|e| (e.name.clone(), e)).collect(),
         })),
@@ -94,15 +139,28 @@ pub(crate) fn resolve(
 
 /// Whether a file whose current metadata is `now` may keep the content of
 /// its parent entry `before` unread.
-pub(crate) fn unchanged(before: &DirEntry, now: &EntryMeta) -> bool {
+pub(crate) fn unchanged(before: &DirEntry, now: &EntryMeta, trust: &Trust) -> bool {
     before.kind == EntryKind::File
-        && before.inode != 0
+        && same_inode_and_times(before, now, trust)
+        && before.size == now.size
+        && (before.content.is_some() || now.size == 0)
+}
+
+/// Whether a directory whose current metadata is `now` has exactly the
+/// names of its parent entry `before`'s listing.
+pub(crate) fn listing_unchanged(before: &DirEntry, now: &EntryMeta, trust: &Trust) -> bool {
+    before.kind == EntryKind::Dir
+        && trust.listings_complete
+        && same_inode_and_times(before, now, trust)
+}
+
+fn same_inode_and_times(before: &DirEntry, now: &EntryMeta, trust: &Trust) -> bool {
+    before.inode != 0
         && before.ctime_ns != 0
         && before.inode == now.inode
         && before.ctime_ns == now.ctime_ns
         && before.mtime_ns == now.mtime_ns
-        && before.size == now.size
-        && (before.content.is_some() || now.size == 0)
+        && before.ctime_ns < trust.before_ns
 }
 
 /// The parent's tree below one source, read as the walker descends.
@@ -110,13 +168,19 @@ pub(crate) struct ParentTree {
     reader: Reader,
     /// Containers present when the backup started.
     present: Arc<HashSet<ContainerId>>,
+    pub trust: Trust,
 }
 
 impl ParentTree {
-    pub fn new(repo: &Repository, present: Arc<HashSet<ContainerId>>) -> Result<Self> {
+    pub fn new(
+        repo: &Repository,
+        present: Arc<HashSet<ContainerId>>,
+        trust: Trust,
+    ) -> Result<Self> {
         Ok(ParentTree {
             reader: Reader::open(repo, CacheOptions::default())?,
             present,
+            trust,
         })
     }
 
@@ -189,31 +253,83 @@ mod tests {
         }
     }
 
+    const TRUST: Trust = Trust {
+        before_ns: 1_000,
+        listings_complete: true,
+    };
+
     #[test]
     fn only_identical_metadata_is_unchanged() {
+        let t = &TRUST;
         let e = file(5);
-        assert!(unchanged(&e, &now(5, 10, 20, 30)));
-        assert!(!unchanged(&e, &now(6, 10, 20, 30)));
-        assert!(!unchanged(&e, &now(5, 11, 20, 30)));
+        assert!(unchanged(&e, &now(5, 10, 20, 30), t));
+        assert!(!unchanged(&e, &now(6, 10, 20, 30), t));
+        assert!(!unchanged(&e, &now(5, 11, 20, 30), t));
         assert!(
-            !unchanged(&e, &now(5, 10, 21, 30)),
+            !unchanged(&e, &now(5, 10, 21, 30), t),
             "ctime moved: written since"
         );
-        assert!(!unchanged(&e, &now(5, 10, 20, 31)));
+        assert!(!unchanged(&e, &now(5, 10, 20, 31), t));
         let mut unknown = file(5);
         unknown.ctime_ns = 0;
         assert!(
-            !unchanged(&unknown, &now(5, 10, 0, 30)),
+            !unchanged(&unknown, &now(5, 10, 0, 30), t),
             "no ctime recorded"
         );
         unknown = file(5);
         unknown.inode = 0;
         assert!(
-            !unchanged(&unknown, &now(5, 10, 20, 0)),
+            !unchanged(&unknown, &now(5, 10, 20, 0), t),
             "no inode recorded"
         );
         let mut dir = file(5);
         dir.kind = EntryKind::Dir;
-        assert!(!unchanged(&dir, &now(5, 10, 20, 30)));
+        assert!(!unchanged(&dir, &now(5, 10, 20, 30), t));
+    }
+
+    #[test]
+    fn racy_entries_are_not_trusted() {
+        let e = file(5);
+        let racy = Trust {
+            before_ns: 20,
+            ..TRUST
+        };
+        assert!(
+            !unchanged(&e, &now(5, 10, 20, 30), &racy),
+            "ctime not older than the parent's start less the margin"
+        );
+        let mut d = file(0);
+        d.kind = EntryKind::Dir;
+        d.content = None;
+        assert!(!listing_unchanged(&d, &now(0, 10, 20, 30), &racy));
+    }
+
+    #[test]
+    fn a_listing_is_reused_only_from_complete_parents() {
+        let mut d = file(0);
+        d.kind = EntryKind::Dir;
+        d.content = None;
+        assert!(listing_unchanged(&d, &now(0, 10, 20, 30), &TRUST));
+        assert!(
+            !listing_unchanged(&d, &now(0, 11, 20, 30), &TRUST),
+            "mtime moved"
+        );
+        assert!(
+            !listing_unchanged(&d, &now(0, 10, 21, 30), &TRUST),
+            "ctime moved"
+        );
+        assert!(
+            !listing_unchanged(&d, &now(0, 10, 20, 31), &TRUST),
+            "another inode"
+        );
+        let incomplete = Trust {
+            listings_complete: false,
+            ..TRUST
+        };
+        assert!(!listing_unchanged(&d, &now(0, 10, 20, 30), &incomplete));
+        assert!(
+            !listing_unchanged(&file(5), &now(5, 10, 20, 30), &TRUST),
+            "a file"
+        );
     }
 }

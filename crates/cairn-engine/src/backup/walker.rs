@@ -30,7 +30,7 @@ use cairn_format::dir::{DirEntry, EntryKind, Extras, HardLink};
 
 use crate::file_kinds::{data_extents, read_xattrs, ExtentReader};
 
-use super::parent::{unchanged, ParentTree};
+use super::parent::{listing_unchanged, unchanged, ParentTree};
 use super::select::{absolute_clean, ExcludeReason, Selection};
 
 /// Bytes of input per chunk batch handed from the walker to the stream.
@@ -49,14 +49,14 @@ pub const EVENT_BATCH_BYTES: usize = 256 << 10;
 /// [`EVENT_BATCH`] events or [`EVENT_BATCH_BYTES`] of content. Holding
 /// chunk buffers back cannot stall the walk: it never waits for a recycled
 /// buffer (it makes a new one when none has come back).
-pub struct EventSink {
+pub(crate) struct EventSink {
     tx: Sender<Vec<Event>>,
     pending: Vec<Event>,
     pending_bytes: usize,
 }
 
 impl EventSink {
-    pub fn new(tx: Sender<Vec<Event>>) -> Self {
+    pub(crate) fn new(tx: Sender<Vec<Event>>) -> Self {
         EventSink {
             tx,
             pending: Vec::new(),
@@ -65,7 +65,7 @@ impl EventSink {
     }
 
     /// Queues `ev`; `Err` once the stream has gone away.
-    pub fn send(&mut self, ev: Event) -> Result<(), ()> {
+    pub(crate) fn send(&mut self, ev: Event) -> Result<(), ()> {
         self.pending_bytes += match &ev {
             Event::Data(b) => b.bytes(),
             Event::Fingerprinted(c) => c.iter().map(|c| c.size as usize).sum(),
@@ -80,7 +80,7 @@ impl EventSink {
     }
 
     /// Sends what is queued.
-    pub fn flush(&mut self) -> Result<(), ()> {
+    pub(crate) fn flush(&mut self) -> Result<(), ()> {
         if self.pending.is_empty() {
             return Ok(());
         }
@@ -403,7 +403,13 @@ impl Walker {
     /// device number. Attributes that cannot be listed are reported and
     /// left out.
     fn meta_of(&mut self, path: &Path, m: &Metadata) -> EntryMeta {
-        let mut meta = EntryMeta::from_fs(m);
+        let mut meta = Self::stat_meta(m);
+        self.add_xattrs(path, &mut meta);
+        meta
+    }
+
+    /// Reads `path`'s extended attributes into `meta`.
+    fn add_xattrs(&mut self, path: &Path, meta: &mut EntryMeta) {
         match read_xattrs(path) {
             Ok(x) => meta.extras.xattrs = x,
             Err(e) => self.notices.push(format!(
@@ -411,6 +417,12 @@ impl Walker {
                 path.display()
             )),
         }
+    }
+
+    /// What `m` alone says: everything [`meta_of`](Self::meta_of) records
+    /// but the extended attributes.
+    fn stat_meta(m: &Metadata) -> EntryMeta {
+        let mut meta = EntryMeta::from_fs(m);
         if !m.is_dir() && m.nlink() > 1 {
             meta.extras.hard_link = Some(HardLink {
                 dev: m.dev(),
@@ -477,20 +489,39 @@ impl Walker {
                 ));
                 return Ok(());
             }
-            let mut children: Vec<PathBuf> = match fs::read_dir(path) {
-                Ok(rd) => {
-                    let mut v = Vec::new();
-                    for ent in rd {
-                        match ent {
-                            Ok(e) => v.push(e.path()),
-                            Err(e) => self.skip(path, e),
+            let now = Self::stat_meta(&meta);
+            // An unchanged directory (`parent::listing_unchanged`) is not
+            // read: its names are its parent listing's.
+            let reuse = match (&before, &self.parent) {
+                (Some(b), Some((tree, _))) => listing_unchanged(b, &now, &tree.trust),
+                _ => false,
+            };
+            let parent_xattrs = before.as_ref().map(|b| b.extras.xattrs.clone());
+            let mut earlier = match (before, self.parent.as_mut()) {
+                (Some(b), Some((tree, _))) => tree.children(b),
+                _ => Default::default(),
+            };
+            let mut children: Vec<PathBuf> = if reuse {
+                earlier
+                    .keys()
+                    .map(|n| path.join(std::ffi::OsStr::from_bytes(n)))
+                    .collect()
+            } else {
+                match fs::read_dir(path) {
+                    Ok(rd) => {
+                        let mut v = Vec::new();
+                        for ent in rd {
+                            match ent {
+                                Ok(e) => v.push(e.path()),
+                                Err(e) => self.skip(path, e),
+                            }
                         }
+                        v
                     }
-                    v
-                }
-                Err(e) => {
-                    self.skip(path, e);
-                    return Ok(());
+                    Err(e) => {
+                        self.skip(path, e);
+                        return Ok(());
+                    }
                 }
             };
             if source_dev.is_some() && !self.selection.is_empty() {
@@ -502,15 +533,16 @@ impl Walker {
                 }
             }
             children.sort_by_key(|p| name_of(p));
-            let dir_meta = self.meta_of(path, &meta);
+            let mut dir_meta = now;
+            match parent_xattrs {
+                // Unchanged ctime: the parent's extended attributes.
+                Some(x) if reuse => dir_meta.extras.xattrs = x,
+                _ => self.add_xattrs(path, &mut dir_meta),
+            }
             self.send(Event::DirStart {
                 name,
                 meta: dir_meta,
             })?;
-            let mut earlier = match (before, self.parent.as_mut()) {
-                (Some(b), Some((tree, _))) => tree.children(b),
-                _ => Default::default(),
-            };
             for child in children {
                 let n = name_of(&child);
                 let child_abs = abs.join(std::ffi::OsStr::from_bytes(&n));
@@ -544,9 +576,13 @@ impl Walker {
             self.progress.files_done.fetch_add(1, Ordering::Relaxed);
             self.send(Event::FileEnd { ok: true })
         } else if ft.is_file() {
-            let mut now = self.meta_of(path, &meta);
+            // Extended attributes are read below unless the file is
+            // unchanged: setting or removing one moves ctime, so a file
+            // whose ctime equals its parent entry's has the parent's.
+            let mut now = Self::stat_meta(&meta);
             if let Some(h) = now.extras.hard_link {
                 if self.linked.contains(&(h.dev, now.inode)) {
+                    self.add_xattrs(path, &mut now);
                     let mut e = super::entry(name, EntryKind::File, &now);
                     e.size = now.size;
                     self.progress.files_done.fetch_add(1, Ordering::Relaxed);
@@ -554,7 +590,13 @@ impl Walker {
                 }
             }
             match before {
-                Some(b) if unchanged(&b, &now) && self.parent_holds(&b) => {
+                Some(b)
+                    if self
+                        .parent
+                        .as_ref()
+                        .is_some_and(|(t, _)| unchanged(&b, &now, &t.trust))
+                        && self.parent_holds(&b) =>
+                {
                     self.link_sent(&now);
                     self.files.unmodified += 1;
                     self.files.unmodified_bytes += now.size;
@@ -562,17 +604,18 @@ impl Walker {
                         .bytes_done
                         .fetch_add(now.size, Ordering::Relaxed);
                     self.progress.files_done.fetch_add(1, Ordering::Relaxed);
+                    now.extras.xattrs = b.extras.xattrs;
                     let mut e = super::entry(name, cairn_format::dir::EntryKind::File, &now);
                     e.size = now.size;
                     e.content = b.content;
-                    // The parent's extents go with its content; the
-                    // attributes are the file's current ones.
+                    // The parent's extents go with its content.
                     e.extras.extents = b.extras.extents;
                     return self.send(Event::Kept(e));
                 }
                 Some(b) if b.kind == cairn_format::dir::EntryKind::File => self.files.changed += 1,
                 _ => {}
             }
+            self.add_xattrs(path, &mut now);
             let file = match File::open(path) {
                 Ok(f) => f,
                 Err(e) => {
