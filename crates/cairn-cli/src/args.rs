@@ -206,7 +206,10 @@ pub enum BrowseCommand {
     /// (records are named by their content): the new record is written,
     /// then the old one deleted.
     Tag {
-        #[arg(required = true, value_name = "SNAPSHOT")]
+        /// Snapshots to change (id prefixes or `latest`); none given: every
+        /// snapshot the filter (--host, --tag, --path; one is required then)
+        /// lets through.
+        #[arg(value_name = "SNAPSHOT")]
         snapshots: Vec<String>,
         /// Add tags (repeatable or comma-separated).
         #[arg(long, value_delimiter = ',')]

@@ -7,7 +7,7 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 
 use cairn_core::error::IoContext;
@@ -263,9 +263,26 @@ fn tag_cmd(
     filter: &SnapshotFilter,
 ) -> Result<ExitCode> {
     change.validate()?;
+    if specs.is_empty() && filter.is_empty() {
+        bail!("tag needs SNAPSHOT ids, or a filter (--host, --tag, --path) choosing the snapshots");
+    }
     let lock = repo.lock_writer(wait)?;
     // Every argument resolves before anything changes.
-    let snaps = resolve_all(repo, specs, filter)?;
+    let snaps = if specs.is_empty() {
+        let (all, bad) = catalog::list_filtered(&**repo.backend(), filter)?;
+        for (id, e) in &bad {
+            eprintln!(
+                "cairn: warning: snapshot {} unreadable, tags not changed: {e}",
+                short(id)
+            );
+        }
+        if all.is_empty() {
+            bail!("no snapshot matches the filter");
+        }
+        all
+    } else {
+        resolve_all(repo, specs, filter)?
+    };
     let mut rows = Vec::new();
     for s in &snaps {
         let r = retag(repo, &lock, s, change)

@@ -70,3 +70,26 @@ fn output_into_a_closed_pipe_ends_quietly() {
     closed_pipe(&repo, &["cat", "latest", "/tree/big.bin"], 10);
     closed_pipe(&repo, &["dump", "latest", "/"], 10);
 }
+
+#[test]
+fn tag_with_only_a_filter_changes_every_matching_snapshot() {
+    let (_tmp, repo, _tree) = small_repo();
+    // Neither ids nor a filter: refused, nothing changed.
+    cairn(&repo, &["tag", "--add", "x"]).one_line_error();
+    cairn(&repo, &["tag", "--host", "gamma", "--add", "x"]).one_line_error();
+    cairn(&repo, &["tag", "--host", "alpha", "--add", "kept"]).ok();
+    let snaps = snapshots(&repo);
+    assert_eq!(snaps.len(), 3);
+    for snap in &snaps {
+        let tags: Vec<&str> = snap["tags"]
+            .as_array()
+            .map(|a| a.iter().map(|t| t.as_str().unwrap()).collect())
+            .unwrap_or_default();
+        let want: &[&str] = if snap["host"] == "alpha" {
+            &["kept"]
+        } else {
+            &[]
+        };
+        assert_eq!(tags, want, "{snap}");
+    }
+}
