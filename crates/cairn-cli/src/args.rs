@@ -26,7 +26,8 @@ pub struct Cli {
     pub quiet: bool,
 
     /// More detail: backup's lookup, cache and index statistics, restore's
-    /// policy and I/O counters, per-snapshot statistics in `snapshots`.
+    /// policy and I/O counters and one line per file (new, replaced or
+    /// skipped), per-snapshot statistics in `snapshots`.
     #[arg(short, long, global = true)]
     pub verbose: bool,
 

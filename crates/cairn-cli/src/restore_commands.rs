@@ -9,12 +9,12 @@ use anyhow::{anyhow, Context, Result};
 use serde_json::json;
 
 use cairn_engine::restore::verify::VerifyReport;
-use cairn_engine::restore::{Reader, RestoreOptions, RestoreSelection};
+use cairn_engine::restore::{Placed, Reader, RestoreOptions, RestoreSelection};
 use cairn_engine::{Progress, Repository};
 
 use crate::args::{Cli, RestoreArgs};
 use crate::commands::{read_lock, restore_cache_options};
-use crate::output::bytes;
+use crate::output::{bytes, display_name};
 use crate::progress::{Display, Unit};
 
 /// The `--include`/`--exclude` flags (and their any-case forms) as one
@@ -50,6 +50,17 @@ pub fn restore(cli: &Cli, repo: &Repository, a: &RestoreArgs) -> Result<ExitCode
     let started = std::time::Instant::now();
     let mut reader = Reader::open(repo, cache)?;
     let show = !cli.quiet && !cli.json;
+    if show && cli.verbose {
+        reader.log_entries(Box::new(|dest, placed| {
+            let what = match placed {
+                Placed::New => "new",
+                Placed::Replaced => "replaced",
+                Placed::Skipped => "skipped",
+                Placed::NonEmptyDir => return,
+            };
+            println!("{what:<8} {}", display_name(&dest.to_string_lossy()));
+        }));
+    }
     let progress = Arc::new(Progress::default());
     let display = Display::start_with(progress.clone(), show, "restore", Unit::Bytes);
     let sum = reader.restore_selected(&snap.record, target, &sel, &opts, &progress);

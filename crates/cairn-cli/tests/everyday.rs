@@ -93,3 +93,41 @@ fn tag_with_only_a_filter_changes_every_matching_snapshot() {
         assert_eq!(tags, want, "{snap}");
     }
 }
+
+#[test]
+fn verbose_restore_prints_a_line_per_file() {
+    let (tmp, repo, _tree) = small_repo();
+    let target = tmp.path().join("out");
+    let out = cairn(&repo, &["restore", "-v", "latest", "--target", s(&target)])
+        .ok()
+        .stdout_str();
+    let new: Vec<&str> = out.lines().filter(|l| l.starts_with("new ")).collect();
+    assert_eq!(new.len(), 41, "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l == format!("new      {}", target.join("tree/big.bin").display())),
+        "{out}"
+    );
+    // Again, keeping what is there: every file is skipped.
+    let out = cairn(
+        &repo,
+        &[
+            "restore",
+            "-v",
+            "latest",
+            "--target",
+            s(&target),
+            "--overwrite",
+            "never",
+        ],
+    )
+    .ok()
+    .stdout_str();
+    let skipped = out.lines().filter(|l| l.starts_with("skipped ")).count();
+    assert_eq!(skipped, 41, "{out}");
+    // Without -v, no per-file lines.
+    let out = cairn(&repo, &["restore", "latest", "--target", s(&target)])
+        .ok()
+        .stdout_str();
+    assert!(!out.contains("replaced "), "{out}");
+}

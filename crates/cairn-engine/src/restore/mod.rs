@@ -71,8 +71,8 @@ pub use policy::PolicyKind;
 use policy::{PlanStep, PolicyStats};
 use select::{Plan, Scope};
 pub use select::{RestoreSelection, RestoreSelectionBuilder};
-use target::{DirState, Placed, Target};
-pub use target::{Overwrite, RestoreOptions};
+use target::{DirState, Target};
+pub use target::{Overwrite, Placed, RestoreOptions};
 
 /// Which restore policy and how much memory (`--restore-policy`,
 /// `--restore-cache`).
@@ -105,7 +105,12 @@ pub struct Reader {
     meta: Box<dyn RestoreCache>,
     extract: Extractor,
     steps: Vec<PlanStep>,
+    log: Option<EntryLog>,
 }
+
+/// Told of each file and symlink a restore settles: its path in the
+/// target and what happened there (`restore -v`; see [`Reader::log_entries`]).
+pub type EntryLog = Box<dyn FnMut(&Path, &Placed) + Send>;
 
 /// What a restore did. `files`, `dirs`, `symlinks` and `bytes` count what
 /// was written (including replacements); the other counts describe entries
@@ -178,7 +183,15 @@ impl Reader {
             meta: Box::new(MetaChunks::new(METADATA_CACHE_CONTAINERS)),
             extract: Extractor::new(cache.policy, cache.bytes, repo.config.container_size as u64),
             steps: Vec::new(),
+            log: None,
         }
+    }
+
+    /// Calls `log` for every file and symlink later restores write or
+    /// leave as they were (not for entries that failed: those are in
+    /// [`RestoreSummary::errors`]).
+    pub fn log_entries(&mut self, log: EntryLog) {
+        self.log = Some(log);
     }
 
     /// Reads listings and tree nodes (metadata, not through the policy).
@@ -377,7 +390,9 @@ impl Reader {
         // and followed if it is a symlink, like any path argument. Below it,
         // nothing pre-existing is followed.
         fs::create_dir_all(root).ctx(|| format!("creating {}", root.display()))?;
+        let mut log = self.log.take();
         let mut run = Run {
+            log: log.as_deref_mut(),
             target: t,
             progress,
             plan: &plan,
@@ -400,9 +415,11 @@ impl Reader {
                 run.sum.errors.push(format!("{}: {err}", path.display()));
             }
         }
+        let mut sum = run.sum;
+        self.log = log;
         outcome?;
-        run.sum.policy = self.extract.stats();
-        Ok(run.sum)
+        sum.policy = self.extract.stats();
+        Ok(sum)
     }
 
     /// Restores the entries of a directory (at snapshot path `prefix`, at
@@ -441,6 +458,7 @@ impl Reader {
             EntryKind::Dir => return self.restore_dir(e, rel, dest, scope, run),
             EntryKind::File => self.restore_file(&e, dest, run),
             EntryKind::Symlink => run.target.place_symlink(dest, &e).map(|placed| {
+                run.log(dest, &placed);
                 if run.sum.count(placed, dest, 0) {
                     run.sum.symlinks += 1;
                 }
@@ -527,11 +545,13 @@ struct Run<'a> {
     dirs: Vec<(PathBuf, DirEntry)>,
     /// Files planned and not yet written.
     batch: batch::Batch,
+    log: Option<&'a mut (dyn FnMut(&Path, &Placed) + Send + 'static)>,
 }
 
 impl Run<'_> {
     /// Counts a file that was placed (or skipped, or refused).
     fn placed_file(&mut self, placed: Placed, dest: &Path, size: u64) {
+        self.log(dest, &placed);
         if placed == Placed::Skipped {
             self.progress.bytes_done.fetch_add(size, Ordering::Relaxed);
         }
@@ -539,6 +559,12 @@ impl Run<'_> {
             self.sum.files += 1;
         }
         self.progress.files_done.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn log(&mut self, dest: &Path, placed: &Placed) {
+        if let (Some(log), false) = (&mut self.log, *placed == Placed::NonEmptyDir) {
+            log(dest, placed);
+        }
     }
 
     /// An entry failed: a full file system becomes the fatal error, anything
