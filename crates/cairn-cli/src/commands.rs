@@ -19,7 +19,7 @@ use cairn_format::dir::EntryKind;
 
 use crate::args::{BackupArgs, Cli, Command, InitArgs, RepairCommand};
 use crate::output::{bytes, display_name, mode_string, parse_size, time};
-use crate::progress::{estimate_total, Display};
+use crate::progress::{estimate_backup, Display};
 use crate::snapshot_args::{resolve, snapshot_path};
 
 /// Exit code of a backup that committed a snapshot but skipped paths.
@@ -374,7 +374,12 @@ fn backup(cli: &Cli, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
     let progress = Arc::new(Progress::default());
     let display = Display::start(progress.clone(), !cli.quiet && !cli.json, "backup");
     if display.active() && !a.stdin {
-        estimate_total(paths.clone(), progress.clone());
+        estimate_backup(
+            paths.clone(),
+            selection.clone(),
+            path.to_path_buf(),
+            progress.clone(),
+        );
     }
     let outcome = cairn_engine::backup(
         &repo,

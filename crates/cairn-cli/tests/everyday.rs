@@ -131,3 +131,49 @@ fn verbose_restore_prints_a_line_per_file() {
         .stdout_str();
     assert!(!out.contains("replaced "), "{out}");
 }
+
+/// Runs `cairn args` on a pseudo-terminal (util-linux `script`), so the
+/// progress bar is drawn; returns everything it wrote, or `None` (with a
+/// note) where `script` is missing.
+fn on_terminal(repo: &Path, args: &[&str]) -> Option<String> {
+    if std::process::Command::new("script")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: util-linux `script` is not installed (needed for a terminal)");
+        return None;
+    }
+    let mut line = format!("{BIN} --repo {}", s(repo));
+    for a in args {
+        line += &format!(" '{a}'");
+    }
+    let out = std::process::Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .env_remove("CAIRN_REPO")
+        .env("COLUMNS", "160")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    Some(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[test]
+fn backup_progress_total_leaves_out_excluded_entries() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (repo, tree) = (tmp.path().join("repo"), tmp.path().join("tree"));
+    let mut rng = Rng::new(4);
+    // Enough to read that the bar is drawn a few times with its total.
+    write_file(&tree.join("keep.bin"), &rng.bytes(12 << 20), 0o644);
+    write_file(&tree.join("cache/big.bin"), &rng.bytes(30 << 20), 0o644);
+    let Some(out) = on_terminal(&repo, &["backup", "--exclude", "cache", s(&tree)]) else {
+        return;
+    };
+    assert!(out.contains("/12.00 MiB"), "no bar with the total:\n{out}");
+    assert!(
+        !out.contains("42.00 MiB"),
+        "total counts the excluded file:\n{out}"
+    );
+    assert!(out.contains("/1 files"), "{out}");
+}
