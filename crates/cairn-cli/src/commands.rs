@@ -409,6 +409,12 @@ fn backup(cli: &Cli, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
     for n in &outcome.notices {
         eprintln!("cairn: note: {n}");
     }
+    for p in &outcome.changed_while_read {
+        eprintln!(
+            "cairn: warning: {}: changed while it was read; the snapshot holds what was read",
+            display_name(p)
+        );
+    }
     let st = &outcome.record.stats;
     if cli.json {
         println!(
@@ -423,6 +429,8 @@ fn backup(cli: &Cli, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
                 "skipped": outcome.skipped,
                 "excluded": outcome.excluded.len(),
                 "excluded_paths": outcome.excluded,
+                "changed_while_read": outcome.changed_while_read.len(),
+                "changed_while_read_paths": outcome.changed_while_read,
                 "phases": outcome.phases,
                 "index_ram_bytes_per_chunk": outcome.index_ram_bytes_per_chunk,
                 "replayed_containers": outcome.replayed_containers,

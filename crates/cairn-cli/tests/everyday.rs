@@ -177,3 +177,49 @@ fn backup_progress_total_leaves_out_excluded_entries() {
     );
     assert!(out.contains("/1 files"), "{out}");
 }
+
+#[test]
+fn a_file_changing_during_the_read_is_reported() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (repo, tree) = (tmp.path().join("repo"), tmp.path().join("tree"));
+    let mut rng = Rng::new(5);
+    let busy = tree.join("busy.bin");
+    write_file(&busy, &rng.bytes(24 << 20), 0o644);
+    write_file(&tree.join("calm.txt"), b"calm", 0o644);
+    // Another process keeps changing the file's times (and so its ctime)
+    // for as long as the backup runs: its read (hundreds of milliseconds)
+    // sees a change between the stat before and the one after.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let toucher = {
+        let (stop, busy) = (stop.clone(), busy.clone());
+        std::thread::spawn(move || {
+            let mut t = 1_000_000_000;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                t += 1;
+                set_mtime(&busy, (t, 0));
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        })
+    };
+    let run = cairn(&repo, &["backup", "--json", s(&tree)]).ok();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    toucher.join().unwrap();
+    let v = run.json();
+    assert_eq!(v["changed_while_read"], 1, "{v}");
+    assert_eq!(v["stats"]["files_changed_while_read"], 1, "{v}");
+    assert_eq!(v["changed_while_read_paths"][0], s(&busy), "{v}");
+    assert!(
+        run.stderr.contains(&format!(
+            "cairn: warning: {}: changed while it was read",
+            busy.display()
+        )),
+        "{}",
+        run.stderr
+    );
+    // Quiet now: nothing reported, the snapshot holds both files.
+    let v = cairn(&repo, &["backup", "--json", "--force", s(&tree)])
+        .ok()
+        .json();
+    assert_eq!(v["changed_while_read"], 0, "{v}");
+    assert_eq!(v["stats"]["files"], 2, "{v}");
+}

@@ -92,6 +92,9 @@ pub struct SnapshotStats {
     pub files_changed: u64,
     pub files_unmodified: u64,
     pub unmodified_bytes: u64,
+    /// Files that changed while the backup read them (size, mtime or ctime
+    /// differ after the read): stored as read, possibly inconsistent.
+    pub files_changed_while_read: u64,
     /// Lookup and I/O counters of the run (DDFS Table 4 quantities among them).
     pub counters: cairn_core::CountersSnapshot,
     /// Seconds spent per pipeline phase (open, read_chunk, hash, dedup,
@@ -287,7 +290,7 @@ mod tests {
                     phases: [("hash".to_string(), 0.25)].into_iter().collect(),
                     parent: if stats[4] % 2 == 0 { String::new() } else { format!("{:064x}", stats[6]) },
                     files_new: stats[1], files_changed: stats[2], files_unmodified: stats[3],
-                    unmodified_bytes: stats[0],
+                    unmodified_bytes: stats[0], files_changed_while_read: stats[8],
                 },
             };
             prop_assert_eq!(decode_snapshot(&encode_snapshot(&r)).unwrap(), r);

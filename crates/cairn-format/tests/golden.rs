@@ -212,6 +212,7 @@ fn snapshot() -> SnapshotRecord {
             files_changed: 0,
             files_unmodified: 0,
             unmodified_bytes: 0,
+            files_changed_while_read: 0,
         },
     }
 }

@@ -123,11 +123,14 @@ pub struct BackupOutcome {
     pub record: SnapshotRecord,
     /// Paths that could not be read (the snapshot holds everything else).
     pub skipped: Vec<String>,
-    /// Non-fatal notices: changed files, special files, replay warnings.
+    /// Non-fatal notices: special files, replay warnings.
     pub notices: Vec<String>,
     /// Entries the selection left out, as "path: reason" (an excluded
     /// directory once; nothing below it was visited).
     pub excluded: Vec<String>,
+    /// Files that changed while they were read (size, mtime or ctime after
+    /// the read differ from before): the snapshot holds what was read.
+    pub changed_while_read: Vec<String>,
     pub counters: CountersSnapshot,
     pub phases: PhaseReport,
     /// Fingerprint-lookup RAM (Summary Vector + in-memory index) per indexed chunk.
@@ -196,6 +199,7 @@ pub fn backup(repo: &Repository, _lock: &WriteLock, opts: BackupOptions) -> Resu
         skipped: run.skipped.into_inner(),
         notices,
         excluded: run.excluded.into_inner(),
+        changed_while_read: run.changed_while_read.into_inner(),
         counters: repo.counters.snapshot().since(&before),
         phases,
         index_ram_bytes_per_chunk,
@@ -359,6 +363,7 @@ struct RunState {
     parent_id: Option<String>,
     parent_trees: Mutex<std::collections::HashMap<usize, (parent::ParentTree, DirEntry)>>,
     files: Mutex<walker::FileCounts>,
+    changed_while_read: Mutex<Vec<String>>,
 }
 
 impl RunState {
@@ -386,6 +391,7 @@ impl RunState {
             parent_id: None,
             parent_trees: Mutex::new(Default::default()),
             files: Mutex::new(Default::default()),
+            changed_while_read: Mutex::new(Vec::new()),
         }
     }
 
@@ -534,6 +540,7 @@ fn snapshot_record(
         files_changed: files.changed,
         files_unmodified: files.unmodified,
         unmodified_bytes: files.unmodified_bytes,
+        files_changed_while_read: run.changed_while_read.lock().len() as u64,
         counters,
         phases: phases.as_map(),
     };
@@ -646,12 +653,19 @@ fn run_stream(
                 w.parent(tree, top);
             }
             w.run(source);
-            (w.skipped, w.notices, w.excluded, w.files)
+            (
+                w.skipped,
+                w.notices,
+                w.excluded,
+                w.files,
+                w.changed_while_read,
+            )
         });
         let r = consume(&mut stream, &run.counts, &rx, &recycle_tx);
         drop(rx); // unblocks the walker if we stopped early
-        let (sk, no, ex, files) = walker.join().expect("walker thread panicked");
+        let (sk, no, ex, files, ch) = walker.join().expect("walker thread panicked");
         *run.files.lock() += files;
+        run.changed_while_read.lock().extend(ch);
         run.skipped.lock().extend(sk);
         run.notices.lock().extend(no);
         run.excluded.lock().extend(ex);
