@@ -11,6 +11,7 @@ use serde_json::json;
 use cairn_core::{ChunkerConfig, CompressionCodec, CompressionConfig, FingerprintAlgo};
 use cairn_engine::catalog::SnapshotFilter;
 use cairn_engine::config::{IndexKind, LookupStrategy, RewriteConfig};
+use cairn_engine::names::name_text;
 use cairn_engine::restore::Reader;
 use cairn_engine::{
     BackupOptions, DedupMode, ParentChoice, Progress, RepoConfig, Repository, Source,
@@ -20,7 +21,7 @@ use cairn_format::dir::EntryKind;
 use crate::args::{BackupArgs, Cli, Command, InitArgs, RepairCommand};
 use crate::output::{bytes, display_name, mode_string, parse_size, time};
 use crate::progress::{estimate_backup, Display};
-use crate::snapshot_args::{resolve, snapshot_path};
+use crate::snapshot_args::{resolve, snapshot_os_path};
 
 /// Exit code of a backup that committed a snapshot but skipped paths.
 pub(crate) const EXIT_INCOMPLETE: u8 = 3;
@@ -45,19 +46,30 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             snapshot,
             path,
             filter,
-        } => ls(&cli, &open()?, snapshot, path.as_deref(), &filter.filter()?),
+        } => {
+            let path = path.as_deref().map(snapshot_os_path).transpose()?;
+            ls(&cli, &open()?, snapshot, path.as_deref(), &filter.filter()?)
+        }
         Command::Restore(a) => crate::restore_commands::restore(&cli, &open()?, a),
         Command::Dump {
             snapshot,
             path,
             archive: _,
             filter,
-        } => crate::restore_commands::dump(&open()?, snapshot, path.as_deref(), &filter.filter()?),
+        } => {
+            let path = path.as_deref().map(snapshot_os_path).transpose()?;
+            crate::restore_commands::dump(&open()?, snapshot, path.as_deref(), &filter.filter()?)
+        }
         Command::Cat {
             snapshot,
             path,
             filter,
-        } => cat(&open()?, snapshot, path, &filter.filter()?),
+        } => cat(
+            &open()?,
+            snapshot,
+            &snapshot_os_path(path)?,
+            &filter.filter()?,
+        ),
         Command::Mount { mountpoint } => crate::mount::mount(&cli, mountpoint, &open),
         Command::Stats => stats(&cli, &open()?),
         Command::Check { read_data } => check(&cli, &open()?, *read_data),
@@ -484,7 +496,6 @@ fn ls(
     path: Option<&str>,
     filter: &SnapshotFilter,
 ) -> Result<ExitCode> {
-    let path = path.map(snapshot_path).transpose()?;
     let _reading = read_lock(repo)?;
     let snap = resolve(repo, snapshot, filter)?;
     let mut reader = Reader::open(repo, Default::default())?;
@@ -498,13 +509,13 @@ fn ls(
             rows.push(json!({
                 "path": w.path, "type": kind, "size": e.size, "mode": e.mode & 0o7777,
                 "uid": e.uid, "gid": e.gid, "mtime": time(e.mtime_ns), "mtime_ns": e.mtime_ns,
-                "target": e.target.as_ref().map(|t| String::from_utf8_lossy(t).into_owned()),
+                "target": e.target.as_deref().map(|t| name_text(t).into_owned()),
             }));
         } else {
             let target = e
                 .target
                 .as_ref()
-                .map(|t| format!(" -> {}", String::from_utf8_lossy(t)))
+                .map(|t| format!(" -> {}", name_text(t)))
                 .unwrap_or_default();
             let _ = writeln!(
                 out,
@@ -536,8 +547,8 @@ pub fn restore_cache_options(
     })
 }
 
+/// `path`: already a snapshot path ([`snapshot_os_path`]).
 fn cat(repo: &Repository, snapshot: &str, path: &str, filter: &SnapshotFilter) -> Result<ExitCode> {
-    let path = snapshot_path(path)?;
     if path.is_empty() {
         bail!("cat needs a file path inside the snapshot, e.g. /dir/file");
     }
@@ -546,7 +557,7 @@ fn cat(repo: &Repository, snapshot: &str, path: &str, filter: &SnapshotFilter) -
     let mut reader = Reader::open(repo, Default::default())?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
-    reader.cat(&snap.record, &path, &mut out)?;
+    reader.cat(&snap.record, path, &mut out)?;
     out.flush().context("writing to standard output")?;
     Ok(ExitCode::SUCCESS)
 }

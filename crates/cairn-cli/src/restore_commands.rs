@@ -20,18 +20,21 @@ use crate::progress::{Display, Unit};
 /// The `--include`/`--exclude` flags (and their any-case forms) as one
 /// selection; a bad pattern is refused before anything is opened.
 fn selection(a: &RestoreArgs) -> Result<RestoreSelection> {
+    // A pattern that is not UTF-8 matches the escaped names
+    // (`cairn_engine::names`).
+    let text = |p: &std::ffi::OsString| cairn_engine::names::os_pattern(p);
     let mut b = RestoreSelection::builder();
     for p in &a.include {
-        b.include(p, false)?;
+        b.include(&text(p), false)?;
     }
     for p in &a.iinclude {
-        b.include(p, true)?;
+        b.include(&text(p), true)?;
     }
     for p in &a.exclude {
-        b.exclude(p, false)?;
+        b.exclude(&text(p), false)?;
     }
     for p in &a.iexclude {
-        b.exclude(p, true)?;
+        b.exclude(&text(p), true)?;
     }
     Ok(b.build()?)
 }

@@ -1,10 +1,13 @@
 //! End-to-end tests of everyday behaviour around the commands: output into
-//! a pipe closed early (`cairn ls | head`), tag changes by filter, and
-//! what `restore -v` prints.
+//! a pipe closed early (`cairn ls | head`), tag changes by filter, what
+//! `restore -v` prints, the progress total, files changing while read, and
+//! names that are not UTF-8 given as arguments.
 
 mod common;
 
+use std::ffi::OsStr;
 use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
@@ -222,4 +225,80 @@ fn a_file_changing_during_the_read_is_reported() {
         .json();
     assert_eq!(v["changed_while_read"], 0, "{v}");
     assert_eq!(v["stats"]["files"], 2, "{v}");
+}
+
+/// Runs `cairn --repo repo args` with arguments given as bytes.
+fn cairn_bytes(repo: &Path, args: &[&[u8]]) -> Run {
+    let args: Vec<&OsStr> = args.iter().map(|a| OsStr::from_bytes(a)).collect();
+    let out = command(repo, &[])
+        .args(&args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let shown = args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    Run {
+        args: shown,
+        code: out.status.code(),
+        stdout: out.stdout,
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+    .ok()
+}
+
+#[test]
+fn names_that_are_not_utf8_work_as_arguments_and_stay_faithful_in_json() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    // The source itself and a file below it have names that are not UTF-8.
+    let src = tmp.path().join(OsStr::from_bytes(b"caf\xe9"));
+    let file = src.join(OsStr::from_bytes(b"f\xff.txt"));
+    write_file(&file, b"not utf-8", 0o644);
+    write_file(&src.join("plain.txt"), b"plain", 0o644);
+    let src_b = src.as_os_str().as_bytes();
+    cairn_bytes(&repo, &[b"backup", b"-q", src_b]);
+
+    // The source path is recorded escaped, and --path finds it as bytes.
+    let snaps = cairn_bytes(&repo, &[b"snapshots", b"--json", b"--path", src_b]).json();
+    let want = format!("{}/caf\\xe9", s(tmp.path()));
+    assert_eq!(snaps[0]["paths"][0], want.as_str(), "{snaps}");
+
+    let raw: &[u8] = b"/caf\xe9/f\xff.txt";
+    let cat = cairn_bytes(&repo, &[b"cat", b"latest", raw]);
+    assert_eq!(cat.stdout, b"not utf-8");
+    // The escaped text that ls prints addresses the same file.
+    let cat = cairn_bytes(&repo, &[b"cat", b"latest", br"/caf\xe9/f\xff.txt"]);
+    assert_eq!(cat.stdout, b"not utf-8");
+    let dump = cairn_bytes(&repo, &[b"dump", b"latest", raw]);
+    assert_eq!(dump.stdout, b"not utf-8");
+
+    let ls = cairn_bytes(&repo, &[b"ls", b"--json", b"latest", b"/caf\xe9"]).json();
+    let paths: Vec<&str> = ls
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        paths,
+        [r"caf\xe9", r"caf\xe9/f\xff.txt", r"caf\xe9/plain.txt"]
+    );
+    let human = cairn_bytes(&repo, &[b"ls", b"latest"]).stdout_str();
+    assert!(human.contains(r"caf\xe9/f\xff.txt"), "{human}");
+
+    let found = cairn_bytes(&repo, &[b"find", b"--json", b"f\xff*"]).json();
+    assert_eq!(found[0]["path"], r"caf\xe9/f\xff.txt", "{found}");
+
+    // Restore of the one file, selected by its raw path: the bytes come back.
+    let out = tmp.path().join("out");
+    let out_b = out.as_os_str().as_bytes();
+    cairn_bytes(
+        &repo,
+        &[b"restore", b"latest", b"--target", out_b, b"--include", raw],
+    );
+    let back = out.join(OsStr::from_bytes(b"caf\xe9/f\xff.txt"));
+    assert_eq!(std::fs::read(&back).unwrap(), b"not utf-8");
+    assert!(!out.join(OsStr::from_bytes(b"caf\xe9/plain.txt")).exists());
 }

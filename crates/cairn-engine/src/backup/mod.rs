@@ -840,13 +840,14 @@ fn source_paths(sources: &[Source]) -> Vec<String> {
     sources
         .iter()
         .map(|s| match s {
-            Source::Path(p) => std::path::absolute(p)
-                .unwrap_or_else(|_| p.clone())
-                .display()
-                .to_string(),
+            Source::Path(p) => crate::names::os_path(
+                std::path::absolute(p)
+                    .unwrap_or_else(|_| p.clone())
+                    .as_os_str(),
+            ),
             Source::Stdin { name } => format!("<stdin:{name}>"),
             Source::Trace { name, .. } => format!("<trace:{name}>"),
-            Source::Kept(tree) => String::from_utf8_lossy(tree.name()).into_owned(),
+            Source::Kept(tree) => crate::names::name_text(tree.name()).into_owned(),
         })
         .collect()
 }

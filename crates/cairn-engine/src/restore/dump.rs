@@ -46,9 +46,9 @@ impl Reader {
         path: &str,
         out: &mut dyn Write,
     ) -> Result<Dumped> {
-        let (prefix, entries) = match self.find(snap, path)? {
+        let (prefix, entries) = match self.find_named(snap, path)? {
             None => (PathBuf::new(), self.root_entries(snap)?),
-            Some(e) if e.kind == EntryKind::File => {
+            Some((_, e)) if e.kind == EntryKind::File => {
                 let mut n = 0;
                 if let Some(b) = &e.content {
                     self.for_each_chunk(b, &mut |c| {
@@ -58,13 +58,12 @@ impl Reader {
                 }
                 return Ok(Dumped::File { bytes: n });
             }
-            Some(e) if e.kind == EntryKind::Symlink => {
+            Some((_, e)) if e.kind == EntryKind::Symlink => {
                 return Err(Error::invalid(format!(
                     "{path} is a symlink; dump writes a file's bytes or a directory's archive"
                 )))
             }
-            Some(mut e) => {
-                let name = snapshot_path(path);
+            Some((name, mut e)) => {
                 let children = self.take_children(&mut e)?;
                 let mut w = TarWriter::new(out);
                 w.entry(self, &name, &e)?;
@@ -95,14 +94,6 @@ impl Reader {
         }
         Ok(())
     }
-}
-
-/// A snapshot path (`/tree/docs/`, `tree/./docs`) as a relative archive name.
-fn snapshot_path(path: &str) -> PathBuf {
-    path.split('/')
-        .filter(|c| !c.is_empty() && *c != ".")
-        .map(OsStr::new)
-        .collect()
 }
 
 struct TarWriter<'o> {
@@ -238,6 +229,5 @@ mod tests {
             pax_mtime(-1_000_000_001),
             Some(pax_record("mtime", "-1.000000001"))
         );
-        assert_eq!(snapshot_path("/tree/./docs/"), PathBuf::from("tree/docs"));
     }
 }

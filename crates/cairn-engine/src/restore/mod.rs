@@ -145,9 +145,10 @@ pub struct Walked {
     pub entry: DirEntry,
 }
 
-/// The snapshot path of entry `name` inside directory `parent` (`""` = root).
+/// The snapshot path of entry `name` inside directory `parent` (`""` = root),
+/// a name that is not UTF-8 escaped (`crate::names`).
 pub(crate) fn join(parent: &str, name: &[u8]) -> String {
-    let n = String::from_utf8_lossy(name);
+    let n = crate::names::name_text(name);
     if parent.is_empty() {
         n.into_owned()
     } else {
@@ -234,19 +235,38 @@ impl Reader {
         self.read_listing(&root)
     }
 
-    /// The entry at `path` (components separated by `/`); `None` for the root.
+    /// The entry at `path` (components separated by `/`, names as
+    /// `crate::names` writes them); `None` for the root.
     pub fn find(&mut self, snap: &SnapshotRecord, path: &str) -> Result<Option<DirEntry>> {
+        Ok(self.find_named(snap, path)?.map(|(_, e)| e))
+    }
+
+    /// [`Reader::find`], with the entry's path as the names' bytes.
+    pub fn find_named(
+        &mut self,
+        snap: &SnapshotRecord,
+        path: &str,
+    ) -> Result<Option<(PathBuf, DirEntry)>> {
         let mut entries = self.root_entries(snap)?;
         let mut found: Option<DirEntry> = None;
+        let mut named = PathBuf::new();
         let comps: Vec<&str> = path
             .split('/')
             .filter(|c| !c.is_empty() && *c != ".")
             .collect();
         for (i, comp) in comps.iter().enumerate() {
-            let e = entries
-                .into_iter()
-                .find(|e| e.name == comp.as_bytes())
+            // The name that is literally `comp` first, then an escaped one.
+            let at = entries
+                .iter()
+                .position(|e| e.name == comp.as_bytes())
+                .or_else(|| {
+                    entries
+                        .iter()
+                        .position(|e| crate::names::text_names(comp, &e.name))
+                })
                 .ok_or_else(|| Error::NotFound(format!("{path} in the snapshot")))?;
+            let e = entries.swap_remove(at);
+            named.push(OsStr::from_bytes(&e.name));
             if i + 1 < comps.len() {
                 if e.kind != EntryKind::Dir {
                     return Err(Error::NotFound(format!("{path} in the snapshot")));
@@ -257,7 +277,7 @@ impl Reader {
             }
             found = Some(e);
         }
-        Ok(found)
+        Ok(found.map(|e| (named, e)))
     }
 
     /// Visits every entry under `path` depth-first in name order.
