@@ -361,6 +361,7 @@ fn backup(cli: &Cli, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
     let cfg = new_repository(config_from(&a.init)?);
     let dedup: DedupMode = a.dedup.parse()?;
     let selection = crate::backup_select::selection(a)?;
+    cairn_engine::backup::check_sources(&sources)?;
     if !a.stdin {
         if let Some((p, e)) = paths
             .iter()

@@ -302,3 +302,69 @@ fn names_that_are_not_utf8_work_as_arguments_and_stay_faithful_in_json() {
     assert_eq!(std::fs::read(&back).unwrap(), b"not utf-8");
     assert!(!out.join(OsStr::from_bytes(b"caf\xe9/plain.txt")).exists());
 }
+
+#[test]
+fn two_sources_with_one_base_name_keep_their_directories() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    // Resolved, as the snapshot names the directories above the sources.
+    let base = std::fs::canonicalize(tmp.path()).unwrap();
+    let (a, b) = (base.join("a/data"), base.join("b/data"));
+    write_file(&a.join("one.txt"), b"from a", 0o644);
+    write_file(&b.join("two.txt"), b"from b", 0o644);
+
+    // A source inside another is refused before anything is created.
+    let refused = cairn(&repo, &["backup", s(&a), s(&b), s(&base.join("a"))]);
+    let line = refused.one_line_error();
+    assert!(line.contains("give only the outer one"), "{line}");
+    assert!(!repo.exists(), "a refused backup created the repository");
+
+    cairn(&repo, &["backup", "-q", s(&a), s(&b)]).ok();
+    let snaps = snapshots(&repo);
+    assert_eq!(snaps[0]["paths"], serde_json::json!([s(&a), s(&b)]));
+    let rel = |p: &Path| p.strip_prefix("/").unwrap().to_str().unwrap().to_string();
+    let ls = cairn(&repo, &["ls", "--json", "latest"]).ok().json();
+    let paths: Vec<String> = ls
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["path"].as_str().unwrap().to_string())
+        .collect();
+    assert!(paths.contains(&rel(&a.join("one.txt"))), "{paths:?}");
+    assert!(paths.contains(&rel(&b.join("two.txt"))), "{paths:?}");
+    let cat = cairn(&repo, &["cat", "latest", s(&b.join("two.txt"))]).ok();
+    assert_eq!(cat.stdout, b"from b");
+    let found = cairn(&repo, &["find", "--json", "*.txt"]).ok().json();
+    assert_eq!(found.as_array().unwrap().len(), 2, "{found}");
+
+    // Unchanged since the first backup: nothing read again, no difference.
+    let v = cairn(&repo, &["backup", "--json", s(&a), s(&b)])
+        .ok()
+        .json();
+    assert_eq!(v["stats"]["files_unmodified"], 2, "{v}");
+    let ids = snapshot_ids(&repo);
+    let diff = cairn(&repo, &["diff", "--json", &ids[0], &ids[1]])
+        .ok()
+        .json();
+    assert_eq!(diff["changes"].as_array().unwrap().len(), 0, "{diff}");
+
+    // Both restore, under the directories they came from.
+    let out = tmp.path().join("out");
+    cairn(&repo, &["restore", "latest", "-t", s(&out)]).ok();
+    assert_eq!(
+        std::fs::read(out.join(rel(&a)).join("one.txt")).unwrap(),
+        b"from a"
+    );
+    assert_eq!(
+        std::fs::read(out.join(rel(&b)).join("two.txt")).unwrap(),
+        b"from b"
+    );
+    let out2 = tmp.path().join("out2");
+    cairn(
+        &repo,
+        &["restore", "latest", "-t", s(&out2), "--include", s(&b)],
+    )
+    .ok();
+    assert!(out2.join(rel(&b)).join("two.txt").exists());
+    assert!(!out2.join(rel(&a)).exists());
+}

@@ -16,6 +16,7 @@
 //! `check` reports as reclaimable.
 
 pub mod dry_run;
+mod layout;
 pub mod parent;
 pub mod rewrite;
 pub mod select;
@@ -207,31 +208,10 @@ pub fn backup(repo: &Repository, _lock: &WriteLock, opts: BackupOptions) -> Resu
     })
 }
 
-/// Source names become the top-level entries: each must be a valid, unique
-/// file name.
-pub(crate) fn check_sources(sources: &[Source]) -> Result<()> {
-    if sources.is_empty() {
-        return Err(Error::invalid(
-            "nothing to back up: give at least one path or --stdin",
-        ));
-    }
-    let mut names: Vec<Vec<u8>> = sources.iter().map(top_level_name).collect();
-    for n in &names {
-        if n.is_empty() || n.contains(&b'/') || n == b"." || n == b".." {
-            return Err(Error::invalid(format!(
-                "invalid name {:?} for a backup source",
-                String::from_utf8_lossy(n)
-            )));
-        }
-    }
-    names.sort();
-    if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
-        return Err(Error::invalid(format!(
-            "two sources share the name {:?}; back them up separately",
-            String::from_utf8_lossy(&w[0])
-        )));
-    }
-    Ok(())
+/// Whether the sources can be placed in one snapshot tree (`layout`): a
+/// caller checks this before creating anything.
+pub fn check_sources(sources: &[Source]) -> Result<()> {
+    layout::place(sources).map(drop)
 }
 
 /// The rewrite scheme of this backup: the one given, or the repository's.
@@ -418,10 +398,19 @@ impl RunState {
         let present: Arc<std::collections::HashSet<_>> =
             Arc::new(repo.log.ids()?.into_iter().collect());
         let mut trees = self.parent_trees.lock();
-        for (i, source) in opts.sources.iter().enumerate() {
-            if let (Source::Path(_), Some(top)) = (source, p.tops.get(&top_level_name(source))) {
-                let tree = parent::ParentTree::new(repo, present.clone())?;
-                trees.insert(i, (tree, top.clone()));
+        let places = layout::place(&opts.sources)?;
+        for (i, (source, place)) in opts.sources.iter().zip(places).enumerate() {
+            let (Source::Path(_), Some(first)) = (source, p.tops.get(&place[0])) else {
+                continue;
+            };
+            // A source below the top is found through the directories above it.
+            let mut tree = parent::ParentTree::new(repo, present.clone())?;
+            let mut at = Some(first.clone());
+            for name in &place[1..] {
+                at = at.and_then(|d| tree.children(d).remove(name));
+            }
+            if let Some(top) = at {
+                trees.insert(i, (tree, top));
             }
         }
         drop(trees);
@@ -578,6 +567,7 @@ fn run_streams_and_root(
         .map_or(2, |n| n.get())
         .clamp(1, 8);
     let next = AtomicUsize::new(0);
+    let places = layout::place(sources)?;
     let results: Mutex<Vec<(usize, Result<Option<DirEntry>>)>> = Mutex::new(Vec::new());
     std::thread::scope(|s| {
         for _ in 0..workers.min(sources.len()) {
@@ -599,9 +589,9 @@ fn run_streams_and_root(
     let mut results = results.into_inner();
     results.sort_by_key(|(i, _)| *i);
     let mut top = Vec::new();
-    for (_, r) in results {
+    for (i, r) in results {
         if let Some(entry) = r? {
-            top.push(entry);
+            top.push((places[i].clone(), entry));
         }
     }
     if top.is_empty() {
@@ -613,13 +603,20 @@ fn run_streams_and_root(
                 .map_or("no readable source", String::as_str)
         )));
     }
-    top.sort_by(|a, b| a.name.cmp(&b.name));
 
-    // Commit sequence, step 2: the top-level listing.
+    // Commit sequence, step 2: the top-level listing (and the listings of
+    // the directories above the sources, when they are kept).
     *run.commit_started.lock() = Instant::now();
+    let mut commit_stream = Stream::new(shared);
+    let top = layout::root_entries(top, &mut |entries| {
+        let mut listing = Vec::new();
+        encode_dir(entries, &mut listing)?;
+        commit_stream
+            .store_blob(&listing)?
+            .ok_or_else(|| Error::invalid("empty listing"))
+    })?;
     let mut listing = Vec::new();
     encode_dir(&top, &mut listing)?;
-    let mut commit_stream = Stream::new(shared);
     let root = commit_stream
         .store_blob(&listing)?
         .ok_or_else(|| Error::invalid("empty root listing"))?;
