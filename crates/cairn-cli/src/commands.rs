@@ -503,7 +503,7 @@ fn ls(
     let mut rows = Vec::new();
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
-    reader.walk(&snap.record, path.as_deref().unwrap_or(""), &mut |w| {
+    reader.walk(&snap.record, path.unwrap_or(""), &mut |w| {
         let e = &w.entry;
         let kind = kind_name(e.kind);
         if cli.json {

@@ -110,7 +110,10 @@ pub struct Reader {
 
 /// Told of each file and symlink a restore settles: its path in the
 /// target and what happened there (`restore -v`; see [`Reader::log_entries`]).
-pub type EntryLog = Box<dyn FnMut(&Path, &Placed) + Send>;
+pub type EntryLog = Box<EntryLogFn>;
+
+/// What an [`EntryLog`] calls.
+pub type EntryLogFn = dyn FnMut(&Path, &Placed) + Send;
 
 /// What a restore did. `files`, `dirs`, `symlinks` and `bytes` count what
 /// was written (including replacements); the other counts describe entries
@@ -565,7 +568,7 @@ struct Run<'a> {
     dirs: Vec<(PathBuf, DirEntry)>,
     /// Files planned and not yet written.
     batch: batch::Batch,
-    log: Option<&'a mut (dyn FnMut(&Path, &Placed) + Send + 'static)>,
+    log: Option<&'a mut EntryLogFn>,
 }
 
 impl Run<'_> {
