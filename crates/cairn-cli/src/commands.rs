@@ -362,6 +362,15 @@ fn backup(cli: &Cli, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
     let dedup: DedupMode = a.dedup.parse()?;
     let selection = crate::backup_select::selection(a)?;
     cairn_engine::backup::check_sources(&sources)?;
+    if let (Some(id), false) = (&a.parent, a.dry_run) {
+        // Refused before `open_or_init` would create the repository.
+        if Repository::open_local(path).is_err() {
+            bail!(
+                "--parent {id}: there is no repository at {} yet, so no snapshot to compare with",
+                path.display()
+            );
+        }
+    }
     if !a.stdin {
         if let Some((p, e)) = paths
             .iter()
