@@ -1,5 +1,6 @@
 //! Command-line arguments (clap derive).
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
@@ -26,7 +27,8 @@ pub struct Cli {
     pub quiet: bool,
 
     /// More detail: backup's lookup, cache and index statistics, restore's
-    /// policy and I/O counters, per-snapshot statistics in `snapshots`.
+    /// policy and I/O counters and one line per file (new, replaced or
+    /// skipped), per-snapshot statistics in `snapshots`.
     #[arg(short, long, global = true)]
     pub verbose: bool,
 
@@ -60,7 +62,7 @@ pub enum Command {
         snapshot: String,
         /// Path inside the snapshot to list (default: everything); a
         /// leading `/` is the snapshot's root.
-        path: Option<String>,
+        path: Option<OsString>,
         #[command(flatten)]
         filter: FilterArgs,
     },
@@ -78,7 +80,7 @@ pub enum Command {
         /// Snapshot id (a unique prefix of at least 4 hex digits) or `latest`.
         snapshot: String,
         /// The file, from the snapshot's root (a leading `/` is optional).
-        path: String,
+        path: OsString,
         #[command(flatten)]
         filter: FilterArgs,
     },
@@ -96,7 +98,7 @@ pub enum Command {
         /// Snapshot id (a unique prefix of at least 4 hex digits) or `latest`.
         snapshot: String,
         /// Path inside the snapshot (default: the whole snapshot).
-        path: Option<String>,
+        path: Option<OsString>,
         /// Archive format for a directory (tar is the only one).
         #[arg(long, default_value = "tar", value_parser = ["tar"])]
         archive: String,
@@ -184,7 +186,7 @@ pub enum BrowseCommand {
         old: String,
         new: String,
         /// Compare only this path (a leading `/` is the snapshot's root).
-        path: Option<String>,
+        path: Option<OsString>,
         /// Also report changes of mode, owner, group or mtime alone.
         #[arg(long)]
         metadata: bool,
@@ -195,7 +197,7 @@ pub enum BrowseCommand {
     /// `*` and `?` stay within a name, `**` crosses directories; a pattern
     /// without `/` matches names, one with `/` whole paths.
     Find {
-        pattern: String,
+        pattern: OsString,
         /// Search only this snapshot (repeatable; id prefix or `latest`).
         #[arg(long = "snapshot", short = 's', value_name = "ID")]
         snapshots: Vec<String>,
@@ -206,7 +208,10 @@ pub enum BrowseCommand {
     /// (records are named by their content): the new record is written,
     /// then the old one deleted.
     Tag {
-        #[arg(required = true, value_name = "SNAPSHOT")]
+        /// Snapshots to change (id prefixes or `latest`); none given: every
+        /// snapshot the filter (--host, --tag, --path; one is required then)
+        /// lets through.
+        #[arg(value_name = "SNAPSHOT")]
         snapshots: Vec<String>,
         /// Add tags (repeatable or comma-separated).
         #[arg(long, value_delimiter = ',')]
@@ -264,16 +269,16 @@ pub struct RestoreArgs {
     /// anchored pattern also matches the path the entry was backed up from.
     /// See docs/restore-select.md.
     #[arg(long, value_name = "PATTERN")]
-    pub include: Vec<String>,
+    pub include: Vec<OsString>,
     /// As --include, ignoring case.
     #[arg(long, value_name = "PATTERN")]
-    pub iinclude: Vec<String>,
+    pub iinclude: Vec<OsString>,
     /// Leave out entries matching PATTERN (repeatable), with all below them.
     #[arg(long, value_name = "PATTERN")]
-    pub exclude: Vec<String>,
+    pub exclude: Vec<OsString>,
     /// As --exclude, ignoring case.
     #[arg(long, value_name = "PATTERN")]
-    pub iexclude: Vec<String>,
+    pub iexclude: Vec<OsString>,
     /// After restoring, read back every restored regular file and compare
     /// its content (by fingerprint, at the snapshot's chunk boundaries),
     /// size, mode and mtime with the snapshot; each mismatch is reported and

@@ -7,7 +7,7 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 
 use cairn_core::error::IoContext;
@@ -22,7 +22,7 @@ use cairn_format::dir::DirEntry;
 use crate::args::{BrowseCommand, Cli};
 use crate::commands::{kind_name, read_lock};
 use crate::output::{bytes, display_name, time};
-use crate::snapshot_args::{resolve, resolve_all, snapshot_path};
+use crate::snapshot_args::{resolve, resolve_all, snapshot_os_path};
 
 pub fn run(cli: &Cli, repo: &Repository, cmd: &BrowseCommand) -> Result<ExitCode> {
     match cmd {
@@ -33,7 +33,7 @@ pub fn run(cli: &Cli, repo: &Repository, cmd: &BrowseCommand) -> Result<ExitCode
             metadata,
             filter,
         } => {
-            let path = path.as_deref().map(snapshot_path).transpose()?;
+            let path = path.as_deref().map(snapshot_os_path).transpose()?;
             let filter = filter.filter()?;
             diff_cmd(cli, repo, [old, new], path.as_deref(), *metadata, &filter)
         }
@@ -41,7 +41,13 @@ pub fn run(cli: &Cli, repo: &Repository, cmd: &BrowseCommand) -> Result<ExitCode
             pattern,
             snapshots,
             filter,
-        } => find_cmd(cli, repo, pattern, snapshots, &filter.filter()?),
+        } => find_cmd(
+            cli,
+            repo,
+            &cairn_engine::names::os_pattern(pattern),
+            snapshots,
+            &filter.filter()?,
+        ),
         BrowseCommand::Tag {
             snapshots,
             add,
@@ -65,8 +71,9 @@ pub fn run(cli: &Cli, repo: &Repository, cmd: &BrowseCommand) -> Result<ExitCode
 
 use cairn_engine::catalog::short_id as short;
 
+/// A symlink target as text (escaped when not UTF-8, `cairn_engine::names`).
 fn lossy(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
+    cairn_engine::names::name_text(b).into_owned()
 }
 
 fn entry_json(e: &DirEntry) -> Value {
@@ -263,9 +270,26 @@ fn tag_cmd(
     filter: &SnapshotFilter,
 ) -> Result<ExitCode> {
     change.validate()?;
+    if specs.is_empty() && filter.is_empty() {
+        bail!("tag needs SNAPSHOT ids, or a filter (--host, --tag, --path) choosing the snapshots");
+    }
     let lock = repo.lock_writer(wait)?;
     // Every argument resolves before anything changes.
-    let snaps = resolve_all(repo, specs, filter)?;
+    let snaps = if specs.is_empty() {
+        let (all, bad) = catalog::list_filtered(&**repo.backend(), filter)?;
+        for (id, e) in &bad {
+            eprintln!(
+                "cairn: warning: snapshot {} unreadable, tags not changed: {e}",
+                short(id)
+            );
+        }
+        if all.is_empty() {
+            bail!("no snapshot matches the filter");
+        }
+        all
+    } else {
+        resolve_all(repo, specs, filter)?
+    };
     let mut rows = Vec::new();
     for s in &snaps {
         let r = retag(repo, &lock, s, change)

@@ -11,6 +11,7 @@ use serde_json::json;
 use cairn_core::{ChunkerConfig, CompressionCodec, CompressionConfig, FingerprintAlgo};
 use cairn_engine::catalog::SnapshotFilter;
 use cairn_engine::config::{IndexKind, LookupStrategy, RewriteConfig};
+use cairn_engine::names::name_text;
 use cairn_engine::restore::Reader;
 use cairn_engine::{
     BackupOptions, DedupMode, ParentChoice, Progress, RepoConfig, Repository, Source,
@@ -19,8 +20,8 @@ use cairn_format::dir::EntryKind;
 
 use crate::args::{BackupArgs, Cli, Command, InitArgs, RepairCommand};
 use crate::output::{bytes, display_name, mode_string, parse_size, time};
-use crate::progress::{estimate_total, Display};
-use crate::snapshot_args::{resolve, snapshot_path};
+use crate::progress::{estimate_backup, Display};
+use crate::snapshot_args::{resolve, snapshot_os_path};
 
 /// Exit code of a backup that committed a snapshot but skipped paths.
 pub(crate) const EXIT_INCOMPLETE: u8 = 3;
@@ -45,19 +46,30 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             snapshot,
             path,
             filter,
-        } => ls(&cli, &open()?, snapshot, path.as_deref(), &filter.filter()?),
+        } => {
+            let path = path.as_deref().map(snapshot_os_path).transpose()?;
+            ls(&cli, &open()?, snapshot, path.as_deref(), &filter.filter()?)
+        }
         Command::Restore(a) => crate::restore_commands::restore(&cli, &open()?, a),
         Command::Dump {
             snapshot,
             path,
             archive: _,
             filter,
-        } => crate::restore_commands::dump(&open()?, snapshot, path.as_deref(), &filter.filter()?),
+        } => {
+            let path = path.as_deref().map(snapshot_os_path).transpose()?;
+            crate::restore_commands::dump(&open()?, snapshot, path.as_deref(), &filter.filter()?)
+        }
         Command::Cat {
             snapshot,
             path,
             filter,
-        } => cat(&open()?, snapshot, path, &filter.filter()?),
+        } => cat(
+            &open()?,
+            snapshot,
+            &snapshot_os_path(path)?,
+            &filter.filter()?,
+        ),
         Command::Mount { mountpoint } => crate::mount::mount(&cli, mountpoint, &open),
         Command::Stats => stats(&cli, &open()?),
         Command::Check { read_data } => check(&cli, &open()?, *read_data),
@@ -349,6 +361,16 @@ fn backup(cli: &Cli, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
     let cfg = new_repository(config_from(&a.init)?);
     let dedup: DedupMode = a.dedup.parse()?;
     let selection = crate::backup_select::selection(a)?;
+    cairn_engine::backup::check_sources(&sources)?;
+    if let (Some(id), false) = (&a.parent, a.dry_run) {
+        // Refused before `open_or_init` would create the repository.
+        if Repository::open_local(path).is_err() {
+            bail!(
+                "--parent {id}: there is no repository at {} yet, so no snapshot to compare with",
+                path.display()
+            );
+        }
+    }
     if !a.stdin {
         if let Some((p, e)) = paths
             .iter()
@@ -374,7 +396,12 @@ fn backup(cli: &Cli, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
     let progress = Arc::new(Progress::default());
     let display = Display::start(progress.clone(), !cli.quiet && !cli.json, "backup");
     if display.active() && !a.stdin {
-        estimate_total(paths.clone(), progress.clone());
+        estimate_backup(
+            paths.clone(),
+            selection.clone(),
+            path.to_path_buf(),
+            progress.clone(),
+        );
     }
     let outcome = cairn_engine::backup(
         &repo,
@@ -404,6 +431,12 @@ fn backup(cli: &Cli, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
     for n in &outcome.notices {
         eprintln!("cairn: note: {n}");
     }
+    for p in &outcome.changed_while_read {
+        eprintln!(
+            "cairn: warning: {}: changed while it was read; the snapshot holds what was read",
+            display_name(p)
+        );
+    }
     let st = &outcome.record.stats;
     if cli.json {
         println!(
@@ -418,6 +451,8 @@ fn backup(cli: &Cli, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
                 "skipped": outcome.skipped,
                 "excluded": outcome.excluded.len(),
                 "excluded_paths": outcome.excluded,
+                "changed_while_read": outcome.changed_while_read.len(),
+                "changed_while_read_paths": outcome.changed_while_read,
                 "phases": outcome.phases,
                 "index_ram_bytes_per_chunk": outcome.index_ram_bytes_per_chunk,
                 "replayed_containers": outcome.replayed_containers,
@@ -475,27 +510,26 @@ fn ls(
     path: Option<&str>,
     filter: &SnapshotFilter,
 ) -> Result<ExitCode> {
-    let path = path.map(snapshot_path).transpose()?;
     let _reading = read_lock(repo)?;
     let snap = resolve(repo, snapshot, filter)?;
     let mut reader = Reader::open(repo, Default::default())?;
     let mut rows = Vec::new();
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
-    reader.walk(&snap.record, path.as_deref().unwrap_or(""), &mut |w| {
+    reader.walk(&snap.record, path.unwrap_or(""), &mut |w| {
         let e = &w.entry;
         let kind = kind_name(e.kind);
         if cli.json {
             rows.push(json!({
                 "path": w.path, "type": kind, "size": e.size, "mode": e.mode & 0o7777,
                 "uid": e.uid, "gid": e.gid, "mtime": time(e.mtime_ns), "mtime_ns": e.mtime_ns,
-                "target": e.target.as_ref().map(|t| String::from_utf8_lossy(t).into_owned()),
+                "target": e.target.as_deref().map(|t| name_text(t).into_owned()),
             }));
         } else {
             let target = e
                 .target
                 .as_ref()
-                .map(|t| format!(" -> {}", String::from_utf8_lossy(t)))
+                .map(|t| format!(" -> {}", name_text(t)))
                 .unwrap_or_default();
             let _ = writeln!(
                 out,
@@ -527,8 +561,8 @@ pub fn restore_cache_options(
     })
 }
 
+/// `path`: already a snapshot path ([`snapshot_os_path`]).
 fn cat(repo: &Repository, snapshot: &str, path: &str, filter: &SnapshotFilter) -> Result<ExitCode> {
-    let path = snapshot_path(path)?;
     if path.is_empty() {
         bail!("cat needs a file path inside the snapshot, e.g. /dir/file");
     }
@@ -537,7 +571,7 @@ fn cat(repo: &Repository, snapshot: &str, path: &str, filter: &SnapshotFilter) -
     let mut reader = Reader::open(repo, Default::default())?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
-    reader.cat(&snap.record, &path, &mut out)?;
+    reader.cat(&snap.record, path, &mut out)?;
     out.flush().context("writing to standard output")?;
     Ok(ExitCode::SUCCESS)
 }

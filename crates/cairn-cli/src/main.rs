@@ -36,7 +36,31 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
     })
 }
 
+/// Restores the default action of SIGPIPE (terminate quietly) and unblocks
+/// it. Rust ignores SIGPIPE, so a write to a closed pipe (`cairn snapshots |
+/// head -1`) returns EPIPE and `println!` panics; with the default action the
+/// process ends at that write like any Unix filter, whichever command and
+/// whichever of its output paths wrote. Nothing is left half-done by that:
+/// every repository change is a temporary renamed into place and locks are
+/// `flock`s the kernel releases, and commands print only after committing.
+/// A blocked SIGPIPE (inherited signal mask) would bring EPIPE back, hence
+/// the unblocking.
+#[allow(unsafe_code)]
+fn default_sigpipe() {
+    // SAFETY: called first in `main`, before any thread exists; `signal`
+    // with SIG_DFL and `sigprocmask` on a local, initialised set have no
+    // memory-safety preconditions.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGPIPE);
+        libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+    }
+}
+
 fn main() -> ExitCode {
+    default_sigpipe();
     let matches = args::Cli::command().get_matches();
     let mut cli = match args::Cli::from_arg_matches(&matches) {
         Ok(c) => c,

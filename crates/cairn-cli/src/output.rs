@@ -148,6 +148,12 @@ pub fn print_backup(
         "  added to the repository: {} (after dedup and compression)",
         bytes(st.new_stored_bytes)
     );
+    if !o.changed_while_read.is_empty() {
+        println!(
+            "  {} files changed while being read (stored as read)",
+            o.changed_while_read.len()
+        );
+    }
     if !o.excluded.is_empty() {
         println!("  {} entries excluded", o.excluded.len());
     }

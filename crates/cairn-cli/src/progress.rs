@@ -139,6 +139,26 @@ impl Drop for Display {
     }
 }
 
+/// The totals of a backup of `paths`, found in the background by the same
+/// walk and selection a `--dry-run` makes (`repo` is not descended into):
+/// excluded entries are not counted, so the bar ends at its total. Files
+/// unchanged since the parent snapshot count: the backup counts them done
+/// without reading them.
+pub fn estimate_backup(
+    paths: Vec<std::path::PathBuf>,
+    selection: Arc<cairn_engine::Selection>,
+    repo: std::path::PathBuf,
+    progress: Arc<Progress>,
+) {
+    std::thread::spawn(move || {
+        let sources: Vec<_> = paths.into_iter().map(cairn_engine::Source::Path).collect();
+        // A walk that fails here fails the backup too, which says why.
+        if let Ok(o) = cairn_engine::dry_run(&sources, selection, Some(&repo)) {
+            progress.set_totals(o.files, o.bytes);
+        }
+    });
+}
+
 /// Sums file sizes under `paths` in the background, for the ETA.
 pub fn estimate_total(paths: Vec<std::path::PathBuf>, progress: Arc<Progress>) {
     std::thread::spawn(move || {

@@ -9,29 +9,32 @@ use anyhow::{anyhow, Context, Result};
 use serde_json::json;
 
 use cairn_engine::restore::verify::VerifyReport;
-use cairn_engine::restore::{Reader, RestoreOptions, RestoreSelection};
+use cairn_engine::restore::{Placed, Reader, RestoreOptions, RestoreSelection};
 use cairn_engine::{Progress, Repository};
 
 use crate::args::{Cli, RestoreArgs};
 use crate::commands::{read_lock, restore_cache_options};
-use crate::output::bytes;
+use crate::output::{bytes, display_name};
 use crate::progress::{Display, Unit};
 
 /// The `--include`/`--exclude` flags (and their any-case forms) as one
 /// selection; a bad pattern is refused before anything is opened.
 fn selection(a: &RestoreArgs) -> Result<RestoreSelection> {
+    // A pattern that is not UTF-8 matches the escaped names
+    // (`cairn_engine::names`).
+    let text = |p: &std::ffi::OsString| cairn_engine::names::os_pattern(p);
     let mut b = RestoreSelection::builder();
     for p in &a.include {
-        b.include(p, false)?;
+        b.include(&text(p), false)?;
     }
     for p in &a.iinclude {
-        b.include(p, true)?;
+        b.include(&text(p), true)?;
     }
     for p in &a.exclude {
-        b.exclude(p, false)?;
+        b.exclude(&text(p), false)?;
     }
     for p in &a.iexclude {
-        b.exclude(p, true)?;
+        b.exclude(&text(p), true)?;
     }
     Ok(b.build()?)
 }
@@ -50,6 +53,17 @@ pub fn restore(cli: &Cli, repo: &Repository, a: &RestoreArgs) -> Result<ExitCode
     let started = std::time::Instant::now();
     let mut reader = Reader::open(repo, cache)?;
     let show = !cli.quiet && !cli.json;
+    if show && cli.verbose {
+        reader.log_entries(Box::new(|dest, placed| {
+            let what = match placed {
+                Placed::New => "new",
+                Placed::Replaced => "replaced",
+                Placed::Skipped => "skipped",
+                Placed::NonEmptyDir => return,
+            };
+            println!("{what:<8} {}", display_name(&dest.to_string_lossy()));
+        }));
+    }
     let progress = Arc::new(Progress::default());
     let display = Display::start_with(progress.clone(), show, "restore", Unit::Bytes);
     let sum = reader.restore_selected(&snap.record, target, &sel, &opts, &progress);

@@ -53,7 +53,7 @@ impl FilterArgs {
                 }
                 let abs =
                     std::path::absolute(p).with_context(|| format!("--path {}", p.display()))?;
-                Ok(abs.to_string_lossy().into_owned())
+                Ok(cairn_engine::names::os_path(abs.as_os_str()))
             })
             .collect::<Result<_>>()?;
         Ok(SnapshotFilter {
@@ -92,6 +92,13 @@ pub fn resolve_all(
         }
     }
     Ok(out)
+}
+
+/// A path argument inside a snapshot as the engine takes it
+/// ([`snapshot_path`]); a component that is not UTF-8 is escaped as
+/// listings' names are (`cairn_engine::names`).
+pub fn snapshot_os_path(arg: &std::ffi::OsStr) -> Result<String> {
+    snapshot_path(&cairn_engine::names::os_path(arg))
 }
 
 /// A path inside a snapshot as the engine takes it: components joined by

@@ -174,7 +174,7 @@ fn the_repository_inside_the_tree_is_not_backed_up() {
 }
 
 #[test]
-fn source_names_must_be_distinct_and_valid() {
+fn source_names_must_be_valid_and_equal_ones_are_both_kept() {
     let tmp = tempfile::tempdir().unwrap();
     let repo = tmp.path().join("repo");
     cairn(&repo, &["init", "-q"]).ok();
@@ -182,22 +182,31 @@ fn source_names_must_be_distinct_and_valid() {
     let b = tmp.path().join("b/same");
     write_file(&a.join("f"), b"a", 0o644);
     write_file(&b.join("f"), b"b", 0o644);
-    let err = cairn(&repo, &["backup", s(&a), s(&b)]).one_line_error();
-    assert!(err.contains("same"), "{err}");
     for name in ["a/b", "..", ".", ""] {
         let r = cairn_stdin(&repo, &["backup", "--stdin", "--stdin-name", name], b"x");
         let err = r.one_line_error();
         assert!(err.contains("name"), "{name:?}: {err}");
     }
-    // A stdin name that clashes with a path's name.
-    let err = cairn_stdin(
+    assert!(snapshot_ids(&repo).is_empty());
+    // One name twice: both kept under the directories above them
+    // (docs/backup-selection.md, "Sources with one name").
+    cairn(&repo, &["backup", "-q", s(&a), s(&b)]).ok();
+    let cat = cairn(&repo, &["cat", "latest", s(&b.join("f"))]).ok();
+    assert_eq!(cat.stdout, b"b");
+    // A stream named like a path source: the stream stays at the top.
+    cairn_stdin(
         &repo,
-        &["backup", s(&a), "--stdin", "--stdin-name", "same"],
+        &["backup", "-q", s(&a), "--stdin", "--stdin-name", "same"],
         b"x",
     )
-    .one_line_error();
-    assert!(err.contains("same"), "{err}");
-    assert!(snapshot_ids(&repo).is_empty());
+    .ok();
+    assert_eq!(cairn(&repo, &["cat", "latest", "/same"]).ok().stdout, b"x");
+    assert_eq!(
+        cairn(&repo, &["cat", "latest", s(&a.join("f"))])
+            .ok()
+            .stdout,
+        b"a"
+    );
 }
 
 #[test]

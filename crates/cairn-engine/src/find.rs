@@ -18,8 +18,6 @@
 //! and path; name matches by listing root alone.
 
 use std::collections::HashMap;
-use std::ffi::OsStr;
-use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -70,8 +68,10 @@ impl Pattern {
 
     /// Whether the entry `name` at snapshot path `path` matches.
     pub fn matches(&self, path: &str, name: &[u8]) -> bool {
+        // Names as text (escaped when not UTF-8, `crate::names`), like paths.
+        let name = crate::names::name_text(name);
         let subject = if self.by_name {
-            Path::new(OsStr::from_bytes(name))
+            Path::new(name.as_ref())
         } else {
             Path::new(path)
         };

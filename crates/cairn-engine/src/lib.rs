@@ -24,6 +24,7 @@ pub mod gc;
 pub mod index;
 pub mod keys;
 pub mod meta_store;
+pub mod names;
 pub(crate) mod pipe;
 pub mod random_access;
 pub(crate) mod reachability;

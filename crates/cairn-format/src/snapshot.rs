@@ -97,6 +97,9 @@ pub struct SnapshotStats {
     /// unchanged directory's names from it (absent, false, in older records).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub listings_complete: bool,
+    /// Files that changed while the backup read them (size, mtime or ctime
+    /// differ after the read): stored as read, possibly inconsistent.
+    pub files_changed_while_read: u64,
     /// Lookup and I/O counters of the run (DDFS Table 4 quantities among them).
     pub counters: cairn_core::CountersSnapshot,
     /// Seconds spent per pipeline phase (open, read_chunk, hash, dedup,
@@ -292,7 +295,7 @@ mod tests {
                     phases: [("hash".to_string(), 0.25)].into_iter().collect(),
                     parent: if stats[4] % 2 == 0 { String::new() } else { format!("{:064x}", stats[6]) },
                     files_new: stats[1], files_changed: stats[2], files_unmodified: stats[3],
-                    unmodified_bytes: stats[0],
+                    unmodified_bytes: stats[0], files_changed_while_read: stats[8],
                     listings_complete: stats[5] % 2 == 0,
                 },
             };

@@ -219,6 +219,7 @@ fn snapshot() -> SnapshotRecord {
             files_unmodified: 0,
             unmodified_bytes: 0,
             listings_complete: false,
+            files_changed_while_read: 0,
         },
     }
 }

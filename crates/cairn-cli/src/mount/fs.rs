@@ -11,6 +11,12 @@
 //! separate subtree under each: a directory inode has one parent, as the
 //! kernel expects. The table only grows; an entry costs its listing record.
 //!
+//! Listings are decoded once: a directory stored inline in its parent's
+//! listing keeps its entries behind an `Arc` in its inode (made when the
+//! inode is), and `opendir` pins the directory's listing to the handle, so
+//! the `readdir` calls of one pass over a large directory share one decoded
+//! listing even if the listing cache evicted it meanwhile.
+//!
 //! Everything is immutable while mounted, so attributes and entries carry a
 //! long TTL and opened files keep the page cache. The kernel refuses writes
 //! on the read-only mount (`EROFS`); `open` refuses write access as well.
@@ -27,7 +33,8 @@ use cairn_engine::random_access::RandomAccess;
 use cairn_format::dir::{BlobRef, DirEntry, EntryKind};
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, LockOwner,
-    OpenAccMode, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory, ReplyEntry, ReplyOpen, Request,
+    OpenAccMode, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
+    ReplyOpen, Request,
 };
 
 use super::layout::{Layout, VNode};
@@ -48,7 +55,13 @@ pub struct VirtualMeta {
 #[allow(clippy::large_enum_variant)]
 enum Inode {
     Virtual(usize),
-    Entry { parent: u64, entry: DirEntry },
+    /// `entry.children` is always `None`: a directory's inline entries are
+    /// in `inline`, shared by every lookup and readdir in it.
+    Entry {
+        parent: u64,
+        entry: DirEntry,
+        inline: Option<Arc<Vec<DirEntry>>>,
+    },
 }
 
 struct State {
@@ -56,6 +69,10 @@ struct State {
     inodes: Vec<Inode>,
     by_name: HashMap<(u64, Vec<u8>), u64>,
     buf: Vec<u8>,
+    /// Open snapshot directories: handle -> listing (handle 0: none, a
+    /// virtual directory or one opened before this table existed).
+    open_dirs: HashMap<u64, Arc<Vec<DirEntry>>>,
+    next_handle: u64,
 }
 
 pub struct SnapshotFs {
@@ -125,6 +142,8 @@ impl SnapshotFs {
                 inodes,
                 by_name: HashMap::new(),
                 buf: Vec::new(),
+                open_dirs: HashMap::new(),
+                next_handle: 1,
             }),
         }
     }
@@ -176,11 +195,11 @@ impl SnapshotFs {
                     Some(BlobRef::try_from(&self.snaps[*i].record.root).map_err(|e| self.eio(&e))?)
                 }
             },
-            Some(Inode::Entry { entry, .. }) if entry.kind == EntryKind::Dir => {
+            Some(Inode::Entry { entry, inline, .. }) if entry.kind == EntryKind::Dir => {
                 // A small directory's listing is stored inline in its
                 // parent's (FORMAT.md "Directory listing").
-                if let Some(inline) = &entry.children {
-                    return Ok(Some(Arc::new(inline.clone())));
+                if let Some(inline) = inline {
+                    return Ok(Some(inline.clone()));
                 }
                 entry.content
             }
@@ -190,6 +209,32 @@ impl SnapshotFs {
             .read_dir(blob.as_ref())
             .map(Some)
             .map_err(|e| self.eio(&e))
+    }
+
+    /// Opens directory `ino`: a snapshot directory's listing is pinned to
+    /// the handle returned (0 for a virtual directory, which has none).
+    fn open_dir(&self, st: &mut State, ino: u64) -> Result<u64, Errno> {
+        let Some(listing) = self.listing(st, ino)? else {
+            return Ok(0);
+        };
+        let fh = st.next_handle;
+        st.next_handle += 1;
+        st.open_dirs.insert(fh, listing);
+        Ok(fh)
+    }
+
+    /// The listing of directory `ino` opened as handle `fh`: the pinned
+    /// one, or (handle 0) read now.
+    fn dir_listing(
+        &self,
+        st: &mut State,
+        ino: u64,
+        fh: u64,
+    ) -> Result<Option<Arc<Vec<DirEntry>>>, Errno> {
+        match st.open_dirs.get(&fh) {
+            Some(l) => Ok(Some(l.clone())),
+            None => self.listing(st, ino),
+        }
     }
 
     /// Reports a read error once on stderr (the kernel only sees EIO).
@@ -206,9 +251,12 @@ impl SnapshotFs {
         if let Some(&ino) = st.by_name.get(&(parent, e.name.clone())) {
             return ino;
         }
+        let mut entry = e.clone();
+        let inline = entry.children.take().map(Arc::new);
         st.inodes.push(Inode::Entry {
             parent,
-            entry: e.clone(),
+            entry,
+            inline,
         });
         let ino = st.inodes.len() as u64;
         st.by_name.insert((parent, e.name.clone()), ino);
@@ -342,11 +390,31 @@ impl Filesystem for SnapshotFs {
         }
     }
 
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let mut st = self.state();
+        match self.open_dir(&mut st, u64::from(ino)) {
+            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        self.state().open_dirs.remove(&u64::from(fh));
+        reply.ok();
+    }
+
     fn readdir(
         &self,
         _req: &Request,
         ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
@@ -366,7 +434,7 @@ impl Filesystem for SnapshotFs {
                 return reply.ok();
             }
         }
-        match self.listing(&mut st, ino) {
+        match self.dir_listing(&mut st, ino, u64::from(fh)) {
             Err(e) => return reply.error(e),
             Ok(None) => {
                 let Some(Inode::Virtual(dir)) = st.inodes.get(ino as usize - 1) else {
@@ -395,5 +463,61 @@ impl Filesystem for SnapshotFs {
             }
         }
         reply.ok();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cairn_engine::random_access::CacheLimits;
+    use cairn_engine::Repository;
+
+    fn entry(name: &str, kind: EntryKind, children: Option<Vec<DirEntry>>) -> DirEntry {
+        DirEntry {
+            name: name.as_bytes().to_vec(),
+            kind,
+            mode: 0o755,
+            uid: 0,
+            gid: 0,
+            mtime_ns: 0,
+            ctime_ns: 0,
+            inode: 0,
+            size: 0,
+            target: None,
+            content: None,
+            children,
+            extras: Default::default(),
+        }
+    }
+
+    #[test]
+    fn an_inline_listing_is_shared_not_copied_per_call() {
+        let tmp = tempfile::tempdir().unwrap();
+        let repo = Repository::init_local(tmp.path(), Repository::default_config()).unwrap();
+        let access = RandomAccess::open(&repo, CacheLimits::default()).unwrap();
+        let meta = VirtualMeta {
+            uid: 0,
+            gid: 0,
+            mtime: UNIX_EPOCH,
+        };
+        let fs = SnapshotFs::new(Layout::new(&[]), Vec::new(), access, meta);
+        let files = (0..100)
+            .map(|i| entry(&format!("f{i}"), EntryKind::File, None))
+            .collect();
+        let dir = entry("d", EntryKind::Dir, Some(files));
+        let mut st = fs.state();
+        let ino = SnapshotFs::entry_ino(&mut st, 1, &dir);
+        let a = fs.listing(&mut st, ino).unwrap().unwrap();
+        let b = fs.listing(&mut st, ino).unwrap().unwrap();
+        assert_eq!(a.len(), 100);
+        assert!(Arc::ptr_eq(&a, &b), "the inline listing was copied");
+        // An open handle pins the listing; a released one is forgotten.
+        let fh = fs.open_dir(&mut st, ino).unwrap();
+        assert_ne!(fh, 0);
+        let c = fs.dir_listing(&mut st, ino, fh).unwrap().unwrap();
+        assert!(Arc::ptr_eq(&a, &c));
+        assert_eq!(fs.open_dir(&mut st, 1).unwrap(), 0, "virtual root");
+        st.open_dirs.remove(&fh);
+        assert!(st.open_dirs.is_empty());
     }
 }

@@ -16,6 +16,7 @@
 //! `check` reports as reclaimable.
 
 pub mod dry_run;
+mod layout;
 pub mod parent;
 pub mod rewrite;
 pub mod select;
@@ -123,11 +124,14 @@ pub struct BackupOutcome {
     pub record: SnapshotRecord,
     /// Paths that could not be read (the snapshot holds everything else).
     pub skipped: Vec<String>,
-    /// Non-fatal notices: changed files, special files, replay warnings.
+    /// Non-fatal notices: special files, replay warnings.
     pub notices: Vec<String>,
     /// Entries the selection left out, as "path: reason" (an excluded
     /// directory once; nothing below it was visited).
     pub excluded: Vec<String>,
+    /// Files that changed while they were read (size, mtime or ctime after
+    /// the read differ from before): the snapshot holds what was read.
+    pub changed_while_read: Vec<String>,
     pub counters: CountersSnapshot,
     pub phases: PhaseReport,
     /// Fingerprint-lookup RAM (Summary Vector + in-memory index) per indexed chunk.
@@ -196,6 +200,7 @@ pub fn backup(repo: &Repository, _lock: &WriteLock, opts: BackupOptions) -> Resu
         skipped: run.skipped.into_inner(),
         notices,
         excluded: run.excluded.into_inner(),
+        changed_while_read: run.changed_while_read.into_inner(),
         counters: repo.counters.snapshot().since(&before),
         phases,
         index_ram_bytes_per_chunk,
@@ -203,31 +208,10 @@ pub fn backup(repo: &Repository, _lock: &WriteLock, opts: BackupOptions) -> Resu
     })
 }
 
-/// Source names become the top-level entries: each must be a valid, unique
-/// file name.
-pub(crate) fn check_sources(sources: &[Source]) -> Result<()> {
-    if sources.is_empty() {
-        return Err(Error::invalid(
-            "nothing to back up: give at least one path or --stdin",
-        ));
-    }
-    let mut names: Vec<Vec<u8>> = sources.iter().map(top_level_name).collect();
-    for n in &names {
-        if n.is_empty() || n.contains(&b'/') || n == b"." || n == b".." {
-            return Err(Error::invalid(format!(
-                "invalid name {:?} for a backup source",
-                String::from_utf8_lossy(n)
-            )));
-        }
-    }
-    names.sort();
-    if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
-        return Err(Error::invalid(format!(
-            "two sources share the name {:?}; back them up separately",
-            String::from_utf8_lossy(&w[0])
-        )));
-    }
-    Ok(())
+/// Whether the sources can be placed in one snapshot tree (`layout`): a
+/// caller checks this before creating anything.
+pub fn check_sources(sources: &[Source]) -> Result<()> {
+    layout::place(sources).map(drop)
 }
 
 /// The rewrite scheme of this backup: the one given, or the repository's.
@@ -359,6 +343,7 @@ struct RunState {
     parent_id: Option<String>,
     parent_trees: Mutex<std::collections::HashMap<usize, (parent::ParentTree, DirEntry)>>,
     files: Mutex<walker::FileCounts>,
+    changed_while_read: Mutex<Vec<String>>,
 }
 
 impl RunState {
@@ -386,6 +371,7 @@ impl RunState {
             parent_id: None,
             parent_trees: Mutex::new(Default::default()),
             files: Mutex::new(Default::default()),
+            changed_while_read: Mutex::new(Vec::new()),
         }
     }
 
@@ -412,10 +398,19 @@ impl RunState {
         let present: Arc<std::collections::HashSet<_>> =
             Arc::new(repo.log.ids()?.into_iter().collect());
         let mut trees = self.parent_trees.lock();
-        for (i, source) in opts.sources.iter().enumerate() {
-            if let (Source::Path(_), Some(top)) = (source, p.tops.get(&top_level_name(source))) {
-                let tree = parent::ParentTree::new(repo, present.clone(), p.trust)?;
-                trees.insert(i, (tree, top.clone()));
+        let places = layout::place(&opts.sources)?;
+        for (i, (source, place)) in opts.sources.iter().zip(places).enumerate() {
+            let (Source::Path(_), Some(first)) = (source, p.tops.get(&place[0])) else {
+                continue;
+            };
+            // A source below the top is found through the directories above it.
+            let mut tree = parent::ParentTree::new(repo, present.clone(), p.trust)?;
+            let mut at = Some(first.clone());
+            for name in &place[1..] {
+                at = at.and_then(|d| tree.children(d).remove(name));
+            }
+            if let Some(top) = at {
+                trees.insert(i, (tree, top));
             }
         }
         drop(trees);
@@ -540,6 +535,7 @@ fn snapshot_record(
         files_unmodified: files.unmodified,
         unmodified_bytes: files.unmodified_bytes,
         listings_complete,
+        files_changed_while_read: run.changed_while_read.lock().len() as u64,
         counters,
         phases: phases.as_map(),
     };
@@ -577,6 +573,7 @@ fn run_streams_and_root(
         .map_or(2, |n| n.get())
         .clamp(1, 8);
     let next = AtomicUsize::new(0);
+    let places = layout::place(sources)?;
     let results: Mutex<Vec<(usize, Result<Option<DirEntry>>)>> = Mutex::new(Vec::new());
     std::thread::scope(|s| {
         for _ in 0..workers.min(sources.len()) {
@@ -598,9 +595,9 @@ fn run_streams_and_root(
     let mut results = results.into_inner();
     results.sort_by_key(|(i, _)| *i);
     let mut top = Vec::new();
-    for (_, r) in results {
+    for (i, r) in results {
         if let Some(entry) = r? {
-            top.push(entry);
+            top.push((places[i].clone(), entry));
         }
     }
     if top.is_empty() {
@@ -612,13 +609,20 @@ fn run_streams_and_root(
                 .map_or("no readable source", String::as_str)
         )));
     }
-    top.sort_by(|a, b| a.name.cmp(&b.name));
 
-    // Commit sequence, step 2: the top-level listing.
+    // Commit sequence, step 2: the top-level listing (and the listings of
+    // the directories above the sources, when they are kept).
     *run.commit_started.lock() = Instant::now();
+    let mut commit_stream = Stream::new(shared);
+    let top = layout::root_entries(top, &mut |entries| {
+        let mut listing = Vec::new();
+        encode_dir(entries, &mut listing)?;
+        commit_stream
+            .store_blob(&listing)?
+            .ok_or_else(|| Error::invalid("empty listing"))
+    })?;
     let mut listing = Vec::new();
     encode_dir(&top, &mut listing)?;
-    let mut commit_stream = Stream::new(shared);
     let root = commit_stream
         .store_blob(&listing)?
         .ok_or_else(|| Error::invalid("empty root listing"))?;
@@ -652,12 +656,19 @@ fn run_stream(
                 w.parent(tree, top);
             }
             w.run(source);
-            (w.skipped, w.notices, w.excluded, w.files)
+            (
+                w.skipped,
+                w.notices,
+                w.excluded,
+                w.files,
+                w.changed_while_read,
+            )
         });
         let r = consume(&mut stream, &run.counts, &rx, &recycle_tx);
         drop(rx); // unblocks the walker if we stopped early
-        let (sk, no, ex, files) = walker.join().expect("walker thread panicked");
+        let (sk, no, ex, files, ch) = walker.join().expect("walker thread panicked");
         *run.files.lock() += files;
+        run.changed_while_read.lock().extend(ch);
         run.skipped.lock().extend(sk);
         run.notices.lock().extend(no);
         run.excluded.lock().extend(ex);
@@ -846,13 +857,14 @@ fn source_paths(sources: &[Source]) -> Vec<String> {
     sources
         .iter()
         .map(|s| match s {
-            Source::Path(p) => std::path::absolute(p)
-                .unwrap_or_else(|_| p.clone())
-                .display()
-                .to_string(),
+            Source::Path(p) => crate::names::os_path(
+                std::path::absolute(p)
+                    .unwrap_or_else(|_| p.clone())
+                    .as_os_str(),
+            ),
             Source::Stdin { name } => format!("<stdin:{name}>"),
             Source::Trace { name, .. } => format!("<trace:{name}>"),
-            Source::Kept(tree) => String::from_utf8_lossy(tree.name()).into_owned(),
+            Source::Kept(tree) => crate::names::name_text(tree.name()).into_owned(),
         })
         .collect()
 }

@@ -249,8 +249,11 @@ pub struct Walker {
     progress: Arc<Progress>,
     /// Paths skipped with a reason, reported by the caller.
     pub skipped: Vec<String>,
-    /// Non-fatal notices (changed files, special files).
+    /// Non-fatal notices (special files).
     pub notices: Vec<String>,
+    /// Files whose size, mtime or ctime after reading differ from before:
+    /// stored as read, reported by the caller.
+    pub changed_while_read: Vec<String>,
     /// Never descend into this directory (the repository itself).
     exclude: Option<(u64, u64)>,
     read_ns: Arc<AtomicU64>,
@@ -310,6 +313,7 @@ impl Walker {
             progress,
             skipped: Vec::new(),
             notices: Vec::new(),
+            changed_while_read: Vec::new(),
             exclude,
             read_ns,
             selection: Arc::default(),
@@ -641,18 +645,25 @@ impl Walker {
                 }
                 Err(ReadFailure::Closed) => return Err(()),
             };
-            if ok {
-                if let Ok(after) = file.metadata() {
-                    if after.len() != meta.len()
-                        || after.mtime_nsec() != meta.mtime_nsec()
-                        || after.mtime() != meta.mtime()
-                    {
-                        self.notices.push(format!(
-                            "{}: file changed while being read; stored as read",
-                            path.display()
-                        ));
-                    }
-                }
+            // The stat before the read against one after it: ctime catches a
+            // write that put size and mtime back.
+            let changed = |a: &fs::Metadata| {
+                (
+                    a.len(),
+                    a.mtime(),
+                    a.mtime_nsec(),
+                    a.ctime(),
+                    a.ctime_nsec(),
+                ) != (
+                    meta.len(),
+                    meta.mtime(),
+                    meta.mtime_nsec(),
+                    meta.ctime(),
+                    meta.ctime_nsec(),
+                )
+            };
+            if ok && file.metadata().is_ok_and(|a| changed(&a)) {
+                self.changed_while_read.push(path.display().to_string());
             }
             self.progress.files_done.fetch_add(1, Ordering::Relaxed);
             if let (true, Some(m)) = (ok, hard_link) {

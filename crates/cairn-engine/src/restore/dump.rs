@@ -46,22 +46,21 @@ impl Reader {
         path: &str,
         out: &mut dyn Write,
     ) -> Result<Dumped> {
-        let (prefix, entries) = match self.find(snap, path)? {
+        let (prefix, entries) = match self.find_named(snap, path)? {
             None => (PathBuf::new(), self.root_entries(snap)?),
-            Some(e) if e.kind == EntryKind::File => {
+            Some((_, e)) if e.kind == EntryKind::File => {
                 let n = self.for_each_logical(&e, &mut |c| {
                     out.write_all(c).ctx(|| "writing to standard output".into())
                 })?;
                 return Ok(Dumped::File { bytes: n });
             }
-            Some(e) if e.kind != EntryKind::Dir => {
+            Some((_, e)) if e.kind != EntryKind::Dir => {
                 return Err(Error::invalid(format!(
                     "{path} is a {}; dump writes a file's bytes or a directory's archive",
                     e.kind.name()
                 )))
             }
-            Some(mut e) => {
-                let name = snapshot_path(path);
+            Some((name, mut e)) => {
                 let children = self.take_children(&mut e)?;
                 let mut w = TarWriter::new(out);
                 w.entry(self, &name, &e)?;
@@ -92,14 +91,6 @@ impl Reader {
         }
         Ok(())
     }
-}
-
-/// A snapshot path (`/tree/docs/`, `tree/./docs`) as a relative archive name.
-fn snapshot_path(path: &str) -> PathBuf {
-    path.split('/')
-        .filter(|c| !c.is_empty() && *c != ".")
-        .map(OsStr::new)
-        .collect()
 }
 
 struct TarWriter<'o> {
@@ -258,6 +249,5 @@ mod tests {
             pax_mtime(-1_000_000_001),
             Some(pax_record("mtime", "-1.000000001"))
         );
-        assert_eq!(snapshot_path("/tree/./docs/"), PathBuf::from("tree/docs"));
     }
 }

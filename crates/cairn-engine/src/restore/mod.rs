@@ -71,8 +71,8 @@ pub use policy::PolicyKind;
 use policy::{PlanStep, PolicyStats};
 use select::{Plan, Scope};
 pub use select::{RestoreSelection, RestoreSelectionBuilder};
-use target::{DirState, Placed, Target};
-pub use target::{Overwrite, RestoreOptions};
+use target::{DirState, Target};
+pub use target::{Overwrite, Placed, RestoreOptions};
 
 /// Which restore policy and how much memory (`--restore-policy`,
 /// `--restore-cache`).
@@ -105,7 +105,15 @@ pub struct Reader {
     meta: Box<dyn RestoreCache>,
     extract: Extractor,
     steps: Vec<PlanStep>,
+    log: Option<EntryLog>,
 }
+
+/// Told of each file and symlink a restore settles: its path in the
+/// target and what happened there (`restore -v`; see [`Reader::log_entries`]).
+pub type EntryLog = Box<EntryLogFn>;
+
+/// What an [`EntryLog`] calls.
+pub type EntryLogFn = dyn FnMut(&Path, &Placed) + Send;
 
 /// What a restore did. `files`, `dirs`, `symlinks` and `bytes` count what
 /// was written (including replacements); the other counts describe entries
@@ -149,9 +157,10 @@ pub struct Walked {
     pub entry: DirEntry,
 }
 
-/// The snapshot path of entry `name` inside directory `parent` (`""` = root).
+/// The snapshot path of entry `name` inside directory `parent` (`""` = root),
+/// a name that is not UTF-8 escaped (`crate::names`).
 pub(crate) fn join(parent: &str, name: &[u8]) -> String {
-    let n = String::from_utf8_lossy(name);
+    let n = crate::names::name_text(name);
     if parent.is_empty() {
         n.into_owned()
     } else {
@@ -191,7 +200,15 @@ impl Reader {
             meta: Box::new(MetaChunks::new(METADATA_CACHE_CONTAINERS)),
             extract: Extractor::new(cache.policy, cache.bytes, repo.config.container_size as u64),
             steps: Vec::new(),
+            log: None,
         }
+    }
+
+    /// Calls `log` for every file and symlink later restores write or
+    /// leave as they were (not for entries that failed: those are in
+    /// [`RestoreSummary::errors`]).
+    pub fn log_entries(&mut self, log: EntryLog) {
+        self.log = Some(log);
     }
 
     /// Reads listings and tree nodes (metadata, not through the policy).
@@ -234,19 +251,38 @@ impl Reader {
         self.read_listing(&root)
     }
 
-    /// The entry at `path` (components separated by `/`); `None` for the root.
+    /// The entry at `path` (components separated by `/`, names as
+    /// `crate::names` writes them); `None` for the root.
     pub fn find(&mut self, snap: &SnapshotRecord, path: &str) -> Result<Option<DirEntry>> {
+        Ok(self.find_named(snap, path)?.map(|(_, e)| e))
+    }
+
+    /// [`Reader::find`], with the entry's path as the names' bytes.
+    pub fn find_named(
+        &mut self,
+        snap: &SnapshotRecord,
+        path: &str,
+    ) -> Result<Option<(PathBuf, DirEntry)>> {
         let mut entries = self.root_entries(snap)?;
         let mut found: Option<DirEntry> = None;
+        let mut named = PathBuf::new();
         let comps: Vec<&str> = path
             .split('/')
             .filter(|c| !c.is_empty() && *c != ".")
             .collect();
         for (i, comp) in comps.iter().enumerate() {
-            let e = entries
-                .into_iter()
-                .find(|e| e.name == comp.as_bytes())
+            // The name that is literally `comp` first, then an escaped one.
+            let at = entries
+                .iter()
+                .position(|e| e.name == comp.as_bytes())
+                .or_else(|| {
+                    entries
+                        .iter()
+                        .position(|e| crate::names::text_names(comp, &e.name))
+                })
                 .ok_or_else(|| Error::NotFound(format!("{path} in the snapshot")))?;
+            let e = entries.swap_remove(at);
+            named.push(OsStr::from_bytes(&e.name));
             if i + 1 < comps.len() {
                 if e.kind != EntryKind::Dir {
                     return Err(Error::NotFound(format!("{path} in the snapshot")));
@@ -257,7 +293,7 @@ impl Reader {
             }
             found = Some(e);
         }
-        Ok(found)
+        Ok(found.map(|e| (named, e)))
     }
 
     /// Visits every entry under `path` depth-first in name order.
@@ -385,7 +421,9 @@ impl Reader {
         // and followed if it is a symlink, like any path argument. Below it,
         // nothing pre-existing is followed.
         fs::create_dir_all(root).ctx(|| format!("creating {}", root.display()))?;
+        let mut log = self.log.take();
         let mut run = Run {
+            log: log.as_deref_mut(),
             target: t,
             progress,
             plan: &plan,
@@ -416,9 +454,11 @@ impl Reader {
             }
         }
         run.sum.warnings.extend(t.warnings.take());
+        let mut sum = run.sum;
+        self.log = log;
         outcome?;
-        run.sum.policy = self.extract.stats();
-        Ok(run.sum)
+        sum.policy = self.extract.stats();
+        Ok(sum)
     }
 
     /// Restores the entries of a directory (at snapshot path `prefix`, at
@@ -457,6 +497,7 @@ impl Reader {
             EntryKind::Dir => return self.restore_dir(e, rel, dest, scope, run),
             EntryKind::File => self.restore_file(&e, dest, run),
             EntryKind::Symlink => run.target.place_symlink(dest, &e).map(|placed| {
+                run.log(dest, &placed);
                 if run.sum.count(placed, dest, 0) {
                     run.sum.symlinks += 1;
                 }
@@ -586,6 +627,7 @@ struct Run<'a> {
     /// Later names (dest, entry, first name), linked once every file is
     /// written.
     later_links: Vec<(PathBuf, DirEntry, PathBuf)>,
+    log: Option<&'a mut EntryLogFn>,
 }
 
 impl Run<'_> {
@@ -608,6 +650,7 @@ impl Run<'_> {
 
     /// Counts a file that was placed (or skipped, or refused).
     fn placed_file(&mut self, placed: Placed, dest: &Path, size: u64) {
+        self.log(dest, &placed);
         if placed == Placed::Skipped {
             self.progress.bytes_done.fetch_add(size, Ordering::Relaxed);
         }
@@ -615,6 +658,12 @@ impl Run<'_> {
             self.sum.files += 1;
         }
         self.progress.files_done.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn log(&mut self, dest: &Path, placed: &Placed) {
+        if let (Some(log), false) = (&mut self.log, *placed == Placed::NonEmptyDir) {
+            log(dest, placed);
+        }
     }
 
     /// An entry failed: a full file system becomes the fatal error, anything
