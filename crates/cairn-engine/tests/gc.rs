@@ -246,6 +246,16 @@ fn damaged_setup(
     let backend: Arc<dyn Backend> = Arc::new(FaultBackend::new(MemBackend::new(), plan.clone()));
     let repo = Repository::init(backend.clone(), tiny_config()).unwrap();
     let old = backup(&repo, &data);
+    // The last third of `big` changes: its old chunks become garbage beside
+    // live ones in the same containers, so a collection always has copies
+    // to make (the listings alone vary in size with file times and inodes,
+    // and so did the garbage they left).
+    let mut changed = big.clone();
+    let third = changed.len() / 3;
+    for b in &mut changed[2 * third..] {
+        *b = rng.next() as u8;
+    }
+    std::fs::write(data.join("big"), &changed).unwrap();
     write_tree(&data, 5, 4, 4);
     backup(&repo, &data);
     let lock = repo.lock_writer(false).unwrap();
