@@ -18,6 +18,7 @@
 pub mod dry_run;
 mod layout;
 pub mod parent;
+mod read_ahead;
 pub mod rewrite;
 pub mod select;
 pub mod stream;
@@ -78,6 +79,10 @@ pub struct BackupOptions {
     /// The snapshot whose unchanged files are not read again (the CLI's
     /// default is the latest of the same host and paths; `--force`: none).
     pub parent: ParentChoice,
+    /// Reader threads per stream for large files (`read_ahead.rs`); `None`:
+    /// one per core, at most 4; `Some(0)`: every file on the walker's thread.
+    /// What is stored does not depend on it.
+    pub read_threads: Option<usize>,
 }
 
 /// What a rewritten snapshot keeps of the snapshot it replaces.
@@ -332,6 +337,7 @@ struct RunState {
     notices: Mutex<Vec<String>>,
     excluded: Mutex<Vec<String>>,
     selection: Arc<Selection>,
+    read_threads: Option<usize>,
     read_ns: Arc<AtomicU64>,
     commit_started: Mutex<Instant>,
     progress: Arc<Progress>,
@@ -363,6 +369,7 @@ impl RunState {
             notices: Mutex::new(notices),
             excluded: Mutex::new(Vec::new()),
             selection: opts.selection.clone(),
+            read_threads: opts.read_threads,
             read_ns: Arc::new(AtomicU64::new(0)),
             commit_started: Mutex::new(Instant::now()),
             progress: opts.progress.clone(),
@@ -652,6 +659,9 @@ fn run_stream(
                 run.read_ns.clone(),
             );
             w.select(run.selection.clone());
+            if let Some(n) = run.read_threads {
+                w.read_ahead(n);
+            }
             if let Some((tree, top)) = parent {
                 w.parent(tree, top);
             }

@@ -31,6 +31,7 @@ use cairn_format::dir::{DirEntry, EntryKind, Extras, HardLink};
 use crate::file_kinds::{data_extents, read_xattrs, ExtentReader};
 
 use super::parent::{listing_unchanged, unchanged, ParentTree};
+use super::read_ahead::{next_piece, Ahead, Held, PendingFile, Piece, Pool, READ_AHEAD_MIN_BYTES};
 use super::select::{absolute_clean, ExcludeReason, Selection};
 
 /// Bytes of input per chunk batch handed from the walker to the stream.
@@ -270,6 +271,14 @@ pub struct Walker {
     pub files: FileCounts,
     /// The chunk reader's look-ahead buffer, kept from file to file.
     read_buf: Vec<u8>,
+    /// Events and files held back behind a file still being read on the
+    /// pool (`read_ahead.rs`). Declared before `pool`: dropped first, so
+    /// readers blocked on a file nobody will receive stop.
+    ahead: Ahead,
+    /// Reader threads for large files, started on the first one.
+    pool: Option<Pool>,
+    /// How many reader threads the pool gets (0: read every file here).
+    read_threads: usize,
     /// Hard-link groups (device, inode) whose first name was sent.
     linked: std::collections::HashSet<(u64, u64)>,
 }
@@ -323,6 +332,11 @@ impl Walker {
             files: FileCounts::default(),
             read_buf: Vec::new(),
             linked: Default::default(),
+            ahead: Ahead::default(),
+            pool: None,
+            read_threads: std::thread::available_parallelism()
+                .map_or(1, |n| n.get())
+                .min(4),
         }
     }
 
@@ -366,7 +380,81 @@ impl Walker {
             }
             Source::Kept(tree) => self.walk_kept(tree),
         };
+        let _ = self.pump(true);
+        self.ahead = Ahead::default();
         let _ = self.tx.flush();
+    }
+
+    /// Reads files of at least [`READ_AHEAD_MIN_BYTES`] on `threads`
+    /// reader threads (0: every file on the walker's thread).
+    pub fn read_ahead(&mut self, threads: usize) -> &mut Self {
+        self.read_threads = threads;
+        self
+    }
+
+    /// Sends what `ahead` holds, in order: without waiting, unless `all`
+    /// (everything) or the queue is over its bounds (then it waits for the
+    /// oldest file until it is back within them).
+    fn pump(&mut self, all: bool) -> Result<(), ()> {
+        loop {
+            let wait = all || self.ahead.over_bounds();
+            match self.ahead.queue.front() {
+                None => return Ok(()),
+                Some(Held::Event(_)) => {
+                    if let Some(Held::Event(ev)) = self.ahead.queue.pop_front() {
+                        if let Event::Data(b) = &ev {
+                            self.ahead.bytes -= b.bytes();
+                        }
+                        self.tx.send(ev)?;
+                    }
+                }
+                Some(Held::File(p)) => match next_piece(&p.rx, wait) {
+                    Err(()) => return Ok(()),
+                    Ok(Piece::Data(b)) => self.tx.send(Event::Data(b))?,
+                    Ok(Piece::Done(r)) => {
+                        if let Some(Held::File(p)) = self.ahead.queue.pop_front() {
+                            self.ahead.files -= 1;
+                            let ok = self.file_read(&p.path, &p.file, &p.before, r);
+                            self.tx.send(Event::FileEnd { ok })?;
+                        }
+                    }
+                },
+            }
+        }
+    }
+
+    /// Accounts for a file whose content was read (`read`: how the read
+    /// ended); returns whether its entry is kept.
+    fn file_read(
+        &mut self,
+        path: &Path,
+        file: &File,
+        before: &Metadata,
+        read: std::io::Result<()>,
+    ) -> bool {
+        let ok = match read {
+            Ok(()) => true,
+            Err(e) => {
+                self.skip(path, format!("read failed: {e}"));
+                false
+            }
+        };
+        // The stat before the read against one after it: ctime catches a
+        // write that put size and mtime back.
+        let times = |a: &Metadata| {
+            (
+                a.len(),
+                a.mtime(),
+                a.mtime_nsec(),
+                a.ctime(),
+                a.ctime_nsec(),
+            )
+        };
+        if ok && file.metadata().is_ok_and(|a| times(&a) != times(before)) {
+            self.changed_while_read.push(path.display().to_string());
+        }
+        self.progress.files_done.fetch_add(1, Ordering::Relaxed);
+        ok
     }
 
     fn walk_kept(&mut self, node: &Kept) -> Result<(), ()> {
@@ -440,8 +528,13 @@ impl Walker {
         meta
     }
 
+    /// Sends `ev` in walk order: behind whatever `ahead` holds.
     fn send(&mut self, ev: Event) -> Result<(), ()> {
-        self.tx.send(ev)
+        if self.ahead.is_empty() {
+            return self.tx.send(ev);
+        }
+        self.ahead.push_event(ev);
+        self.pump(false)
     }
 
     fn skip(&mut self, path: &Path, why: impl std::fmt::Display) {
@@ -627,45 +720,51 @@ impl Walker {
                     return Ok(());
                 }
             };
-            if !self.dry_run {
+            // Only a file with fewer blocks than bytes can have holes (the
+            // test cp and tar make): the others cost no SEEK_DATA/SEEK_HOLE.
+            if !self.dry_run && meta.blocks().saturating_mul(512) < meta.len() {
                 now.extras.extents = data_extents(&file, meta.len());
             }
             let extents = now.extras.extents.clone();
             let hard_link = now.extras.hard_link.map(|_| now.clone());
             self.send(Event::FileStart { name, meta: now })?;
+            // A large file goes to the reader pool (`read_ahead.rs`), unless
+            // it is hard-linked: a later name must find its first one sent.
+            if self.read_threads > 0
+                && !self.dry_run
+                && hard_link.is_none()
+                && meta.len() >= READ_AHEAD_MIN_BYTES
+            {
+                if let Ok(job_file) = file.try_clone() {
+                    let pool = self.pool.get_or_insert_with(|| {
+                        Pool::new(
+                            self.read_threads,
+                            self.chunker,
+                            self.recycle.clone(),
+                            self.progress.clone(),
+                            self.read_ns.clone(),
+                        )
+                    });
+                    let rx = pool.submit(job_file, extents);
+                    self.ahead.push_file(PendingFile {
+                        rx,
+                        path: path.to_path_buf(),
+                        file,
+                        before: meta,
+                    });
+                    return self.pump(false);
+                }
+            }
             let read = match &extents {
                 Some(x) => self.read_content(ExtentReader::new(&file, x)),
                 None => self.read_content(&file),
             };
-            let ok = match read {
-                Ok(()) => true,
-                Err(ReadFailure::Io(e)) => {
-                    self.skip(path, format!("read failed: {e}"));
-                    false
-                }
+            let read = match read {
+                Ok(()) => Ok(()),
+                Err(ReadFailure::Io(e)) => Err(e),
                 Err(ReadFailure::Closed) => return Err(()),
             };
-            // The stat before the read against one after it: ctime catches a
-            // write that put size and mtime back.
-            let changed = |a: &fs::Metadata| {
-                (
-                    a.len(),
-                    a.mtime(),
-                    a.mtime_nsec(),
-                    a.ctime(),
-                    a.ctime_nsec(),
-                ) != (
-                    meta.len(),
-                    meta.mtime(),
-                    meta.mtime_nsec(),
-                    meta.ctime(),
-                    meta.ctime_nsec(),
-                )
-            };
-            if ok && file.metadata().is_ok_and(|a| changed(&a)) {
-                self.changed_while_read.push(path.display().to_string());
-            }
-            self.progress.files_done.fetch_add(1, Ordering::Relaxed);
+            let ok = self.file_read(path, &file, &meta, read);
             if let (true, Some(m)) = (ok, hard_link) {
                 self.link_sent(&m);
             }
@@ -748,8 +847,7 @@ impl Walker {
             self.progress
                 .bytes_done
                 .fetch_add(batch.bytes() as u64, Ordering::Relaxed);
-            self.tx
-                .send(Event::Data(batch))
+            self.send(Event::Data(batch))
                 .map_err(|()| ReadFailure::Closed)?;
             if !more {
                 return Ok(());
