@@ -55,6 +55,13 @@ fn build(src: &Path) -> (String, Vec<u8>) {
     let mut rng = Rng::new(12);
     let content: Vec<u8> = (0..70_000).map(|_| rng.next_u64() as u8).collect();
     write_in(&dir, "file", &content, 0o640);
+    // Through the open file: no path involved. A file system without user
+    // attributes leaves the attribute out of the comparison.
+    let flags = OFlag::O_RDONLY | OFlag::O_CLOEXEC;
+    let f = File::from(openat(&dir, "file", flags, Mode::empty()).unwrap());
+    if let Err(e) = xattr::FileExt::set_xattr(&f, "user.deep", b"at depth") {
+        eprintln!("no user extended attributes here ({e}); not compared");
+    }
     nix::unistd::symlinkat("file", &dir, "link").unwrap();
     let sub = mkdir_in(&dir, "sub");
     write_in(&sub, "inner", b"inner bytes\n", 0o600);
@@ -84,6 +91,19 @@ fn read_in(d: &OwnedFd, name: &str) -> Vec<u8> {
         .read_to_end(&mut out)
         .unwrap();
     out
+}
+
+/// The extended attributes of file `name` in `d`, read through the open file.
+fn xattrs(d: &OwnedFd, name: &str) -> Vec<(std::ffi::OsString, Option<Vec<u8>>)> {
+    use xattr::FileExt;
+    let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let f = File::from(openat(d, name, flags, Mode::empty()).unwrap());
+    let mut v: Vec<_> = f
+        .list_xattr()
+        .map(|l| l.map(|n| (n.clone(), f.get_xattr(&n).unwrap())).collect())
+        .unwrap_or_default();
+    v.sort();
+    v
 }
 
 #[derive(Default, Debug, PartialEq)]
@@ -119,6 +139,7 @@ fn compare(a: &OwnedFd, b: &OwnedFd, depth: usize, seen: &mut Seen) {
         } else {
             seen.files += 1;
             assert_eq!(read_in(a, &n), read_in(b, &n), "{n}: content");
+            assert_eq!(xattrs(a, &n), xattrs(b, &n), "{n}: extended attributes");
         }
         assert_eq!(
             (sa.st_mtime, sa.st_mtime_nsec),
