@@ -19,6 +19,7 @@ use std::path::Path;
 use cairn_core::{Error, Result};
 use cairn_format::dir::{DirEntry, EntryKind, Extent};
 
+use crate::long_path::Dirs;
 use crate::restore::Reader;
 
 /// The data regions of `file` (`size` bytes long) as the file system
@@ -148,12 +149,12 @@ fn unsupported(e: &io::Error) -> bool {
 /// Returns the refusals ("name: why"): a file system or a process without
 /// the right (`trusted.*` needs privilege) refuses some; the entry is
 /// restored anyway.
-pub fn apply_xattrs(path: &Path, e: &DirEntry) -> Vec<String> {
+pub fn apply_xattrs(dirs: &mut Dirs, path: &Path, e: &DirEntry) -> Vec<String> {
     use std::os::unix::ffi::OsStrExt;
     let mut refused = Vec::new();
     for (name, value) in &e.extras.xattrs {
         let n = std::ffi::OsStr::from_bytes(name);
-        if let Err(err) = xattr::set(path, n, value) {
+        if let Err(err) = dirs.with_xattr_path(path, |p| xattr::set(p, n, value)) {
             refused.push(format!(
                 "extended attribute {}: {err}",
                 String::from_utf8_lossy(name)
@@ -166,8 +167,8 @@ pub fn apply_xattrs(path: &Path, e: &DirEntry) -> Vec<String> {
 /// Creates FIFO or device node `path` for entry `e` with mode 0600 (the
 /// caller applies the recorded mode afterwards). Sockets are not created:
 /// a socket is only meaningful while a process listens on it.
-pub fn make_special(path: &Path, e: &DirEntry) -> io::Result<()> {
-    use nix::sys::stat::{mknod, Mode, SFlag};
+pub fn make_special(dirs: &mut Dirs, path: &Path, e: &DirEntry) -> io::Result<()> {
+    use nix::sys::stat::SFlag;
     let kind = match e.kind {
         EntryKind::Fifo => SFlag::S_IFIFO,
         EntryKind::CharDevice => SFlag::S_IFCHR,
@@ -175,8 +176,7 @@ pub fn make_special(path: &Path, e: &DirEntry) -> io::Result<()> {
         _ => return Err(io::Error::from_raw_os_error(nix::libc::EINVAL)),
     };
     let rdev = e.extras.rdev.unwrap_or(0);
-    mknod(path, kind, Mode::from_bits_truncate(0o600), rdev as _)
-        .map_err(|errno| io::Error::from_raw_os_error(errno as i32))
+    dirs.mknod(path, kind, 0o600, rdev)
 }
 
 /// The first stored name of each hard-link group of one backup stream, so

@@ -23,6 +23,7 @@ pub mod forget;
 pub mod gc;
 pub mod index;
 pub mod keys;
+pub mod long_path;
 pub mod meta_store;
 pub mod names;
 pub(crate) mod pipe;

@@ -23,7 +23,7 @@
 //! `backup` is always backed up.
 
 use std::ffi::OsStr;
-use std::fs::{File, Metadata};
+use std::fs::Metadata;
 use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
@@ -159,12 +159,14 @@ impl Selection {
 /// Whether `tag` is a regular file starting with the cache directory
 /// signature. A symlink, a directory or an unreadable file is not a tag.
 fn is_valid_cache_tag(tag: &Path) -> bool {
-    match std::fs::symlink_metadata(tag) {
+    // Rare (a directory holding a tag): a chain of its own for a long path.
+    let mut dirs = crate::long_path::Dirs::new();
+    match dirs.lstat(tag) {
         Ok(m) if m.is_file() => {}
         _ => return false,
     }
     let mut head = [0u8; CACHEDIR_SIGNATURE.len()];
-    File::open(tag)
+    dirs.open(tag, nix::fcntl::OFlag::O_RDONLY, 0)
         .and_then(|mut f| f.read_exact(&mut head))
         .is_ok()
         && head == CACHEDIR_SIGNATURE

@@ -13,7 +13,7 @@
 //! metadata, the marker files on the directory's listing. A dry run walks
 //! the same way but sends files without opening them.
 
-use std::fs::{self, File, Metadata};
+use std::fs::{File, Metadata};
 use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
@@ -29,6 +29,7 @@ use cairn_core::{ChunkerConfig, TraceChunk, TraceSource};
 use cairn_format::dir::{DirEntry, EntryKind, Extras, HardLink};
 
 use crate::file_kinds::{data_extents, read_xattrs, ExtentReader};
+use crate::long_path::Dirs;
 
 use super::parent::{listing_unchanged, unchanged, ParentTree};
 use super::read_ahead::{next_piece, Ahead, Held, PendingFile, Piece, Pool, READ_AHEAD_MIN_BYTES};
@@ -281,6 +282,8 @@ pub struct Walker {
     read_threads: usize,
     /// Hard-link groups (device, inode) whose first name was sent.
     linked: std::collections::HashSet<(u64, u64)>,
+    /// Reaches paths longer than the kernel takes whole (`crate::long_path`).
+    dirs: Dirs,
 }
 
 /// How the files of a walk compare with the parent snapshot.
@@ -337,6 +340,7 @@ impl Walker {
             read_threads: std::thread::available_parallelism()
                 .map_or(1, |n| n.get())
                 .min(4),
+            dirs: Dirs::new(),
         }
     }
 
@@ -502,7 +506,7 @@ impl Walker {
 
     /// Reads `path`'s extended attributes into `meta`.
     fn add_xattrs(&mut self, path: &Path, meta: &mut EntryMeta) {
-        match read_xattrs(path) {
+        match self.dirs.with_xattr_path(path, read_xattrs) {
             Ok(x) => meta.extras.xattrs = x,
             Err(e) => self.notices.push(format!(
                 "{}: extended attributes not recorded: {e}",
@@ -563,7 +567,7 @@ impl Walker {
                 return Ok(());
             }
         }
-        let meta = match fs::symlink_metadata(path) {
+        let meta = match self.dirs.lstat(path) {
             Ok(m) => m,
             Err(e) => {
                 self.skip(path, e);
@@ -604,12 +608,12 @@ impl Walker {
                     .map(|n| path.join(std::ffi::OsStr::from_bytes(n)))
                     .collect()
             } else {
-                match fs::read_dir(path) {
+                match self.dirs.read_dir(path) {
                     Ok(rd) => {
-                        let mut v = Vec::new();
+                        let mut v = Vec::with_capacity(rd.len());
                         for ent in rd {
                             match ent {
-                                Ok(e) => v.push(e.path()),
+                                Ok(n) => v.push(path.join(n)),
                                 Err(e) => self.skip(path, e),
                             }
                         }
@@ -648,7 +652,7 @@ impl Walker {
             }
             self.send(Event::DirEnd)
         } else if ft.is_symlink() {
-            match fs::read_link(path) {
+            match self.dirs.read_link(path) {
                 Ok(t) => {
                     let meta = self.meta_of(path, &meta);
                     self.send(Event::Symlink {
@@ -713,7 +717,7 @@ impl Walker {
                 _ => {}
             }
             self.add_xattrs(path, &mut now);
-            let file = match File::open(path) {
+            let file = match self.dirs.open(path, nix::fcntl::OFlag::O_RDONLY, 0) {
                 Ok(f) => f,
                 Err(e) => {
                     self.skip(path, e);

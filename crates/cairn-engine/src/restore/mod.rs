@@ -51,7 +51,6 @@ use std::ffi::OsStr;
 use std::fs;
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
@@ -445,12 +444,13 @@ impl Reader {
         // Deepest directories first, so a parent's mtime is set last. Done
         // even after a fatal error: it needs no space.
         for (path, e) in run.dirs.iter().rev() {
-            if let Err(err) = apply_dir_meta(path, e) {
-                run.sum.errors.push(format!("{}: {err}", path.display()));
-                continue;
-            }
-            for why in crate::file_kinds::apply_xattrs(path, e) {
-                run.sum.warnings.push(format!("{}: {why}", path.display()));
+            match t.apply_dir_meta(path, e) {
+                Err(err) => run.sum.errors.push(format!("{}: {err}", path.display())),
+                Ok(refused) => {
+                    for why in refused {
+                        run.sum.warnings.push(format!("{}: {why}", path.display()));
+                    }
+                }
             }
         }
         run.sum.warnings.extend(t.warnings.take());
@@ -576,7 +576,7 @@ impl Reader {
         if restore_meta {
             // Owner-writable while we fill it; the recorded mode is applied
             // afterwards. `dest` was just checked to be a real directory.
-            let _ = fs::set_permissions(dest, fs::Permissions::from_mode(0o700));
+            let _ = run.target.dirs().chmod(dest, 0o700);
             run.sum.dirs += 1;
             run.dirs.push((dest.to_path_buf(), e));
         }
@@ -701,23 +701,6 @@ impl RestoreSummary {
         self.bytes += size;
         true
     }
-}
-
-/// Ownership (best effort: only root may give files away), mode, mtime of a
-/// directory this restore created or entered, unless it is no longer a real
-/// directory (then it is left alone: these calls would follow a symlink).
-fn apply_dir_meta(p: &Path, e: &DirEntry) -> Result<()> {
-    let m = fs::symlink_metadata(p).ctx(|| format!("inspecting {}", p.display()))?;
-    if !m.is_dir() {
-        return Err(Error::invalid(
-            "replaced by something else during the restore",
-        ));
-    }
-    let _ = std::os::unix::fs::lchown(p, Some(e.uid), Some(e.gid));
-    fs::set_permissions(p, fs::Permissions::from_mode(e.mode & 0o7777))
-        .ctx(|| format!("setting mode of {}", p.display()))?;
-    let t = target::mtime(e);
-    filetime::set_file_times(p, t, t).ctx(|| format!("setting times of {}", p.display()))
 }
 
 impl Reader {

@@ -28,10 +28,12 @@
 //! Paths handed to [`Target`] are always `target root / snapshot names`,
 //! whose directory components were each checked or created by
 //! [`Target::prepare_dir`] during this restore. A process that concurrently
-//! swaps a checked directory for a symlink is not defended against (that
-//! would need `openat`-style I/O relative to directory handles).
+//! swaps a checked directory for a symlink is not defended against: a path
+//! up to `long_path::SHORT_PATH` bytes is handed to the kernel whole, a
+//! longer one is reached through directory handles opened along it
+//! ([`crate::long_path`]), with the same treatment of its last name.
 
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, RefCell, RefMut};
 use std::collections::hash_map::RandomState;
 use std::collections::HashSet;
 use std::ffi::OsStr;
@@ -39,13 +41,15 @@ use std::fs;
 use std::hash::{BuildHasher, Hasher};
 use std::io::{self, BufWriter, Write};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use cairn_core::error::IoContext;
 use cairn_core::{Error, Result};
 use cairn_format::dir::DirEntry;
+
+use crate::long_path::Dirs;
 
 /// Prefix of the temporary names a restore writes before renaming.
 pub const TEMP_PREFIX: &str = ".cairn-restore-";
@@ -136,6 +140,8 @@ pub struct Target {
     /// What was restored with less than was recorded ("path: what"):
     /// extended attributes the target refused. The restore goes on.
     pub(crate) warnings: RefCell<Vec<String>>,
+    /// Reaches destinations longer than the kernel takes whole.
+    dirs: RefCell<Dirs>,
 }
 
 impl Target {
@@ -144,6 +150,7 @@ impl Target {
             opts,
             capacity: None,
             warnings: RefCell::default(),
+            dirs: RefCell::default(),
         }
     }
 
@@ -154,16 +161,24 @@ impl Target {
             opts,
             capacity: Some(Cell::new(bytes)),
             warnings: RefCell::default(),
+            dirs: RefCell::default(),
         }
     }
 
+    /// The file system operations on destinations (`crate::long_path`).
+    /// Borrowed for one call at a time.
+    pub(crate) fn dirs(&self) -> RefMut<'_, Dirs> {
+        self.dirs.borrow_mut()
+    }
+
     fn existing(&self, dest: &Path) -> Result<Existing> {
-        match fs::symlink_metadata(dest) {
+        let found = self.dirs().lstat(dest);
+        match found {
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Existing::Nothing),
             Err(e) => Err(Error::io(format!("inspecting {}", dest.display()), e)),
             Ok(m) if m.is_dir() => {
-                let mut it = fs::read_dir(dest).ctx(|| format!("reading {}", dest.display()))?;
-                Ok(if it.next().is_none() {
+                let empty = self.dirs().dir_is_empty(dest);
+                Ok(if empty.ctx(|| format!("reading {}", dest.display()))? {
                     Existing::EmptyDir
                 } else {
                     Existing::NonEmptyDir
@@ -176,18 +191,21 @@ impl Target {
     /// Makes `dest` a real directory the restore may fill, per the rules in
     /// the module doc. Never follows a symlink at `dest`.
     pub fn prepare_dir(&self, dest: &Path) -> Result<DirState> {
-        let replaced = match fs::symlink_metadata(dest) {
+        let found = self.dirs().lstat(dest);
+        let replaced = match found {
             Err(e) if e.kind() == io::ErrorKind::NotFound => false,
             Err(e) => return Err(Error::io(format!("inspecting {}", dest.display()), e)),
             Ok(m) if m.is_dir() => return Ok(DirState::Existing),
             Ok(_) if self.opts.overwrite == Overwrite::Never => return Ok(DirState::Skipped),
             Ok(_) => {
-                // `remove_file` unlinks a symlink itself, never its target.
-                fs::remove_file(dest).ctx(|| format!("replacing {}", dest.display()))?;
+                // Unlinks a symlink itself, never its target.
+                let r = self.dirs().remove_file(dest);
+                r.ctx(|| format!("replacing {}", dest.display()))?;
                 true
             }
         };
-        fs::create_dir(dest).ctx(|| format!("creating {}", dest.display()))?;
+        let r = self.dirs().mkdir(dest, 0o777);
+        r.ctx(|| format!("creating {}", dest.display()))?;
         Ok(if replaced {
             DirState::Replaced
         } else {
@@ -202,7 +220,7 @@ impl Target {
         let verdict = match (&existing, self.opts.overwrite) {
             (Existing::Nothing, _) => None,
             (_, Overwrite::Never) => Some(Placed::Skipped),
-            (Existing::NonDir(m), Overwrite::IfChanged) if unchanged(dest, m, e) => {
+            (Existing::NonDir(m), Overwrite::IfChanged) if self.unchanged(dest, m, e) => {
                 Some(Placed::Skipped)
             }
             (Existing::NonEmptyDir, _) if !self.opts.delete => Some(Placed::NonEmptyDir),
@@ -246,8 +264,8 @@ impl Target {
         if let Some(v) = verdict {
             return Ok(Opened::Decided(v));
         }
-        let (tmp, file) = create_temp_file(parent(dest))?;
-        let guard = TempGuard(Some(tmp));
+        let (tmp, file) = self.create_temp_file(parent(dest))?;
+        let guard = self.guard(tmp);
         let out = BufWriter::with_capacity(
             (e.size as usize).clamp(4 << 10, 1 << 20),
             Sink {
@@ -281,15 +299,15 @@ impl Target {
         }
         let link_to = OsStr::from_bytes(e.target.as_deref().unwrap_or_default());
         let dir = parent(dest);
-        let tmp = create_temp(dir, |p| std::os::unix::fs::symlink(link_to, p))
+        let tmp = create_temp(dir, |p| self.dirs().symlink(link_to, p))
             .ctx(|| format!("creating symlink {}", dest.display()))?
             .0;
-        let guard = TempGuard(Some(tmp));
+        let guard = self.guard(tmp);
         let tmp = guard.path();
-        let _ = std::os::unix::fs::lchown(tmp, Some(e.uid), Some(e.gid));
+        let _ = self.dirs().lchown(tmp, e.uid, e.gid);
         self.set_xattrs(tmp, dest, e);
-        filetime::set_symlink_file_times(tmp, mtime(e), mtime(e))
-            .ctx(|| format!("setting times of {}", dest.display()))?;
+        let r = self.dirs().set_times(tmp, mtime(e));
+        r.ctx(|| format!("setting times of {}", dest.display()))?;
         self.commit(guard, dest, existing)
     }
 
@@ -300,18 +318,20 @@ impl Target {
         if let Some(v) = verdict {
             return Ok(v);
         }
-        let tmp = create_temp(parent(dest), |p| crate::file_kinds::make_special(p, e))
-            .ctx(|| format!("creating {} {}", e.kind.name(), dest.display()))?
-            .0;
-        let guard = TempGuard(Some(tmp));
+        let tmp = create_temp(parent(dest), |p| {
+            crate::file_kinds::make_special(&mut self.dirs(), p, e)
+        })
+        .ctx(|| format!("creating {} {}", e.kind.name(), dest.display()))?
+        .0;
+        let guard = self.guard(tmp);
         let tmp = guard.path();
-        let _ = std::os::unix::fs::lchown(tmp, Some(e.uid), Some(e.gid));
+        let _ = self.dirs().lchown(tmp, e.uid, e.gid);
         // chmod does not open the node; the temporary is no symlink.
-        fs::set_permissions(tmp, fs::Permissions::from_mode(e.mode & 0o7777))
-            .ctx(|| format!("setting mode of {}", dest.display()))?;
+        let r = self.dirs().chmod(tmp, e.mode & 0o7777);
+        r.ctx(|| format!("setting mode of {}", dest.display()))?;
         self.set_xattrs(tmp, dest, e);
-        filetime::set_symlink_file_times(tmp, mtime(e), mtime(e))
-            .ctx(|| format!("setting times of {}", dest.display()))?;
+        let r = self.dirs().set_times(tmp, mtime(e));
+        r.ctx(|| format!("setting times of {}", dest.display()))?;
         self.commit(guard, dest, existing)
     }
 
@@ -319,7 +339,8 @@ impl Target {
     /// (a hard link under a temporary name, renamed over `dest`).
     pub fn place_hard_link(&self, dest: &Path, e: &DirEntry, first: &Path) -> Result<Placed> {
         let existing = self.existing(dest)?;
-        let first_meta = fs::symlink_metadata(first).ctx(|| {
+        let first_meta = self.dirs().lstat(first);
+        let first_meta = first_meta.ctx(|| {
             format!(
                 "inspecting {}, the first name of {}",
                 first.display(),
@@ -347,10 +368,10 @@ impl Target {
             return Ok(v);
         }
         let _ = e;
-        let tmp = create_temp(parent(dest), |p| fs::hard_link(first, p))
+        let tmp = create_temp(parent(dest), |p| self.dirs().hard_link(first, p))
             .ctx(|| format!("linking {} to {}", dest.display(), first.display()))?
             .0;
-        self.commit(TempGuard(Some(tmp)), dest, existing)
+        self.commit(self.guard(tmp), dest, existing)
     }
 
     /// Sets `e`'s extended attributes on `path` (the temporary of `dest`);
@@ -359,7 +380,8 @@ impl Target {
         if e.extras.xattrs.is_empty() {
             return;
         }
-        for why in crate::file_kinds::apply_xattrs(path, e) {
+        let refused = crate::file_kinds::apply_xattrs(&mut self.dirs(), path, e);
+        for why in refused {
             self.warnings
                 .borrow_mut()
                 .push(format!("{}: {why}", dest.display()));
@@ -368,22 +390,25 @@ impl Target {
 
     /// Moves a finished temporary over `dest`, first removing a directory in
     /// the way (empty, or non-empty with `delete`; `decide` refused the rest).
-    fn commit(&self, guard: TempGuard, dest: &Path, existing: Existing) -> Result<Placed> {
+    fn commit(&self, guard: TempGuard<'_>, dest: &Path, existing: Existing) -> Result<Placed> {
         let placed = match existing {
             Existing::Nothing => Placed::New,
             Existing::NonDir(_) => Placed::Replaced,
             Existing::EmptyDir => {
-                fs::remove_dir(dest).ctx(|| format!("replacing {}", dest.display()))?;
+                let r = self.dirs().remove_dir(dest);
+                r.ctx(|| format!("replacing {}", dest.display()))?;
                 Placed::Replaced
             }
             Existing::NonEmptyDir => {
                 // Does not follow symlinks inside (it unlinks them).
-                fs::remove_dir_all(dest).ctx(|| format!("replacing {}", dest.display()))?;
+                let r = self.dirs().remove_dir_all(dest);
+                r.ctx(|| format!("replacing {}", dest.display()))?;
                 Placed::Replaced
             }
         };
         // `rename` replaces a file or symlink at `dest` without following it.
-        fs::rename(guard.path(), dest).ctx(|| format!("renaming into {}", dest.display()))?;
+        let r = self.dirs().rename(guard.path(), dest);
+        r.ctx(|| format!("renaming into {}", dest.display()))?;
         guard.disarm();
         Ok(placed)
     }
@@ -392,7 +417,8 @@ impl Target {
     /// in `keep` (the snapshot's listing). Returns the number removed (a
     /// directory with its contents counts once); failures go to `errors`.
     pub fn prune(&self, dir: &Path, keep: &HashSet<&[u8]>, errors: &mut Vec<String>) -> u64 {
-        let entries = match fs::read_dir(dir) {
+        let listed = self.dirs().read_dir(dir);
+        let entries = match listed {
             Ok(it) => it,
             Err(e) => {
                 errors.push(format!("{}: reading for --delete: {e}", dir.display()));
@@ -402,7 +428,7 @@ impl Target {
         let mut removed = 0;
         for entry in entries {
             let name = match entry {
-                Ok(d) => d.file_name(),
+                Ok(n) => n,
                 Err(e) => {
                     errors.push(format!("{}: reading for --delete: {e}", dir.display()));
                     continue;
@@ -412,10 +438,11 @@ impl Target {
                 continue;
             }
             let p = dir.join(&name);
-            let r = match fs::symlink_metadata(&p) {
+            let found = self.dirs().lstat(&p);
+            let r = match found {
                 // Never follows a symlink: a linked directory loses the link only.
-                Ok(m) if m.is_dir() => fs::remove_dir_all(&p),
-                Ok(_) => fs::remove_file(&p),
+                Ok(m) if m.is_dir() => self.dirs().remove_dir_all(&p),
+                Ok(_) => self.dirs().remove_file(&p),
                 Err(e) => Err(e),
             };
             match r {
@@ -450,7 +477,7 @@ pub struct FileWriter<'t> {
     xattrs: DirEntry,
     existing: Existing,
     out: BufWriter<Sink<'t>>,
-    guard: TempGuard,
+    guard: TempGuard<'t>,
 }
 
 impl Write for FileWriter<'_> {
@@ -498,31 +525,72 @@ impl FileWriter<'_> {
     }
 }
 
-/// Whether an existing non-directory already matches `e` for
-/// `--overwrite if-changed`: a regular file of the same size and mtime
-/// (seconds and nanoseconds), or a symlink with the same target.
-fn unchanged(dest: &Path, m: &fs::Metadata, e: &DirEntry) -> bool {
-    use cairn_format::dir::EntryKind;
-    match e.kind {
-        EntryKind::File => {
-            m.is_file()
-                && m.len() == e.size
-                && (m.mtime() as i128) * 1_000_000_000 + m.mtime_nsec() as i128
-                    == e.mtime_ns as i128
+impl Target {
+    /// Whether an existing non-directory already matches `e` for
+    /// `--overwrite if-changed`: a regular file of the same size and mtime
+    /// (seconds and nanoseconds), or a symlink with the same target.
+    fn unchanged(&self, dest: &Path, m: &fs::Metadata, e: &DirEntry) -> bool {
+        use cairn_format::dir::EntryKind;
+        match e.kind {
+            EntryKind::File => {
+                m.is_file()
+                    && m.len() == e.size
+                    && (m.mtime() as i128) * 1_000_000_000 + m.mtime_nsec() as i128
+                        == e.mtime_ns as i128
+            }
+            EntryKind::Symlink => {
+                m.file_type().is_symlink()
+                    && self.dirs().read_link(dest).is_ok_and(|t| {
+                        t.as_os_str().as_bytes() == e.target.as_deref().unwrap_or_default()
+                    })
+            }
+            EntryKind::Dir => false,
+            EntryKind::Fifo => m.file_type().is_fifo(),
+            EntryKind::Socket => m.file_type().is_socket(),
+            EntryKind::CharDevice => {
+                m.file_type().is_char_device() && Some(m.rdev()) == e.extras.rdev
+            }
+            EntryKind::BlockDevice => {
+                m.file_type().is_block_device() && Some(m.rdev()) == e.extras.rdev
+            }
         }
-        EntryKind::Symlink => {
-            m.file_type().is_symlink()
-                && fs::read_link(dest).is_ok_and(|t| {
-                    t.as_os_str().as_bytes() == e.target.as_deref().unwrap_or_default()
-                })
+    }
+
+    /// A guard that removes temporary `tmp` unless disarmed.
+    fn guard(&self, tmp: PathBuf) -> TempGuard<'_> {
+        TempGuard {
+            path: Some(tmp),
+            dirs: &self.dirs,
         }
-        EntryKind::Dir => false,
-        EntryKind::Fifo => m.file_type().is_fifo(),
-        EntryKind::Socket => m.file_type().is_socket(),
-        EntryKind::CharDevice => m.file_type().is_char_device() && Some(m.rdev()) == e.extras.rdev,
-        EntryKind::BlockDevice => {
-            m.file_type().is_block_device() && Some(m.rdev()) == e.extras.rdev
+    }
+
+    /// `O_CREAT|O_EXCL|O_WRONLY`, mode 0600: never opens an existing inode.
+    fn create_temp_file(&self, dir: &Path) -> Result<(PathBuf, fs::File)> {
+        use nix::fcntl::OFlag;
+        let flags = OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL;
+        create_temp(dir, |p| self.dirs().open(p, flags, 0o600))
+            .ctx(|| format!("creating a temporary file in {}", dir.display()))
+    }
+
+    /// Ownership (best effort: only root may give files away), mode, mtime
+    /// and extended attributes of a directory this restore created or
+    /// entered, unless it is no longer a real directory (then it is left
+    /// alone: these calls would follow a symlink). Refused attributes are
+    /// returned.
+    pub(crate) fn apply_dir_meta(&self, p: &Path, e: &DirEntry) -> Result<Vec<String>> {
+        let m = self.dirs().lstat(p);
+        if !m.ctx(|| format!("inspecting {}", p.display()))?.is_dir() {
+            return Err(Error::invalid(
+                "replaced by something else during the restore",
+            ));
         }
+        let mut d = self.dirs();
+        let _ = d.lchown(p, e.uid, e.gid);
+        d.chmod(p, e.mode & 0o7777)
+            .ctx(|| format!("setting mode of {}", p.display()))?;
+        d.set_times(p, mtime(e))
+            .ctx(|| format!("setting times of {}", p.display()))?;
+        Ok(crate::file_kinds::apply_xattrs(&mut d, p, e))
     }
 }
 
@@ -570,36 +638,27 @@ fn create_temp<T>(
     }
 }
 
-/// `O_CREAT|O_EXCL|O_WRONLY`, mode 0600: never opens an existing inode.
-fn create_temp_file(dir: &Path) -> Result<(PathBuf, fs::File)> {
-    create_temp(dir, |p| {
-        fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(p)
-    })
-    .ctx(|| format!("creating a temporary file in {}", dir.display()))
+/// Removes its temporary on drop unless disarmed after the rename.
+struct TempGuard<'t> {
+    path: Option<PathBuf>,
+    dirs: &'t RefCell<Dirs>,
 }
 
-/// Removes its temporary on drop unless disarmed after the rename.
-struct TempGuard(Option<PathBuf>);
-
-impl TempGuard {
+impl TempGuard<'_> {
     fn path(&self) -> &Path {
-        self.0.as_deref().unwrap_or(Path::new(""))
+        self.path.as_deref().unwrap_or(Path::new(""))
     }
 
     fn disarm(mut self) {
-        self.0 = None;
+        self.path = None;
     }
 }
 
-impl Drop for TempGuard {
+impl Drop for TempGuard<'_> {
     fn drop(&mut self) {
-        if let Some(p) = self.0.take() {
+        if let (Some(p), Ok(mut dirs)) = (self.path.take(), self.dirs.try_borrow_mut()) {
             // A regular file or a symlink: never a directory, never followed.
-            let _ = fs::remove_file(p);
+            let _ = dirs.remove_file(&p);
         }
     }
 }
@@ -677,217 +736,5 @@ pub fn full_disk(err: Error, dest: &Path) -> std::result::Result<Error, Error> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use cairn_format::dir::EntryKind;
-
-    fn entry(kind: EntryKind, size: u64) -> DirEntry {
-        DirEntry {
-            name: b"f".to_vec(),
-            kind,
-            mode: 0o640,
-            uid: 0,
-            gid: 0,
-            size,
-            mtime_ns: 1_500_000_000_123_456_789,
-            target: (kind == EntryKind::Symlink).then(|| b"pointee".to_vec()),
-            content: None,
-            ctime_ns: 0,
-            inode: 0,
-            children: None,
-            extras: Default::default(),
-        }
-    }
-
-    fn temps(dir: &Path) -> Vec<String> {
-        fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .filter(|n| n.starts_with(TEMP_PREFIX))
-            .collect()
-    }
-
-    fn write(data: &'static [u8]) -> impl FnMut(&mut dyn Write) -> Result<()> {
-        move |w| w.write_all(data).ctx(|| "writing".into())
-    }
-
-    #[test]
-    fn replaces_a_hard_link_instead_of_writing_through_it() {
-        let tmp = tempfile::tempdir().unwrap();
-        let outside = tmp.path().join("outside");
-        fs::write(&outside, b"outside bytes").unwrap();
-        let t = tmp.path().join("t");
-        fs::create_dir(&t).unwrap();
-        fs::hard_link(&outside, t.join("f")).unwrap();
-        let target = Target::new(RestoreOptions::default());
-        let e = entry(EntryKind::File, 3);
-        let placed = target
-            .place_file(&t.join("f"), &e, &mut write(b"new"))
-            .unwrap();
-        assert_eq!(placed, Placed::Replaced);
-        assert_eq!(fs::read(&outside).unwrap(), b"outside bytes");
-        assert_eq!(fs::read(t.join("f")).unwrap(), b"new");
-        let m = fs::metadata(t.join("f")).unwrap();
-        assert_eq!(m.mode() & 0o7777, 0o640);
-        assert_eq!(m.mtime_nsec(), 123_456_789);
-        assert!(temps(&t).is_empty());
-    }
-
-    #[test]
-    fn a_failed_write_leaves_the_old_file_and_no_temporary() {
-        let tmp = tempfile::tempdir().unwrap();
-        let dest = tmp.path().join("f");
-        fs::write(&dest, b"old").unwrap();
-        let target = Target::new(RestoreOptions::default());
-        let e = entry(EntryKind::File, 3);
-        let err = target
-            .place_file(&dest, &e, &mut |w| {
-                w.write_all(b"partial").ctx(|| "writing".into())?;
-                Err(Error::io("writing f", io::Error::from_raw_os_error(28)))
-            })
-            .unwrap_err();
-        let fatal = full_disk(err, &dest).expect("ENOSPC is a full disk");
-        assert!(
-            fatal.to_string().starts_with(&format!(
-                "target file system is full while writing {}",
-                dest.display()
-            )),
-            "{fatal}"
-        );
-        assert_eq!(fs::read(&dest).unwrap(), b"old");
-        assert!(temps(tmp.path()).is_empty());
-        // Any other error is not a full disk.
-        let other = Error::io("x", io::Error::from_raw_os_error(5));
-        assert!(full_disk(other, &dest).is_err());
-        assert!(is_full_disk(&io::Error::from_raw_os_error(122)));
-    }
-
-    #[test]
-    fn simulated_capacity_fails_with_enospc_and_cleans_up() {
-        let tmp = tempfile::tempdir().unwrap();
-        let target = Target::with_capacity(RestoreOptions::default(), 10);
-        let e = entry(EntryKind::File, 16);
-        let err = target
-            .place_file(&tmp.path().join("f"), &e, &mut write(b"0123456789abcdef"))
-            .unwrap_err();
-        assert!(full_disk(err, Path::new("f")).is_ok());
-        assert_eq!(fs::read_dir(tmp.path()).unwrap().count(), 0);
-    }
-
-    #[test]
-    fn symlinks_where_directories_go_are_unlinked_not_followed() {
-        let tmp = tempfile::tempdir().unwrap();
-        let outside = tmp.path().join("outside");
-        fs::create_dir(&outside).unwrap();
-        fs::write(outside.join("keep"), b"x").unwrap();
-        let t = tmp.path().join("t");
-        fs::create_dir(&t).unwrap();
-        std::os::unix::fs::symlink(&outside, t.join("d")).unwrap();
-        let always = Target::new(RestoreOptions::default());
-        let never = Target::new(RestoreOptions {
-            overwrite: Overwrite::Never,
-            delete: false,
-        });
-        assert_eq!(never.prepare_dir(&t.join("d")).unwrap(), DirState::Skipped);
-        assert!(fs::symlink_metadata(t.join("d")).unwrap().is_symlink());
-        assert_eq!(
-            always.prepare_dir(&t.join("d")).unwrap(),
-            DirState::Replaced
-        );
-        assert!(fs::symlink_metadata(t.join("d")).unwrap().is_dir());
-        assert_eq!(
-            always.prepare_dir(&t.join("d")).unwrap(),
-            DirState::Existing
-        );
-        assert_eq!(
-            always.prepare_dir(&t.join("new")).unwrap(),
-            DirState::Created
-        );
-        assert_eq!(fs::read(outside.join("keep")).unwrap(), b"x");
-    }
-
-    #[test]
-    fn directories_in_the_way_of_files() {
-        let tmp = tempfile::tempdir().unwrap();
-        let e = entry(EntryKind::File, 3);
-        let empty = tmp.path().join("empty");
-        let full = tmp.path().join("full");
-        fs::create_dir(&empty).unwrap();
-        fs::create_dir(&full).unwrap();
-        fs::write(full.join("inner"), b"x").unwrap();
-        let always = Target::new(RestoreOptions::default());
-        let p = always.place_file(&empty, &e, &mut write(b"new")).unwrap();
-        assert_eq!(p, Placed::Replaced);
-        assert_eq!(fs::read(&empty).unwrap(), b"new");
-        let p = always.place_file(&full, &e, &mut write(b"new")).unwrap();
-        assert_eq!(p, Placed::NonEmptyDir);
-        assert_eq!(fs::read(full.join("inner")).unwrap(), b"x");
-        let delete = Target::new(RestoreOptions {
-            overwrite: Overwrite::Always,
-            delete: true,
-        });
-        let p = delete.place_file(&full, &e, &mut write(b"new")).unwrap();
-        assert_eq!(p, Placed::Replaced);
-        assert_eq!(fs::read(&full).unwrap(), b"new");
-        assert!(temps(tmp.path()).is_empty());
-    }
-
-    #[test]
-    fn never_and_if_changed_keep_existing_entries() {
-        let tmp = tempfile::tempdir().unwrap();
-        let dest = tmp.path().join("f");
-        fs::write(&dest, b"old").unwrap();
-        let e = entry(EntryKind::File, 3);
-        let never = Target::new(RestoreOptions {
-            overwrite: Overwrite::Never,
-            delete: false,
-        });
-        let p = never.place_file(&dest, &e, &mut write(b"new")).unwrap();
-        assert_eq!(p, Placed::Skipped);
-        let changed = Target::new(RestoreOptions {
-            overwrite: Overwrite::IfChanged,
-            delete: false,
-        });
-        // Different mtime: replaced.
-        let p = changed.place_file(&dest, &e, &mut write(b"new")).unwrap();
-        assert_eq!(p, Placed::Replaced);
-        assert_eq!(fs::read(&dest).unwrap(), b"new");
-        // Same size and mtime now: skipped.
-        let p = changed.place_file(&dest, &e, &mut write(b"zzz")).unwrap();
-        assert_eq!(p, Placed::Skipped);
-        assert_eq!(fs::read(&dest).unwrap(), b"new");
-        // Symlinks: replaced by rename, then unchanged.
-        let l = tmp.path().join("l");
-        std::os::unix::fs::symlink("elsewhere", &l).unwrap();
-        let s = entry(EntryKind::Symlink, 0);
-        assert_eq!(changed.place_symlink(&l, &s).unwrap(), Placed::Replaced);
-        assert_eq!(fs::read_link(&l).unwrap(), Path::new("pointee"));
-        assert_eq!(changed.place_symlink(&l, &s).unwrap(), Placed::Skipped);
-        assert!(temps(tmp.path()).is_empty());
-    }
-
-    /// Verifies the claim the module relies on: `fs::remove_dir_all` unlinks
-    /// symlinks inside the tree instead of following them.
-    #[test]
-    fn remove_dir_all_and_prune_do_not_follow_symlinks() {
-        let tmp = tempfile::tempdir().unwrap();
-        let outside = tmp.path().join("outside");
-        fs::create_dir(&outside).unwrap();
-        fs::write(outside.join("keep"), b"x").unwrap();
-        let t = tmp.path().join("t");
-        fs::create_dir_all(t.join("d/sub")).unwrap();
-        std::os::unix::fs::symlink(&outside, t.join("d/sub/link")).unwrap();
-        std::os::unix::fs::symlink(&outside, t.join("toplink")).unwrap();
-        fs::write(t.join("stay"), b"s").unwrap();
-        let target = Target::new(RestoreOptions {
-            overwrite: Overwrite::Always,
-            delete: true,
-        });
-        let keep: HashSet<&[u8]> = [b"stay".as_slice()].into_iter().collect();
-        let mut errors = Vec::new();
-        assert_eq!(target.prune(&t, &keep, &mut errors), 2);
-        assert!(errors.is_empty(), "{errors:?}");
-        assert_eq!(fs::read(outside.join("keep")).unwrap(), b"x");
-        assert_eq!(fs::read_dir(&t).unwrap().count(), 1);
-    }
-}
+#[path = "target_tests.rs"]
+mod tests;

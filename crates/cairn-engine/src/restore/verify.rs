@@ -35,6 +35,7 @@ use serde::Serialize;
 use super::select::{Plan, RestoreSelection, Scope};
 use super::{join, plan, Reader};
 use crate::backup::Progress;
+use crate::long_path::Dirs;
 
 /// What a verification found.
 #[derive(Debug, Default, Serialize)]
@@ -52,6 +53,8 @@ struct Run<'a> {
     progress: &'a Progress,
     report: VerifyReport,
     buf: Vec<u8>,
+    /// Reaches files deeper than the kernel takes whole.
+    dirs: Dirs,
 }
 
 impl Reader {
@@ -73,6 +76,7 @@ impl Reader {
             progress,
             report: VerifyReport::default(),
             buf: Vec::new(),
+            dirs: Dirs::new(),
         };
         self.verify_children("", entries, root, plan.root(), &mut run);
         Ok(run.report)
@@ -116,7 +120,7 @@ impl Reader {
                 }
                 EntryKind::Symlink | EntryKind::Socket => {}
                 EntryKind::Fifo | EntryKind::CharDevice | EntryKind::BlockDevice => {
-                    if let Some(why) = verify_special(&e, &dest) {
+                    if let Some(why) = verify_special(&mut run.dirs, &e, &dest) {
                         run.report
                             .mismatches
                             .push(format!("{}: {why}", dest.display()));
@@ -128,7 +132,7 @@ impl Reader {
 
     /// What differs between snapshot file `e` and the file at `dest`.
     fn verify_file(&mut self, e: &DirEntry, dest: &Path, run: &mut Run) -> Vec<String> {
-        let m = match fs::symlink_metadata(dest) {
+        let m = match run.dirs.lstat(dest) {
             Ok(m) => m,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => return vec!["missing".into()],
             Err(err) => return vec![format!("cannot inspect: {err}")],
@@ -185,7 +189,7 @@ impl Reader {
         let why = match r {
             Err(err) => Some(format!("cannot read its recipe: {err}")),
             Ok(()) => (|| {
-                let mut f = match fs::File::open(dest) {
+                let mut f = match run.dirs.open(dest, nix::fcntl::OFlag::O_RDONLY, 0) {
                     Ok(f) => f,
                     Err(err) => return Some(format!("cannot open: {err}")),
                 };
@@ -279,9 +283,9 @@ fn holes_are_zero(f: &fs::File, ext: &[cairn_format::dir::Extent], size: u64) ->
 }
 
 /// What differs between FIFO or device `e` and what is at `dest`.
-fn verify_special(e: &DirEntry, dest: &Path) -> Option<String> {
+fn verify_special(dirs: &mut Dirs, e: &DirEntry, dest: &Path) -> Option<String> {
     use std::os::unix::fs::FileTypeExt;
-    let m = match fs::symlink_metadata(dest) {
+    let m = match dirs.lstat(dest) {
         Ok(m) => m,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Some("missing".into()),
         Err(err) => return Some(format!("cannot inspect: {err}")),
