@@ -272,13 +272,7 @@ fn names_that_are_not_utf8_work_as_arguments_and_stay_faithful_in_json() {
     let dump = cairn_bytes(&repo, &[b"dump", b"latest", raw]);
     assert_eq!(dump.stdout, b"not utf-8");
 
-    let ls = cairn_bytes(&repo, &[b"ls", b"--json", b"latest", b"/caf\xe9"]).json();
-    let paths: Vec<&str> = ls
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["path"].as_str().unwrap())
-        .collect();
+    let paths = cairn_bytes(&repo, &[b"ls", b"--json", b"latest", b"/caf\xe9"]).json_paths();
     assert_eq!(
         paths,
         [r"caf\xe9", r"caf\xe9/f\xff.txt", r"caf\xe9/plain.txt"]
@@ -324,13 +318,7 @@ fn two_sources_with_one_base_name_keep_their_directories() {
     let snaps = snapshots(&repo);
     assert_eq!(snaps[0]["paths"], serde_json::json!([s(&a), s(&b)]));
     let rel = |p: &Path| p.strip_prefix("/").unwrap().to_str().unwrap().to_string();
-    let ls = cairn(&repo, &["ls", "--json", "latest"]).ok().json();
-    let paths: Vec<String> = ls
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["path"].as_str().unwrap().to_string())
-        .collect();
+    let paths = cairn(&repo, &["ls", "--json", "latest"]).ok().json_paths();
     assert!(paths.contains(&rel(&a.join("one.txt"))), "{paths:?}");
     assert!(paths.contains(&rel(&b.join("two.txt"))), "{paths:?}");
     let cat = cairn(&repo, &["cat", "latest", s(&b.join("two.txt"))]).ok();

@@ -130,15 +130,9 @@ fn ls_json_describes_every_entry() {
     }
 
     // ls of a subtree lists only that subtree.
-    let rows = cairn(&repo, &["ls", "latest", "tree/sub", "--json"])
+    let paths = cairn(&repo, &["ls", "latest", "tree/sub", "--json"])
         .ok()
-        .json();
-    let paths: Vec<&str> = rows
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["path"].as_str().unwrap())
-        .collect();
+        .json_paths();
     assert_eq!(
         paths,
         [

@@ -9,7 +9,7 @@ mod common;
 
 use std::path::Path;
 
-use cairn_engine::{catalog, BackupOptions, Repository, Source};
+use cairn_engine::{catalog, BackupOptions, Repository};
 use common::*;
 
 fn tree(root: &Path) {
@@ -34,19 +34,11 @@ fn tree(root: &Path) {
 }
 
 fn backup(repo: &Repository, path: &Path, read_threads: usize) -> String {
-    let lock = repo.lock_writer(false).unwrap();
-    cairn_engine::backup(
-        repo,
-        &lock,
-        BackupOptions {
-            sources: vec![Source::Path(path.to_path_buf())],
-            host: Some("test".into()),
-            read_threads: Some(read_threads),
-            ..Default::default()
-        },
-    )
-    .unwrap()
-    .snapshot_id
+    let opts = BackupOptions {
+        read_threads: Some(read_threads),
+        ..Default::default()
+    };
+    backup_opts(repo, path, opts).unwrap().snapshot_id
 }
 
 #[test]

@@ -81,6 +81,17 @@ impl Run {
         })
     }
 
+    /// The `path` of every row of `ls --json` output, in order.
+    #[track_caller]
+    pub fn json_paths(&self) -> Vec<String> {
+        self.json()
+            .as_array()
+            .expect("a JSON array")
+            .iter()
+            .map(|r| r["path"].as_str().expect("a path").to_string())
+            .collect()
+    }
+
     /// Asserts a failure reported the way every cairn error must be: a
     /// non-zero exit (not a signal), and exactly one stderr line starting with
     /// `cairn: error:` besides optional `cairn: warning:`/`cairn: note:` lines.

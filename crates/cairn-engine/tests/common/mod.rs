@@ -50,6 +50,23 @@ pub fn backup_with(
     path: &Path,
     mode: DedupMode,
 ) -> cairn_core::Result<cairn_engine::BackupOutcome> {
+    backup_opts(
+        repo,
+        path,
+        BackupOptions {
+            dedup: mode,
+            ..Default::default()
+        },
+    )
+}
+
+/// Backs up `path` (host `test`) under the writer lock with `opts` (its
+/// sources and host are set here); the whole outcome.
+pub fn backup_opts(
+    repo: &Repository,
+    path: &Path,
+    opts: BackupOptions,
+) -> cairn_core::Result<cairn_engine::BackupOutcome> {
     let lock = repo.lock_writer(false)?;
     cairn_engine::backup(
         repo,
@@ -57,8 +74,7 @@ pub fn backup_with(
         BackupOptions {
             sources: vec![Source::Path(path.to_path_buf())],
             host: Some("test".into()),
-            dedup: mode,
-            ..Default::default()
+            ..opts
         },
     )
 }
