@@ -26,7 +26,8 @@
 //!   without opening and reading the directory. This needs the parent's
 //!   listings to be complete: a snapshot that excluded or skipped any path
 //!   says so (`listings_complete` false in its stats), and then every
-//!   directory is read.
+//!   directory is read. It also needs a file system whose directory times
+//!   are kept that way ([`dir_times_reliable`]: the common local ones).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -144,6 +145,29 @@ pub(crate) fn unchanged(before: &DirEntry, now: &EntryMeta, trust: &Trust) -> bo
         && same_inode_and_times(before, now, trust)
         && before.size == now.size
         && (before.content.is_some() || now.size == 0)
+}
+
+/// Whether the file system holding `path` moves a directory's mtime and
+/// ctime whenever an entry is created, removed or renamed, as seen by this
+/// host: the local file systems listed here do. Network and FUSE file
+/// systems may serve cached or coarse times, and overlay file systems
+/// report a merged directory's times from one layer, so their directories
+/// are always read again.
+pub(crate) fn dir_times_reliable(path: &std::path::Path) -> bool {
+    use nix::sys::statfs::{
+        statfs, BTRFS_SUPER_MAGIC, EXT4_SUPER_MAGIC, F2FS_SUPER_MAGIC, TMPFS_MAGIC, XFS_SUPER_MAGIC,
+    };
+    statfs(path).is_ok_and(|s| {
+        let t = s.filesystem_type();
+        [
+            EXT4_SUPER_MAGIC, // also ext2 and ext3
+            XFS_SUPER_MAGIC,
+            BTRFS_SUPER_MAGIC,
+            TMPFS_MAGIC,
+            F2FS_SUPER_MAGIC,
+        ]
+        .contains(&t)
+    })
 }
 
 /// Whether a directory whose current metadata is `now` has exactly the

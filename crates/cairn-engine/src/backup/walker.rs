@@ -31,7 +31,7 @@ use cairn_format::dir::{DirEntry, EntryKind, Extras, HardLink};
 use crate::file_kinds::{data_extents, read_xattrs, ExtentReader};
 use crate::long_path::Dirs;
 
-use super::parent::{listing_unchanged, unchanged, ParentTree};
+use super::parent::{dir_times_reliable, listing_unchanged, unchanged, ParentTree};
 use super::read_ahead::{next_piece, Ahead, Held, PendingFile, Piece, Pool, READ_AHEAD_MIN_BYTES};
 use super::select::{absolute_clean, ExcludeReason, Selection};
 
@@ -280,6 +280,9 @@ pub struct Walker {
     pool: Option<Pool>,
     /// How many reader threads the pool gets (0: read every file here).
     read_threads: usize,
+    /// Per device: whether its directories' times may stand for their
+    /// names (`parent::dir_times_reliable`).
+    reliable_dev: std::collections::HashMap<u64, bool>,
     /// Hard-link groups (device, inode) whose first name was sent.
     linked: std::collections::HashSet<(u64, u64)>,
     /// Reaches paths longer than the kernel takes whole (`crate::long_path`).
@@ -340,6 +343,7 @@ impl Walker {
             read_threads: std::thread::available_parallelism()
                 .map_or(1, |n| n.get())
                 .min(4),
+            reliable_dev: Default::default(),
             dirs: Dirs::new(),
         }
     }
@@ -594,7 +598,9 @@ impl Walker {
             // An unchanged directory (`parent::listing_unchanged`) is not
             // read: its names are its parent listing's.
             let reuse = match (&before, &self.parent) {
-                (Some(b), Some((tree, _))) => listing_unchanged(b, &now, &tree.trust),
+                (Some(b), Some((tree, _))) => {
+                    listing_unchanged(b, &now, &tree.trust) && self.dir_times_reliable(&meta, path)
+                }
                 _ => false,
             };
             let parent_xattrs = before.as_ref().map(|b| b.extras.xattrs.clone());
@@ -789,6 +795,15 @@ impl Walker {
             let now = self.meta_of(path, &meta);
             self.send(Event::Kept(super::entry(name, kind, &now)))
         }
+    }
+
+    /// Whether directories on `m`'s device keep their times as
+    /// `parent::dir_times_reliable` needs (asked once per device).
+    fn dir_times_reliable(&mut self, m: &Metadata, path: &Path) -> bool {
+        *self
+            .reliable_dev
+            .entry(m.dev())
+            .or_insert_with(|| dir_times_reliable(path))
     }
 
     /// Remembers that the first name of `m`'s hard-link group was sent.
