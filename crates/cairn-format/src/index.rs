@@ -341,7 +341,7 @@ pub fn decode_index_header(page0: &[u8]) -> Result<IndexHeader> {
 
 /// Verifies page bytes (length, checksum, page number, count) and returns
 /// the entry count. `page_no` is 0-based among data pages.
-fn check_page(page: &[u8], header: &IndexHeader, page_no: u64) -> Result<usize> {
+pub fn check_page(page: &[u8], header: &IndexHeader, page_no: u64) -> Result<usize> {
     if page_no >= header.page_count {
         return Err(Error::invalid(format!(
             "index page {page_no} out of range (the index has {} pages)",
@@ -459,9 +459,21 @@ pub fn lookup_in_page(
     fp: &Fingerprint,
 ) -> Result<Option<ContainerId>> {
     let count = check_page(page, header, page_no)?;
+    Ok(search_page(page, header, count, fp))
+}
+
+/// Looks `fp` up in a page [`check_page`] has verified (`count`: the entry
+/// count it returned), without verifying it again: a reader that keeps
+/// verified pages in memory pays the checksum once per page.
+pub fn search_page(
+    page: &[u8],
+    header: &IndexHeader,
+    count: usize,
+    fp: &Fingerprint,
+) -> Option<ContainerId> {
     let w = header.fp_width;
     if fp.len() != w || !(1..=cairn_core::MAX_FINGERPRINT_LEN).contains(&w) {
-        return Ok(None);
+        return None;
     }
     let key = entry_order(fp);
     let (mut lo, mut hi) = (0usize, count);
@@ -471,10 +483,10 @@ pub fn lookup_in_page(
         match entry_order(&Fingerprint::from_slice(k)).cmp(&key) {
             std::cmp::Ordering::Less => lo = mid + 1,
             std::cmp::Ordering::Greater => hi = mid,
-            std::cmp::Ordering::Equal => return Ok(Some(ContainerId(c))),
+            std::cmp::Ordering::Equal => return Some(ContainerId(c)),
         }
     }
-    Ok(None)
+    None
 }
 
 #[cfg(test)]

@@ -75,21 +75,23 @@ impl DiskIndex {
         self
     }
 
-    /// Page `page_no` of generation `cur`: from the page cache if there is
-    /// one (counting only real reads), else read.
-    fn page(&self, cur: &Current, page_no: u64) -> Result<Arc<[u8]>> {
+    /// Page `page_no` of generation `cur`, verified, with its entry count:
+    /// from the page cache if there is one (verified once, when read; only
+    /// real reads are counted), else read and verified.
+    fn page(&self, cur: &Current, page_no: u64) -> Result<(Arc<[u8]>, usize)> {
         let h = &cur.header;
+        let key = keys::index(cur.generation);
         let read = || {
-            let page = self.backend.read_at(
-                &keys::index(cur.generation),
-                codec::index_page_offset(h, page_no),
-                h.page_size,
-            )?;
+            let page =
+                self.backend
+                    .read_at(&key, codec::index_page_offset(h, page_no), h.page_size)?;
             bump(&self.counters.index_page_reads, 1);
-            Ok(page)
+            let count =
+                codec::check_page(&page, h, page_no).map_err(|e| rename_corrupt(e, &key))?;
+            Ok((page.into(), count))
         };
         match &self.pages {
-            None => Ok(read()?.into()),
+            None => read(),
             Some(cache) => cache.get_or_read(cur.generation, page_no, read),
         }
     }
@@ -221,7 +223,6 @@ impl DiskIndex {
             if h.page_count == 0 {
                 return Ok(out);
             }
-            let key = keys::index(cur.generation);
             let mut order: Vec<(u64, usize)> = Vec::with_capacity(fps.len());
             for (i, fp) in fps.iter().enumerate() {
                 match cur.overlay.lookup(fp) {
@@ -235,10 +236,9 @@ impl DiskIndex {
             order.sort_unstable();
             for run in order.chunk_by(|a, b| a.0 == b.0) {
                 let page_no = run[0].0;
-                let page = self.page(cur, page_no)?;
+                let (page, count) = self.page(cur, page_no)?;
                 for &(_, i) in run {
-                    out[i] = codec::lookup_in_page(&page, h, page_no, &fps[i])
-                        .map_err(|e| rename_corrupt(e, &key))?;
+                    out[i] = codec::search_page(&page, h, count, &fps[i]);
                 }
             }
             Ok(out)
@@ -252,9 +252,8 @@ impl DiskIndex {
             return Ok(None);
         }
         let page_no = codec::page_of(fp, h.page_count);
-        let key = keys::index(cur.generation);
-        let page = self.page(cur, page_no)?;
-        codec::lookup_in_page(&page, h, page_no, fp).map_err(|e| rename_corrupt(e, &key))
+        let (page, count) = self.page(cur, page_no)?;
+        Ok(codec::search_page(&page, h, count, fp))
     }
 
     /// Every entry of the current generation with its deltas applied

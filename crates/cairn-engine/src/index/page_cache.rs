@@ -15,7 +15,8 @@
 //! generation has a new key), so a cached page is keyed by generation and
 //! page number and never goes stale. The budget bounds memory: once it is
 //! reached the cache is emptied and fills again (the readers' access is
-//! random by fingerprint, so no eviction order would do much better).
+//! random by fingerprint, so no eviction order would do much better). A
+//! page is verified (checksum, number, count) once, when it is read.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -28,9 +29,13 @@ pub struct PageCache {
     held: Mutex<Held>,
 }
 
+/// A verified page and its entry count.
+type Page = (Arc<[u8]>, usize);
+
 #[derive(Default)]
 struct Held {
-    pages: HashMap<(u64, u64), Arc<[u8]>>,
+    /// Verified pages with their entry counts.
+    pages: HashMap<(u64, u64), Page>,
     bytes: usize,
 }
 
@@ -43,17 +48,18 @@ impl PageCache {
         }
     }
 
-    /// The page, from memory or from `read` (whose result is kept).
+    /// The page and its entry count, from memory or from `read` (which
+    /// verifies it; what it returns is kept, an error is not).
     pub fn get_or_read(
         &self,
         generation: u64,
         page_no: u64,
-        read: impl FnOnce() -> cairn_core::Result<Vec<u8>>,
-    ) -> cairn_core::Result<Arc<[u8]>> {
+        read: impl FnOnce() -> cairn_core::Result<Page>,
+    ) -> cairn_core::Result<Page> {
         if let Some(p) = self.held.lock().pages.get(&(generation, page_no)) {
             return Ok(p.clone());
         }
-        let page: Arc<[u8]> = read()?.into();
+        let (page, count) = read()?;
         let mut held = self.held.lock();
         if held.bytes + page.len() > self.budget {
             held.pages.clear();
@@ -61,9 +67,10 @@ impl PageCache {
         }
         if page.len() <= self.budget {
             held.bytes += page.len();
-            held.pages.insert((generation, page_no), page.clone());
+            held.pages
+                .insert((generation, page_no), (page.clone(), count));
         }
-        Ok(page)
+        Ok((page, count))
     }
 
     /// Bytes of pages held.
@@ -83,13 +90,14 @@ mod tests {
         let reads = Cell::new(0);
         let read = |b: u8| {
             reads.set(reads.get() + 1);
-            Ok(vec![b; 4])
+            Ok((Arc::from(vec![b; 4]), b as usize))
         };
-        assert_eq!(&*cache.get_or_read(1, 0, || read(7)).unwrap(), &[7; 4]);
-        assert_eq!(&*cache.get_or_read(1, 0, || read(9)).unwrap(), &[7; 4]);
+        let page = |r: cairn_core::Result<(Arc<[u8]>, usize)>| r.unwrap().0.to_vec();
+        assert_eq!(page(cache.get_or_read(1, 0, || read(7))), [7; 4]);
+        assert_eq!(cache.get_or_read(1, 0, || read(9)).unwrap().1, 7);
         assert_eq!(reads.get(), 1);
         // another generation's page 0 is another page
-        assert_eq!(&*cache.get_or_read(2, 0, || read(3)).unwrap(), &[3; 4]);
+        assert_eq!(page(cache.get_or_read(2, 0, || read(3))), [3; 4]);
         assert_eq!(cache.bytes(), 8);
         // a third page passes the budget: the cache starts over
         cache.get_or_read(1, 1, || read(1)).unwrap();
