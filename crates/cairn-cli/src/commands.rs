@@ -372,10 +372,14 @@ fn backup(cli: &Cli, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
         }
     }
     if !a.stdin {
-        if let Some((p, e)) = paths
+        // Through directory handles: a source may be longer than PATH_MAX.
+        let mut dirs = cairn_engine::long_path::Dirs::new();
+        let errors: Vec<_> = paths.iter().map(|p| dirs.lstat(p).err()).collect();
+        if let Some((p, Some(e))) = paths
             .iter()
-            .find_map(|p| std::fs::symlink_metadata(p).err().map(|e| (p, e)))
-            .filter(|_| paths.iter().all(|p| std::fs::symlink_metadata(p).is_err()))
+            .zip(errors.iter())
+            .find(|(_, e)| e.is_some())
+            .filter(|_| errors.iter().all(|e| e.is_some()))
         {
             bail!("nothing to back up: cannot read {}: {e}", p.display());
         }

@@ -162,23 +162,26 @@ pub fn estimate_backup(
 /// Sums file sizes under `paths` in the background, for the ETA.
 pub fn estimate_total(paths: Vec<std::path::PathBuf>, progress: Arc<Progress>) {
     std::thread::spawn(move || {
-        fn walk(p: &std::path::Path, total: &mut u64) {
-            let Ok(m) = std::fs::symlink_metadata(p) else {
+        use cairn_engine::long_path::Dirs;
+        // Through directory handles, as the backup walks: any depth.
+        fn walk(dirs: &mut Dirs, p: &std::path::Path, total: &mut u64) {
+            let Ok(m) = dirs.lstat(p) else {
                 return;
             };
             if m.is_file() {
                 *total += m.len();
             } else if m.is_dir() {
-                if let Ok(rd) = std::fs::read_dir(p) {
-                    for e in rd.flatten() {
-                        walk(&e.path(), total);
+                if let Ok(names) = dirs.read_dir(p) {
+                    for n in names.into_iter().flatten() {
+                        walk(dirs, &p.join(n), total);
                     }
                 }
             }
         }
         let mut total = 0;
+        let mut dirs = Dirs::new();
         for p in &paths {
-            walk(p, &mut total);
+            walk(&mut dirs, p, &mut total);
         }
         progress.bytes_total.store(total.max(1), Ordering::Relaxed);
     });

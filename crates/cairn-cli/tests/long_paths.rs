@@ -1,9 +1,11 @@
 //! Very long paths (issue 12): a tree deeper than `PATH_MAX` (4096 bytes of
 //! path) is backed up with nothing skipped, backed up again against its
 //! parent, restored byte for byte with its metadata, verified, listed, and
-//! read by `cat` and `dump`. Std's path functions cannot reach that deep,
-//! so the test builds and compares the trees through directory handles of
-//! its own (`openat`, `fstatat`, `readlinkat`), never through whole paths.
+//! read by `cat` and `dump`; and a source, a restore target and a working
+//! directory that are themselves that long. Std's path functions cannot
+//! reach that deep, so the test builds and compares the trees through
+//! directory handles of its own (`openat`, `fstatat`, `readlinkat`), never
+//! through whole paths.
 
 mod common;
 
@@ -41,31 +43,54 @@ fn write_in(dir: &OwnedFd, name: &str, data: &[u8], mode: u32) {
     File::from(fd).write_all(data).unwrap();
 }
 
+/// Creates `LEVELS` nested directories named by `name` below `dir`;
+/// returns the deepest one's handle and its path below `dir`.
+fn mkdirs(mut dir: OwnedFd, name: fn(usize) -> String) -> (OwnedFd, String) {
+    let mut rel = Vec::new();
+    for i in 0..LEVELS {
+        let n = name(i);
+        dir = mkdir_in(&dir, &n);
+        rel.push(n);
+    }
+    (dir, rel.join("/"))
+}
+
+/// Fills `dir` with `file` (with a user extended attribute where the file
+/// system takes one), `link -> file` and `sub/inner`; returns `file`'s
+/// content.
+fn fill(dir: &OwnedFd) -> Vec<u8> {
+    let mut rng = Rng::new(12);
+    let content: Vec<u8> = (0..70_000).map(|_| rng.next_u64() as u8).collect();
+    write_in(dir, "file", &content, 0o640);
+    // Through the open file: no path involved. A file system without user
+    // attributes leaves the attribute out of the comparison.
+    let flags = OFlag::O_RDONLY | OFlag::O_CLOEXEC;
+    let f = File::from(openat(dir, "file", flags, Mode::empty()).unwrap());
+    if let Err(e) = xattr::FileExt::set_xattr(&f, "user.deep", b"at depth") {
+        eprintln!("no user extended attributes here ({e}); not compared");
+    }
+    nix::unistd::symlinkat("file", dir, "link").unwrap();
+    let sub = mkdir_in(dir, "sub");
+    write_in(&sub, "inner", b"inner bytes\n", 0o600);
+    content
+}
+
 /// Builds `src/<LEVELS levels>/{file, link -> file, sub/inner}`; returns
 /// the deep directory's path below `src` and `file`'s content.
 fn build(src: &Path) -> (String, Vec<u8>) {
     std::fs::create_dir(src).unwrap();
-    let mut dir = open_dir(nix::fcntl::AT_FDCWD, src.to_str().unwrap());
-    let mut rel = Vec::new();
-    for i in 0..LEVELS {
-        let n = level_name(i);
-        dir = mkdir_in(&dir, &n);
-        rel.push(n);
+    let (dir, rel) = mkdirs(open_dir(nix::fcntl::AT_FDCWD, s(src)), level_name);
+    (rel, fill(&dir))
+}
+
+/// Opens directory `rel` below `base` one name at a time.
+fn open_below(base: impl AsFd, rel: &str) -> OwnedFd {
+    let mut names = rel.split('/');
+    let mut dir = open_dir(base, names.next().unwrap());
+    for n in names {
+        dir = open_dir(&dir, n);
     }
-    let mut rng = Rng::new(12);
-    let content: Vec<u8> = (0..70_000).map(|_| rng.next_u64() as u8).collect();
-    write_in(&dir, "file", &content, 0o640);
-    // Through the open file: no path involved. A file system without user
-    // attributes leaves the attribute out of the comparison.
-    let flags = OFlag::O_RDONLY | OFlag::O_CLOEXEC;
-    let f = File::from(openat(&dir, "file", flags, Mode::empty()).unwrap());
-    if let Err(e) = xattr::FileExt::set_xattr(&f, "user.deep", b"at depth") {
-        eprintln!("no user extended attributes here ({e}); not compared");
-    }
-    nix::unistd::symlinkat("file", &dir, "link").unwrap();
-    let sub = mkdir_in(&dir, "sub");
-    write_in(&sub, "inner", b"inner bytes\n", 0o600);
-    (rel.join("/"), content)
+    dir
 }
 
 /// The names in directory `d`, sorted.
@@ -231,4 +256,155 @@ fn a_tree_deeper_than_path_max_round_trips() {
         .find(|l| l.ends_with("/sub/inner"))
         .unwrap_or_else(|| panic!("tar lacks sub/inner:\n{listed}"));
     assert!(inner.len() > 4096, "{inner}");
+}
+
+/// Runs `cairn` in directory `cwd` (absolute, of any length: entered with
+/// `fchdir` on a handle, as `chdir` takes no long path), so that relative
+/// paths start there.
+#[allow(unsafe_code)]
+fn cairn_in(cwd: &Path, repo: &Path, args: &[&str]) -> Run {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let dir = open_below(
+        open_dir(nix::fcntl::AT_FDCWD, "/"),
+        s(cwd).trim_start_matches('/'),
+    );
+    let fd = dir.as_raw_fd();
+    let mut c = command(repo, args);
+    // SAFETY: fchdir is async-signal-safe and `dir` outlives the spawn.
+    unsafe {
+        c.pre_exec(move || match nix::libc::fchdir(fd) {
+            0 => Ok(()),
+            _ => Err(std::io::Error::last_os_error()),
+        });
+    }
+    let child = c
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("running cairn");
+    finish(child, args)
+}
+
+#[test]
+fn a_source_and_a_target_longer_than_path_max_work() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = std::fs::canonicalize(tmp.path()).unwrap();
+    let repo = dir.join("repo");
+    std::fs::create_dir(dir.join("top")).unwrap();
+    let (deep, rel) = mkdirs(
+        open_dir(nix::fcntl::AT_FDCWD, s(&dir.join("top"))),
+        level_name,
+    );
+    let content = fill(&deep);
+    std::thread::sleep(std::time::Duration::from_millis(60));
+    let src = dir.join("top").join(&rel);
+    assert!(src.as_os_str().len() > 5000);
+    assert!(std::fs::symlink_metadata(&src).is_err(), "not too long");
+
+    // Absolute, then relative to the working directory: the same source,
+    // so the second backup finds its parent and reads nothing again.
+    let first = backup(&repo, &src);
+    assert_eq!(
+        (&first["stats"]["files"], &first["stats"]["dirs"]),
+        (&2.into(), &2.into()),
+        "{first}"
+    );
+    let again = cairn_in(&dir, &repo, &["backup", "--json", &format!("top/{rel}")])
+        .ok()
+        .json();
+    assert_eq!(again["skipped"], serde_json::json!([]), "{again}");
+    assert_eq!(again["stats"]["files_unmodified"], 2, "{again}");
+    assert_eq!(again["paths"][0].as_str(), Some(s(&src)), "{again}");
+
+    // A target that does not exist yet, itself longer than PATH_MAX, in
+    // both forms; restoring again with --verify reads it all back.
+    let top = level_name(LEVELS - 1);
+    fn out_name(i: usize) -> String {
+        format!("{i:02}{}", "o".repeat(198))
+    }
+    let out_rel = (0..LEVELS).map(out_name).collect::<Vec<_>>().join("/");
+    for (cwd, target) in [
+        (dir.clone(), dir.join("out").join(&out_rel)),
+        (dir.join("rel"), Path::new(&out_rel).to_path_buf()),
+    ] {
+        std::fs::create_dir_all(&cwd).unwrap();
+        let t = s(&target);
+        cairn_in(&cwd, &repo, &["restore", "latest", "--target", t]).ok();
+        let v = cairn_in(
+            &cwd,
+            &repo,
+            &["restore", "latest", "--target", t, "--verify"],
+        )
+        .ok();
+        assert!(
+            v.stdout_str().contains("verified 2 files") && v.stdout_str().contains("all match"),
+            "{}",
+            v.stdout_str()
+        );
+        let restored = match target.strip_prefix(&dir) {
+            Ok(r) => open_below(open_dir(nix::fcntl::AT_FDCWD, s(&dir)), s(r)),
+            Err(_) => open_below(open_dir(nix::fcntl::AT_FDCWD, s(&cwd)), &out_rel),
+        };
+        let mut seen = Seen::default();
+        compare(&deep, &open_dir(&restored, &top), 0, &mut seen);
+        assert_eq!((seen.dirs, seen.files, seen.symlinks), (1, 2, 1));
+    }
+
+    // Two sources with one base name, listed in --files-from: the snapshot
+    // keeps the directories above them, so its paths are long too.
+    let twin = dir.join("twin").join(&top);
+    std::fs::create_dir_all(&twin).unwrap();
+    std::fs::write(twin.join("t"), b"twin").unwrap();
+    let list = dir.join("list");
+    std::fs::write(&list, format!("{}\n{}\n", s(&src), s(&twin))).unwrap();
+    let both = cairn(&repo, &["backup", "--json", "--files-from", s(&list)])
+        .ok()
+        .json();
+    assert_eq!(both["skipped"], serde_json::json!([]), "{both}");
+    assert_eq!(both["stats"]["files"], 3, "{both}");
+    let snap = s(&src).trim_start_matches('/').to_string();
+    let ls = cairn(&repo, &["ls", "latest", &snap]).ok().stdout_str();
+    assert!(ls.lines().any(|l| l.ends_with("/sub/inner")), "{ls}");
+    let cat = cairn(&repo, &["cat", "latest", &format!("{snap}/file")]).ok();
+    assert!(cat.stdout == content, "cat gives other bytes");
+    let found = cairn(&repo, &["find", "--json", "**/sub/inner"])
+        .ok()
+        .stdout_str();
+    assert!(found.contains(&format!("{snap}/sub/inner")), "{found}");
+    let dump = cairn(&repo, &["dump", "latest", &snap]).ok();
+    let mut tar = Command::new("tar")
+        .args(["-tf", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("running tar");
+    tar.stdin.take().unwrap().write_all(&dump.stdout).unwrap();
+    let listed = tar.wait_with_output().unwrap();
+    assert!(listed.status.success());
+    let listed = String::from_utf8(listed.stdout).unwrap();
+    assert!(
+        listed
+            .lines()
+            .any(|l| l.ends_with("/sub/inner") && l.len() > 4096),
+        "{listed}"
+    );
+
+    // A repository inside the long directory, given relative to it from
+    // there: reached, and left out of a backup of that directory.
+    let inner = cairn_in(&src, Path::new("repo"), &["backup", "--json", "."]).ok();
+    assert!(
+        inner
+            .stderr
+            .contains("not backing up the repository itself"),
+        "{}",
+        inner.stderr
+    );
+    assert_eq!(inner.json()["skipped"], serde_json::json!([]));
+    let ls = cairn_in(&src, Path::new("repo"), &["ls", "latest"])
+        .ok()
+        .stdout_str();
+    assert!(ls.lines().any(|l| l.ends_with("/sub/inner")), "{ls}");
+    assert!(!ls.lines().any(|l| l.contains("/repo")), "{ls}");
 }

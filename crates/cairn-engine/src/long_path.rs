@@ -48,6 +48,11 @@ fn errno(e: Errno) -> io::Error {
     io::Error::from_raw_os_error(e as i32)
 }
 
+/// [`Dirs::canonicalize`] with handles of its own.
+pub fn canonicalize(p: &Path) -> io::Result<PathBuf> {
+    Dirs::new().canonicalize(p)
+}
+
 /// Whether `p` is used through directory handles.
 pub fn is_long(p: &Path) -> bool {
     p.as_os_str().len() > SHORT_PATH
@@ -187,6 +192,14 @@ impl Dirs {
         File::from(f).metadata()
     }
 
+    /// `stat`: follows a symlink at `p`.
+    pub fn metadata(&mut self, p: &Path) -> io::Result<Metadata> {
+        if !is_long(p) {
+            return fs::metadata(p);
+        }
+        self.open(p, OFlag::O_PATH, 0)?.metadata()
+    }
+
     /// The names in directory `p` (without `.` and `..`), in the order the
     /// file system gives them; an entry that cannot be read is an `Err`.
     pub fn read_dir(&mut self, p: &Path) -> io::Result<Vec<io::Result<OsString>>> {
@@ -260,6 +273,93 @@ impl Dirs {
         let mut via = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
         via.push(name);
         f(&via)
+    }
+
+    /// Creates directory `p` and whichever of its parents are missing, like
+    /// `fs::create_dir_all`: an existing directory on the way, or a symlink
+    /// to one, is used as it is (a path argument is followed).
+    pub fn create_dir_all(&mut self, p: &Path) -> io::Result<()> {
+        if !is_long(p) {
+            return fs::create_dir_all(p);
+        }
+        match self.mkdir(p, 0o777) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => self.is_dir_followed(p, e),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                let (parent, _) = split(p.as_os_str().as_bytes());
+                self.create_dir_all(Path::new(OsStr::from_bytes(parent)))?;
+                match self.mkdir(p, 0o777) {
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                        self.is_dir_followed(p, e)
+                    }
+                    r => r,
+                }
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `Ok` if `p`, a symlink at it followed, is a directory; `exists` (the
+    /// error that found something at `p`) otherwise.
+    fn is_dir_followed(&mut self, p: &Path, exists: io::Error) -> io::Result<()> {
+        let flags = OFlag::O_PATH | OFlag::O_DIRECTORY;
+        match self.open(p, flags, 0) {
+            Ok(_) => Ok(()),
+            Err(_) => Err(exists),
+        }
+    }
+
+    /// The absolute path of `p` with every symlink resolved and no `.` or
+    /// `..` left, like `fs::canonicalize` (which fails on a long path, or
+    /// on a short one whose result is long): such a path is resolved name
+    /// by name, each looked up through the chain of handles.
+    pub fn canonicalize(&mut self, p: &Path) -> io::Result<PathBuf> {
+        if !is_long(p) {
+            match fs::canonicalize(p) {
+                Err(e) if e.raw_os_error() == Some(Errno::ENAMETOOLONG as i32) => {}
+                r => return r,
+            }
+        }
+        // The kernel's limit on symlinks followed in one lookup.
+        const MAX_LINKS: usize = 40;
+        let mut out = if p.is_absolute() {
+            PathBuf::from("/")
+        } else {
+            std::env::current_dir()?
+        };
+        let mut todo: Vec<OsString> = Vec::new();
+        let push = |todo: &mut Vec<OsString>, q: &Path| {
+            let at = todo.len();
+            todo.extend(q.components().filter_map(|c| match c {
+                std::path::Component::Normal(n) => Some(n.to_owned()),
+                std::path::Component::ParentDir => Some(OsString::from("..")),
+                _ => None,
+            }));
+            todo[at..].reverse();
+        };
+        push(&mut todo, p);
+        let mut links = 0;
+        while let Some(name) = todo.pop() {
+            if name == ".." {
+                out.pop();
+                continue;
+            }
+            let next = out.join(&name);
+            if !self.lstat(&next)?.is_symlink() {
+                out = next;
+                continue;
+            }
+            links += 1;
+            if links > MAX_LINKS {
+                return Err(errno(Errno::ELOOP));
+            }
+            let target = self.read_link(&next)?;
+            if target.is_absolute() {
+                out = PathBuf::from("/");
+            }
+            push(&mut todo, &target);
+        }
+        Ok(out)
     }
 
     /// Creates directory `p` (not its parents).
@@ -461,6 +561,101 @@ mod tests {
         assert!(fs::symlink_metadata(&top).is_err());
         let again = deep(&mut d, tmp.path(), 4200);
         assert_eq!(d.read_dir(&again).unwrap().len(), 0);
+    }
+
+    #[test]
+    fn long_paths_are_created_with_parents_and_resolved() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = fs::canonicalize(tmp.path()).unwrap();
+        let mut d = Dirs::new();
+        let mut want = root.clone();
+        for i in 0..30 {
+            want.push(format!("{i:0>200}"));
+        }
+        d.create_dir_all(&want).unwrap();
+        assert!(d.lstat(&want).unwrap().is_dir());
+        // Again: everything exists.
+        d.create_dir_all(&want).unwrap();
+        // A file where a directory goes.
+        let file = want.join("f");
+        d.open(&file, OFlag::O_WRONLY | OFlag::O_CREAT, 0o600)
+            .unwrap();
+        let e = d.create_dir_all(&file.join("x")).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(nix::libc::ENOTDIR));
+        assert!(d.create_dir_all(&file).is_err());
+        // A symlink to a directory deep down is followed, `.` and `..`
+        // resolved, both by create_dir_all and canonicalize.
+        let link = root.join("link");
+        let mut shallow = root.clone();
+        for i in 0..5 {
+            shallow.push(format!("{i:0>200}"));
+        }
+        std::os::unix::fs::symlink(&shallow, &link).unwrap();
+        let mut via = link.clone();
+        for i in 5..30 {
+            via.push(format!("{i:0>200}"));
+        }
+        for i in 0..20 {
+            via.push(format!("{i:0>199}"));
+        }
+        via.push(".");
+        via.push("..");
+        via.push("tail");
+        d.create_dir_all(&via).unwrap();
+        let mut resolved = want.clone();
+        for i in 0..19 {
+            resolved.push(format!("{i:0>199}"));
+        }
+        resolved.push("tail");
+        assert!(d.lstat(&resolved).unwrap().is_dir());
+        assert_eq!(canonicalize(&via).unwrap(), resolved);
+        assert_eq!(canonicalize(&link).unwrap(), shallow, "a short path");
+        // `metadata` follows a symlink at a long path's end, `lstat` not.
+        let up = want.join("up");
+        d.symlink(OsStr::new(".."), &up).unwrap();
+        use std::os::unix::fs::MetadataExt;
+        let parent = d.lstat(want.parent().unwrap()).unwrap();
+        assert_eq!(d.metadata(&up).unwrap().ino(), parent.ino());
+        assert!(d.lstat(&up).unwrap().is_symlink());
+        let loop_ = root.join("loop");
+        std::os::unix::fs::symlink("loop", &loop_).unwrap();
+        let mut looped = want.clone();
+        looped.push("..");
+        let e = canonicalize(&loop_.join(looped.strip_prefix("/").unwrap()));
+        assert!(e.is_err());
+        // A relative long path resolves against the working directory.
+        let cwd = std::env::current_dir().unwrap();
+        let rel = pathdiff(&resolved, &cwd);
+        assert_eq!(canonicalize(&rel).unwrap(), resolved);
+        // A short path whose resolution is long.
+        // (A symlink holds less than PATH_MAX: two of them, each half way.)
+        let mut mid = root.clone();
+        for i in 0..14 {
+            mid.push(format!("{i:0>200}"));
+        }
+        d.symlink(pathdiff(&want, &mid).as_os_str(), &mid.join("s2"))
+            .unwrap();
+        std::os::unix::fs::symlink(&mid, root.join("s1")).unwrap();
+        let short = root.join("s1/s2");
+        assert!(fs::canonicalize(&short).is_err(), "std resolves it");
+        assert_eq!(canonicalize(&short).unwrap(), want);
+    }
+
+    /// `to` relative to directory `from` (both absolute, canonical).
+    fn pathdiff(to: &Path, from: &Path) -> PathBuf {
+        let common = from
+            .components()
+            .zip(to.components())
+            .take_while(|(a, b)| a == b)
+            .count();
+        let mut out = PathBuf::new();
+        for _ in from.components().skip(common) {
+            out.push("..");
+        }
+        for c in to.components().skip(common) {
+            out.push(c);
+        }
+        out
     }
 
     #[test]

@@ -166,14 +166,14 @@ impl Repository {
             return Err(Error::NotARepository(path.to_path_buf()));
         }
         let mut repo = Self::open(Arc::new(LocalBackend::open(path)?))?;
-        repo.local_root = path.canonicalize().ok();
+        repo.local_root = crate::long_path::canonicalize(path).ok();
         Ok(repo)
     }
 
     /// Creates a local repository at `path` (the directory may exist if empty).
     pub fn init_local(path: &Path, config: RepoConfig) -> Result<Self> {
         let mut repo = Self::init(Arc::new(LocalBackend::create(path)?), config)?;
-        repo.local_root = path.canonicalize().ok();
+        repo.local_root = crate::long_path::canonicalize(path).ok();
         Ok(repo)
     }
 

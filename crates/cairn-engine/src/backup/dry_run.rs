@@ -49,7 +49,8 @@ pub fn dry_run(
     }
     let exclude = repository.and_then(|p| {
         use std::os::unix::fs::MetadataExt;
-        std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()))
+        let m = crate::long_path::Dirs::new().metadata(p);
+        m.ok().map(|m| (m.dev(), m.ino()))
     });
     let mut out = DryRunOutcome::default();
     let mut any_top = false;

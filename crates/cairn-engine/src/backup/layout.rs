@@ -87,7 +87,7 @@ pub(crate) fn place(sources: &[Source]) -> Result<Vec<Place>> {
 /// resolved, its own name as the walker names it.
 fn absolute_components(p: &Path) -> Place {
     let resolve = |q: &Path| {
-        std::fs::canonicalize(q)
+        crate::long_path::canonicalize(q)
             .or_else(|_| std::path::absolute(q))
             .unwrap_or_else(|_| q.to_path_buf())
     };
@@ -143,7 +143,8 @@ fn level(
         }
         let path = dir.join(OsStr::from_bytes(&name));
         let children = level(path.clone(), group, store)?;
-        let meta = std::fs::symlink_metadata(&path)
+        let meta = crate::long_path::Dirs::new()
+            .lstat(&path)
             .map(|m| EntryMeta::from_fs(&m))
             .unwrap_or(EntryMeta {
                 mode: 0o040755,

@@ -361,7 +361,8 @@ impl RunState {
     ) -> Self {
         let exclude = repo.local_root().and_then(|p| {
             use std::os::unix::fs::MetadataExt;
-            std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()))
+            let m = crate::long_path::Dirs::new().metadata(p);
+            m.ok().map(|m| (m.dev(), m.ino()))
         });
         RunState {
             counts: TreeCounts::default(),

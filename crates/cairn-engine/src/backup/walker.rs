@@ -238,7 +238,7 @@ pub fn source_name(path: &Path) -> Vec<u8> {
     if let Some(n) = path.file_name() {
         return n.as_bytes().to_vec();
     }
-    std::fs::canonicalize(path)
+    crate::long_path::canonicalize(path)
         .ok()
         .and_then(|c| c.file_name().map(|n| n.as_bytes().to_vec()))
         .unwrap_or_else(|| b"root".to_vec())

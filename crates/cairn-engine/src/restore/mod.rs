@@ -48,7 +48,6 @@ mod tests;
 pub mod verify;
 
 use std::ffi::OsStr;
-use std::fs;
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -419,7 +418,9 @@ impl Reader {
         // The target itself is the user's path: created with its parents,
         // and followed if it is a symlink, like any path argument. Below it,
         // nothing pre-existing is followed.
-        fs::create_dir_all(root).ctx(|| format!("creating {}", root.display()))?;
+        crate::long_path::Dirs::new()
+            .create_dir_all(root)
+            .ctx(|| format!("creating {}", root.display()))?;
         let mut log = self.log.take();
         let mut run = Run {
             log: log.as_deref_mut(),
