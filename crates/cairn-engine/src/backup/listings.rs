@@ -1,0 +1,178 @@
+//! Builds a stream's tree from its walker's events: file content through
+//! the stream (hash, dedup, pack) into Merkle recipes (`tree_builder.rs`,
+//! `003_ea5fccc485a97c5d.txt` §2), and directory listings, stored as blobs
+//! or inline in their parent's listing (FORMAT.md "Directory listing").
+
+use cairn_chunk::ChunkBatch;
+use cairn_core::counters::bump;
+use cairn_core::{ChunkKind, Result};
+use cairn_format::dir::{encode_dir, DirEntry, EntryKind, MAX_INLINE_DEPTH};
+
+use super::stream::Stream;
+use super::tree_builder::TreeBuilder;
+use super::walker::{EntryMeta, Event};
+use super::TreeCounts;
+
+struct DirFrame {
+    name: Vec<u8>,
+    meta: EntryMeta,
+    entries: Vec<DirEntry>,
+    /// How deep the inline listings among `entries` nest (0: none).
+    inline_height: usize,
+}
+
+/// A directory whose listing (inline subtrees included) encodes in at most
+/// this many bytes is stored inline in its parent's listing instead of as a
+/// blob of its own (FORMAT.md "Directory listing"). A tree of many small
+/// directories thus becomes a few listing blobs, cut into content-defined
+/// meta chunks like file content, so an unchanged region still deduplicates
+/// while the per-directory chunk, descriptor and index entry are gone. Every
+/// listing blob but the root holds more than this many bytes.
+pub const INLINE_MAX_BYTES: usize = 64 * 1024;
+
+struct OpenFile {
+    name: Vec<u8>,
+    meta: EntryMeta,
+    tree: TreeBuilder,
+    bytes: u64,
+}
+
+pub fn entry(name: Vec<u8>, kind: EntryKind, m: &EntryMeta) -> DirEntry {
+    DirEntry {
+        name,
+        kind,
+        mode: m.mode,
+        uid: m.uid,
+        gid: m.gid,
+        mtime_ns: m.mtime_ns,
+        ctime_ns: m.ctime_ns,
+        inode: m.inode,
+        size: 0,
+        target: None,
+        content: None,
+        children: None,
+        extras: m.extras.clone(),
+    }
+}
+
+/// Consumes a walker's events, storing content and building listings.
+/// Returns the stream's top-level entry (`None` if it was skipped).
+pub(super) fn consume(
+    stream: &mut Stream,
+    counts: &TreeCounts,
+    rx: &crate::pipe::Receiver<Vec<Event>>,
+    recycle: &crate::pipe::Sender<ChunkBatch>,
+) -> Result<Option<DirEntry>> {
+    let mut stack: Vec<DirFrame> = Vec::new();
+    let mut file: Option<OpenFile> = None;
+    let mut top: Option<DirEntry> = None;
+    let mut fps = Vec::new();
+    let mut links = crate::file_kinds::LinkGroups::default();
+    let mut place = |e: DirEntry, stack: &mut Vec<DirFrame>| match stack.last_mut() {
+        Some(f) => f.entries.push(e),
+        None => top = Some(e),
+    };
+    for ev in rx.iter().flatten() {
+        match ev {
+            Event::DirStart { name, meta } => stack.push(DirFrame {
+                name,
+                meta,
+                entries: Vec::new(),
+                inline_height: 0,
+            }),
+            Event::DirEnd => {
+                let f = stack.pop().expect("DirEnd matches a DirStart");
+                let mut e = entry(f.name, EntryKind::Dir, &f.meta);
+                // Encoded once: stored as a blob, or measured for inlining
+                // (inline, the same bytes but the version byte).
+                let mut listing = Vec::new();
+                encode_dir(&f.entries, &mut listing)?;
+                let inline_len = listing.len() - 1;
+                if inline_len <= INLINE_MAX_BYTES && f.inline_height < MAX_INLINE_DEPTH {
+                    e.size = inline_len as u64;
+                    e.children = Some(f.entries);
+                    if let Some(parent) = stack.last_mut() {
+                        parent.inline_height = parent.inline_height.max(f.inline_height + 1);
+                    }
+                } else {
+                    e.size = listing.len() as u64;
+                    e.content = stream.store_blob(&listing)?;
+                }
+                bump(&counts.dirs, 1);
+                place(e, &mut stack);
+            }
+            Event::FileStart { name, meta } => {
+                file = Some(OpenFile {
+                    name,
+                    meta,
+                    tree: TreeBuilder::new(stream.tree_config()),
+                    bytes: 0,
+                })
+            }
+            Event::Fingerprinted(chunks) => {
+                let f = file.as_mut().expect("chunks inside a file");
+                fps.clear();
+                fps.extend_from_slice(stream.store_fingerprinted(ChunkKind::Data, 0, &chunks)?);
+                for (fp, c) in fps.iter().zip(&chunks) {
+                    f.tree.push_leaf(*fp, c.size as u64, stream)?;
+                    f.bytes += c.size as u64;
+                }
+            }
+            Event::Data(batch) => {
+                let f = file.as_mut().expect("Data inside a file");
+                let chunks: Vec<&[u8]> = batch.iter().collect();
+                fps.clear();
+                fps.extend_from_slice(stream.store_chunks(ChunkKind::Data, 0, &chunks)?);
+                for (fp, c) in fps.iter().zip(&chunks) {
+                    f.tree.push_leaf(*fp, c.len() as u64, stream)?;
+                    f.bytes += c.len() as u64;
+                }
+                drop(chunks);
+                let _ = recycle.try_send(batch);
+            }
+            Event::FileEnd { ok } => {
+                let f = file.take().expect("FileEnd matches a FileStart");
+                let content = f.tree.finish(stream)?;
+                if ok {
+                    let mut e = entry(f.name, EntryKind::File, &f.meta);
+                    // A sparse file's content is its data extents only.
+                    e.size = match e.extras.extents {
+                        Some(_) => f.meta.size,
+                        None => f.bytes,
+                    };
+                    e.content = content;
+                    bump(&counts.files, 1);
+                    bump(&counts.logical_bytes, e.size);
+                    links.first(&e);
+                    place(e, &mut stack);
+                }
+            }
+            Event::Linked(mut e) => {
+                links.fill(&mut e)?;
+                bump(&counts.files, 1);
+                bump(&counts.logical_bytes, e.size);
+                place(e, &mut stack);
+            }
+            Event::Kept(e) => {
+                links.first(&e);
+                match e.kind {
+                    EntryKind::File => {
+                        bump(&counts.files, 1);
+                        bump(&counts.logical_bytes, e.size);
+                    }
+                    EntryKind::Symlink => bump(&counts.symlinks, 1),
+                    _ => {}
+                }
+                place(e, &mut stack);
+            }
+            Event::Symlink { name, meta, target } => {
+                let mut e = entry(name, EntryKind::Symlink, &meta);
+                e.size = target.len() as u64;
+                e.target = Some(target);
+                bump(&counts.symlinks, 1);
+                place(e, &mut stack);
+            }
+        }
+    }
+    Ok(top)
+}
