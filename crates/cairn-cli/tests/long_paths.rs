@@ -241,16 +241,7 @@ fn a_tree_deeper_than_path_max_round_trips() {
 
     // `dump` of the deep directory: a tar whose long names survive.
     let dump = cairn(&repo, &["dump", "latest", &snap_dir]).ok();
-    let mut tar = Command::new("tar")
-        .args(["-tf", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("running tar");
-    tar.stdin.take().unwrap().write_all(&dump.stdout).unwrap();
-    let listed = tar.wait_with_output().unwrap();
-    assert!(listed.status.success());
-    let listed = String::from_utf8(listed.stdout).unwrap();
+    let listed = tar_names(&dump.stdout);
     let inner = listed
         .lines()
         .find(|l| l.ends_with("/sub/inner"))
@@ -374,16 +365,7 @@ fn a_source_and_a_target_longer_than_path_max_work() {
         .stdout_str();
     assert!(found.contains(&format!("{snap}/sub/inner")), "{found}");
     let dump = cairn(&repo, &["dump", "latest", &snap]).ok();
-    let mut tar = Command::new("tar")
-        .args(["-tf", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("running tar");
-    tar.stdin.take().unwrap().write_all(&dump.stdout).unwrap();
-    let listed = tar.wait_with_output().unwrap();
-    assert!(listed.status.success());
-    let listed = String::from_utf8(listed.stdout).unwrap();
+    let listed = tar_names(&dump.stdout);
     assert!(
         listed
             .lines()
@@ -407,4 +389,18 @@ fn a_source_and_a_target_longer_than_path_max_work() {
         .stdout_str();
     assert!(ls.lines().any(|l| l.ends_with("/sub/inner")), "{ls}");
     assert!(!ls.lines().any(|l| l.contains("/repo")), "{ls}");
+}
+
+/// The member names `tar -t` lists for the archive `bytes`.
+fn tar_names(bytes: &[u8]) -> String {
+    let mut tar = Command::new("tar")
+        .args(["-tf", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("running tar");
+    tar.stdin.take().unwrap().write_all(bytes).unwrap();
+    let listed = tar.wait_with_output().unwrap();
+    assert!(listed.status.success());
+    String::from_utf8(listed.stdout).unwrap()
 }
