@@ -122,6 +122,26 @@ fn hard_links_are_restored_as_links_and_read_once() {
     )
     .ok();
     assert_eq!(fs::read(one.join("src/sub/second")).unwrap(), data);
+    // dump's tar holds the data once: the second name is a link entry, and
+    // extracting it gives two names of one inode.
+    let tar = cairn(&repo, &["dump", "latest", "src"]).ok().stdout;
+    assert!(tar.len() < data.len() * 2, "{} bytes of tar", tar.len());
+    let x = dir.path().join("x");
+    fs::create_dir(&x).unwrap();
+    let mut untar = std::process::Command::new("tar")
+        .args(["-xf", "-", "-C", s(&x)])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    untar.stdin.take().unwrap().write_all(&tar).unwrap();
+    assert!(untar.wait().unwrap().success());
+    let (a, b) = (
+        fs::metadata(x.join("src/first")).unwrap(),
+        fs::metadata(x.join("src/sub/second")).unwrap(),
+    );
+    assert_eq!(a.ino(), b.ino(), "tar extracted one inode with two names");
+    assert_eq!(fs::read(x.join("src/sub/second")).unwrap(), data);
 }
 
 #[test]

@@ -96,6 +96,9 @@ impl Reader {
 struct TarWriter<'o> {
     tar: Builder<&'o mut dyn Write>,
     entries: u64,
+    /// The first name archived of each hard-link group (device, inode):
+    /// later names become tar link entries to it.
+    links: std::collections::HashMap<(u64, u64), std::path::PathBuf>,
 }
 
 impl<'o> TarWriter<'o> {
@@ -103,6 +106,7 @@ impl<'o> TarWriter<'o> {
         TarWriter {
             tar: Builder::new(out),
             entries: 0,
+            links: Default::default(),
         }
     }
 
@@ -135,6 +139,12 @@ impl<'o> TarWriter<'o> {
             x.set_cksum();
             self.tar.append(&x, pax.as_slice()).ctx(ctx)?;
         }
+        // The hard-link group of a file recorded with one (and an inode).
+        let group = e
+            .extras
+            .hard_link
+            .filter(|_| e.inode != 0)
+            .map(|l| (l.dev, e.inode));
         match e.kind {
             EntryKind::Dir => {
                 h.set_entry_type(EntryType::Directory);
@@ -168,7 +178,18 @@ impl<'o> TarWriter<'o> {
                     .append_data(&mut h, name, std::io::empty())
                     .ctx(ctx)?;
             }
+            EntryKind::File if group.is_some_and(|g| self.links.contains_key(&g)) => {
+                // A later name of a hard-linked file: a link to the first.
+                let first = group.and_then(|g| self.links.get(&g)).cloned();
+                h.set_entry_type(EntryType::Link);
+                self.tar
+                    .append_link(&mut h, name, first.unwrap_or_default())
+                    .ctx(ctx)?;
+            }
             EntryKind::File => {
+                if let Some(g) = group {
+                    self.links.insert(g, name.to_path_buf());
+                }
                 h.set_entry_type(EntryType::Regular);
                 h.set_size(e.size);
                 // The header with the recorded size, then the data as it is
