@@ -192,19 +192,23 @@ fn verify_passes_on_a_good_restore_and_names_files_that_differ() {
     // A file of another size and mode under `--overwrite never`.
     let key = out.join("tree").join(KEY);
     write_file(&key, b"edited", 0o644);
-    let run = cairn(
-        &fx.repo,
-        &[
-            "restore",
-            "latest",
-            "-q",
-            "-t",
-            s(&out),
-            "--verify",
-            "--overwrite",
-            "if-changed",
-        ],
-    );
+    // A quiet restore over `out` with `--verify` and `--overwrite MODE`.
+    let verify_over = |mode: &str| {
+        cairn(
+            &fx.repo,
+            &[
+                "restore",
+                "latest",
+                "-q",
+                "-t",
+                s(&out),
+                "--verify",
+                "--overwrite",
+                mode,
+            ],
+        )
+    };
+    let run = verify_over("if-changed");
     assert_eq!(run.code, Some(1), "{}", run.stderr);
     let lines: Vec<&str> = run.stderr.lines().collect();
     // if-changed replaced the key (its size changed); the log stayed.
@@ -216,37 +220,13 @@ fn verify_passes_on_a_good_restore_and_names_files_that_differ() {
     );
     assert!(lines[1].contains("1 restored files differ"), "{}", lines[1]);
 
-    let run = cairn(
-        &fx.repo,
-        &[
-            "restore",
-            "latest",
-            "-q",
-            "-t",
-            s(&out),
-            "--verify",
-            "--overwrite",
-            "never",
-        ],
-    );
+    let run = verify_over("never");
     assert_eq!(run.code, Some(1), "{}", run.stderr);
     assert!(run.stderr.contains(s(&log)), "{}", run.stderr);
     assert!(!run.stderr.contains(s(&key)), "{}", run.stderr);
 
     write_file(&key, b"edited", 0o644);
-    let run = cairn(
-        &fx.repo,
-        &[
-            "restore",
-            "latest",
-            "-q",
-            "-t",
-            s(&out),
-            "--verify",
-            "--overwrite",
-            "never",
-        ],
-    );
+    let run = verify_over("never");
     let key_line = run
         .stderr
         .lines()
