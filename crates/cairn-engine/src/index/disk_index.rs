@@ -75,24 +75,35 @@ impl DiskIndex {
         self
     }
 
-    /// Page `page_no` of generation `cur`, verified, with its entry count:
-    /// from the page cache if there is one (verified once, when read; only
-    /// real reads are counted), else read and verified.
-    fn page(&self, cur: &Current, page_no: u64) -> Result<(Arc<[u8]>, usize)> {
+    /// Runs `f` on page `page_no` of generation `cur`, verified, and its
+    /// entry count: from the page cache if there is one (verified once,
+    /// when read; only real reads are counted), else read and verified. The
+    /// dedup path (no cache) uses the bytes as read, with no copy.
+    fn with_page<T>(
+        &self,
+        cur: &Current,
+        page_no: u64,
+        f: impl FnOnce(&[u8], usize) -> T,
+    ) -> Result<T> {
         let h = &cur.header;
         let key = keys::index(cur.generation);
-        let read = || {
+        let read = || -> Result<(Vec<u8>, usize)> {
             let page =
                 self.backend
                     .read_at(&key, codec::index_page_offset(h, page_no), h.page_size)?;
             bump(&self.counters.index_page_reads, 1);
             let count =
                 codec::check_page(&page, h, page_no).map_err(|e| rename_corrupt(e, &key))?;
-            Ok((page.into(), count))
+            Ok((page, count))
         };
         match &self.pages {
-            None => read(),
-            Some(cache) => cache.get_or_read(cur.generation, page_no, read),
+            None => read().map(|(page, count)| f(&page, count)),
+            Some(cache) => {
+                let (page, count) = cache.get_or_read(cur.generation, page_no, || {
+                    read().map(|(page, count)| (page.into(), count))
+                })?;
+                Ok(f(&page, count))
+            }
         }
     }
 
@@ -236,10 +247,11 @@ impl DiskIndex {
             order.sort_unstable();
             for run in order.chunk_by(|a, b| a.0 == b.0) {
                 let page_no = run[0].0;
-                let (page, count) = self.page(cur, page_no)?;
-                for &(_, i) in run {
-                    out[i] = codec::search_page(&page, h, count, &fps[i]);
-                }
+                self.with_page(cur, page_no, |page, count| {
+                    for &(_, i) in run {
+                        out[i] = codec::search_page(page, h, count, &fps[i]);
+                    }
+                })?;
             }
             Ok(out)
         })?;
@@ -252,8 +264,9 @@ impl DiskIndex {
             return Ok(None);
         }
         let page_no = codec::page_of(fp, h.page_count);
-        let (page, count) = self.page(cur, page_no)?;
-        Ok(codec::search_page(&page, h, count, fp))
+        self.with_page(cur, page_no, |page, count| {
+            codec::search_page(page, h, count, fp)
+        })
     }
 
     /// Every entry of the current generation with its deltas applied
