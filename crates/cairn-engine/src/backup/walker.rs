@@ -449,7 +449,11 @@ impl Walker {
                 }
                 _ => false,
             };
-            let parent_xattrs = before.as_ref().map(|b| b.extras.xattrs.clone());
+            // Unchanged ctime: the parent's extended attributes stand.
+            let parent_xattrs = before
+                .as_ref()
+                .filter(|_| reuse)
+                .map(|b| b.extras.xattrs.clone());
             let mut earlier = match (before, self.parent.as_mut()) {
                 (Some(b), Some((tree, _))) => tree.children(b),
                 _ => Default::default(),
@@ -488,9 +492,8 @@ impl Walker {
             children.sort_by_key(|p| name_of(p));
             let mut dir_meta = now;
             match parent_xattrs {
-                // Unchanged ctime: the parent's extended attributes.
-                Some(x) if reuse => dir_meta.extras.xattrs = x,
-                _ => self.add_xattrs(path, &mut dir_meta),
+                Some(x) => dir_meta.extras.xattrs = x,
+                None => self.add_xattrs(path, &mut dir_meta),
             }
             self.send(Event::DirStart {
                 name,
