@@ -108,6 +108,12 @@ impl<'a> Reader<'a> {
         )))
     }
 
+    /// A canonical varint that must fit 32 bits.
+    pub(crate) fn varint_u32(&mut self, field: &str) -> Result<u32> {
+        let v = self.varint(field)?;
+        u32::try_from(v).map_err(|_| self.corrupt(format!("{field} {v} exceeds 32 bits")))
+    }
+
     /// A varint length prefix, checked against the bytes that remain so the
     /// caller may allocate it.
     pub(crate) fn len_prefix(&mut self, field: &str) -> Result<usize> {

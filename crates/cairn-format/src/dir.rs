@@ -7,33 +7,25 @@
 //! listings. Each entry points at its content with a [`BlobRef`]: the root
 //! chunk of the content's tree, that root's level, and the logical size.
 //!
-//! ```text
-//! listing := version u8 (= 2) | entry count varint | entry*
-//! entry   := name_len varint | name | kind u8 | flags u8
-//!            | mode varint | uid varint | gid varint | mtime_ns i64 | ctime_ns i64
-//!            | inode varint | size varint
-//!            | [target_len varint | target]          if flags & 1
-//!            | [root fp [w] | level u8 | size varint] if flags & 2
-//!            | [extras]                             if flags & 8 (see `extras`)
-//!            | [entry count varint | entry*]          if flags & 4 (inline listing)
-//! kind    := 0 file | 1 directory | 2 symlink | 3 fifo | 4 char device
-//!            | 5 block device | 6 socket
-//! ```
+//! This module holds the entry model and the rules every version shares;
+//! the byte layouts live in `dir_columns` (version 3, written) and
+//! `dir_rows` (versions 1 and 2, still read).
 //!
-//! Version 2 (written since issue 12) adds the change time and inode number
-//! (a file whose size, mtime, ctime and inode match its entry in the parent
-//! snapshot is not read again), shrinks the fixed fields to varints, and lets
-//! a directory carry its listing inline inside its parent's (flag 4) instead
-//! of as a blob of its own. The backup inlines every subtree whose encoding
-//! is small, so a tree of many small directories is a few content-defined
-//! chunks of one listing, not one chunk (with its descriptor and index entry)
-//! per directory. Version 1 listings (fixed-width fields, no ctime, inode or
-//! inline listings) are still read.
+//! Version 2 (issue 12) added the change time and inode number (a file
+//! whose size, mtime, ctime and inode match its entry in the parent
+//! snapshot is not read again), varint fields, special files and extras
+//! ([`crate::extras`]: extended attributes, hard-link groups, device
+//! numbers, sparse extents), and inline listings: a directory may carry its
+//! listing inside its parent's (flag 4) instead of as a blob of its own, so
+//! a tree of many small directories is a few content-defined chunks of one
+//! listing, not one chunk (with descriptor and index entry) per directory.
 //!
-//! Flag 8 and kinds 3 to 6 (special files) were added within version 2: a
-//! listing without them encodes as before, byte for byte. The extras
-//! ([`crate::extras`]) hold extended attributes, hard-link groups, device
-//! numbers and sparse files' data extents.
+//! Version 3 stores the same entries by column: all names, then all modes,
+//! ..., then all content fingerprints, then all times. Within one column the
+//! bytes of successive backups of a tree line up, so the content-defined
+//! meta chunks of the names and fingerprint columns deduplicate across
+//! versions even when every entry's ctime and inode changed (a fresh copy of
+//! a release), and like fields compress together.
 //!
 //! Varints are canonical unsigned LEB128. Entries are strictly sorted by name
 //! bytes, so one directory has exactly one encoding (listings are
@@ -41,26 +33,22 @@
 
 use cairn_core::{Error, Fingerprint, Result};
 
-use crate::bytes::{check_fp_width, put_u64, put_varint, Reader};
+use crate::bytes::{check_fp_width, Reader};
 pub use crate::extras::{Extent, Extras, HardLink};
 
 /// The listing format version this build writes and the newest it reads.
-pub const DIR_VERSION: u8 = 2;
-const FLAG_TARGET: u8 = 1;
-const FLAG_CONTENT: u8 = 2;
-const FLAG_INLINE: u8 = 4;
-const FLAG_EXTRAS: u8 = 8;
+pub const DIR_VERSION: u8 = 3;
+pub(crate) const FLAG_TARGET: u8 = 1;
+pub(crate) const FLAG_CONTENT: u8 = 2;
+pub(crate) const FLAG_INLINE: u8 = 4;
+pub(crate) const FLAG_EXTRAS: u8 = 8;
+/// Version 3: the content's size differs from the entry's size (a sparse
+/// file), so the contents column carries it; otherwise it equals `size`.
+pub(crate) const FLAG_CONTENT_SIZE: u8 = 16;
 /// Inline listings nest at most this deep inside one listing blob (bounds
 /// the decoder's recursion; the backup stores a deeper subtree as a blob).
 pub const MAX_INLINE_DEPTH: usize = 32;
-/// Fewest bytes an entry takes: a lower bound used to cap the entry count
-/// by the bytes present.
-fn entry_min_len(version: u8) -> usize {
-    match version {
-        1 => 1 + 1 + 1 + 1 + 4 + 4 + 4 + 8 + 8,
-        _ => 1 + 1 + 1 + 1 + 1 + 1 + 1 + 8 + 8 + 1 + 1,
-    }
-}
+pub(crate) const WHAT: &str = "directory listing";
 
 /// What a directory entry is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -180,7 +168,7 @@ pub fn name_error(name: &[u8]) -> Option<&'static str> {
 }
 
 /// The rules shared by encoder (InvalidInput) and decoder (Corrupt).
-fn entry_error(prev: Option<&[u8]>, e: &DirEntry) -> Option<String> {
+pub(crate) fn entry_error(prev: Option<&[u8]>, e: &DirEntry) -> Option<String> {
     if let Some(why) = name_error(&e.name) {
         return Some(why.to_string());
     }
@@ -229,7 +217,7 @@ fn entry_error(prev: Option<&[u8]>, e: &DirEntry) -> Option<String> {
     e.extras.error(e.size, e.data_size())
 }
 
-fn show(name: &[u8]) -> String {
+pub(crate) fn show(name: &[u8]) -> String {
     String::from_utf8_lossy(name).into_owned()
 }
 
@@ -240,7 +228,7 @@ pub fn encode_dir(entries: &[DirEntry], out: &mut Vec<u8>) -> Result<()> {
     let mut width = None;
     check_entries(entries, &mut width, 0, "")?;
     out.push(DIR_VERSION);
-    put_entries(entries, out);
+    crate::dir_columns::put_listing(entries, out);
     Ok(())
 }
 
@@ -279,43 +267,7 @@ fn check_entries(
     Ok(())
 }
 
-fn put_entries(entries: &[DirEntry], out: &mut Vec<u8>) {
-    put_varint(out, entries.len() as u64);
-    for e in entries {
-        put_varint(out, e.name.len() as u64);
-        out.extend_from_slice(&e.name);
-        out.push(e.kind as u8);
-        let flags = if e.target.is_some() { FLAG_TARGET } else { 0 }
-            | if e.content.is_some() { FLAG_CONTENT } else { 0 }
-            | if e.children.is_some() { FLAG_INLINE } else { 0 }
-            | if e.extras.is_empty() { 0 } else { FLAG_EXTRAS };
-        out.push(flags);
-        put_varint(out, e.mode.into());
-        put_varint(out, e.uid.into());
-        put_varint(out, e.gid.into());
-        put_u64(out, e.mtime_ns as u64);
-        put_u64(out, e.ctime_ns as u64);
-        put_varint(out, e.inode);
-        put_varint(out, e.size);
-        if let Some(t) = &e.target {
-            put_varint(out, t.len() as u64);
-            out.extend_from_slice(t);
-        }
-        if let Some(c) = &e.content {
-            out.extend_from_slice(c.root.as_bytes());
-            out.push(c.level);
-            put_varint(out, c.size);
-        }
-        if !e.extras.is_empty() {
-            e.extras.encode(out);
-        }
-        if let Some(children) = &e.children {
-            put_entries(children, out);
-        }
-    }
-}
-
-/// Decodes a listing (version 1 or 2) whose fingerprints are `fp_width`
+/// Decodes a listing (version 1, 2 or 3) whose fingerprints are `fp_width`
 /// bytes wide, checking every rule [`encode_dir`] enforces.
 pub fn decode_dir(bytes: &[u8], fp_width: usize) -> Result<Vec<DirEntry>> {
     check_fp_width(WHAT, fp_width)?;
@@ -331,127 +283,12 @@ pub fn decode_dir(bytes: &[u8], fp_width: usize) -> Result<Vec<DirEntry>> {
     if version == 0 {
         return Err(Error::corrupt(WHAT, "version 0 is not a valid version"));
     }
-    let entries = get_entries(&mut r, version, fp_width, 0)?;
+    let entries = match version {
+        3 => crate::dir_columns::get_listing(&mut r, fp_width)?,
+        _ => crate::dir_rows::get_entries(&mut r, version, fp_width, 0)?,
+    };
     r.finish()?;
     Ok(entries)
-}
-
-const WHAT: &str = "directory listing";
-
-fn get_entries(
-    r: &mut Reader<'_>,
-    version: u8,
-    fp_width: usize,
-    depth: usize,
-) -> Result<Vec<DirEntry>> {
-    let count = r.varint("entry count")?;
-    let max = (r.remaining() / entry_min_len(version)) as u64;
-    if count > max {
-        return Err(r.corrupt(format!(
-            "truncated: {count} entries cannot fit in {} bytes",
-            r.remaining()
-        )));
-    }
-    let allowed = match version {
-        1 => FLAG_TARGET | FLAG_CONTENT,
-        _ => FLAG_TARGET | FLAG_CONTENT | FLAG_INLINE | FLAG_EXTRAS,
-    };
-    let mut entries: Vec<DirEntry> = Vec::with_capacity(count as usize);
-    for i in 0..count {
-        let start = r.pos();
-        let name_len = r.len_prefix("name length")?;
-        let name = r.take(name_len, "name")?.to_vec();
-        let kind_byte = r.u8("kind")?;
-        let kind = EntryKind::from_u8(kind_byte)
-            .filter(|k| version > 1 || (*k as u8) <= EntryKind::Symlink as u8)
-            .ok_or_else(|| r.corrupt(format!("entry {i}: unknown kind {kind_byte}")))?;
-        let flags = r.u8("flags")?;
-        if flags & !allowed != 0 {
-            return Err(r.corrupt(format!("entry {i}: unknown flags {flags:#04x}")));
-        }
-        let (mode, uid, gid, mtime_ns, ctime_ns, inode, size) = if version == 1 {
-            let (mode, uid, gid) = (r.u32("mode")?, r.u32("uid")?, r.u32("gid")?);
-            (mode, uid, gid, r.i64("mtime")?, 0, 0, r.u64("size")?)
-        } else {
-            let mode = varint_u32(r, "mode")?;
-            let uid = varint_u32(r, "uid")?;
-            let gid = varint_u32(r, "gid")?;
-            let mtime = r.i64("mtime")?;
-            let ctime = r.i64("ctime")?;
-            (
-                mode,
-                uid,
-                gid,
-                mtime,
-                ctime,
-                r.varint("inode")?,
-                r.varint("size")?,
-            )
-        };
-        let target = if flags & FLAG_TARGET != 0 {
-            let n = r.len_prefix("target length")?;
-            Some(r.take(n, "target")?.to_vec())
-        } else {
-            None
-        };
-        let content = if flags & FLAG_CONTENT != 0 {
-            Some(BlobRef {
-                root: r.fp(fp_width, "content root")?,
-                level: r.u8("content level")?,
-                size: if version == 1 {
-                    r.u64("content size")?
-                } else {
-                    r.varint("content size")?
-                },
-            })
-        } else {
-            None
-        };
-        let extras = if flags & FLAG_EXTRAS != 0 {
-            Extras::decode(r)?
-        } else {
-            Extras::default()
-        };
-        let children = if flags & FLAG_INLINE != 0 {
-            if depth >= MAX_INLINE_DEPTH {
-                return Err(r.corrupt(format!(
-                    "entry {i}: inline listings nested deeper than {MAX_INLINE_DEPTH}"
-                )));
-            }
-            Some(get_entries(r, version, fp_width, depth + 1)?)
-        } else {
-            None
-        };
-        let e = DirEntry {
-            name,
-            kind,
-            mode,
-            uid,
-            gid,
-            mtime_ns,
-            ctime_ns,
-            inode,
-            size,
-            target,
-            content,
-            children,
-            extras,
-        };
-        let prev = entries.last().map(|p| p.name.as_slice());
-        if let Some(why) = entry_error(prev, &e) {
-            return Err(Error::corrupt(
-                WHAT,
-                format!("entry {i} ({:?}) at offset {start}: {why}", show(&e.name)),
-            ));
-        }
-        entries.push(e);
-    }
-    Ok(entries)
-}
-
-fn varint_u32(r: &mut Reader<'_>, field: &str) -> Result<u32> {
-    let v = r.varint(field)?;
-    u32::try_from(v).map_err(|_| r.corrupt(format!("{field} {v} exceeds 32 bits")))
 }
 
 #[cfg(test)]

@@ -61,7 +61,10 @@ fn round_trip() {
     assert_eq!(decode_dir(&out[1..], 32).unwrap(), entries);
     let mut out = Vec::new();
     encode_dir(&[], &mut out).unwrap();
-    assert_eq!(out, [DIR_VERSION, 0]);
+    // The version, a shape column holding the count 0, ten empty columns.
+    let mut empty = vec![DIR_VERSION, 1, 0];
+    empty.extend([0; 10]);
+    assert_eq!(out, empty);
     assert!(decode_dir(&out, 32).unwrap().is_empty());
 }
 
@@ -168,11 +171,94 @@ fn encoder_rejects_invalid_entries() {
     assert!(out.is_empty());
 }
 
-/// Encodes entries (version 2) without validation, to build corrupt listings.
+/// Encodes entries (version 3) without validation, to build corrupt listings.
 fn encode_raw(entries: &[DirEntry]) -> Vec<u8> {
     let mut out = vec![DIR_VERSION];
-    put_entries(entries, &mut out);
+    crate::dir_columns::put_listing(entries, &mut out);
     out
+}
+
+/// Encodes entries as version 2 (row-wise), as builds before version 3 did.
+fn encode_v2(entries: &[DirEntry]) -> Vec<u8> {
+    let mut out = vec![2];
+    crate::dir_rows::put_entries(entries, &mut out);
+    out
+}
+
+/// Listings written before version 3 keep decoding to the same entries.
+#[test]
+fn version_2_listings_decode() {
+    let inner = inline_dir("inner", vec![inline_dir("e", vec![], 8), file("x", 8)], 8);
+    let entries = vec![file("a", 8), inline_dir("d", vec![inner, file("y", 8)], 8)];
+    assert_eq!(decode_dir(&encode_v2(&entries), 8).unwrap(), entries);
+    assert_eq!(decode_dir(&encode_v2(&sample(8)), 8).unwrap(), sample(8));
+    let e = decode_dir(&encode_v2(&[file("b", 4), file("a", 4)]), 4).unwrap_err();
+    assert!(
+        e.is_corruption() && e.to_string().contains("not sorted"),
+        "{e}"
+    );
+}
+
+/// Where each column's bytes start in a version 3 listing whose column
+/// lengths all fit one varint byte.
+fn column_starts(b: &[u8]) -> Vec<usize> {
+    let mut at = 1;
+    let mut starts = Vec::new();
+    for _ in 0..11 {
+        assert!(b[at] < 0x80);
+        starts.push(at + 1);
+        at += 1 + b[at] as usize;
+    }
+    assert_eq!(at, b.len());
+    starts
+}
+
+/// Flag 16 carries a content size exactly when it differs from the size.
+#[test]
+fn content_size_is_stored_only_when_it_differs() {
+    let mut f = file("f", 4);
+    let same = encode_raw(std::slice::from_ref(&f));
+    f.content.as_mut().unwrap().size = 7;
+    let differs = encode_raw(std::slice::from_ref(&f));
+    assert_eq!(decode_dir(&differs, 4).unwrap(), vec![f.clone()]);
+    assert!(differs.len() > same.len());
+    // Flag 16 on an entry whose sizes are equal: not canonical.
+    let mut b = same.clone();
+    b[4] |= FLAG_CONTENT_SIZE;
+    let contents = column_starts(&b)[6] - 1;
+    assert_eq!(b[contents], 1, "contents column length: the level alone");
+    b[contents] = 3;
+    b.insert(contents + 2, 0xb9);
+    b.insert(contents + 3, 0x60); // 12345, the size itself
+    let e = decode_dir(&b, 4).unwrap_err();
+    assert!(e.to_string().contains("equals the size"), "{e}");
+    // Flag 16 without content.
+    let mut empty = file("e", 4);
+    empty.content = None;
+    let mut b = encode_raw(&[empty]);
+    b[4] |= FLAG_CONTENT_SIZE;
+    let e = decode_dir(&b, 4).unwrap_err();
+    assert!(
+        e.to_string().contains("content size without content"),
+        "{e}"
+    );
+}
+
+/// Two backups of a copied tree (every ctime and inode new) share the bytes
+/// of the names, attributes, sizes and fingerprints columns: the columns
+/// that change sit together at the end, after the fingerprints.
+#[test]
+fn a_copy_changes_only_the_trailing_columns() {
+    let before = sample(32);
+    let mut after = before.clone();
+    for (i, e) in after.iter_mut().enumerate() {
+        e.ctime_ns += 1_000_000_007;
+        e.inode = 900_000 + i as u64 * 3;
+    }
+    let (a, b) = (encode_raw(&before), encode_raw(&after));
+    let same = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    let ctimes = column_starts(&a)[9] - 1;
+    assert!(same >= ctimes, "common prefix {same}, ctimes at {ctimes}");
 }
 
 #[test]
@@ -193,23 +279,24 @@ fn decoder_rejects_invalid_listings() {
     link.target = Some(vec![]);
     check(std::slice::from_ref(&link), "with content");
 
+    // Version, shape column length, entry count, then kind and flags.
     let mut b = encode_raw(&[file("a", 4)]);
-    b[4] = 7; // kind
+    b[3] = 7; // kind
     assert!(decode_dir(&b, 4)
         .unwrap_err()
         .to_string()
         .contains("unknown kind 7"));
     let mut b = encode_raw(&[file("a", 4)]);
-    b[5] |= 16; // flags
+    b[4] |= 32; // flags
     assert!(decode_dir(&b, 4)
         .unwrap_err()
         .to_string()
         .contains("unknown flags"));
     let mut b = encode_raw(&[file("a", 4)]);
-    b[0] = 3;
+    b[0] = 4;
     assert!(matches!(
         decode_dir(&b, 4),
-        Err(Error::UnsupportedVersion { found: 3, .. })
+        Err(Error::UnsupportedVersion { found: 4, .. })
     ));
     b[0] = 0;
     assert!(decode_dir(&b, 4).unwrap_err().is_corruption());
@@ -231,6 +318,10 @@ fn decoder_rejects_invalid_listings() {
     );
     // A huge count is rejected before allocating.
     assert!(decode_dir(&[1, 0xff, 0xff, 0xff, 0xff, 0x0f], 4).is_err());
+    let mut huge = vec![DIR_VERSION, 5, 0xff, 0xff, 0xff, 0xff, 0x0f];
+    huge.extend([0; 10]);
+    let e = decode_dir(&huge, 4).unwrap_err();
+    assert!(e.to_string().contains("cannot fit"), "{e}");
     // Wrong fingerprint width.
     assert_ne!(decode_dir(&encode_raw(&good), 5).ok(), Some(good.clone()));
     assert!(decode_dir(&encode_raw(&good), 0).is_err());
@@ -308,6 +399,11 @@ proptest! {
         let mut out = Vec::new();
         encode_dir(&entries, &mut out).unwrap();
         prop_assert_eq!(decode_dir(&out, w).unwrap(), entries);
+    }
+
+    #[test]
+    fn prop_version_2_round_trip((w, entries) in listing_strategy()) {
+        prop_assert_eq!(decode_dir(&encode_v2(&entries), w).unwrap(), entries);
     }
 
     #[test]

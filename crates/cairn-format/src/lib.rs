@@ -23,6 +23,8 @@ mod bytes;
 pub mod compress;
 pub mod container;
 pub mod dir;
+mod dir_columns;
+mod dir_rows;
 pub mod envelope;
 pub mod extras;
 pub mod frugal_log;

@@ -298,13 +298,24 @@ fn golden_container() {
     );
 }
 
-/// FORMAT.md "Directory listing": the version 2 encoding.
+/// FORMAT.md "Directory listing": the version 3 (columnar) encoding.
 #[test]
 fn golden_dir() {
     let mut out = Vec::new();
     encode_dir(&dir_entries_v2(), &mut out).unwrap();
     assert_bytes("directory listing", &out, DIR);
     assert_eq!(decode_dir(&parse(DIR), 8).unwrap(), dir_entries_v2());
+}
+
+/// A version 2 listing (row-wise, written before version 3) keeps
+/// decoding: decode-only.
+#[test]
+fn golden_dir_v2() {
+    assert_eq!(decode_dir(&parse(DIR_V2), 8).unwrap(), dir_entries_v2());
+    assert_eq!(
+        decode_dir(&parse(DIR_EXTRAS_V2), 8).unwrap(),
+        dir_entries_extras()
+    );
 }
 
 /// A version 1 listing (written before issue 12) keeps decoding: decode-only.
@@ -618,7 +629,7 @@ const CONTAINER: &str = r#"
     152734d6                                 # trailer: crc32c of trailer bytes 0..68
 "#;
 
-const DIR: &str = r#"
+const DIR_V2: &str = r#"
     02                                       # listing format version 2
     03                                       # entry count 3 (varint)
     09                                       # entry 0: name length 9
@@ -667,6 +678,44 @@ const DIR: &str = r#"
     01002a36fe9c9717                         # entry 2.0: ctime_ns
     2d                                       # entry 2.0: inode 45
     00                                       # entry 2.0: size 0
+"#;
+
+const DIR: &str = r#"
+    03                                       # listing format version 3 (columnar)
+    0a                                       # shape column: 10 bytes
+    03                                       #   entry count 3
+    0002                                     #   entry 0: kind 0 (file), flags 2 (content)
+    0201                                     #   entry 1: kind 2 (symlink), flags 1 (target)
+    0104                                     #   entry 2: kind 1 (directory), flags 4 (inline listing)
+    01                                       #   entry 2's inline listing: entry count 1
+    0000                                     #   entry 2.0: kind 0 (file), flags 0 (empty)
+    15                                       # names column: 21 bytes
+    09 68656c6c6f2e747874                    #   "hello.txt"
+    04 6c696e6b                              #   "link"
+    03 737562                                #   "sub"
+    01 65                                    #   "e"
+    1c                                       # attributes column: 28 bytes (mode, uid, gid varints)
+    a48302 e807 e807                         #   entry 0: 0o100644, 1000, 1000
+    ffc302 e807 e807                         #   entry 1: 0o120777
+    ed8301 e807 e807                         #   entry 2: 0o40755
+    a48302 e807 e807                         #   entry 2.0: 0o100644
+    04                                       # sizes column: 4 bytes
+    0b 09 1e 00                              #   11, 9, 30, 0
+    0a                                       # targets column: 10 bytes
+    09 68656c6c6f2e747874                    #   entry 1: "hello.txt"
+    00                                       # extras column: empty
+    01                                       # contents column: 1 byte
+    01                                       #   entry 0: root level 1 (content size = size)
+    08                                       # fingerprints column: 8 bytes
+    c3c3c3c3c3c3c3c3                         #   entry 0: content root
+    20                                       # mtimes column: 32 bytes
+    00002a36fe9c9717 00002a36fe9c9717        #   1700000000000000000 each
+    00002a36fe9c9717 00002a36fe9c9717
+    0c                                       # ctimes column: 12 bytes (zigzag deltas)
+    8280d0e2c6bfce972f                       #   entry 0: +1700000000000000001
+    00 00 00                                 #   the others: +0
+    04                                       # inodes column: 4 bytes (zigzag deltas)
+    54 02 02 02                              #   42, then +1 each: 43, 44, 45
 "#;
 
 const DIR_V1: &str = r#"
@@ -790,6 +839,47 @@ const FRUGAL_LOG_REMOVAL: &str = r#"
     a3412925                                 # crc32c of the above
 "#;
 const DIR_EXTRAS: &str = r#"
+    03                                       # listing format version 3 (columnar)
+    0b                                       # shape column: 11 bytes
+    05                                       #   entry count 5
+    0508                                     #   "blk": kind 5 (block device), flags 8 (extras)
+    0408                                     #   "dev": kind 4 (char device), flags 8
+    0300                                     #   "fifo": kind 3 (fifo), flags 0
+    0600                                     #   "sock": kind 6 (socket), flags 0
+    001a                                     #   "sparse": kind 0 (file), flags 2|8|16 (content, extras, content size)
+    19                                       # names column: 25 bytes
+    03 626c6b 03 646576                      #   "blk", "dev"
+    04 6669666f 04 736f636b                  #   "fifo", "sock"
+    06 737061727365                          #   "sparse"
+    17                                       # attributes column: 23 bytes
+    b0c301 00 00                             #   0o60660, uid 0, gid 0
+    b643 00 00                               #   0o20666
+    a423 00 00                               #   0o10644
+    ed8303 00 00                             #   0o140755
+    a48302 00 00                             #   0o100644
+    07                                       # sizes column: 7 bytes
+    00 00 00 00 808040                       #   0, 0, 0, 0, 1 MiB
+    00                                       # targets column: empty
+    26                                       # extras column: 38 bytes
+    04 03028110                              #   "blk": 4 bytes: tag 3 (rdev), length 2, 0x801
+    04 03028302                              #   "dev": tag 3 (rdev), 0x103
+    1b                                       #   "sparse": 27 bytes:
+    01 0a 01 06 757365722e6b 01 76           #     tag 1 (xattrs), length 10: 1 attribute, "user.k" = "v"
+    02 03 8110 02                            #     tag 2 (hard link), length 3: device 2049, 2 links
+    80 08 02 8020 04 fcdf03 04               #     tag 128 (extents), length 8: 2 extents, [4096, +4), gap 61436, [65536, +4)
+    02                                       # contents column: 2 bytes
+    00 08                                    #   "sparse": root level 0, content size 8 (flag 16)
+    08                                       # fingerprints column: 8 bytes
+    c3c3c3c3c3c3c3c3                         #   "sparse": content root
+    28                                       # mtimes column: 40 bytes
+    00002a36fe9c9717 00002a36fe9c9717 00002a36fe9c9717 00002a36fe9c9717 00002a36fe9c9717
+    0d                                       # ctimes column: 13 bytes
+    8280d0e2c6bfce972f 00 00 00 00           #   +1700000000000000001, then +0
+    05                                       # inodes column: 5 bytes
+    64 02 02 02 02                           #   50, then +1 each
+"#;
+
+const DIR_EXTRAS_V2: &str = r#"
     02                                       # listing format version 2
     05                                       # entry count 5 (varint)
     03                                       # entry 0: name length 3

@@ -83,19 +83,18 @@ pub(super) fn consume(
             Event::DirEnd => {
                 let f = stack.pop().expect("DirEnd matches a DirStart");
                 let mut e = entry(f.name, EntryKind::Dir, &f.meta);
-                // Encoded once: stored as a blob, or measured for inlining
-                // (inline, the same bytes but the version byte).
+                // Encoded once: stored as a blob, or measured for inlining.
+                // Either way the directory's size is its listing's bytes
+                // on its own (FORMAT.md "Directory listing").
                 let mut listing = Vec::new();
                 encode_dir(&f.entries, &mut listing)?;
-                let inline_len = listing.len() - 1;
-                if inline_len <= INLINE_MAX_BYTES && f.inline_height < MAX_INLINE_DEPTH {
-                    e.size = inline_len as u64;
+                e.size = listing.len() as u64;
+                if listing.len() <= INLINE_MAX_BYTES && f.inline_height < MAX_INLINE_DEPTH {
                     e.children = Some(f.entries);
                     if let Some(parent) = stack.last_mut() {
                         parent.inline_height = parent.inline_height.max(f.inline_height + 1);
                     }
                 } else {
-                    e.size = listing.len() as u64;
                     e.content = stream.store_blob(&listing)?;
                 }
                 bump(&counts.dirs, 1);
