@@ -11,7 +11,8 @@
 //! Every seal draws a fresh 192-bit nonce from the operating system. Two seals
 //! under one key collide with probability about `n² / 2^193` after `n`
 //! messages (the birthday bound): after 2^48 objects — far more than any
-//! repository will hold — the chance is below 2^-96. No state is kept, so
+//! repository will hold — the chance is below 2^-96; a repeat only becomes
+//! likely around 2^96 objects. No state is kept, so
 //! concurrent writers, crashed runs that restart, restored VM snapshots and
 //! copies of a repository all stay safe without a per-writer counter or a
 //! fresh key per run, which are what a 96-bit nonce would need.
