@@ -33,6 +33,10 @@ pub enum Error {
     /// A caller-supplied value is invalid (a parameter, a path, an id).
     #[error("{0}")]
     InvalidInput(String),
+    /// Encrypted bytes failed authentication: the key is wrong or the bytes
+    /// were modified, swapped or truncated. Nothing of them was decrypted.
+    #[error("authentication failed for {what}: wrong key or tampered data")]
+    Authentication { what: String },
     /// The repository or file was written by a format version this build cannot read.
     #[error("unsupported {what} version {found} (this build reads up to {supported})")]
     UnsupportedVersion {
@@ -59,6 +63,17 @@ impl Error {
 
     pub fn invalid(msg: impl Into<String>) -> Self {
         Error::InvalidInput(msg.into())
+    }
+
+    pub fn authentication(what: impl Into<String>) -> Self {
+        Error::Authentication { what: what.into() }
+    }
+
+    /// An authenticated decryption failed (wrong key or tampered data).
+    /// Not counted by [`Error::is_corruption`]: callers that treat tampering
+    /// like damage (`check`) ask for both.
+    pub fn is_authentication(&self) -> bool {
+        matches!(self, Error::Authentication { .. })
     }
 
     pub fn is_corruption(&self) -> bool {

@@ -1,0 +1,232 @@
+//! Tests of key files: round trips, wrong passwords, edited fields, malformed
+//! files, rewrapping and parameter tuning.
+
+use super::*;
+
+fn pw(s: &str) -> Password {
+    Password::new(Zeroizing::new(s.to_string()), "test").unwrap()
+}
+
+fn label() -> KeyLabel {
+    KeyLabel {
+        host: "host-a".into(),
+        user: "alice".into(),
+    }
+}
+
+fn make(master: &MasterKey) -> KeyFile {
+    KeyFile::create(
+        master,
+        &pw("correct horse"),
+        KdfParams::for_tests(),
+        label(),
+        "repo-1",
+    )
+    .unwrap()
+}
+
+#[test]
+fn create_serialise_parse_open() {
+    let master = MasterKey::generate().unwrap();
+    let kf = make(&master);
+    assert_eq!(kf.id().len(), 16);
+    assert_eq!(kf.repository(), "repo-1");
+    assert_eq!(kf.label(), &label());
+    assert!(kf.created() > 1_700_000_000);
+    let bytes = kf.to_bytes();
+    assert_eq!(bytes.iter().filter(|&&b| b == b'\n').count(), 1);
+    assert!(bytes.starts_with(b"{\"version\":1,\"id\":\""));
+    let parsed = KeyFile::from_bytes(&bytes).unwrap();
+    assert_eq!(parsed, kf);
+    assert_eq!(parsed.open(&pw("correct horse")).unwrap(), master);
+    // Two key files of one master key share nothing but the key.
+    let other = make(&master);
+    assert_ne!(other.id(), kf.id());
+    assert_ne!(other.salt, kf.salt);
+    assert_eq!(other.open(&pw("correct horse")).unwrap(), master);
+}
+
+#[test]
+fn wrong_password_fails_with_authentication() {
+    let kf = make(&MasterKey::generate().unwrap());
+    let e = kf.open(&pw("correct hors")).unwrap_err();
+    assert!(e.is_authentication(), "{e}");
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "authentication failed for key file {}: wrong key or tampered data",
+            kf.id()
+        )
+    );
+}
+
+/// Replaces `from` with `to` in the file's JSON and parses it again.
+fn edited(kf: &KeyFile, from: &str, to: &str) -> Result<KeyFile> {
+    let text = String::from_utf8(kf.to_bytes()).unwrap();
+    assert!(text.contains(from), "{from} not in {text}");
+    KeyFile::from_bytes(text.replacen(from, to, 1).as_bytes())
+}
+
+#[test]
+fn editing_any_header_field_makes_it_fail_to_open() {
+    let master = MasterKey::generate().unwrap();
+    let kf = make(&master);
+    let id = kf.id().to_string();
+    let other_id = format!("{}{}", &id[..15], if id.ends_with('0') { '1' } else { '0' });
+    let created = kf.created().to_string();
+    let salt = hex::encode(kf.salt);
+    let other_salt = format!(
+        "{}{}",
+        &salt[..31],
+        if salt.ends_with('0') { '1' } else { '0' }
+    );
+    let edits = [
+        (format!("\"id\":\"{id}\""), format!("\"id\":\"{other_id}\"")),
+        (
+            format!("\"created\":{created}"),
+            "\"created\":1".to_string(),
+        ),
+        ("\"host\":\"host-a\"".into(), "\"host\":\"host-b\"".into()),
+        ("\"user\":\"alice\"".into(), "\"user\":\"mallory\"".into()),
+        (
+            "\"repository\":\"repo-1\"".into(),
+            "\"repository\":\"repo-2\"".into(),
+        ),
+        ("\"m_cost_kib\":8".into(), "\"m_cost_kib\":16".into()),
+        ("\"t_cost\":1".into(), "\"t_cost\":2".into()),
+        (
+            format!("\"salt\":\"{salt}\""),
+            format!("\"salt\":\"{other_salt}\""),
+        ),
+    ];
+    for (from, to) in edits {
+        let changed = edited(&kf, &from, &to).unwrap();
+        let e = changed.open(&pw("correct horse")).unwrap_err();
+        assert!(e.is_authentication(), "{from} -> {to}: {e}");
+    }
+    // Every byte of the wrapped key is authenticated too.
+    for i in 0..WRAPPED_LEN {
+        let mut changed = kf.clone();
+        changed.wrapped[i] ^= 0x80;
+        assert!(changed
+            .open(&pw("correct horse"))
+            .unwrap_err()
+            .is_authentication());
+    }
+}
+
+#[test]
+fn malformed_files_are_one_corrupt_error() {
+    let kf = make(&MasterKey::generate().unwrap());
+    let good = String::from_utf8(kf.to_bytes()).unwrap();
+    let wrapped = hex::encode(kf.wrapped);
+    let cases = [
+        String::new(),
+        "not json".to_string(),
+        "{\"version\":1}".to_string(),
+        good[..good.len() / 2].to_string(),
+        good.replace("\"argon2id\"", "\"scrypt\""),
+        good.replace("\"xchacha20poly1305\"", "\"aes\""),
+        good.replace(&wrapped, &wrapped[2..]),
+        good.replace(&wrapped, &format!("zz{}", &wrapped[2..])),
+        good.replace(&format!("\"id\":\"{}\"", kf.id()), "\"id\":\"short\""),
+        good.replace("\"m_cost_kib\":8", "\"m_cost_kib\":4"),
+        good.replace("\"t_cost\":1", "\"t_cost\":0"),
+        good.replace("\"p_cost\":1", "\"p_cost\":-1"),
+        good.replace("\"version\":1,", "\"version\":1,\"extra\":true,"),
+    ];
+    for case in cases {
+        let e = KeyFile::from_bytes(case.as_bytes()).unwrap_err();
+        assert!(e.is_corruption(), "{case:?}: {e}");
+        let msg = e.to_string();
+        assert!(msg.starts_with("corrupt key file: "), "{msg}");
+        assert!(!msg.contains('\n'), "{msg}");
+    }
+    let newer = good.replace("\"version\":1,", "\"version\":2,\"extra\":true,");
+    let e = KeyFile::from_bytes(newer.as_bytes()).unwrap_err();
+    assert!(
+        matches!(e, Error::UnsupportedVersion { found: 2, .. }),
+        "{e}"
+    );
+}
+
+#[test]
+fn rewrap_changes_the_password_and_keeps_the_identity() {
+    let master = MasterKey::generate().unwrap();
+    let kf = make(&master);
+    let params = KdfParams {
+        m_cost_kib: 16,
+        ..KdfParams::for_tests()
+    };
+    let new = kf.rewrap(&master, &pw("battery staple"), params).unwrap();
+    assert_eq!(new.id(), kf.id());
+    assert_eq!(new.created(), kf.created());
+    assert_eq!(new.label(), kf.label());
+    assert_eq!(new.repository(), kf.repository());
+    assert_eq!(new.params(), params);
+    assert_ne!(new.salt, kf.salt);
+    assert_eq!(new.open(&pw("battery staple")).unwrap(), master);
+    assert!(new
+        .open(&pw("correct horse"))
+        .unwrap_err()
+        .is_authentication());
+}
+
+#[test]
+fn params_out_of_range_are_refused() {
+    let master = MasterKey::generate().unwrap();
+    for bad in [
+        KdfParams {
+            m_cost_kib: 7,
+            ..KdfParams::for_tests()
+        },
+        KdfParams {
+            t_cost: 0,
+            ..KdfParams::for_tests()
+        },
+        KdfParams {
+            p_cost: 0,
+            ..KdfParams::for_tests()
+        },
+        KdfParams {
+            m_cost_kib: 8,
+            t_cost: 1,
+            p_cost: 2,
+        },
+        KdfParams {
+            m_cost_kib: KdfParams::MAX_M_COST_KIB + 1,
+            ..KdfParams::for_tests()
+        },
+    ] {
+        let e = KeyFile::create(&master, &pw("x"), bad, label(), "r").unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("Argon2id parameters out of range"),
+            "{e}"
+        );
+    }
+}
+
+#[test]
+fn tuning_raises_passes_with_the_target() {
+    let quick = KdfParams::tune_with_memory(64, Duration::from_nanos(1)).unwrap();
+    assert_eq!(
+        quick,
+        KdfParams {
+            m_cost_kib: 64,
+            t_cost: 1,
+            p_cost: 1
+        }
+    );
+    let one_pass = KdfParams {
+        m_cost_kib: 64,
+        t_cost: 1,
+        p_cost: 1,
+    }
+    .time_one()
+    .unwrap();
+    let slow = KdfParams::tune_with_memory(64, one_pass * 20).unwrap();
+    assert_eq!((slow.m_cost_kib, slow.p_cost), (64, 1));
+    assert!(slow.t_cost >= 2, "{slow:?} for 20x one pass");
+    assert!(KdfParams::tune_with_memory(4, Duration::from_millis(1)).is_err());
+}
