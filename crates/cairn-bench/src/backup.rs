@@ -11,10 +11,14 @@
 //!   done once per generation (a1 over gen1, a2 over gen2);
 //! * (b) `cairn_engine::backup` of gen1 into a fresh repository (all unique);
 //! * (c) `cairn_engine::backup` of gen2 into the same repository;
-//! * (b0) gen1 again into a scratch repository with read-ahead off
-//!   (`BackupOptions::read_threads = 0`: the walker reads every file
-//!   itself). (b0)/(b) is what reading and chunking files of 1 MiB or more
-//!   on reader threads buys; the snapshot root must not change.
+//! * (d) gen2 again into the same repository, unchanged: every file is
+//!   reused unread from its parent (c); (b)/(d) is how much faster an
+//!   unchanged re-backup is than a first backup of such files;
+//! * (b0), (c0): both generations again into a scratch repository with
+//!   read-ahead off (`BackupOptions::read_threads = 0`: the walker reads
+//!   every file itself). (b0)/(b) and (c0)/(c) are what reading and
+//!   chunking files of 1 MiB or more on reader threads buys; the snapshot
+//!   roots must not change.
 //!
 //! Dropping the page cache needs root, so instead one untimed baseline pass
 //! over both generations runs first: every timed run reads from the page
@@ -37,6 +41,7 @@ use anyhow::{bail, ensure, Context, Result};
 use cairn_chunk::{fingerprint, new_chunker, ChunkBatch, ChunkReader};
 use cairn_core::{ChunkerConfig, Fingerprint, FingerprintAlgo, FpSet};
 use cairn_engine::backup::walker::BATCH_BYTES;
+use cairn_engine::backup::ParentChoice;
 use cairn_engine::{BackupOptions, BackupOutcome, DedupMode, Repository, Source};
 use serde_json::{json, Value};
 
@@ -261,8 +266,11 @@ struct Best {
     base: [Option<Timed>; 2],
     cairn: [Option<Timed>; 2],
     outcomes: [Option<BackupOutcome>; 2],
-    /// gen1 backed up with read-ahead off (files read on the walker).
-    serial: Option<Timed>,
+    /// Both generations backed up with read-ahead off (files read on the
+    /// walker).
+    serial: [Option<Timed>; 2],
+    /// gen2 backed up again, unchanged: every file reused from (c) unread.
+    unchanged: Option<Timed>,
 }
 
 pub fn run(args: &[String]) -> Result<Value> {
@@ -284,7 +292,8 @@ pub fn run(args: &[String]) -> Result<Value> {
         base: [None, None],
         cairn: [None, None],
         outcomes: [None, None],
-        serial: None,
+        serial: [None, None],
+        unchanged: None,
     };
     for _ in 0..o.runs {
         for g in 0..2 {
@@ -297,6 +306,7 @@ pub fn run(args: &[String]) -> Result<Value> {
             best.base[g] = Some(t.better(best.base[g]));
         }
         let repo = work.scratch("repo", o.keep)?;
+        let mut roots = Vec::with_capacity(2);
         for g in 0..2 {
             sync();
             let tags = tags(&ds, g + 1);
@@ -309,33 +319,52 @@ pub fn run(args: &[String]) -> Result<Value> {
                 g + 1,
                 ds.gen_bytes[g]
             );
-            let root = outcome.record.root.clone();
+            roots.push(outcome.record.root.clone());
             if best.cairn[g].is_none_or(|b| t.wall < b.wall) {
                 best.cairn[g] = Some(t);
                 best.outcomes[g] = Some(outcome);
             }
-            if g == 0 {
-                // The same generation with read-ahead off, into a scratch
-                // repository: what reading large files on reader threads
-                // buys. Walk order is kept, so the snapshot is the same.
-                let serial = work.scratch("repo-serial", false)?;
-                sync();
-                let (t, again) = cairn_backup_tuned(
-                    &serial,
-                    sources(&ds.gen_dir(1), o.streams)?,
-                    &tags,
-                    |opts| opts.read_threads = Some(0),
-                )?;
-                ensure!(
-                    again.record.root == root,
-                    "read-ahead changed the snapshot: root {:?} without it, {root:?} with it",
-                    again.record.root
-                );
-                best.serial = Some(t.better(best.serial));
-                std::fs::remove_dir_all(&serial)
-                    .with_context(|| format!("removing {}", serial.display()))?;
-            }
         }
+        // gen2 again, unchanged: the parent snapshot (c) lets every file
+        // be reused unread (docs/backup-selection.md, "Unchanged files").
+        sync();
+        let tags2 = tags(&ds, 2);
+        let tags2: Vec<&str> = tags2.iter().map(String::as_str).collect();
+        let (t, again) =
+            cairn_backup_tuned(&repo, sources(&ds.gen_dir(2), o.streams)?, &tags2, |opts| {
+                opts.parent = ParentChoice::Latest
+            })?;
+        ensure!(
+            roots.get(1) == Some(&again.record.root)
+                && again.record.stats.files_unmodified == ds.gen_files[1],
+            "the unchanged re-backup of gen2 read {} of {} files again or changed the root",
+            ds.gen_files[1] - again.record.stats.files_unmodified,
+            ds.gen_files[1]
+        );
+        best.unchanged = Some(t.better(best.unchanged));
+        // Both generations again with read-ahead off, into a scratch
+        // repository: what reading large files on reader threads buys.
+        // Walk order is kept, so the snapshots must be the same.
+        let serial = work.scratch("repo-serial", false)?;
+        for g in 0..2 {
+            sync();
+            let tags = tags(&ds, g + 1);
+            let tags: Vec<&str> = tags.iter().map(String::as_str).collect();
+            let (t, again) = cairn_backup_tuned(
+                &serial,
+                sources(&ds.gen_dir(g + 1), o.streams)?,
+                &tags,
+                |opts| opts.read_threads = Some(0),
+            )?;
+            ensure!(
+                roots.get(g) == Some(&again.record.root),
+                "read-ahead changed gen{}'s snapshot root",
+                g + 1
+            );
+            best.serial[g] = Some(t.better(best.serial[g]));
+        }
+        std::fs::remove_dir_all(&serial)
+            .with_context(|| format!("removing {}", serial.display()))?;
     }
     let kept = o.keep.then(|| work.path.join("repo"));
     Ok(report(&o, &ds, gen_time, dup_share, &best, kept.as_deref()))
@@ -366,12 +395,15 @@ fn report(
         1.0 - s.new_raw_bytes as f64 / s.logical_bytes.max(1) as f64
     };
     let pass = ratio(1) >= TARGET_DUP_RATIO;
-    let serial = best.serial.expect("at least one run");
-    let read_ahead = serial.wall.as_secs_f64() / cairn[0].wall.as_secs_f64().max(1e-9);
+    let serial = best.serial.map(|t| t.expect("at least one run"));
+    let unchanged = best.unchanged.expect("at least one run");
+    let first_over_unchanged = cairn[0].wall.as_secs_f64() / unchanged.wall.as_secs_f64().max(1e-9);
+    let read_ahead =
+        |g: usize| serial[g].wall.as_secs_f64() / cairn[g].wall.as_secs_f64().max(1e-9);
     let noisy = base
         .iter()
         .chain(&cairn)
-        .chain([&serial])
+        .chain(&serial)
         .any(Timed::disturbed);
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let streams = match o.streams {
@@ -408,6 +440,16 @@ fn report(
                 "mb_per_s": m(g, base[g]),
             })
         };
+        let off = |g: usize| {
+            json!({
+                "name": format!("cairn backup gen{} with read-ahead off", g + 1),
+                "seconds": serial[g].wall.as_secs_f64(),
+                "cpu_seconds": serial[g].cpu.as_secs_f64(),
+                "cores_used": serial[g].cores(),
+                "mb_per_s": m(g, serial[g]),
+                "read_ahead_speedup": read_ahead(g),
+            })
+        };
         json!({
             "benchmark": "backup",
             "mib": o.mib,
@@ -423,13 +465,12 @@ fn report(
             "baseline": [baseline(0), baseline(1)],
             "backup_gen1": row(0, "cairn backup gen1 (unique)"),
             "backup_gen2": row(1, "cairn backup gen2 (dup)"),
-            "backup_gen1_read_ahead_off": {
-                "seconds": serial.wall.as_secs_f64(),
-                "cpu_seconds": serial.cpu.as_secs_f64(),
-                "cores_used": serial.cores(),
-                "mb_per_s": m(0, serial),
+            "read_ahead_off": [off(0), off(1)],
+            "unchanged_rebackup_gen2": {
+                "seconds": unchanged.wall.as_secs_f64(),
+                "cpu_seconds": unchanged.cpu.as_secs_f64(),
+                "first_backup_over_unchanged": first_over_unchanged,
             },
-            "read_ahead_speedup_gen1": read_ahead,
             "ratio_b_over_a": ratio(0),
             "ratio_c_over_a": ratio(1),
             "target_c_over_a": TARGET_DUP_RATIO,
@@ -495,9 +536,9 @@ fn report(
     );
     line(
         "(b0) gen1 with read-ahead off, vs a1",
-        m(0, serial),
-        m(0, serial) / m(0, base[0]),
-        serial,
+        m(0, serial[0]),
+        m(0, serial[0]) / m(0, base[0]),
+        serial[0],
     );
     line(
         &format!(
@@ -508,9 +549,27 @@ fn report(
         ratio(1),
         cairn[1],
     );
+    line(
+        "(c0) gen2 with read-ahead off, vs a2",
+        m(1, serial[1]),
+        m(1, serial[1]) / m(1, base[1]),
+        serial[1],
+    );
+    line(
+        "(d) gen2 again, unchanged (parent: c), vs a2",
+        m(1, unchanged),
+        m(1, unchanged) / m(1, base[1]),
+        unchanged,
+    );
     println!(
-        "read-ahead (files >= 1 MiB read and chunked on reader threads): gen1 {read_ahead:.2}x \
-         faster than with it off, (b0)/(b), same snapshot root"
+        "unchanged re-backup (d): {:.1}x faster than the first backup (b) (target >= 20x)",
+        first_over_unchanged
+    );
+    println!(
+        "read-ahead (files >= 1 MiB read and chunked on reader threads): {:.2}x on gen1 \
+         ((b0)/(b)), {:.2}x on gen2 ((c0)/(c)); same snapshot roots",
+        read_ahead(0),
+        read_ahead(1)
     );
     println!(
         "target (c)/(a) >= {TARGET_DUP_RATIO}: {} ({:.3}x)",

@@ -80,7 +80,9 @@ pub struct BackupOptions {
     /// default is the latest of the same host and paths; `--force`: none).
     pub parent: ParentChoice,
     /// Reader threads per stream for large files (`read_ahead.rs`); `None`:
-    /// one per core, at most 4; `Some(0)`: every file on the walker's thread.
+    /// one per core but one (the walker and the hashing stream need the
+    /// rest), at least 1 and at most 4; `Some(0)`: every file on the
+    /// walker's thread.
     /// What is stored does not depend on it.
     pub read_threads: Option<usize>,
 }
