@@ -50,6 +50,18 @@ pub struct RepoConfig {
     /// existed: none.
     #[serde(default, skip_serializing_if = "RewriteConfig::is_none")]
     pub rewrite: RewriteConfig,
+    /// Encryption of every object (`docs/security.md`); absent: none. An
+    /// encrypted repository stores this config sealed (`crypto.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encryption: Option<EncryptionConfig>,
+}
+
+/// How an encrypted repository seals its objects.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EncryptionConfig {
+    /// `aes-256-gcm` or `chacha20poly1305` (`cairn_crypto::Algorithm`).
+    pub algorithm: String,
 }
 
 /// Sizes of the fingerprint-lookup structures (DDFS §4.1, §4.3).
@@ -242,6 +254,7 @@ impl RepoConfig {
             index: IndexConfig::default(),
             tree: TreeConfig::default(),
             rewrite: RewriteConfig::default_for_new_repositories(),
+            encryption: None,
         }
     }
 
@@ -307,6 +320,11 @@ impl RepoConfig {
             ));
         }
         self.rewrite.validate()?;
+        if let Some(e) = &self.encryption {
+            e.algorithm
+                .parse::<cairn_crypto::Algorithm>()
+                .map_err(|err| Error::invalid(format!("encryption: {err}")))?;
+        }
         let t = &self.tree;
         if !t.fanout_avg.is_power_of_two()
             || t.fanout_min < 2

@@ -7,6 +7,8 @@ pub const CONTAINERS: &str = "containers/";
 pub const INDEX: &str = "index/";
 pub const BLOOM: &str = "bloom/";
 pub const SNAPSHOTS: &str = "snapshots/";
+/// Key files of an encrypted repository (`crypto.rs`).
+pub const KEYS: &str = "keys/";
 /// The writer lock (exclusive).
 pub const WRITE_LOCK: &str = "write";
 /// The readers lock: shared by every reader, exclusive for a writer while it
@@ -16,6 +18,11 @@ pub const READERS_LOCK: &str = "readers";
 /// for the whole collection, while the writer lock is held only for its
 /// Merge and its commit.
 pub const GC_LOCK: &str = "gc";
+
+/// The key file with id `id` (16 hex digits).
+pub fn key_file(id: &str) -> String {
+    format!("{KEYS}{id}")
+}
 
 pub fn container(id: ContainerId) -> String {
     format!("containers/{:02x}/{:016x}", id.0 & 0xff, id.0)

@@ -15,6 +15,7 @@ pub mod check;
 pub(crate) mod codec;
 pub mod config;
 pub mod container_log;
+pub mod crypto;
 pub(crate) mod dedup;
 pub mod diff;
 pub mod file_kinds;

@@ -9,7 +9,9 @@ use cairn_backend::{CountingBackend, LocalBackend};
 use cairn_core::{Backend, ContainerId, Counters, Error, LockGuard, LockMode, Result};
 
 use crate::catalog;
-use crate::config::RepoConfig;
+use crate::config::{EncryptionConfig, RepoConfig};
+use crate::crypto::{self, RepoKeys, StoredConfig};
+use cairn_crypto::{Algorithm, KdfParams, KeyLabel, MasterKey, Password};
 use crate::container_log::{ContainerLog, ContainerStore};
 use crate::index::disk_index::DiskIndex;
 use crate::keys;
@@ -21,6 +23,8 @@ pub struct Repository {
     pub log: Arc<dyn ContainerStore>,
     /// The repository directory, for a local repository (never backed up into itself).
     local_root: Option<PathBuf>,
+    /// The keys of an encrypted repository, once unlocked (`crypto.rs`).
+    keys: Option<Arc<RepoKeys>>,
 }
 
 /// Held by a writer for as long as it writes.
@@ -67,6 +71,15 @@ fn new_repo_id() -> String {
     hex::encode(&h.finalize().as_bytes()[..16])
 }
 
+/// The `config` object as stored (a missing one: not a repository).
+fn read_stored_config(backend: &dyn Backend) -> Result<StoredConfig> {
+    match backend.read(keys::CONFIG) {
+        Ok(b) => StoredConfig::decode(&b),
+        Err(e) if e.is_not_found() => Err(Error::NotARepository(PathBuf::from(backend.describe()))),
+        Err(e) => Err(e),
+    }
+}
+
 fn already_a_repository(backend: &dyn Backend) -> Error {
     Error::invalid(format!(
         "{} already holds a cairn repository",
@@ -82,10 +95,47 @@ impl Repository {
 
     /// Creates a repository in `backend`; fails if one exists already.
     pub fn init(backend: Arc<dyn Backend>, config: RepoConfig) -> Result<Self> {
-        if !Self::create_config(&*backend, &config)? {
+        if !Self::create_config(&*backend, &config, None)? {
             return Err(already_a_repository(&*backend));
         }
         Self::open(backend)
+    }
+
+    /// Creates an encrypted repository in `backend` (`docs/security.md`): a
+    /// fresh random master key, one key file wrapping it under `password`
+    /// (Argon2id with `params`), and the config sealed. The key file is
+    /// written first: a crash before the config leaves no repository, only
+    /// a stray key file that the next `init` refuses (the directory is not
+    /// empty).
+    pub fn init_encrypted(
+        backend: Arc<dyn Backend>,
+        mut config: RepoConfig,
+        algorithm: Algorithm,
+        password: &Password,
+        params: KdfParams,
+        label: KeyLabel,
+    ) -> Result<Self> {
+        config.encryption = Some(EncryptionConfig {
+            algorithm: algorithm.name().to_string(),
+        });
+        config.validate()?;
+        if let Some(stray) = backend.list("")?.first() {
+            return Err(if stray == keys::CONFIG {
+                already_a_repository(&*backend)
+            } else {
+                Error::invalid(format!(
+                    "{} is not empty and not a cairn repository (found {stray})",
+                    backend.describe(),
+                ))
+            });
+        }
+        let master = MasterKey::generate()?;
+        crypto::add_key_file(&*backend, &config.id, &master, password, params, label)?;
+        let keys = RepoKeys::new(&master, algorithm);
+        if !Self::create_config(&*backend, &config, Some(&keys))? {
+            return Err(already_a_repository(&*backend));
+        }
+        Self::open_unlocked(backend, Some(Arc::new(keys)))
     }
 
     /// Writes `config` as the repository's config if there is none yet.
@@ -93,7 +143,11 @@ impl Repository {
     /// existing config): of two racing creators (two `init`s, or `init` and a
     /// first `backup`) exactly one writes its config and the other sees it.
     /// Returns whether this call created the repository.
-    fn create_config(backend: &dyn Backend, config: &RepoConfig) -> Result<bool> {
+    fn create_config(
+        backend: &dyn Backend,
+        config: &RepoConfig,
+        keys: Option<&RepoKeys>,
+    ) -> Result<bool> {
         config.validate()?;
         // "auto" names a choice, not a strategy: it is resolved for a device
         // before a repository is created, and never stored.
@@ -107,13 +161,15 @@ impl Repository {
         if present.iter().any(|k| k == keys::CONFIG) {
             return Ok(false);
         }
-        if let Some(stray) = present.first() {
+        // An encrypted repository's key file is written just before.
+        let expected = |k: &String| keys.is_some() && k.starts_with(keys::KEYS);
+        if let Some(stray) = present.iter().find(|k| !expected(k)) {
             return Err(Error::invalid(format!(
                 "{} is not empty and not a cairn repository (found {stray})",
                 backend.describe(),
             )));
         }
-        backend.create_new(keys::CONFIG, &config.encode())
+        backend.create_new(keys::CONFIG, &crypto::encode_config(config, keys)?)
     }
 
     /// Creates a repository whose containers live in a store of the caller's
@@ -126,7 +182,7 @@ impl Repository {
         store: Arc<dyn ContainerStore>,
     ) -> Result<Self> {
         config.validate()?;
-        backend.write_atomic(keys::CONFIG, &config.encode())?;
+        backend.write_atomic(keys::CONFIG, &crypto::encode_config(&config, None)?)?;
         let backend: Arc<dyn Backend> = Arc::new(CountingBackend::new(backend, counters.clone()));
         Ok(Repository {
             backend,
@@ -134,19 +190,35 @@ impl Repository {
             counters,
             log: store,
             local_root: None,
+            keys: None,
         })
     }
 
-    /// Opens an existing repository.
+    /// Opens an existing repository without encryption (an encrypted one
+    /// is refused: see [`Repository::open_with_password`]).
     pub fn open(backend: Arc<dyn Backend>) -> Result<Self> {
-        let bytes = match backend.read(keys::CONFIG) {
-            Ok(b) => b,
-            Err(e) if e.is_not_found() => {
-                return Err(Error::NotARepository(PathBuf::from(backend.describe())))
+        Self::open_unlocked(backend, None)
+    }
+
+    /// Opens an existing repository; if it is encrypted, `password` is
+    /// asked for (only then) and must open one of its key files.
+    pub fn open_with_password(
+        backend: Arc<dyn Backend>,
+        password: &mut dyn FnMut() -> Result<Password>,
+    ) -> Result<Self> {
+        let stored = read_stored_config(&*backend)?;
+        let keys = match &stored {
+            StoredConfig::Clear(_) => None,
+            StoredConfig::Sealed { id, algorithm, .. } => {
+                let master = crypto::unlock(&*backend, id, &password()?)?;
+                Some(Arc::new(RepoKeys::new(&master, *algorithm)))
             }
-            Err(e) => return Err(e),
         };
-        let config = RepoConfig::decode(&bytes)?;
+        Self::open_unlocked(backend, keys)
+    }
+
+    fn open_unlocked(backend: Arc<dyn Backend>, keys: Option<Arc<RepoKeys>>) -> Result<Self> {
+        let config = read_stored_config(&*backend)?.open(keys.as_deref())?;
         let counters = Arc::new(Counters::default());
         let backend: Arc<dyn Backend> = Arc::new(CountingBackend::new(backend, counters.clone()));
         let log: Arc<dyn ContainerStore> =
@@ -157,7 +229,13 @@ impl Repository {
             counters,
             log,
             local_root: None,
+            keys,
         })
+    }
+
+    /// The keys of an encrypted repository (`None` without encryption).
+    pub fn keys(&self) -> Option<&Arc<RepoKeys>> {
+        self.keys.as_ref()
     }
 
     /// Opens the local repository at `path`.
@@ -191,7 +269,7 @@ impl Repository {
         }
         let config = config()?;
         let backend = LocalBackend::create(path)?;
-        let created = Self::create_config(&backend, &config)?;
+        let created = Self::create_config(&backend, &config, None)?;
         Ok((Self::open_local(path)?, created))
     }
 
@@ -221,7 +299,7 @@ impl Repository {
         let guard = self
             .backend
             .lock(keys::WRITE_LOCK, LockMode::Exclusive, wait)?;
-        let stored = RepoConfig::decode(&self.backend.read(keys::CONFIG)?)?;
+        let stored = read_stored_config(&*self.backend)?.open(self.keys.as_deref())?;
         if stored != self.config {
             return Err(Error::invalid(format!(
                 "the config of {} changed after it was opened; run the command again",

@@ -1,0 +1,266 @@
+//! An encrypted repository's keys and the objects that find them
+//! (`docs/security.md`; issue 13).
+//!
+//! * [`RepoKeys`]: what an unlocked repository holds: the object cipher and
+//!   the subkeys for keyed fingerprints and the chunker seed, all derived
+//!   from the master key.
+//! * The `config` of an encrypted repository (envelope version 2): the
+//!   repository id and algorithm in the clear, because they are needed to
+//!   find and check the key files, and the whole [`RepoConfig`] sealed.
+//! * Key files under `keys/<id>`: the master key wrapped under a password
+//!   (`cairn_crypto::KeyFile`). Several may exist; removing the last is
+//!   refused.
+//!
+//! A repository without encryption keeps its version 1 config, byte for
+//! byte: nothing here applies to it.
+
+use cairn_core::{Backend, Error, Result};
+use cairn_crypto::{Algorithm, KdfParams, KeyFile, KeyLabel, MasterKey, ObjectCipher, Password};
+use serde::{Deserialize, Serialize};
+use zeroize::Zeroizing;
+
+use crate::config::{RepoConfig, CONFIG_MAGIC, CONFIG_VERSION};
+use crate::keys;
+
+/// The envelope version of an encrypted repository's config.
+pub const SEALED_CONFIG_VERSION: u32 = 2;
+
+/// The keys of an unlocked encrypted repository.
+pub struct RepoKeys {
+    cipher: ObjectCipher,
+    fingerprint_key: Zeroizing<[u8; 32]>,
+    chunker_seed: Zeroizing<[u8; 32]>,
+}
+
+impl std::fmt::Debug for RepoKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RepoKeys({})", self.cipher.algorithm())
+    }
+}
+
+impl RepoKeys {
+    pub fn new(master: &MasterKey, algorithm: Algorithm) -> Self {
+        RepoKeys {
+            cipher: ObjectCipher::new(master, algorithm),
+            fingerprint_key: master.fingerprint_key(),
+            chunker_seed: master.chunker_seed(),
+        }
+    }
+
+    pub fn algorithm(&self) -> Algorithm {
+        self.cipher.algorithm()
+    }
+
+    /// Appends `nonce | ciphertext | tag` of `plaintext` to `out`; `ad` names
+    /// the object (see [`object_ad`]).
+    pub fn seal(&self, ad: &[u8], plaintext: &[u8], out: &mut Vec<u8>) -> Result<()> {
+        self.cipher.seal(ad, plaintext, out)
+    }
+
+    /// Appends the plaintext of `sealed` to `out` if it authenticates under
+    /// `ad`; otherwise [`Error::Authentication`] and `out` is unchanged.
+    pub fn open(&self, ad: &[u8], sealed: &[u8], out: &mut Vec<u8>) -> Result<()> {
+        self.cipher.open(ad, sealed, out)
+    }
+
+    /// Bytes a sealed object has beyond its plaintext.
+    pub fn overhead(&self) -> usize {
+        self.cipher.overhead()
+    }
+
+    /// The key of keyed BLAKE3 chunk fingerprints.
+    pub fn fingerprint_key(&self) -> &[u8; 32] {
+        &self.fingerprint_key
+    }
+
+    /// The per-repository seed of the content-defined chunker.
+    pub fn chunker_seed(&self) -> &[u8; 32] {
+        &self.chunker_seed
+    }
+}
+
+/// The associated data of a whole object stored under `name`: a sealed
+/// object moved to another name fails to open.
+pub fn object_ad(name: &str) -> Vec<u8> {
+    let mut ad = b"cairn object\0".to_vec();
+    ad.extend_from_slice(name.as_bytes());
+    ad
+}
+
+/// The clear part of an encrypted repository's config.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SealedConfig {
+    id: String,
+    encryption: String,
+    /// The sealed JSON of the whole config, hex.
+    sealed: String,
+}
+
+/// A `config` object as stored: clear (version 1) or sealed (version 2).
+pub enum StoredConfig {
+    Clear(RepoConfig),
+    Sealed {
+        id: String,
+        algorithm: Algorithm,
+        sealed: Vec<u8>,
+    },
+}
+
+impl StoredConfig {
+    pub fn decode(bytes: &[u8]) -> Result<Self> {
+        let (version, payload) =
+            cairn_format::envelope::open(CONFIG_MAGIC, SEALED_CONFIG_VERSION, "config", bytes)?;
+        if version <= CONFIG_VERSION {
+            return RepoConfig::decode(bytes).map(StoredConfig::Clear);
+        }
+        let c: SealedConfig = serde_json::from_slice(payload)
+            .map_err(|e| Error::corrupt("config", format!("invalid JSON: {e}")))?;
+        let algorithm: Algorithm = c
+            .encryption
+            .parse()
+            .map_err(|e| Error::corrupt("config", format!("{e}")))?;
+        let sealed = hex::decode(&c.sealed)
+            .map_err(|e| Error::corrupt("config", format!("sealed part: {e}")))?;
+        Ok(StoredConfig::Sealed {
+            id: c.id,
+            algorithm,
+            sealed,
+        })
+    }
+
+    /// The repository id, readable without a key.
+    pub fn id(&self) -> &str {
+        match self {
+            StoredConfig::Clear(c) => &c.id,
+            StoredConfig::Sealed { id, .. } => id,
+        }
+    }
+
+    pub fn is_encrypted(&self) -> bool {
+        matches!(self, StoredConfig::Sealed { .. })
+    }
+
+    /// The config, opened with `keys` when it is sealed.
+    pub fn open(self, keys: Option<&RepoKeys>) -> Result<RepoConfig> {
+        match (self, keys) {
+            (StoredConfig::Clear(c), _) => Ok(c),
+            (StoredConfig::Sealed { .. }, None) => Err(Error::invalid(
+                "the repository is encrypted: give its password with --password-file, \
+                 CAIRN_PASSWORD or CAIRN_PASSWORD_COMMAND",
+            )),
+            (StoredConfig::Sealed { id, sealed, .. }, Some(k)) => {
+                let mut json = Vec::new();
+                k.open(&config_ad(&id), &sealed, &mut json)?;
+                let cfg: RepoConfig = serde_json::from_slice(&json)
+                    .map_err(|e| Error::corrupt("config", format!("invalid JSON: {e}")))?;
+                cfg.validate()
+                    .map_err(|e| Error::corrupt("config", e.to_string()))?;
+                if cfg.id != id || cfg.encryption.as_ref().map(|e| e.algorithm.as_str())
+                    != Some(k.algorithm().name())
+                {
+                    return Err(Error::corrupt(
+                        "config",
+                        "the sealed config names another repository or algorithm",
+                    ));
+                }
+                Ok(cfg)
+            }
+        }
+    }
+}
+
+fn config_ad(id: &str) -> Vec<u8> {
+    object_ad(&format!("{}\0{id}", keys::CONFIG))
+}
+
+/// The bytes of `config` as stored: version 1 in the clear without
+/// encryption; with it, version 2 sealed under `keys`.
+pub fn encode_config(config: &RepoConfig, keys: Option<&RepoKeys>) -> Result<Vec<u8>> {
+    let (Some(enc), Some(k)) = (&config.encryption, keys) else {
+        if config.encryption.is_some() {
+            return Err(Error::invalid("an encrypted config needs the repository's keys"));
+        }
+        return Ok(config.encode());
+    };
+    if enc.algorithm != k.algorithm().name() {
+        return Err(Error::invalid("the config's algorithm is not the keys'"));
+    }
+    let json = serde_json::to_vec(config).expect("config serializes");
+    let mut sealed = Vec::new();
+    k.seal(&config_ad(&config.id), &json, &mut sealed)?;
+    let clear = SealedConfig {
+        id: config.id.clone(),
+        encryption: enc.algorithm.clone(),
+        sealed: hex::encode(sealed),
+    };
+    let payload = serde_json::to_vec(&clear).expect("config serializes");
+    Ok(cairn_format::envelope::seal(
+        CONFIG_MAGIC,
+        SEALED_CONFIG_VERSION,
+        &payload,
+    ))
+}
+
+/// The key files of the repository `repo_id`, by object name. A key file
+/// that does not parse or names another repository is an error: it would
+/// otherwise hide a damaged key.
+pub fn key_files(backend: &dyn Backend, repo_id: &str) -> Result<Vec<(String, KeyFile)>> {
+    let mut out = Vec::new();
+    for name in backend.list(keys::KEYS)? {
+        let kf = KeyFile::from_bytes(&backend.read(&name)?)
+            .map_err(|e| Error::corrupt(name.clone(), e.to_string()))?;
+        if kf.repository() != repo_id {
+            return Err(Error::corrupt(
+                name,
+                format!("key file of repository {}, not {repo_id}", kf.repository()),
+            ));
+        }
+        out.push((name, kf));
+    }
+    Ok(out)
+}
+
+/// The master key, from the first key file that opens with `password`.
+pub fn unlock(backend: &dyn Backend, repo_id: &str, password: &Password) -> Result<MasterKey> {
+    let files = key_files(backend, repo_id)?;
+    if files.is_empty() {
+        return Err(Error::corrupt(
+            "repository",
+            "it is encrypted but holds no key file (keys/)",
+        ));
+    }
+    for (_, kf) in &files {
+        match kf.open(password) {
+            Ok(master) => return Ok(master),
+            Err(e) if e.is_authentication() => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(Error::invalid(format!(
+        "wrong password: none of the repository's {} key file(s) opens with it",
+        files.len()
+    )))
+}
+
+/// Writes a new key file wrapping `master` under `password`; returns its
+/// object name.
+pub fn add_key_file(
+    backend: &dyn Backend,
+    repo_id: &str,
+    master: &MasterKey,
+    password: &Password,
+    params: KdfParams,
+    label: KeyLabel,
+) -> Result<String> {
+    let kf = KeyFile::create(master, password, params, label, repo_id)?;
+    let name = keys::key_file(kf.id());
+    if !backend.create_new(&name, &kf.to_bytes())? {
+        return Err(Error::invalid(format!("key file {name} exists already")));
+    }
+    Ok(name)
+}
+
+#[cfg(test)]
+#[path = "crypto_tests.rs"]
+mod tests;

@@ -1,0 +1,179 @@
+use std::sync::Arc;
+
+use cairn_backend::MemBackend;
+use cairn_core::Backend;
+use cairn_crypto::{Algorithm, KdfParams, KeyLabel, Password};
+use zeroize::Zeroizing;
+
+use super::*;
+use crate::repo::Repository;
+
+fn password(s: &str) -> Password {
+    Password::new(Zeroizing::new(s.to_string()), "test").unwrap()
+}
+
+/// The error of an open or init that must fail.
+fn err<T>(r: cairn_core::Result<T>) -> cairn_core::Error {
+    match r {
+        Ok(_) => panic!("expected an error"),
+        Err(e) => e,
+    }
+}
+
+fn label() -> KeyLabel {
+    KeyLabel {
+        host: "h".into(),
+        user: "u".into(),
+    }
+}
+
+fn encrypted(algorithm: Algorithm) -> (Arc<dyn Backend>, Repository) {
+    let backend: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let repo = Repository::init_encrypted(
+        backend.clone(),
+        Repository::default_config(),
+        algorithm,
+        &password("secret"),
+        KdfParams::for_tests(),
+        label(),
+    )
+    .unwrap();
+    (backend, repo)
+}
+
+#[test]
+fn an_encrypted_repository_opens_with_its_password_only() {
+    for algorithm in Algorithm::ALL {
+        let (backend, repo) = encrypted(algorithm);
+        assert_eq!(repo.keys().unwrap().algorithm(), algorithm);
+        let again =
+            Repository::open_with_password(backend.clone(), &mut || Ok(password("secret")))
+                .unwrap();
+        assert_eq!(again.config, repo.config);
+        assert_eq!(
+            again.config.encryption.as_ref().unwrap().algorithm,
+            algorithm.name()
+        );
+
+        let e = err(Repository::open_with_password(
+            backend.clone(),
+            &mut || Ok(password("wrong")),
+        ));
+        assert!(e.to_string().contains("wrong password"), "{e}");
+        let e = err(Repository::open(backend.clone()));
+        assert!(e.to_string().contains("encrypted"), "{e}");
+        // The writer lock re-reads the sealed config.
+        again.lock_writer(false).unwrap();
+    }
+}
+
+#[test]
+fn a_clear_repository_never_asks_for_a_password() {
+    let backend: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    Repository::init(backend.clone(), Repository::default_config()).unwrap();
+    let repo = Repository::open_with_password(backend.clone(), &mut || {
+        panic!("no password is needed")
+    })
+    .unwrap();
+    assert!(repo.keys().is_none());
+    let (version, _) = cairn_format::envelope::open(
+        crate::config::CONFIG_MAGIC,
+        SEALED_CONFIG_VERSION,
+        "config",
+        &backend.read(crate::keys::CONFIG).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(version, crate::config::CONFIG_VERSION);
+}
+
+#[test]
+fn the_sealed_config_shows_only_the_id_and_algorithm() {
+    let (backend, repo) = encrypted(Algorithm::Aes256Gcm);
+    let bytes = backend.read(crate::keys::CONFIG).unwrap();
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(text.contains(&repo.config.id));
+    for hidden in ["fastcdc", "chunker", "zstd", "page_size", "container_size"] {
+        assert!(!text.contains(hidden), "{hidden} is visible in {text}");
+    }
+    assert!(StoredConfig::decode(&bytes).unwrap().is_encrypted());
+}
+
+#[test]
+fn a_tampered_config_or_key_file_is_refused() {
+    let (backend, _) = encrypted(Algorithm::ChaCha20Poly1305);
+    let config = backend.read(crate::keys::CONFIG).unwrap();
+    // Flip one hex digit of the sealed part, under a valid envelope (whose
+    // checksum would otherwise catch it first): authentication fails.
+    let (_, payload) = cairn_format::envelope::open(
+        crate::config::CONFIG_MAGIC,
+        SEALED_CONFIG_VERSION,
+        "config",
+        &config,
+    )
+    .unwrap();
+    let mut payload = payload.to_vec();
+    let pos = String::from_utf8_lossy(&payload).find("\"sealed\":\"").unwrap() + 20;
+    payload[pos] = if payload[pos] == b'0' { b'1' } else { b'0' };
+    let resealed = cairn_format::envelope::seal(
+        crate::config::CONFIG_MAGIC,
+        SEALED_CONFIG_VERSION,
+        &payload,
+    );
+    backend.write_atomic(crate::keys::CONFIG, &resealed).unwrap();
+    let e = err(Repository::open_with_password(backend.clone(), &mut || {
+        Ok(password("secret"))
+    }));
+    assert!(e.is_authentication(), "{e}");
+
+    // A key file of another repository is named, not skipped.
+    backend.write_atomic(crate::keys::CONFIG, &config).unwrap();
+    let master = cairn_crypto::MasterKey::generate().unwrap();
+    add_key_file(
+        &*backend,
+        "another",
+        &master,
+        &password("x"),
+        KdfParams::for_tests(),
+        label(),
+    )
+    .unwrap();
+    let e = err(Repository::open_with_password(backend.clone(), &mut || {
+        Ok(password("secret"))
+    }));
+    assert!(e.to_string().contains("key file of repository another"), "{e}");
+}
+
+#[test]
+fn every_key_file_opens_the_repository() {
+    let (backend, repo) = encrypted(Algorithm::Aes256Gcm);
+    let (_, first) = key_files(&*backend, &repo.config.id).unwrap().remove(0);
+    let master = first.open(&password("secret")).unwrap();
+    add_key_file(
+        &*backend,
+        &repo.config.id,
+        &master,
+        &password("second"),
+        KdfParams::for_tests(),
+        label(),
+    )
+    .unwrap();
+    assert_eq!(key_files(&*backend, &repo.config.id).unwrap().len(), 2);
+    for pw in ["secret", "second"] {
+        Repository::open_with_password(backend.clone(), &mut || Ok(password(pw))).unwrap();
+    }
+}
+
+#[test]
+fn init_refuses_a_directory_that_is_not_empty() {
+    let backend: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    backend.write_atomic("stray", b"x").unwrap();
+    let e = err(Repository::init_encrypted(
+        backend,
+        Repository::default_config(),
+        Algorithm::Aes256Gcm,
+        &password("secret"),
+        KdfParams::for_tests(),
+        label(),
+    ));
+    assert!(e.to_string().contains("not empty"), "{e}");
+}
