@@ -70,14 +70,17 @@ impl Error {
     }
 
     /// An authenticated decryption failed (wrong key or tampered data).
-    /// Not counted by [`Error::is_corruption`]: callers that treat tampering
-    /// like damage (`check`) ask for both.
     pub fn is_authentication(&self) -> bool {
         matches!(self, Error::Authentication { .. })
     }
 
+    /// Stored bytes are damaged: they fail a structural check, or (in an
+    /// encrypted repository) authentication. A tampered object is handled
+    /// like a corrupted one everywhere (`check` reports it, restore skips
+    /// it, repair rebuilds around it); only unlocking tells the two apart,
+    /// to try the next key file.
     pub fn is_corruption(&self) -> bool {
-        matches!(self, Error::Corrupt { .. })
+        matches!(self, Error::Corrupt { .. } | Error::Authentication { .. })
     }
 
     pub fn is_not_found(&self) -> bool {

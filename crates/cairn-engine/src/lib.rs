@@ -34,6 +34,7 @@ pub mod repair;
 pub mod repair_snapshots;
 pub(crate) mod repo;
 pub mod restore;
+pub mod sealed_backend;
 pub mod stats;
 pub mod tag;
 pub(crate) mod warnings;

@@ -10,11 +10,12 @@ use cairn_core::{Backend, ContainerId, Counters, Error, LockGuard, LockMode, Res
 
 use crate::catalog;
 use crate::config::{EncryptionConfig, RepoConfig};
-use crate::crypto::{self, RepoKeys, StoredConfig};
-use cairn_crypto::{Algorithm, KdfParams, KeyLabel, MasterKey, Password};
 use crate::container_log::{ContainerLog, ContainerStore};
+use crate::crypto::{self, RepoKeys, StoredConfig};
 use crate::index::disk_index::DiskIndex;
 use crate::keys;
+use crate::sealed_backend::SealedBackend;
+use cairn_crypto::{Algorithm, KdfParams, KeyLabel, MasterKey, Password};
 
 pub struct Repository {
     backend: Arc<dyn Backend>,
@@ -220,7 +221,12 @@ impl Repository {
     fn open_unlocked(backend: Arc<dyn Backend>, keys: Option<Arc<RepoKeys>>) -> Result<Self> {
         let config = read_stored_config(&*backend)?.open(keys.as_deref())?;
         let counters = Arc::new(Counters::default());
-        let backend: Arc<dyn Backend> = Arc::new(CountingBackend::new(backend, counters.clone()));
+        // Counted below the sealing: the counters see the bytes stored.
+        let counted: Arc<dyn Backend> = Arc::new(CountingBackend::new(backend, counters.clone()));
+        let backend: Arc<dyn Backend> = match &keys {
+            Some(k) => Arc::new(SealedBackend::new(counted, k.clone())),
+            None => counted,
+        };
         let log: Arc<dyn ContainerStore> =
             Arc::new(ContainerLog::open(backend.clone(), counters.clone())?);
         Ok(Repository {
@@ -244,6 +250,20 @@ impl Repository {
             return Err(Error::NotARepository(path.to_path_buf()));
         }
         let mut repo = Self::open(Arc::new(LocalBackend::open(path)?))?;
+        repo.local_root = crate::long_path::canonicalize(path).ok();
+        Ok(repo)
+    }
+
+    /// Opens the local repository at `path`, asking for `password` only if
+    /// it is encrypted.
+    pub fn open_local_with_password(
+        path: &Path,
+        password: &mut dyn FnMut() -> Result<Password>,
+    ) -> Result<Self> {
+        if !path.is_dir() {
+            return Err(Error::NotARepository(path.to_path_buf()));
+        }
+        let mut repo = Self::open_with_password(Arc::new(LocalBackend::open(path)?), password)?;
         repo.local_root = crate::long_path::canonicalize(path).ok();
         Ok(repo)
     }

@@ -1,0 +1,157 @@
+use std::sync::Arc;
+
+use cairn_backend::MemBackend;
+use cairn_core::Backend;
+use cairn_crypto::{Algorithm, MasterKey, OVERHEAD};
+
+use super::*;
+
+fn backends(algorithm: Algorithm) -> (Arc<MemBackend>, SealedBackend) {
+    let raw = Arc::new(MemBackend::new());
+    let keys = Arc::new(RepoKeys::new(&MasterKey::from_bytes([7; 32]), algorithm));
+    let sealed = SealedBackend::new(raw.clone(), keys);
+    (raw, sealed)
+}
+
+fn data(n: usize) -> Vec<u8> {
+    (0..n).map(|i| (i * 31 % 251) as u8).collect()
+}
+
+const SIZES: [usize; 7] = [0, 1, BLOCK - 1, BLOCK, BLOCK + 1, 2 * BLOCK, 3 * BLOCK + 5];
+
+#[test]
+fn objects_round_trip_whole_and_by_range() {
+    for algorithm in Algorithm::ALL {
+        let (raw, b) = backends(algorithm);
+        for (n, size) in SIZES.into_iter().enumerate() {
+            let name = format!("index/{n:016x}");
+            let d = data(size);
+            b.write_atomic(&name, &d).unwrap();
+            assert_eq!(b.read(&name).unwrap(), d, "{size}");
+            assert_eq!(b.size(&name).unwrap(), size as u64);
+            let blocks = size.div_ceil(BLOCK).max(1);
+            assert_eq!(raw.size(&name).unwrap(), (size + blocks * OVERHEAD) as u64);
+            for (off, len) in [
+                (0, size),
+                (0, 1),
+                (size / 2, size / 3),
+                (size.saturating_sub(7), 7),
+            ] {
+                if off + len <= size {
+                    assert_eq!(
+                        b.read_at(&name, off as u64, len).unwrap(),
+                        d[off..off + len]
+                    );
+                }
+            }
+            let (total, tail) = b.read_tail(&name, 100).unwrap();
+            assert_eq!(
+                (total, tail.as_slice()),
+                (size as u64, &d[size.saturating_sub(100)..])
+            );
+            assert!(b.read_at(&name, size as u64, 1).is_err());
+        }
+    }
+}
+
+#[test]
+fn config_and_key_files_are_stored_as_they_are() {
+    let (raw, b) = backends(Algorithm::Aes256Gcm);
+    b.write_atomic("config", b"clear").unwrap();
+    b.create_new("keys/0011223344556677", b"key").unwrap();
+    assert_eq!(raw.read("config").unwrap(), b"clear");
+    assert_eq!(raw.read("keys/0011223344556677").unwrap(), b"key");
+}
+
+#[test]
+fn stored_bytes_hide_the_plaintext() {
+    let (raw, b) = backends(Algorithm::ChaCha20Poly1305);
+    let text = b"a recognisable sentence about a secret file name.txt ".repeat(1000);
+    b.create_new("snapshots/ab", &text).unwrap();
+    let stored = raw.read("snapshots/ab").unwrap();
+    assert!(!stored.windows(16).any(|w| w == &text[..16]));
+}
+
+#[test]
+fn every_changed_byte_is_caught_and_untouched_blocks_still_read() {
+    let (raw, b) = backends(Algorithm::Aes256Gcm);
+    let d = data(2 * BLOCK + 100);
+    b.write_atomic("containers/00/0000000000000001", &d)
+        .unwrap();
+    let name = "containers/00/0000000000000001";
+    let good = raw.read(name).unwrap();
+    let sb = BLOCK + OVERHEAD;
+    for pos in [0, 23, 24, sb - 1, sb, sb + 500, good.len() - 1] {
+        let mut bad = good.clone();
+        bad[pos] ^= 0x40;
+        raw.write_atomic(name, &bad).unwrap();
+        let fresh = SealedBackend::new(raw.clone(), b.keys.clone());
+        let e = fresh.read(name).unwrap_err();
+        assert!(e.is_authentication() && e.is_corruption(), "{pos}: {e}");
+        // The block after the damaged one (if any) still opens on its own.
+        let damaged = (pos / sb) as u64;
+        let other = if damaged == 0 { BLOCK as u64 } else { 0 };
+        assert_eq!(
+            fresh.read_at(name, other, 10).unwrap(),
+            d[other as usize..other as usize + 10]
+        );
+    }
+}
+
+#[test]
+fn moved_reordered_or_cut_objects_fail() {
+    let (raw, b) = backends(Algorithm::Aes256Gcm);
+    let d = data(2 * BLOCK + 100);
+    b.write_atomic("index/0000000000000001", &d).unwrap();
+    let good = raw.read("index/0000000000000001").unwrap();
+    let sb = BLOCK + OVERHEAD;
+    // Another name.
+    raw.write_atomic("index/0000000000000002", &good).unwrap();
+    assert!(b
+        .read("index/0000000000000002")
+        .unwrap_err()
+        .is_authentication());
+    // Blocks swapped.
+    let mut swapped = good[sb..2 * sb].to_vec();
+    swapped.extend_from_slice(&good[..sb]);
+    swapped.extend_from_slice(&good[2 * sb..]);
+    raw.write_atomic("index/0000000000000001", &swapped)
+        .unwrap();
+    assert!(b
+        .read("index/0000000000000001")
+        .unwrap_err()
+        .is_authentication());
+    // Cut at a block boundary: the new last block was not sealed as last.
+    raw.write_atomic("index/0000000000000001", &good[..2 * sb])
+        .unwrap();
+    assert!(b
+        .read("index/0000000000000001")
+        .unwrap_err()
+        .is_authentication());
+    assert!(b
+        .read_tail("index/0000000000000001", 10)
+        .unwrap_err()
+        .is_authentication());
+    // Cut inside the overhead of a block: not a sealed size at all.
+    raw.write_atomic("index/0000000000000001", &good[..sb + 20])
+        .unwrap();
+    assert!(b
+        .read("index/0000000000000001")
+        .unwrap_err()
+        .is_corruption());
+}
+
+#[test]
+fn a_container_size_is_remembered_until_it_is_rewritten() {
+    let (_, b) = backends(Algorithm::Aes256Gcm);
+    let name = "containers/01/0000000000000001";
+    b.create_new(name, &data(100)).unwrap();
+    assert_eq!(b.read_at(name, 90, 10).unwrap(), data(100)[90..]);
+    b.delete(name).unwrap();
+    b.write_atomic(name, &data(BLOCK + 3)).unwrap();
+    assert_eq!(b.size(name).unwrap(), BLOCK as u64 + 3);
+    assert_eq!(
+        b.read_at(name, BLOCK as u64, 3).unwrap(),
+        data(BLOCK + 3)[BLOCK..]
+    );
+}
