@@ -19,6 +19,8 @@
 //!   removes the deferred one's duplicates ([`deferred`]).
 //! * `gc`: `cairn forget` + `cairn gc` (each collector) against `restic
 //!   forget --prune` on the same generations of a changing tree ([`gc`]).
+//! * `encryption`: backups and a restore in a clear and an encrypted
+//!   repository, alternated ([`encryption`]).
 //! * `memory`: peak RSS of `cairn backup --stdin` fed GiBs of generated data,
 //!   against trivial child processes ([`memory`]).
 //!
@@ -35,6 +37,7 @@ mod commit;
 mod common;
 mod dataset;
 mod deferred;
+mod encryption;
 mod gc;
 mod memory;
 mod restore;
@@ -62,6 +65,11 @@ subcommands:
       deferred (004 post-processing dedup) on copies of a repository holding
       gen1, alternated: ingest MB/s and CPU seconds, repository size, and the
       size and time of the `cairn gc` that removes the deferred duplicates
+
+  encryption [--mib N] [--dup-pct P] [--runs R] [--dir D] [--keep] [--json]
+      backup of gen1 (unique) and gen2 (dup) and restore of gen2 in a clear
+      and an AES-256-GCM repository, alternated: encrypted / clear time
+      (targets 1.20 unique, 1.10 dup)
 
   memory [--gib G] [--dup-pct P] [--seed N] [--repo R] [--cairn PATH] [--dir D] [--keep] [--json]
       peak RSS of `cairn backup --stdin` fed G GiB (default 4) of generated
@@ -109,6 +117,7 @@ fn run(args: &mut Vec<String>) -> anyhow::Result<()> {
         "restore" => restore::run(sub)?,
         "memory" => memory::run(sub)?,
         "deferred" => deferred::run(sub)?,
+        "encryption" => encryption::run(sub)?,
         "commit" => commit::run(sub)?,
         "sim" => sim::run(sub)?,
         "gc" => gc::run(sub)?,
