@@ -66,6 +66,13 @@ pub trait Backend: Send + Sync {
 
     /// A short description for messages (`/path/to/repo`, `memory`).
     fn describe(&self) -> String;
+
+    /// The key that names content-addressed objects (snapshot records) in
+    /// an encrypted repository, where a plain hash of a record would let
+    /// whoever guesses the record confirm it; `None`: plain hashes.
+    fn naming_key(&self) -> Option<&[u8; 32]> {
+        None
+    }
 }
 
 macro_rules! forward_backend {
@@ -106,6 +113,9 @@ macro_rules! forward_backend {
             }
             fn describe(&self) -> String {
                 (**self).describe()
+            }
+            fn naming_key(&self) -> Option<&[u8; 32]> {
+                (**self).naming_key()
             }
         }
     };

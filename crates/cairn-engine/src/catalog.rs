@@ -15,14 +15,21 @@ pub struct SnapshotInfo {
     pub record: SnapshotRecord,
 }
 
-fn id_of(bytes: &[u8]) -> String {
-    blake3::hash(bytes).to_hex().to_string()
+/// A record's id: the BLAKE3 hash of its bytes, keyed in an encrypted
+/// repository (`Backend::naming_key`).
+fn id_of(backend: &dyn Backend, bytes: &[u8]) -> String {
+    match backend.naming_key() {
+        Some(key) => blake3::keyed_hash(key, bytes),
+        None => blake3::hash(bytes),
+    }
+    .to_hex()
+    .to_string()
 }
 
 /// Commits a snapshot record and returns its id.
 pub fn commit(backend: &dyn Backend, record: &SnapshotRecord) -> Result<String> {
     let bytes = encode_snapshot(record);
-    let id = id_of(&bytes);
+    let id = id_of(backend, &bytes);
     backend.write_atomic(&keys::snapshot(&id), &bytes)?;
     Ok(id)
 }
@@ -36,7 +43,7 @@ pub fn remove(backend: &dyn Backend, id: &str) -> Result<()> {
 /// Loads and verifies one snapshot by full id.
 pub fn load(backend: &dyn Backend, id: &str) -> Result<SnapshotRecord> {
     let bytes = backend.read(&keys::snapshot(id))?;
-    if id_of(&bytes) != id {
+    if id_of(backend, &bytes) != id {
         return Err(Error::corrupt(
             format!("snapshot {id}"),
             "content does not match its id",

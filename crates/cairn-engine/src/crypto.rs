@@ -30,7 +30,11 @@ pub struct RepoKeys {
     cipher: ObjectCipher,
     fingerprint_key: Zeroizing<[u8; 32]>,
     chunker_seed: Zeroizing<[u8; 32]>,
+    naming_key: Zeroizing<[u8; 32]>,
 }
+
+/// Derives the key of snapshot record names from the fingerprint key.
+const NAMING_KEY_CONTEXT: &str = "cairn 2026-11 keyed snapshot record names";
 
 impl std::fmt::Debug for RepoKeys {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -40,9 +44,11 @@ impl std::fmt::Debug for RepoKeys {
 
 impl RepoKeys {
     pub fn new(master: &MasterKey, algorithm: Algorithm) -> Self {
+        let fingerprint_key = master.fingerprint_key();
         RepoKeys {
             cipher: ObjectCipher::new(master, algorithm),
-            fingerprint_key: master.fingerprint_key(),
+            naming_key: Zeroizing::new(blake3::derive_key(NAMING_KEY_CONTEXT, &*fingerprint_key)),
+            fingerprint_key,
             chunker_seed: master.chunker_seed(),
         }
     }
@@ -71,6 +77,13 @@ impl RepoKeys {
     /// The key of keyed BLAKE3 chunk fingerprints.
     pub fn fingerprint_key(&self) -> &[u8; 32] {
         &self.fingerprint_key
+    }
+
+    /// The key of snapshot record names (`catalog.rs`): a record's id is
+    /// its keyed BLAKE3 hash, so a guessed record cannot be confirmed by
+    /// its name.
+    pub fn naming_key(&self) -> &[u8; 32] {
+        &self.naming_key
     }
 
     /// The per-repository seed of the content-defined chunker.

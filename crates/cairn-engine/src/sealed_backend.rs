@@ -241,6 +241,10 @@ impl Backend for SealedBackend {
     fn describe(&self) -> String {
         self.inner.describe()
     }
+
+    fn naming_key(&self) -> Option<&[u8; 32]> {
+        Some(self.keys.naming_key())
+    }
 }
 
 #[cfg(test)]

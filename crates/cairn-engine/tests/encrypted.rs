@@ -100,7 +100,17 @@ fn no_name_content_or_plain_fingerprint_is_stored() {
     let (src, repo_dir) = (dir.path().join("src"), dir.path().join("repo"));
     tree(&src);
     let repo = init(&repo_dir, Algorithm::Aes256Gcm);
-    backup(&repo, &src).unwrap();
+    let id = backup(&repo, &src).unwrap();
+    // The record's name is keyed: the plain hash of the record does not
+    // confirm a guessed record.
+    let record = repo.backend().read(&format!("snapshots/{id}")).unwrap();
+    assert_ne!(blake3::hash(&record).to_hex().as_str(), id);
+    assert_eq!(
+        cairn_engine::catalog::resolve(&**repo.backend(), &id[..8])
+            .unwrap()
+            .id,
+        id
+    );
 
     let mut needles: Vec<(String, Vec<u8>)> = vec![
         ("file name".into(), NAME.as_bytes().to_vec()),
