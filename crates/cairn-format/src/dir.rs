@@ -217,6 +217,24 @@ pub(crate) fn entry_error(prev: Option<&[u8]>, e: &DirEntry) -> Option<String> {
     e.extras.error(e.size, e.data_size())
 }
 
+/// Appends decoded entry `e` after checking every rule against the entry
+/// before it; `at` says where it was (for the error).
+pub(crate) fn push_decoded(
+    entries: &mut Vec<DirEntry>,
+    e: DirEntry,
+    at: impl FnOnce() -> String,
+) -> Result<()> {
+    let prev = entries.last().map(|p| p.name.as_slice());
+    if let Some(why) = entry_error(prev, &e) {
+        return Err(Error::corrupt(
+            WHAT,
+            format!("{} ({:?}): {why}", at(), show(&e.name)),
+        ));
+    }
+    entries.push(e);
+    Ok(())
+}
+
 pub(crate) fn show(name: &[u8]) -> String {
     String::from_utf8_lossy(name).into_owned()
 }

@@ -44,7 +44,7 @@ use cairn_core::{Error, Result};
 
 use crate::bytes::{put_u64, put_varint, Reader};
 use crate::dir::{
-    entry_error, show, BlobRef, DirEntry, EntryKind, Extras, FLAG_CONTENT, FLAG_CONTENT_SIZE,
+    push_decoded, BlobRef, DirEntry, EntryKind, Extras, FLAG_CONTENT, FLAG_CONTENT_SIZE,
     FLAG_EXTRAS, FLAG_INLINE, FLAG_TARGET, MAX_INLINE_DEPTH, WHAT,
 };
 
@@ -278,14 +278,7 @@ fn get_entries(
             children,
             extras,
         };
-        let before = entries.last().map(|p| p.name.as_slice());
-        if let Some(why) = entry_error(before, &e) {
-            return Err(Error::corrupt(
-                WHAT,
-                format!("entry {i} ({:?}): {why}", show(&e.name)),
-            ));
-        }
-        entries.push(e);
+        push_decoded(&mut entries, e, || format!("entry {i}"))?;
     }
     Ok(entries)
 }

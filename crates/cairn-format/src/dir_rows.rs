@@ -10,10 +10,9 @@ use crate::bytes::Reader;
 #[cfg(test)]
 use crate::bytes::{put_u64, put_varint};
 use crate::dir::{
-    entry_error, show, BlobRef, DirEntry, EntryKind, Extras, FLAG_CONTENT, FLAG_EXTRAS,
-    FLAG_INLINE, FLAG_TARGET, MAX_INLINE_DEPTH, WHAT,
+    push_decoded, BlobRef, DirEntry, EntryKind, Extras, FLAG_CONTENT, FLAG_EXTRAS, FLAG_INLINE,
+    FLAG_TARGET, MAX_INLINE_DEPTH,
 };
-use cairn_core::Error;
 
 /// Fewest bytes an entry takes: a lower bound used to cap the entry count
 /// by the bytes present.
@@ -168,14 +167,7 @@ pub(crate) fn get_entries(
             children,
             extras,
         };
-        let prev = entries.last().map(|p| p.name.as_slice());
-        if let Some(why) = entry_error(prev, &e) {
-            return Err(Error::corrupt(
-                WHAT,
-                format!("entry {i} ({:?}) at offset {start}: {why}", show(&e.name)),
-            ));
-        }
-        entries.push(e);
+        push_decoded(&mut entries, e, || format!("entry {i} at offset {start}"))?;
     }
     Ok(entries)
 }
