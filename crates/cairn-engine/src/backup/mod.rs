@@ -29,7 +29,7 @@ pub mod trace_walker;
 pub mod tree_builder;
 pub mod walker;
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -338,6 +338,8 @@ struct RunState {
     skipped: Mutex<Vec<String>>,
     notices: Mutex<Vec<String>>,
     excluded: Mutex<Vec<String>>,
+    /// A walker left the repository out (it lies below a source).
+    left_out_repository: AtomicBool,
     selection: Arc<Selection>,
     read_threads: Option<usize>,
     read_ns: Arc<AtomicU64>,
@@ -371,6 +373,7 @@ impl RunState {
             skipped: Mutex::new(Vec::new()),
             notices: Mutex::new(notices),
             excluded: Mutex::new(Vec::new()),
+            left_out_repository: AtomicBool::new(false),
             selection: opts.selection.clone(),
             read_threads: opts.read_threads,
             read_ns: Arc::new(AtomicU64::new(0)),
@@ -514,7 +517,8 @@ fn snapshot_record(
     // held to the end of the statement, and `skipped` is locked there too.
     let listings_complete = opts.rewrite_of.is_none()
         && run.skipped.lock().is_empty()
-        && run.excluded.lock().is_empty();
+        && run.excluded.lock().is_empty()
+        && !run.left_out_repository.load(Ordering::Relaxed);
     let stats = SnapshotStats {
         logical_bytes: load(&run.counts.logical_bytes),
         files: load(&run.counts.files),
@@ -675,11 +679,15 @@ fn run_stream(
                 w.excluded,
                 w.files,
                 w.changed_while_read,
+                w.left_out_repository,
             )
         });
         let r = consume(&mut stream, &run.counts, &rx, &recycle_tx);
         drop(rx); // unblocks the walker if we stopped early
-        let (sk, no, ex, files, ch) = walker.join().expect("walker thread panicked");
+        let (sk, no, ex, files, ch, repo) = walker.join().expect("walker thread panicked");
+        if repo {
+            run.left_out_repository.store(true, Ordering::Relaxed);
+        }
         *run.files.lock() += files;
         run.changed_while_read.lock().extend(ch);
         run.skipped.lock().extend(sk);

@@ -99,6 +99,9 @@ pub struct Walker {
     pub skipped: Vec<String>,
     /// Non-fatal notices (special files).
     pub notices: Vec<String>,
+    /// The repository lay below a source and was left out: the listing of
+    /// its directory is then not complete (`listings_complete`).
+    pub left_out_repository: bool,
     /// Files whose size, mtime or ctime after reading differ from before:
     /// stored as read, reported by the caller.
     pub changed_while_read: Vec<String>,
@@ -174,6 +177,7 @@ impl Walker {
             progress,
             skipped: Vec::new(),
             notices: Vec::new(),
+            left_out_repository: false,
             changed_while_read: Vec::new(),
             exclude,
             read_ns,
@@ -442,6 +446,7 @@ impl Walker {
                     "{}: not backing up the repository itself",
                     path.display()
                 ));
+                self.left_out_repository = true;
                 return Ok(());
             }
             let now = Self::stat_meta(&meta);
