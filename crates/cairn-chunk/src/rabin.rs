@@ -192,7 +192,7 @@ fn mulmod(mut a: u64, mut b: u64, p: u64) -> u64 {
 /// latter says `p` has no root in GF(2): `p(0) = 1` (constant term set) and
 /// `p(1) = 1` (an odd number of terms).
 pub(crate) fn irreducible(p: u64) -> bool {
-    if p >> DEGREE != 1 || p & 1 == 0 || p.count_ones() % 2 == 0 {
+    if p >> DEGREE != 1 || p & 1 == 0 || p.count_ones().is_multiple_of(2) {
         return false;
     }
     let mut y = 2u64; // the polynomial x

@@ -104,7 +104,7 @@ fn stored_chunks(repo: &Repository) -> Vec<(cairn_format::container::Descriptor,
             let mut raw = Vec::new();
             cairn_format::compress::decompress(d.codec, &stored, d.raw_len as usize, &mut raw)
                 .unwrap();
-            out.push((d.clone(), raw));
+            out.push((*d, raw));
         }
     }
     out
