@@ -234,6 +234,15 @@ mod tests {
         assert_eq!(format!("{a:?}"), "GearTable(..)");
     }
 
+    /// The derivation is part of the format (docs/FORMAT.md): pinned.
+    #[test]
+    fn seeded_table_golden_values() {
+        let t = GearTable::seeded(&[0; 32]);
+        assert_eq!(t.get(0), 0xb869_cd15_fb78_8f90);
+        assert_eq!(t.get(1), 0x9755_05fd_2390_862c);
+        assert_eq!(t.get(255), 0xa7e9_6818_a661_f68c);
+    }
+
     #[test]
     fn masks_have_the_requested_bits() {
         for n in 1..=47 {

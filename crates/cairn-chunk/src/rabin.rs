@@ -412,6 +412,11 @@ mod tests {
         }
         assert_eq!(format!("{a:?}"), "RabinTables(seeded)");
         assert_eq!(RabinTables::unseeded().polynomial(), RABIN_POLYNOMIAL);
+        // The derivation is part of the format (docs/FORMAT.md): pinned.
+        assert_eq!(
+            RabinTables::seeded(&[0; 32]).polynomial(),
+            0x23_6616_db30_7339
+        );
     }
 
     #[test]
