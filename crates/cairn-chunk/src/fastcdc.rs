@@ -21,10 +21,11 @@
 //!
 //! The condition is `h & mask == 0`. A chunk whose scan reaches `max` is cut
 //! there (forced). On a run of one byte value `b` the hash becomes the
-//! constant `-GEAR[b]`; for the table in this crate that constant matches no
-//! mask for any `b` when `avg >= 2 KiB`, and for 0x00, 0xFF and space at every
-//! size, so such runs are cut at `max` rather than at every `min` (checked by
-//! a unit test).
+//! constant `-GEAR[b]`; for the fixed table in this crate that constant
+//! matches no mask for any `b` when `avg >= 2 KiB`, and for 0x00, 0xFF and
+//! space at every size, so such runs are cut at `max` rather than at every
+//! `min` (checked by a unit test); a seeded table is drawn so that it matches
+//! no mask for any `b` at any size ([`crate::gear`]).
 //!
 //! The inner loop is tuned for the ≥ 1 GB/s target: bounds-check-free
 //! iteration over a sub-slice, and, as in FastCDC 2020's "rolling two bytes
@@ -37,19 +38,10 @@
 
 use cairn_core::Chunker;
 
-use crate::gear::{spread_mask, GEAR, GEAR_WINDOW};
-use crate::{check_sizes, CutKind};
+use std::sync::Arc;
 
-/// FastCDC's `GEAR_LS`: every entry shifted left by one.
-static GEAR_LS: [u64; 256] = {
-    let mut t = [0u64; 256];
-    let mut i = 0;
-    while i < 256 {
-        t[i] = GEAR[i] << 1;
-        i += 1;
-    }
-    t
-};
+use crate::gear::{spread_mask, GearTable, GEAR_WINDOW};
+use crate::{check_sizes, CutKind};
 
 /// FastCDC chunker with normalization level 2.
 #[derive(Clone, Debug)]
@@ -60,6 +52,7 @@ pub struct FastCdcChunker {
     mask_s: u64,
     mask_l: u64,
     last: CutKind,
+    table: Arc<GearTable>,
 }
 
 /// Normalization level: bits added to / removed from `log2(avg)`.
@@ -69,6 +62,12 @@ impl FastCdcChunker {
     /// Panics unless `0 < min <= avg <= max` and `avg` is a power of two
     /// (use [`crate::new_chunker`] for validated configuration).
     pub fn new(min: usize, avg: usize, max: usize) -> Self {
+        Self::with_table(min, avg, max, GearTable::unseeded())
+    }
+
+    /// [`Self::new`] with another Gear table (a repository's seeded one,
+    /// [`GearTable::seeded`]).
+    pub fn with_table(min: usize, avg: usize, max: usize, table: Arc<GearTable>) -> Self {
         check_sizes("fastcdc", min, avg, max);
         let bits = avg.trailing_zeros();
         FastCdcChunker {
@@ -78,6 +77,7 @@ impl FastCdcChunker {
             mask_s: spread_mask(bits + NORMALIZATION),
             mask_l: spread_mask(bits.saturating_sub(NORMALIZATION).max(1)),
             last: CutKind::EndOfInput,
+            table,
         }
     }
 
@@ -97,7 +97,14 @@ impl FastCdcChunker {
 /// index `i`) whose hash has no bit of `mask` set, or `None`; `h` carries the
 /// hash into the next range when nothing matched.
 #[inline(always)]
-fn scan_range(data: &[u8], from: usize, to: usize, mask: u64, h: &mut u64) -> Option<usize> {
+fn scan_range(
+    t: &GearTable,
+    data: &[u8],
+    from: usize,
+    to: usize,
+    mask: u64,
+    h: &mut u64,
+) -> Option<usize> {
     if from >= to {
         return None;
     }
@@ -107,17 +114,17 @@ fn scan_range(data: &[u8], from: usize, to: usize, mask: u64, h: &mut u64) -> Op
     let mut pairs = bytes.chunks_exact(2);
     for (k, pair) in pairs.by_ref().enumerate() {
         // y = (hash after pair[0]) << 1
-        let y = (x << 2).wrapping_add(GEAR_LS[pair[0] as usize]);
+        let y = (x << 2).wrapping_add(t.gear_ls[pair[0] as usize]);
         if y & mask_ls == 0 {
             return Some(from + 2 * k + 1);
         }
-        x = y.wrapping_add(GEAR[pair[1] as usize]);
+        x = y.wrapping_add(t.gear[pair[1] as usize]);
         if x & mask == 0 {
             return Some(from + 2 * k + 2);
         }
     }
     if let [b] = *pairs.remainder() {
-        x = (x << 1).wrapping_add(GEAR[b as usize]);
+        x = (x << 1).wrapping_add(t.gear[b as usize]);
         if x & mask == 0 {
             return Some(to);
         }
@@ -136,13 +143,14 @@ impl Chunker for FastCdcChunker {
             // Byte indices: warm-up [warm, min-1), hard mask [min-1, avg-1),
             // easy mask [max(min, avg)-1, end).
             let first = self.min - 1;
+            let t = &*self.table;
             let mut h = 0u64;
             for &b in &data[first.saturating_sub(GEAR_WINDOW)..first] {
-                h = (h << 1).wrapping_add(GEAR[b as usize]);
+                h = (h << 1).wrapping_add(t.gear[b as usize]);
             }
             let split = (self.avg - 1).clamp(first, end);
-            let found = scan_range(data, first, split, self.mask_s, &mut h)
-                .or_else(|| scan_range(data, split, end, self.mask_l, &mut h));
+            let found = scan_range(t, data, first, split, self.mask_s, &mut h)
+                .or_else(|| scan_range(t, data, split, end, self.mask_l, &mut h));
             if let Some(len) = found {
                 self.last = CutKind::Full;
                 return Some(len);
@@ -164,6 +172,7 @@ impl Chunker for FastCdcChunker {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gear::GEAR;
     use crate::testutil::random_bytes;
 
     /// The byte-at-a-time definition, straight from the module doc.
@@ -174,7 +183,7 @@ mod tests {
         }
         let mut h = 0u64;
         for (i, &b) in data[..end].iter().enumerate() {
-            h = (h << 1).wrapping_add(GEAR[b as usize]);
+            h = (h << 1).wrapping_add(c.table.get(b));
             let len = i + 1;
             let mask = if len < c.avg { c.mask_s } else { c.mask_l };
             if len >= c.min && h & mask == 0 {
@@ -195,16 +204,18 @@ mod tests {
             (1, 64, 64),
             (2048, 8192, 65536),
         ] {
-            let mut c = FastCdcChunker::new(min, avg, max);
-            let mut pos = 0;
-            while pos < data.len() {
-                let rest = &data[pos..];
-                let n = c.next_boundary(rest, true).unwrap();
-                // The reference hashes from the chunk start; contributions
-                // older than 64 bytes are shifted out, so they must agree.
-                assert_eq!(n, reference(&c, rest), "{min}/{avg}/{max} at {pos}");
-                assert!(n <= max && (n >= min || n == rest.len()));
-                pos += n;
+            for table in [GearTable::unseeded(), GearTable::seeded(&[5; 32])] {
+                let mut c = FastCdcChunker::with_table(min, avg, max, table);
+                let mut pos = 0;
+                while pos < data.len() {
+                    let rest = &data[pos..];
+                    let n = c.next_boundary(rest, true).unwrap();
+                    // The reference hashes from the chunk start; contributions
+                    // older than 64 bytes are shifted out, so they must agree.
+                    assert_eq!(n, reference(&c, rest), "{min}/{avg}/{max} at {pos}");
+                    assert!(n <= max && (n >= min || n == rest.len()));
+                    pos += n;
+                }
             }
         }
     }
@@ -242,6 +253,15 @@ mod tests {
                 assert_ne!(h & c.mask_s, 0, "avg {avg} byte {b}");
                 assert_ne!(h & c.mask_l, 0, "avg {avg} byte {b}");
             }
+        }
+        let mut seeded = FastCdcChunker::with_table(256, 1024, 8192, GearTable::seeded(&[9; 32]));
+        for b in 0..=255u8 {
+            assert_eq!(
+                seeded.next_boundary(&[b; 20000], false),
+                Some(8192),
+                "byte {b}"
+            );
+            assert_eq!(seeded.last_cut_kind(), CutKind::Forced);
         }
         let mut c = FastCdcChunker::new(1024, 4096, 16384);
         let zeros = vec![0u8; 40000];

@@ -1,13 +1,15 @@
 //! Property tests over every chunker: determinism, size bounds, lossless
 //! concatenation, streaming == whole-buffer cut points under random short
 //! reads, and resynchronisation after an insertion (content-defined only).
+//! The content-defined chunkers run both with the fixed tables and with
+//! tables derived from a chunker seed (an encrypted repository's).
 
 use proptest::prelude::*;
 
 use crate::testutil::{random_bytes, Rng, ShortReader};
 use crate::{
-    cut_points, ChunkBatch, ChunkReader, Chunker, FastCdcChunker, FixedChunker, RabinChunker,
-    RegressionChunker,
+    cut_points, ChunkBatch, ChunkReader, Chunker, FastCdcChunker, FixedChunker, GearTable,
+    RabinChunker, RabinTables, RegressionChunker,
 };
 
 #[derive(Clone, Copy, Debug)]
@@ -16,10 +18,31 @@ enum Kind {
     Rabin,
     FastCdc,
     Regression,
+    SeededRabin,
+    SeededFastCdc,
+    SeededRegression,
 }
 
-const ALL: [Kind; 4] = [Kind::Fixed, Kind::Rabin, Kind::FastCdc, Kind::Regression];
-const CDC: [Kind; 3] = [Kind::Rabin, Kind::FastCdc, Kind::Regression];
+const ALL: [Kind; 7] = [
+    Kind::Fixed,
+    Kind::Rabin,
+    Kind::FastCdc,
+    Kind::Regression,
+    Kind::SeededRabin,
+    Kind::SeededFastCdc,
+    Kind::SeededRegression,
+];
+const CDC: [Kind; 6] = [
+    Kind::Rabin,
+    Kind::FastCdc,
+    Kind::Regression,
+    Kind::SeededRabin,
+    Kind::SeededFastCdc,
+    Kind::SeededRegression,
+];
+
+/// The seed of the seeded kinds.
+const SEED: [u8; 32] = *b"a repository's chunker seed.....";
 
 /// Chunk size parameters: avg = 2^log_avg, min = avg / min_div (Rabin: at
 /// least 64), max = avg * max_mul.
@@ -45,6 +68,24 @@ fn make(kind: Kind, s: Sizes) -> Box<dyn Chunker> {
         Kind::Rabin => Box::new(RabinChunker::new(s.min.max(64), s.avg, s.max)),
         Kind::FastCdc => Box::new(FastCdcChunker::new(s.min, s.avg, s.max)),
         Kind::Regression => Box::new(RegressionChunker::new(s.min, s.avg, s.max)),
+        Kind::SeededRabin => Box::new(RabinChunker::with_tables(
+            s.min.max(64),
+            s.avg,
+            s.max,
+            RabinTables::seeded(&SEED),
+        )),
+        Kind::SeededFastCdc => Box::new(FastCdcChunker::with_table(
+            s.min,
+            s.avg,
+            s.max,
+            GearTable::seeded(&SEED),
+        )),
+        Kind::SeededRegression => Box::new(RegressionChunker::with_tables(
+            s.min,
+            s.avg,
+            s.max,
+            RabinTables::seeded(&SEED),
+        )),
     }
 }
 

@@ -32,9 +32,11 @@
 //! shorter last chunk simply ends with the data. [`RegressionChunker::last_cut_kind`]
 //! reports which case produced each cut, for forced-boundary statistics.
 
+use std::sync::Arc;
+
 use cairn_core::Chunker;
 
-use crate::rabin::scan;
+use crate::rabin::{scan, RabinTables};
 use crate::{check_sizes, CutKind};
 
 /// Number of relaxation levels `k` (bits that may be dropped from the pattern).
@@ -50,12 +52,19 @@ pub struct RegressionChunker {
     /// Relaxation levels in use: `min(REGRESSION_LEVELS, bits - 1)`.
     levels: u32,
     last: CutKind,
+    tables: Arc<RabinTables>,
 }
 
 impl RegressionChunker {
     /// Panics unless `0 < min <= avg <= max` and `avg` is a power of two
     /// (use [`crate::new_chunker`] for validated configuration).
     pub fn new(min: usize, avg: usize, max: usize) -> Self {
+        Self::with_tables(min, avg, max, RabinTables::unseeded())
+    }
+
+    /// [`Self::new`] with another polynomial's tables (a repository's
+    /// seeded one, [`RabinTables::seeded`]).
+    pub fn with_tables(min: usize, avg: usize, max: usize, tables: Arc<RabinTables>) -> Self {
         check_sizes("regression", min, avg, max);
         let bits = avg.trailing_zeros();
         RegressionChunker {
@@ -64,6 +73,7 @@ impl RegressionChunker {
             bits,
             levels: REGRESSION_LEVELS.min(bits - 1),
             last: CutKind::EndOfInput,
+            tables,
         }
     }
 
@@ -86,7 +96,7 @@ impl Chunker for RegressionChunker {
         // last_at[i - 1]: last chunk length whose hash matched P with i bits
         // dropped (0 = none).
         let mut last_at = [0usize; REGRESSION_LEVELS as usize];
-        let found = scan(&data[..end], self.min, |f, len| {
+        let found = scan(&self.tables, &data[..end], self.min, |f, len| {
             if f & floor_mask != floor_mask {
                 return false;
             }

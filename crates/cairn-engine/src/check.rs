@@ -539,7 +539,7 @@ pub(crate) fn verify_chunk(
     meta: &ContainerMeta,
     d: &cairn_format::container::Descriptor,
 ) -> std::result::Result<(), String> {
-    match crate::codec::ChunkCodec::for_config(&repo.config).check(bytes, meta, d) {
+    match crate::codec::ChunkCodec::for_repo(repo).check(bytes, meta, d) {
         None => Ok(()),
         Some(why) => Err(why),
     }

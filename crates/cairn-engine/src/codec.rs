@@ -3,14 +3,19 @@
 //! encodes (local compression, `004` "selective compression": stored raw
 //! when compression does not save `min_savings_pct`), decodes, and verifies
 //! the decoded bytes against the fingerprint. Backup, restore, `check` and
-//! `repair` call it and nothing else; encryption (keyed fingerprints,
-//! authenticated payloads) will go here.
+//! `repair` call it and nothing else. In an encrypted repository the
+//! fingerprints are keyed BLAKE3 (`Fingerprinter`), both when a chunk is
+//! stored and when a chunk read back is verified.
+
+use std::sync::Arc;
 
 use cairn_core::{CompressionCodec, CompressionConfig, Error, Fingerprint, Result};
 use cairn_format::compress::{compress, decompress};
 use cairn_format::container::{stored_chunk, ContainerMeta, Descriptor};
 
 use crate::config::{Fingerprinter, RepoConfig};
+use crate::crypto::RepoKeys;
+use crate::Repository;
 
 #[derive(Clone, Debug)]
 pub struct ChunkCodec {
@@ -19,16 +24,28 @@ pub struct ChunkCodec {
 }
 
 impl ChunkCodec {
-    pub fn for_config(cfg: &RepoConfig) -> Self {
+    /// The codec of a repository with config `cfg`, keyed with `keys` (an
+    /// encrypted repository's; see [`RepoConfig::fingerprinter`]).
+    pub fn new(cfg: &RepoConfig, keys: Option<&Arc<RepoKeys>>) -> Self {
         ChunkCodec {
             compression: cfg.compression,
-            fingerprinter: cfg.fingerprinter(),
+            fingerprinter: cfg.fingerprinter(keys),
         }
+    }
+
+    /// The codec of an open repository: keyed exactly when it has keys.
+    pub fn for_repo(repo: &Repository) -> Self {
+        Self::new(&repo.config, repo.keys())
     }
 
     /// Fingerprint width, bytes.
     pub fn fp_width(&self) -> usize {
         self.fingerprinter.width
+    }
+
+    /// Whether fingerprints are keyed (an encrypted repository).
+    pub fn is_keyed(&self) -> bool {
+        self.fingerprinter.is_keyed()
     }
 
     pub fn fingerprint(&self, raw: &[u8]) -> Fingerprint {
@@ -115,7 +132,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn codec() -> ChunkCodec {
-        ChunkCodec::for_config(&crate::Repository::default_config())
+        ChunkCodec::new(&crate::Repository::default_config(), None)
     }
 
     /// A container holding `chunks`, encoded by the codec.
@@ -136,6 +153,41 @@ mod tests {
         let bytes = w.finish();
         let meta = decode_container(&bytes).unwrap();
         (bytes, meta)
+    }
+
+    /// A keyed codec names chunks by keyed BLAKE3 under the fingerprint
+    /// key, verifies read-back chunks with it, and refuses a chunk named by
+    /// its plain digest (and the plain codec a keyed one).
+    #[test]
+    fn keyed_codec_uses_the_fingerprint_key_when_storing_and_verifying() {
+        let master = cairn_crypto::MasterKey::from_bytes([7; 32]);
+        let keys = Arc::new(RepoKeys::new(&master, cairn_crypto::Algorithm::Aes256Gcm));
+        let mut cfg = crate::Repository::default_config();
+        cfg.encryption = Some(crate::config::EncryptionConfig {
+            algorithm: "aes-256-gcm".into(),
+        });
+        let keyed = ChunkCodec::new(&cfg, Some(&keys));
+        let plain = codec();
+        assert!(keyed.is_keyed() && !plain.is_keyed());
+        let raw = b"a chunk someone might guess".to_vec();
+        let fp = keyed.fingerprint(&raw);
+        assert_eq!(
+            fp.as_bytes(),
+            blake3::keyed_hash(keys.fingerprint_key(), &raw).as_bytes()
+        );
+        assert_ne!(fp, plain.fingerprint(&raw));
+        assert_eq!(keyed.fp_width(), 32);
+
+        let (bytes, meta) = container(&keyed, std::slice::from_ref(&raw));
+        let mut out = Vec::new();
+        keyed
+            .decode_verified(&bytes, &meta, &meta.descriptors[0], &mut out)
+            .unwrap();
+        assert_eq!(out, raw);
+        assert!(plain.check(&bytes, &meta, &meta.descriptors[0]).is_some());
+        let (bytes, meta) = container(&plain, &[raw]);
+        let why = keyed.check(&bytes, &meta, &meta.descriptors[0]).unwrap();
+        assert!(why.contains("does not match its fingerprint"), "{why}");
     }
 
     proptest! {

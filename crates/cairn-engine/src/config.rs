@@ -2,8 +2,12 @@
 //! the `config` object (an envelope with magic `CAIRNCFG` and a JSON payload)
 //! when the repository is created, and read back by every later process.
 
+use std::sync::Arc;
+
 use cairn_core::{ChunkerConfig, CompressionConfig, Error, Fingerprint, FingerprintAlgo, Result};
 use serde::{Deserialize, Serialize};
+
+use crate::crypto::RepoKeys;
 
 pub use crate::backup::rewrite::RewriteConfig;
 
@@ -11,15 +15,31 @@ pub const CONFIG_MAGIC: &[u8; 8] = b"CAIRNCFG";
 pub const CONFIG_VERSION: u32 = 1;
 
 /// Computes stored fingerprints: the algorithm's digest, cut to the
-/// repository's width.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// repository's width; in an encrypted repository keyed BLAKE3 under its
+/// fingerprint key, full width (`docs/security.md`), so a stored
+/// fingerprint does not confirm a guessed chunk.
+#[derive(Clone, Debug)]
 pub struct Fingerprinter {
     pub algo: FingerprintAlgo,
     pub width: usize,
+    /// An encrypted repository's keys (`RepoKeys`' `Debug` prints no key).
+    keys: Option<Arc<RepoKeys>>,
 }
 
 impl Fingerprinter {
+    /// Whether fingerprints are keyed.
+    pub fn is_keyed(&self) -> bool {
+        self.keys.is_some()
+    }
+
     pub fn of(&self, data: &[u8]) -> Fingerprint {
+        if let Some(k) = &self.keys {
+            // `RepoConfig::validate` holds an encrypted repository to BLAKE3
+            // at full width: `algo` and `width` agree with this.
+            return Fingerprint::from_slice(
+                blake3::keyed_hash(k.fingerprint_key(), data).as_bytes(),
+            );
+        }
         let f = cairn_chunk::fingerprint(self.algo, data);
         if self.width < f.len() {
             Fingerprint::from_slice(&f.as_bytes()[..self.width])
@@ -264,11 +284,35 @@ impl RepoConfig {
             .map_or(self.fingerprint.width(), |w| w as usize)
     }
 
-    pub fn fingerprinter(&self) -> Fingerprinter {
+    /// The fingerprinter of a repository with this config: keyed BLAKE3
+    /// under `keys`' fingerprint key when given (an unlocked encrypted
+    /// repository, whose config [`Self::validate`] holds to BLAKE3 at full
+    /// width), the configured algorithm and width without.
+    pub fn fingerprinter(&self, keys: Option<&Arc<RepoKeys>>) -> Fingerprinter {
         Fingerprinter {
             algo: self.fingerprint,
             width: self.fp_width(),
+            keys: keys.cloned(),
         }
+    }
+
+    /// An encrypted repository fingerprints with keyed BLAKE3 at full width.
+    fn check_encrypted_fingerprint(&self) -> Result<()> {
+        if self.fingerprint != FingerprintAlgo::Blake3 {
+            return Err(Error::invalid(format!(
+                "an encrypted repository needs fingerprint blake3 (keyed BLAKE3 under the \
+                 repository's fingerprint key), not {}",
+                self.fingerprint.name()
+            )));
+        }
+        if self.fp_width() != FingerprintAlgo::Blake3.width() {
+            return Err(Error::invalid(format!(
+                "an encrypted repository needs full-width fingerprints ({} bytes), not {}",
+                FingerprintAlgo::Blake3.width(),
+                self.fp_width()
+            )));
+        }
+        Ok(())
     }
 
     pub fn validate(&self) -> Result<()> {
@@ -324,6 +368,7 @@ impl RepoConfig {
             e.algorithm
                 .parse::<cairn_crypto::Algorithm>()
                 .map_err(|err| Error::invalid(format!("encryption: {err}")))?;
+            self.check_encrypted_fingerprint()?;
         }
         let t = &self.tree;
         if !t.fanout_avg.is_power_of_two()
@@ -377,6 +422,42 @@ mod tests {
         assert_eq!(cfg.index.lookup, LookupConfig::default());
         assert_eq!(cfg.index.kind, IndexKind::Paged);
         assert_eq!(cfg, RepoConfig::new("00ff".into()));
+    }
+
+    /// An encrypted repository keys its fingerprints with BLAKE3: another
+    /// algorithm or a narrowed width is refused with a message saying so.
+    #[test]
+    fn encryption_requires_full_width_blake3() {
+        let mut cfg = RepoConfig::new("00ff".into());
+        cfg.encryption = Some(EncryptionConfig {
+            algorithm: "aes-256-gcm".into(),
+        });
+        cfg.validate().unwrap();
+        cfg.fingerprint_width = Some(32);
+        cfg.validate().unwrap();
+        cfg.fingerprint_width = Some(8);
+        let e = cfg.validate().unwrap_err().to_string();
+        assert!(e.contains("full-width fingerprints"), "{e}");
+        cfg.fingerprint_width = None;
+        for algo in [FingerprintAlgo::Sha256, FingerprintAlgo::Sha1] {
+            cfg.fingerprint = algo;
+            let e = cfg.validate().unwrap_err().to_string();
+            assert!(e.contains("needs fingerprint blake3"), "{e}");
+        }
+        // Without encryption both stay allowed.
+        cfg.encryption = None;
+        cfg.fingerprint_width = Some(8);
+        cfg.validate().unwrap();
+        // Every chunker is allowed with encryption (seeded, or fixed-size).
+        cfg.fingerprint = FingerprintAlgo::Blake3;
+        cfg.fingerprint_width = None;
+        cfg.encryption = Some(EncryptionConfig {
+            algorithm: "chacha20poly1305".into(),
+        });
+        for name in ["fixed", "rabin", "fastcdc", "regression"] {
+            cfg.chunker = ChunkerConfig::from_name(name, 8192).unwrap();
+            cfg.validate().unwrap();
+        }
     }
 
     #[test]

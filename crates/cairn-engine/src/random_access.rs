@@ -88,7 +88,7 @@ impl RandomAccess {
         let store = ChunkStore::new(
             repo.log.clone(),
             crate::restore::open_locator(repo)?,
-            crate::codec::ChunkCodec::for_config(&repo.config),
+            crate::codec::ChunkCodec::for_repo(repo),
         );
         Ok(RandomAccess {
             store,

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use crate::pipe::bounded;
 
-use cairn_chunk::ChunkBatch;
+use cairn_chunk::{ChunkBatch, ChunkerSpec};
 use cairn_core::{ChunkerConfig, Error, Result};
 
 use super::select::Selection;
@@ -58,8 +58,10 @@ pub fn dry_run(
         let (tx, rx) = bounded::<Vec<Event>>(4);
         // The dry walker sends no data, so nothing is ever recycled.
         let (_recycle_tx, recycle_rx) = bounded::<ChunkBatch>(1);
+        // Files are not opened, so nothing is chunked: no repository (and
+        // no chunker seed) is needed.
         let mut w = Walker::new(
-            ChunkerConfig::default(),
+            ChunkerSpec::unseeded(&ChunkerConfig::default()),
             tx,
             recycle_rx,
             Arc::new(Progress::default()),

@@ -305,7 +305,12 @@ fn open_dedup(
     // At most two sealed containers wait for the disk (8 MiB at the default size).
     let (seal_tx, seal_rx) = bounded::<stream::SealJob>(2);
     let shared = Shared {
-        codec: crate::codec::ChunkCodec::for_config(&cfg),
+        codec: crate::codec::ChunkCodec::for_repo(repo),
+        // Seeded once per backup: every file's chunker shares the table.
+        chunker: cairn_chunk::ChunkerSpec::new(
+            &cfg.chunker,
+            repo.keys().map(|k| k.chunker_seed()),
+        )?,
         cfg,
         dedup,
         dedup_mode,
@@ -658,7 +663,7 @@ fn run_stream(
     let result = std::thread::scope(|s| {
         let walker = s.spawn(|| {
             let mut w = Walker::new(
-                shared.cfg.chunker,
+                shared.chunker.clone(),
                 tx,
                 recycle_rx,
                 run.progress.clone(),

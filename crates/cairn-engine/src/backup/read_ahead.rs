@@ -28,8 +28,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use cairn_chunk::{new_chunker, ChunkBatch, ChunkReader};
-use cairn_core::ChunkerConfig;
+use cairn_chunk::{ChunkBatch, ChunkReader, ChunkerSpec};
 use cairn_format::extras::Extent;
 
 use super::walker::{Event, Progress, BATCH_BYTES};
@@ -66,7 +65,7 @@ pub(crate) struct Pool {
 impl Pool {
     pub fn new(
         threads: usize,
-        chunker: ChunkerConfig,
+        chunker: ChunkerSpec,
         recycle: Receiver<ChunkBatch>,
         progress: Arc<Progress>,
         read_ns: Arc<AtomicU64>,
@@ -77,10 +76,11 @@ impl Pool {
             .map(|_| {
                 let (rx, recycle) = (rx.clone(), recycle.clone());
                 let (progress, read_ns) = (progress.clone(), read_ns.clone());
+                let chunker = chunker.clone();
                 std::thread::spawn(move || {
                     let mut buf = Vec::new();
                     for job in rx.iter() {
-                        buf = read_file(job, chunker, buf, &recycle, &progress, &read_ns);
+                        buf = read_file(job, &chunker, buf, &recycle, &progress, &read_ns);
                     }
                 })
             })
@@ -117,14 +117,14 @@ impl Drop for Pool {
 /// Reads one job to its end; returns the look-ahead buffer for the next.
 fn read_file(
     job: Job,
-    chunker: ChunkerConfig,
+    chunker: &ChunkerSpec,
     buf: Vec<u8>,
     recycle: &Receiver<ChunkBatch>,
     progress: &Progress,
     read_ns: &AtomicU64,
 ) -> Vec<u8> {
     let Job { file, extents, out } = job;
-    let chunker = new_chunker(&chunker);
+    let chunker = chunker.build();
     let (result, buf) = match &extents {
         Some(x) => {
             let mut cr =

@@ -16,7 +16,7 @@ use parking_lot::Mutex;
 use rayon::prelude::*;
 
 use crate::codec::ChunkCodec;
-use cairn_chunk::{cut_points, new_chunker};
+use cairn_chunk::{cut_points, ChunkerSpec};
 use cairn_core::counters::bump;
 use cairn_core::{ChunkKind, CompressionCodec, Counters, Error, Fingerprint, Result, TraceChunk};
 use cairn_format::container::ContainerWriter;
@@ -76,6 +76,8 @@ pub struct Shared {
     pub cfg: RepoConfig,
     /// Fingerprints and encodes every chunk (`crate::codec`).
     pub codec: ChunkCodec,
+    /// The repository's chunker, seeded in an encrypted repository.
+    pub chunker: ChunkerSpec,
     pub dedup: Dedup,
     /// Inline, or deferred to the collector (`dedup::deferred`).
     pub dedup_mode: crate::dedup::deferred::DedupMode,
@@ -551,7 +553,7 @@ impl<'a> Stream<'a> {
     /// Stores an in-memory blob (a directory listing) as `Meta` L0 chunks cut by
     /// the repository's chunker, plus its tree nodes.
     pub fn store_blob(&mut self, bytes: &[u8]) -> Result<Option<BlobRef>> {
-        let mut chunker = new_chunker(&self.shared.cfg.chunker);
+        let mut chunker = self.shared.chunker.build();
         let mut ends = Vec::new();
         cut_points(chunker.as_mut(), bytes, &mut ends);
         let mut start = 0;

@@ -47,13 +47,15 @@ pub fn record_trace(
 ) -> Result<Recorded> {
     let (tx, rx) = bounded::<Vec<Event>>(4);
     let (recycle_tx, recycle_rx) = bounded::<ChunkBatch>(8);
-    let codec = crate::codec::ChunkCodec::for_config(cfg);
+    // A trace records sizes and fingerprints of a tree, not a repository:
+    // clear fingerprints and the unseeded chunker.
+    let codec = crate::codec::ChunkCodec::new(cfg, None);
     let source = Source::Path(path.to_path_buf());
     let mut rec = Recorded::default();
     std::thread::scope(|s| {
         let walker = s.spawn(|| {
             let mut w = Walker::new(
-                cfg.chunker,
+                cairn_chunk::ChunkerSpec::unseeded(&cfg.chunker),
                 tx,
                 recycle_rx,
                 progress,

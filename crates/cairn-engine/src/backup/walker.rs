@@ -24,8 +24,8 @@ use std::time::Instant;
 
 use crate::pipe::{Receiver, Sender};
 
-use cairn_chunk::{new_chunker, ChunkBatch, ChunkReader};
-use cairn_core::{ChunkerConfig, TraceSource};
+use cairn_chunk::{ChunkBatch, ChunkReader, ChunkerSpec};
+use cairn_core::TraceSource;
 use cairn_format::dir::{DirEntry, EntryKind, HardLink};
 
 use crate::file_kinds::{data_extents, read_xattrs, ExtentReader};
@@ -91,7 +91,7 @@ pub fn source_name(path: &Path) -> Vec<u8> {
 }
 
 pub struct Walker {
-    chunker: ChunkerConfig,
+    chunker: ChunkerSpec,
     tx: EventSink,
     recycle: Receiver<ChunkBatch>,
     progress: Arc<Progress>,
@@ -163,7 +163,7 @@ fn name_of(path: &Path) -> Vec<u8> {
 
 impl Walker {
     pub fn new(
-        chunker: ChunkerConfig,
+        chunker: ChunkerSpec,
         tx: Sender<Vec<Event>>,
         recycle: Receiver<ChunkBatch>,
         progress: Arc<Progress>,
@@ -607,7 +607,7 @@ impl Walker {
                     let pool = self.pool.get_or_insert_with(|| {
                         Pool::new(
                             self.read_threads,
-                            self.chunker,
+                            self.chunker.clone(),
                             self.recycle.clone(),
                             self.progress.clone(),
                             self.read_ns.clone(),
@@ -702,7 +702,7 @@ impl Walker {
 
     fn read_content(&mut self, reader: impl Read) -> Result<(), ReadFailure> {
         let buf = std::mem::take(&mut self.read_buf);
-        let mut cr = ChunkReader::with_buffer(reader, new_chunker(&self.chunker), BATCH_BYTES, buf);
+        let mut cr = ChunkReader::with_buffer(reader, self.chunker.build(), BATCH_BYTES, buf);
         let r = self.read_chunks(&mut cr);
         self.read_buf = cr.into_buffer();
         r

@@ -316,7 +316,7 @@ pub(super) fn commit(
         .collect();
     out.new_snapshots = fresh.len();
     if !fresh.is_empty() && !doomed.is_empty() {
-        let codec = ChunkCodec::for_config(cfg);
+        let codec = ChunkCodec::for_repo(repo);
         let store = ChunkStore::new(
             repo.log.clone(),
             Locator::Disk(DiskIndex::open(backend.clone(), repo.counters.clone())?),

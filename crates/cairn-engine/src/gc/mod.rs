@@ -577,7 +577,7 @@ pub fn collect(
     phases.start("merge", 0);
     let mut merged = commit::merge(repo, gc, opts, progress)?;
     report.warnings = std::mem::take(&mut merged.warnings);
-    let codec = ChunkCodec::for_config(cfg);
+    let codec = ChunkCodec::for_repo(repo);
     let mut ctx = Ctx {
         repo,
         opts,

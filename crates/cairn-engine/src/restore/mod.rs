@@ -193,7 +193,7 @@ impl Reader {
             store: ChunkStore::new(
                 repo.log.clone(),
                 locator,
-                crate::codec::ChunkCodec::for_config(&repo.config),
+                crate::codec::ChunkCodec::for_repo(repo),
             ),
             meta: Box::new(MetaChunks::new(METADATA_CACHE_CONTAINERS)),
             extract: Extractor::new(cache.policy, cache.bytes, repo.config.container_size as u64),
