@@ -3,6 +3,7 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
+use clap::builder::TypedValueParser;
 use clap::{Args, Parser, Subcommand};
 
 use crate::snapshot_args::FilterArgs;
@@ -35,12 +36,15 @@ pub struct Cli {
     /// Read the repository password from the first line of PATH (an
     /// encrypted repository only; see docs/security.md).
     // Hidden until the engine seals every object (as `init --encryption`).
+    // An empty CAIRN_PASSWORD_FILE counts as unset (`encryption::password`),
+    // so clap must accept the empty value its default path parser refuses.
     #[arg(
         long,
         env = "CAIRN_PASSWORD_FILE",
         global = true,
         hide = true,
-        value_name = "PATH"
+        value_name = "PATH",
+        value_parser = clap::builder::OsStringValueParser::new().map(PathBuf::from)
     )]
     pub password_file: Option<PathBuf>,
 

@@ -116,7 +116,14 @@ pub enum KeyCommand {
 /// The repository password from `--password-file`, `CAIRN_PASSWORD`,
 /// `CAIRN_PASSWORD_COMMAND` or the terminal.
 fn password(cli: &Cli, mode: PromptMode) -> cairn_core::Result<Password> {
-    resolve_password(cli.password_file.as_deref(), &process_env, mode)
+    // Set to the empty string, CAIRN_PASSWORD_FILE counts as unset, as the
+    // other password variables do; an empty `--password-file ''` fails to read.
+    let from_empty_env = process_env("CAIRN_PASSWORD_FILE").is_some_and(|v| v.is_empty());
+    let file = cli
+        .password_file
+        .as_deref()
+        .filter(|p| !(p.as_os_str().is_empty() && from_empty_env));
+    resolve_password(file, &process_env, mode)
 }
 
 /// A new password for `key add|passwd`: from `--new-password-file`, or

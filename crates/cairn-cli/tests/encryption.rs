@@ -139,6 +139,19 @@ fn passwords_come_from_a_file_or_a_command_in_order() {
     let with_flag = ["--password-file", s(&good), "snapshots", "--json"];
     cairn_with_env(&t.repo, &with_flag, &[]).ok();
     cairn_with_env(&t.repo, &snapshots, &[("CAIRN_PASSWORD_FILE", s(&good))]).ok();
+    // Set but empty, a password variable counts as unset.
+    cairn_with_env(
+        &t.repo,
+        &snapshots,
+        &[
+            ("CAIRN_PASSWORD_FILE", ""),
+            ("CAIRN_PASSWORD", "secret"),
+            ("CAIRN_PASSWORD_COMMAND", ""),
+        ],
+    )
+    .ok();
+    let e = cairn_with_env(&t.repo, &["--password-file", "", "snapshots"], &[]).one_line_error();
+    assert!(e.contains("password file"), "{e}");
     // The file comes before CAIRN_PASSWORD, which comes before the command.
     cairn_with_env(&t.repo, &with_flag, &[("CAIRN_PASSWORD", "wrong")]).ok();
     let with_bad = ["--password-file", s(&bad), "snapshots"];
