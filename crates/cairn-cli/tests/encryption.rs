@@ -363,6 +363,12 @@ fn the_encryption_options_stay_hidden_until_objects_are_sealed() {
     for hidden in ["--encryption", "--kdf", "--password-file"] {
         assert!(!help.contains(hidden), "{hidden}: {help}");
     }
+    let man = t.root.join("man");
+    cairn_with_env(&t.repo, &["man", "--out", s(&man)], &[]).ok();
+    assert!(man.join("cairn-init.1").exists());
+    assert!(!man.join("cairn-key.1").exists());
+    let init_page = fs::read_to_string(man.join("cairn-init.1")).unwrap();
+    assert!(!init_page.contains("encryption"), "{init_page}");
     // Hidden, not absent: the default stays a clear repository.
     cairn_with_env(&t.repo, &["init"], &[]).ok();
     let config = fs::read(t.repo.join("config")).unwrap();
