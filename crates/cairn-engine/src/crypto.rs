@@ -157,9 +157,8 @@ impl StoredConfig {
                     .map_err(|e| Error::corrupt("config", format!("invalid JSON: {e}")))?;
                 cfg.validate()
                     .map_err(|e| Error::corrupt("config", e.to_string()))?;
-                if cfg.id != id
-                    || cfg.encryption.as_ref().map(|e| e.algorithm.as_str())
-                        != Some(k.algorithm().name())
+                if cfg.id != id || cfg.encryption.as_ref().map(|e| e.algorithm.as_str())
+                    != Some(k.algorithm().name())
                 {
                     return Err(Error::corrupt(
                         "config",
@@ -181,9 +180,7 @@ fn config_ad(id: &str) -> Vec<u8> {
 pub fn encode_config(config: &RepoConfig, keys: Option<&RepoKeys>) -> Result<Vec<u8>> {
     let (Some(enc), Some(k)) = (&config.encryption, keys) else {
         if config.encryption.is_some() {
-            return Err(Error::invalid(
-                "an encrypted config needs the repository's keys",
-            ));
+            return Err(Error::invalid("an encrypted config needs the repository's keys"));
         }
         return Ok(config.encode());
     };

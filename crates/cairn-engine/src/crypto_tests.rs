@@ -46,17 +46,19 @@ fn an_encrypted_repository_opens_with_its_password_only() {
     for algorithm in Algorithm::ALL {
         let (backend, repo) = encrypted(algorithm);
         assert_eq!(repo.keys().unwrap().algorithm(), algorithm);
-        let again = Repository::open_with_password(backend.clone(), &mut || Ok(password("secret")))
-            .unwrap();
+        let again =
+            Repository::open_with_password(backend.clone(), &mut || Ok(password("secret")))
+                .unwrap();
         assert_eq!(again.config, repo.config);
         assert_eq!(
             again.config.encryption.as_ref().unwrap().algorithm,
             algorithm.name()
         );
 
-        let e = err(Repository::open_with_password(backend.clone(), &mut || {
-            Ok(password("wrong"))
-        }));
+        let e = err(Repository::open_with_password(
+            backend.clone(),
+            &mut || Ok(password("wrong")),
+        ));
         assert!(e.to_string().contains("wrong password"), "{e}");
         let e = err(Repository::open(backend.clone()));
         assert!(e.to_string().contains("encrypted"), "{e}");
@@ -69,9 +71,10 @@ fn an_encrypted_repository_opens_with_its_password_only() {
 fn a_clear_repository_never_asks_for_a_password() {
     let backend: Arc<dyn Backend> = Arc::new(MemBackend::new());
     Repository::init(backend.clone(), Repository::default_config()).unwrap();
-    let repo =
-        Repository::open_with_password(backend.clone(), &mut || panic!("no password is needed"))
-            .unwrap();
+    let repo = Repository::open_with_password(backend.clone(), &mut || {
+        panic!("no password is needed")
+    })
+    .unwrap();
     assert!(repo.keys().is_none());
     let (version, _) = cairn_format::envelope::open(
         crate::config::CONFIG_MAGIC,
@@ -109,16 +112,14 @@ fn a_tampered_config_or_key_file_is_refused() {
     )
     .unwrap();
     let mut payload = payload.to_vec();
-    let pos = String::from_utf8_lossy(&payload)
-        .find("\"sealed\":\"")
-        .unwrap()
-        + 20;
+    let pos = String::from_utf8_lossy(&payload).find("\"sealed\":\"").unwrap() + 20;
     payload[pos] = if payload[pos] == b'0' { b'1' } else { b'0' };
-    let resealed =
-        cairn_format::envelope::seal(crate::config::CONFIG_MAGIC, SEALED_CONFIG_VERSION, &payload);
-    backend
-        .write_atomic(crate::keys::CONFIG, &resealed)
-        .unwrap();
+    let resealed = cairn_format::envelope::seal(
+        crate::config::CONFIG_MAGIC,
+        SEALED_CONFIG_VERSION,
+        &payload,
+    );
+    backend.write_atomic(crate::keys::CONFIG, &resealed).unwrap();
     let e = err(Repository::open_with_password(backend.clone(), &mut || {
         Ok(password("secret"))
     }));
@@ -139,10 +140,7 @@ fn a_tampered_config_or_key_file_is_refused() {
     let e = err(Repository::open_with_password(backend.clone(), &mut || {
         Ok(password("secret"))
     }));
-    assert!(
-        e.to_string().contains("key file of repository another"),
-        "{e}"
-    );
+    assert!(e.to_string().contains("key file of repository another"), "{e}");
 }
 
 #[test]

@@ -10,11 +10,11 @@ use cairn_core::{Backend, ContainerId, Counters, Error, LockGuard, LockMode, Res
 
 use crate::catalog;
 use crate::config::{EncryptionConfig, RepoConfig};
-use crate::container_log::{ContainerLog, ContainerStore};
 use crate::crypto::{self, RepoKeys, StoredConfig};
+use cairn_crypto::{Algorithm, KdfParams, KeyLabel, MasterKey, Password};
+use crate::container_log::{ContainerLog, ContainerStore};
 use crate::index::disk_index::DiskIndex;
 use crate::keys;
-use cairn_crypto::{Algorithm, KdfParams, KeyLabel, MasterKey, Password};
 
 pub struct Repository {
     backend: Arc<dyn Backend>,
