@@ -35,9 +35,13 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         refuse_url(&path)?;
         Ok(path)
     };
-    let open = || -> Result<Repository> { Ok(Repository::open_local(&repo_path()?)?) };
+    let open = || crate::encryption::open_repository(&cli, &repo_path()?);
     match &cli.command {
-        Command::Init(a) => init(&cli, &repo_path()?, a),
+        Command::Init {
+            settings,
+            encryption,
+        } => init(&cli, &repo_path()?, settings, encryption),
+        Command::Key(k) => crate::encryption::key(&cli, &repo_path()?, k),
         Command::Backup(a) => backup(&cli, &repo_path()?, a),
         Command::Snapshots { group_by, filter } => {
             crate::snapshots_cmd::snapshots(&cli, &open()?, group_by.as_deref(), filter)
@@ -330,9 +334,14 @@ fn choose_lookup(cli: &Cli, mut cfg: RepoConfig, a: &InitArgs) -> Result<RepoCon
     Ok(cfg)
 }
 
-fn init(cli: &Cli, path: &Path, a: &InitArgs) -> Result<ExitCode> {
-    let repo =
-        Repository::init_local(path, resolve_auto(cli, new_repository(config_from(a)?), a)?)?;
+fn init(
+    cli: &Cli,
+    path: &Path,
+    a: &InitArgs,
+    encryption: &crate::encryption::EncryptionArgs,
+) -> Result<ExitCode> {
+    let cfg = resolve_auto(cli, new_repository(config_from(a)?), a)?;
+    let repo = crate::encryption::init_repository(cli, path, cfg, encryption)?;
     if cli.json {
         println!(
             "{}",
@@ -364,7 +373,7 @@ fn backup(cli: &Cli, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
     cairn_engine::backup::check_sources(&sources)?;
     if let (Some(id), false) = (&a.parent, a.dry_run) {
         // Refused before `open_or_init` would create the repository.
-        if Repository::open_local(path).is_err() {
+        if Repository::open_local(path).is_err() && !crate::encryption::is_encrypted_at(path) {
             bail!(
                 "--parent {id}: there is no repository at {} yet, so no snapshot to compare with",
                 path.display()
@@ -389,7 +398,13 @@ fn backup(cli: &Cli, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
     }
     let given = cfg.clone();
     let cfg_rewrite = a.init.rewrite.is_some().then_some(cfg.rewrite);
-    let (repo, created) = Repository::open_or_init_local(path, || resolve_auto(cli, cfg, &a.init))?;
+    // A backup that creates its repository creates a clear one for now
+    // (docs/security.md, "Commands").
+    let (repo, created) = if crate::encryption::is_encrypted_at(path) {
+        (crate::encryption::open_repository(cli, path)?, false)
+    } else {
+        Repository::open_or_init_local(path, || resolve_auto(cli, cfg, &a.init))?
+    };
     if created && !cli.quiet && !cli.json {
         eprintln!("created cairn repository at {}", path.display());
     }

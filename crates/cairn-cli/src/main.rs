@@ -14,6 +14,7 @@ mod args;
 mod backup_select;
 mod browse_commands;
 mod commands;
+mod encryption;
 mod gc_commands;
 mod generate;
 mod mount;

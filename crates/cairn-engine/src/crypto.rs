@@ -21,6 +21,7 @@ use zeroize::Zeroizing;
 
 use crate::config::{RepoConfig, CONFIG_MAGIC, CONFIG_VERSION};
 use crate::keys;
+use crate::repo::{Repository, WriteLock};
 
 /// The envelope version of an encrypted repository's config.
 pub const SEALED_CONFIG_VERSION: u32 = 2;
@@ -275,6 +276,144 @@ pub fn add_key_file(
         return Err(Error::invalid(format!("key file {name} exists already")));
     }
     Ok(name)
+}
+
+// Key management (`cairn key list|add|remove|passwd`). Writers hold the
+// repository's writer lock, so two of them never decide on a stale list of
+// key files (two removals could otherwise leave none).
+
+/// The label of a key file made on this machine: its host name, and the
+/// user running `cairn` (`$USER`, else the account of the user id).
+pub fn local_key_label() -> KeyLabel {
+    let user = std::env::var("USER")
+        .ok()
+        .filter(|u| !u.is_empty())
+        .or_else(|| {
+            nix::unistd::User::from_uid(nix::unistd::getuid())
+                .ok()
+                .flatten()
+                .map(|u| u.name)
+        })
+        .unwrap_or_else(|| format!("uid {}", nix::unistd::getuid()));
+    KeyLabel {
+        host: gethostname::gethostname().to_string_lossy().into_owned(),
+        user,
+    }
+}
+
+/// A key file that opened with a password: its object name, the file, and
+/// the master key it wraps.
+pub struct OpenedKey {
+    pub name: String,
+    pub key_file: KeyFile,
+    pub master: MasterKey,
+}
+
+fn require_encrypted(repo: &Repository) -> Result<&RepoKeys> {
+    repo.keys()
+        .map(|k| &**k)
+        .ok_or_else(|| Error::invalid("the repository is not encrypted: it has no key files"))
+}
+
+/// The key file of `repo` that `password` opens: the first in listing
+/// order, the one [`unlock`] uses. It must wrap the master key `repo` was
+/// unlocked with.
+pub fn opened_key(repo: &Repository, password: &Password) -> Result<OpenedKey> {
+    let keys = require_encrypted(repo)?;
+    let files = key_files(&**repo.backend(), &repo.config.id)?;
+    let count = files.len();
+    for (name, key_file) in files {
+        let master = match key_file.open(password) {
+            Ok(master) => master,
+            Err(e) if e.is_authentication() => continue,
+            Err(e) => return Err(e),
+        };
+        let derived = RepoKeys::new(&master, keys.algorithm());
+        if derived.fingerprint_key() != keys.fingerprint_key() {
+            return Err(Error::corrupt(
+                name,
+                "the key file wraps another master key than the one that opened the repository",
+            ));
+        }
+        return Ok(OpenedKey {
+            name,
+            key_file,
+            master,
+        });
+    }
+    Err(Error::invalid(format!(
+        "wrong password: none of the repository's {count} key file(s) opens with it"
+    )))
+}
+
+/// The key file of `repo` whose id is `id` or starts with it (a unique
+/// prefix), with its object name.
+pub fn find_key_file(repo: &Repository, id: &str) -> Result<(String, KeyFile)> {
+    require_encrypted(repo)?;
+    if id.is_empty() {
+        return Err(Error::invalid("empty key id"));
+    }
+    let files = key_files(&**repo.backend(), &repo.config.id)?;
+    let mut found: Vec<(String, KeyFile)> = files
+        .into_iter()
+        .filter(|(_, kf)| kf.id().starts_with(id))
+        .collect();
+    match found.len() {
+        0 => Err(Error::invalid(format!(
+            "no key file {id} in this repository"
+        ))),
+        1 => Ok(found.remove(0)),
+        _ => Err(Error::invalid(format!(
+            "key id {id} is ambiguous: {}",
+            found
+                .iter()
+                .map(|(_, kf)| kf.id())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+    }
+}
+
+/// Removes the key file `id` (or a unique prefix of it); returns its id.
+/// The last key file is never removed: without one the repository could
+/// not be opened again.
+pub fn remove_key(repo: &Repository, _lock: &WriteLock, id: &str) -> Result<String> {
+    let (name, key_file) = find_key_file(repo, id)?;
+    if key_files(&**repo.backend(), &repo.config.id)?.len() <= 1 {
+        return Err(Error::invalid(format!(
+            "refusing to remove key file {}: it is the repository's last one, \
+             without it the repository could never be opened again",
+            key_file.id()
+        )));
+    }
+    repo.backend().delete(&name)?;
+    Ok(key_file.id().to_string())
+}
+
+/// Wraps `master` anew in `target` (same id, label and creation time)
+/// under `new_password` with `params`, and replaces the stored file
+/// atomically under the same name: the old password no longer opens it.
+pub fn change_password(
+    repo: &Repository,
+    _lock: &WriteLock,
+    master: &MasterKey,
+    target: &(String, KeyFile),
+    new_password: &Password,
+    params: KdfParams,
+) -> Result<KeyFile> {
+    require_encrypted(repo)?;
+    let (name, key_file) = target;
+    let stored = KeyFile::from_bytes(&repo.backend().read(name)?)
+        .map_err(|e| Error::corrupt(name.clone(), e.to_string()))?;
+    if &stored != key_file {
+        return Err(Error::invalid(format!(
+            "key file {} changed since it was read; run the command again",
+            key_file.id()
+        )));
+    }
+    let rewrapped = key_file.rewrap(master, new_password, params)?;
+    repo.backend().write_atomic(name, &rewrapped.to_bytes())?;
+    Ok(rewrapped)
 }
 
 #[cfg(test)]

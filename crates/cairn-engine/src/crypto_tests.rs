@@ -179,3 +179,132 @@ fn init_refuses_a_directory_that_is_not_empty() {
     ));
     assert!(e.to_string().contains("not empty"), "{e}");
 }
+
+#[test]
+fn opened_key_names_the_key_file_the_password_opens() {
+    let (backend, repo) = encrypted(Algorithm::ChaCha20Poly1305);
+    let first = opened_key(&repo, &password("secret")).unwrap();
+    let master = first.master;
+    let second = add_key_file(
+        &*backend,
+        &repo.config.id,
+        &master,
+        &password("second"),
+        KdfParams::for_tests(),
+        label(),
+    )
+    .unwrap();
+    assert_eq!(
+        opened_key(&repo, &password("secret")).unwrap().name,
+        first.name
+    );
+    assert_eq!(opened_key(&repo, &password("second")).unwrap().name, second);
+    let e = err(opened_key(&repo, &password("wrong")));
+    assert!(e.to_string().contains("wrong password"), "{e}");
+
+    // A key file of this repository wrapping some other master key opens
+    // with its password but is not this repository's key.
+    add_key_file(
+        &*backend,
+        &repo.config.id,
+        &cairn_crypto::MasterKey::generate().unwrap(),
+        &password("planted"),
+        KdfParams::for_tests(),
+        label(),
+    )
+    .unwrap();
+    let e = err(opened_key(&repo, &password("planted")));
+    assert!(e.to_string().contains("another master key"), "{e}");
+}
+
+#[test]
+fn key_management_refuses_a_clear_repository() {
+    let backend: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let repo = Repository::init(backend, Repository::default_config()).unwrap();
+    let e = err(opened_key(&repo, &password("secret")));
+    assert!(e.to_string().contains("not encrypted"), "{e}");
+    let e = err(find_key_file(&repo, "00"));
+    assert!(e.to_string().contains("not encrypted"), "{e}");
+}
+
+#[test]
+fn the_last_key_file_is_never_removed() {
+    let (backend, repo) = encrypted(Algorithm::Aes256Gcm);
+    let lock = repo.lock_writer(false).unwrap();
+    let first = opened_key(&repo, &password("secret")).unwrap();
+    let id = first.key_file.id().to_string();
+    let e = err(remove_key(&repo, &lock, &id));
+    assert!(e.to_string().contains("last one"), "{e}");
+    assert_eq!(key_files(&*backend, &repo.config.id).unwrap().len(), 1);
+
+    add_key_file(
+        &*backend,
+        &repo.config.id,
+        &first.master,
+        &password("second"),
+        KdfParams::for_tests(),
+        label(),
+    )
+    .unwrap();
+    let e = err(remove_key(&repo, &lock, "zz"));
+    assert!(e.to_string().contains("no key file zz"), "{e}");
+    // A unique prefix names the key.
+    assert_eq!(remove_key(&repo, &lock, &id[..6]).unwrap(), id);
+    let left = key_files(&*backend, &repo.config.id).unwrap();
+    assert_eq!(left.len(), 1);
+    assert_ne!(left[0].1.id(), id);
+    drop(lock);
+    let e = err(Repository::open_with_password(backend.clone(), &mut || {
+        Ok(password("secret"))
+    }));
+    assert!(e.to_string().contains("wrong password"), "{e}");
+    Repository::open_with_password(backend, &mut || Ok(password("second"))).unwrap();
+}
+
+#[test]
+fn change_password_rewraps_the_key_file_in_place() {
+    let (backend, repo) = encrypted(Algorithm::Aes256Gcm);
+    let lock = repo.lock_writer(false).unwrap();
+    let opened = opened_key(&repo, &password("secret")).unwrap();
+    let target = (opened.name.clone(), opened.key_file.clone());
+    let params = KdfParams {
+        m_cost_kib: 16,
+        t_cost: 2,
+        p_cost: 1,
+    };
+    let new = change_password(
+        &repo,
+        &lock,
+        &opened.master,
+        &target,
+        &password("fresh"),
+        params,
+    )
+    .unwrap();
+    assert_eq!(new.id(), opened.key_file.id());
+    assert_eq!(new.params(), params);
+    let files = key_files(&*backend, &repo.config.id).unwrap();
+    assert_eq!(files.len(), 1);
+    assert_eq!(files[0], (opened.name.clone(), new));
+    for (pw, opens) in [("secret", false), ("fresh", true)] {
+        let r = Repository::open_with_password(backend.clone(), &mut || Ok(password(pw)));
+        assert_eq!(r.is_ok(), opens, "{pw}");
+    }
+    // The stale copy (the file before the change) is refused.
+    let e = err(change_password(
+        &repo,
+        &lock,
+        &opened.master,
+        &target,
+        &password("again"),
+        KdfParams::for_tests(),
+    ));
+    assert!(e.to_string().contains("changed since"), "{e}");
+}
+
+#[test]
+fn the_local_label_names_host_and_user() {
+    let label = local_key_label();
+    assert!(!label.host.is_empty());
+    assert!(!label.user.is_empty());
+}

@@ -659,3 +659,45 @@ pub fn truncate(path: &Path, len: u64) {
         .set_len(len)
         .unwrap();
 }
+
+// ---------------------------------------------------------------------------
+// Encrypted repositories
+// ---------------------------------------------------------------------------
+
+/// The variables a repository password can come from.
+pub const PASSWORD_VARS: [&str; 3] = [
+    "CAIRN_PASSWORD",
+    "CAIRN_PASSWORD_FILE",
+    "CAIRN_PASSWORD_COMMAND",
+];
+
+/// Argon2id parameters small enough for tests (never for real keys).
+pub const TINY_KDF: [&str; 4] = ["--kdf-memory-kib", "8", "--kdf-passes", "1"];
+
+/// Runs `cairn --repo repo args...` with an empty standard input, none of
+/// the caller's password variables, and `env` set.
+pub fn cairn_with_env(repo: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
+    let mut c = command(repo, args);
+    c.stdin(Stdio::null());
+    for var in PASSWORD_VARS {
+        c.env_remove(var);
+    }
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let out = c.output().expect("running cairn");
+    Run::from_output(arg_list(Some(repo), args), out)
+}
+
+/// Runs `cairn --repo repo args...` with `CAIRN_PASSWORD=password` only.
+pub fn cairn_pw(repo: &Path, password: &str, args: &[&str]) -> Run {
+    cairn_with_env(repo, args, &[("CAIRN_PASSWORD", password)])
+}
+
+/// Creates a repository encrypted with `algorithm` under `password`, with
+/// tiny key derivation parameters.
+pub fn init_encrypted(repo: &Path, algorithm: &str, password: &str) -> Run {
+    let mut args = vec!["init", "--encryption", algorithm];
+    args.extend(TINY_KDF);
+    cairn_pw(repo, password, &args)
+}

@@ -1,0 +1,312 @@
+//! Encrypted repositories on the command line (docs/security.md, issue 13):
+//! opening any repository with a password (resolved only when it is
+//! encrypted), `init --encryption`, and `cairn key list|add|remove|passwd`.
+//!
+//! The encryption options are hidden until the engine seals every object:
+//! until then an "encrypted" repository seals its config and key files only,
+//! and a visible option promising encryption would be a defect.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Result};
+use clap::{Args, Subcommand};
+use serde_json::json;
+
+use cairn_backend::LocalBackend;
+use cairn_crypto::password::process_env;
+use cairn_crypto::{
+    resolve_password, Algorithm, KdfParams, KeyFile, Password, PasswordSource, PromptMode,
+};
+use cairn_engine::crypto::{self as keys, StoredConfig};
+use cairn_engine::{RepoConfig, Repository};
+
+use crate::args::Cli;
+use crate::output::time;
+
+/// How long the key derivation of a new key file takes on this machine.
+const KDF_TARGET: Duration = Duration::from_millis(500);
+
+/// The encryption options of `init`.
+#[derive(Args, Debug, Clone)]
+pub struct EncryptionArgs {
+    /// Encrypt the repository: aes-256-gcm, chacha20poly1305 or none.
+    // Hidden, and `none` by default, until the engine seals every object:
+    // exposed (and made the default) once every object is sealed.
+    #[arg(long, default_value = "none", hide = true, value_name = "ALGORITHM")]
+    pub encryption: String,
+    #[command(flatten)]
+    pub kdf: KdfArgs,
+}
+
+/// Overrides of the Argon2id parameters tuned for a new key file.
+#[derive(Args, Debug, Clone)]
+pub struct KdfArgs {
+    /// Argon2id memory of the new key file in KiB (default: 64 MiB).
+    #[arg(long, hide = true, value_name = "N")]
+    pub kdf_memory_kib: Option<u32>,
+    /// Argon2id passes of the new key file (default: as many as take about 0.5 s here).
+    #[arg(long, hide = true, value_name = "N")]
+    pub kdf_passes: Option<u32>,
+}
+
+impl KdfArgs {
+    fn given(&self) -> bool {
+        self.kdf_memory_kib.is_some() || self.kdf_passes.is_some()
+    }
+
+    /// The parameters of a new key file: tuned to about 0.5 s on this
+    /// machine, except where overridden.
+    fn params(&self) -> Result<KdfParams> {
+        let params = match (self.kdf_memory_kib, self.kdf_passes) {
+            (memory, Some(t_cost)) => KdfParams {
+                m_cost_kib: memory.unwrap_or(KdfParams::TUNE_MEMORY_KIB),
+                t_cost,
+                p_cost: 1,
+            },
+            (Some(memory), None) => KdfParams::tune_with_memory(memory, KDF_TARGET)?,
+            (None, None) => KdfParams::tune(KDF_TARGET)?,
+        };
+        params.validate()?;
+        Ok(params)
+    }
+}
+
+/// Where the new password of `key add|passwd` comes from.
+#[derive(Args, Debug, Clone)]
+pub struct NewKeyArgs {
+    /// Read the new password from the first line of PATH (otherwise it is
+    /// asked for twice on the terminal).
+    #[arg(long, value_name = "PATH")]
+    pub new_password_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub kdf: KdfArgs,
+    /// Wait for another writer to finish instead of failing.
+    #[arg(long)]
+    pub wait: bool,
+}
+
+/// `cairn key`: the key files of an encrypted repository.
+#[derive(Subcommand, Debug)]
+pub enum KeyCommand {
+    /// List the key files (the one the password opened is marked `*`).
+    List,
+    /// Add a key file: a new password for the same repository.
+    Add(NewKeyArgs),
+    /// Remove a key file (its id, or a unique prefix); the last one never is.
+    Remove {
+        id: String,
+        /// Wait for another writer to finish instead of failing.
+        #[arg(long)]
+        wait: bool,
+    },
+    /// Change the password of a key file (default: the one the current
+    /// password opens); the old password stops working.
+    Passwd {
+        /// Key id or a unique prefix.
+        id: Option<String>,
+        #[command(flatten)]
+        new: NewKeyArgs,
+    },
+}
+
+/// The repository password from `--password-file`, `CAIRN_PASSWORD`,
+/// `CAIRN_PASSWORD_COMMAND` or the terminal.
+fn password(cli: &Cli, mode: PromptMode) -> cairn_core::Result<Password> {
+    // Set to the empty string, CAIRN_PASSWORD_FILE counts as unset, as the
+    // other password variables do; an empty `--password-file ''` fails to read.
+    let from_empty_env = process_env("CAIRN_PASSWORD_FILE").is_some_and(|v| v.is_empty());
+    let file = cli
+        .password_file
+        .as_deref()
+        .filter(|p| !(p.as_os_str().is_empty() && from_empty_env));
+    resolve_password(file, &process_env, mode)
+}
+
+/// A new password for `key add|passwd`: from `--new-password-file`, or
+/// asked twice on the terminal. The repository password's sources are not
+/// used: they hold the current password.
+fn new_password(a: &NewKeyArgs) -> Result<Password> {
+    let source = match &a.new_password_file {
+        Some(path) => PasswordSource::File(path.clone()),
+        None if std::io::stdin().is_terminal() => PasswordSource::Prompt,
+        None => bail!("no new password given: use --new-password-file PATH"),
+    };
+    Ok(source.read(&process_env, PromptMode::Confirm)?)
+}
+
+/// Opens the local repository at `path`; its password is resolved only if
+/// it is encrypted. Every command that opens a repository comes here
+/// (backup's may create one: `is_encrypted_at`).
+pub fn open_repository(cli: &Cli, path: &Path) -> Result<Repository> {
+    Ok(Repository::open_with_password(local(path)?, &mut || {
+        password(cli, PromptMode::Once)
+    })?)
+}
+
+fn local(path: &Path) -> Result<Arc<LocalBackend>> {
+    if !path.is_dir() {
+        return Err(cairn_core::Error::NotARepository(path.to_path_buf()).into());
+    }
+    Ok(Arc::new(LocalBackend::open(path)?))
+}
+
+/// Whether `path` holds an encrypted repository (a config that says so).
+/// Anything unreadable is left to the open that follows to report.
+pub fn is_encrypted_at(path: &Path) -> bool {
+    std::fs::read(path.join(cairn_engine::keys::CONFIG))
+        .ok()
+        .and_then(|bytes| StoredConfig::decode(&bytes).ok())
+        .is_some_and(|c| c.is_encrypted())
+}
+
+/// Creates the repository of `init`, encrypted as `--encryption` says.
+pub fn init_repository(
+    cli: &Cli,
+    path: &Path,
+    config: RepoConfig,
+    a: &EncryptionArgs,
+) -> Result<Repository> {
+    if a.encryption == "none" {
+        if a.kdf.given() {
+            bail!("--kdf-memory-kib and --kdf-passes apply to encrypted repositories only");
+        }
+        return Ok(Repository::init_local(path, config)?);
+    }
+    let algorithm: Algorithm = a.encryption.parse().map_err(|_| {
+        anyhow!(
+            "unknown --encryption {:?} (aes-256-gcm, chacha20poly1305 or none)",
+            a.encryption
+        )
+    })?;
+    // Everything that can fail is settled before the directory is created.
+    let password = password(cli, PromptMode::Confirm)?;
+    let params = a.kdf.params()?;
+    let backend = Arc::new(LocalBackend::create(path)?);
+    Ok(Repository::init_encrypted(
+        backend,
+        config,
+        algorithm,
+        &password,
+        params,
+        keys::local_key_label(),
+    )?)
+}
+
+/// `cairn key ...`.
+pub fn key(cli: &Cli, path: &Path, command: &KeyCommand) -> Result<ExitCode> {
+    // The password is kept: it opens the repository, then names the key
+    // file it opened (the engine tries the key files once more).
+    let mut given: Option<Password> = None;
+    let repo = Repository::open_with_password(local(path)?, &mut || {
+        let p = password(cli, PromptMode::Once)?;
+        given = Some(p.clone());
+        Ok(p)
+    })?;
+    let current =
+        given.ok_or_else(|| anyhow!("the repository is not encrypted: it has no key files"))?;
+    match command {
+        KeyCommand::List => list(cli, &repo, &current),
+        KeyCommand::Add(a) => {
+            let new = new_password(a)?;
+            let params = a.kdf.params()?;
+            let _lock = repo.lock_writer(a.wait)?;
+            let opened = keys::opened_key(&repo, &current)?;
+            let name = keys::add_key_file(
+                &**repo.backend(),
+                &repo.config.id,
+                &opened.master,
+                &new,
+                params,
+                keys::local_key_label(),
+            )?;
+            let id = name.rsplit('/').next().unwrap_or(&name);
+            report(cli, "added", id)
+        }
+        KeyCommand::Remove { id, wait } => {
+            let lock = repo.lock_writer(*wait)?;
+            let removed = keys::remove_key(&repo, &lock, id)?;
+            report(cli, "removed", &removed)
+        }
+        KeyCommand::Passwd { id, new: a } => {
+            let new = new_password(a)?;
+            let params = a.kdf.params()?;
+            let lock = repo.lock_writer(a.wait)?;
+            let opened = keys::opened_key(&repo, &current)?;
+            let target = match id {
+                Some(id) => keys::find_key_file(&repo, id)?,
+                None => (opened.name.clone(), opened.key_file.clone()),
+            };
+            let changed =
+                keys::change_password(&repo, &lock, &opened.master, &target, &new, params)?;
+            report(cli, "changed the password of", changed.id())
+        }
+    }
+}
+
+fn report(cli: &Cli, done: &str, id: &str) -> Result<ExitCode> {
+    if cli.json {
+        println!("{}", json!({ "id": id }));
+    } else if !cli.quiet {
+        println!("{done} key {id}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The creation time (a key file's clear text: any value is shown, none overflows).
+fn created(kf: &KeyFile) -> String {
+    time(i64::try_from(kf.created()).map_or(i64::MAX, |s| s.saturating_mul(1_000_000_000)))
+}
+
+fn key_json(kf: &KeyFile, current: bool) -> serde_json::Value {
+    let p = kf.params();
+    json!({
+        "id": kf.id(),
+        "current": current,
+        "created": created(kf),
+        "created_unix": kf.created(),
+        "host": kf.label().host,
+        "user": kf.label().user,
+        "kdf": {
+            "name": "argon2id",
+            "m_cost_kib": p.m_cost_kib,
+            "t_cost": p.t_cost,
+            "p_cost": p.p_cost,
+        },
+    })
+}
+
+fn list(cli: &Cli, repo: &Repository, current: &Password) -> Result<ExitCode> {
+    let opened = keys::opened_key(repo, current)?;
+    let files = keys::key_files(&**repo.backend(), &repo.config.id)?;
+    if cli.json {
+        let rows: Vec<_> = files
+            .iter()
+            .map(|(name, kf)| key_json(kf, *name == opened.name))
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "  {:<16}  {:<20}  {:<16}  {:<12}  kdf",
+        "id", "created", "host", "user"
+    );
+    for (name, kf) in &files {
+        let p = kf.params();
+        println!(
+            "{} {:<16}  {:<20}  {:<16}  {:<12}  argon2id m={}KiB t={} p={}",
+            if *name == opened.name { '*' } else { ' ' },
+            kf.id(),
+            created(kf),
+            crate::output::display_name(&kf.label().host),
+            crate::output::display_name(&kf.label().user),
+            p.m_cost_kib,
+            p.t_cost,
+            p.p_cost
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
