@@ -35,14 +35,12 @@ pub struct Cli {
 
     /// Read the repository password from the first line of PATH (an
     /// encrypted repository only; see docs/security.md).
-    // Hidden until the engine seals every object (as `init --encryption`).
     // An empty CAIRN_PASSWORD_FILE counts as unset (`encryption::password`),
     // so clap must accept the empty value its default path parser refuses.
     #[arg(
         long,
         env = "CAIRN_PASSWORD_FILE",
         global = true,
-        hide = true,
         value_name = "PATH",
         value_parser = clap::builder::OsStringValueParser::new().map(PathBuf::from)
     )]
@@ -181,8 +179,7 @@ pub enum Command {
     #[command(flatten)]
     Browse(BrowseCommand),
     /// The key files of an encrypted repository: list, add, remove, passwd.
-    // Hidden until the engine seals every object (as `init --encryption`).
-    #[command(subcommand, hide = true)]
+    #[command(subcommand)]
     Key(crate::encryption::KeyCommand),
     /// Print a shell completion script for SHELL to standard output, e.g.
     /// `cairn completions bash > /etc/bash_completion.d/cairn`.
@@ -565,6 +562,9 @@ pub struct BackupArgs {
     /// Settings used if the repository does not exist yet.
     #[command(flatten)]
     pub init: InitArgs,
+    /// Encryption of the repository if this backup creates it.
+    #[command(flatten)]
+    pub encryption: crate::encryption::EncryptionArgs,
 }
 
 #[derive(Args, Debug)]

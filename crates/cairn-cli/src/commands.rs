@@ -353,6 +353,35 @@ fn init(
     Ok(ExitCode::SUCCESS)
 }
 
+/// Opens the repository at `path`, or creates it with `config()` and
+/// `encryption` if there is none. Of two processes creating it at once,
+/// one wins and the other opens what it created.
+fn open_or_create(
+    cli: &Cli,
+    path: &Path,
+    config: impl FnOnce() -> Result<RepoConfig>,
+    encryption: &crate::encryption::EncryptionArgs,
+) -> Result<(Repository, bool)> {
+    let exists = || path.join(cairn_engine::keys::CONFIG).is_file();
+    if exists() {
+        return Ok((crate::encryption::open_repository(cli, path)?, false));
+    }
+    match crate::encryption::init_repository(cli, path, config()?, encryption) {
+        Ok(repo) => Ok((repo, true)),
+        Err(e) => {
+            // A concurrent creator writes its key file, then its config: give
+            // it a moment before reporting what we found.
+            for _ in 0..250 {
+                if exists() {
+                    return Ok((crate::encryption::open_repository(cli, path)?, false));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(e)
+        }
+    }
+}
+
 fn backup(cli: &Cli, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
     // Positional paths and --files-from lines are treated alike.
     let paths = crate::backup_select::paths(a)?;
@@ -398,13 +427,10 @@ fn backup(cli: &Cli, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
     }
     let given = cfg.clone();
     let cfg_rewrite = a.init.rewrite.is_some().then_some(cfg.rewrite);
-    // A backup that creates its repository creates a clear one for now
-    // (docs/security.md, "Commands").
-    let (repo, created) = if crate::encryption::is_encrypted_at(path) {
-        (crate::encryption::open_repository(cli, path)?, false)
-    } else {
-        Repository::open_or_init_local(path, || resolve_auto(cli, cfg, &a.init))?
-    };
+    // A backup into a path without a repository creates one, encrypted
+    // unless `--encryption none`, as `init` would.
+    let (repo, created) =
+        open_or_create(cli, path, || resolve_auto(cli, cfg, &a.init), &a.encryption)?;
     if created && !cli.quiet && !cli.json {
         eprintln!("created cairn repository at {}", path.display());
     }

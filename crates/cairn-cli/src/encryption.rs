@@ -2,9 +2,9 @@
 //! opening any repository with a password (resolved only when it is
 //! encrypted), `init --encryption`, and `cairn key list|add|remove|passwd`.
 //!
-//! The encryption options are hidden until the engine seals every object:
-//! until then an "encrypted" repository seals its config and key files only,
-//! and a visible option promising encryption would be a defect.
+//! New repositories are encrypted unless `--encryption none` (or
+//! `CAIRN_ENCRYPTION=none`) says otherwise, whether `init` or a first
+//! `backup` creates them.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -30,13 +30,18 @@ use crate::output::time;
 /// How long the key derivation of a new key file takes on this machine.
 const KDF_TARGET: Duration = Duration::from_millis(500);
 
-/// The encryption options of `init`.
+/// The encryption options of a new repository (`init`, and a `backup`
+/// that creates one).
 #[derive(Args, Debug, Clone)]
 pub struct EncryptionArgs {
-    /// Encrypt the repository: aes-256-gcm, chacha20poly1305 or none.
-    // Hidden, and `none` by default, until the engine seals every object:
-    // exposed (and made the default) once every object is sealed.
-    #[arg(long, default_value = "none", hide = true, value_name = "ALGORITHM")]
+    /// Encryption of a new repository: aes-256-gcm, chacha20poly1305 or
+    /// none (a clear repository: only for scratch data on a trusted disk).
+    #[arg(
+        long,
+        env = "CAIRN_ENCRYPTION",
+        default_value = "aes-256-gcm",
+        value_name = "ALGORITHM"
+    )]
     pub encryption: String,
     #[command(flatten)]
     pub kdf: KdfArgs,
@@ -45,19 +50,15 @@ pub struct EncryptionArgs {
 /// Overrides of the Argon2id parameters tuned for a new key file.
 #[derive(Args, Debug, Clone)]
 pub struct KdfArgs {
-    /// Argon2id memory of the new key file in KiB (default: 64 MiB).
-    #[arg(long, hide = true, value_name = "N")]
+    /// Argon2id memory of a new key file in KiB (default: 64 MiB).
+    #[arg(long, env = "CAIRN_KDF_MEMORY_KIB", value_name = "N")]
     pub kdf_memory_kib: Option<u32>,
-    /// Argon2id passes of the new key file (default: as many as take about 0.5 s here).
-    #[arg(long, hide = true, value_name = "N")]
+    /// Argon2id passes of a new key file (default: as many as take about 0.5 s here).
+    #[arg(long, env = "CAIRN_KDF_PASSES", value_name = "N")]
     pub kdf_passes: Option<u32>,
 }
 
 impl KdfArgs {
-    fn given(&self) -> bool {
-        self.kdf_memory_kib.is_some() || self.kdf_passes.is_some()
-    }
-
     /// The parameters of a new key file: tuned to about 0.5 s on this
     /// machine, except where overridden.
     fn params(&self) -> Result<KdfParams> {
@@ -142,7 +143,7 @@ fn new_password(a: &NewKeyArgs) -> Result<Password> {
 /// it is encrypted. Every command that opens a repository comes here
 /// (backup's may create one: `is_encrypted_at`).
 pub fn open_repository(cli: &Cli, path: &Path) -> Result<Repository> {
-    Ok(Repository::open_with_password(local(path)?, &mut || {
+    Ok(Repository::open_local_with_password(path, &mut || {
         password(cli, PromptMode::Once)
     })?)
 }
@@ -171,9 +172,6 @@ pub fn init_repository(
     a: &EncryptionArgs,
 ) -> Result<Repository> {
     if a.encryption == "none" {
-        if a.kdf.given() {
-            bail!("--kdf-memory-kib and --kdf-passes apply to encrypted repositories only");
-        }
         return Ok(Repository::init_local(path, config)?);
     }
     let algorithm: Algorithm = a.encryption.parse().map_err(|_| {
@@ -185,9 +183,8 @@ pub fn init_repository(
     // Everything that can fail is settled before the directory is created.
     let password = password(cli, PromptMode::Confirm)?;
     let params = a.kdf.params()?;
-    let backend = Arc::new(LocalBackend::create(path)?);
-    Ok(Repository::init_encrypted(
-        backend,
+    Ok(Repository::init_local_encrypted(
+        path,
         config,
         algorithm,
         &password,

@@ -54,7 +54,7 @@ fn write_pages(cmd: &clap::Command, dir: &Path, written: &mut usize) -> Result<(
         .with_context(|| format!("rendering the man page of {name}"))?;
     std::fs::write(&path, buf).with_context(|| format!("writing {}", path.display()))?;
     *written += 1;
-    // A hidden command (`key`, until objects are sealed) gets no page.
+    // A hidden command gets no page.
     for sub in cmd
         .get_subcommands()
         .filter(|s| s.get_name() != "help" && !s.is_hide_set())

@@ -56,7 +56,8 @@ fn readers_stay_correct_while_a_writer_commits() {
         .to_string();
 
     let done = Arc::new(AtomicBool::new(false));
-    let w = writer(repo.clone(), 15, done.clone());
+    const WRITES: usize = 40;
+    let w = writer(repo.clone(), WRITES, done.clone());
     let out = tmp.path().join("out");
     let mut rounds = 0;
     while !done.load(Ordering::SeqCst) {
@@ -79,7 +80,7 @@ fn readers_stay_correct_while_a_writer_commits() {
         rounds >= 3,
         "only {rounds} reader rounds overlapped the writer"
     );
-    assert_eq!(snapshot_ids(&repo).len(), 3 + 1 + 15);
+    assert_eq!(snapshot_ids(&repo).len(), 3 + 1 + WRITES);
     cairn(&repo, &["check", "--read-data"]).ok();
 }
 

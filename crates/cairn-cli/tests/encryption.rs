@@ -186,7 +186,7 @@ fn a_clear_repository_never_asks_for_a_password() {
     let mark = t.root.join("asked");
     let ask = format!("touch {} && echo secret", s(&mark));
     let env = [("CAIRN_PASSWORD_COMMAND", ask.as_str())];
-    cairn_with_env(&t.repo, &["init"], &env).ok();
+    cairn_with_env(&t.repo, &["init", "--encryption", "none"], &env).ok();
     cairn_with_env(&t.repo, &["backup", "-q", s(&t.src)], &env).ok();
     cairn_with_env(&t.repo, &["snapshots"], &env).ok();
     let target = t.root.join("out");
@@ -199,12 +199,8 @@ fn a_clear_repository_never_asks_for_a_password() {
     // No password variable at all.
     cairn_with_env(&t.repo, &["ls", "latest"], &[]).ok();
 
-    // A backup that creates its repository creates a clear one (for now),
-    // whatever password is given.
-    let auto = t.root.join("auto");
-    cairn_pw(&auto, "secret", &["backup", "-q", s(&t.src)]).ok();
-    cairn_with_env(&auto, &["snapshots"], &[]).ok();
-    let e = cairn_pw(&auto, "secret", &["key", "list"]).one_line_error();
+    // `key` on a clear repository says it has no keys.
+    let e = cairn_pw(&t.repo, "secret", &["key", "list"]).one_line_error();
     assert!(e.contains("not encrypted"), "{e}");
 }
 
@@ -321,10 +317,6 @@ fn init_refuses_bad_encryption_options_before_creating_anything() {
             "unknown --encryption \"rot13\"",
         ),
         (
-            &["init", "--kdf-passes", "2"],
-            "encrypted repositories only",
-        ),
-        (
             &[
                 "init",
                 "--encryption",
@@ -351,26 +343,44 @@ fn init_refuses_bad_encryption_options_before_creating_anything() {
 }
 
 #[test]
-fn the_encryption_options_stay_hidden_until_objects_are_sealed() {
+fn new_repositories_are_encrypted_by_default_and_the_options_are_documented() {
     let t = setup(10);
     let help = cairn_with_env(&t.repo, &["--help"], &[]).ok().stdout_str();
-    assert!(!help.contains("key "), "{help}");
-    assert!(!help.contains("password"), "{help}");
+    assert!(help.contains("key "), "{help}");
+    assert!(help.contains("--password-file"), "{help}");
     let help = cairn_with_env(&t.repo, &["init", "--help"], &[])
         .ok()
         .stdout_str();
-    assert!(help.contains("--chunker"), "{help}");
-    for hidden in ["--encryption", "--kdf", "--password-file"] {
-        assert!(!help.contains(hidden), "{hidden}: {help}");
+    for shown in ["--encryption", "--kdf-memory-kib", "--kdf-passes"] {
+        assert!(help.contains(shown), "{shown}: {help}");
     }
     let man = t.root.join("man");
     cairn_with_env(&t.repo, &["man", "--out", s(&man)], &[]).ok();
-    assert!(man.join("cairn-init.1").exists());
-    assert!(!man.join("cairn-key.1").exists());
+    assert!(man.join("cairn-key.1").exists());
     let init_page = fs::read_to_string(man.join("cairn-init.1")).unwrap();
-    assert!(!init_page.contains("encryption"), "{init_page}");
-    // Hidden, not absent: the default stays a clear repository.
-    cairn_with_env(&t.repo, &["init"], &[]).ok();
+    assert!(init_page.contains("encryption"), "{init_page}");
+    // `init` and a first `backup` both create encrypted repositories.
+    let mut args = vec!["init"];
+    args.extend(TINY_KDF);
+    cairn_pw(&t.repo, "secret", &args).ok();
     let config = fs::read(t.repo.join("config")).unwrap();
-    assert!(!String::from_utf8_lossy(&config).contains("\"encryption\""));
+    assert!(String::from_utf8_lossy(&config).contains("\"encryption\":\"aes-256-gcm\""));
+    let second = t.root.join("by-backup");
+    let mut args = vec!["backup", s(&t.src)];
+    args.extend(TINY_KDF);
+    cairn_pw(&second, "secret", &args).ok();
+    let config = fs::read(second.join("config")).unwrap();
+    assert!(String::from_utf8_lossy(&config).contains("\"sealed\""));
+    assert!(!opens(&second, "wrong"));
+    assert!(opens(&second, "secret"));
+    // Without a password a first backup creates nothing.
+    let third = t.root.join("no-password");
+    let e = cairn_with_env(&third, &["backup", s(&t.src)], &[]).one_line_error();
+    assert!(e.contains("no password given"), "{e}");
+    assert!(!third.join("config").exists());
+    // `--encryption none` (or CAIRN_ENCRYPTION=none) makes a clear one.
+    let clear = t.root.join("clear");
+    cairn_with_env(&clear, &["backup", "--encryption", "none", s(&t.src)], &[]).ok();
+    let config = fs::read(clear.join("config")).unwrap();
+    assert!(!String::from_utf8_lossy(&config).contains("sealed"));
 }

@@ -151,9 +151,10 @@ fn on_terminal(repo: &Path, args: &[&str]) -> Option<String> {
     for a in args {
         line += &format!(" '{a}'");
     }
-    let out = std::process::Command::new("script")
+    let mut script = std::process::Command::new("script");
+    test_env(&mut script);
+    let out = script
         .args(["-qec", &line, "/dev/null"])
-        .env_remove("CAIRN_REPO")
         .stdin(Stdio::null())
         .output()
         .unwrap();

@@ -67,6 +67,12 @@ pub trait Backend: Send + Sync {
     /// A short description for messages (`/path/to/repo`, `memory`).
     fn describe(&self) -> String;
 
+    /// Bytes the object takes in the store: its [`Backend::size`], except
+    /// under a layer that stores more than it hands out (sealing).
+    fn stored_size(&self, key: &str) -> Result<u64> {
+        self.size(key)
+    }
+
     /// The key that names content-addressed objects (snapshot records) in
     /// an encrypted repository, where a plain hash of a record would let
     /// whoever guesses the record confirm it; `None`: plain hashes.
@@ -116,6 +122,9 @@ macro_rules! forward_backend {
             }
             fn naming_key(&self) -> Option<&[u8; 32]> {
                 (**self).naming_key()
+            }
+            fn stored_size(&self, key: &str) -> Result<u64> {
+                (**self).stored_size(key)
             }
         }
     };

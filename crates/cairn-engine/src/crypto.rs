@@ -155,6 +155,20 @@ impl StoredConfig {
         matches!(self, StoredConfig::Sealed { .. })
     }
 
+    /// Whether a master key opens this sealed config (always for a clear one).
+    pub fn opens_with(&self, master: &MasterKey) -> bool {
+        match self {
+            StoredConfig::Clear(_) => true,
+            StoredConfig::Sealed {
+                id,
+                algorithm,
+                sealed,
+            } => RepoKeys::new(master, *algorithm)
+                .open(&config_ad(id), sealed, &mut Vec::new())
+                .is_ok(),
+        }
+    }
+
     /// The config, opened with `keys` when it is sealed.
     pub fn open(self, keys: Option<&RepoKeys>) -> Result<RepoConfig> {
         match (self, keys) {
@@ -238,8 +252,16 @@ pub fn key_files(backend: &dyn Backend, repo_id: &str) -> Result<Vec<(String, Ke
     Ok(out)
 }
 
-/// The master key, from the first key file that opens with `password`.
-pub fn unlock(backend: &dyn Backend, repo_id: &str, password: &Password) -> Result<MasterKey> {
+/// The master key, from the first key file that opens with `password` and
+/// whose master key `fits` (opens the sealed config): a key file left by an
+/// `init` that lost a race, or planted, may open with the same password
+/// but wrap another master key.
+pub fn unlock(
+    backend: &dyn Backend,
+    repo_id: &str,
+    password: &Password,
+    fits: &dyn Fn(&MasterKey) -> bool,
+) -> Result<MasterKey> {
     let files = key_files(backend, repo_id)?;
     if files.is_empty() {
         return Err(Error::corrupt(
@@ -247,12 +269,21 @@ pub fn unlock(backend: &dyn Backend, repo_id: &str, password: &Password) -> Resu
             "it is encrypted but holds no key file (keys/)",
         ));
     }
+    let mut unfit = 0;
     for (_, kf) in &files {
         match kf.open(password) {
-            Ok(master) => return Ok(master),
+            Ok(master) if fits(&master) => return Ok(master),
+            Ok(_) => unfit += 1,
             Err(e) if e.is_authentication() => continue,
             Err(e) => return Err(e),
         }
+    }
+    if unfit > 0 {
+        // The password is right for a key file, but its key does not open
+        // the config: the config (or that key file) was replaced.
+        return Err(Error::authentication(
+            "config (the key the password unlocks does not open it)",
+        ));
     }
     Err(Error::invalid(format!(
         "wrong password: none of the repository's {} key file(s) opens with it",

@@ -120,20 +120,25 @@ impl Repository {
             algorithm: algorithm.name().to_string(),
         });
         config.validate()?;
-        if let Some(stray) = backend.list("")?.first() {
-            return Err(if stray == keys::CONFIG {
-                already_a_repository(&*backend)
-            } else {
-                Error::invalid(format!(
-                    "{} is not empty and not a cairn repository (found {stray})",
-                    backend.describe(),
-                ))
-            });
+        let present = backend.list("")?;
+        if present.iter().any(|k| k == keys::CONFIG) {
+            return Err(already_a_repository(&*backend));
+        }
+        if let Some(stray) = present.first() {
+            return Err(Error::invalid(format!(
+                "{} is not empty and not a cairn repository (found {stray})",
+                backend.describe(),
+            )));
         }
         let master = MasterKey::generate()?;
-        crypto::add_key_file(&*backend, &config.id, &master, password, params, label)?;
+        let key = crypto::add_key_file(&*backend, &config.id, &master, password, params, label)?;
         let keys = RepoKeys::new(&master, algorithm);
-        if !Self::create_config(&*backend, &config, Some(&keys))? {
+        let created = Self::create_config(&*backend, &config, Some(&keys));
+        if !matches!(created, Ok(true)) {
+            // Another init won the race (or failed us): our key file wraps
+            // a master key no config uses.
+            let _ = backend.delete(&key);
+            created?;
             return Err(already_a_repository(&*backend));
         }
         Self::open_unlocked(backend, Some(Arc::new(keys)))
@@ -211,7 +216,8 @@ impl Repository {
         let keys = match &stored {
             StoredConfig::Clear(_) => None,
             StoredConfig::Sealed { id, algorithm, .. } => {
-                let master = crypto::unlock(&*backend, id, &password()?)?;
+                let master =
+                    crypto::unlock(&*backend, id, &password()?, &|m| stored.opens_with(m))?;
                 Some(Arc::new(RepoKeys::new(&master, *algorithm)))
             }
         };
@@ -264,6 +270,21 @@ impl Repository {
             return Err(Error::NotARepository(path.to_path_buf()));
         }
         let mut repo = Self::open_with_password(Arc::new(LocalBackend::open(path)?), password)?;
+        repo.local_root = crate::long_path::canonicalize(path).ok();
+        Ok(repo)
+    }
+
+    /// [`Repository::init_encrypted`] of a local repository at `path`.
+    pub fn init_local_encrypted(
+        path: &Path,
+        config: RepoConfig,
+        algorithm: Algorithm,
+        password: &Password,
+        params: KdfParams,
+        label: KeyLabel,
+    ) -> Result<Self> {
+        let backend = Arc::new(LocalBackend::create(path)?);
+        let mut repo = Self::init_encrypted(backend, config, algorithm, password, params, label)?;
         repo.local_root = crate::long_path::canonicalize(path).ok();
         Ok(repo)
     }

@@ -242,6 +242,10 @@ impl Backend for SealedBackend {
         self.inner.describe()
     }
 
+    fn stored_size(&self, key: &str) -> Result<u64> {
+        self.inner.size(key)
+    }
+
     fn naming_key(&self) -> Option<&[u8; 32]> {
         Some(self.keys.naming_key())
     }

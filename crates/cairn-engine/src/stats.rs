@@ -73,7 +73,8 @@ pub struct OnDisk {
     /// Data chunks as stored (compressed).
     pub data: u64,
     /// The rest of the container files: directory listings, recipe nodes,
-    /// metadata sections, headers.
+    /// metadata sections, headers (and in an encrypted repository the
+    /// sealed blocks' nonces and tags).
     pub metadata: u64,
     /// The paged index (files and deltas) and the frugal index's log.
     pub index: u64,
@@ -109,9 +110,15 @@ pub fn stats(repo: &Repository) -> Result<RepoStats> {
     let mut kinds: HashMap<ChunkKind, u64> = HashMap::new();
     let (mut stored, mut compressed, mut container_bytes, mut unique) = (0, 0, 0, 0);
     let ids = repo.log.ids()?;
+    let sealed = repo.keys().is_some();
     for &id in &ids {
         let meta = repo.log.read_meta(id)?;
-        container_bytes += meta.file_size;
+        // Encrypted, a container takes its sealed size on disk.
+        container_bytes += if sealed {
+            repo.backend().stored_size(&keys::container(id))?
+        } else {
+            meta.file_size
+        };
         for d in &meta.descriptors {
             unique += 1;
             *kinds.entry(d.kind).or_default() += 1;
@@ -190,7 +197,7 @@ fn on_disk(repo: &Repository, data: u64, container_bytes: u64) -> Result<OnDisk>
         if key.starts_with(keys::CONTAINERS) {
             continue;
         }
-        let size = match backend.size(&key) {
+        let size = match backend.stored_size(&key) {
             Ok(n) => n,
             // Removed since it was listed (a concurrent commit).
             Err(e) if e.is_not_found() => continue,
