@@ -47,7 +47,15 @@ pub struct SealedBackend {
     /// once written, and their ids are never reused), so a ranged read of
     /// a chunk costs no size query.
     container_sizes: Mutex<HashMap<String, u64>>,
+    /// The buffer objects are sealed into, kept between writes: a fresh
+    /// 4 MiB buffer per container costs more in page faults and zeroing
+    /// than sealing it does. Taken with `try_lock`; a concurrent writer
+    /// seals into its own.
+    scratch: Mutex<Vec<u8>>,
 }
+
+/// Largest sealing buffer kept between writes.
+const SCRATCH_KEEP: usize = 8 << 20;
 
 impl SealedBackend {
     pub fn new(inner: Arc<dyn Backend>, keys: Arc<RepoKeys>) -> Self {
@@ -55,6 +63,7 @@ impl SealedBackend {
             inner,
             keys,
             container_sizes: Mutex::new(HashMap::new()),
+            scratch: Mutex::new(Vec::new()),
         }
     }
 
@@ -68,15 +77,37 @@ impl SealedBackend {
         name == keys::CONFIG || name.starts_with(keys::KEYS)
     }
 
-    fn seal(&self, name: &str, data: &[u8]) -> Result<Vec<u8>> {
+    fn seal_into(&self, name: &str, data: &[u8], out: &mut Vec<u8>) -> Result<()> {
         let blocks = data.len().div_ceil(BLOCK).max(1);
-        let mut out = Vec::with_capacity(data.len() + blocks * self.keys.overhead());
+        out.clear();
+        out.reserve(data.len() + blocks * self.keys.overhead());
         for i in 0..blocks {
             let piece = &data[(i * BLOCK).min(data.len())..((i + 1) * BLOCK).min(data.len())];
             self.keys
-                .seal(&block_ad(name, i as u64, i + 1 == blocks), piece, &mut out)?;
+                .seal(&block_ad(name, i as u64, i + 1 == blocks), piece, out)?;
         }
-        Ok(out)
+        Ok(())
+    }
+
+    /// Seals `data` as object `name` and hands the sealed bytes to `write`.
+    fn write_sealed<T>(
+        &self,
+        name: &str,
+        data: &[u8],
+        write: impl FnOnce(&[u8]) -> Result<T>,
+    ) -> Result<T> {
+        self.forget_size(name);
+        let Some(mut buf) = self.scratch.try_lock() else {
+            let mut own = Vec::new();
+            self.seal_into(name, data, &mut own)?;
+            return write(&own);
+        };
+        self.seal_into(name, data, &mut buf)?;
+        let written = write(&buf);
+        if buf.capacity() > SCRATCH_KEEP {
+            *buf = Vec::new();
+        }
+        written
     }
 
     /// The plaintext size of an object of `sealed` bytes.
@@ -209,16 +240,14 @@ impl Backend for SealedBackend {
         if Self::is_clear(key) {
             return self.inner.write_atomic(key, data);
         }
-        self.forget_size(key);
-        self.inner.write_atomic(key, &self.seal(key, data)?)
+        self.write_sealed(key, data, |b| self.inner.write_atomic(key, b))
     }
 
     fn create_new(&self, key: &str, data: &[u8]) -> Result<bool> {
         if Self::is_clear(key) {
             return self.inner.create_new(key, data);
         }
-        self.forget_size(key);
-        self.inner.create_new(key, &self.seal(key, data)?)
+        self.write_sealed(key, data, |b| self.inner.create_new(key, b))
     }
 
     fn delete(&self, key: &str) -> Result<()> {
