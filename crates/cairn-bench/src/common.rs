@@ -248,3 +248,44 @@ pub fn disturbed(others: Duration, wall: Duration) -> bool {
 pub fn args(a: &[&str]) -> Vec<String> {
     a.iter().map(|s| s.to_string()).collect()
 }
+
+/// The options of a benchmark over the two-generation dataset that takes
+/// nothing else: `--mib N`, `--dup-pct P`, `--runs R`, `--dir D`, `--keep`,
+/// `--json`.
+pub struct DatasetOptions {
+    pub mib: u64,
+    pub dup_pct: u64,
+    pub runs: usize,
+    pub dir: Option<std::path::PathBuf>,
+    pub keep: bool,
+    pub json: bool,
+}
+
+impl DatasetOptions {
+    /// Parses `args` for benchmark `name`, `--mib` defaulting to `mib`.
+    pub fn parse(name: &str, args: &[String], mib: u64) -> anyhow::Result<Self> {
+        let mut o = DatasetOptions {
+            mib,
+            dup_pct: 90,
+            runs: 3,
+            dir: None,
+            keep: false,
+            json: false,
+        };
+        let mut it = args.iter();
+        while let Some(a) = it.next() {
+            match a.as_str() {
+                "--mib" => o.mib = value(&mut it, a)?,
+                "--dup-pct" => o.dup_pct = value(&mut it, a)?,
+                "--runs" => o.runs = value(&mut it, a)?,
+                "--dir" => o.dir = Some(value(&mut it, a)?),
+                "--keep" => o.keep = true,
+                "--json" => o.json = true,
+                other => anyhow::bail!("{name}: unknown option {other:?}"),
+            }
+        }
+        anyhow::ensure!(o.mib > 0 && o.runs > 0, "--mib and --runs must be positive");
+        anyhow::ensure!(o.dup_pct <= 99, "--dup-pct must be below 100");
+        Ok(o)
+    }
+}

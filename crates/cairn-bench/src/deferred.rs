@@ -19,50 +19,21 @@
 //! depend on the run (same data, same code): the last run's are shown.
 //! Page cache warm as in `cairn-bench backup`; `sync` before each timed step.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use anyhow::{bail, ensure, Result};
+use anyhow::{ensure, Result};
 use cairn_engine::gc::{self, GcOptions, GcReport, NoProgress};
 use cairn_engine::{BackupOutcome, DedupMode, Repository};
 use serde_json::{json, Value};
 
 use crate::backup::{cairn_backup, cairn_backup_with, sources, tags, Streams, Timed};
-use crate::common::{copy_tree, mbps, mib, prefault, sync, value, walk, warm, WorkDir};
+use crate::common::{copy_tree, mbps, mib, prefault, sync, walk, warm, DatasetOptions, WorkDir};
 use crate::dataset::Dataset;
 
-struct Options {
-    mib: u64,
-    dup_pct: u64,
-    runs: usize,
-    dir: Option<PathBuf>,
-    keep: bool,
-    json: bool,
-}
+type Options = DatasetOptions;
 
 fn parse(args: &[String]) -> Result<Options> {
-    let mut o = Options {
-        mib: 256,
-        dup_pct: 90,
-        runs: 3,
-        dir: None,
-        keep: false,
-        json: false,
-    };
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--mib" => o.mib = value(&mut it, a)?,
-            "--dup-pct" => o.dup_pct = value(&mut it, a)?,
-            "--runs" => o.runs = value(&mut it, a)?,
-            "--dir" => o.dir = Some(value(&mut it, a)?),
-            "--keep" => o.keep = true,
-            "--json" => o.json = true,
-            other => bail!("deferred: unknown option {other:?}"),
-        }
-    }
-    ensure!(o.mib > 0 && o.runs > 0, "--mib and --runs must be positive");
-    ensure!(o.dup_pct <= 99, "--dup-pct must be below 100");
-    Ok(o)
+    DatasetOptions::parse("deferred", args, 256)
 }
 
 /// Bytes of every file under `root`.

@@ -13,10 +13,10 @@
 //! every file first (the page cache is warm for both), and `sync` runs
 //! before every timed step.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
-use anyhow::{bail, ensure, Context, Result};
+use anyhow::{ensure, Context, Result};
 use cairn_backend::LocalBackend;
 use cairn_crypto::{Algorithm, KdfParams, KeyLabel, Password};
 use cairn_engine::restore::{CacheOptions, Reader};
@@ -25,46 +25,17 @@ use serde_json::{json, Value};
 use zeroize::Zeroizing;
 
 use crate::backup::{chunk_hash_pass, sources, tags, Streams, Timed};
-use crate::common::{mbps, prefault, sync, value, WorkDir};
+use crate::common::{mbps, prefault, sync, DatasetOptions, WorkDir};
 use crate::dataset::Dataset;
 
 /// Targets of the issue: encrypted / clear time.
 const TARGET_DUP: f64 = 1.10;
 const TARGET_UNIQUE: f64 = 1.20;
 
-struct Options {
-    mib: u64,
-    dup_pct: u64,
-    runs: usize,
-    dir: Option<PathBuf>,
-    keep: bool,
-    json: bool,
-}
+type Options = DatasetOptions;
 
 fn parse(args: &[String]) -> Result<Options> {
-    let mut o = Options {
-        mib: 512,
-        dup_pct: 90,
-        runs: 3,
-        dir: None,
-        keep: false,
-        json: false,
-    };
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--mib" => o.mib = value(&mut it, a)?,
-            "--dup-pct" => o.dup_pct = value(&mut it, a)?,
-            "--runs" => o.runs = value(&mut it, a)?,
-            "--dir" => o.dir = Some(value(&mut it, a)?),
-            "--keep" => o.keep = true,
-            "--json" => o.json = true,
-            other => bail!("encryption: unknown option {other:?}"),
-        }
-    }
-    ensure!(o.mib > 0 && o.runs > 0, "--mib and --runs must be positive");
-    ensure!(o.dup_pct <= 99, "--dup-pct must be below 100");
-    Ok(o)
+    DatasetOptions::parse("encryption", args, 512)
 }
 
 fn password() -> Password {
