@@ -138,11 +138,18 @@ impl SealedBackend {
         self.inner.size(name)
     }
 
-    /// Opens blocks `first..=last` of `name`, whose sealed size is
-    /// `sealed`, and returns their plaintext.
-    fn open_blocks(&self, name: &str, sealed: u64, first: u64, last: u64) -> Result<Vec<u8>> {
+    /// Opens blocks `first..=last` of `name`, of `sealed` bytes stored and
+    /// `size` bytes of plaintext, and returns their plaintext.
+    fn open_blocks(
+        &self,
+        name: &str,
+        sealed: u64,
+        size: u64,
+        first: u64,
+        last: u64,
+    ) -> Result<Vec<u8>> {
         let sb = self.sealed_block() as u64;
-        let blocks = self.plain_size(name, sealed)?.div_ceil(BLOCK as u64).max(1);
+        let blocks = size.div_ceil(BLOCK as u64).max(1);
         let start = first * sb;
         let end = ((last + 1) * sb).min(sealed);
         let bytes = self.inner.read_at(name, start, (end - start) as usize)?;
@@ -164,6 +171,32 @@ impl SealedBackend {
             })?;
         }
         Ok(out)
+    }
+
+    /// `len` bytes at `offset` of the object `key` of `sealed` stored and
+    /// `size` plaintext bytes.
+    fn read_range(
+        &self,
+        key: &str,
+        sealed: u64,
+        size: u64,
+        offset: u64,
+        len: usize,
+    ) -> Result<Vec<u8>> {
+        if offset.checked_add(len as u64).is_none_or(|end| end > size) {
+            return Err(Error::corrupt(
+                key,
+                format!("truncated: {len} bytes at offset {offset} are past its {size} bytes"),
+            ));
+        }
+        if len == 0 {
+            return Ok(Vec::new());
+        }
+        let b = BLOCK as u64;
+        let (first, last) = (offset / b, (offset + len as u64 - 1) / b);
+        let plain = self.open_blocks(key, sealed, size, first, last)?;
+        let skip = (offset - first * b) as usize;
+        Ok(plain[skip..skip + len].to_vec())
     }
 
     fn forget_size(&self, name: &str) {
@@ -199,29 +232,20 @@ impl Backend for SealedBackend {
         }
         let sealed = self.sealed_size(key)?;
         let size = self.plain_size(key, sealed)?;
-        if offset.checked_add(len as u64).is_none_or(|end| end > size) {
-            return Err(Error::corrupt(
-                key,
-                format!("truncated: {len} bytes at offset {offset} are past its {size} bytes"),
-            ));
-        }
-        if len == 0 {
-            return Ok(Vec::new());
-        }
-        let b = BLOCK as u64;
-        let (first, last) = (offset / b, (offset + len as u64 - 1) / b);
-        let plain = self.open_blocks(key, sealed, first, last)?;
-        let skip = (offset - first * b) as usize;
-        Ok(plain[skip..skip + len].to_vec())
+        self.read_range(key, sealed, size, offset, len)
     }
 
     fn read_tail(&self, key: &str, len: usize) -> Result<(u64, Vec<u8>)> {
         if Self::is_clear(key) {
             return self.inner.read_tail(key, len);
         }
-        let size = self.size(key)?;
+        let sealed = self.sealed_size(key)?;
+        let size = self.plain_size(key, sealed)?;
         let take = (len as u64).min(size);
-        Ok((size, self.read_at(key, size - take, take as usize)?))
+        Ok((
+            size,
+            self.read_range(key, sealed, size, size - take, take as usize)?,
+        ))
     }
 
     fn size(&self, key: &str) -> Result<u64> {
