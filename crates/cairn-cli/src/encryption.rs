@@ -279,11 +279,19 @@ fn key_json(kf: &KeyFile, current: bool) -> serde_json::Value {
 fn list(cli: &Cli, repo: &Repository, current: &Password) -> Result<ExitCode> {
     let opened = keys::opened_key(repo, current)?;
     let files = keys::key_files(&**repo.backend(), &repo.config.id)?;
+    let damaged_id = |name: &str| name.rsplit('/').next().unwrap_or(name).to_string();
     if cli.json {
-        let rows: Vec<_> = files
+        let mut rows: Vec<_> = files
+            .good
             .iter()
             .map(|(name, kf)| key_json(kf, *name == opened.name))
             .collect();
+        rows.extend(
+            files
+                .damaged
+                .iter()
+                .map(|(name, why)| json!({ "id": damaged_id(name), "damaged": why })),
+        );
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(ExitCode::SUCCESS);
     }
@@ -291,7 +299,7 @@ fn list(cli: &Cli, repo: &Repository, current: &Password) -> Result<ExitCode> {
         "  {:<16}  {:<20}  {:<16}  {:<12}  kdf",
         "id", "created", "host", "user"
     );
-    for (name, kf) in &files {
+    for (name, kf) in &files.good {
         let p = kf.params();
         println!(
             "{} {:<16}  {:<20}  {:<16}  {:<12}  argon2id m={}KiB t={} p={}",
@@ -303,6 +311,13 @@ fn list(cli: &Cli, repo: &Repository, current: &Password) -> Result<ExitCode> {
             p.m_cost_kib,
             p.t_cost,
             p.p_cost
+        );
+    }
+    for (name, why) in &files.damaged {
+        println!(
+            "! {:<16}  damaged: {}",
+            crate::output::display_name(&damaged_id(name)),
+            why
         );
     }
     Ok(ExitCode::SUCCESS)

@@ -16,6 +16,16 @@ pub enum LockMode {
     Exclusive,
 }
 
+/// An object read by [`Backend::read_salvaging`].
+#[derive(Debug, Default)]
+pub struct Salvaged {
+    /// The object's bytes, with every damaged range zero-filled.
+    pub bytes: Vec<u8>,
+    /// Byte ranges of `bytes` that failed to read (zero-filled), ascending,
+    /// each with the reason.
+    pub damaged: Vec<(std::ops::Range<u64>, String)>,
+}
+
 /// Held for as long as the lock should last; dropping releases it.
 pub trait LockGuard: Send + Sync {}
 
@@ -32,6 +42,19 @@ pub trait Backend: Send + Sync {
         let take = (len as u64).min(size);
         let bytes = self.read_at(key, size - take, take as usize)?;
         Ok((size, bytes))
+    }
+
+    /// Reads the whole object, keeping what can be read of a damaged one:
+    /// a layer that authenticates parts of an object on their own (sealed
+    /// blocks) zero-fills the parts that fail and lists them, instead of
+    /// refusing the object. Never returns a byte that failed to
+    /// authenticate. Callers must verify what they use (chunks against
+    /// their fingerprints). Default: [`Backend::read`], nothing damaged.
+    fn read_salvaging(&self, key: &str) -> Result<Salvaged> {
+        Ok(Salvaged {
+            bytes: self.read(key)?,
+            damaged: Vec::new(),
+        })
     }
 
     /// Object size in bytes.
@@ -92,6 +115,9 @@ macro_rules! forward_backend {
             }
             fn read_tail(&self, key: &str, len: usize) -> Result<(u64, Vec<u8>)> {
                 (**self).read_tail(key, len)
+            }
+            fn read_salvaging(&self, key: &str) -> Result<Salvaged> {
+                (**self).read_salvaging(key)
             }
             fn size(&self, key: &str) -> Result<u64> {
                 (**self).size(key)

@@ -17,7 +17,7 @@ pub mod ids;
 pub mod time;
 pub mod trace;
 
-pub use backend::{Backend, LockGuard, LockMode};
+pub use backend::{Backend, LockGuard, LockMode, Salvaged};
 pub use chunker::Chunker;
 pub use config::{ChunkerConfig, CompressionCodec, CompressionConfig, FingerprintAlgo};
 pub use counters::{Counters, CountersSnapshot};

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use cairn_core::counters::bump;
-use cairn_core::{Backend, ContainerId, Counters, Error, Result};
+use cairn_core::{Backend, ContainerId, Counters, Error, Result, Salvaged};
 use cairn_format::container::{
     self, ContainerMeta, ContainerWriter, Descriptor, TailDecode, TAIL_READ_HINT,
 };
@@ -154,18 +154,35 @@ impl ContainerStore for ContainerLog {
     }
 
     /// Reads and verifies a whole container (header, trailer, both checksums).
+    /// A container whose metadata section is sound is served even when parts
+    /// of its data are not (a flipped byte in the clear, a sealed block that
+    /// fails to authenticate, zero-filled by the backend): its chunks are
+    /// verified one by one on the way out.
     fn read(&self, id: ContainerId) -> Result<LoadedContainer> {
-        let bytes = self.backend.read(&keys::container(id))?;
+        let Salvaged { bytes, damaged } = self.backend.read_salvaging(&keys::container(id))?;
         bump(&self.counters.containers_read, 1);
-        let (meta, damage) = match container::decode_container(&bytes) {
+        // Blocks that failed to authenticate say more than the checksum
+        // their zero-filling then breaks.
+        let unreadable = |e: Error| match damaged.first() {
+            Some((_, why)) => Error::corrupt(format!("container {id}"), why.clone()),
+            None => with_container(e, id),
+        };
+        let (meta, decode_error) = match container::decode_container(&bytes) {
             Ok(m) => (m, None),
             Err(e) if e.is_corruption() => match container::decode_tail(bytes.len() as u64, &bytes)
             {
                 Ok(TailDecode::Meta(m)) => (m, Some(e.to_string())),
-                _ => return Err(with_container(e, id)),
+                _ => return Err(unreadable(e)),
             },
-            Err(e) => return Err(with_container(e, id)),
+            Err(e) => return Err(unreadable(e)),
         };
+        // The metadata section and trailer must be authentic, not merely
+        // decode: a zero-filled block inside them means they are not.
+        let meta_start = meta.data_offset + meta.data_len;
+        if let Some((_, why)) = damaged.iter().find(|(r, _)| r.end > meta_start) {
+            return Err(Error::corrupt(format!("container {id}"), why.clone()));
+        }
+        let damage = damaged.first().map(|(_, why)| why.clone()).or(decode_error);
         check_id(id, meta.id)?;
         Ok(LoadedContainer {
             bytes,

@@ -233,21 +233,65 @@ pub fn encode_config(config: &RepoConfig, keys: Option<&RepoKeys>) -> Result<Vec
     ))
 }
 
-/// The key files of the repository `repo_id`, by object name. A key file
-/// that does not parse or names another repository is an error: it would
-/// otherwise hide a damaged key.
-pub fn key_files(backend: &dyn Backend, repo_id: &str) -> Result<Vec<(String, KeyFile)>> {
-    let mut out = Vec::new();
-    for name in backend.list(keys::KEYS)? {
-        let kf = KeyFile::from_bytes(&backend.read(&name)?)
-            .map_err(|e| Error::corrupt(name.clone(), e.to_string()))?;
-        if kf.repository() != repo_id {
-            return Err(Error::corrupt(
-                name,
-                format!("key file of repository {}, not {repo_id}", kf.repository()),
-            ));
+/// A repository's key files, read and parsed.
+#[derive(Debug, Default)]
+pub struct KeyFiles {
+    /// Key files that parse and belong to the repository, by object name.
+    pub good: Vec<(String, KeyFile)>,
+    /// Key files that do not parse or name another repository: object name
+    /// and reason. They are reported, never used, and never stop another
+    /// key file from opening the repository.
+    pub damaged: Vec<(String, String)>,
+}
+
+impl KeyFiles {
+    /// `"; 1 more key file is damaged (keys/…: reason)"`, or nothing.
+    fn damaged_note(&self) -> String {
+        match self.damaged.as_slice() {
+            [] => String::new(),
+            [(name, why)] => format!("; 1 more key file is damaged ({name}: {why})"),
+            [(name, why), rest @ ..] => format!(
+                "; {} more key files are damaged ({name}: {why}, and {} more)",
+                rest.len() + 1,
+                rest.len()
+            ),
         }
-        out.push((name, kf));
+    }
+
+    /// The error when no key file opens with the password.
+    fn wrong_password(&self) -> Error {
+        match (self.good.len(), self.damaged.first()) {
+            (0, Some((name, why))) => Error::corrupt(name.clone(), why.clone()),
+            (0, None) => Error::corrupt(
+                "repository",
+                "it is encrypted but holds no key file (keys/)",
+            ),
+            (n, _) => Error::invalid(format!(
+                "wrong password: none of the repository's {n} key file(s) opens with it{}",
+                self.damaged_note()
+            )),
+        }
+    }
+}
+
+/// The key files of the repository `repo_id`. Only a failure to list or
+/// read them is an error; a damaged one is listed as such.
+pub fn key_files(backend: &dyn Backend, repo_id: &str) -> Result<KeyFiles> {
+    let mut out = KeyFiles::default();
+    for name in backend.list(keys::KEYS)? {
+        let kf = match KeyFile::from_bytes(&backend.read(&name)?) {
+            Ok(kf) => kf,
+            Err(e) => {
+                out.damaged.push((name, e.to_string()));
+                continue;
+            }
+        };
+        if kf.repository() != repo_id {
+            let why = format!("key file of repository {}, not {repo_id}", kf.repository());
+            out.damaged.push((name, why));
+            continue;
+        }
+        out.good.push((name, kf));
     }
     Ok(out)
 }
@@ -263,14 +307,8 @@ pub fn unlock(
     fits: &dyn Fn(&MasterKey) -> bool,
 ) -> Result<MasterKey> {
     let files = key_files(backend, repo_id)?;
-    if files.is_empty() {
-        return Err(Error::corrupt(
-            "repository",
-            "it is encrypted but holds no key file (keys/)",
-        ));
-    }
     let mut unfit = 0;
-    for (_, kf) in &files {
+    for (_, kf) in &files.good {
         match kf.open(password) {
             Ok(master) if fits(&master) => return Ok(master),
             Ok(_) => unfit += 1,
@@ -285,10 +323,7 @@ pub fn unlock(
             "config (the key the password unlocks does not open it)",
         ));
     }
-    Err(Error::invalid(format!(
-        "wrong password: none of the repository's {} key file(s) opens with it",
-        files.len()
-    )))
+    Err(files.wrong_password())
 }
 
 /// Writes a new key file wrapping `master` under `password`; returns its
@@ -352,8 +387,7 @@ fn require_encrypted(repo: &Repository) -> Result<&RepoKeys> {
 pub fn opened_key(repo: &Repository, password: &Password) -> Result<OpenedKey> {
     let keys = require_encrypted(repo)?;
     let files = key_files(&**repo.backend(), &repo.config.id)?;
-    let count = files.len();
-    for (name, key_file) in files {
+    for (name, key_file) in &files.good {
         let master = match key_file.open(password) {
             Ok(master) => master,
             Err(e) if e.is_authentication() => continue,
@@ -362,19 +396,17 @@ pub fn opened_key(repo: &Repository, password: &Password) -> Result<OpenedKey> {
         let derived = RepoKeys::new(&master, keys.algorithm());
         if derived.fingerprint_key() != keys.fingerprint_key() {
             return Err(Error::corrupt(
-                name,
+                name.clone(),
                 "the key file wraps another master key than the one that opened the repository",
             ));
         }
         return Ok(OpenedKey {
-            name,
-            key_file,
+            name: name.clone(),
+            key_file: key_file.clone(),
             master,
         });
     }
-    Err(Error::invalid(format!(
-        "wrong password: none of the repository's {count} key file(s) opens with it"
-    )))
+    Err(files.wrong_password())
 }
 
 /// The key file of `repo` whose id is `id` or starts with it (a unique
@@ -384,7 +416,7 @@ pub fn find_key_file(repo: &Repository, id: &str) -> Result<(String, KeyFile)> {
     if id.is_empty() {
         return Err(Error::invalid("empty key id"));
     }
-    let files = key_files(&**repo.backend(), &repo.config.id)?;
+    let files = key_files(&**repo.backend(), &repo.config.id)?.good;
     let mut found: Vec<(String, KeyFile)> = files
         .into_iter()
         .filter(|(_, kf)| kf.id().starts_with(id))
@@ -405,12 +437,22 @@ pub fn find_key_file(repo: &Repository, id: &str) -> Result<(String, KeyFile)> {
     }
 }
 
-/// Removes the key file `id` (or a unique prefix of it); returns its id.
-/// The last key file is never removed: without one the repository could
-/// not be opened again.
+/// Removes the key file `id` (or a unique prefix of it; a damaged key
+/// file by its whole id); returns its id. The last good key file is never
+/// removed: without one the repository could not be opened again.
 pub fn remove_key(repo: &Repository, _lock: &WriteLock, id: &str) -> Result<String> {
+    require_encrypted(repo)?;
+    let files = key_files(&**repo.backend(), &repo.config.id)?;
+    if let Some((name, _)) = files
+        .damaged
+        .iter()
+        .find(|(name, _)| !id.is_empty() && name.rsplit('/').next() == Some(id))
+    {
+        repo.backend().delete(name)?;
+        return Ok(id.to_string());
+    }
     let (name, key_file) = find_key_file(repo, id)?;
-    if key_files(&**repo.backend(), &repo.config.id)?.len() <= 1 {
+    if files.good.len() <= 1 {
         return Err(Error::invalid(format!(
             "refusing to remove key file {}: it is the repository's last one, \
              without it the repository could never be opened again",

@@ -98,6 +98,55 @@ fn every_changed_byte_is_caught_and_untouched_blocks_still_read() {
     }
 }
 
+/// `read_salvaging` zero-fills exactly the blocks that fail, names them,
+/// and returns every other byte authentic; an object with no block left
+/// that opens is an error, not a buffer of zeros.
+#[test]
+fn salvaging_keeps_the_blocks_that_open() {
+    let (raw, b) = backends(Algorithm::Aes256Gcm);
+    let name = "containers/00/0000000000000002";
+    let d = data(3 * BLOCK + 100);
+    b.write_atomic(name, &d).unwrap();
+    let whole = b.read_salvaging(name).unwrap();
+    assert_eq!((whole.bytes.as_slice(), whole.damaged.len()), (&d[..], 0));
+    let good = raw.read(name).unwrap();
+    let sb = BLOCK + OVERHEAD;
+    for damaged in [vec![0], vec![1], vec![3], vec![0, 2]] {
+        let mut bad = good.clone();
+        for &k in &damaged {
+            bad[k * sb + 30] ^= 1;
+        }
+        raw.write_atomic(name, &bad).unwrap();
+        let got = b.read_salvaging(name).unwrap();
+        assert_eq!(got.bytes.len(), d.len());
+        let ranges: Vec<_> = got.damaged.iter().map(|(r, _)| r.clone()).collect();
+        let want: Vec<_> = damaged
+            .iter()
+            .map(|&k| (k * BLOCK) as u64..(((k + 1) * BLOCK).min(d.len())) as u64)
+            .collect();
+        assert_eq!(ranges, want);
+        assert!(got.damaged[0].1.contains(&format!("block {}", damaged[0])));
+        for (i, (&g, &w)) in got.bytes.iter().zip(&d).enumerate() {
+            let hit = want.iter().any(|r| r.contains(&(i as u64)));
+            assert_eq!(g, if hit { 0 } else { w }, "byte {i} of {damaged:?}");
+        }
+    }
+    let mut all_bad = good.clone();
+    for k in 0..4 {
+        all_bad[k * sb + 30] ^= 1;
+    }
+    raw.write_atomic(name, &all_bad).unwrap();
+    assert!(b.read_salvaging(name).unwrap_err().is_authentication());
+    // Another repository's key opens nothing: an error, not zeros.
+    raw.write_atomic(name, &good).unwrap();
+    let other = RepoKeys::new(&MasterKey::from_bytes([8; 32]), Algorithm::Aes256Gcm);
+    let stranger = SealedBackend::new(raw.clone(), Arc::new(other));
+    assert!(stranger
+        .read_salvaging(name)
+        .unwrap_err()
+        .is_authentication());
+}
+
 #[test]
 fn moved_reordered_or_cut_objects_fail() {
     let (raw, b) = backends(Algorithm::Aes256Gcm);

@@ -144,9 +144,9 @@ const CLEAR_REPOSITORY_TESTS: &[&str] = &[
     "configs",
     "corruption",
     "determinism",
-    // Damage to chosen chunks and salvage of a partly damaged container:
-    // a sealed container refuses every byte of a damaged block, so the
-    // per-chunk effects these tests pin do not apply (docs/security.md).
+    // Clear by default; their tests also run on encrypted repositories
+    // (`set_encryption`), with block-granular damage expectations there.
+    // `corruption_encrypted` is the encrypted twin of `corruption`.
     "hostile",
     "lost_data",
     // The simulator models clear repositories (fixed chunker, plain
@@ -185,8 +185,33 @@ pub fn test_env(c: &mut Command) {
     c.env("CAIRN_PASSWORD", TEST_PASSWORD)
         .env("CAIRN_KDF_MEMORY_KIB", "8")
         .env("CAIRN_KDF_PASSES", "1");
-    if CLEAR_REPOSITORY_TESTS.contains(&test_file().as_str()) {
-        c.env("CAIRN_ENCRYPTION", "none");
+    match ENCRYPTION.with(|e| e.borrow().clone()) {
+        Some(algorithm) => {
+            c.env("CAIRN_ENCRYPTION", algorithm);
+        }
+        None if CLEAR_REPOSITORY_TESTS.contains(&test_file().as_str()) => {
+            c.env("CAIRN_ENCRYPTION", "none");
+        }
+        None => {}
+    }
+}
+
+thread_local! {
+    static ENCRYPTION: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Makes the commands this test thread runs from now on create repositories
+/// with `algorithm` (`none`: clear), whatever the test file's default: a
+/// file of [`CLEAR_REPOSITORY_TESTS`] can run some tests encrypted too.
+pub fn set_encryption(algorithm: &str) {
+    ENCRYPTION.with(|e| *e.borrow_mut() = Some(algorithm.to_string()));
+}
+
+/// Whether new repositories of this test thread are encrypted.
+pub fn encrypting() -> bool {
+    match ENCRYPTION.with(|e| e.borrow().clone()) {
+        Some(algorithm) => algorithm != "none",
+        None => !CLEAR_REPOSITORY_TESTS.contains(&test_file().as_str()),
     }
 }
 
