@@ -45,7 +45,9 @@ use cairn_engine::backup::ParentChoice;
 use cairn_engine::{BackupOptions, BackupOutcome, DedupMode, Repository, Source};
 use serde_json::{json, Value};
 
-use crate::common::{disturbed, machine_busy, mbps, mib, prefault, sync, value, walk, WorkDir};
+use crate::common::{
+    disturbed, machine_busy, mbps, mib, prefault, sync, value, walk, DatasetOptions, WorkDir,
+};
 use crate::dataset::Dataset;
 use crate::sys::cpu_time;
 
@@ -71,37 +73,27 @@ struct Options {
 }
 
 fn parse(args: &[String]) -> Result<Options> {
-    let mut o = Options {
-        mib: 1024,
-        dup_pct: 90,
-        runs: 3,
-        dir: None,
-        keep: false,
-        streams: Streams::One,
-        json: false,
-    };
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--mib" => o.mib = value(&mut it, a)?,
-            "--dup-pct" => o.dup_pct = value(&mut it, a)?,
-            "--runs" => o.runs = value(&mut it, a)?,
-            "--dir" => o.dir = Some(value(&mut it, a)?),
-            "--keep" => o.keep = true,
-            "--streams" => {
-                o.streams = match value::<String>(&mut it, a)?.as_str() {
-                    "one" => Streams::One,
-                    "dirs" => Streams::Dirs,
-                    other => bail!("--streams: {other:?} is not one of one, dirs"),
-                }
-            }
-            "--json" => o.json = true,
-            other => bail!("backup: unknown option {other:?}"),
+    let mut streams = Streams::One;
+    let d = DatasetOptions::parse_with("backup", args, 1024, &mut |a, it| {
+        if a != "--streams" {
+            return Ok(false);
         }
-    }
-    ensure!(o.mib > 0 && o.runs > 0, "--mib and --runs must be positive");
-    ensure!(o.dup_pct <= 99, "--dup-pct must be below 100");
-    Ok(o)
+        streams = match value::<String>(it, a)?.as_str() {
+            "one" => Streams::One,
+            "dirs" => Streams::Dirs,
+            other => bail!("--streams: {other:?} is not one of one, dirs"),
+        };
+        Ok(true)
+    })?;
+    Ok(Options {
+        mib: d.mib,
+        dup_pct: d.dup_pct,
+        runs: d.runs,
+        dir: d.dir,
+        keep: d.keep,
+        streams,
+        json: d.json,
+    })
 }
 
 /// What one read + chunk + hash pass saw.

@@ -264,6 +264,18 @@ pub struct DatasetOptions {
 impl DatasetOptions {
     /// Parses `args` for benchmark `name`, `--mib` defaulting to `mib`.
     pub fn parse(name: &str, args: &[String], mib: u64) -> anyhow::Result<Self> {
+        Self::parse_with(name, args, mib, &mut |_, _| Ok(false))
+    }
+
+    /// [`DatasetOptions::parse`] for a benchmark with options of its own:
+    /// `extra(option, rest)` takes an option it knows (reading its value
+    /// from `rest`) and returns true, or returns false for an unknown one.
+    pub fn parse_with(
+        name: &str,
+        args: &[String],
+        mib: u64,
+        extra: &mut dyn FnMut(&str, &mut std::slice::Iter<'_, String>) -> anyhow::Result<bool>,
+    ) -> anyhow::Result<Self> {
         let mut o = DatasetOptions {
             mib,
             dup_pct: 90,
@@ -281,7 +293,11 @@ impl DatasetOptions {
                 "--dir" => o.dir = Some(value(&mut it, a)?),
                 "--keep" => o.keep = true,
                 "--json" => o.json = true,
-                other => anyhow::bail!("{name}: unknown option {other:?}"),
+                other => {
+                    if !extra(other, &mut it)? {
+                        anyhow::bail!("{name}: unknown option {other:?}")
+                    }
+                }
             }
         }
         anyhow::ensure!(o.mib > 0 && o.runs > 0, "--mib and --runs must be positive");

@@ -29,7 +29,7 @@ use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, ensure, Context, Result};
+use anyhow::{ensure, Context, Result};
 use cairn_core::CountersSnapshot;
 use cairn_engine::catalog::{self, SnapshotInfo};
 use cairn_engine::restore::{CacheOptions, PolicyKind, Reader, RestoreSummary};
@@ -37,7 +37,9 @@ use cairn_engine::{Progress, Repository};
 use serde_json::{json, Value};
 
 use crate::backup::{cairn_backup, sources, tags, Streams, Timed};
-use crate::common::{copy_tree, mbps, mib, prefault, sync, value, walk, warm, WorkDir};
+use crate::common::{
+    copy_tree, mbps, mib, prefault, sync, value, walk, warm, DatasetOptions, WorkDir,
+};
 
 use crate::dataset::Dataset;
 
@@ -55,41 +57,31 @@ struct Options {
 }
 
 fn parse(args: &[String]) -> Result<Options> {
-    let mut o = Options {
-        mib: 1024,
-        dup_pct: 90,
-        runs: 3,
-        dir: None,
-        keep: false,
-        cache: 64,
-        policy: PolicyKind::default(),
-        verify: true,
-        json: false,
-    };
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--mib" => o.mib = value(&mut it, a)?,
-            "--dup-pct" => o.dup_pct = value(&mut it, a)?,
-            "--runs" => o.runs = value(&mut it, a)?,
-            "--dir" => o.dir = Some(value(&mut it, a)?),
-            "--keep" => o.keep = true,
-            "--cache" => o.cache = value(&mut it, a)?,
+    let (mut cache, mut policy, mut verify) = (64, PolicyKind::default(), true);
+    let d = DatasetOptions::parse_with("restore", args, 1024, &mut |a, it| {
+        match a {
+            "--cache" => cache = value(it, a)?,
             "--policy" => {
-                let p: String = value(&mut it, a)?;
-                o.policy = p.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
+                let p: String = value(it, a)?;
+                policy = p.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
             }
-            "--no-verify" => o.verify = false,
-            "--json" => o.json = true,
-            other => bail!("restore: unknown option {other:?}"),
+            "--no-verify" => verify = false,
+            _ => return Ok(false),
         }
-    }
-    ensure!(
-        o.mib > 0 && o.runs > 0 && o.cache > 0,
-        "--mib, --runs and --cache must be positive"
-    );
-    ensure!(o.dup_pct <= 99, "--dup-pct must be below 100");
-    Ok(o)
+        Ok(true)
+    })?;
+    ensure!(cache > 0, "--cache must be positive");
+    Ok(Options {
+        mib: d.mib,
+        dup_pct: d.dup_pct,
+        runs: d.runs,
+        dir: d.dir,
+        keep: d.keep,
+        cache,
+        policy,
+        verify,
+        json: d.json,
+    })
 }
 
 /// Compares every file under `src` with its restored copy under `dst`;

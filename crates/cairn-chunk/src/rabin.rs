@@ -327,23 +327,6 @@ mod tests {
     use super::*;
     use crate::testutil::random_bytes;
 
-    /// a * b mod p over GF(2), for polynomials of degree < 64 reduced mod p.
-    fn mulmod(mut a: u64, mut b: u64, p: u64) -> u64 {
-        let d = 63 - p.leading_zeros();
-        let mut r = 0;
-        while b != 0 {
-            if b & 1 == 1 {
-                r ^= a;
-            }
-            b >>= 1;
-            a <<= 1;
-            if (a >> d) & 1 == 1 {
-                a ^= p;
-            }
-        }
-        r
-    }
-
     fn degree(a: u128) -> i32 {
         127 - a.leading_zeros() as i32
     }
@@ -362,9 +345,11 @@ mod tests {
         a
     }
 
-    /// Rabin's irreducibility test for a polynomial of prime degree d:
-    /// x^(2^d) == x (mod p) and gcd(x^2 - x, p) == 1.
+    /// Rabin's irreducibility test for a polynomial of degree 53 (prime):
+    /// x^(2^53) == x (mod p) and gcd(x^2 - x, p) == 1, the gcd computed
+    /// here rather than read off p's terms as the production test does.
     fn irreducible_prime_degree(p: u64) -> bool {
+        assert_eq!(63 - p.leading_zeros(), DEGREE, "{p:#x}");
         let mut y = 2u64; // the polynomial x
         for _ in 0..(63 - p.leading_zeros()) {
             y = mulmod(y, y, p);

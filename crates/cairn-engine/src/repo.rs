@@ -141,7 +141,8 @@ impl Repository {
             created?;
             return Err(already_a_repository(&*backend));
         }
-        Self::open_unlocked(backend, Some(Arc::new(keys)))
+        let stored = read_stored_config(&*backend)?;
+        Self::open_unlocked(backend, stored, Some(Arc::new(keys)))
     }
 
     /// Writes `config` as the repository's config if there is none yet.
@@ -203,7 +204,8 @@ impl Repository {
     /// Opens an existing repository without encryption (an encrypted one
     /// is refused: see [`Repository::open_with_password`]).
     pub fn open(backend: Arc<dyn Backend>) -> Result<Self> {
-        Self::open_unlocked(backend, None)
+        let stored = read_stored_config(&*backend)?;
+        Self::open_unlocked(backend, stored, None)
     }
 
     /// Opens an existing repository; if it is encrypted, `password` is
@@ -221,11 +223,17 @@ impl Repository {
                 Some(Arc::new(RepoKeys::new(&master, *algorithm)))
             }
         };
-        Self::open_unlocked(backend, keys)
+        Self::open_unlocked(backend, stored, keys)
     }
 
-    fn open_unlocked(backend: Arc<dyn Backend>, keys: Option<Arc<RepoKeys>>) -> Result<Self> {
-        let config = read_stored_config(&*backend)?.open(keys.as_deref())?;
+    /// Opens the repository whose stored config is `stored` (read once per
+    /// open), with its keys if it is encrypted.
+    fn open_unlocked(
+        backend: Arc<dyn Backend>,
+        stored: StoredConfig,
+        keys: Option<Arc<RepoKeys>>,
+    ) -> Result<Self> {
+        let config = stored.open(keys.as_deref())?;
         let counters = Arc::new(Counters::default());
         // Counted below the sealing: the counters see the bytes stored.
         let counted: Arc<dyn Backend> = Arc::new(CountingBackend::new(backend, counters.clone()));
