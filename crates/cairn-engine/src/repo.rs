@@ -125,6 +125,15 @@ impl Repository {
             return Err(already_a_repository(&*backend));
         }
         if let Some(stray) = present.first() {
+            // Key files without a config: another `init` is between its key
+            // file and its config (or one was interrupted there).
+            if present.iter().all(|k| k.starts_with(keys::KEYS)) {
+                return Err(Error::invalid(format!(
+                    "{} already holds a cairn repository, or the start of one: \
+                     {stray} but no config yet (another init running, or an interrupted one)",
+                    backend.describe(),
+                )));
+            }
             return Err(Error::invalid(format!(
                 "{} is not empty and not a cairn repository (found {stray})",
                 backend.describe(),
