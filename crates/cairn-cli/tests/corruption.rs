@@ -18,99 +18,8 @@ mod common;
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use common::damage::*;
 use common::*;
-
-/// A good repository with two snapshots of a tree and copies to damage.
-struct Fixture {
-    tmp: tempfile::TempDir,
-    good: PathBuf,
-    tree: PathBuf,
-    /// The tree at each snapshot.
-    m1: Manifest,
-    m2: Manifest,
-    id1: String,
-    id2: String,
-}
-
-impl Fixture {
-    /// Tree: `a` (5 MiB random: fills container 1), `b` (3 MiB random),
-    /// `d/c.txt`, `sub/text.txt`; snapshot 2 changes `sub/text.txt` and adds
-    /// `new.txt`.
-    fn new(seed: u64) -> Fixture {
-        let tmp = tempfile::tempdir().unwrap();
-        let good = tmp.path().join("good");
-        let tree = tmp.path().join("tree");
-        let mut rng = Rng::new(seed);
-        write_file(&tree.join("a"), &rng.bytes(5 << 20), 0o644);
-        write_file(&tree.join("b"), &rng.bytes(3 << 20), 0o644);
-        write_file(&tree.join("d/c.txt"), &rng.text(3_000), 0o644);
-        write_file(&tree.join("sub/text.txt"), &rng.text(200_000), 0o644);
-        randomize_mtimes(&tree, &mut rng);
-        let m1 = Manifest::capture(&tree);
-        let id1 = cairn(&good, &["backup", "--json", s(&tree)]).ok().json()["id"]
-            .as_str()
-            .unwrap()
-            .to_string();
-        write_file(&tree.join("sub/text.txt"), &rng.text(210_000), 0o644);
-        write_file(&tree.join("new.txt"), &rng.text(10_000), 0o644);
-        let m2 = Manifest::capture(&tree);
-        let id2 = cairn(&good, &["backup", "--json", s(&tree)]).ok().json()["id"]
-            .as_str()
-            .unwrap()
-            .to_string();
-        cairn(&good, &["check", "--read-data"]).ok();
-        Fixture {
-            tmp,
-            good,
-            tree,
-            m1,
-            m2,
-            id1,
-            id2,
-        }
-    }
-
-    /// A fresh copy of the good repository.
-    fn copy(&self, name: &str) -> PathBuf {
-        let dst = self.tmp.path().join(name);
-        copy_dir(&self.good, &dst);
-        dst
-    }
-
-    fn out(&self, name: &str) -> PathBuf {
-        self.tmp.path().join(format!("out-{name}"))
-    }
-
-    /// Restoring `snapshot` either fails cleanly (returned as `Err(run)`) or
-    /// succeeds with exactly the expected tree: never wrong bytes with exit 0.
-    fn restore_is_exact_or_fails(
-        &self,
-        repo: &Path,
-        snapshot: &str,
-        expected: &Manifest,
-        name: &str,
-    ) -> Result<(), Run> {
-        let out = self.out(name);
-        let r = cairn(repo, &["restore", snapshot, "-t", s(&out)]);
-        if r.code == Some(0) {
-            assert_tree_matches(expected, &out.join("tree"));
-            Ok(())
-        } else {
-            assert!(r.code.is_some(), "restore killed by a signal");
-            assert!(
-                r.stderr.lines().any(|l| l.starts_with("cairn: error: ")),
-                "restore failed without an error line: {}",
-                r.stderr
-            );
-            Err(r)
-        }
-    }
-}
-
-/// The container files of a repository, oldest first.
-fn containers(repo: &Path) -> Vec<PathBuf> {
-    files_under(&repo.join("containers"))
-}
 
 fn only_file(dir: &Path) -> PathBuf {
     let f = files_under(dir);
@@ -126,29 +35,6 @@ fn index_file(repo: &Path) -> PathBuf {
         .collect();
     assert_eq!(f.len(), 1, "expected one index file: {f:?}");
     f[0].clone()
-}
-
-fn file_name(p: &Path) -> String {
-    p.file_name().unwrap().to_string_lossy().into_owned()
-}
-
-#[derive(Clone, Copy, Debug)]
-enum Damage {
-    Flip(i64),
-    /// Truncate to this fraction (per mille) of the size.
-    Truncate(u64),
-    Delete,
-}
-
-fn apply(path: &Path, d: Damage) {
-    match d {
-        Damage::Flip(off) => flip_byte(path, off),
-        Damage::Truncate(pm) => {
-            let len = fs::metadata(path).unwrap().len();
-            truncate(path, len * pm / 1000);
-        }
-        Damage::Delete => fs::remove_file(path).unwrap(),
-    }
 }
 
 // ---------------------------------------------------------------------------

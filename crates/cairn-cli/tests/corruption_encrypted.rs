@@ -24,107 +24,8 @@ mod common;
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use common::damage::*;
 use common::*;
-
-/// Plaintext bytes per sealed block, and the bytes a sealed block adds.
-const BLOCK: u64 = 16 * 1024;
-const OVERHEAD: u64 = 40;
-const SEALED_BLOCK: u64 = BLOCK + OVERHEAD;
-
-/// A good encrypted repository with two snapshots of a tree, and copies of
-/// it to damage.
-struct Fixture {
-    tmp: tempfile::TempDir,
-    good: PathBuf,
-    tree: PathBuf,
-    m1: Manifest,
-    m2: Manifest,
-    id1: String,
-    id2: String,
-}
-
-impl Fixture {
-    /// The tree of `corruption.rs`: `a` (5 MiB random: fills container 1),
-    /// `b` (3 MiB), `d/c.txt`, `sub/text.txt`; snapshot 2 changes
-    /// `sub/text.txt` and adds `new.txt`.
-    fn new(seed: u64) -> Fixture {
-        let tmp = tempfile::tempdir().unwrap();
-        let good = tmp.path().join("good");
-        let tree = tmp.path().join("tree");
-        let mut rng = Rng::new(seed);
-        write_file(&tree.join("a"), &rng.bytes(5 << 20), 0o644);
-        write_file(&tree.join("b"), &rng.bytes(3 << 20), 0o644);
-        write_file(&tree.join("d/c.txt"), &rng.text(3_000), 0o644);
-        write_file(&tree.join("sub/text.txt"), &rng.text(200_000), 0o644);
-        randomize_mtimes(&tree, &mut rng);
-        let m1 = Manifest::capture(&tree);
-        cairn(&good, &["init", "--encryption", "aes-256-gcm"]).ok();
-        let backup = |good: &Path| {
-            cairn(good, &["backup", "--json", s(&tree)]).ok().json()["id"]
-                .as_str()
-                .unwrap()
-                .to_string()
-        };
-        let id1 = backup(&good);
-        write_file(&tree.join("sub/text.txt"), &rng.text(210_000), 0o644);
-        write_file(&tree.join("new.txt"), &rng.text(10_000), 0o644);
-        let m2 = Manifest::capture(&tree);
-        let id2 = backup(&good);
-        cairn(&good, &["check", "--read-data"]).ok();
-        Fixture {
-            tmp,
-            good,
-            tree,
-            m1,
-            m2,
-            id1,
-            id2,
-        }
-    }
-
-    fn copy(&self, name: &str) -> PathBuf {
-        let dst = self.tmp.path().join(name);
-        copy_dir(&self.good, &dst);
-        dst
-    }
-
-    fn out(&self, name: &str) -> PathBuf {
-        self.tmp.path().join(format!("out-{name}"))
-    }
-
-    /// Restoring `snapshot` either fails cleanly (`Err(run)`) or gives
-    /// exactly the expected tree: never wrong bytes with exit 0.
-    fn restore_is_exact_or_fails(
-        &self,
-        repo: &Path,
-        snapshot: &str,
-        expected: &Manifest,
-        name: &str,
-    ) -> Result<(), Run> {
-        let out = self.out(name);
-        let r = cairn(repo, &["restore", snapshot, "-t", s(&out)]);
-        if r.code == Some(0) {
-            assert_tree_matches(expected, &out.join("tree"));
-            Ok(())
-        } else {
-            assert!(r.code.is_some(), "{name}: restore killed by a signal");
-            assert!(
-                r.stderr.lines().any(|l| l.starts_with("cairn: error: ")),
-                "{name}: restore failed without an error line: {}",
-                r.stderr
-            );
-            Err(r)
-        }
-    }
-}
-
-fn containers(repo: &Path) -> Vec<PathBuf> {
-    files_under(&repo.join("containers"))
-}
-
-fn file_name(p: &Path) -> String {
-    p.file_name().unwrap().to_string_lossy().into_owned()
-}
 
 fn index_files(repo: &Path, deltas: bool) -> Vec<PathBuf> {
     files_under(&repo.join("index"))
@@ -138,40 +39,6 @@ fn damage_lines(r: &Run) -> Vec<&str> {
         .lines()
         .filter(|l| l.starts_with("cairn: damage:"))
         .collect()
-}
-
-#[derive(Clone, Copy, Debug)]
-enum Damage {
-    /// Flip the byte at this offset (negative: from the end).
-    Flip(i64),
-    /// Truncate to this fraction (per mille) of the size.
-    Truncate(u64),
-    Delete,
-    /// Exchange the first two sealed blocks.
-    SwapBlocks,
-}
-
-fn apply(path: &Path, d: Damage) {
-    match d {
-        Damage::Flip(off) => flip_byte(path, off),
-        Damage::Truncate(pm) => {
-            let len = fs::metadata(path).unwrap().len();
-            truncate(path, len * pm / 1000);
-        }
-        Damage::Delete => fs::remove_file(path).unwrap(),
-        Damage::SwapBlocks => {
-            let mut b = fs::read(path).unwrap();
-            let n = SEALED_BLOCK as usize;
-            assert!(
-                b.len() > 2 * n,
-                "{} has fewer than 3 blocks",
-                path.display()
-            );
-            let (first, rest) = b.split_at_mut(n);
-            first.swap_with_slice(&mut rest[..n]);
-            fs::write(path, b).unwrap();
-        }
-    }
 }
 
 // ---------------------------------------------------------------------------

@@ -276,17 +276,21 @@ fn run_sequence(seed: u64, steps: usize) {
     assert!(Path::new(&w.repo).exists(), "{id}");
 }
 
-/// Three seeded sequences in CI; `CAIRN_HOSTILE_SEEDS=N` runs N more
-/// (seeds 4..) for a longer search.
-#[test]
-fn hostile_operations_never_lose_a_reported_success() {
+/// Runs three seeded sequences from `first`; `CAIRN_HOSTILE_SEEDS=N` runs
+/// N more for a longer search.
+fn run_seeds(first: u64) {
     let extra: u64 = std::env::var("CAIRN_HOSTILE_SEEDS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
-    for seed in 1..=3 + extra {
+    for seed in first..first + 3 + extra {
         run_sequence(seed, 24);
     }
+}
+
+#[test]
+fn hostile_operations_never_lose_a_reported_success() {
+    run_seeds(1);
 }
 
 /// The same sequences on encrypted repositories (AES-256-GCM): damage is
@@ -294,11 +298,5 @@ fn hostile_operations_never_lose_a_reported_success() {
 #[test]
 fn hostile_operations_on_encrypted_repositories() {
     set_encryption("aes-256-gcm");
-    let extra: u64 = std::env::var("CAIRN_HOSTILE_SEEDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    for seed in 101..=103 + extra {
-        run_sequence(seed, 24);
-    }
+    run_seeds(101);
 }

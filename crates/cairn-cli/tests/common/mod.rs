@@ -4,6 +4,8 @@
 //! and damage repository files.
 #![allow(dead_code)]
 
+pub mod damage;
+
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::{Read, Write};
