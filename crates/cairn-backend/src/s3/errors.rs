@@ -9,6 +9,9 @@ use super::S3Config;
 use cairn_core::Error;
 use std::io;
 
+/// The instance metadata service, asked for credentials when none are given.
+const METADATA_ENDPOINT: &str = "169.254.169.254";
+
 /// The deepest message in an error's source chain, on one line.
 pub(super) fn innermost(e: &(dyn std::error::Error + 'static)) -> String {
     let mut last = e;
@@ -50,11 +53,32 @@ fn response(e: &object_store::Error) -> (Option<u16>, String) {
     (status, text)
 }
 
+/// `Code: Message` of an S3 error document in `text`.
+fn s3_error(text: &str) -> Option<String> {
+    let element = |name: &str| {
+        let open = format!("<{name}>");
+        let start = text.find(&open)? + open.len();
+        let len = text[start..].find("</")?;
+        Some(one_line(&text[start..start + len]))
+    };
+    let code = element("Code")?;
+    Some(match element("Message") {
+        Some(message) => format!("{code}: {message}"),
+        None => code,
+    })
+}
+
 pub(super) fn map(config: &S3Config, doing: &str, key: &str, e: object_store::Error) -> Error {
     let repo = config.describe();
     let (status, body) = response(&e);
     if body.contains("NoSuchBucket") {
         return Error::invalid(format!("{repo}: bucket {:?} does not exist", config.bucket));
+    }
+    if body.contains(METADATA_ENDPOINT) {
+        return Error::invalid(format!(
+            "{repo}: no S3 credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY \
+             (the instance metadata service gave none)"
+        ));
     }
     let what = if key.is_empty() {
         repo.clone()
@@ -90,7 +114,10 @@ pub(super) fn map(config: &S3Config, doing: &str, key: &str, e: object_store::Er
         );
     }
     let reason = match status {
-        Some(code) => format!("the store answered HTTP {code}: {}", innermost(&e)),
+        Some(code) => match s3_error(&body) {
+            Some(said) => format!("the store answered HTTP {code}: {said}"),
+            None => format!("the store answered HTTP {code}: {}", innermost(&e)),
+        },
         None => format!("cannot reach the store: {}", innermost(&e)),
     };
     let kind = match status {
@@ -98,4 +125,25 @@ pub(super) fn map(config: &S3Config, doing: &str, key: &str, e: object_store::Er
         Some(_) => io::ErrorKind::Other,
     };
     Error::io(format!("{doing} {what}"), io::Error::new(kind, reason))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn s3_error_documents() {
+        let body = "Server returned non-2xx status code: 400 Bad Request: <?xml version=\"1.0\"?>\
+                    <Error><Code>InvalidBucketName</Code><Message>The specified bucket \
+                    is not valid.</Message><RequestId>X</RequestId></Error>";
+        assert_eq!(
+            s3_error(body).as_deref(),
+            Some("InvalidBucketName: The specified bucket is not valid.")
+        );
+        assert_eq!(
+            s3_error("<Error><Code>SlowDown</Code></Error>").as_deref(),
+            Some("SlowDown")
+        );
+        assert_eq!(s3_error("connection reset"), None);
+    }
 }
