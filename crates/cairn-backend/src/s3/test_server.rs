@@ -73,12 +73,15 @@ pub fn versitygw_binary() -> PathBuf {
             "building versitygw {VERSITYGW_VERSION} into {} (go install)",
             tools.display()
         );
+        // Built aside and renamed into place: a test process that checks
+        // `binary.exists()` without the lock never sees half a file.
+        let staging = tools.join("staging");
         let status = Command::new("go")
             .args([
                 "install",
                 &format!("{VERSITYGW_MODULE}@{VERSITYGW_VERSION}"),
             ])
-            .env("GOBIN", tools.join("bin"))
+            .env("GOBIN", &staging)
             .status()
             .unwrap_or_else(|e| {
                 panic!(
@@ -87,6 +90,7 @@ pub fn versitygw_binary() -> PathBuf {
                 )
             });
         assert!(status.success(), "go install {VERSITYGW_MODULE} failed");
+        std::fs::rename(staging.join("versitygw"), &binary).expect("moving versitygw into place");
     }
     binary
 }
