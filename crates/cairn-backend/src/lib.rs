@@ -3,6 +3,8 @@
 //! * [`LocalBackend`]: a repository directory on a local filesystem, with
 //!   crash-safe atomic writes (temp file, fsync, rename, fsync directory) and
 //!   `flock` repository locks.
+//! * `S3Backend` (feature `s3`): a repository under a prefix of an S3 or
+//!   S3-compatible bucket, with lease locks on lock objects.
 //! * [`MemBackend`]: an in-memory repository with the same semantics, for
 //!   tests and experiments; clones share one store.
 //! * [`ObservedBackend`]: a pass-through that reports every data access to an
@@ -21,12 +23,16 @@ pub mod fault;
 pub mod local;
 pub mod mem;
 pub mod observed;
+#[cfg(feature = "s3")]
+pub mod s3;
 
 pub use counting::CountingBackend;
 pub use fault::{is_injected_crash, CorruptAt, FaultBackend, FaultPlan, InjectedError};
 pub use local::LocalBackend;
 pub use mem::MemBackend;
 pub use observed::{IoObserver, IoOp, ObservedBackend};
+#[cfg(feature = "s3")]
+pub use s3::{S3Backend, S3Config};
 
 use cairn_core::{Error, Result};
 

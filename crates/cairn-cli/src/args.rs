@@ -15,9 +15,13 @@ use crate::snapshot_args::FilterArgs;
     about = "Deduplicating backups: DDFS-style dedup, Merkle-tree recipes, verified restores"
 )]
 pub struct Cli {
-    /// Repository directory (created by `init`, or by the first `backup`).
+    /// Repository directory (created by `init`, or by the first `backup`),
+    /// or an S3 bucket prefix: s3:https://HOST[:PORT]/BUCKET/PREFIX, s3://BUCKET/PREFIX.
     #[arg(short, long, env = "CAIRN_REPO", global = true)]
     pub repo: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub s3: crate::repo_location::S3Args,
 
     /// Machine-readable JSON on standard output.
     #[arg(long, global = true)]

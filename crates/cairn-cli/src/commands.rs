@@ -125,9 +125,13 @@ const REMOTE_SCHEMES: &[&str] = &[
     "file",
 ];
 
-/// Refuses a `--repo` that is a URL: only local repositories exist so far.
+/// Refuses a `--repo` that is a URL of a kind cairn cannot open (S3 is
+/// `repo_location`'s).
 fn refuse_url(path: &Path) -> Result<()> {
     let s = path.to_string_lossy();
+    if s.starts_with("s3:") {
+        return Ok(());
+    }
     let Some((scheme, _)) = s.split_once(':') else {
         return Ok(());
     };
@@ -140,7 +144,7 @@ fn refuse_url(path: &Path) -> Result<()> {
         && (REMOTE_SCHEMES.contains(&scheme.to_ascii_lowercase().as_str())
             || s[scheme.len()..].starts_with("://"))
     {
-        bail!("unsupported repository {s:?}: {scheme}: repositories are not supported yet, only local directories");
+        bail!("unsupported repository {s:?}: {scheme}: repositories are not supported, only local directories and S3 (s3:https://HOST/BUCKET/PREFIX, s3://BUCKET/PREFIX)");
     }
     Ok(())
 }
@@ -362,8 +366,8 @@ fn open_or_create(
     config: impl FnOnce() -> Result<RepoConfig>,
     encryption: &crate::encryption::EncryptionArgs,
 ) -> Result<(Repository, bool)> {
-    let exists = || path.join(cairn_engine::keys::CONFIG).is_file();
-    if exists() {
+    let exists = || crate::repo_location::has_config(path, &cli.s3);
+    if exists()? {
         return Ok((crate::encryption::open_repository(cli, path)?, false));
     }
     match crate::encryption::init_repository(cli, path, config()?, encryption) {
@@ -372,7 +376,7 @@ fn open_or_create(
             // A concurrent creator writes its key file, then its config: give
             // it a moment before reporting what we found.
             for _ in 0..250 {
-                if exists() {
+                if exists().unwrap_or(false) {
                     return Ok((crate::encryption::open_repository(cli, path)?, false));
                 }
                 std::thread::sleep(std::time::Duration::from_millis(20));
@@ -402,7 +406,15 @@ fn backup(cli: &Cli, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
     cairn_engine::backup::check_sources(&sources)?;
     if let (Some(id), false) = (&a.parent, a.dry_run) {
         // Refused before `open_or_init` would create the repository.
-        if Repository::open_local(path).is_err() && !crate::encryption::is_encrypted_at(path) {
+        let absent = match crate::repo_location::parse(path, &cli.s3)? {
+            crate::repo_location::RepoLocation::Local(path) => {
+                Repository::open_local(path).is_err() && !crate::encryption::is_encrypted_at(path)
+            }
+            crate::repo_location::RepoLocation::S3(_) => {
+                !crate::repo_location::has_config(path, &cli.s3)?
+            }
+        };
+        if absent {
             bail!(
                 "--parent {id}: there is no repository at {} yet, so no snapshot to compare with",
                 path.display()

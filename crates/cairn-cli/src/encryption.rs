@@ -17,6 +17,7 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 
 use cairn_backend::LocalBackend;
+use cairn_core::Backend;
 use cairn_crypto::password::process_env;
 use cairn_crypto::{
     resolve_password, Algorithm, KdfParams, KeyFile, Password, PasswordSource, PromptMode,
@@ -26,6 +27,7 @@ use cairn_engine::{RepoConfig, Repository};
 
 use crate::args::Cli;
 use crate::output::time;
+use crate::repo_location::{self, RepoLocation};
 
 /// How long the key derivation of a new key file takes on this machine.
 const KDF_TARGET: Duration = Duration::from_millis(500);
@@ -143,9 +145,21 @@ fn new_password(a: &NewKeyArgs) -> Result<Password> {
 /// it is encrypted. Every command that opens a repository comes here
 /// (backup's may create one: `is_encrypted_at`).
 pub fn open_repository(cli: &Cli, path: &Path) -> Result<Repository> {
-    Ok(Repository::open_local_with_password(path, &mut || {
-        password(cli, PromptMode::Once)
-    })?)
+    let mut password = || password(cli, PromptMode::Once);
+    Ok(match repo_location::parse(path, &cli.s3)? {
+        RepoLocation::Local(path) => Repository::open_local_with_password(path, &mut password)?,
+        RepoLocation::S3(config) => {
+            Repository::open_with_password(repo_location::s3_backend(*config)?, &mut password)?
+        }
+    })
+}
+
+/// The backend of the repository at `path` (local or S3).
+fn backend(cli: &Cli, path: &Path) -> Result<Arc<dyn Backend>> {
+    match repo_location::parse(path, &cli.s3)? {
+        RepoLocation::Local(path) => Ok(local(path)?),
+        RepoLocation::S3(config) => repo_location::s3_backend(*config),
+    }
 }
 
 fn local(path: &Path) -> Result<Arc<LocalBackend>> {
@@ -171,8 +185,15 @@ pub fn init_repository(
     config: RepoConfig,
     a: &EncryptionArgs,
 ) -> Result<Repository> {
+    let s3 = match repo_location::parse(path, &cli.s3)? {
+        RepoLocation::Local(_) => None,
+        RepoLocation::S3(s3) => Some(s3),
+    };
     if a.encryption == "none" {
-        return Ok(Repository::init_local(path, config)?);
+        return Ok(match s3 {
+            Some(s3) => Repository::init(repo_location::s3_backend(*s3)?, config)?,
+            None => Repository::init_local(path, config)?,
+        });
     }
     let algorithm: Algorithm = a.encryption.parse().map_err(|_| {
         anyhow!(
@@ -183,14 +204,24 @@ pub fn init_repository(
     // Everything that can fail is settled before the directory is created.
     let password = password(cli, PromptMode::Confirm)?;
     let params = a.kdf.params()?;
-    Ok(Repository::init_local_encrypted(
-        path,
-        config,
-        algorithm,
-        &password,
-        params,
-        keys::local_key_label(),
-    )?)
+    Ok(match s3 {
+        Some(s3) => Repository::init_encrypted(
+            repo_location::s3_backend(*s3)?,
+            config,
+            algorithm,
+            &password,
+            params,
+            keys::local_key_label(),
+        )?,
+        None => Repository::init_local_encrypted(
+            path,
+            config,
+            algorithm,
+            &password,
+            params,
+            keys::local_key_label(),
+        )?,
+    })
 }
 
 /// `cairn key ...`.
@@ -198,7 +229,7 @@ pub fn key(cli: &Cli, path: &Path, command: &KeyCommand) -> Result<ExitCode> {
     // The password is kept: it opens the repository, then names the key
     // file it opened (the engine tries the key files once more).
     let mut given: Option<Password> = None;
-    let repo = Repository::open_with_password(local(path)?, &mut || {
+    let repo = Repository::open_with_password(backend(cli, path)?, &mut || {
         let p = password(cli, PromptMode::Once)?;
         given = Some(p.clone());
         Ok(p)

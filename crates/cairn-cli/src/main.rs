@@ -21,6 +21,7 @@ mod mount;
 mod output;
 mod progress;
 mod repair_commands;
+mod repo_location;
 mod restore_commands;
 mod sim_commands;
 mod snapshot_args;

@@ -1,0 +1,510 @@
+//! `S3Backend`: a repository under a prefix of an S3 (or S3-compatible)
+//! bucket, built on the `object_store` crate.
+//!
+//! Every repository key `K` is the object `PREFIX/K`, so the layout on the
+//! store is the layout of a local repository directory. The backend is
+//! synchronous like every [`Backend`]: it owns a small tokio runtime and
+//! blocks on each request. Mapping of the contract:
+//!
+//! * `write_atomic`: one PUT (S3 makes a whole object visible at once), a
+//!   multipart upload above [`MULTIPART_THRESHOLD`] (visible only when the
+//!   upload completes; aborted on failure).
+//! * `create_new`: a PUT with `If-None-Match: *` where the store honours it
+//!   (probed once, on the first call); on a store that ignores it, a
+//!   check-then-PUT under the backend's own lease lock (`lock.rs`).
+//! * `read_at`: a ranged GET; a range past the end is `Error::Corrupt`.
+//! * `lock`: leases on lock objects under `locks/` (`lock.rs`), which is
+//!   reserved like a local repository's `locks/` directory.
+//!
+//! Requests are retried with exponential backoff on 5xx answers, timeouts
+//! and connection failures (object_store's `RetryConfig`); that is safe
+//! because every write replaces a whole object. The store is assumed to be
+//! strongly consistent (read-after-write and list-after-write), as AWS S3
+//! is since December 2020; `docs/object-storage.md` has the details.
+
+mod errors;
+mod lock;
+#[cfg(feature = "test-support")]
+pub mod test_server;
+
+use crate::{truncated, validate_key, validate_lock_name, validate_prefix};
+use cairn_core::{Backend, Error, LockGuard, LockMode, Result};
+use futures_util::TryStreamExt;
+use object_store::aws::{AmazonS3, AmazonS3Builder};
+use object_store::path::Path;
+use object_store::{
+    ClientOptions, GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutMode, PutOptions,
+    PutPayload, RetryConfig, WriteMultipart,
+};
+use std::future::Future;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+pub use lock::DEFAULT_LEASE;
+
+/// Objects larger than this are written by a multipart upload.
+pub const MULTIPART_THRESHOLD: usize = 16 << 20;
+/// Part size of multipart uploads (S3 requires at least 5 MiB but the last).
+const PART_SIZE: usize = 8 << 20;
+/// Parts of one multipart upload in flight at once.
+const PARTS_IN_FLIGHT: usize = 4;
+/// Top-level key component reserved for lock leases.
+const LOCKS_DIR: &str = "locks";
+
+/// Whether `create_new` may rely on the store's `If-None-Match: *`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ConditionalWrites {
+    /// Probe the store on the first `create_new`: a conditional PUT over an
+    /// existing probe object must be refused.
+    #[default]
+    Detect,
+    /// Never rely on it: `create_new` checks and writes under a lease lock.
+    Emulate,
+}
+
+/// Where the repository lives and how to talk to the store.
+#[derive(Clone, Debug)]
+pub struct S3Config {
+    /// `http(s)://host[:port]` of a self-hosted server; `None`: AWS S3.
+    pub endpoint: Option<String>,
+    pub bucket: String,
+    /// Key prefix of the repository inside the bucket, without slashes at
+    /// either end; empty: the bucket's root.
+    pub prefix: String,
+    /// `None`: `us-east-1`.
+    pub region: Option<String>,
+    /// `None` (with the secret also `None`): object_store's default
+    /// credential chain (instance metadata, web identity).
+    pub access_key_id: Option<String>,
+    pub secret_access_key: Option<String>,
+    pub session_token: Option<String>,
+    /// Path-style requests (`endpoint/bucket/key`) instead of virtual hosts.
+    pub path_style: bool,
+    /// Lifetime of a lock lease not refreshed by its holder.
+    pub lease: Duration,
+    /// Retries of a failed request (5xx, timeout, connection failure).
+    pub max_retries: usize,
+    /// Time after which a request is not retried any more.
+    pub retry_timeout: Duration,
+    /// Time to establish a connection before the attempt counts as failed.
+    pub connect_timeout: Duration,
+    pub conditional_writes: ConditionalWrites,
+}
+
+impl S3Config {
+    /// A configuration with the defaults for everything but the location.
+    pub fn new(endpoint: Option<String>, bucket: &str, prefix: &str) -> S3Config {
+        S3Config {
+            endpoint,
+            bucket: bucket.to_owned(),
+            prefix: prefix.trim_matches('/').to_owned(),
+            region: None,
+            access_key_id: None,
+            secret_access_key: None,
+            session_token: None,
+            path_style: true,
+            lease: DEFAULT_LEASE,
+            max_retries: 6,
+            retry_timeout: Duration::from_secs(120),
+            connect_timeout: Duration::from_secs(5),
+            conditional_writes: ConditionalWrites::Detect,
+        }
+    }
+
+    /// `s3:https://host:9000/bucket/prefix` or `s3://bucket/prefix`.
+    pub fn describe(&self) -> String {
+        let tail = if self.prefix.is_empty() {
+            self.bucket.clone()
+        } else {
+            format!("{}/{}", self.bucket, self.prefix)
+        };
+        match &self.endpoint {
+            Some(endpoint) => format!("s3:{}/{tail}", endpoint.trim_end_matches('/')),
+            None => format!("s3://{tail}"),
+        }
+    }
+}
+
+/// What the backend and its lock guards share.
+struct Inner {
+    store: AmazonS3,
+    runtime: tokio::runtime::Runtime,
+    config: S3Config,
+    /// Whether the store refuses a conditional PUT over an existing object.
+    conditional: OnceLock<bool>,
+}
+
+/// A repository in an S3 bucket. Cheap to clone: clones share the client.
+#[derive(Clone)]
+pub struct S3Backend {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for S3Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "S3Backend({})", self.inner.config.describe())
+    }
+}
+
+impl S3Backend {
+    /// Connects and checks that the bucket answers (one LIST request), so a
+    /// refused credential, a missing bucket or an unreachable endpoint is
+    /// reported here, in one line, rather than by the first read.
+    pub fn open(config: S3Config) -> Result<S3Backend> {
+        if config.bucket.is_empty() || config.bucket.contains('/') {
+            return Err(Error::invalid(format!(
+                "invalid S3 bucket name {:?}",
+                config.bucket
+            )));
+        }
+        if !config.prefix.is_empty() {
+            validate_key(&config.prefix)
+                .map_err(|_| Error::invalid(format!("invalid S3 prefix {:?}", config.prefix)))?;
+        }
+        let mut builder = AmazonS3Builder::new()
+            .with_bucket_name(&config.bucket)
+            .with_region(config.region.as_deref().unwrap_or("us-east-1"))
+            .with_virtual_hosted_style_request(!config.path_style)
+            .with_retry(RetryConfig {
+                backoff: Default::default(),
+                max_retries: config.max_retries,
+                retry_timeout: config.retry_timeout,
+            })
+            .with_client_options(
+                ClientOptions::new()
+                    .with_allow_http(true)
+                    .with_connect_timeout(config.connect_timeout)
+                    .with_timeout(Duration::from_secs(300)),
+            );
+        if let Some(endpoint) = &config.endpoint {
+            builder = builder.with_endpoint(endpoint.trim_end_matches('/'));
+        }
+        if let Some(id) = &config.access_key_id {
+            builder = builder.with_access_key_id(id);
+        }
+        if let Some(secret) = &config.secret_access_key {
+            builder = builder.with_secret_access_key(secret);
+        }
+        if let Some(token) = &config.session_token {
+            builder = builder.with_token(token);
+        }
+        let store = builder.build().map_err(|e| {
+            Error::invalid(format!(
+                "cannot use {}: {}",
+                config.describe(),
+                errors::innermost(&e)
+            ))
+        })?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("cairn-s3")
+            .enable_all()
+            .build()
+            .map_err(|e| Error::io("starting the S3 client runtime", e))?;
+        let backend = S3Backend {
+            inner: Arc::new(Inner {
+                store,
+                runtime,
+                config,
+                conditional: OnceLock::new(),
+            }),
+        };
+        backend.probe()?;
+        Ok(backend)
+    }
+
+    fn probe(&self) -> Result<()> {
+        let dir = self.inner.path_of_dir("");
+        self.inner
+            .block_on(self.inner.store.list_with_delimiter(Some(&dir)))
+            .map(drop)
+            .map_err(|e| self.inner.error("listing", "", e))
+    }
+
+    /// Whether `create_new` uses the store's conditional PUT (probing now
+    /// if it was not probed yet).
+    pub fn conditional_writes_honoured(&self) -> Result<bool> {
+        if self.inner.config.conditional_writes == ConditionalWrites::Emulate {
+            return Ok(false);
+        }
+        if let Some(known) = self.inner.conditional.get() {
+            return Ok(*known);
+        }
+        let honoured = self.inner.probe_conditional()?;
+        Ok(*self.inner.conditional.get_or_init(|| honoured))
+    }
+
+    fn check_key(key: &str) -> Result<()> {
+        validate_key(key)?;
+        if key.split('/').next() == Some(LOCKS_DIR) {
+            return Err(Error::invalid(format!(
+                "invalid object key {key:?}: `{LOCKS_DIR}/` is reserved"
+            )));
+        }
+        Ok(())
+    }
+
+    fn put_create(&self, key: &str, data: &[u8]) -> Result<bool> {
+        let inner = &self.inner;
+        let path = inner.path(key)?;
+        let opts = PutOptions::from(PutMode::Create);
+        let put = inner.store.put_opts(&path, data.to_vec().into(), opts);
+        match inner.block_on(put) {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::AlreadyExists { .. })
+            | Err(object_store::Error::Precondition { .. }) => Ok(false),
+            Err(e) => Err(inner.error("creating", key, e)),
+        }
+    }
+
+    fn create_under_lock(&self, key: &str, data: &[u8]) -> Result<bool> {
+        let _guard = lock::acquire(&self.inner, lock::CREATE_LOCK, LockMode::Exclusive, true)?;
+        if self.exists(key)? {
+            return Ok(false);
+        }
+        self.write_atomic(key, data)?;
+        Ok(true)
+    }
+}
+
+impl Inner {
+    fn block_on<F: Future>(&self, future: F) -> F::Output {
+        self.runtime.block_on(future)
+    }
+
+    fn full_key(&self, key: &str) -> String {
+        if self.config.prefix.is_empty() {
+            key.to_owned()
+        } else {
+            format!("{}/{key}", self.config.prefix)
+        }
+    }
+
+    fn path(&self, key: &str) -> Result<Path> {
+        Path::parse(self.full_key(key))
+            .map_err(|_| Error::invalid(format!("invalid object key {key:?} for S3")))
+    }
+
+    /// The listing root for a directory key (`""` or ending in `/`).
+    fn path_of_dir(&self, dir: &str) -> Path {
+        Path::from(
+            self.full_key(dir.trim_end_matches('/'))
+                .trim_end_matches('/'),
+        )
+    }
+
+    /// The repository key of a listed object, if it lies under the prefix.
+    fn key_of(&self, location: &Path) -> Option<String> {
+        let full = location.as_ref();
+        if self.config.prefix.is_empty() {
+            return Some(full.to_owned());
+        }
+        full.strip_prefix(self.config.prefix.as_str())?
+            .strip_prefix('/')
+            .map(str::to_owned)
+    }
+
+    fn error(&self, doing: &str, key: &str, e: object_store::Error) -> Error {
+        errors::map(&self.config, doing, key, e)
+    }
+
+    fn put(&self, key: &str, data: &[u8]) -> Result<()> {
+        let path = self.path(key)?;
+        let put = async {
+            if data.len() <= MULTIPART_THRESHOLD {
+                return self.store.put(&path, data.to_vec().into()).await.map(drop);
+            }
+            let upload = self.store.put_multipart(&path).await?;
+            let mut writer = WriteMultipart::new_with_chunk_size(upload, PART_SIZE);
+            for part in data.chunks(PART_SIZE) {
+                if let Err(e) = writer.wait_for_capacity(PARTS_IN_FLIGHT).await {
+                    // Best effort: a failed abort leaves an incomplete upload
+                    // that is invisible and that lifecycle rules expire.
+                    let _ = writer.abort().await;
+                    return Err(e);
+                }
+                writer.write(part);
+            }
+            writer.finish().await.map(drop)
+        };
+        self.block_on(put)
+            .map_err(|e| self.error("writing", key, e))
+    }
+
+    fn head(&self, key: &str) -> Result<u64> {
+        let path = self.path(key)?;
+        match self.block_on(self.store.head(&path)) {
+            Ok(meta) => Ok(meta.size),
+            Err(e) => Err(self.error("reading the size of", key, e)),
+        }
+    }
+
+    fn delete_path(&self, key: &str) -> Result<()> {
+        let path = self.path(key)?;
+        match self.block_on(self.store.delete(&path)) {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(self.error("deleting", key, e)),
+        }
+    }
+
+    /// Every object under the directory key `dir` with its listing metadata.
+    fn list_meta(&self, dir: &str) -> Result<Vec<(String, object_store::ObjectMeta)>> {
+        let root = self.path_of_dir(dir);
+        let listed: Vec<object_store::ObjectMeta> = self
+            .block_on(self.store.list(Some(&root)).try_collect())
+            .map_err(|e| self.error("listing", dir, e))?;
+        Ok(listed
+            .into_iter()
+            .filter_map(|meta| Some((self.key_of(&meta.location)?, meta)))
+            .collect())
+    }
+
+    /// Writes a probe object, then PUTs over it with `If-None-Match: *`: a
+    /// store that honours the condition refuses the second write.
+    fn probe_conditional(&self) -> Result<bool> {
+        let key = format!("{LOCKS_DIR}/.conditional-probe-{}", lock::random_id());
+        let path = self.path(&key)?;
+        self.block_on(self.store.put(&path, PutPayload::from_static(b"probe")))
+            .map_err(|e| self.error("writing", &key, e))?;
+        let opts = PutOptions::from(PutMode::Create);
+        let second = self.block_on(self.store.put_opts(
+            &path,
+            PutPayload::from_static(b"probe"),
+            opts,
+        ));
+        let honoured = match second {
+            Err(object_store::Error::AlreadyExists { .. })
+            | Err(object_store::Error::Precondition { .. }) => true,
+            Ok(_) | Err(object_store::Error::NotImplemented { .. }) => false,
+            Err(e) => {
+                let _ = self.delete_path(&key);
+                return Err(self.error("probing conditional writes with", &key, e));
+            }
+        };
+        self.delete_path(&key)?;
+        Ok(honoured)
+    }
+}
+
+impl Backend for S3Backend {
+    fn read(&self, key: &str) -> Result<Vec<u8>> {
+        Self::check_key(key)?;
+        let inner = &self.inner;
+        let path = inner.path(key)?;
+        let get = async { inner.store.get(&path).await?.bytes().await };
+        inner
+            .block_on(get)
+            .map(|b| b.to_vec())
+            .map_err(|e| inner.error("reading", key, e))
+    }
+
+    fn read_at(&self, key: &str, offset: u64, len: usize) -> Result<Vec<u8>> {
+        Self::check_key(key)?;
+        let inner = &self.inner;
+        let end = offset.checked_add(len as u64);
+        let (Some(end), true) = (end, len > 0) else {
+            // No byte to fetch (or an impossible range): only the size decides.
+            let size = inner.head(key)?;
+            return match end {
+                Some(end) if end <= size => Ok(Vec::new()),
+                _ => Err(truncated(&self.describe_key(key), offset, len, size)),
+            };
+        };
+        let path = inner.path(key)?;
+        let opts = GetOptions::new().with_range(Some(GetRange::Bounded(offset..end)));
+        let get = async {
+            let result = inner.store.get_opts(&path, opts).await?;
+            let size = result.meta.size;
+            Ok::<_, object_store::Error>((size, result.bytes().await?))
+        };
+        match inner.block_on(get) {
+            Ok((_, bytes)) if bytes.len() == len => Ok(bytes.to_vec()),
+            Ok((size, _)) => Err(truncated(&self.describe_key(key), offset, len, size)),
+            Err(e @ object_store::Error::NotFound { .. }) => Err(inner.error("reading", key, e)),
+            Err(e) => {
+                // A range starting past the end is refused (416) by S3; the
+                // size tells that apart from a failure of the store.
+                match inner.head(key) {
+                    Ok(size) if end > size => {
+                        Err(truncated(&self.describe_key(key), offset, len, size))
+                    }
+                    _ => Err(inner.error("reading", key, e)),
+                }
+            }
+        }
+    }
+
+    fn size(&self, key: &str) -> Result<u64> {
+        Self::check_key(key)?;
+        self.inner.head(key)
+    }
+
+    fn exists(&self, key: &str) -> Result<bool> {
+        Self::check_key(key)?;
+        match self.inner.head(key) {
+            Ok(_) => Ok(true),
+            Err(e) if e.is_not_found() => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn write_atomic(&self, key: &str, data: &[u8]) -> Result<()> {
+        Self::check_key(key)?;
+        self.inner.put(key, data)
+    }
+
+    fn create_new(&self, key: &str, data: &[u8]) -> Result<bool> {
+        Self::check_key(key)?;
+        if self.conditional_writes_honoured()? {
+            self.put_create(key, data)
+        } else {
+            self.create_under_lock(key, data)
+        }
+    }
+
+    fn delete(&self, key: &str) -> Result<()> {
+        Self::check_key(key)?;
+        self.inner.delete_path(key)
+    }
+
+    fn list(&self, prefix: &str) -> Result<Vec<String>> {
+        validate_prefix(prefix)?;
+        let dir = match prefix.rfind('/') {
+            Some(i) => &prefix[..=i],
+            None => "",
+        };
+        if dir.split('/').next() == Some(LOCKS_DIR) {
+            return Ok(Vec::new());
+        }
+        let mut keys: Vec<String> = self
+            .inner
+            .list_meta(dir)?
+            .into_iter()
+            .map(|(key, _)| key)
+            .filter(|key| key.starts_with(prefix))
+            .filter(|key| key.split('/').next() != Some(LOCKS_DIR))
+            .collect();
+        keys.sort();
+        Ok(keys)
+    }
+
+    fn lock(&self, name: &str, mode: LockMode, wait: bool) -> Result<Box<dyn LockGuard>> {
+        validate_lock_name(name)?;
+        if name.starts_with('.') {
+            return Err(Error::invalid(format!(
+                "invalid lock name {name:?}: names starting with `.` are reserved"
+            )));
+        }
+        lock::acquire(&self.inner, name, mode, wait)
+    }
+
+    fn describe(&self) -> String {
+        self.inner.config.describe()
+    }
+}
+
+impl S3Backend {
+    fn describe_key(&self, key: &str) -> String {
+        format!("{key} in {}", self.describe())
+    }
+}

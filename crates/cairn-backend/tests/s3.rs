@@ -1,0 +1,266 @@
+//! The S3 backend against a real S3 server (s3s-fs on 127.0.0.1, or the
+//! server named by `CAIRN_TEST_S3_ENDPOINT`): the conformance suite, then
+//! what only an object store has (multipart uploads, leases, its errors).
+
+use cairn_backend::s3::test_server::S3TestServer;
+use cairn_backend::s3::{ConditionalWrites, MULTIPART_THRESHOLD};
+use cairn_backend::{conformance, S3Backend, S3Config};
+use cairn_core::{Backend, Error, LockMode};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| ((i / 7) as u8).wrapping_mul(13).wrapping_add(seed))
+        .collect()
+}
+
+fn open(config: &S3Config) -> S3Backend {
+    S3Backend::open(config.clone()).expect("opening the S3 backend")
+}
+
+#[test]
+fn conformance_suite() {
+    let server = S3TestServer::start();
+    conformance::run_all(&|| Box::new(open(&server.config())));
+}
+
+#[test]
+fn conformance_suite_without_conditional_writes() {
+    let server = S3TestServer::start();
+    conformance::run_all(&|| {
+        let mut config = server.config();
+        config.conditional_writes = ConditionalWrites::Emulate;
+        let backend = open(&config);
+        assert!(!backend.conditional_writes_honoured().unwrap());
+        Box::new(backend)
+    });
+}
+
+#[test]
+fn ranged_reads() {
+    let server = S3TestServer::start();
+    let b = open(&server.config());
+    let data = pattern(100_000, 1);
+    b.write_atomic("containers/00/0000000000000001", &data)
+        .unwrap();
+    let key = "containers/00/0000000000000001";
+    for (offset, len) in [(0, 1), (99_999, 1), (4096, 16_384), (50_000, 50_000)] {
+        assert_eq!(
+            b.read_at(key, offset, len).unwrap(),
+            data[offset as usize..offset as usize + len]
+        );
+    }
+    for (offset, len) in [(99_999, 2), (100_000, 1), (200_000, 10), (100_001, 0)] {
+        let err = b.read_at(key, offset, len).unwrap_err();
+        assert!(err.is_corruption(), "{offset}+{len}: {err}");
+        assert!(err.to_string().contains(key), "{err}");
+    }
+    assert_eq!(
+        b.read_tail(key, 10).unwrap(),
+        (100_000, data[99_990..].to_vec())
+    );
+}
+
+#[test]
+fn multipart_upload_of_a_large_object() {
+    let server = S3TestServer::start();
+    let b = open(&server.config());
+    let big = pattern(20 << 20, 9);
+    assert!(big.len() > MULTIPART_THRESHOLD);
+    b.write_atomic("containers/00/0000000000000002", &big)
+        .unwrap();
+    assert_eq!(
+        b.size("containers/00/0000000000000002").unwrap(),
+        big.len() as u64
+    );
+    // Across the boundary of the first two 8 MiB parts.
+    let at = (8 << 20) - 100;
+    assert_eq!(
+        b.read_at("containers/00/0000000000000002", at as u64, 200)
+            .unwrap(),
+        big[at..at + 200]
+    );
+    assert!(b.read("containers/00/0000000000000002").unwrap() == big);
+    // Replacing it with a small object leaves no trace of the large one.
+    b.write_atomic("containers/00/0000000000000002", b"small")
+        .unwrap();
+    assert_eq!(b.read("containers/00/0000000000000002").unwrap(), b"small");
+}
+
+fn locked(b: &S3Backend, mode: LockMode) -> bool {
+    match b.lock("repo", mode, false) {
+        Ok(_) => false,
+        Err(Error::Locked(msg)) => {
+            assert!(msg.contains("pid"), "the message names the holder: {msg}");
+            true
+        }
+        Err(e) => panic!("unexpected error {e}"),
+    }
+}
+
+#[test]
+fn locks_exclude_between_clients() {
+    let server = S3TestServer::start();
+    let config = server.config();
+    let (a, b) = (open(&config), open(&config));
+    let ex = a.lock("repo", LockMode::Exclusive, false).unwrap();
+    assert!(locked(&b, LockMode::Exclusive));
+    assert!(locked(&b, LockMode::Shared));
+    drop(ex);
+    let shared = a.lock("repo", LockMode::Shared, false).unwrap();
+    let shared_b = b.lock("repo", LockMode::Shared, false).unwrap();
+    assert!(locked(&b, LockMode::Exclusive));
+    drop(shared);
+    assert!(locked(&a, LockMode::Exclusive));
+    drop(shared_b);
+    drop(b.lock("repo", LockMode::Exclusive, false).unwrap());
+
+    // A waiting writer gets the lock once the reader on the other client leaves.
+    let reader = a.lock("repo", LockMode::Shared, false).unwrap();
+    let waiter = std::thread::spawn(move || {
+        let start = Instant::now();
+        let guard = b.lock("repo", LockMode::Exclusive, true).unwrap();
+        (start.elapsed(), guard)
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    drop(reader);
+    let (waited, _guard) = waiter.join().unwrap();
+    assert!(
+        waited >= Duration::from_millis(400),
+        "did not wait: {waited:?}"
+    );
+    assert!(locked(&a, LockMode::Shared));
+}
+
+#[test]
+fn live_leases_are_refreshed_and_dead_ones_expire() {
+    let server = S3TestServer::start();
+    let mut config = server.config();
+    config.lease = Duration::from_millis(1500);
+    let (a, b) = (open(&config), open(&config));
+
+    // A live holder refreshes its lease: it outlasts several lease times.
+    let held = a.lock("repo", LockMode::Exclusive, false).unwrap();
+    std::thread::sleep(Duration::from_secs(5));
+    assert!(locked(&b, LockMode::Shared), "a refreshed lease expired");
+    drop(held);
+
+    // A dead holder: a lease written once and never refreshed, through a
+    // client whose prefix is the lock's lease directory.
+    let mut leases = config.clone();
+    leases.prefix = format!("{}/locks/repo", config.prefix);
+    let dead = open(&leases);
+    let lease = "0000000000000001-00000000deadbeef-x-1500";
+    dead.write_atomic(
+        lease,
+        b"cairn lock lease\nmode exclusive\nhost gone\npid 1\n",
+    )
+    .unwrap();
+    assert!(locked(&b, LockMode::Shared), "a fresh lease must count");
+    let start = Instant::now();
+    let guard = b.lock("repo", LockMode::Exclusive, true).unwrap();
+    let waited = start.elapsed();
+    assert!(
+        waited < Duration::from_secs(10),
+        "the dead lease blocked for {waited:?}"
+    );
+    assert!(
+        !dead.exists(lease).unwrap(),
+        "the expired lease was not removed"
+    );
+    drop(guard);
+    assert!(
+        dead.list("").unwrap().is_empty(),
+        "the guard left its lease"
+    );
+}
+
+#[test]
+fn create_new_race_between_clients() {
+    let server = S3TestServer::start();
+    let config = server.config();
+    for mode in [ConditionalWrites::Detect, ConditionalWrites::Emulate] {
+        let mut config = config.clone();
+        config.conditional_writes = mode;
+        let clients: Vec<Arc<S3Backend>> = (0..4).map(|_| Arc::new(open(&config))).collect();
+        for round in 0..4u8 {
+            let key = format!("keys/{mode:?}-{round}");
+            let won: Vec<usize> = std::thread::scope(|s| {
+                let handles: Vec<_> = clients
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| {
+                        let key = key.clone();
+                        s.spawn(move || (i, c.create_new(&key, &[i as u8; 64]).unwrap()))
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().unwrap())
+                    .filter(|(_, won)| *won)
+                    .map(|(i, _)| i)
+                    .collect()
+            });
+            assert_eq!(won.len(), 1, "{mode:?}: winners {won:?}");
+            assert_eq!(clients[0].read(&key).unwrap(), [won[0] as u8; 64]);
+        }
+    }
+}
+
+fn one_line_error(result: cairn_core::Result<S3Backend>) -> String {
+    let msg = result.expect_err("opening must fail").to_string();
+    eprintln!("error: {msg}");
+    assert!(!msg.contains('\n'), "not one line: {msg}");
+    assert!(msg.len() < 400, "too long: {msg}");
+    msg
+}
+
+#[test]
+fn refused_credential_is_one_clear_line() {
+    let server = S3TestServer::start();
+    let mut config = server.config();
+    config.secret_access_key = Some("not-the-secret".into());
+    let msg = one_line_error(S3Backend::open(config));
+    assert!(
+        msg.contains("check the") && msg.contains(server.endpoint()),
+        "{msg}"
+    );
+}
+
+#[test]
+fn missing_bucket_is_one_clear_line() {
+    let server = S3TestServer::start();
+    let mut config = server.config();
+    config.bucket = "no-such-bucket-for-cairn".into();
+    let msg = one_line_error(S3Backend::open(config));
+    assert!(
+        msg.contains("no-such-bucket-for-cairn") && msg.contains("does not exist"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn unreachable_endpoint_fails_in_bounded_time() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut config = S3Config::new(Some(format!("http://127.0.0.1:{port}")), "bucket", "repo");
+    config.access_key_id = Some("key".into());
+    config.secret_access_key = Some("secret".into());
+    config.max_retries = 3;
+    config.retry_timeout = Duration::from_secs(5);
+    let start = Instant::now();
+    let msg = one_line_error(S3Backend::open(config));
+    assert!(
+        start.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        start.elapsed()
+    );
+    assert!(
+        msg.contains("cannot reach") && msg.contains(&port.to_string()),
+        "{msg}"
+    );
+}

@@ -1,0 +1,166 @@
+//! Where `--repo` points: a local directory or an S3 bucket prefix.
+//!
+//! * `s3:http(s)://HOST[:PORT]/BUCKET[/PREFIX]`: a self-hosted S3 server,
+//!   addressed path-style.
+//! * `s3://BUCKET[/PREFIX]`: AWS S3 (or the server of `--s3-endpoint` /
+//!   `AWS_ENDPOINT_URL`; `--s3-path-style` for servers without virtual
+//!   hosts).
+//!
+//! Credentials and region come from the usual AWS variables
+//! (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`,
+//! `AWS_REGION` or `AWS_DEFAULT_REGION`). Anything else is a local path.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{bail, Result};
+use clap::Args;
+
+use cairn_backend::{S3Backend, S3Config};
+use cairn_core::Backend;
+
+/// Options of S3 repositories (`--repo s3://...`).
+#[derive(Args, Debug, Clone, Default)]
+pub struct S3Args {
+    /// Endpoint of the S3 server of an `s3://BUCKET/PREFIX` repository
+    /// (default: AWS).
+    #[arg(long, env = "AWS_ENDPOINT_URL", global = true, value_name = "URL")]
+    pub s3_endpoint: Option<String>,
+    /// Address buckets path-style (`ENDPOINT/BUCKET/KEY`) rather than as
+    /// virtual hosts, as most self-hosted servers need.
+    #[arg(long, global = true)]
+    pub s3_path_style: bool,
+}
+
+/// A parsed `--repo`.
+#[derive(Debug, Clone)]
+pub enum RepoLocation<'a> {
+    Local(&'a Path),
+    S3(Box<S3Config>),
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+/// Splits `BUCKET[/PREFIX]`.
+fn bucket_and_prefix<'s>(url: &str, rest: &'s str) -> Result<(&'s str, &'s str)> {
+    let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+    if bucket.is_empty() {
+        bail!("invalid repository {url:?}: no bucket name");
+    }
+    Ok((bucket, prefix.trim_matches('/')))
+}
+
+/// Parses `--repo`; `s3:` forms become an [`S3Config`] filled from the
+/// options and the AWS environment variables.
+pub fn parse<'a>(repo: &'a Path, opts: &S3Args) -> Result<RepoLocation<'a>> {
+    let Some(url) = repo.to_str().filter(|s| s.starts_with("s3:")) else {
+        return Ok(RepoLocation::Local(repo));
+    };
+    let mut config = if let Some(rest) = url.strip_prefix("s3://") {
+        let (bucket, prefix) = bucket_and_prefix(url, rest)?;
+        let mut config = S3Config::new(opts.s3_endpoint.clone(), bucket, prefix);
+        config.path_style = opts.s3_path_style;
+        config
+    } else {
+        let server = &url["s3:".len()..];
+        let Some((scheme, rest)) = server.split_once("://") else {
+            bail!(
+                "invalid repository {url:?}: use s3:https://HOST[:PORT]/BUCKET/PREFIX \
+                 or s3://BUCKET/PREFIX"
+            );
+        };
+        if scheme != "http" && scheme != "https" {
+            bail!("invalid repository {url:?}: the endpoint must be http:// or https://");
+        }
+        let Some((host, path)) = rest.split_once('/') else {
+            bail!("invalid repository {url:?}: no bucket name after the host");
+        };
+        if host.is_empty() {
+            bail!("invalid repository {url:?}: no host");
+        }
+        let (bucket, prefix) = bucket_and_prefix(url, path)?;
+        let mut config = S3Config::new(Some(format!("{scheme}://{host}")), bucket, prefix);
+        config.path_style = true;
+        config
+    };
+    config.region = env("AWS_REGION").or_else(|| env("AWS_DEFAULT_REGION"));
+    config.access_key_id = env("AWS_ACCESS_KEY_ID");
+    config.secret_access_key = env("AWS_SECRET_ACCESS_KEY");
+    config.session_token = env("AWS_SESSION_TOKEN");
+    if config.access_key_id.is_some() != config.secret_access_key.is_some() {
+        bail!("AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY must be set together");
+    }
+    Ok(RepoLocation::S3(Box::new(config)))
+}
+
+/// Connects to an S3 repository location.
+pub fn s3_backend(config: S3Config) -> Result<Arc<dyn Backend>> {
+    Ok(Arc::new(S3Backend::open(config)?))
+}
+
+/// Whether the repository at `repo` has a config object (is initialised).
+/// Local: the config file; S3: the config object (an error if the bucket
+/// cannot be reached).
+pub fn has_config(repo: &Path, opts: &S3Args) -> Result<bool> {
+    Ok(match parse(repo, opts)? {
+        RepoLocation::Local(path) => path.join(cairn_engine::keys::CONFIG).is_file(),
+        RepoLocation::S3(config) => s3_backend(*config)?.exists(cairn_engine::keys::CONFIG)?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s3(url: &str, opts: &S3Args) -> S3Config {
+        match parse(Path::new(url), opts).unwrap() {
+            RepoLocation::S3(c) => *c,
+            RepoLocation::Local(p) => panic!("{url} parsed as local {p:?}"),
+        }
+    }
+
+    #[test]
+    fn locations() {
+        let none = S3Args::default();
+        let c = s3("s3:http://127.0.0.1:9000/bucket/a/b/", &none);
+        assert_eq!(c.endpoint.as_deref(), Some("http://127.0.0.1:9000"));
+        assert_eq!((c.bucket.as_str(), c.prefix.as_str()), ("bucket", "a/b"));
+        assert!(c.path_style);
+        assert_eq!(c.describe(), "s3:http://127.0.0.1:9000/bucket/a/b");
+
+        let c = s3("s3://bucket", &none);
+        assert_eq!(
+            (c.endpoint, c.bucket.as_str(), c.prefix.as_str()),
+            (None, "bucket", "")
+        );
+        assert!(!c.path_style);
+        let opts = S3Args {
+            s3_endpoint: Some("https://minio.lan".into()),
+            s3_path_style: true,
+        };
+        let c = s3("s3://bucket/repo", &opts);
+        assert_eq!(c.endpoint.as_deref(), Some("https://minio.lan"));
+        assert!(c.path_style);
+
+        for local in ["/srv/repo", "repo", "s3x/y", "./s3:odd"] {
+            assert!(matches!(
+                parse(Path::new(local), &none).unwrap(),
+                RepoLocation::Local(_)
+            ));
+        }
+        for bad in [
+            "s3:",
+            "s3://",
+            "s3:///prefix",
+            "s3:ftp://host/bucket",
+            "s3:https://host",
+            "s3:https:///bucket",
+            "s3:https://host/",
+            "s3:bucket/prefix",
+        ] {
+            assert!(parse(Path::new(bad), &none).is_err(), "{bad}");
+        }
+    }
+}
