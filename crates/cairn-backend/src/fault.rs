@@ -405,4 +405,8 @@ impl<B: Backend> Backend for FaultBackend<B> {
     fn describe(&self) -> String {
         self.inner.describe()
     }
+
+    fn write_parallelism(&self) -> usize {
+        self.inner.write_parallelism()
+    }
 }

@@ -110,4 +110,8 @@ impl<B: Backend, O: IoObserver> Backend for ObservedBackend<B, O> {
     fn describe(&self) -> String {
         self.inner.describe()
     }
+
+    fn write_parallelism(&self) -> usize {
+        self.inner.write_parallelism()
+    }
 }

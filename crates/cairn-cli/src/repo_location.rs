@@ -20,7 +20,7 @@ use cairn_backend::{S3Backend, S3Config};
 use cairn_core::Backend;
 
 /// Options of S3 repositories (`--repo s3://...`).
-#[derive(Args, Debug, Clone, Default)]
+#[derive(Args, Debug, Clone)]
 pub struct S3Args {
     /// Endpoint of the S3 server of an `s3://BUCKET/PREFIX` repository
     /// (default: AWS).
@@ -30,6 +30,27 @@ pub struct S3Args {
     /// virtual hosts, as most self-hosted servers need.
     #[arg(long, global = true)]
     pub s3_path_style: bool,
+    /// Containers a backup uploads to S3 at once (requests in flight;
+    /// each holds a container, about 4 MiB, in memory).
+    #[arg(
+        long,
+        env = "CAIRN_S3_UPLOADS",
+        global = true,
+        value_name = "N",
+        default_value_t = cairn_backend::s3::DEFAULT_UPLOADS_IN_FLIGHT,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=256)
+    )]
+    pub s3_uploads: usize,
+}
+
+impl Default for S3Args {
+    fn default() -> Self {
+        S3Args {
+            s3_endpoint: None,
+            s3_path_style: false,
+            s3_uploads: cairn_backend::s3::DEFAULT_UPLOADS_IN_FLIGHT,
+        }
+    }
 }
 
 /// A parsed `--repo`.
@@ -85,6 +106,7 @@ pub fn parse<'a>(repo: &'a Path, opts: &S3Args) -> Result<RepoLocation<'a>> {
         config.path_style = true;
         config
     };
+    config.uploads_in_flight = opts.s3_uploads;
     config.region = env("AWS_REGION").or_else(|| env("AWS_DEFAULT_REGION"));
     config.access_key_id = env("AWS_ACCESS_KEY_ID");
     config.secret_access_key = env("AWS_SECRET_ACCESS_KEY");
@@ -139,10 +161,12 @@ mod tests {
         let opts = S3Args {
             s3_endpoint: Some("https://minio.lan".into()),
             s3_path_style: true,
+            s3_uploads: 3,
         };
         let c = s3("s3://bucket/repo", &opts);
         assert_eq!(c.endpoint.as_deref(), Some("https://minio.lan"));
         assert!(c.path_style);
+        assert_eq!(c.uploads_in_flight, 3);
 
         for local in ["/srv/repo", "repo", "s3x/y", "./s3:odd"] {
             assert!(matches!(

@@ -90,6 +90,15 @@ pub trait Backend: Send + Sync {
     /// A short description for messages (`/path/to/repo`, `memory`).
     fn describe(&self) -> String;
 
+    /// How many whole-object writes a writer should keep in flight at once:
+    /// 1 for a local disk (one fsync stream), more for a store whose
+    /// requests wait on the network (object storage), where throughput
+    /// comes from parallel requests. Every write stays durable when it
+    /// returns; this only says how many threads may be writing.
+    fn write_parallelism(&self) -> usize {
+        1
+    }
+
     /// Bytes the object takes in the store: its [`Backend::size`], except
     /// under a layer that stores more than it hands out (sealing).
     fn stored_size(&self, key: &str) -> Result<u64> {
@@ -145,6 +154,9 @@ macro_rules! forward_backend {
             }
             fn describe(&self) -> String {
                 (**self).describe()
+            }
+            fn write_parallelism(&self) -> usize {
+                (**self).write_parallelism()
             }
             fn naming_key(&self) -> Option<&[u8; 32]> {
                 (**self).naming_key()

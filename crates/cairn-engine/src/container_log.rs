@@ -47,6 +47,11 @@ pub trait ContainerStore: Send + Sync {
         Ok(container::stored_chunk(&c.bytes, &c.meta, d)?.to_vec())
     }
     fn delete(&self, id: ContainerId) -> Result<()>;
+    /// How many appends may run at once from different threads
+    /// ([`Backend::write_parallelism`] of the store underneath).
+    fn write_parallelism(&self) -> usize {
+        1
+    }
 }
 
 pub struct ContainerLog {
@@ -209,6 +214,10 @@ impl ContainerStore for ContainerLog {
 
     fn delete(&self, id: ContainerId) -> Result<()> {
         self.backend.delete(&keys::container(id))
+    }
+
+    fn write_parallelism(&self) -> usize {
+        self.backend.write_parallelism()
     }
 }
 

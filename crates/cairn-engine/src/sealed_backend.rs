@@ -339,6 +339,10 @@ impl Backend for SealedBackend {
         self.inner.describe()
     }
 
+    fn write_parallelism(&self) -> usize {
+        self.inner.write_parallelism()
+    }
+
     fn stored_size(&self, key: &str) -> Result<u64> {
         self.inner.size(key)
     }

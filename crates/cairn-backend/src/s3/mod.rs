@@ -48,6 +48,10 @@ pub const MULTIPART_THRESHOLD: usize = 16 << 20;
 const PART_SIZE: usize = 8 << 20;
 /// Parts of one multipart upload in flight at once.
 const PARTS_IN_FLIGHT: usize = 4;
+/// Containers a backup uploads at once by default: with 4 MiB containers
+/// and a round trip of tens of milliseconds, one upload at a time leaves
+/// the link idle between requests; 8 keep about 32 MiB in flight.
+pub const DEFAULT_UPLOADS_IN_FLIGHT: usize = 8;
 /// Top-level key component reserved for lock leases.
 const LOCKS_DIR: &str = "locks";
 
@@ -89,6 +93,10 @@ pub struct S3Config {
     /// Time to establish a connection before the attempt counts as failed.
     pub connect_timeout: Duration,
     pub conditional_writes: ConditionalWrites,
+    /// Whole-object writes a writer keeps in flight
+    /// ([`Backend::write_parallelism`]): a backup uploads this many
+    /// containers at once.
+    pub uploads_in_flight: usize,
 }
 
 impl S3Config {
@@ -108,6 +116,7 @@ impl S3Config {
             retry_timeout: Duration::from_secs(120),
             connect_timeout: Duration::from_secs(5),
             conditional_writes: ConditionalWrites::Detect,
+            uploads_in_flight: DEFAULT_UPLOADS_IN_FLIGHT,
         }
     }
 
@@ -500,6 +509,10 @@ impl Backend for S3Backend {
 
     fn describe(&self) -> String {
         self.inner.config.describe()
+    }
+
+    fn write_parallelism(&self) -> usize {
+        self.inner.config.uploads_in_flight.max(1)
     }
 }
 

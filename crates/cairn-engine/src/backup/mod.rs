@@ -445,8 +445,9 @@ fn record_host(opts: &BackupOptions) -> String {
 }
 
 /// Commit steps 1-2: runs the streams and stores the root listing while the
-/// sealer thread writes their containers; every container is durable when
-/// this returns.
+/// sealer threads write their containers (one on a local disk; as many as
+/// the backend keeps writes in flight on object storage, so uploads overlap
+/// their round trips); every container is durable when this returns.
 fn store_sources(
     shared: &Shared,
     seal_rx: Receiver<stream::SealJob>,
@@ -454,13 +455,21 @@ fn store_sources(
     sources: &[Source],
 ) -> Result<cairn_format::dir::BlobRef> {
     let stored = std::thread::scope(|s| {
-        let sealer = s.spawn(|| stream::run_sealer(shared, seal_rx));
-        // Closes the sealer's queue even when a stream panics, so the scope
+        let sealers: Vec<_> = (0..shared.log.write_parallelism().max(1))
+            .map(|_| {
+                let jobs = seal_rx.clone();
+                s.spawn(move || stream::run_sealer(shared, jobs))
+            })
+            .collect();
+        drop(seal_rx);
+        // Closes the sealers' queue even when a stream panics, so the scope
         // can end (and re-raise the panic) instead of waiting forever.
         let close = CloseSealerOnDrop(shared);
         let r = run_streams_and_root(shared, run, sources);
         drop(close);
-        sealer.join().expect("sealer thread panicked");
+        for sealer in sealers {
+            sealer.join().expect("sealer thread panicked");
+        }
         r
     });
     if let Some(e) = shared.seal_error.lock().take() {

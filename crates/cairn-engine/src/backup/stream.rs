@@ -54,8 +54,11 @@ pub struct SealJob {
     pub writer: ContainerWriter,
 }
 
-/// Writes sealed containers in the order handed over, off the streams'
-/// threads. The first failure is kept; later jobs are dropped unwritten.
+/// One of the backup's sealer threads: writes the sealed containers it takes
+/// from the shared queue, off the streams' threads (several sealers overlap
+/// uploads to object storage; their containers may become durable in any
+/// order, all of them before the commit). The first failure is kept; later
+/// jobs are dropped unwritten.
 pub fn run_sealer(shared: &Shared, jobs: Receiver<SealJob>) {
     for job in jobs {
         if shared.seal_error.lock().is_some() {
