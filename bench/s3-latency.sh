@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# Backup and restore through a high-latency S3 store (issue 14): a real
+# VersityGW server on 127.0.0.1 (the one the tests build), behind
+# bench/latency_proxy.py, which holds back every answer for DELAY_MS (one
+# round trip per request). cairn backs up MIB of unique data with
+# --s3-uploads N for each N in UPLOADS (a fresh repository each), then
+# restores the last; restic (from the system packages) backs up the same
+# data through the same proxy. Reported per run: throughput, requests and
+# bytes through the proxy, per GB backed up; and the ratio of each N's
+# throughput to the first N (target: >= 8x with 20 ms, 1 GB).
+#
+#   bench/s3-latency.sh                          # 1024 MiB, 20 ms, N = 1 2 4 8 16
+#   MIB=256 UPLOADS="1 8" bench/s3-latency.sh
+#
+# Settings: cairn encrypted (aes-256-gcm, the default; key files with cheap
+# Argon2id parameters so that no run pays 0.5 s of key derivation), restic
+# with its default s3.connections (5). Output: $OUT/s3-latency.txt.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+MIB=${MIB:-1024}
+DELAY_MS=${DELAY_MS:-20}
+UPLOADS=${UPLOADS:-1 2 4 8 16}
+TOOLS=${TOOLS:-cairn restic}
+WORK=${WORK:-target/s3-latency-work}
+OUT=${OUT:-bench/out}
+CAIRN=${CAIRN:-target/release/cairn}
+TOOLS_DIR=${TOOLS_DIR:-target/tools}
+VERSITYGW_VERSION=v1.8.0 # as crates/cairn-backend/src/s3/test_server.rs
+export AWS_ACCESS_KEY_ID=cairn-bench AWS_SECRET_ACCESS_KEY=cairn-bench-secret
+export CAIRN_PASSWORD=cairn-bench RESTIC_PASSWORD=cairn-bench
+export CAIRN_KDF_MEMORY_KIB=8192 CAIRN_KDF_PASSES=1
+
+[ -x "$CAIRN" ] || cargo build --release --locked -p cairn-cli
+GW="$TOOLS_DIR/bin/versitygw"
+if [ ! -x "$GW" ]; then
+    mkdir -p "$TOOLS_DIR/bin"
+    GOBIN="$(cd "$TOOLS_DIR/bin" && pwd)" go install "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION"
+fi
+case " $TOOLS " in *" restic "*) command -v restic >/dev/null || apt-get install -y restic >/dev/null ;; esac
+
+rm -rf "$WORK" && mkdir -p "$WORK/data" "$WORK/store/bench" "$OUT"
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+GW_PORT=$(free_port)
+"$GW" --port "127.0.0.1:$GW_PORT" --access "$AWS_ACCESS_KEY_ID" --secret "$AWS_SECRET_ACCESS_KEY" \
+    posix "$WORK/store" >"$WORK/versitygw.log" 2>&1 &
+PIDS+=($!)
+PROXY_PORT=$(free_port)
+STATS="$WORK/proxy-stats"
+python3 bench/latency_proxy.py "$PROXY_PORT" "127.0.0.1:$GW_PORT" "$DELAY_MS" "$STATS" >"$WORK/proxy.log" 2>&1 &
+PIDS+=($!)
+for _ in $(seq 100); do
+    grep -q ready "$WORK/proxy.log" 2>/dev/null && (exec 3<>"/dev/tcp/127.0.0.1/$GW_PORT") 2>/dev/null && break
+    sleep 0.1
+done
+ENDPOINT="http://127.0.0.1:$PROXY_PORT"
+
+# Unique data: MIB of random bytes in 16 MiB files.
+for i in $(seq 0 $(((MIB + 15) / 16 - 1))); do
+    head -c $((16 << 20)) /dev/urandom >"$WORK/data/f$i"
+done
+BYTES=$(du -sb "$WORK/data" | cut -f1)
+
+stats() { sleep 0.6; cat "$STATS"; }
+report="$OUT/s3-latency.txt"
+{
+    echo "s3-latency benchmark $(date -u +%Y-%m-%d), $(nproc) CPUs; $((BYTES >> 20)) MiB unique data; VersityGW $VERSITYGW_VERSION (posix) behind a ${DELAY_MS} ms round trip per request"
+    printf "%-24s %8s %9s %12s %14s %14s\n" run "s" "MB/s" "requests/GB" "MB up/GB" "MB down/GB"
+} | tee "$report"
+row() { # name seconds before after
+    local name=$1 secs=$2
+    read -r r0 u0 d0 <<<"$3"
+    read -r r1 u1 d1 <<<"$4"
+    awk -v n="$name" -v s="$secs" -v b="$BYTES" -v r=$((r1 - r0)) -v u=$((u1 - u0)) -v d=$((d1 - d0)) \
+        'BEGIN { gb = b / 1e9; printf "%-24s %8.2f %9.1f %12.0f %14.1f %14.1f\n", n, s, b / 1e6 / s, r / gb, u / 1e6 / gb, d / 1e6 / gb }' | tee -a "$report"
+}
+timed() { local t0=$EPOCHREALTIME; "$@" >/dev/null; awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.3f", b - a }'; }
+
+declare -A SPEED
+last=""
+case " $TOOLS " in *" cairn "*)
+    for n in $UPLOADS; do
+        repo="s3:$ENDPOINT/bench/cairn-$n"
+        "$CAIRN" --repo "$repo" init -q
+        before=$(stats)
+        secs=$(timed "$CAIRN" --repo "$repo" --s3-uploads "$n" backup -q "$WORK/data")
+        row "cairn backup, N=$n" "$secs" "$before" "$(stats)"
+        SPEED[$n]=$(awk -v s="$secs" 'BEGIN { print 1 / s }')
+        last=$repo
+    done
+    before=$(stats)
+    secs=$(timed "$CAIRN" --repo "$last" restore latest -q --target "$WORK/restored")
+    row "cairn restore" "$secs" "$before" "$(stats)"
+    diff -r "$WORK/data" "$WORK/restored/data" >/dev/null || { echo "cairn's restore differs" >&2; exit 1; }
+    rm -rf "$WORK/restored"
+    ;;
+esac
+case " $TOOLS " in *" restic "*)
+    repo="s3:$ENDPOINT/bench/restic"
+    restic -q -r "$repo" init >/dev/null
+    before=$(stats)
+    secs=$(timed restic -q -r "$repo" backup "$WORK/data")
+    row "restic backup (5 conn.)" "$secs" "$before" "$(stats)"
+    before=$(stats)
+    secs=$(timed restic -q -r "$repo" restore latest --target "$WORK/restored")
+    row "restic restore" "$secs" "$before" "$(stats)"
+    ;;
+esac
+case " $TOOLS " in *" cairn "*)
+    first=${UPLOADS%% *}
+    for n in $UPLOADS; do
+        awk -v n="$n" -v f="$first" -v a="${SPEED[$n]}" -v b="${SPEED[$first]}" \
+            'BEGIN { printf "cairn backup throughput, N=%s: %.2fx N=%s\n", n, a / b, f }' | tee -a "$report"
+    done
+    ;;
+esac
+cleanup
+PIDS=()
+wait 2>/dev/null || true
+rm -rf "$WORK"
