@@ -54,6 +54,10 @@ pub struct SealedBackend {
     scratch: Mutex<Vec<u8>>,
 }
 
+/// What [`SealedBackend::open_each`] does with a block that fails to open:
+/// called with its plaintext length, the error naming it and the output.
+type OnFailedBlock<'a> = dyn FnMut(usize, Error, &mut Vec<u8>) -> Result<()> + 'a;
+
 /// Largest sealing buffer kept between writes.
 const SCRATCH_KEEP: usize = 8 << 20;
 
@@ -160,14 +164,33 @@ impl SealedBackend {
     /// an object of `blocks` blocks.
     fn open_run(&self, name: &str, bytes: &[u8], first: u64, blocks: u64) -> Result<Vec<u8>> {
         let mut out = Vec::with_capacity(bytes.len());
+        self.open_each(name, bytes, first, blocks, &mut out, &mut |_, e, _| Err(e))?;
+        Ok(out)
+    }
+
+    /// Opens consecutive sealed blocks into `out` (as [`Self::open_run`]);
+    /// a block that fails goes to `failed(its plaintext length, error naming
+    /// the block, out)`, which stops the run by returning the error, or goes on
+    /// (after putting what it wants in the block's place). Nothing of a
+    /// failed block reaches `out` from here.
+    fn open_each(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        first: u64,
+        blocks: u64,
+        out: &mut Vec<u8>,
+        failed: &mut OnFailedBlock<'_>,
+    ) -> Result<()> {
         for (i, block) in bytes.chunks(self.sealed_block()).enumerate() {
             let index = first + i as u64;
             let ad = block_ad(name, index, index + 1 == blocks);
-            self.keys
-                .open(&ad, block, &mut out)
-                .map_err(|e| block_error(name, index, e))?;
+            if let Err(e) = self.keys.open(&ad, block, out) {
+                let plain = block.len().saturating_sub(self.keys.overhead());
+                failed(plain, block_error(name, index, e), out)?;
+            }
         }
-        Ok(out)
+        Ok(())
     }
 
     /// `len` bytes at `offset` of the object `key` of `sealed` stored and
@@ -247,26 +270,18 @@ impl Backend for SealedBackend {
         let stored = self.inner.read(key)?;
         let size = self.plain_size(key, stored.len() as u64)?;
         let blocks = size.div_ceil(BLOCK as u64).max(1);
-        let mut out = Salvaged {
-            bytes: Vec::with_capacity(size as usize),
-            damaged: Vec::new(),
-        };
-        let mut first_error = None;
-        for (i, block) in stored.chunks(self.sealed_block()).enumerate() {
-            let index = i as u64;
-            let ad = block_ad(key, index, index + 1 == blocks);
-            let start = out.bytes.len() as u64;
-            if let Err(e) = self.keys.open(&ad, block, &mut out.bytes) {
-                let e = block_error(key, index, e);
-                let plain = (block.len() - self.keys.overhead()) as u64;
-                out.bytes.resize((start + plain) as usize, 0);
-                out.damaged.push((start..start + plain, e.to_string()));
-                first_error.get_or_insert(e);
-            }
-        }
+        let mut bytes = Vec::with_capacity(size as usize);
+        let (mut damaged, mut first_error) = (Vec::new(), None);
+        self.open_each(key, &stored, 0, blocks, &mut bytes, &mut |plain, e, out| {
+            let start = out.len() as u64;
+            out.resize(out.len() + plain, 0);
+            damaged.push((start..start + plain as u64, e.to_string()));
+            first_error.get_or_insert(e);
+            Ok(())
+        })?;
         match first_error {
-            Some(e) if out.damaged.len() as u64 == blocks => Err(e),
-            _ => Ok(out),
+            Some(e) if damaged.len() as u64 == blocks => Err(e),
+            _ => Ok(Salvaged { bytes, damaged }),
         }
     }
 
