@@ -251,7 +251,7 @@ pub fn key(cli: &Cli, path: &Path, command: &KeyCommand) -> Result<ExitCode> {
                 params,
                 keys::local_key_label(),
             )?;
-            let id = name.rsplit('/').next().unwrap_or(&name);
+            let id = cairn_engine::keys::key_file_id(&name);
             report(cli, "added", id)
         }
         KeyCommand::Remove { id, wait } => {
@@ -310,19 +310,15 @@ fn key_json(kf: &KeyFile, current: bool) -> serde_json::Value {
 fn list(cli: &Cli, repo: &Repository, current: &Password) -> Result<ExitCode> {
     let opened = keys::opened_key(repo, current)?;
     let files = keys::key_files(&**repo.backend(), &repo.config.id)?;
-    let damaged_id = |name: &str| name.rsplit('/').next().unwrap_or(name).to_string();
     if cli.json {
         let mut rows: Vec<_> = files
             .good
             .iter()
             .map(|(name, kf)| key_json(kf, *name == opened.name))
             .collect();
-        rows.extend(
-            files
-                .damaged
-                .iter()
-                .map(|(name, why)| json!({ "id": damaged_id(name), "damaged": why })),
-        );
+        rows.extend(files.damaged.iter().map(
+            |(name, why)| json!({ "id": cairn_engine::keys::key_file_id(name), "damaged": why }),
+        ));
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(ExitCode::SUCCESS);
     }
@@ -347,7 +343,7 @@ fn list(cli: &Cli, repo: &Repository, current: &Password) -> Result<ExitCode> {
     for (name, why) in &files.damaged {
         println!(
             "! {:<16}  damaged: {}",
-            crate::output::display_name(&damaged_id(name)),
+            crate::output::display_name(cairn_engine::keys::key_file_id(name)),
             why
         );
     }

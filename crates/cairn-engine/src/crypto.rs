@@ -413,10 +413,14 @@ pub fn opened_key(repo: &Repository, password: &Password) -> Result<OpenedKey> {
 /// prefix), with its object name.
 pub fn find_key_file(repo: &Repository, id: &str) -> Result<(String, KeyFile)> {
     require_encrypted(repo)?;
+    find_among(key_files(&**repo.backend(), &repo.config.id)?.good, id)
+}
+
+/// The one of `files` whose id is `id` or starts with it.
+fn find_among(files: Vec<(String, KeyFile)>, id: &str) -> Result<(String, KeyFile)> {
     if id.is_empty() {
         return Err(Error::invalid("empty key id"));
     }
-    let files = key_files(&**repo.backend(), &repo.config.id)?.good;
     let mut found: Vec<(String, KeyFile)> = files
         .into_iter()
         .filter(|(_, kf)| kf.id().starts_with(id))
@@ -446,13 +450,14 @@ pub fn remove_key(repo: &Repository, _lock: &WriteLock, id: &str) -> Result<Stri
     if let Some((name, _)) = files
         .damaged
         .iter()
-        .find(|(name, _)| !id.is_empty() && name.rsplit('/').next() == Some(id))
+        .find(|(name, _)| !id.is_empty() && keys::key_file_id(name) == id)
     {
         repo.backend().delete(name)?;
         return Ok(id.to_string());
     }
-    let (name, key_file) = find_key_file(repo, id)?;
-    if files.good.len() <= 1 {
+    let good = files.good.len();
+    let (name, key_file) = find_among(files.good, id)?;
+    if good <= 1 {
         return Err(Error::invalid(format!(
             "refusing to remove key file {}: it is the repository's last one, \
              without it the repository could never be opened again",

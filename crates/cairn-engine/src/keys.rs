@@ -24,6 +24,11 @@ pub fn key_file(id: &str) -> String {
     format!("{KEYS}{id}")
 }
 
+/// The id of the key file stored as `name` (the inverse of [`key_file`]).
+pub fn key_file_id(name: &str) -> &str {
+    name.strip_prefix(KEYS).unwrap_or(name)
+}
+
 pub fn container(id: ContainerId) -> String {
     format!("containers/{:02x}/{:016x}", id.0 & 0xff, id.0)
 }
