@@ -187,15 +187,20 @@ pub fn test_env(c: &mut Command) {
     c.env("CAIRN_PASSWORD", TEST_PASSWORD)
         .env("CAIRN_KDF_MEMORY_KIB", "8")
         .env("CAIRN_KDF_PASSES", "1");
-    match ENCRYPTION.with(|e| e.borrow().clone()) {
-        Some(algorithm) => {
-            c.env("CAIRN_ENCRYPTION", algorithm);
-        }
-        None if CLEAR_REPOSITORY_TESTS.contains(&test_file().as_str()) => {
-            c.env("CAIRN_ENCRYPTION", "none");
-        }
-        None => {}
+    if let Some(algorithm) = encryption_override() {
+        c.env("CAIRN_ENCRYPTION", algorithm);
     }
+}
+
+/// The `CAIRN_ENCRYPTION` this test thread's commands get: what
+/// [`set_encryption`] chose, else `none` in a file of
+/// [`CLEAR_REPOSITORY_TESTS`], else nothing (the default, encrypted).
+fn encryption_override() -> Option<String> {
+    ENCRYPTION.with(|e| e.borrow().clone()).or_else(|| {
+        CLEAR_REPOSITORY_TESTS
+            .contains(&test_file().as_str())
+            .then(|| "none".to_string())
+    })
 }
 
 thread_local! {
@@ -211,10 +216,7 @@ pub fn set_encryption(algorithm: &str) {
 
 /// Whether new repositories of this test thread are encrypted.
 pub fn encrypting() -> bool {
-    match ENCRYPTION.with(|e| e.borrow().clone()) {
-        Some(algorithm) => algorithm != "none",
-        None => !CLEAR_REPOSITORY_TESTS.contains(&test_file().as_str()),
-    }
+    encryption_override().is_none_or(|algorithm| algorithm != "none")
 }
 
 /// A `cairn` command with `--repo repo` in the test environment.
