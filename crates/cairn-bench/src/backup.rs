@@ -63,18 +63,13 @@ pub enum Streams {
 }
 
 struct Options {
-    mib: u64,
-    dup_pct: u64,
-    runs: usize,
-    dir: Option<PathBuf>,
-    keep: bool,
+    data: DatasetOptions,
     streams: Streams,
-    json: bool,
 }
 
 fn parse(args: &[String]) -> Result<Options> {
     let mut streams = Streams::One;
-    let d = DatasetOptions::parse_with("backup", args, 1024, &mut |a, it| {
+    let data = DatasetOptions::parse_with("backup", args, 1024, &mut |a, it| {
         if a != "--streams" {
             return Ok(false);
         }
@@ -85,15 +80,7 @@ fn parse(args: &[String]) -> Result<Options> {
         };
         Ok(true)
     })?;
-    Ok(Options {
-        mib: d.mib,
-        dup_pct: d.dup_pct,
-        runs: d.runs,
-        dir: d.dir,
-        keep: d.keep,
-        streams,
-        json: d.json,
-    })
+    Ok(Options { data, streams })
 }
 
 /// What one read + chunk + hash pass saw.
@@ -267,8 +254,9 @@ struct Best {
 
 pub fn run(args: &[String]) -> Result<Value> {
     let o = parse(args)?;
-    let mut work = WorkDir::new(o.dir.as_deref(), "backup", o.keep)?;
-    let (gen_time, ds) = Timed::measure(|| Dataset::prepare(&work.path, o.mib, o.dup_pct))?;
+    let mut work = WorkDir::new(o.data.dir.as_deref(), "backup", o.data.keep)?;
+    let (gen_time, ds) =
+        Timed::measure(|| Dataset::prepare(&work.path, o.data.mib, o.data.dup_pct))?;
     sync();
     let (dup_share, passes) = warm_up(&ds)?;
     prefault(&mut work, &[&ds.gen_dir(1)])?;
@@ -287,7 +275,7 @@ pub fn run(args: &[String]) -> Result<Value> {
         serial: [None, None],
         unchanged: None,
     };
-    for _ in 0..o.runs {
+    for _ in 0..o.data.runs {
         for g in 0..2 {
             sync();
             let (t, _) = Timed::measure(|| {
@@ -297,7 +285,7 @@ pub fn run(args: &[String]) -> Result<Value> {
             })?;
             best.base[g] = Some(t.better(best.base[g]));
         }
-        let repo = work.scratch("repo", o.keep)?;
+        let repo = work.scratch("repo", o.data.keep)?;
         let mut roots = Vec::with_capacity(2);
         for g in 0..2 {
             sync();
@@ -358,7 +346,7 @@ pub fn run(args: &[String]) -> Result<Value> {
         std::fs::remove_dir_all(&serial)
             .with_context(|| format!("removing {}", serial.display()))?;
     }
-    let kept = o.keep.then(|| work.path.join("repo"));
+    let kept = o.data.keep.then(|| work.path.join("repo"));
     Ok(report(&o, &ds, gen_time, dup_share, &best, kept.as_deref()))
 }
 
@@ -444,9 +432,9 @@ fn report(
         };
         json!({
             "benchmark": "backup",
-            "mib": o.mib,
-            "dup_pct": o.dup_pct,
-            "runs": o.runs,
+            "mib": o.data.mib,
+            "dup_pct": o.data.dup_pct,
+            "runs": o.data.runs,
             "cpus": cpus,
             "streams": format!("{:?}", o.streams).to_lowercase(),
             "page_cache": CACHE_NOTE,
@@ -471,7 +459,7 @@ fn report(
             "kept_repository": kept,
         })
     };
-    if o.json {
+    if o.data.json {
         println!("{doc:#}");
         return doc;
     }
@@ -494,7 +482,7 @@ fn report(
     println!("{CACHE_NOTE}");
     println!(
         "best of {} run(s); {cpus} CPUs; cairn sources: {streams}",
-        o.runs
+        o.data.runs
     );
     println!(
         "{:<44} {:>9} {:>9} {:>7} {:>9} {:>8}",
@@ -626,7 +614,13 @@ mod tests {
     fn options_parse() {
         let o = parse(&args(&["--mib", "8", "--streams", "dirs", "--json"])).unwrap();
         assert_eq!(
-            (o.mib, o.dup_pct, o.runs, o.streams, o.json),
+            (
+                o.data.mib,
+                o.data.dup_pct,
+                o.data.runs,
+                o.streams,
+                o.data.json
+            ),
             (8, 90, 3, Streams::Dirs, true)
         );
         assert!(parse(&args(&["--streams", "many"])).is_err());

@@ -27,7 +27,7 @@
 
 use std::fs::File;
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{ensure, Context, Result};
 use cairn_core::CountersSnapshot;
@@ -44,21 +44,16 @@ use crate::common::{
 use crate::dataset::Dataset;
 
 struct Options {
-    mib: u64,
-    dup_pct: u64,
-    runs: usize,
-    dir: Option<PathBuf>,
-    keep: bool,
+    data: DatasetOptions,
     /// Restore policy memory, MiB.
     cache: u64,
     policy: PolicyKind,
     verify: bool,
-    json: bool,
 }
 
 fn parse(args: &[String]) -> Result<Options> {
     let (mut cache, mut policy, mut verify) = (64, PolicyKind::default(), true);
-    let d = DatasetOptions::parse_with("restore", args, 1024, &mut |a, it| {
+    let data = DatasetOptions::parse_with("restore", args, 1024, &mut |a, it| {
         match a {
             "--cache" => cache = value(it, a)?,
             "--policy" => {
@@ -72,15 +67,10 @@ fn parse(args: &[String]) -> Result<Options> {
     })?;
     ensure!(cache > 0, "--cache must be positive");
     Ok(Options {
-        mib: d.mib,
-        dup_pct: d.dup_pct,
-        runs: d.runs,
-        dir: d.dir,
-        keep: d.keep,
+        data,
         cache,
         policy,
         verify,
-        json: d.json,
     })
 }
 
@@ -169,8 +159,8 @@ fn cairn_restore(
 
 pub fn run(args: &[String]) -> Result<Value> {
     let o = parse(args)?;
-    let mut work = WorkDir::new(o.dir.as_deref(), "restore", o.keep)?;
-    let ds = Dataset::prepare(&work.path, o.mib, o.dup_pct)?;
+    let mut work = WorkDir::new(o.data.dir.as_deref(), "restore", o.data.keep)?;
+    let ds = Dataset::prepare(&work.path, o.data.mib, o.data.dup_pct)?;
     let repo = work.path.join("repo");
     let mut setup = Vec::new();
     let snaps = match find_snapshots(&repo, &ds) {
@@ -187,7 +177,7 @@ pub fn run(args: &[String]) -> Result<Value> {
         }
     };
     let reused = setup.is_empty();
-    if !o.keep && !reused {
+    if !o.data.keep && !reused {
         work.remove_later(&repo);
     }
     sync();
@@ -196,7 +186,7 @@ pub fn run(args: &[String]) -> Result<Value> {
 
     let mut copies: [Option<Timed>; 2] = [None, None];
     let mut restores: [Option<Restored>; 2] = [None, None];
-    for run in 0..o.runs {
+    for run in 0..o.data.runs {
         for g in 0..2 {
             let src = ds.gen_dir(g + 1);
             let copy = work.scratch("copy", false)?;
@@ -305,9 +295,9 @@ fn report(
         };
         json!({
             "benchmark": "restore",
-            "mib": o.mib,
-            "dup_pct": o.dup_pct,
-            "runs": o.runs,
+            "mib": o.data.mib,
+            "dup_pct": o.data.dup_pct,
+            "runs": o.data.runs,
             "restore_cache_mib": o.cache,
             "restore_policy": o.policy,
             "verified": o.verify,
@@ -320,7 +310,7 @@ fn report(
             "disturbed": noisy,
         })
     };
-    if o.json {
+    if o.data.json {
         println!("{doc:#}");
         return doc;
     }
@@ -343,7 +333,7 @@ fn report(
     println!("{CACHE_NOTE}");
     println!(
         "best of {} run(s); restore policy {} with {} MiB; restored bytes {}",
-        o.runs,
+        o.data.runs,
         o.policy,
         o.cache,
         if o.verify {
@@ -408,7 +398,10 @@ mod tests {
             .map(|s| s.to_string())
             .collect();
         let o = parse(&a).unwrap();
-        assert_eq!((o.mib, o.cache, o.verify, o.runs), (8, 4, false, 3));
+        assert_eq!(
+            (o.data.mib, o.cache, o.verify, o.data.runs),
+            (8, 4, false, 3)
+        );
         assert!(parse(&["--cache".to_string(), "0".to_string()]).is_err());
     }
 
