@@ -4,13 +4,15 @@
 # bench/latency_proxy.py, which holds back every answer for DELAY_MS (one
 # round trip per request). cairn backs up MIB of unique data with
 # --s3-uploads N for each N in UPLOADS (a fresh repository each), then
-# restores the last; restic (from the system packages) backs up the same
-# data through the same proxy. Reported per run: throughput, requests and
-# bytes through the proxy, per GB backed up; and the ratio of each N's
-# throughput to the first N (target: >= 8x with 20 ms, 1 GB).
+# restores the last with --s3-downloads N for each N in DOWNLOADS; restic
+# (from the system packages) backs up and restores the same data through
+# the same proxy. Reported per run: throughput, requests and bytes through
+# the proxy, per GB backed up; and the ratio of each N's
+# throughput to the first N (target: >= 8x with 20 ms, 1 GB), and the same
+# for the restores.
 #
 #   bench/s3-latency.sh                          # 1024 MiB, 20 ms, N = 1 2 4 8 16
-#   MIB=256 UPLOADS="1 8" bench/s3-latency.sh
+#   MIB=256 UPLOADS="1 8" DOWNLOADS="1 8" bench/s3-latency.sh
 #
 # Settings: cairn encrypted (aes-256-gcm, the default; key files with cheap
 # Argon2id parameters so that no run pays 0.5 s of key derivation), restic
@@ -20,6 +22,7 @@ cd "$(dirname "$0")/.."
 MIB=${MIB:-1024}
 DELAY_MS=${DELAY_MS:-20}
 UPLOADS=${UPLOADS:-1 2 4 8 16}
+DOWNLOADS=${DOWNLOADS:-1 8}
 TOOLS=${TOOLS:-cairn restic}
 WORK=${WORK:-target/s3-latency-work}
 OUT=${OUT:-bench/out}
@@ -78,7 +81,7 @@ row() { # name seconds before after
 }
 timed() { local t0=$EPOCHREALTIME; "$@" >/dev/null; awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.3f", b - a }'; }
 
-declare -A SPEED
+declare -A SPEED RSPEED
 last=""
 case " $TOOLS " in *" cairn "*)
     for n in $UPLOADS; do
@@ -90,11 +93,14 @@ case " $TOOLS " in *" cairn "*)
         SPEED[$n]=$(awk -v s="$secs" 'BEGIN { print 1 / s }')
         last=$repo
     done
-    before=$(stats)
-    secs=$(timed "$CAIRN" --repo "$last" restore latest -q --target "$WORK/restored")
-    row "cairn restore" "$secs" "$before" "$(stats)"
-    diff -r "$WORK/data" "$WORK/restored/data" >/dev/null || { echo "cairn's restore differs" >&2; exit 1; }
-    rm -rf "$WORK/restored"
+    for n in $DOWNLOADS; do
+        before=$(stats)
+        secs=$(timed "$CAIRN" --repo "$last" --s3-downloads "$n" restore latest -q --target "$WORK/restored")
+        row "cairn restore, N=$n" "$secs" "$before" "$(stats)"
+        RSPEED[$n]=$(awk -v s="$secs" 'BEGIN { print 1 / s }')
+        diff -r "$WORK/data" "$WORK/restored/data" >/dev/null || { echo "cairn's restore differs" >&2; exit 1; }
+        rm -rf "$WORK/restored"
+    done
     ;;
 esac
 case " $TOOLS " in *" restic "*)
@@ -113,6 +119,11 @@ case " $TOOLS " in *" cairn "*)
     for n in $UPLOADS; do
         awk -v n="$n" -v f="$first" -v a="${SPEED[$n]}" -v b="${SPEED[$first]}" \
             'BEGIN { printf "cairn backup throughput, N=%s: %.2fx N=%s\n", n, a / b, f }' | tee -a "$report"
+    done
+    first=${DOWNLOADS%% *}
+    for n in $DOWNLOADS; do
+        awk -v n="$n" -v f="$first" -v a="${RSPEED[$n]}" -v b="${RSPEED[$first]}" \
+            'BEGIN { printf "cairn restore throughput, N=%s: %.2fx N=%s\n", n, a / b, f }' | tee -a "$report"
     done
     ;;
 esac

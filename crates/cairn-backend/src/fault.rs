@@ -409,4 +409,8 @@ impl<B: Backend> Backend for FaultBackend<B> {
     fn write_parallelism(&self) -> usize {
         self.inner.write_parallelism()
     }
+
+    fn read_parallelism(&self) -> usize {
+        self.inner.read_parallelism()
+    }
 }

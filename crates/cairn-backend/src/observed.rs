@@ -114,4 +114,8 @@ impl<B: Backend, O: IoObserver> Backend for ObservedBackend<B, O> {
     fn write_parallelism(&self) -> usize {
         self.inner.write_parallelism()
     }
+
+    fn read_parallelism(&self) -> usize {
+        self.inner.read_parallelism()
+    }
 }

@@ -149,7 +149,8 @@ pub fn open_repository(cli: &Cli, path: &Path) -> Result<Repository> {
     Ok(match repo_location::parse(path, &cli.s3)? {
         RepoLocation::Local(path) => Repository::open_local_with_password(path, &mut password)?,
         RepoLocation::S3(config) => {
-            Repository::open_with_password(repo_location::s3_backend(*config)?, &mut password)?
+            let backend = repo_location::s3_backend_cached(*config, &cli.s3)?;
+            Repository::open_with_password(backend, &mut password)?
         }
     })
 }

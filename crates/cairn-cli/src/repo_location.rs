@@ -10,7 +10,7 @@
 //! (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`,
 //! `AWS_REGION` or `AWS_DEFAULT_REGION`). Anything else is a local path.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{bail, Result};
@@ -41,6 +41,27 @@ pub struct S3Args {
         value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=256)
     )]
     pub s3_uploads: usize,
+    /// Containers a restore (or any reader of file contents) fetches from
+    /// S3 at once (requests in flight; each holds a container's wanted
+    /// chunks in memory).
+    #[arg(
+        long,
+        env = "CAIRN_S3_DOWNLOADS",
+        global = true,
+        value_name = "N",
+        default_value_t = cairn_backend::s3::DEFAULT_DOWNLOADS_IN_FLIGHT,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=256)
+    )]
+    pub s3_downloads: usize,
+    /// Where the metadata of remote repositories is cached (index files,
+    /// container metadata sections; safe to delete). Default:
+    /// `$XDG_CACHE_HOME/cairn`, else `~/.cache/cairn`.
+    #[arg(long, env = "CAIRN_CACHE_DIR", global = true, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// Read every object of a remote repository from the store: no local
+    /// metadata cache.
+    #[arg(long, global = true)]
+    pub no_cache: bool,
 }
 
 impl Default for S3Args {
@@ -49,8 +70,36 @@ impl Default for S3Args {
             s3_endpoint: None,
             s3_path_style: false,
             s3_uploads: cairn_backend::s3::DEFAULT_UPLOADS_IN_FLIGHT,
+            s3_downloads: cairn_backend::s3::DEFAULT_DOWNLOADS_IN_FLIGHT,
+            cache_dir: None,
+            no_cache: false,
         }
     }
+}
+
+/// The root of the local metadata cache (`--cache-dir`, the XDG cache
+/// directory, `~/.cache`), or `None` with `--no-cache` or no home.
+pub fn cache_root(opts: &S3Args) -> Option<PathBuf> {
+    if opts.no_cache {
+        return None;
+    }
+    if let Some(dir) = &opts.cache_dir {
+        return Some(dir.clone());
+    }
+    env("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| env("HOME").map(|h| Path::new(&h).join(".cache")))
+        .map(|d| d.join("cairn"))
+}
+
+/// Connects to an S3 repository location, with the local metadata cache
+/// in front of it unless `opts` turn it off.
+pub fn s3_backend_cached(config: S3Config, opts: &S3Args) -> Result<Arc<dyn Backend>> {
+    let store = s3_backend(config)?;
+    Ok(match cache_root(opts) {
+        Some(root) => cairn_engine::local_cache::LocalCache::wrap(store, &root)?,
+        None => store,
+    })
 }
 
 /// A parsed `--repo`.
@@ -107,6 +156,7 @@ pub fn parse<'a>(repo: &'a Path, opts: &S3Args) -> Result<RepoLocation<'a>> {
         config
     };
     config.uploads_in_flight = opts.s3_uploads;
+    config.downloads_in_flight = opts.s3_downloads;
     config.region = env("AWS_REGION").or_else(|| env("AWS_DEFAULT_REGION"));
     config.access_key_id = env("AWS_ACCESS_KEY_ID");
     config.secret_access_key = env("AWS_SECRET_ACCESS_KEY");
@@ -162,11 +212,14 @@ mod tests {
             s3_endpoint: Some("https://minio.lan".into()),
             s3_path_style: true,
             s3_uploads: 3,
+            s3_downloads: 5,
+            ..S3Args::default()
         };
         let c = s3("s3://bucket/repo", &opts);
         assert_eq!(c.endpoint.as_deref(), Some("https://minio.lan"));
         assert!(c.path_style);
         assert_eq!(c.uploads_in_flight, 3);
+        assert_eq!(c.downloads_in_flight, 5);
 
         for local in ["/srv/repo", "repo", "s3x/y", "./s3:odd"] {
             assert!(matches!(

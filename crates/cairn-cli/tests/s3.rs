@@ -1,8 +1,9 @@
 //! A repository in S3, end to end through the `cairn` binary, against a real
 //! S3 server (VersityGW on 127.0.0.1 started by cairn-backend's test
 //! support, or the server of `CAIRN_TEST_S3_ENDPOINT`): init (encrypted),
-//! backup, a byte-identical restore, `check --read-data`, and the errors of
-//! a bad location or credential.
+//! backup, a byte-identical restore, `check --read-data`, the local
+//! metadata cache (used, deleted, damaged, turned off), and the errors of a
+//! bad location or credential.
 
 mod common;
 
@@ -12,11 +13,14 @@ use cairn_backend::s3::test_server::S3TestServer;
 use common::*;
 
 /// `cairn --repo URL args...` with the server's credentials in the AWS
-/// variables (`secret`: a different secret key).
+/// variables (`secret`: a different secret key), the metadata cache in a
+/// directory of the server's test (never the user's).
 fn cairn_s3(server: &S3TestServer, url: &str, args: &[&str], secret: Option<&str>) -> Run {
     let mut all = vec!["--repo", url];
     all.extend_from_slice(args);
+    let cache = cache_dir(server);
     let env = [
+        ("CAIRN_CACHE_DIR", cache.as_path()),
         ("AWS_ACCESS_KEY_ID", Path::new(server.access_key())),
         (
             "AWS_SECRET_ACCESS_KEY",
@@ -26,6 +30,31 @@ fn cairn_s3(server: &S3TestServer, url: &str, args: &[&str], secret: Option<&str
         ("AWS_ENDPOINT_URL", Path::new("")),
     ];
     cairn_env(&all, &env)
+}
+
+/// The metadata cache of the commands run against `server`'s repositories.
+fn cache_dir(server: &S3TestServer) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!(
+        "cairn-test-cache-{}-{}",
+        std::process::id(),
+        server.endpoint().rsplit(':').next().unwrap_or("")
+    ))
+}
+
+/// Files under `dir`, recursively.
+fn files_under(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            if e.file_type().unwrap().is_dir() {
+                stack.push(e.path());
+            } else {
+                out.push(e.path());
+            }
+        }
+    }
+    out
 }
 
 #[test]
@@ -65,6 +94,40 @@ fn backup_restore_check_in_s3() {
 
     let wrong = cairn_s3(&server, &url, &["snapshots"], Some("not-the-secret")).one_line_error();
     assert!(wrong.contains(server.endpoint()), "{wrong}");
+
+    // The backups filled the metadata cache (index files, container
+    // tails); damaged, deleted or turned off, restores stay byte-identical.
+    let cache = cache_dir(&server);
+    let entries = files_under(&cache);
+    assert!(
+        entries
+            .iter()
+            .any(|p| p.to_string_lossy().contains("/containers/"))
+            && entries
+                .iter()
+                .any(|p| p.to_string_lossy().contains("/index/")),
+        "{entries:?}"
+    );
+    for p in &entries {
+        let mut b = std::fs::read(p).unwrap();
+        if let Some(last) = b.last_mut() {
+            *last ^= 0x5a;
+        }
+        std::fs::write(p, b).unwrap();
+    }
+    let restore = |out: &Path, extra: &[&str]| {
+        let mut args = vec!["restore", "-q", "latest", "--target", s(out)];
+        args.extend_from_slice(extra);
+        cairn_s3(&server, &url, &args, None).ok();
+        assert_tree_matches(&tree, &out.join("tree"));
+    };
+    restore(&tmp.path().join("damaged-cache"), &[]);
+    std::fs::remove_dir_all(&cache).unwrap();
+    restore(&tmp.path().join("no-cache"), &["--no-cache"]);
+    assert!(!cache.exists(), "--no-cache wrote a cache");
+    restore(&tmp.path().join("fresh-cache"), &[]);
+    assert!(!files_under(&cache).is_empty());
+    std::fs::remove_dir_all(&cache).unwrap();
 }
 
 #[test]

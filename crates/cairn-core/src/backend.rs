@@ -99,6 +99,14 @@ pub trait Backend: Send + Sync {
         1
     }
 
+    /// How many reads a reader should keep in flight at once (restore's
+    /// container fetches): 1 for a local disk, where reads are cheap and
+    /// decoding is the work, more for a store whose requests wait on the
+    /// network.
+    fn read_parallelism(&self) -> usize {
+        1
+    }
+
     /// Bytes the object takes in the store: its [`Backend::size`], except
     /// under a layer that stores more than it hands out (sealing).
     fn stored_size(&self, key: &str) -> Result<u64> {
@@ -157,6 +165,9 @@ macro_rules! forward_backend {
             }
             fn write_parallelism(&self) -> usize {
                 (**self).write_parallelism()
+            }
+            fn read_parallelism(&self) -> usize {
+                (**self).read_parallelism()
             }
             fn naming_key(&self) -> Option<&[u8; 32]> {
                 (**self).naming_key()

@@ -62,6 +62,9 @@ counters! {
     /// Single-chunk range reads of a container (recipe nodes and directory
     /// listings at restore).
     chunk_reads,
+    /// Range reads of a container's data section covering several chunks
+    /// (restore fetching only the chunks it needs of a container).
+    container_range_reads,
     /// Containers written (sealed and made durable).
     containers_written,
     /// Chunks written into containers.

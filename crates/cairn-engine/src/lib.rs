@@ -9,6 +9,7 @@
 //! snapshots.
 
 pub mod backup;
+pub mod blocking_map;
 pub mod canonical;
 pub mod catalog;
 pub mod check;
@@ -24,6 +25,7 @@ pub mod forget;
 pub mod gc;
 pub mod index;
 pub mod keys;
+pub mod local_cache;
 pub mod long_path;
 pub mod meta_store;
 pub mod names;

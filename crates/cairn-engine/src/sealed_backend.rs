@@ -358,6 +358,10 @@ impl Backend for SealedBackend {
         self.inner.write_parallelism()
     }
 
+    fn read_parallelism(&self) -> usize {
+        self.inner.read_parallelism()
+    }
+
     fn stored_size(&self, key: &str) -> Result<u64> {
         self.inner.size(key)
     }

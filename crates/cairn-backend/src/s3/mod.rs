@@ -52,6 +52,9 @@ const PARTS_IN_FLIGHT: usize = 4;
 /// and a round trip of tens of milliseconds, one upload at a time leaves
 /// the link idle between requests; 8 keep about 32 MiB in flight.
 pub const DEFAULT_UPLOADS_IN_FLIGHT: usize = 8;
+/// Containers a restore fetches at once by default (the same reasoning,
+/// downstream).
+pub const DEFAULT_DOWNLOADS_IN_FLIGHT: usize = 8;
 /// Top-level key component reserved for lock leases.
 const LOCKS_DIR: &str = "locks";
 
@@ -97,6 +100,9 @@ pub struct S3Config {
     /// ([`Backend::write_parallelism`]): a backup uploads this many
     /// containers at once.
     pub uploads_in_flight: usize,
+    /// Reads a reader keeps in flight ([`Backend::read_parallelism`]): a
+    /// restore fetches this many containers at once.
+    pub downloads_in_flight: usize,
 }
 
 impl S3Config {
@@ -117,6 +123,7 @@ impl S3Config {
             connect_timeout: Duration::from_secs(5),
             conditional_writes: ConditionalWrites::Detect,
             uploads_in_flight: DEFAULT_UPLOADS_IN_FLIGHT,
+            downloads_in_flight: DEFAULT_DOWNLOADS_IN_FLIGHT,
         }
     }
 
@@ -513,6 +520,10 @@ impl Backend for S3Backend {
 
     fn write_parallelism(&self) -> usize {
         self.inner.config.uploads_in_flight.max(1)
+    }
+
+    fn read_parallelism(&self) -> usize {
+        self.inner.config.downloads_in_flight.max(1)
     }
 }
 

@@ -109,10 +109,19 @@ pub fn map_from_containers(log: &dyn ContainerStore) -> Result<FpMap<ContainerId
     Ok(map)
 }
 
+/// Prefetched chunks [`MetaChunks`] holds before it forgets those never
+/// asked for.
+const READY_MAX: usize = 1 << 14;
+
 pub trait RestoreCache: Send {
     /// Writes the raw bytes of chunk `fp` into `out` (cleared first).
     fn read_chunk(&mut self, fp: &Fingerprint, store: &ChunkStore, out: &mut Vec<u8>)
         -> Result<()>;
+
+    /// Chunks about to be read one by one (a tree node's children): a
+    /// cache may read them at once, in parallel. Failures are left for
+    /// [`RestoreCache::read_chunk`] to report.
+    fn prefetch(&mut self, _fps: &[Fingerprint], _store: &ChunkStore) {}
 }
 
 /// The planner's reader of recipe nodes and directory listings: an LRU of
@@ -121,6 +130,8 @@ pub trait RestoreCache: Send {
 /// containers would read most of a file's data twice (once to plan, once
 /// to restore it); a metadata section and a few KiB per node cost little.
 pub struct MetaChunks {
+    /// Chunks prefetched (decoded, verified), each handed out once.
+    ready: FpMap<Vec<u8>>,
     capacity: usize,
     metas: HashMap<ContainerId, Cached>,
     by_fp: FpMap<(ContainerId, usize)>,
@@ -137,6 +148,7 @@ impl MetaChunks {
     /// A cache of `capacity` metadata sections (at least one).
     pub fn new(capacity: usize) -> Self {
         MetaChunks {
+            ready: FpMap::default(),
             capacity: capacity.max(1),
             metas: HashMap::new(),
             by_fp: FpMap::default(),
@@ -182,6 +194,11 @@ impl RestoreCache for MetaChunks {
         store: &ChunkStore,
         out: &mut Vec<u8>,
     ) -> Result<()> {
+        if let Some(b) = self.ready.remove(fp) {
+            out.clear();
+            out.extend_from_slice(&b);
+            return Ok(());
+        }
         if !self.by_fp.contains_key(fp) {
             let id = store.locate(fp)?;
             // The index is derived data: if the container it names is gone,
@@ -220,5 +237,63 @@ impl RestoreCache for MetaChunks {
         store
             .codec
             .decode_stored_verified(&stored, &c.meta, &d, out)
+    }
+
+    /// On a store with parallel reads, locates the chunks, then reads the
+    /// metadata sections it lacks and the chunks themselves with that many
+    /// requests in flight: planning a large file reads one recipe node
+    /// per ~1 MiB of content, one round trip each when done one by one.
+    fn prefetch(&mut self, fps: &[Fingerprint], store: &ChunkStore) {
+        let threads = store.log.read_parallelism();
+        if threads <= 1 || fps.len() < 2 {
+            return;
+        }
+        // Left over by walks that failed midway: valid, but not to pile up.
+        if self.ready.len() > READY_MAX {
+            self.ready.clear();
+        }
+        let mut groups: HashMap<ContainerId, Vec<Fingerprint>> = HashMap::new();
+        for fp in fps {
+            if self.ready.contains_key(fp) || self.by_fp.contains_key(fp) {
+                continue;
+            }
+            if let Ok(id) = store.locate(fp) {
+                groups.entry(id).or_default().push(*fp);
+            }
+        }
+        let groups: Vec<(ContainerId, Vec<Fingerprint>, Option<ContainerMeta>)> = groups
+            .into_iter()
+            .map(|(id, fps)| {
+                let cached = self.metas.get(&id).map(|c| c.meta.clone());
+                (id, fps, cached)
+            })
+            .collect();
+        // One task per chunk, each with its container's metadata read once.
+        let metas =
+            crate::blocking_map::blocking_map(&groups, threads, |(id, _, cached)| match cached {
+                Some(m) => Some(m.clone()),
+                None => store.log.read_meta(*id).ok(),
+            });
+        let tasks: Vec<(&ContainerMeta, Descriptor)> = groups
+            .iter()
+            .zip(&metas)
+            .filter_map(|((_, fps, _), meta)| Some((meta.as_ref()?, fps)))
+            .flat_map(|(meta, fps)| {
+                fps.iter().filter_map(move |fp| {
+                    let d = meta.descriptors.iter().find(|d| d.fp == *fp)?;
+                    Some((meta, *d))
+                })
+            })
+            .collect();
+        let read = crate::blocking_map::blocking_map(&tasks, threads, |(meta, d)| {
+            let stored = store.log.read_chunk(meta, d).ok()?;
+            let mut out = Vec::new();
+            store
+                .codec
+                .decode_stored_verified(&stored, meta, d, &mut out)
+                .ok()?;
+            Some((d.fp, out))
+        });
+        self.ready.extend(read.into_iter().flatten());
     }
 }

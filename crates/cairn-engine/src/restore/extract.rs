@@ -4,31 +4,40 @@
 //! chunks. Every chunk is verified against its fingerprint when it is
 //! decoded (a damaged container is detected at the chunk it damages).
 //!
-//! Two stages, pipelined for plans long enough to pay for a thread: the
-//! *decider* runs the policy over the plan, reads the containers it asks
-//! for and decodes and verifies the chunks each read yields (in parallel,
-//! rayon); the caller's thread hands each step's bytes to the sink (the
-//! file write) and keeps the held chunks. A bounded channel between them
-//! holds at most [`AHEAD`] steps, so memory stays the policy's plus a few
-//! containers' chunks in flight; the decisions, and so the container reads,
-//! are those of the sequential path, which short plans take.
+//! The policy decides over container *metadata* (which chunks a read
+//! yields), so its decisions never wait for data; what it decides to read
+//! is then fetched (`fetch.rs`: the whole container, or only the ranges it
+//! uses). For plans long enough to pay for threads, three stages run at
+//! once:
 //!
-//! The index is derived data: when the container it names is gone, damaged
-//! or lacks the chunk, the containers' own metadata decide where the chunk
-//! is (`ChunkStore::locate_in_containers`), and the policy is told of the
-//! container actually read.
+//! ```text
+//! decider (1 thread)     runs the policy over the plan; for a miss, reads
+//!                        the container's metadata section and hands the
+//!                        fetch to the pool, the step to the sink
+//! fetchers (N threads)   read and decode the fetches, in any order
+//! sink (caller's thread) takes the steps in plan order, waits for each
+//!                        step's fetch, writes, mirrors the held chunks
+//! ```
+//!
+//! `N` is the store's read parallelism (1 on a local disk, `--s3-downloads`
+//! on S3), and at most `2 N` fetches are outstanding (started and not yet
+//! consumed), so memory stays the policy's plus `2 N` containers' wanted
+//! chunks. The decisions, and so the container reads, are those of the
+//! sequential path, which short plans take; only their timing overlaps.
 
 use cairn_core::{Error, Fingerprint, FpMap, Result};
-use rayon::prelude::*;
 
 use super::cache::ChunkStore;
+use super::fetch::{Fetch, Fetched, Metas};
 use super::policy::{Change, ContainerChunk, PlanStep, PolicyKind, PolicyRun, PolicyStats};
-use crate::container_log::LoadedContainer;
+use crate::pipe;
 
 /// Steps the decider may run ahead of the sink.
 const AHEAD: usize = 4096;
 /// Plans shorter than this are extracted on the caller's thread.
 const PIPELINE_MIN_STEPS: usize = 256;
+/// Metadata sections the decider keeps (a few MiB at most).
+const DECIDER_METAS: usize = 64;
 
 pub struct Extractor {
     run: PolicyRun,
@@ -42,39 +51,29 @@ enum Held {
     Damaged(String),
 }
 
-/// A change to the held chunks, with a kept chunk's bytes decoded.
-enum Applied {
-    Drop(Fingerprint),
-    Keep(Fingerprint, Held),
-}
-
 /// What the decider made of one step.
-enum Item {
-    /// Served from the held chunks; then these changes.
-    Hit(Vec<Applied>),
-    /// Read from a container: the step's bytes (or why not); then these.
-    Read(Result<Vec<u8>>, Vec<Applied>),
-    /// The step's container could not be found or read.
+enum Decision {
+    /// Served from the held chunks; then these drops.
+    Hit(Vec<Fingerprint>),
+    /// A container is read for the step: the changes made before the read
+    /// (drops), the fetch, and the policy's changes after it, whose keeps
+    /// are the fetch's wanted chunks after the first, in order.
+    Read(Vec<Fingerprint>, Fetch, Vec<Change>),
+    /// The step's container could not be found or its metadata read.
     Fail(Error),
 }
 
-/// The container read for a step, with its chunks' positions.
-struct Read {
-    c: LoadedContainer,
-    pos: FpMap<usize>,
+/// A decided step on its way to the sink.
+enum Item {
+    Hit(Vec<Fingerprint>),
+    Read(Vec<Fingerprint>, Pending, Vec<Change>),
+    Fail(Error),
 }
 
-impl Read {
-    fn new(c: LoadedContainer) -> Self {
-        let pos = c
-            .meta
-            .descriptors
-            .iter()
-            .enumerate()
-            .map(|(i, d)| (d.fp, i))
-            .collect();
-        Read { c, pos }
-    }
+/// A fetch's outcome: done on this thread, or coming from a fetcher.
+enum Pending {
+    Done(Fetched),
+    Later(pipe::Receiver<Fetched>),
 }
 
 impl Extractor {
@@ -116,21 +115,55 @@ impl Extractor {
         self.run.begin(plan);
         let begun = drops(&mut self.run);
         apply(&mut self.held, begun);
+        let mut metas = Metas::new(DECIDER_METAS);
         if plan.len() < PIPELINE_MIN_STEPS {
             let mut chunks = Vec::new();
             for pos in 0..plan.len() {
-                let item = decide(&mut self.run, store, pos, plan, &mut chunks);
+                let item = match decide(&mut self.run, store, &mut metas, pos, plan, &mut chunks) {
+                    Decision::Hit(a) => Item::Hit(a),
+                    Decision::Read(before, fetch, changes) => {
+                        Item::Read(before, Pending::Done(fetch.run(store)), changes)
+                    }
+                    Decision::Fail(e) => Item::Fail(e),
+                };
                 consume(&mut self.held, &plan[pos], item, sink)?;
             }
             return Ok(());
         }
+        let fetchers = store.log.read_parallelism().max(1);
         let (run, held) = (&mut self.run, &mut self.held);
         std::thread::scope(|s| {
-            let (tx, rx) = crate::pipe::bounded::<Item>(AHEAD);
+            let (tx, rx) = pipe::bounded::<Item>(AHEAD);
+            let (jobs_tx, jobs_rx) = pipe::bounded::<(Fetch, pipe::Sender<Fetched>)>(AHEAD);
+            // A token per fetch started and not yet consumed.
+            let (tokens_tx, tokens_rx) = pipe::bounded::<()>(2 * fetchers);
+            for _ in 0..fetchers {
+                let jobs = jobs_rx.clone();
+                s.spawn(move || {
+                    for (fetch, done) in jobs.iter() {
+                        // The sink may have given up: nobody waits then.
+                        let _ = done.send(fetch.run(store));
+                    }
+                });
+            }
+            drop(jobs_rx);
             s.spawn(move || {
                 let mut chunks = Vec::new();
                 for pos in 0..plan.len() {
-                    let item = decide(run, store, pos, plan, &mut chunks);
+                    let item = match decide(run, store, &mut metas, pos, plan, &mut chunks) {
+                        Decision::Hit(a) => Item::Hit(a),
+                        Decision::Read(before, fetch, changes) => {
+                            let (done_tx, done_rx) = pipe::bounded(1);
+                            // Every send fails once the sink is gone.
+                            if tokens_tx.send(()).is_err()
+                                || jobs_tx.send((fetch, done_tx)).is_err()
+                            {
+                                return;
+                            }
+                            Item::Read(before, Pending::Later(done_rx), changes)
+                        }
+                        Decision::Fail(e) => Item::Fail(e),
+                    };
                     let stop = matches!(item, Item::Fail(_));
                     // The sink gave up (its receiver is gone), or this step failed.
                     if tx.send(item).is_err() || stop {
@@ -138,10 +171,16 @@ impl Extractor {
                     }
                 }
             });
+            let stopped = || Error::invalid("restore: the container reader stopped early");
             for step in plan {
-                let item = rx
-                    .recv()
-                    .map_err(|_| Error::invalid("restore: the container reader stopped early"))?;
+                let item = match rx.recv().map_err(|_| stopped())? {
+                    Item::Read(before, Pending::Later(done), changes) => {
+                        let fetched = done.recv().map_err(|_| stopped())?;
+                        let _ = tokens_rx.recv();
+                        Item::Read(before, Pending::Done(fetched), changes)
+                    }
+                    other => other,
+                };
                 consume(held, step, item, sink)?;
             }
             Ok(())
@@ -150,25 +189,18 @@ impl Extractor {
 }
 
 /// The policy's drops so far (no keeps: nothing was read).
-fn drops(run: &mut PolicyRun) -> Vec<Applied> {
+fn drops(run: &mut PolicyRun) -> Vec<Fingerprint> {
     run.changes()
         .map(|c| match c {
-            Change::Drop(fp) => Applied::Drop(fp),
+            Change::Drop(fp) => fp,
             Change::Keep(_) => unreachable!("only a read keeps chunks"),
         })
         .collect()
 }
 
-fn apply(held: &mut FpMap<Held>, changes: Vec<Applied>) {
-    for a in changes {
-        match a {
-            Applied::Drop(fp) => {
-                held.remove(&fp);
-            }
-            Applied::Keep(fp, h) => {
-                held.insert(fp, h);
-            }
-        }
+fn apply(held: &mut FpMap<Held>, drops: Vec<Fingerprint>) {
+    for fp in drops {
+        held.remove(&fp);
     }
 }
 
@@ -179,7 +211,7 @@ fn consume(
     item: Item,
     sink: &mut dyn FnMut(&PlanStep, &[u8]) -> Result<()>,
 ) -> Result<()> {
-    let changes = match item {
+    match item {
         Item::Hit(changes) => {
             match held.get(&step.fp).expect("memory mirrors the policy") {
                 Held::Bytes(b) => sink(step, b)?,
@@ -187,41 +219,57 @@ fn consume(
                     return Err(Error::corrupt(format!("chunk {}", step.fp), why.clone()))
                 }
             }
-            changes
+            apply(held, changes);
         }
-        Item::Read(bytes, changes) => {
-            sink(step, &bytes?)?;
-            changes
+        Item::Read(before, Pending::Done(fetched), changes) => {
+            let mut got = fetched.into_iter();
+            let step_bytes = got.next().expect("the step's chunk is fetched first");
+            sink(step, &step_bytes?)?;
+            apply(held, before);
+            for c in changes {
+                match c {
+                    Change::Drop(fp) => {
+                        held.remove(&fp);
+                    }
+                    Change::Keep(fp) => {
+                        let h = match got.next().expect("one fetched chunk per keep") {
+                            Ok(b) => Held::Bytes(b),
+                            Err(e) => Held::Damaged(e.to_string()),
+                        };
+                        held.insert(fp, h);
+                    }
+                }
+            }
         }
+        Item::Read(_, Pending::Later(_), _) => unreachable!("the sink waits for fetches"),
         Item::Fail(e) => return Err(e),
-    };
-    apply(held, changes);
+    }
     Ok(())
 }
 
-/// The policy's decision for step `pos`, with the container read and the
-/// chunks it yields decoded and verified.
+/// The policy's decision for step `pos`: served from memory, or the
+/// container to read (located, its metadata read) and what to fetch of it.
 fn decide(
     run: &mut PolicyRun,
     store: &ChunkStore,
+    metas: &mut Metas,
     pos: usize,
     plan: &[PlanStep],
     chunks: &mut Vec<ContainerChunk>,
-) -> Item {
+) -> Decision {
     let step = plan[pos];
     if run.serve(pos, plan) {
-        return Item::Hit(drops(run));
+        return Decision::Hit(drops(run));
     }
-    let mut applied = drops(run);
-    let read = match load(store, &step.fp) {
-        Ok(r) => r,
-        Err(e) => return Item::Fail(e),
+    let before = drops(run);
+    let (known, at) = match metas.locate(store, &step.fp) {
+        Ok(found) => found,
+        Err(e) => return Decision::Fail(e),
     };
+    let meta = &known.meta;
     chunks.clear();
     chunks.extend(
-        read.c
-            .meta
-            .descriptors
+        meta.descriptors
             .iter()
             .filter(|d| d.kind == cairn_core::ChunkKind::Data)
             .map(|d| ContainerChunk {
@@ -229,64 +277,18 @@ fn decide(
                 size: d.raw_len as u64,
             }),
     );
-    run.read(pos, plan, read.c.meta.id, read.c.meta.file_size, chunks);
+    run.read(pos, plan, meta.id, meta.file_size, chunks);
     let changes: Vec<Change> = run.changes().collect();
-    // The step's chunk and every kept one, decoded and verified in parallel.
-    let mut wanted: Vec<Fingerprint> = vec![step.fp];
-    wanted.extend(changes.iter().filter_map(|c| match c {
-        Change::Keep(fp) => Some(*fp),
-        Change::Drop(_) => None,
-    }));
-    let mut decoded: Vec<Result<Vec<u8>>> = wanted
-        .par_iter()
-        .with_min_len(4)
-        .map(|fp| {
-            let d = &read.c.meta.descriptors[read.pos[fp]];
-            let mut out = Vec::with_capacity(d.raw_len as usize);
-            store.extract(&read.c, d, &mut out).map(|()| out)
-        })
-        .collect();
-    let mut kept = decoded.split_off(1).into_iter();
-    let step_bytes = decoded.pop().expect("the step's chunk");
-    for c in changes {
-        applied.push(match c {
-            Change::Drop(fp) => Applied::Drop(fp),
-            Change::Keep(fp) => Applied::Keep(
-                fp,
-                match kept.next().expect("one decode per keep") {
-                    Ok(b) => Held::Bytes(b),
-                    Err(e) => Held::Damaged(e.to_string()),
-                },
+    let mut wanted = vec![at];
+    wanted.extend(changes.iter().filter_map(|c| {
+        match c {
+            Change::Keep(fp) => Some(
+                known
+                    .position(fp)
+                    .expect("policies keep chunks of the read"),
             ),
-        });
-    }
-    Item::Read(step_bytes, applied)
-}
-
-/// The container holding `fp`: the one the index names, or, when that one
-/// is gone, damaged or lacks it, the one its metadata names.
-fn load(store: &ChunkStore, fp: &Fingerprint) -> Result<Read> {
-    let id = store.locate(fp)?;
-    let first = store.log.read(id).map(Read::new);
-    if let Ok(r) = &first {
-        if r.pos.contains_key(fp) {
-            return first;
+            Change::Drop(_) => None,
         }
-    }
-    let Ok(other) = store.locate_in_containers(fp, Some(id)) else {
-        first?;
-        return Err(missing_here(fp));
-    };
-    let r = Read::new(store.log.read(other)?);
-    if !r.pos.contains_key(fp) {
-        return Err(missing_here(fp));
-    }
-    Ok(r)
-}
-
-fn missing_here(fp: &Fingerprint) -> Error {
-    Error::corrupt(
-        "repository",
-        format!("index places chunk {fp} in a container that does not hold it"),
-    )
+    }));
+    Decision::Read(before, Fetch { known, wanted }, changes)
 }

@@ -39,6 +39,7 @@ pub mod blob_reader;
 pub mod cache;
 pub mod dump;
 pub mod extract;
+mod fetch;
 pub mod plan;
 pub mod policy;
 pub mod select;
@@ -93,6 +94,10 @@ impl Default for CacheOptions {
 /// Container metadata sections kept by the planner's reader of directory
 /// listings and recipe tree nodes (separate from the data policy's memory).
 const METADATA_CACHE_CONTAINERS: usize = 16;
+
+/// Entries of a directory whose recipe roots and listings are read ahead
+/// at once (`Reader::prefetch_roots`).
+const PREFETCH_ENTRIES: usize = 256;
 
 /// Restore is plan, policy, extraction: `plan` flattens each file's recipe
 /// into data-chunk steps (tree nodes and listings through `meta`), the
@@ -472,7 +477,14 @@ impl Reader {
         scope: Scope,
         run: &mut Run,
     ) -> Result<()> {
-        for e in entries {
+        let mut entries = entries.into_iter();
+        let mut i = 0;
+        while let Some(e) = entries.next() {
+            if i % PREFETCH_ENTRIES == 0 {
+                let window = std::iter::once(&e).chain(entries.as_slice());
+                self.prefetch_roots(prefix, window.take(PREFETCH_ENTRIES), scope, run.plan);
+            }
+            i += 1;
             let rel = join(prefix, &e.name);
             let s = run.plan.scope(&rel, scope);
             if s == Scope::Skip {
@@ -482,6 +494,31 @@ impl Reader {
             self.restore_entry(e, &rel, &dest, s, run)?;
         }
         Ok(())
+    }
+
+    /// Reads ahead, in parallel where the store allows, the recipe roots
+    /// and listings of the selected `entries` (the planner would read them
+    /// one by one, a round trip each on object storage).
+    fn prefetch_roots<'e>(
+        &mut self,
+        prefix: &str,
+        entries: impl Iterator<Item = &'e DirEntry>,
+        scope: Scope,
+        plan: &Plan,
+    ) {
+        if self.store.log.read_parallelism() <= 1 {
+            return;
+        }
+        let roots: Vec<cairn_core::Fingerprint> = entries
+            .filter(|e| plan.scope(&join(prefix, &e.name), scope) != Scope::Skip)
+            .filter_map(|e| match (e.kind, &e.content) {
+                // A one-chunk file's content is data: the policy reads it.
+                (EntryKind::File, Some(b)) if b.level > 0 => Some(b.root),
+                (EntryKind::Dir, Some(b)) if e.children.is_none() => Some(b.root),
+                _ => None,
+            })
+            .collect();
+        self.meta.prefetch(&roots, &self.store);
     }
 
     /// Restores one entry. `Err` only for a fatal error (a full target file

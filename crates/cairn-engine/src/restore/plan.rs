@@ -65,6 +65,10 @@ impl Walk<'_> {
                 format!("recorded size {size} bytes, its children add up to {total}"),
             ));
         }
+        if level > 1 {
+            let below: Vec<Fingerprint> = node.children.iter().map(|c| c.fp).collect();
+            self.nodes.prefetch(&below, self.store);
+        }
         for c in node.children {
             if level == 1 {
                 self.out.push(PlanStep {

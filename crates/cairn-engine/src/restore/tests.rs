@@ -331,3 +331,45 @@ fn progress_totals_match_what_restore_verify_and_check_do() {
     assert_eq!(p.files_done.load(Relaxed), total);
     assert!(p.current.lock().starts_with("snapshot "));
 }
+
+/// A restore that needs a few chunks of a container reads only their
+/// stretch of it (one range read); one that needs most of it reads it
+/// whole. Either way the bytes are those backed up.
+#[test]
+fn a_restore_reads_only_the_stretch_of_a_container_it_needs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let files = small_file_tree(tmp.path());
+    let (repo, id) = repo_with(&tmp.path().join("tree"));
+    let snap = catalog::resolve(&**repo.backend(), &id).unwrap();
+    let containers = data_containers(&repo);
+    assert_eq!(containers.len(), 1);
+    let whole = repo.log.read_meta(containers[0]).unwrap().file_size;
+
+    let out = tmp.path().join("one");
+    let before = repo.counters.snapshot();
+    let sum = Reader::open(&repo, Default::default())
+        .unwrap()
+        .restore(&snap.record, &out, Some("tree/f007"), &Progress::default())
+        .unwrap();
+    let used = repo.counters.snapshot().since(&before);
+    assert!(sum.errors.is_empty(), "{:?}", sum.errors);
+    assert_eq!(fs::read(out.join("tree/f007")).unwrap(), files[7].1);
+    assert_eq!((used.container_range_reads, used.containers_read), (1, 0));
+    // Everything read (snapshot, listing, index, metadata section, the
+    // chunk) is less than half of the container.
+    assert!(
+        used.bytes_read < whole / 2,
+        "{} of {whole} bytes read",
+        used.bytes_read
+    );
+
+    let out = tmp.path().join("all");
+    let before = repo.counters.snapshot();
+    let sum = restore_with(&repo, &snap.record, &out, super::PolicyKind::ContainerLru);
+    let used = repo.counters.snapshot().since(&before);
+    assert!(sum.errors.is_empty(), "{:?}", sum.errors);
+    assert_eq!((used.container_range_reads, used.containers_read), (0, 1));
+    for (name, data) in &files {
+        assert_eq!(&fs::read(out.join("tree").join(name)).unwrap(), data);
+    }
+}

@@ -1,0 +1,71 @@
+//! Running a blocking function over many items on a few threads of their
+//! own: requests to a store that waits on the network, where throughput
+//! comes from requests in flight rather than from cores (rayon's pool has
+//! one thread per core and is for CPU work).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// `f` of every item, in the items' order, computed by up to `threads`
+/// threads at once (on the caller's thread alone when that is 1).
+pub fn blocking_map<T: Sync, R: Send>(
+    items: &[T],
+    threads: usize,
+    f: impl Fn(&T) -> R + Sync,
+) -> Vec<R> {
+    let threads = threads.clamp(1, items.len().max(1));
+    if threads == 1 {
+        return items.iter().map(f).collect();
+    }
+    let next = AtomicUsize::new(0);
+    let mut out: Vec<(usize, R)> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(item) = items.get(i) else {
+                            return done;
+                        };
+                        done.push((i, f(item)));
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().expect("a blocking_map worker panicked"))
+            .collect()
+    });
+    out.sort_unstable_by_key(|(i, _)| *i);
+    out.into_iter().map(|(_, r)| r).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+    use std::time::Duration;
+
+    #[test]
+    fn keeps_order_and_overlaps_up_to_the_bound() {
+        let items: Vec<u32> = (0..40).collect();
+        let (now, peak) = (AtomicUsize::new(0), AtomicUsize::new(0));
+        let out = blocking_map(&items, 4, |&x| {
+            let n = now.fetch_add(1, Ordering::SeqCst) + 1;
+            peak.fetch_max(n, Ordering::SeqCst);
+            // The first calls wait (bounded) for a second one to overlap.
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while x < 2 && peak.load(Ordering::SeqCst) < 2 && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            now.fetch_sub(1, Ordering::SeqCst);
+            x * 2
+        });
+        assert_eq!(out, items.iter().map(|x| x * 2).collect::<Vec<_>>());
+        let peak = peak.load(Ordering::SeqCst);
+        assert!((2..=4).contains(&peak), "peak {peak}");
+        assert!(blocking_map(&[] as &[u32], 8, |&x| x).is_empty());
+        assert_eq!(blocking_map(&[1, 2], 1, |&x| x + 1), vec![2, 3]);
+    }
+}

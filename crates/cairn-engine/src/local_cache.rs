@@ -1,0 +1,547 @@
+//! A local cache of a remote repository's metadata (issue 14): the index
+//! files, and each container's size and *tail* (its metadata section,
+//! DDFS §4.3), kept on the local disk so that a restore, a check or the
+//! next backup finds them without a round trip to the store. It wraps the
+//! store's backend, below the sealing layer, so it holds only what the
+//! store holds (sealed bytes in an encrypted repository) and everything it
+//! serves is authenticated or checksummed again above it.
+//!
+//! **Keyed** by repository id and location: `ROOT/<id>-<hash of the
+//! location>/`, so two repositories, or two copies of one repository at
+//! different places, never share entries.
+//!
+//! **Valid** because what it caches never changes under its name: a
+//! container id is never reused (`docs/FORMAT.md`), and an index file
+//! name, once visible, always names the same bytes. Deleting through this
+//! backend drops the entry; an object deleted by another client (its gc)
+//! leaves an entry nothing asks for, since nothing names a deleted
+//! container or index generation any more.
+//!
+//! **Safe to delete**, whole or in part: a missing entry is a miss. Each
+//! entry carries a BLAKE3 hash of itself, checked on every read; a damaged
+//! or truncated entry is removed and read from the store again. Writing
+//! the cache is best effort: a full or read-only cache disk costs speed,
+//! never a command.
+//!
+//! ```text
+//! entry := "CAIRNLC1" | object size u64 | start u64 | blake3(size|start|bytes) [32] | bytes
+//!          bytes = the object's bytes from `start` to its end (all of an
+//!          index file; the last TAIL bytes of a container; none: size only)
+//! ```
+
+use std::collections::HashMap;
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use cairn_core::{Backend, LockGuard, LockMode, Result, Salvaged};
+
+use crate::keys;
+
+/// Bytes of a container's end kept: its metadata section (a 4 MiB
+/// container of 8 KiB chunks has about 30 KiB) with room for the sealing
+/// layer's block rounding.
+pub const TAIL: u64 = 256 << 10;
+
+const MAGIC: &[u8; 8] = b"CAIRNLC1";
+const HEADER: usize = 8 + 8 + 8 + 32;
+
+/// What the cache keeps of an object.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kept {
+    Whole,
+    Tail,
+    Nothing,
+}
+
+fn kept(key: &str) -> Kept {
+    if key.starts_with(keys::CONTAINERS) {
+        Kept::Tail
+    } else if key.starts_with("index/") {
+        Kept::Whole
+    } else {
+        Kept::Nothing
+    }
+}
+
+/// An entry: the object's size and its bytes from `start` on.
+struct Entry {
+    size: u64,
+    start: u64,
+    bytes: Vec<u8>,
+}
+
+impl Entry {
+    fn covers(&self, offset: u64, len: usize) -> bool {
+        offset >= self.start
+            && offset + len as u64 <= self.size
+            && self.bytes.len() as u64 == self.size - self.start
+    }
+
+    fn slice(&self, offset: u64, len: usize) -> Vec<u8> {
+        let at = (offset - self.start) as usize;
+        self.bytes[at..at + len].to_vec()
+    }
+
+    fn hash(size: u64, start: u64, bytes: &[u8]) -> blake3::Hash {
+        let mut h = blake3::Hasher::new();
+        h.update(&size.to_le_bytes());
+        h.update(&start.to_le_bytes());
+        h.update(bytes);
+        h.finalize()
+    }
+
+    fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(HEADER + self.bytes.len());
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&self.size.to_le_bytes());
+        out.extend_from_slice(&self.start.to_le_bytes());
+        out.extend_from_slice(Self::hash(self.size, self.start, &self.bytes).as_bytes());
+        out.extend_from_slice(&self.bytes);
+        out
+    }
+
+    fn decode(b: &[u8]) -> Option<Entry> {
+        if b.len() < HEADER || &b[..8] != MAGIC {
+            return None;
+        }
+        let size = u64::from_le_bytes(b[8..16].try_into().ok()?);
+        let start = u64::from_le_bytes(b[16..24].try_into().ok()?);
+        let bytes = &b[HEADER..];
+        let ok = start <= size
+            && bytes.len() as u64 == size - start
+            && Self::hash(size, start, bytes).as_bytes() == &b[24..56];
+        ok.then(|| Entry {
+            size,
+            start,
+            bytes: bytes.to_vec(),
+        })
+    }
+}
+
+/// A backend whose metadata reads are served from a local directory when
+/// it has them (see the module doc).
+pub struct LocalCache {
+    inner: Arc<dyn Backend>,
+    dir: PathBuf,
+    /// Whole entries checked in this process, with their objects' sizes:
+    /// read in place from then on (an index lookup reads one page of a
+    /// file of many MiB; its pages carry their own checksums).
+    checked: Mutex<HashMap<String, u64>>,
+    /// Names temporaries apart between the threads of this process.
+    temporaries: AtomicU64,
+}
+
+impl LocalCache {
+    /// Wraps `inner` with the cache for its repository under `root`; `inner`
+    /// itself when it holds no repository yet (nothing to key the cache by)
+    /// or the cache directory cannot be made (one notice on standard error).
+    pub fn wrap(inner: Arc<dyn Backend>, root: &Path) -> Result<Arc<dyn Backend>> {
+        let config = match inner.read(keys::CONFIG) {
+            Ok(c) => c,
+            Err(e) if e.is_not_found() => return Ok(inner),
+            Err(e) => return Err(e),
+        };
+        let id = crate::crypto::StoredConfig::decode(&config)?
+            .id()
+            .to_string();
+        let place = blake3::hash(inner.describe().as_bytes()).to_hex();
+        let dir = root.join(format!("{id}-{}", &place[..16]));
+        if let Err(e) = fs::create_dir_all(&dir) {
+            eprintln!(
+                "cairn: notice: not caching metadata in {}: {e}",
+                dir.display()
+            );
+            return Ok(inner);
+        }
+        Ok(Arc::new(LocalCache {
+            inner,
+            dir,
+            checked: Mutex::new(HashMap::new()),
+            temporaries: AtomicU64::new(0),
+        }))
+    }
+
+    /// The directory of this repository's entries.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn path(&self, key: &str) -> PathBuf {
+        self.dir.join(key)
+    }
+
+    fn load(&self, key: &str) -> Option<Entry> {
+        let path = self.path(key);
+        let bytes = fs::read(&path).ok()?;
+        let entry = Entry::decode(&bytes);
+        if entry.is_none() {
+            // Damaged or truncated: read from the store again.
+            self.checked.lock().remove(key);
+            let _ = fs::remove_file(&path);
+        }
+        entry
+    }
+
+    /// Stores an entry, best effort (temporary and rename: a reader sees
+    /// the old entry, the new one, or none).
+    fn store(&self, key: &str, entry: &Entry) {
+        let path = self.path(key);
+        let write = || -> std::io::Result<()> {
+            fs::create_dir_all(path.parent().expect("entries live in directories"))?;
+            let n = self.temporaries.fetch_add(1, Ordering::Relaxed);
+            let tmp = PathBuf::from(format!("{}.tmp-{}-{n}", path.display(), std::process::id()));
+            let mut f = fs::File::create(&tmp)?;
+            f.write_all(&entry.encode())?;
+            drop(f);
+            fs::rename(&tmp, &path)
+        };
+        match write() {
+            Ok(()) if kept(key) == Kept::Whole => {
+                self.checked.lock().insert(key.to_string(), entry.size);
+            }
+            _ => {}
+        }
+    }
+
+    /// `len` bytes at `offset` of a whole entry checked before, read in
+    /// place; `None` when it was not checked or cannot be read.
+    fn read_checked(&self, key: &str, offset: u64, len: usize) -> Option<Vec<u8>> {
+        let size = *self.checked.lock().get(key)?;
+        if offset + len as u64 > size {
+            return None;
+        }
+        let f = fs::File::open(self.path(key)).ok()?;
+        let mut buf = vec![0; len];
+        f.read_exact_at(&mut buf, HEADER as u64 + offset).ok()?;
+        Some(buf)
+    }
+
+    /// A whole entry, loaded (checked) or read from the store.
+    fn whole(&self, key: &str) -> Result<Entry> {
+        let e = self.entry_from(key, |_| 0)?;
+        self.checked.lock().insert(key.to_string(), e.size);
+        Ok(e)
+    }
+
+    fn remember(&self, key: &str, data: &[u8]) {
+        let size = data.len() as u64;
+        let start = match kept(key) {
+            Kept::Whole => 0,
+            Kept::Tail => size.saturating_sub(TAIL),
+            Kept::Nothing => return,
+        };
+        self.store(
+            key,
+            &Entry {
+                size,
+                start,
+                bytes: data[start as usize..].to_vec(),
+            },
+        );
+    }
+
+    /// The entry of `key` with at least its bytes from `from` on, read
+    /// from the store (and kept) when the cache lacks them.
+    fn entry_from(&self, key: &str, from: impl Fn(u64) -> u64) -> Result<Entry> {
+        let known = self.load(key);
+        if let Some(e) = &known {
+            if e.start <= from(e.size) {
+                return Ok(known.expect("checked"));
+            }
+        }
+        let size = match &known {
+            Some(e) => e.size,
+            None => self.inner.size(key)?,
+        };
+        let start = from(size).min(size);
+        let bytes = self.inner.read_at(key, start, (size - start) as usize)?;
+        let entry = Entry { size, start, bytes };
+        self.store(key, &entry);
+        Ok(entry)
+    }
+}
+
+impl Backend for LocalCache {
+    fn read(&self, key: &str) -> Result<Vec<u8>> {
+        match kept(key) {
+            Kept::Whole => Ok(self.whole(key)?.bytes),
+            _ => self.inner.read(key),
+        }
+    }
+
+    fn read_salvaging(&self, key: &str) -> Result<Salvaged> {
+        self.inner.read_salvaging(key)
+    }
+
+    fn read_at(&self, key: &str, offset: u64, len: usize) -> Result<Vec<u8>> {
+        match kept(key) {
+            Kept::Whole => {
+                if let Some(b) = self.read_checked(key, offset, len) {
+                    return Ok(b);
+                }
+                let e = self.whole(key)?;
+                if e.covers(offset, len) {
+                    return Ok(e.slice(offset, len));
+                }
+                self.inner.read_at(key, offset, len)
+            }
+            Kept::Tail => {
+                let size = self.size(key)?;
+                // Only reads within the tail are the metadata's.
+                if offset + len as u64 <= size && offset >= size.saturating_sub(TAIL) {
+                    let e = self.entry_from(key, |size| size.saturating_sub(TAIL))?;
+                    if e.covers(offset, len) {
+                        return Ok(e.slice(offset, len));
+                    }
+                }
+                self.inner.read_at(key, offset, len)
+            }
+            Kept::Nothing => self.inner.read_at(key, offset, len),
+        }
+    }
+
+    fn read_tail(&self, key: &str, len: usize) -> Result<(u64, Vec<u8>)> {
+        if kept(key) == Kept::Nothing || len as u64 > TAIL {
+            return self.inner.read_tail(key, len);
+        }
+        if let Some(size) = self.checked.lock().get(key).copied() {
+            let take = (len as u64).min(size);
+            if let Some(b) = self.read_checked(key, size - take, take as usize) {
+                return Ok((size, b));
+            }
+        }
+        let e = self.entry_from(key, |size| match kept(key) {
+            Kept::Whole => 0,
+            _ => size.saturating_sub(TAIL),
+        })?;
+        let take = (len as u64).min(e.size);
+        Ok((e.size, e.slice(e.size - take, take as usize)))
+    }
+
+    fn size(&self, key: &str) -> Result<u64> {
+        if kept(key) == Kept::Nothing {
+            return self.inner.size(key);
+        }
+        if let Some(&size) = self.checked.lock().get(key) {
+            return Ok(size);
+        }
+        if let Some(e) = self.load(key) {
+            return Ok(e.size);
+        }
+        let size = self.inner.size(key)?;
+        // A size-only entry: the tail comes with the first read of it.
+        self.store(
+            key,
+            &Entry {
+                size,
+                start: size,
+                bytes: Vec::new(),
+            },
+        );
+        Ok(size)
+    }
+
+    fn exists(&self, key: &str) -> Result<bool> {
+        self.inner.exists(key)
+    }
+
+    fn write_atomic(&self, key: &str, data: &[u8]) -> Result<()> {
+        self.inner.write_atomic(key, data)?;
+        self.remember(key, data);
+        Ok(())
+    }
+
+    fn create_new(&self, key: &str, data: &[u8]) -> Result<bool> {
+        let created = self.inner.create_new(key, data)?;
+        if created {
+            self.remember(key, data);
+        }
+        Ok(created)
+    }
+
+    fn delete(&self, key: &str) -> Result<()> {
+        self.checked.lock().remove(key);
+        let _ = fs::remove_file(self.path(key));
+        self.inner.delete(key)
+    }
+
+    fn list(&self, prefix: &str) -> Result<Vec<String>> {
+        self.inner.list(prefix)
+    }
+
+    fn lock(&self, name: &str, mode: LockMode, wait: bool) -> Result<Box<dyn LockGuard>> {
+        self.inner.lock(name, mode, wait)
+    }
+
+    fn clean_temporaries(&self) -> Result<usize> {
+        self.inner.clean_temporaries()
+    }
+
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+
+    fn write_parallelism(&self) -> usize {
+        self.inner.write_parallelism()
+    }
+
+    fn read_parallelism(&self) -> usize {
+        self.inner.read_parallelism()
+    }
+
+    fn naming_key(&self) -> Option<&[u8; 32]> {
+        self.inner.naming_key()
+    }
+
+    fn stored_size(&self, key: &str) -> Result<u64> {
+        self.inner.stored_size(key)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cairn_backend::{CountingBackend, MemBackend};
+    use cairn_core::Counters;
+
+    /// A store holding a repository config.
+    fn store() -> Arc<MemBackend> {
+        let mem = Arc::new(MemBackend::new());
+        mem.write_atomic(
+            keys::CONFIG,
+            &crate::RepoConfig::new("0123abcd".into()).encode(),
+        )
+        .unwrap();
+        mem
+    }
+
+    /// A process's cache over `mem` (reads of the store counted).
+    fn cache_of(mem: &Arc<MemBackend>, root: &Path) -> (Arc<dyn Backend>, Arc<Counters>) {
+        let counters = Arc::new(Counters::default());
+        let counted: Arc<dyn Backend> =
+            Arc::new(CountingBackend::new(mem.clone(), counters.clone()));
+        (LocalCache::wrap(counted, root).unwrap(), counters)
+    }
+
+    fn reads(c: &Counters) -> u64 {
+        c.read_ops.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn object(n: usize, seed: u8) -> Vec<u8> {
+        (0..n).map(|i| (i as u8).wrapping_mul(31) ^ seed).collect()
+    }
+
+    #[test]
+    fn metadata_is_read_from_the_store_once_then_from_the_cache() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mem = store();
+        let container = keys::container(cairn_core::ContainerId(7));
+        let big = object(600 << 10, 1);
+        mem.write_atomic(&container, &big).unwrap();
+        mem.write_atomic("index/3", &object(100_000, 2)).unwrap();
+
+        let (cache, counters) = cache_of(&mem, tmp.path());
+        let before = reads(&counters);
+        let (size, tail) = cache.read_tail(&container, 64 << 10).unwrap();
+        assert_eq!(
+            (size, &tail[..]),
+            (big.len() as u64, &big[big.len() - (64 << 10)..])
+        );
+        assert_eq!(
+            cache.read_at("index/3", 5000, 10).unwrap(),
+            object(100_000, 2)[5000..5010]
+        );
+        assert_eq!(reads(&counters) - before, 2, "one read each");
+
+        // From the cache now, in this process and in the next.
+        for (c, counters) in [(cache, counters), cache_of(&mem, tmp.path())] {
+            let before = reads(&counters);
+            assert_eq!(
+                c.read_tail(&container, 1000).unwrap().1,
+                big[big.len() - 1000..]
+            );
+            let at = big.len() - 200_000;
+            assert_eq!(
+                c.read_at(&container, at as u64, 100).unwrap(),
+                big[at..at + 100]
+            );
+            assert_eq!(c.read("index/3").unwrap(), object(100_000, 2));
+            assert_eq!(c.size(&container).unwrap(), big.len() as u64);
+            assert_eq!(reads(&counters), before);
+            // Data outside the tail always comes from the store.
+            assert_eq!(c.read_at(&container, 10, 100).unwrap(), big[10..110]);
+            assert_eq!(reads(&counters), before + 1);
+        }
+    }
+
+    #[test]
+    fn writes_fill_the_cache_and_deletes_empty_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (cache, counters) = cache_of(&store(), tmp.path());
+        let container = keys::container(cairn_core::ContainerId(9));
+        let bytes = object(100_000, 3);
+        cache.write_atomic(&container, &bytes).unwrap();
+        let before = reads(&counters);
+        assert_eq!(
+            cache.read_tail(&container, 500).unwrap().1,
+            bytes[bytes.len() - 500..]
+        );
+        assert_eq!(reads(&counters), before);
+        cache.delete(&container).unwrap();
+        assert!(cache.read_tail(&container, 500).unwrap_err().is_not_found());
+    }
+
+    #[test]
+    fn damaged_or_deleted_entries_are_read_again_from_the_store() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mem = store();
+        let data = object(50_000, 4);
+        mem.write_atomic("index/1", &data).unwrap();
+        assert_eq!(cache_of(&mem, tmp.path()).0.read("index/1").unwrap(), data);
+        let dir = fs::read_dir(tmp.path())
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        let entry = dir.join("index/1");
+        let mut b = fs::read(&entry).unwrap();
+        let at = b.len() - 10;
+        b[at] ^= 1;
+        fs::write(&entry, &b).unwrap();
+        // The next process finds the damage and reads the store again.
+        let (cache, counters) = cache_of(&mem, tmp.path());
+        assert_eq!(cache.read("index/1").unwrap(), data);
+        assert_eq!(reads(&counters), 2, "the config, then the index file");
+        assert_eq!(
+            Entry::decode(&fs::read(&entry).unwrap()).unwrap().bytes,
+            data
+        );
+        fs::remove_dir_all(tmp.path()).unwrap();
+        let (cache, counters) = cache_of(&mem, tmp.path());
+        assert_eq!(cache.read_at("index/1", 7, 3).unwrap(), data[7..10]);
+        assert_eq!(reads(&counters), 2, "the config, then the index file");
+    }
+
+    #[test]
+    fn a_store_without_a_repository_is_not_cached_and_places_are_kept_apart() {
+        let tmp = tempfile::tempdir().unwrap();
+        let empty: Arc<dyn Backend> = Arc::new(MemBackend::new());
+        let wrapped = LocalCache::wrap(empty.clone(), tmp.path()).unwrap();
+        assert!(Arc::ptr_eq(&wrapped, &empty));
+        assert_eq!(fs::read_dir(tmp.path()).unwrap().count(), 0);
+        cache_of(&store(), tmp.path());
+        cache_of(&store(), tmp.path());
+        // Same id, and memory stores all describe themselves alike.
+        let dirs: Vec<_> = fs::read_dir(tmp.path()).unwrap().collect();
+        assert_eq!(dirs.len(), 1);
+        let name = dirs[0].as_ref().unwrap().file_name();
+        assert!(name.to_string_lossy().starts_with("0123abcd-"), "{name:?}");
+    }
+}
