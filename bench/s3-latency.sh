@@ -32,6 +32,9 @@ VERSITYGW_VERSION=v1.8.0 # as crates/cairn-backend/src/s3/test_server.rs
 export AWS_ACCESS_KEY_ID=cairn-bench AWS_SECRET_ACCESS_KEY=cairn-bench-secret
 export CAIRN_PASSWORD=cairn-bench RESTIC_PASSWORD=cairn-bench
 export CAIRN_KDF_MEMORY_KIB=8192 CAIRN_KDF_PASSES=1
+# The local metadata cache (filled by the backups): restores run with it
+# ("warm") and with an empty one ("cold", a restore on another machine).
+export CAIRN_CACHE_DIR=$WORK/cache
 
 [ -x "$CAIRN" ] || cargo build --release --locked -p cairn-cli
 GW="$TOOLS_DIR/bin/versitygw"
@@ -70,14 +73,14 @@ stats() { sleep 0.6; cat "$STATS"; }
 report="$OUT/s3-latency.txt"
 {
     echo "s3-latency benchmark $(date -u +%Y-%m-%d), $(nproc) CPUs; $((BYTES >> 20)) MiB unique data; VersityGW $VERSITYGW_VERSION (posix) behind a ${DELAY_MS} ms round trip per request"
-    printf "%-24s %8s %9s %12s %14s %14s\n" run "s" "MB/s" "requests/GB" "MB up/GB" "MB down/GB"
+    printf "%-30s %8s %9s %12s %14s %14s\n" run "s" "MB/s" "requests/GB" "MB up/GB" "MB down/GB"
 } | tee "$report"
 row() { # name seconds before after
     local name=$1 secs=$2
     read -r r0 u0 d0 <<<"$3"
     read -r r1 u1 d1 <<<"$4"
     awk -v n="$name" -v s="$secs" -v b="$BYTES" -v r=$((r1 - r0)) -v u=$((u1 - u0)) -v d=$((d1 - d0)) \
-        'BEGIN { gb = b / 1e9; printf "%-24s %8.2f %9.1f %12.0f %14.1f %14.1f\n", n, s, b / 1e6 / s, r / gb, u / 1e6 / gb, d / 1e6 / gb }' | tee -a "$report"
+        'BEGIN { gb = b / 1e9; printf "%-30s %8.2f %9.1f %12.0f %14.1f %14.1f\n", n, s, b / 1e6 / s, r / gb, u / 1e6 / gb, d / 1e6 / gb }' | tee -a "$report"
 }
 timed() { local t0=$EPOCHREALTIME; "$@" >/dev/null; awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.3f", b - a }'; }
 
@@ -94,12 +97,16 @@ case " $TOOLS " in *" cairn "*)
         last=$repo
     done
     for n in $DOWNLOADS; do
-        before=$(stats)
-        secs=$(timed "$CAIRN" --repo "$last" --s3-downloads "$n" restore latest -q --target "$WORK/restored")
-        row "cairn restore, N=$n" "$secs" "$before" "$(stats)"
-        RSPEED[$n]=$(awk -v s="$secs" 'BEGIN { print 1 / s }')
-        diff -r "$WORK/data" "$WORK/restored/data" >/dev/null || { echo "cairn's restore differs" >&2; exit 1; }
-        rm -rf "$WORK/restored"
+        for cache in cold warm; do
+            dir=$CAIRN_CACHE_DIR
+            [ $cache = cold ] && dir="$WORK/cold-cache" && rm -rf "$dir"
+            before=$(stats)
+            secs=$(timed "$CAIRN" --repo "$last" --cache-dir "$dir" --s3-downloads "$n" restore latest -q --target "$WORK/restored")
+            row "cairn restore, N=$n, $cache" "$secs" "$before" "$(stats)"
+            RSPEED[$n$cache]=$(awk -v s="$secs" 'BEGIN { print 1 / s }')
+            diff -r "$WORK/data" "$WORK/restored/data" >/dev/null || { echo "cairn's restore differs" >&2; exit 1; }
+            rm -rf "$WORK/restored"
+        done
     done
     ;;
 esac
@@ -122,8 +129,10 @@ case " $TOOLS " in *" cairn "*)
     done
     first=${DOWNLOADS%% *}
     for n in $DOWNLOADS; do
-        awk -v n="$n" -v f="$first" -v a="${RSPEED[$n]}" -v b="${RSPEED[$first]}" \
-            'BEGIN { printf "cairn restore throughput, N=%s: %.2fx N=%s\n", n, a / b, f }' | tee -a "$report"
+        for cache in cold warm; do
+            awk -v n="$n" -v f="$first" -v c="$cache" -v a="${RSPEED[$n$cache]}" -v b="${RSPEED[${first}cold]}" \
+                'BEGIN { printf "cairn restore throughput, N=%s, %s cache: %.2fx N=%s cold\n", n, c, a / b, f }' | tee -a "$report"
+        done
     done
     ;;
 esac
