@@ -88,15 +88,18 @@ pub struct LoadedContainer {
 }
 
 impl ContainerLog {
-    /// Opens the log; the next id is one past the largest container present.
+    /// Opens the log. It does not list the containers: readers never
+    /// allocate, and a writer learns the next id from
+    /// [`ContainerStore::refresh_next_id`] once it holds the lock (on
+    /// object storage a listing costs a request per 1,000 containers).
+    /// Until then allocation starts at 1, which is right for a new
+    /// repository only.
     pub fn open(backend: Arc<dyn Backend>, counters: Arc<Counters>) -> Result<Self> {
-        let log = ContainerLog {
+        Ok(ContainerLog {
             backend,
             counters,
             next_id: AtomicU64::new(1),
-        };
-        log.refresh_next_id(ContainerId(1))?;
-        Ok(log)
+        })
     }
 
     pub fn list_ids(backend: &dyn Backend) -> Result<Vec<ContainerId>> {

@@ -13,9 +13,11 @@ use crate::codec::ChunkCodec;
 use cairn_core::{ContainerId, Error, Fingerprint, FpMap, Result};
 use cairn_format::container::{ContainerMeta, Descriptor};
 
+use crate::blocking_map::blocking_map;
 use crate::container_log::{ContainerStore, LoadedContainer};
 use crate::index::disk_index::DiskIndex;
 use crate::index::missing_chunk;
+use cairn_format::tree::decode_tree_node;
 
 /// How chunks are located: the on-disk index (one page read per miss), or a
 /// map already in memory (`check`, which has read the whole index anyway).
@@ -109,19 +111,21 @@ pub fn map_from_containers(log: &dyn ContainerStore) -> Result<FpMap<ContainerId
     Ok(map)
 }
 
-/// Prefetched chunks [`MetaChunks`] holds before it forgets those never
-/// asked for.
-const READY_MAX: usize = 1 << 14;
+/// Prefetched chunks [`MetaChunks`] holds at most (recipe nodes of up to
+/// 128 children: about 20 MiB), dropping those never asked for.
+const READY_MAX: usize = 1 << 12;
 
 pub trait RestoreCache: Send {
     /// Writes the raw bytes of chunk `fp` into `out` (cleared first).
     fn read_chunk(&mut self, fp: &Fingerprint, store: &ChunkStore, out: &mut Vec<u8>)
         -> Result<()>;
 
-    /// Chunks about to be read one by one (a tree node's children): a
-    /// cache may read them at once, in parallel. Failures are left for
+    /// Chunks about to be read one by one (the roots of a directory's
+    /// entries, a tree node's children), each with its tree level (0: not
+    /// a tree node): a cache may read them at once, in parallel, and the
+    /// tree nodes beneath them. Failures are left for
     /// [`RestoreCache::read_chunk`] to report.
-    fn prefetch(&mut self, _fps: &[Fingerprint], _store: &ChunkStore) {}
+    fn prefetch(&mut self, _chunks: &[(Fingerprint, u8)], _store: &ChunkStore) {}
 }
 
 /// The planner's reader of recipe nodes and directory listings: an LRU of
@@ -239,21 +243,51 @@ impl RestoreCache for MetaChunks {
             .decode_stored_verified(&stored, &c.meta, &d, out)
     }
 
-    /// On a store with parallel reads, locates the chunks, then reads the
-    /// metadata sections it lacks and the chunks themselves with that many
-    /// requests in flight: planning a large file reads one recipe node
-    /// per ~1 MiB of content, one round trip each when done one by one.
-    fn prefetch(&mut self, fps: &[Fingerprint], store: &ChunkStore) {
+    /// On a store with parallel reads, reads the chunks with that many
+    /// requests in flight, level by level: the chunks, then the children
+    /// of those that are tree nodes above level 1, and so on (planning a
+    /// large file reads one recipe node per ~1 MiB of content, one round
+    /// trip each when done one by one; here it is one per level).
+    fn prefetch(&mut self, chunks: &[(Fingerprint, u8)], store: &ChunkStore) {
         let threads = store.log.read_parallelism();
-        if threads <= 1 || fps.len() < 2 {
+        if threads <= 1 {
             return;
         }
         // Left over by walks that failed midway: valid, but not to pile up.
         if self.ready.len() > READY_MAX {
             self.ready.clear();
         }
+        let mut level: Vec<(Fingerprint, u8)> = chunks.to_vec();
+        while !level.is_empty() && self.ready.len() + level.len() <= READY_MAX {
+            let read = self.read_at_once(&level, store, threads);
+            let mut below = Vec::new();
+            for ((fp, lv), bytes) in level.iter().zip(read) {
+                let Some(bytes) = bytes else { continue };
+                if *lv >= 2 {
+                    if let Ok(node) = decode_tree_node(&bytes, store.fp_width()) {
+                        below.extend(node.children.iter().map(|c| (c.fp, lv - 1)));
+                    }
+                }
+                self.ready.insert(*fp, bytes);
+            }
+            level = below;
+        }
+    }
+}
+
+impl MetaChunks {
+    /// Reads `chunks` (those not held already) with `threads` requests in
+    /// flight: their containers located, the metadata sections not cached
+    /// read, then the chunks, each verified. `None` for a chunk held
+    /// already or that failed.
+    fn read_at_once(
+        &self,
+        chunks: &[(Fingerprint, u8)],
+        store: &ChunkStore,
+        threads: usize,
+    ) -> Vec<Option<Vec<u8>>> {
         let mut groups: HashMap<ContainerId, Vec<Fingerprint>> = HashMap::new();
-        for fp in fps {
+        for (fp, _) in chunks {
             if self.ready.contains_key(fp) || self.by_fp.contains_key(fp) {
                 continue;
             }
@@ -261,23 +295,15 @@ impl RestoreCache for MetaChunks {
                 groups.entry(id).or_default().push(*fp);
             }
         }
-        let groups: Vec<(ContainerId, Vec<Fingerprint>, Option<ContainerMeta>)> = groups
-            .into_iter()
-            .map(|(id, fps)| {
-                let cached = self.metas.get(&id).map(|c| c.meta.clone());
-                (id, fps, cached)
-            })
-            .collect();
-        // One task per chunk, each with its container's metadata read once.
-        let metas =
-            crate::blocking_map::blocking_map(&groups, threads, |(id, _, cached)| match cached {
-                Some(m) => Some(m.clone()),
-                None => store.log.read_meta(*id).ok(),
-            });
+        let groups: Vec<(ContainerId, Vec<Fingerprint>)> = groups.into_iter().collect();
+        let metas = blocking_map(&groups, threads, |(id, _)| match self.metas.get(id) {
+            Some(c) => Some(c.meta.clone()),
+            None => store.log.read_meta(*id).ok(),
+        });
         let tasks: Vec<(&ContainerMeta, Descriptor)> = groups
             .iter()
             .zip(&metas)
-            .filter_map(|((_, fps, _), meta)| Some((meta.as_ref()?, fps)))
+            .filter_map(|((_, fps), meta)| Some((meta.as_ref()?, fps)))
             .flat_map(|(meta, fps)| {
                 fps.iter().filter_map(move |fp| {
                     let d = meta.descriptors.iter().find(|d| d.fp == *fp)?;
@@ -285,7 +311,7 @@ impl RestoreCache for MetaChunks {
                 })
             })
             .collect();
-        let read = crate::blocking_map::blocking_map(&tasks, threads, |(meta, d)| {
+        let read: FpMap<Vec<u8>> = blocking_map(&tasks, threads, |(meta, d)| {
             let stored = store.log.read_chunk(meta, d).ok()?;
             let mut out = Vec::new();
             store
@@ -293,7 +319,10 @@ impl RestoreCache for MetaChunks {
                 .decode_stored_verified(&stored, meta, d, &mut out)
                 .ok()?;
             Some((d.fp, out))
-        });
-        self.ready.extend(read.into_iter().flatten());
+        })
+        .into_iter()
+        .flatten()
+        .collect();
+        chunks.iter().map(|(fp, _)| read.get(fp).cloned()).collect()
     }
 }

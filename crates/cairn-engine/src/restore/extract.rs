@@ -262,6 +262,7 @@ fn decide(
         return Decision::Hit(drops(run));
     }
     let before = drops(run);
+    metas.look_ahead(store, plan, pos);
     let (known, at) = match metas.locate(store, &step.fp) {
         Ok(found) => found,
         Err(e) => return Decision::Fail(e),

@@ -26,6 +26,7 @@ use cairn_format::container::{self, ContainerMeta};
 use rayon::prelude::*;
 
 use super::cache::ChunkStore;
+use super::policy::PlanStep;
 
 /// Wanted chunks closer than this are fetched by one range read (the gap
 /// read along): a request costs more than 256 KiB at any realistic link.
@@ -56,12 +57,18 @@ impl Known {
     }
 }
 
+/// Plan steps past a miss whose containers' metadata sections the decider
+/// reads ahead, in parallel, on a store with parallel reads.
+pub const LOOK_AHEAD_STEPS: usize = 16384;
+
 /// The metadata sections the decider has read lately (first in, first
 /// out): a policy with little memory reads some containers many times.
 pub struct Metas {
     known: HashMap<ContainerId, Arc<Known>>,
     order: VecDeque<ContainerId>,
     capacity: usize,
+    /// Plan steps up to here have had their containers' sections read ahead.
+    scanned: usize,
 }
 
 impl Metas {
@@ -70,6 +77,7 @@ impl Metas {
             known: HashMap::new(),
             order: VecDeque::new(),
             capacity: capacity.max(1),
+            scanned: 0,
         }
     }
 
@@ -78,14 +86,50 @@ impl Metas {
             return Ok(k.clone());
         }
         let k = Arc::new(Known::new(store.log.read_meta(id)?));
+        self.insert(id, k.clone());
+        Ok(k)
+    }
+
+    fn insert(&mut self, id: ContainerId, k: Arc<Known>) {
         if self.order.len() >= self.capacity {
             if let Some(old) = self.order.pop_front() {
                 self.known.remove(&old);
             }
         }
         self.order.push_back(id);
-        self.known.insert(id, k.clone());
-        Ok(k)
+        self.known.insert(id, k);
+    }
+
+    /// On a store with parallel reads, reads at once the metadata sections
+    /// of the containers the index names for the plan's next steps (up to
+    /// [`LOOK_AHEAD_STEPS`] past `pos`, at most half the sections kept):
+    /// without it the decider waits a round trip per container it meets,
+    /// and a restore with a cold cache runs at one container at a time.
+    /// Failures are left for [`Metas::locate`] to meet and report.
+    pub fn look_ahead(&mut self, store: &ChunkStore, plan: &[PlanStep], pos: usize) {
+        let threads = store.log.read_parallelism();
+        if threads <= 1 || self.scanned > pos + LOOK_AHEAD_STEPS / 2 {
+            return;
+        }
+        let end = (pos + LOOK_AHEAD_STEPS).min(plan.len());
+        let mut at = self.scanned.max(pos);
+        let mut wanted: Vec<ContainerId> = Vec::new();
+        while at < end && wanted.len() < self.capacity / 2 {
+            if let Ok(id) = store.locate(&plan[at].fp) {
+                if !self.known.contains_key(&id) && !wanted.contains(&id) {
+                    wanted.push(id);
+                }
+            }
+            at += 1;
+        }
+        self.scanned = at;
+        let read =
+            crate::blocking_map::blocking_map(&wanted, threads, |id| store.log.read_meta(*id).ok());
+        for (id, meta) in wanted.into_iter().zip(read) {
+            if let Some(m) = meta {
+                self.insert(id, Arc::new(Known::new(m)));
+            }
+        }
     }
 
     /// The container holding `fp` and the chunk's position in it: the one

@@ -496,7 +496,7 @@ impl Reader {
         Ok(())
     }
 
-    /// Reads ahead, in parallel where the store allows, the recipe roots
+    /// Reads ahead, in parallel where the store allows, the recipe trees
     /// and listings of the selected `entries` (the planner would read them
     /// one by one, a round trip each on object storage).
     fn prefetch_roots<'e>(
@@ -509,12 +509,12 @@ impl Reader {
         if self.store.log.read_parallelism() <= 1 {
             return;
         }
-        let roots: Vec<cairn_core::Fingerprint> = entries
+        let roots: Vec<(cairn_core::Fingerprint, u8)> = entries
             .filter(|e| plan.scope(&join(prefix, &e.name), scope) != Scope::Skip)
             .filter_map(|e| match (e.kind, &e.content) {
                 // A one-chunk file's content is data: the policy reads it.
-                (EntryKind::File, Some(b)) if b.level > 0 => Some(b.root),
-                (EntryKind::Dir, Some(b)) if e.children.is_none() => Some(b.root),
+                (EntryKind::File, Some(b)) if b.level > 0 => Some((b.root, b.level)),
+                (EntryKind::Dir, Some(b)) if e.children.is_none() => Some((b.root, b.level)),
                 _ => None,
             })
             .collect();

@@ -66,7 +66,8 @@ impl Walk<'_> {
             ));
         }
         if level > 1 {
-            let below: Vec<Fingerprint> = node.children.iter().map(|c| c.fp).collect();
+            let below: Vec<(Fingerprint, u8)> =
+                node.children.iter().map(|c| (c.fp, level - 1)).collect();
             self.nodes.prefetch(&below, self.store);
         }
         for c in node.children {
