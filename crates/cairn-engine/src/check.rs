@@ -338,6 +338,22 @@ fn read_containers(
     let log: &dyn ContainerStore = &*repo.log;
     let ids = log.ids()?;
     report.containers = ids.len() as u64;
+    // A writer starts from the mark without listing: a container at or
+    // above it could have its id handed out again.
+    if let (Some(mark), Some(&top)) = (crate::id_mark::read(&**repo.backend())?, ids.last()) {
+        if top >= mark {
+            problems.add(
+                format!(
+                    "the container-id mark ({mark}) is not above every container; \
+                     run `cairn repair index` (or delete the object `{}`)",
+                    crate::id_mark::KEY
+                ),
+                Some(top),
+                None,
+                None,
+            );
+        }
+    }
     progress
         .files_total
         .store(ids.len() as u64 + snapshots, Ordering::Relaxed);

@@ -14,7 +14,7 @@ use cairn_format::container::{
     self, ContainerMeta, ContainerWriter, Descriptor, TailDecode, TAIL_READ_HINT,
 };
 
-use crate::keys;
+use crate::{id_mark, keys};
 
 /// The container log as the engine sees it: append whole containers, read a
 /// metadata section alone, read a whole container. [`ContainerLog`] stores
@@ -36,6 +36,12 @@ pub trait ContainerStore: Send + Sync {
     fn refresh_next_id(&self, floor: ContainerId) -> Result<()>;
     /// Appends a sealed container; durable when this returns.
     fn append(&self, writer: ContainerWriter) -> Result<()>;
+    /// Ids below `end` are spoken for (a collection's copies, written
+    /// while other writers run): a store that keeps a mark of the ids used
+    /// raises it over them now, under the writer lock.
+    fn reserve_ids(&self, _end: ContainerId) -> Result<()> {
+        Ok(())
+    }
     /// The metadata section alone (DDFS §4.3: one small read).
     fn read_meta(&self, id: ContainerId) -> Result<ContainerMeta>;
     /// The whole container, checked.
@@ -71,6 +77,10 @@ pub struct ContainerLog {
     backend: Arc<dyn Backend>,
     counters: Arc<Counters>,
     next_id: AtomicU64,
+    /// The container-id mark this process knows is stored (`id_mark.rs`;
+    /// 0: none known): a container with an id at or above it is written
+    /// only after the mark is raised past it.
+    marked: parking_lot::Mutex<u64>,
 }
 
 /// A whole container read into memory, checked against its checksums.
@@ -99,6 +109,7 @@ impl ContainerLog {
             backend,
             counters,
             next_id: AtomicU64::new(1),
+            marked: parking_lot::Mutex::new(0),
         })
     }
 
@@ -113,11 +124,41 @@ impl ContainerLog {
     }
 }
 
-impl ContainerStore for ContainerLog {
-    fn refresh_next_id(&self, floor: ContainerId) -> Result<()> {
-        let next = self.ids()?.last().map(|id| id.0 + 1).unwrap_or(1);
-        self.next_id.fetch_max(next.max(floor.0), Ordering::Relaxed);
+impl ContainerLog {
+    /// Stores the mark `to` unless one at least as high is known stored.
+    fn raise_mark(&self, to: ContainerId) -> Result<()> {
+        let mut marked = self.marked.lock();
+        if to.0 > *marked {
+            id_mark::write(&*self.backend, to)?;
+            *marked = to.0;
+        }
         Ok(())
+    }
+}
+
+impl ContainerStore for ContainerLog {
+    /// From the container-id mark; a listing of the containers only when
+    /// the mark is missing or damaged, and then the mark is written again.
+    fn refresh_next_id(&self, floor: ContainerId) -> Result<()> {
+        let mark = id_mark::read(&*self.backend)?;
+        let start = match mark {
+            Some(m) => m.0,
+            None => self.ids()?.last().map(|id| id.0 + 1).unwrap_or(1),
+        };
+        let next = start.max(floor.0).max(1);
+        self.next_id.fetch_max(next, Ordering::Relaxed);
+        let mut marked = self.marked.lock();
+        if mark.is_none() {
+            id_mark::write(&*self.backend, ContainerId(next))?;
+        }
+        // Under the writer lock the stored mark is the truth, whatever this
+        // process raised it to before.
+        *marked = mark.map_or(next, |m| m.0);
+        Ok(())
+    }
+
+    fn reserve_ids(&self, end: ContainerId) -> Result<()> {
+        self.raise_mark(end)
     }
 
     fn ids(&self) -> Result<Vec<ContainerId>> {
@@ -141,6 +182,9 @@ impl ContainerStore for ContainerLog {
             return Err(Error::invalid(format!(
                 "container {id} lacks chunk payloads and cannot be stored"
             )));
+        }
+        if id.0 >= *self.marked.lock() {
+            self.raise_mark(ContainerId(id.0 + 1 + id_mark::MARK_AHEAD))?;
         }
         let bytes = writer.finish();
         self.backend.write_atomic(&keys::container(id), &bytes)?;
@@ -290,5 +334,84 @@ fn with_container(e: Error, id: ContainerId) -> Error {
             Error::corrupt(format!("container {id} ({what})"), detail)
         }
         other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cairn_backend::MemBackend;
+    use cairn_core::{ChunkKind, CompressionCodec, Fingerprint};
+
+    fn log_over(mem: &Arc<MemBackend>) -> ContainerLog {
+        ContainerLog::open(mem.clone(), Arc::new(Counters::default())).unwrap()
+    }
+
+    fn one_chunk(id: ContainerId) -> ContainerWriter {
+        let mut w = ContainerWriter::new(id, 32, 1 << 16);
+        let fp = Fingerprint::from_slice(&[id.0 as u8; 32]);
+        w.push(fp, ChunkKind::Data, 0, CompressionCodec::None, 3, b"abc");
+        w
+    }
+
+    /// A writer starts from the mark, not from a listing; a crashed
+    /// writer's containers lie below the mark it raised first; a lost
+    /// mark costs one listing and is written again.
+    #[test]
+    fn the_next_id_comes_from_the_mark_and_a_crash_never_lowers_it() {
+        let mem = Arc::new(MemBackend::new());
+        let a = log_over(&mem);
+        a.refresh_next_id(ContainerId(1)).unwrap();
+        assert_eq!(id_mark::read(&*mem).unwrap(), Some(ContainerId(1)));
+        let (first, second) = (a.allocate(), a.allocate());
+        a.append(one_chunk(second)).unwrap();
+        // Crashed here: `first` never written, `second` an orphan.
+        let mark = id_mark::read(&*mem).unwrap().unwrap();
+        assert!(mark > second, "{mark} <= {second}");
+        assert_eq!(mark.0, second.0 + 1 + id_mark::MARK_AHEAD);
+        drop(a);
+
+        // A foreign container above the mark is not listed: the mark rules.
+        let stray = ContainerId(mark.0 + 1000);
+        mem.write_atomic(&keys::container(stray), b"x").unwrap();
+        let b = log_over(&mem);
+        b.refresh_next_id(ContainerId(1)).unwrap();
+        assert_eq!(b.next_id(), mark);
+        assert!(b.allocate() > first.max(second));
+        // The floor (index, snapshots, a collection's reservation) still counts.
+        b.refresh_next_id(ContainerId(mark.0 + 5)).unwrap();
+        assert!(b.next_id() >= ContainerId(mark.0 + 5));
+
+        // Without a mark, the containers are listed and the mark restored.
+        mem.delete(id_mark::KEY).unwrap();
+        let c = log_over(&mem);
+        c.refresh_next_id(ContainerId(1)).unwrap();
+        assert_eq!(c.next_id(), ContainerId(stray.0 + 1));
+        assert_eq!(
+            id_mark::read(&*mem).unwrap(),
+            Some(ContainerId(stray.0 + 1))
+        );
+        // A damaged one likewise.
+        mem.write_atomic(id_mark::KEY, b"garbage").unwrap();
+        let d = log_over(&mem);
+        d.refresh_next_id(ContainerId(1)).unwrap();
+        assert_eq!(d.next_id(), ContainerId(stray.0 + 1));
+    }
+
+    /// Ids reserved for a collection's copies are covered by the mark at
+    /// once, so the copies (written outside the writer lock) never raise it.
+    #[test]
+    fn reserved_ids_are_marked_before_they_are_used() {
+        let mem = Arc::new(MemBackend::new());
+        let log = log_over(&mem);
+        log.refresh_next_id(ContainerId(1)).unwrap();
+        log.reserve_ids(ContainerId(40)).unwrap();
+        assert_eq!(id_mark::read(&*mem).unwrap(), Some(ContainerId(40)));
+        mem.write_atomic(id_mark::KEY, &id_mark::encode(ContainerId(500)))
+            .unwrap();
+        // A copy inside the reservation: the mark (raised since by another
+        // writer) is left alone.
+        log.append(one_chunk(ContainerId(7))).unwrap();
+        assert_eq!(id_mark::read(&*mem).unwrap(), Some(ContainerId(500)));
     }
 }

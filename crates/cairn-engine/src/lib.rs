@@ -23,6 +23,7 @@ pub mod file_kinds;
 pub mod find;
 pub mod forget;
 pub mod gc;
+pub mod id_mark;
 pub mod index;
 pub mod keys;
 pub mod local_cache;

@@ -65,7 +65,14 @@ pub fn repair_index(repo: &Repository, lock: &WriteLock, read_data: bool) -> Res
     let mut report = RepairReport::default();
     let mut entries = Vec::new();
     let mut salvaged = Vec::new();
-    for id in repo.log.ids()? {
+    let ids = repo.log.ids()?;
+    // The containers present decide here: a container-id mark left below
+    // them (`id_mark.rs`) would hand their ids out again, so it is raised.
+    if let Some(top) = ids.last() {
+        repo.log.refresh_next_id(ContainerId(top.0 + 1))?;
+        repo.log.reserve_ids(repo.log.next_id())?;
+    }
+    for id in ids {
         report.containers += 1;
         let found = if read_data {
             repo.log.read(id).and_then(|c| {

@@ -187,6 +187,9 @@ pub(super) fn merge(
         end: ContainerId(start.0 + ids.len() as u64 + 1),
     };
     reservation::write(&**backend, &reserved)?;
+    // The copies go into the reserved ids outside the writer lock: the
+    // container-id mark covers them now, so no copy raises it later.
+    repo.log.reserve_ids(reserved.end)?;
     drop(writer);
     Ok(Merged {
         roots,

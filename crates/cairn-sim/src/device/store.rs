@@ -92,6 +92,14 @@ impl<S: ContainerStore> ContainerStore for DeviceStore<S> {
     fn delete(&self, id: ContainerId) -> Result<()> {
         self.inner.delete(id)
     }
+
+    fn reserve_ids(&self, end: ContainerId) -> Result<()> {
+        self.inner.reserve_ids(end)
+    }
+
+    fn read_parallelism(&self) -> usize {
+        self.inner.read_parallelism()
+    }
 }
 
 #[cfg(test)]
