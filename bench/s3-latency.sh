@@ -28,8 +28,6 @@ WORK=${WORK:-target/s3-latency-work}
 OUT=${OUT:-bench/out}
 CAIRN=${CAIRN:-target/release/cairn}
 TOOLS_DIR=${TOOLS_DIR:-target/tools}
-VERSITYGW_VERSION=v1.8.0 # as crates/cairn-backend/src/s3/test_server.rs
-export AWS_ACCESS_KEY_ID=cairn-bench AWS_SECRET_ACCESS_KEY=cairn-bench-secret
 export CAIRN_PASSWORD=cairn-bench RESTIC_PASSWORD=cairn-bench
 export CAIRN_KDF_MEMORY_KIB=8192 CAIRN_KDF_PASSES=1
 # The local metadata cache (filled by the backups): restores run with it
@@ -37,31 +35,10 @@ export CAIRN_KDF_MEMORY_KIB=8192 CAIRN_KDF_PASSES=1
 export CAIRN_CACHE_DIR=$WORK/cache
 
 [ -x "$CAIRN" ] || cargo build --release --locked -p cairn-cli
-GW="$TOOLS_DIR/bin/versitygw"
-if [ ! -x "$GW" ]; then
-    mkdir -p "$TOOLS_DIR/bin"
-    GOBIN="$(cd "$TOOLS_DIR/bin" && pwd)" go install "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION"
-fi
 case " $TOOLS " in *" restic "*) command -v restic >/dev/null || apt-get install -y restic >/dev/null ;; esac
 
-rm -rf "$WORK" && mkdir -p "$WORK/data" "$WORK/store/bench" "$OUT"
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; }
-trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-GW_PORT=$(free_port)
-"$GW" --port "127.0.0.1:$GW_PORT" --access "$AWS_ACCESS_KEY_ID" --secret "$AWS_SECRET_ACCESS_KEY" \
-    posix "$WORK/store" >"$WORK/versitygw.log" 2>&1 &
-PIDS+=($!)
-PROXY_PORT=$(free_port)
-STATS="$WORK/proxy-stats"
-python3 bench/latency_proxy.py "$PROXY_PORT" "127.0.0.1:$GW_PORT" "$DELAY_MS" "$STATS" >"$WORK/proxy.log" 2>&1 &
-PIDS+=($!)
-for _ in $(seq 100); do
-    grep -q ready "$WORK/proxy.log" 2>/dev/null && (exec 3<>"/dev/tcp/127.0.0.1/$GW_PORT") 2>/dev/null && break
-    sleep 0.1
-done
-ENDPOINT="http://127.0.0.1:$PROXY_PORT"
+rm -rf "$WORK" && mkdir -p "$WORK/data" "$OUT"
+. bench/s3-proxy.sh
 
 # Unique data: MIB of random bytes in 16 MiB files.
 for i in $(seq 0 $(((MIB + 15) / 16 - 1))); do
@@ -69,7 +46,6 @@ for i in $(seq 0 $(((MIB + 15) / 16 - 1))); do
 done
 BYTES=$(du -sb "$WORK/data" | cut -f1)
 
-stats() { sleep 0.6; cat "$STATS"; }
 report="$OUT/s3-latency.txt"
 {
     echo "s3-latency benchmark $(date -u +%Y-%m-%d), $(nproc) CPUs; $((BYTES >> 20)) MiB unique data; VersityGW $VERSITYGW_VERSION (posix) behind a ${DELAY_MS} ms round trip per request"
@@ -82,7 +58,6 @@ row() { # name seconds before after
     awk -v n="$name" -v s="$secs" -v b="$BYTES" -v r=$((r1 - r0)) -v u=$((u1 - u0)) -v d=$((d1 - d0)) \
         'BEGIN { gb = b / 1e9; printf "%-30s %8.2f %9.1f %12.0f %14.1f %14.1f\n", n, s, b / 1e6 / s, r / gb, u / 1e6 / gb, d / 1e6 / gb }' | tee -a "$report"
 }
-timed() { local t0=$EPOCHREALTIME; "$@" >/dev/null; awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.3f", b - a }'; }
 
 declare -A SPEED RSPEED
 last=""
