@@ -114,6 +114,12 @@ pub fn repair_index(repo: &Repository, lock: &WriteLock, read_data: bool) -> Res
     }
 
     let backend = repo.backend();
+    let last_generation = backend
+        .list(keys::INDEX)?
+        .iter()
+        .filter_map(|k| keys::parse_generation(k, keys::INDEX))
+        .max()
+        .unwrap_or(0);
     for prefix in [keys::INDEX, keys::BLOOM, frugal::log::LOG_PREFIX] {
         for key in backend.list(prefix)? {
             backend.delete(&key)?;
@@ -122,7 +128,8 @@ pub fn repair_index(repo: &Repository, lock: &WriteLock, read_data: bool) -> Res
     // Every id below the allocation mark is covered: containers present were
     // read above, and lost ones must not be replayed.
     let covered = repo.log.next_id().max(ContainerId(1));
-    let index = DiskIndex::open(backend.clone(), repo.counters.clone())?;
+    let index = DiskIndex::open(backend.clone(), repo.counters.clone())?
+        .with_generation_floor(last_generation);
     let cfg = &repo.config.index;
     let summary = SummaryVector::with_capacity(
         cfg.expected_chunks.max(entries.len() as u64 * 2),

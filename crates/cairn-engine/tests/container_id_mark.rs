@@ -2,7 +2,8 @@
 //! container, so writers start from it without listing the containers; a
 //! mark left below a container is reported by `check` and raised by
 //! `repair index`, and the next backup then allocates above every
-//! container present.
+//! container present. The index that repair rebuilds never takes the name
+//! of an earlier file.
 
 mod common;
 
@@ -42,9 +43,18 @@ fn backups_keep_the_mark_above_every_container_and_repair_restores_it() {
         "{:#?}",
         report.problems
     );
+    let generations = || -> Vec<String> { mem.list("index/").unwrap() };
+    let before = generations();
     let lock = repo.lock_writer(false).unwrap();
     cairn_engine::repair::repair_index(&repo, &lock, false).unwrap();
     drop(lock);
+    // The rebuilt index takes a name no earlier file had (a reader's cache
+    // may still hold the old ones).
+    let after = generations();
+    assert!(
+        after.iter().all(|k| !before.contains(k)),
+        "{before:?} -> {after:?}"
+    );
     assert!(id_mark::read(&*mem).unwrap().unwrap() > top);
     assert_check_clean(&repo);
 

@@ -43,6 +43,9 @@ pub struct DiskIndex {
     /// Pages already read, for readers that look up many fingerprints
     /// (`with_page_cache`); `None` on the dedup path.
     pages: Option<PageCache>,
+    /// Generations up to here existed once (`with_generation_floor`): the
+    /// next one written is above them, so a name never names two files.
+    floor: u64,
 }
 
 #[derive(Clone)]
@@ -65,6 +68,7 @@ impl DiskIndex {
             counters,
             current: RwLock::new(current),
             pages: None,
+            floor: 0,
         })
     }
 
@@ -134,6 +138,14 @@ impl DiskIndex {
     /// Deltas applied over the current generation's file.
     pub fn delta_count(&self) -> u32 {
         self.current.read().as_ref().map_or(0, |c| c.overlay.seq)
+    }
+
+    /// Writes generations above `floor` only: after the files up to it
+    /// were deleted (`repair index`), a new file never takes an old name,
+    /// which a reader's cache may still hold (`local_cache.rs`).
+    pub fn with_generation_floor(mut self, floor: u64) -> Self {
+        self.floor = floor;
+        self
     }
 
     pub fn generation(&self) -> u64 {
@@ -484,7 +496,7 @@ impl DiskIndex {
         let pages_for =
             |n: u64| ((n as f64 / (per_page as f64 * TARGET_FILL)).ceil() as u64).max(1);
         let mut page_count = pages_for(upper);
-        let generation = self.generation() + 1;
+        let generation = self.generation().max(self.floor) + 1;
         let mut resized = false;
         let bytes = loop {
             match merge_into_pages(
