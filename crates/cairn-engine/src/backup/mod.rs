@@ -186,7 +186,7 @@ pub fn backup(repo: &Repository, _lock: &WriteLock, opts: BackupOptions) -> Resu
         open_dedup(repo, &warnings, scheme, history, opts.dedup)?;
     let open_seconds = started.elapsed().as_secs_f64();
     let mut run = RunState::new(repo, &opts, warnings.take(), started);
-    run.attach_parent(repo, &opts)?;
+    run.attach_parent(repo, &opts, shared.dedup.present_containers())?;
 
     // Steps 1-2: the streams and the root listing, sealed and durable.
     let root = store_sources(&shared, seal_rx, &run, &opts.sources)?;
@@ -395,7 +395,14 @@ impl RunState {
 
     /// Finds the parent snapshot and, for each path source it holds, opens
     /// a reader of its tree. A rewrite (`repair snapshots`) has none.
-    fn attach_parent(&mut self, repo: &Repository, opts: &BackupOptions) -> Result<()> {
+    /// `present`: the containers in the repository (listed once per
+    /// backup, when the index was opened).
+    fn attach_parent(
+        &mut self,
+        repo: &Repository,
+        opts: &BackupOptions,
+        present: std::collections::HashSet<cairn_core::ContainerId>,
+    ) -> Result<()> {
         if opts.rewrite_of.is_some() {
             return Ok(());
         }
@@ -412,9 +419,8 @@ impl RunState {
         let Some(p) = found else {
             return Ok(());
         };
-        // Listed once for every source's tree.
-        let present: Arc<std::collections::HashSet<_>> =
-            Arc::new(repo.log.ids()?.into_iter().collect());
+        // Shared by every source's tree.
+        let present = Arc::new(present);
         let mut trees = self.parent_trees.lock();
         let places = layout::place(&opts.sources)?;
         for (i, (source, place)) in opts.sources.iter().zip(places).enumerate() {

@@ -215,6 +215,14 @@ impl Dedup {
 
     /// One line per container found lost during this backup, and how many
     /// chunks were stored again because of it (empty when none).
+    /// The containers present: listed when the index was opened (under
+    /// the writer lock, so no other writer adds or deletes any since) plus
+    /// those this run sealed. Lets the rest of a backup check a container's
+    /// presence without listing the store again.
+    pub fn present_containers(&self) -> HashSet<ContainerId> {
+        self.state.lock().present.clone()
+    }
+
     pub fn lost_report(&self) -> Vec<String> {
         let st = self.state.lock();
         if st.stored_again == 0 {
