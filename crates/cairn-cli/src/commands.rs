@@ -36,6 +36,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Ok(path)
     };
     let open = || crate::encryption::open_repository(&cli, &repo_path()?);
+    let open_uncached = || crate::encryption::open_repository_uncached(&cli, &repo_path()?);
     match &cli.command {
         Command::Init {
             settings,
@@ -76,9 +77,9 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         ),
         Command::Mount { mountpoint } => crate::mount::mount(&cli, mountpoint, &open),
         Command::Stats => stats(&cli, &open()?),
-        Command::Check { read_data } => check(&cli, &open()?, *read_data),
+        Command::Check { read_data } => check(&cli, &open_uncached()?, *read_data),
         Command::Repair(RepairCommand::Index { read_data, wait }) => {
-            crate::repair_commands::repair_index(&cli, &open()?, *read_data, *wait)
+            crate::repair_commands::repair_index(&cli, &open_uncached()?, *read_data, *wait)
         }
         Command::Repair(RepairCommand::Snapshots {
             snapshots,
@@ -90,7 +91,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         }) => {
             let opts = cairn_engine::repair_snapshots::RepairSnapshotsOptions {
                 snapshots: crate::repair_commands::snapshot_ids(
-                    &open()?,
+                    &open_uncached()?,
                     snapshots,
                     &filter.filter()?,
                 )?,
@@ -98,7 +99,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                 dry_run: *dry_run,
                 read_data: *read_data,
             };
-            crate::repair_commands::repair_snapshots(&cli, &open()?, &opts, *wait)
+            crate::repair_commands::repair_snapshots(&cli, &open_uncached()?, &opts, *wait)
         }
         Command::Forget(a) => crate::gc_commands::forget(&cli, &open()?, a),
         Command::Fastcopy {

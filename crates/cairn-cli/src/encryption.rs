@@ -145,11 +145,24 @@ fn new_password(a: &NewKeyArgs) -> Result<Password> {
 /// it is encrypted. Every command that opens a repository comes here
 /// (backup's may create one: `is_encrypted_at`).
 pub fn open_repository(cli: &Cli, path: &Path) -> Result<Repository> {
+    open_with(cli, path, false)
+}
+
+/// [`open_repository`] reading everything from the store itself, never
+/// from the local metadata cache: what `check` and `repair` verify or
+/// rebuild must be the store's objects, not copies of them.
+pub fn open_repository_uncached(cli: &Cli, path: &Path) -> Result<Repository> {
+    open_with(cli, path, true)
+}
+
+fn open_with(cli: &Cli, path: &Path, bypass_cache: bool) -> Result<Repository> {
     let mut password = || password(cli, PromptMode::Once);
     Ok(match repo_location::parse(path, &cli.s3)? {
         RepoLocation::Local(path) => Repository::open_local_with_password(path, &mut password)?,
         RepoLocation::S3(config) => {
-            let backend = repo_location::s3_backend_cached(*config, &cli.s3)?;
+            let mut opts = cli.s3.clone();
+            opts.no_cache |= bypass_cache;
+            let backend = repo_location::s3_backend_cached(*config, &opts)?;
             Repository::open_with_password(backend, &mut password)?
         }
     })

@@ -60,7 +60,8 @@ fn files_under(dir: &Path) -> Vec<std::path::PathBuf> {
 #[test]
 fn backup_restore_check_in_s3() {
     let server = S3TestServer::start();
-    let url = server.url(&server.config());
+    let config = server.config();
+    let url = server.url(&config);
     let tmp = tempfile::tempdir().unwrap();
     let src = tmp.path().join("tree");
     build_sample_tree(&src, &mut Rng::new(14));
@@ -127,6 +128,28 @@ fn backup_restore_check_in_s3() {
     assert!(!cache.exists(), "--no-cache wrote a cache");
     restore(&tmp.path().join("fresh-cache"), &[]);
     assert!(!files_under(&cache).is_empty());
+
+    // `check` judges the store's objects, not the cache's copies: a
+    // container tail damaged on the store is found though the cache holds
+    // a sound one.
+    let store = cairn_backend::S3Backend::open(config).unwrap();
+    use cairn_core::Backend;
+    let container = store
+        .list("containers/")
+        .unwrap()
+        .into_iter()
+        .next()
+        .unwrap();
+    let mut bytes = store.read(&container).unwrap();
+    let at = bytes.len() - 100;
+    bytes[at] ^= 0x40;
+    store.write_atomic(&container, &bytes).unwrap();
+    let report = cairn_s3(&server, &url, &["check"], None).code(1);
+    assert!(
+        report.stdout_str().contains(&container) || report.stdout_str().contains("container"),
+        "{}",
+        report.stdout_str()
+    );
     std::fs::remove_dir_all(&cache).unwrap();
 }
 

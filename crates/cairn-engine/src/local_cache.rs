@@ -1,7 +1,8 @@
 //! A local cache of a remote repository's metadata (issue 14): the index
-//! files, and each container's size and *tail* (its metadata section,
-//! DDFS §4.3), kept on the local disk so that a restore, a check or the
-//! next backup finds them without a round trip to the store. It wraps the
+//! files, the snapshot records, and each container's size and *tail* (its
+//! metadata section, DDFS §4.3), kept on the local disk so that a restore
+//! or the next backup finds them without a round trip to the store
+//! (`check` and `repair` bypass it: they judge the store's own objects). It wraps the
 //! store's backend, below the sealing layer, so it holds only what the
 //! store holds (sealed bytes in an encrypted repository) and everything it
 //! serves is authenticated or checksummed again above it.
@@ -11,8 +12,10 @@
 //! different places, never share entries.
 //!
 //! **Valid** because what it caches never changes under its name: a
-//! container id is never reused (`docs/FORMAT.md`), and an index file
-//! name, once visible, always names the same bytes. Deleting through this
+//! container id is never reused (`docs/FORMAT.md`), an index file name,
+//! once visible, always names the same bytes (`repair index` writes a new
+//! generation above the old ones), and a snapshot record is named by the
+//! hash of its content. Deleting through this
 //! backend drops the entry; an object deleted by another client (its gc)
 //! leaves an entry nothing asks for, since nothing names a deleted
 //! container or index generation any more.
@@ -62,7 +65,7 @@ enum Kept {
 fn kept(key: &str) -> Kept {
     if key.starts_with(keys::CONTAINERS) {
         Kept::Tail
-    } else if key.starts_with("index/") {
+    } else if key.starts_with(keys::INDEX) || key.starts_with(keys::SNAPSHOTS) {
         Kept::Whole
     } else {
         Kept::Nothing
