@@ -25,7 +25,7 @@
 //!
 //! Counters: writes attempted, injected failures, corrupted reads.
 
-use cairn_core::{Backend, Error, LockGuard, LockMode, Result};
+use cairn_core::{Backend, Error, Result};
 use parking_lot::Mutex;
 use std::fmt;
 use std::io;
@@ -337,6 +337,8 @@ impl<B: Backend> FaultBackend<B> {
 }
 
 impl<B: Backend> Backend for FaultBackend<B> {
+    cairn_core::delegate_backend!(inner: lock, describe, write_parallelism, read_parallelism);
+
     fn read(&self, key: &str) -> Result<Vec<u8>> {
         self.plan.check_read(|| format!("reading {key}"))?;
         let mut data = self.inner.read(key)?;
@@ -392,25 +394,9 @@ impl<B: Backend> Backend for FaultBackend<B> {
         self.inner.list(prefix)
     }
 
-    fn lock(&self, name: &str, mode: LockMode, wait: bool) -> Result<Box<dyn LockGuard>> {
-        self.inner.lock(name, mode, wait)
-    }
-
     fn clean_temporaries(&self) -> Result<usize> {
         self.plan
             .check_mutation(|| "cleaning temporaries".to_owned())?;
         self.inner.clean_temporaries()
-    }
-
-    fn describe(&self) -> String {
-        self.inner.describe()
-    }
-
-    fn write_parallelism(&self) -> usize {
-        self.inner.write_parallelism()
-    }
-
-    fn read_parallelism(&self) -> usize {
-        self.inner.read_parallelism()
     }
 }

@@ -6,7 +6,7 @@
 //! ([`crate::CountingBackend`]) and the simulator's device model are two
 //! observers.
 
-use cairn_core::{Backend, LockGuard, LockMode, Result};
+use cairn_core::{Backend, Result};
 
 /// The data-moving backend methods.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,6 +51,10 @@ impl<B: Backend, O: IoObserver> ObservedBackend<B, O> {
 }
 
 impl<B: Backend, O: IoObserver> Backend for ObservedBackend<B, O> {
+    cairn_core::delegate_backend!(
+        inner: list, lock, clean_temporaries, describe, write_parallelism, read_parallelism
+    );
+
     fn read(&self, key: &str) -> Result<Vec<u8>> {
         let data = self.inner.read(key)?;
         self.observer.observe(IoOp::Read, key, data.len());
@@ -93,29 +97,5 @@ impl<B: Backend, O: IoObserver> Backend for ObservedBackend<B, O> {
 
     fn delete(&self, key: &str) -> Result<()> {
         self.inner.delete(key)
-    }
-
-    fn list(&self, prefix: &str) -> Result<Vec<String>> {
-        self.inner.list(prefix)
-    }
-
-    fn lock(&self, name: &str, mode: LockMode, wait: bool) -> Result<Box<dyn LockGuard>> {
-        self.inner.lock(name, mode, wait)
-    }
-
-    fn clean_temporaries(&self) -> Result<usize> {
-        self.inner.clean_temporaries()
-    }
-
-    fn describe(&self) -> String {
-        self.inner.describe()
-    }
-
-    fn write_parallelism(&self) -> usize {
-        self.inner.write_parallelism()
-    }
-
-    fn read_parallelism(&self) -> usize {
-        self.inner.read_parallelism()
     }
 }

@@ -182,3 +182,72 @@ macro_rules! forward_backend {
 use std::sync::Arc;
 forward_backend!(Arc);
 forward_backend!(Box);
+
+/// Inside `impl Backend for Wrapper`, passes the named methods through to
+/// the wrapped backend `self.FIELD` unchanged: a layer (sealing, caching,
+/// counting, fault injection) writes out only the methods it changes.
+///
+/// ```ignore
+/// cairn_core::delegate_backend!(inner: list, lock, describe);
+/// ```
+#[macro_export]
+macro_rules! delegate_backend {
+    ($field:ident: $($method:ident),+ $(,)?) => {
+        $( $crate::delegate_backend!(@one $field $method); )+
+    };
+    (@one $f:ident exists) => {
+        fn exists(&self, key: &str) -> $crate::Result<bool> {
+            self.$f.exists(key)
+        }
+    };
+    (@one $f:ident read_salvaging) => {
+        fn read_salvaging(&self, key: &str) -> $crate::Result<$crate::Salvaged> {
+            self.$f.read_salvaging(key)
+        }
+    };
+    (@one $f:ident list) => {
+        fn list(&self, prefix: &str) -> $crate::Result<Vec<String>> {
+            self.$f.list(prefix)
+        }
+    };
+    (@one $f:ident lock) => {
+        fn lock(
+            &self,
+            name: &str,
+            mode: $crate::LockMode,
+            wait: bool,
+        ) -> $crate::Result<Box<dyn $crate::LockGuard>> {
+            self.$f.lock(name, mode, wait)
+        }
+    };
+    (@one $f:ident clean_temporaries) => {
+        fn clean_temporaries(&self) -> $crate::Result<usize> {
+            self.$f.clean_temporaries()
+        }
+    };
+    (@one $f:ident describe) => {
+        fn describe(&self) -> String {
+            self.$f.describe()
+        }
+    };
+    (@one $f:ident write_parallelism) => {
+        fn write_parallelism(&self) -> usize {
+            self.$f.write_parallelism()
+        }
+    };
+    (@one $f:ident read_parallelism) => {
+        fn read_parallelism(&self) -> usize {
+            self.$f.read_parallelism()
+        }
+    };
+    (@one $f:ident naming_key) => {
+        fn naming_key(&self) -> Option<&[u8; 32]> {
+            self.$f.naming_key()
+        }
+    };
+    (@one $f:ident stored_size) => {
+        fn stored_size(&self, key: &str) -> $crate::Result<u64> {
+            self.$f.stored_size(key)
+        }
+    };
+}

@@ -42,7 +42,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use cairn_core::{Backend, LockGuard, LockMode, Result, Salvaged};
+use cairn_core::{Backend, Result};
 
 use crate::keys;
 
@@ -271,15 +271,16 @@ impl LocalCache {
 }
 
 impl Backend for LocalCache {
+    cairn_core::delegate_backend!(
+        inner: read_salvaging, exists, list, lock, clean_temporaries, describe,
+        write_parallelism, read_parallelism, naming_key, stored_size
+    );
+
     fn read(&self, key: &str) -> Result<Vec<u8>> {
         match kept(key) {
             Kept::Whole => Ok(self.whole(key)?.bytes),
             _ => self.inner.read(key),
         }
-    }
-
-    fn read_salvaging(&self, key: &str) -> Result<Salvaged> {
-        self.inner.read_salvaging(key)
     }
 
     fn read_at(&self, key: &str, offset: u64, len: usize) -> Result<Vec<u8>> {
@@ -350,10 +351,6 @@ impl Backend for LocalCache {
         Ok(size)
     }
 
-    fn exists(&self, key: &str) -> Result<bool> {
-        self.inner.exists(key)
-    }
-
     fn write_atomic(&self, key: &str, data: &[u8]) -> Result<()> {
         self.inner.write_atomic(key, data)?;
         self.remember(key, data);
@@ -372,38 +369,6 @@ impl Backend for LocalCache {
         self.checked.lock().remove(key);
         let _ = fs::remove_file(self.path(key));
         self.inner.delete(key)
-    }
-
-    fn list(&self, prefix: &str) -> Result<Vec<String>> {
-        self.inner.list(prefix)
-    }
-
-    fn lock(&self, name: &str, mode: LockMode, wait: bool) -> Result<Box<dyn LockGuard>> {
-        self.inner.lock(name, mode, wait)
-    }
-
-    fn clean_temporaries(&self) -> Result<usize> {
-        self.inner.clean_temporaries()
-    }
-
-    fn describe(&self) -> String {
-        self.inner.describe()
-    }
-
-    fn write_parallelism(&self) -> usize {
-        self.inner.write_parallelism()
-    }
-
-    fn read_parallelism(&self) -> usize {
-        self.inner.read_parallelism()
-    }
-
-    fn naming_key(&self) -> Option<&[u8; 32]> {
-        self.inner.naming_key()
-    }
-
-    fn stored_size(&self, key: &str) -> Result<u64> {
-        self.inner.stored_size(key)
     }
 }
 

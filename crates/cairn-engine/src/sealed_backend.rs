@@ -30,7 +30,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use cairn_core::{Backend, Error, LockGuard, LockMode, Result, Salvaged};
+use cairn_core::{Backend, Error, Result, Salvaged};
 use parking_lot::Mutex;
 
 use crate::crypto::RepoKeys;
@@ -249,6 +249,10 @@ fn block_ad(name: &str, index: u64, last: bool) -> Vec<u8> {
 }
 
 impl Backend for SealedBackend {
+    cairn_core::delegate_backend!(
+        inner: list, lock, clean_temporaries, describe, write_parallelism, read_parallelism
+    );
+
     fn read(&self, key: &str) -> Result<Vec<u8>> {
         if Self::is_clear(key) {
             return self.inner.read(key);
@@ -336,30 +340,6 @@ impl Backend for SealedBackend {
     fn delete(&self, key: &str) -> Result<()> {
         self.forget_size(key);
         self.inner.delete(key)
-    }
-
-    fn list(&self, prefix: &str) -> Result<Vec<String>> {
-        self.inner.list(prefix)
-    }
-
-    fn lock(&self, name: &str, mode: LockMode, wait: bool) -> Result<Box<dyn LockGuard>> {
-        self.inner.lock(name, mode, wait)
-    }
-
-    fn clean_temporaries(&self) -> Result<usize> {
-        self.inner.clean_temporaries()
-    }
-
-    fn describe(&self) -> String {
-        self.inner.describe()
-    }
-
-    fn write_parallelism(&self) -> usize {
-        self.inner.write_parallelism()
-    }
-
-    fn read_parallelism(&self) -> usize {
-        self.inner.read_parallelism()
     }
 
     fn stored_size(&self, key: &str) -> Result<u64> {
