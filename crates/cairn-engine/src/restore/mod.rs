@@ -42,6 +42,7 @@ pub mod extract;
 mod fetch;
 pub mod plan;
 pub mod policy;
+mod run;
 pub mod select;
 pub mod target;
 #[cfg(test)]
@@ -52,7 +53,6 @@ use std::ffi::OsStr;
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 
 use cairn_core::error::IoContext;
 use cairn_core::{Error, Result};
@@ -68,6 +68,7 @@ use cache::{ChunkStore, Locator, MetaChunks, RestoreCache};
 use extract::Extractor;
 pub use policy::PolicyKind;
 use policy::{PlanStep, PolicyStats};
+use run::Run;
 use select::{Plan, Scope};
 pub use select::{RestoreSelection, RestoreSelectionBuilder};
 use target::{DirState, Target};
@@ -647,97 +648,6 @@ impl Reader {
         };
         run.placed_file(placed, dest, e.size);
         Ok(())
-    }
-}
-
-/// The state of one restore run.
-struct Run<'a> {
-    target: &'a Target,
-    progress: &'a Progress,
-    plan: &'a Plan<'a>,
-    sum: RestoreSummary,
-    /// Directories whose recorded metadata is applied at the end.
-    dirs: Vec<(PathBuf, DirEntry)>,
-    /// Files planned and not yet written.
-    batch: batch::Batch,
-    /// The first restored name of each hard-link group (device, inode).
-    links: std::collections::HashMap<(u64, u64), PathBuf>,
-    /// Later names (dest, entry, first name), linked once every file is
-    /// written.
-    later_links: Vec<(PathBuf, DirEntry, PathBuf)>,
-    log: Option<&'a mut EntryLogFn>,
-}
-
-impl Run<'_> {
-    /// Links the later names of hard-linked files to their first names.
-    fn place_links(&mut self) -> Result<()> {
-        for (dest, e, first) in std::mem::take(&mut self.later_links) {
-            match self.target.place_hard_link(&dest, &e, &first) {
-                Ok(placed) => {
-                    if self.sum.count(placed, &dest, e.size) {
-                        self.sum.files += 1;
-                        self.sum.hard_links += 1;
-                    }
-                    self.progress.files_done.fetch_add(1, Ordering::Relaxed);
-                }
-                Err(err) => self.settle(err, &dest)?,
-            }
-        }
-        Ok(())
-    }
-
-    /// Counts a file that was placed (or skipped, or refused).
-    fn placed_file(&mut self, placed: Placed, dest: &Path, size: u64) {
-        self.log(dest, &placed);
-        if placed == Placed::Skipped {
-            self.progress.bytes_done.fetch_add(size, Ordering::Relaxed);
-        }
-        if self.sum.count(placed, dest, size) {
-            self.sum.files += 1;
-        }
-        self.progress.files_done.fetch_add(1, Ordering::Relaxed);
-    }
-
-    fn log(&mut self, dest: &Path, placed: &Placed) {
-        if let (Some(log), false) = (&mut self.log, *placed == Placed::NonEmptyDir) {
-            log(dest, placed);
-        }
-    }
-
-    /// An entry failed: a full file system becomes the fatal error, anything
-    /// else is recorded and the restore goes on.
-    fn settle(&mut self, err: Error, dest: &Path) -> Result<()> {
-        match target::full_disk(err, dest) {
-            Ok(fatal) => Err(fatal),
-            Err(err) => {
-                self.sum.errors.push(format!("{}: {err}", dest.display()));
-                Ok(())
-            }
-        }
-    }
-}
-
-impl RestoreSummary {
-    /// Counts a placed file or symlink of `size` bytes; `true` if it was
-    /// written (the caller counts it as a file or symlink).
-    fn count(&mut self, placed: Placed, dest: &Path, size: u64) -> bool {
-        match placed {
-            Placed::New => {}
-            Placed::Replaced => self.replaced += 1,
-            Placed::Skipped => {
-                self.skipped += 1;
-                return false;
-            }
-            Placed::NonEmptyDir => {
-                self.errors.push(format!(
-                    "{} is a non-empty directory; pass --delete to replace it",
-                    dest.display()
-                ));
-                return false;
-            }
-        }
-        self.bytes += size;
-        true
     }
 }
 
