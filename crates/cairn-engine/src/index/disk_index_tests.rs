@@ -1,0 +1,295 @@
+//! Tests of the on-disk index (`disk_index.rs`): lookups, deltas, merges
+//! and damage; property tests that no entry is ever lost across updates.
+
+use super::*;
+use cairn_backend::MemBackend;
+
+fn fp(i: u64) -> Fingerprint {
+    Fingerprint::from_slice(blake3::hash(&i.to_le_bytes()).as_bytes())
+}
+
+fn entries(range: std::ops::Range<u64>, c: u64) -> Vec<IndexEntry> {
+    range
+        .map(|i| IndexEntry {
+            fp: fp(i),
+            container: ContainerId(c),
+        })
+        .collect()
+}
+
+/// A collection that forgets most entries and moves the rest (puts
+/// replacing old entries) leaves a file sized for what it holds, no
+/// bigger than a fresh index of the same entries.
+#[test]
+fn a_merge_that_forgets_most_entries_shrinks_the_file() {
+    let backend: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let ix = DiskIndex::open(backend.clone(), Arc::new(Counters::default())).unwrap();
+    ix.write_merged(entries(0..20_000, 1), ContainerId(2), 32, 4096)
+        .unwrap();
+    let size = |b: &Arc<dyn Backend>, g| b.size(&keys::index(g)).unwrap();
+    let full = size(&backend, 1);
+    let update = IndexUpdate {
+        removes: (0..16_000).map(fp).collect(),
+        puts: entries(16_000..20_000, 3),
+    };
+    ix.merge(update, ContainerId(4), 32, 4096).unwrap();
+    assert_eq!(ix.entry_count(), 4_000);
+    for i in [0, 15_999] {
+        assert_eq!(ix.lookup(&fp(i)).unwrap(), None);
+    }
+    assert_eq!(ix.lookup(&fp(19_999)).unwrap(), Some(ContainerId(3)));
+    let fresh_backend: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let fresh = DiskIndex::open(fresh_backend.clone(), Arc::new(Counters::default())).unwrap();
+    fresh
+        .write_merged(entries(16_000..20_000, 3), ContainerId(4), 32, 4096)
+        .unwrap();
+    let (after, want) = (size(&backend, 2), size(&fresh_backend, 1));
+    assert!(after * 4 < full, "{after} of {full} bytes");
+    assert!(
+        after <= want + want / 4,
+        "{after} bytes, a fresh index {want}"
+    );
+}
+
+#[test]
+fn merge_keeps_every_entry_and_lookups_find_them() {
+    let backend: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let counters = Arc::new(Counters::default());
+    let ix = DiskIndex::open(backend.clone(), counters.clone()).unwrap();
+    assert_eq!(ix.lookup(&fp(1)).unwrap(), None);
+    ix.write_merged(entries(0..3000, 1), ContainerId(2), 32, 4096)
+        .unwrap();
+    ix.write_merged(entries(2000..6000, 2), ContainerId(3), 32, 4096)
+        .unwrap();
+    assert_eq!(ix.generation(), 2);
+    assert_eq!(ix.entry_count(), 6000);
+    assert_eq!(ix.covered_below(), ContainerId(3));
+    assert_eq!(ix.lookup(&fp(10)).unwrap(), Some(ContainerId(1)));
+    assert_eq!(
+        ix.lookup(&fp(2500)).unwrap(),
+        Some(ContainerId(2)),
+        "the newest copy wins"
+    );
+    assert_eq!(ix.lookup(&fp(5999)).unwrap(), Some(ContainerId(2)));
+    assert_eq!(ix.lookup(&fp(6000)).unwrap(), None);
+    assert_eq!(backend.list(keys::INDEX).unwrap(), vec![keys::index(2)]);
+    // A reader opened on the old state reloads after the generation moved on.
+    let reader = DiskIndex::open(backend.clone(), counters).unwrap();
+    ix.write_merged(entries(7000..7001, 3), ContainerId(4), 32, 4096)
+        .unwrap();
+    assert_eq!(reader.lookup(&fp(7000)).unwrap(), Some(ContainerId(3)));
+}
+
+mod properties {
+    use super::*;
+    use cairn_backend::MemBackend;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(32))]
+
+        /// The index never loses an entry: after any sequence of merges every
+        /// fingerprint ever merged is found (the newest container wins), by a page
+        /// lookup and by a full read.
+        #[test]
+        fn merges_never_lose_entries(
+            rounds in proptest::collection::vec(proptest::collection::vec(any::<u32>(), 0..400), 1..6),
+            width in prop_oneof![Just(6usize), Just(20), Just(32)],
+            page_size in prop_oneof![Just(256usize), Just(512), Just(4096)],
+        ) {
+            let backend: Arc<dyn Backend> = Arc::new(MemBackend::new());
+            let ix = DiskIndex::open(backend, Arc::new(Counters::default())).unwrap();
+            let mut model: BTreeMap<Vec<u8>, ContainerId> = BTreeMap::new();
+            for (r, keys) in rounds.iter().enumerate() {
+                let c = ContainerId(r as u64 + 1);
+                let entries: Vec<IndexEntry> = keys.iter().map(|k| IndexEntry {
+                    fp: Fingerprint::from_slice(&blake3::hash(&k.to_le_bytes()).as_bytes()[..width]),
+                    container: c,
+                }).collect();
+                for e in &entries {
+                    model.insert(e.fp.as_bytes().to_vec(), c);
+                }
+                ix.write_merged(entries, ContainerId(r as u64 + 2), width, page_size).unwrap();
+            }
+            prop_assert_eq!(ix.entry_count(), model.len() as u64);
+            let all = ix.read_all().unwrap();
+            prop_assert_eq!(all.len(), model.len());
+            for e in &all {
+                prop_assert_eq!(model.get(e.fp.as_bytes()), Some(&e.container));
+            }
+            for (k, c) in &model {
+                prop_assert_eq!(ix.lookup(&Fingerprint::from_slice(k)).unwrap(), Some(*c));
+            }
+        }
+    }
+}
+
+mod update_properties {
+    use super::*;
+    use cairn_backend::MemBackend;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        /// A backup: these keys stored in a new container.
+        Store(Vec<u8>),
+        /// Garbage collection forgets these keys.
+        Remove(Vec<u8>),
+        /// Garbage collection moves these keys to a new container.
+        Move(Vec<u8>),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        let keys = || proptest::collection::vec(0u8..60, 0..40);
+        prop_oneof![
+            3 => keys().prop_map(Op::Store),
+            1 => keys().prop_map(Op::Remove),
+            1 => keys().prop_map(Op::Move),
+        ]
+    }
+
+    fn fp(k: u8) -> Fingerprint {
+        Fingerprint::from_slice(blake3::hash(&[k]).as_bytes())
+    }
+
+    /// Every fingerprint ever seen resolves as the model says: present ones
+    /// to their container, forgotten ones to nothing.
+    fn agrees(ix: &DiskIndex, model: &BTreeMap<u8, ContainerId>) -> Result<(), TestCaseError> {
+        for k in 0u8..60 {
+            prop_assert_eq!(
+                ix.lookup(&fp(k)).unwrap(),
+                model.get(&k).copied(),
+                "key {}",
+                k
+            );
+        }
+        let mut all: Vec<(Fingerprint, ContainerId)> = ix
+            .read_all()
+            .unwrap()
+            .into_iter()
+            .map(|e| (e.fp, e.container))
+            .collect();
+        all.sort();
+        let mut want: Vec<(Fingerprint, ContainerId)> =
+            model.iter().map(|(k, c)| (fp(*k), *c)).collect();
+        want.sort();
+        prop_assert_eq!(all, want);
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+
+        /// Stores, removals and moves, committed as deltas or merged
+        /// generations in any mix: no entry is lost, no forgotten entry comes
+        /// back, and a fresh open (another process, or after a crash that left
+        /// an older generation's deltas behind) sees the same index.
+        #[test]
+        fn deltas_and_merges_never_lose_or_resurrect(
+            ops in proptest::collection::vec((op(), any::<bool>()), 1..14),
+        ) {
+            let backend: Arc<dyn Backend> = Arc::new(MemBackend::new());
+            let counters = Arc::new(Counters::default());
+            let ix = DiskIndex::open(backend.clone(), counters.clone()).unwrap();
+            let mut model: BTreeMap<u8, ContainerId> = BTreeMap::new();
+            let mut next = 1u64;
+            for (op, merge) in ops {
+                let c = ContainerId(next);
+                next += 1;
+                let mut update = IndexUpdate::default();
+                match &op {
+                    Op::Store(keys) => {
+                        for k in keys {
+                            update.puts.push(IndexEntry { fp: fp(*k), container: c });
+                            model.insert(*k, c);
+                        }
+                    }
+                    Op::Remove(keys) => {
+                        for k in keys {
+                            update.removes.push(fp(*k));
+                            model.remove(k);
+                        }
+                    }
+                    Op::Move(keys) => {
+                        for k in keys.iter().filter(|k| model.contains_key(k)) {
+                            update.removes.push(fp(*k));
+                            update.puts.push(IndexEntry { fp: fp(*k), container: c });
+                        }
+                        for k in keys {
+                            if let Some(v) = model.get_mut(k) {
+                                *v = c;
+                            }
+                        }
+                    }
+                }
+                let covered = ContainerId(next);
+                if merge || ix.generation() == 0 {
+                    let before = ix.generation();
+                    ix.merge(update, covered, 32, 512).unwrap();
+                    // A crash before the cleanup leaves the old generation's
+                    // deltas behind; they belong to another generation.
+                    if before > 0 {
+                        let stale = cairn_format::index_delta::encode_index_delta(
+                            &cairn_format::index_delta::IndexDelta {
+                                fp_width: 32,
+                                base_generation: before,
+                                seq: 1,
+                                covered_below: covered,
+                                removes: (0u8..60).map(fp).collect(),
+                                puts: Vec::new(),
+                            },
+                        )
+                        .unwrap();
+                        backend.write_atomic(&keys::index_delta(before, 1), &stale).unwrap();
+                    }
+                } else {
+                    ix.write_delta(update, covered, 32).unwrap();
+                }
+                prop_assert_eq!(ix.covered_below(), covered);
+                agrees(&ix, &model)?;
+                let fresh = DiskIndex::open(backend.clone(), counters.clone()).unwrap();
+                prop_assert_eq!(fresh.covered_below(), covered);
+                agrees(&fresh, &model)?;
+            }
+        }
+    }
+
+    /// A delta that is missing from the run (1, 3) or names another
+    /// generation is damage to derived data, reported as corruption.
+    #[test]
+    fn a_gap_or_a_foreign_delta_is_damage() {
+        let backend: Arc<dyn Backend> = Arc::new(MemBackend::new());
+        let ix = DiskIndex::open(backend.clone(), Arc::new(Counters::default())).unwrap();
+        let e = |k| IndexEntry {
+            fp: fp(k),
+            container: ContainerId(k as u64 + 1),
+        };
+        ix.write_merged(vec![e(1)], ContainerId(2), 32, 512)
+            .unwrap();
+        ix.write_delta(IndexUpdate::puts(vec![e(2)]), ContainerId(3), 32)
+            .unwrap();
+        ix.write_delta(IndexUpdate::puts(vec![e(3)]), ContainerId(4), 32)
+            .unwrap();
+        let copy = backend.read(&keys::index_delta(1, 1)).unwrap();
+        backend.delete(&keys::index_delta(1, 1)).unwrap();
+        let err = DiskIndex::open(backend.clone(), Arc::new(Counters::default()))
+            .err()
+            .expect("a gap is damage");
+        assert!(crate::index::is_damage(&err), "{err}");
+        backend
+            .write_atomic(&keys::index_delta(1, 1), &copy)
+            .unwrap();
+        backend
+            .write_atomic(
+                &keys::index_delta(1, 3),
+                &backend.read(&keys::index_delta(1, 2)).unwrap(),
+            )
+            .unwrap();
+        let err = DiskIndex::open(backend, Arc::new(Counters::default()))
+            .err()
+            .expect("a delta naming another sequence number is damage");
+        assert!(crate::index::is_damage(&err), "{err}");
+    }
+}
