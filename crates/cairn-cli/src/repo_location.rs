@@ -53,6 +53,19 @@ pub struct S3Args {
         value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=256)
     )]
     pub s3_downloads: usize,
+    /// Seconds a lock lease on S3 stays live after its holder stops
+    /// refreshing it (a killed process): how long a crashed writer can
+    /// keep the next one waiting. Holders refresh every quarter of it, so
+    /// a process stalled longer than that may lose its lock.
+    #[arg(
+        long,
+        env = "CAIRN_S3_LEASE_SECS",
+        global = true,
+        value_name = "SECONDS",
+        default_value_t = cairn_backend::s3::DEFAULT_LEASE.as_secs(),
+        value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(10..=86_400)
+    )]
+    pub s3_lease_secs: u64,
     /// Where the metadata of remote repositories is cached (index files,
     /// container metadata sections; safe to delete). Default:
     /// `$XDG_CACHE_HOME/cairn`, else `~/.cache/cairn`.
@@ -71,6 +84,7 @@ impl Default for S3Args {
             s3_path_style: false,
             s3_uploads: cairn_backend::s3::DEFAULT_UPLOADS_IN_FLIGHT,
             s3_downloads: cairn_backend::s3::DEFAULT_DOWNLOADS_IN_FLIGHT,
+            s3_lease_secs: cairn_backend::s3::DEFAULT_LEASE.as_secs(),
             cache_dir: None,
             no_cache: false,
         }
@@ -157,6 +171,7 @@ pub fn parse<'a>(repo: &'a Path, opts: &S3Args) -> Result<RepoLocation<'a>> {
     };
     config.uploads_in_flight = opts.s3_uploads;
     config.downloads_in_flight = opts.s3_downloads;
+    config.lease = std::time::Duration::from_secs(opts.s3_lease_secs);
     config.region = env("AWS_REGION").or_else(|| env("AWS_DEFAULT_REGION"));
     config.access_key_id = env("AWS_ACCESS_KEY_ID");
     config.secret_access_key = env("AWS_SECRET_ACCESS_KEY");
@@ -213,6 +228,7 @@ mod tests {
             s3_path_style: true,
             s3_uploads: 3,
             s3_downloads: 5,
+            s3_lease_secs: 30,
             ..S3Args::default()
         };
         let c = s3("s3://bucket/repo", &opts);
@@ -220,6 +236,7 @@ mod tests {
         assert!(c.path_style);
         assert_eq!(c.uploads_in_flight, 3);
         assert_eq!(c.downloads_in_flight, 5);
+        assert_eq!(c.lease, std::time::Duration::from_secs(30));
 
         for local in ["/srv/repo", "repo", "s3x/y", "./s3:odd"] {
             assert!(matches!(

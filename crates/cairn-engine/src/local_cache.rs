@@ -258,13 +258,36 @@ impl LocalCache {
                 return Ok(known.expect("checked"));
             }
         }
-        let size = match &known {
-            Some(e) => e.size,
-            None => self.inner.size(key)?,
+        let entry = match &known {
+            Some(e) => {
+                let (size, start) = (e.size, from(e.size).min(e.size));
+                let bytes = self.inner.read_at(key, start, (size - start) as usize)?;
+                Entry { size, start, bytes }
+            }
+            // Unknown size: one request that brings the size with the
+            // bytes (a suffix-range GET on object storage), not two.
+            None if kept(key) == Kept::Whole => {
+                let bytes = self.inner.read(key)?;
+                let size = bytes.len() as u64;
+                let start = from(size).min(size);
+                Entry {
+                    size,
+                    start,
+                    bytes: bytes[start as usize..].to_vec(),
+                }
+            }
+            None => {
+                let (size, tail) = self.inner.read_tail(key, TAIL as usize)?;
+                let start = from(size).min(size);
+                let tail_start = size - tail.len() as u64;
+                let bytes = if start >= tail_start {
+                    tail[(start - tail_start) as usize..].to_vec()
+                } else {
+                    self.inner.read_at(key, start, (size - start) as usize)?
+                };
+                Entry { size, start, bytes }
+            }
         };
-        let start = from(size).min(size);
-        let bytes = self.inner.read_at(key, start, (size - start) as usize)?;
-        let entry = Entry { size, start, bytes };
         self.store(key, &entry);
         Ok(entry)
     }

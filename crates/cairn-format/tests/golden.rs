@@ -273,6 +273,36 @@ fn golden_container() {
     );
     let expected_desc = w.descriptors().to_vec();
     assert_bytes("container", &w.finish(), CONTAINER);
+    // Metadata chunks are laid after the data chunks whatever the order
+    // they come in (the tail read that finds the descriptors holds them).
+    let mut w = ContainerWriter::new(ContainerId(0x2a), 8, 4 << 20);
+    let tree_len = tree.len() as u32;
+    w.push(
+        fp(0xc3),
+        ChunkKind::Tree,
+        1,
+        CompressionCodec::None,
+        tree_len,
+        &tree,
+    );
+    w.push(
+        fp(0x11),
+        ChunkKind::Data,
+        0,
+        CompressionCodec::None,
+        5,
+        b"hello",
+    );
+    w.push(
+        fp(0x22),
+        ChunkKind::Data,
+        0,
+        CompressionCodec::None,
+        6,
+        b"world!",
+    );
+    assert_eq!(w.descriptors(), expected_desc);
+    assert_bytes("container, tree node pushed first", &w.finish(), CONTAINER);
 
     let golden = parse(CONTAINER);
     let meta = decode_container(&golden).unwrap();

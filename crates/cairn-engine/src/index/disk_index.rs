@@ -112,8 +112,8 @@ impl DiskIndex {
     }
 
     fn load_latest(backend: &dyn Backend) -> Result<Option<Current>> {
-        let Some(generation) = backend
-            .list(keys::INDEX)?
+        let listing = backend.list(keys::INDEX)?;
+        let Some(generation) = listing
             .iter()
             .filter_map(|k| keys::parse_generation(k, keys::INDEX))
             .max()
@@ -127,7 +127,12 @@ impl DiskIndex {
             codec::INDEX_HEADER_LEN.min(backend.size(&key)? as usize),
         )?;
         let header = codec::decode_index_header(&page0).map_err(|e| rename_corrupt(e, &key))?;
-        let overlay = Arc::new(Overlay::load(backend, generation, header.fp_width)?);
+        let overlay = Arc::new(Overlay::load(
+            backend,
+            &listing,
+            generation,
+            header.fp_width,
+        )?);
         Ok(Some(Current {
             generation,
             header,

@@ -107,9 +107,15 @@ impl Overlay {
     /// Loads and applies every delta of `generation`, which must run
     /// 1, 2, ... without a gap and match the base file's fingerprint width.
     /// A missing, damaged or foreign delta is damage to derived data.
-    pub fn load(backend: &dyn Backend, generation: u64, fp_width: usize) -> Result<Self> {
-        let mut seqs: Vec<u32> = backend
-            .list(keys::INDEX)?
+    /// `listing` is the listing of `index/` that found the generation (one
+    /// LIST per open: on object storage each is a round trip).
+    pub fn load(
+        backend: &dyn Backend,
+        listing: &[String],
+        generation: u64,
+        fp_width: usize,
+    ) -> Result<Self> {
+        let mut seqs: Vec<u32> = listing
             .iter()
             .filter_map(|k| keys::parse_index_delta(k))
             .filter(|(g, _)| *g == generation)

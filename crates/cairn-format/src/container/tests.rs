@@ -376,19 +376,31 @@ proptest! {
             0..12),
     ) {
         let mut w = ContainerWriter::new(ContainerId(id), width, 1 << 20);
-        let mut raws = Vec::new();
+        // Data chunks first, then metadata chunks (tree nodes, listings),
+        // each in push order: the order the container lists them.
+        let (mut raws, mut last) = (Vec::new(), Vec::new());
         let mut stored = Vec::new();
         for (fpb, kind, level, codec, raw) in &chunks {
             let cfg = CompressionConfig { codec: *codec, level: 1, min_savings_pct: 5 };
             let used = compress(&cfg, raw, &mut stored);
             let f = Fingerprint::from_slice(&fpb[..width]);
-            w.push(f, ChunkKind::from_u8(*kind).unwrap(), *level, used, raw.len() as u32, &stored);
-            raws.push(raw.clone());
+            let kind = ChunkKind::from_u8(*kind).unwrap();
+            w.push(f, kind, *level, used, raw.len() as u32, &stored);
+            if kind == ChunkKind::Data && *level == 0 { &mut raws } else { &mut last }.push(raw.clone());
         }
+        raws.extend(last);
         let expected = w.descriptors().to_vec();
         let bytes = w.finish();
         let m = decode_container(&bytes).unwrap();
         prop_assert_eq!(&m.descriptors, &expected);
+        // Listed in data-section order, metadata chunks after every data chunk.
+        for pair in m.descriptors.windows(2) {
+            prop_assert_eq!(pair[0].offset + pair[0].stored_len, pair[1].offset);
+        }
+        let first_meta = m.descriptors.iter().position(|d| d.kind != ChunkKind::Data || d.level > 0);
+        if let Some(i) = first_meta {
+            prop_assert!(m.descriptors[i..].iter().all(|d| d.kind != ChunkKind::Data || d.level > 0));
+        }
         prop_assert_eq!(m.id, ContainerId(id));
         let mut out = Vec::new();
         for (d, raw) in m.descriptors.iter().zip(&raws) {

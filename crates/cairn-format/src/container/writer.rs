@@ -12,14 +12,29 @@ use crate::bytes::{put_u32, set_u32, set_u64};
 /// The data section is built in place behind a reserved header, so
 /// [`ContainerWriter::finish_into`] appends metadata and trailer and hands the
 /// buffer over without copying payloads.
+///
+/// **Metadata chunks last.** Recipe tree nodes and directory listings
+/// (every chunk but level-0 data) are kept apart and laid at the *end* of
+/// the data section, in stream order, just before the metadata section:
+/// the one tail read that fetches a container's descriptors (DDFS §4.3)
+/// then usually holds its metadata chunks too, so a reader that keeps the
+/// tail (the local metadata cache of a remote repository) walks recipes
+/// without another request. Data chunks keep stream order among
+/// themselves (SISL); descriptors are listed in data-section order.
 #[derive(Debug)]
 pub struct ContainerWriter {
     id: ContainerId,
     fp_width: usize,
     capacity: usize,
-    /// Reserved header followed by the data section so far.
+    /// Reserved header followed by the data chunks' payloads so far.
     buf: Vec<u8>,
+    /// Descriptors of the data chunks (offsets final).
     descriptors: Vec<Descriptor>,
+    /// Payloads of the metadata chunks, laid after the data chunks when
+    /// the container is finished.
+    meta_buf: Vec<u8>,
+    /// Their descriptors, offsets relative to `meta_buf`.
+    meta_descriptors: Vec<Descriptor>,
     /// Logical bytes of chunks recorded without their payload
     /// ([`ContainerWriter::push_absent`]): a simulated container that is
     /// described, never encoded.
@@ -45,8 +60,20 @@ impl ContainerWriter {
             capacity,
             buf,
             descriptors: Vec::new(),
+            meta_buf: Vec::new(),
+            meta_descriptors: Vec::new(),
             absent: 0,
         }
+    }
+
+    /// Whether a chunk is laid among the metadata chunks at the end.
+    fn laid_last(kind: ChunkKind, level: u8) -> bool {
+        kind != ChunkKind::Data || level > 0
+    }
+
+    /// Bytes of data-chunk payloads (stored and absent).
+    fn data_chunks_len(&self) -> usize {
+        self.buf.len() - CONTAINER_HEADER_LEN + self.absent
     }
 
     /// True if a chunk of `stored_len` stored bytes keeps the encoded
@@ -54,12 +81,12 @@ impl ContainerWriter {
     /// offsets). Always true when empty: an oversize chunk gets a container
     /// of its own.
     pub fn would_fit(&self, stored_len: usize) -> bool {
-        if self.descriptors.is_empty() {
+        if self.is_empty() {
             return true;
         }
         let data = self.data_len().saturating_add(stored_len);
         data <= u32::MAX as usize
-            && encoded_len(self.descriptors.len() + 1, data, self.fp_width) <= self.capacity
+            && encoded_len(self.len() + 1, data, self.fp_width) <= self.capacity
     }
 
     /// Appends a chunk's stored payload and its descriptor.
@@ -76,17 +103,23 @@ impl ContainerWriter {
         stored: &[u8],
     ) {
         assert_eq!(fp.len(), self.fp_width, "fingerprint width mismatch");
-        let offset = self.data_len();
         assert!(
-            offset + stored.len() <= u32::MAX as usize,
+            self.data_len() + stored.len() <= u32::MAX as usize,
             "container data section exceeds 4 GiB"
         );
         debug_assert!(
             codec != CompressionCodec::None || raw_len as usize == stored.len(),
             "uncompressed chunk with raw_len != stored length"
         );
-        self.buf.extend_from_slice(stored);
-        self.descriptors.push(Descriptor {
+        let (buf, descriptors, offset) = if Self::laid_last(kind, level) {
+            let at = self.meta_buf.len();
+            (&mut self.meta_buf, &mut self.meta_descriptors, at)
+        } else {
+            let at = self.data_chunks_len();
+            (&mut self.buf, &mut self.descriptors, at)
+        };
+        buf.extend_from_slice(stored);
+        descriptors.push(Descriptor {
             fp,
             kind,
             level,
@@ -98,10 +131,10 @@ impl ContainerWriter {
     }
 
     /// Records a chunk whose payload is not at hand (a chunk trace knows only
-    /// its sizes): the descriptor is laid out exactly as [`push`](Self::push)
-    /// would, and the data section grows by `stored_len` logical bytes. Such
-    /// a container can only be described ([`into_meta`](Self::into_meta)),
-    /// never encoded.
+    /// its sizes): the data section grows by `stored_len` logical bytes,
+    /// laid among the data chunks whatever its kind (a trace's chunks are
+    /// data). Such a container can only be described
+    /// ([`into_meta`](Self::into_meta)), never encoded.
     pub fn push_absent(
         &mut self,
         fp: Fingerprint,
@@ -112,11 +145,11 @@ impl ContainerWriter {
         stored_len: u32,
     ) {
         assert_eq!(fp.len(), self.fp_width, "fingerprint width mismatch");
-        let offset = self.data_len();
         assert!(
-            offset + stored_len as usize <= u32::MAX as usize,
+            self.data_len() + stored_len as usize <= u32::MAX as usize,
             "container data section exceeds 4 GiB"
         );
+        let offset = self.data_chunks_len();
         self.absent += stored_len as usize;
         self.descriptors.push(Descriptor {
             fp,
@@ -145,7 +178,7 @@ impl ContainerWriter {
             data_len: self.data_len() as u64,
             data_crc: 0,
             file_size: self.encoded_len() as u64,
-            descriptors: self.descriptors,
+            descriptors: self.descriptors(),
         }
     }
 
@@ -163,16 +196,16 @@ impl ContainerWriter {
 
     /// Number of chunks.
     pub fn len(&self) -> usize {
-        self.descriptors.len()
+        self.descriptors.len() + self.meta_descriptors.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.descriptors.is_empty()
+        self.len() == 0
     }
 
     /// Bytes in the data section so far.
     pub fn data_len(&self) -> usize {
-        self.buf.len() - CONTAINER_HEADER_LEN + self.absent
+        self.data_chunks_len() + self.meta_buf.len()
     }
 
     /// Size the container would have if finished now.
@@ -180,8 +213,15 @@ impl ContainerWriter {
         encoded_len(self.len(), self.data_len(), self.fp_width)
     }
 
-    pub fn descriptors(&self) -> &[Descriptor] {
-        &self.descriptors
+    /// The descriptors as the finished container lists them: data chunks,
+    /// then metadata chunks, each at its final offset.
+    pub fn descriptors(&self) -> Vec<Descriptor> {
+        let shift = self.data_chunks_len() as u32;
+        let last = self.meta_descriptors.iter().map(|d| Descriptor {
+            offset: d.offset + shift,
+            ..*d
+        });
+        self.descriptors.iter().copied().chain(last).collect()
     }
 
     /// Starts over as an empty container with a new id.
@@ -189,6 +229,8 @@ impl ContainerWriter {
         self.id = id;
         self.buf.truncate(CONTAINER_HEADER_LEN);
         self.descriptors.clear();
+        self.meta_buf.clear();
+        self.meta_descriptors.clear();
         self.absent = 0;
     }
 
@@ -209,6 +251,8 @@ impl ContainerWriter {
     pub fn finish_into(&mut self, out: &mut Vec<u8>) {
         assert!(!self.is_sparse(), "a sparse container cannot be encoded");
         let w = self.fp_width;
+        let descriptors = self.descriptors();
+        self.buf.extend_from_slice(&self.meta_buf);
         let buf = &mut self.buf;
         let header = &mut buf[..CONTAINER_HEADER_LEN];
         header.fill(0);
@@ -223,9 +267,9 @@ impl ContainerWriter {
         let data_len = buf.len() - CONTAINER_HEADER_LEN;
         let data_crc = crc32c::crc32c(&buf[CONTAINER_HEADER_LEN..]);
         let meta_offset = buf.len();
-        buf.reserve(metadata_len(self.descriptors.len(), w) + CONTAINER_TRAILER_LEN);
-        put_u32(buf, self.descriptors.len() as u32);
-        for d in &self.descriptors {
+        buf.reserve(metadata_len(descriptors.len(), w) + CONTAINER_TRAILER_LEN);
+        put_u32(buf, descriptors.len() as u32);
+        for d in &descriptors {
             encode_descriptor(d, buf);
         }
         let meta_len = buf.len() - meta_offset;
@@ -237,7 +281,7 @@ impl ContainerWriter {
         set_u64(&mut t, TR_DATA_LEN_OFFSET, data_len as u64);
         set_u64(&mut t, TR_META_OFFSET_OFFSET, meta_offset as u64);
         set_u64(&mut t, TR_META_LEN_OFFSET, meta_len as u64);
-        set_u32(&mut t, TR_COUNT_OFFSET, self.descriptors.len() as u32);
+        set_u32(&mut t, TR_COUNT_OFFSET, descriptors.len() as u32);
         set_u32(&mut t, TR_DATA_CRC_OFFSET, data_crc);
         set_u32(&mut t, TR_META_CRC_OFFSET, meta_crc);
         t[TR_FP_WIDTH_OFFSET] = w as u8;
@@ -252,6 +296,8 @@ impl ContainerWriter {
         self.buf.clear();
         self.buf.resize(CONTAINER_HEADER_LEN, 0);
         self.descriptors.clear();
+        self.meta_buf.clear();
+        self.meta_descriptors.clear();
     }
 }
 
