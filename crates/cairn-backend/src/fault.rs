@@ -399,4 +399,8 @@ impl<B: Backend> Backend for FaultBackend<B> {
             .check_mutation(|| "cleaning temporaries".to_owned())?;
         self.inner.clean_temporaries()
     }
+
+    fn leaves_temporaries(&self) -> bool {
+        self.inner.leaves_temporaries()
+    }
 }

@@ -368,7 +368,18 @@ fn open_or_create(
     encryption: &crate::encryption::EncryptionArgs,
 ) -> Result<(Repository, bool)> {
     let exists = || crate::repo_location::has_config(path, &cli.s3);
-    if exists()? {
+    if let crate::repo_location::RepoLocation::S3(_) = crate::repo_location::parse(path, &cli.s3)? {
+        // On object storage, asking first costs two round trips more than
+        // opening and finding no config.
+        match crate::encryption::open_repository(cli, path) {
+            Err(e)
+                if matches!(
+                    e.downcast_ref::<cairn_core::Error>(),
+                    Some(cairn_core::Error::NotARepository(_))
+                ) => {}
+            opened => return Ok((opened?, false)),
+        }
+    } else if exists()? {
         return Ok((crate::encryption::open_repository(cli, path)?, false));
     }
     match crate::encryption::init_repository(cli, path, config()?, encryption) {

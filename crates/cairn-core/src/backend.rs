@@ -87,6 +87,16 @@ pub trait Backend: Send + Sync {
         Ok(0)
     }
 
+    /// Whether an interrupted write can leave something behind that
+    /// [`Backend::clean_temporaries`] removes. A store whose writes are
+    /// single requests that either happen or not (object storage) says
+    /// no, and a writer then skips the clean-up and what it takes to know
+    /// that no other process is between writes (a probe of the collector
+    /// lock: three requests on object storage).
+    fn leaves_temporaries(&self) -> bool {
+        true
+    }
+
     /// A short description for messages (`/path/to/repo`, `memory`).
     fn describe(&self) -> String;
 
@@ -160,6 +170,9 @@ macro_rules! forward_backend {
             fn clean_temporaries(&self) -> Result<usize> {
                 (**self).clean_temporaries()
             }
+            fn leaves_temporaries(&self) -> bool {
+                (**self).leaves_temporaries()
+            }
             fn describe(&self) -> String {
                 (**self).describe()
             }
@@ -223,6 +236,9 @@ macro_rules! delegate_backend {
     (@one $f:ident clean_temporaries) => {
         fn clean_temporaries(&self) -> $crate::Result<usize> {
             self.$f.clean_temporaries()
+        }
+        fn leaves_temporaries(&self) -> bool {
+            self.$f.leaves_temporaries()
         }
     };
     (@one $f:ident describe) => {

@@ -26,6 +26,7 @@ pub mod gc;
 pub mod id_mark;
 pub mod index;
 pub mod keys;
+pub mod listing_memo;
 pub mod local_cache;
 pub mod long_path;
 pub mod meta_store;

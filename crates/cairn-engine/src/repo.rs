@@ -250,6 +250,9 @@ impl Repository {
             Some(k) => Arc::new(SealedBackend::new(counted, k.clone())),
             None => counted,
         };
+        // Outermost, so that every user of the repository's objects (the
+        // container log included) shares what it remembers.
+        let backend = crate::listing_memo::ListingMemo::wrap(backend);
         let log: Arc<dyn ContainerStore> =
             Arc::new(ContainerLog::open(backend.clone(), counters.clone())?);
         Ok(Repository {
@@ -368,18 +371,29 @@ impl Repository {
         // into ids it reserved: leftovers are removed only when none runs,
         // and its reservation must then be read (a damaged one stops the
         // writer: it could otherwise pick an id the collection writes).
-        let idle = holds_gc_lock
-            || self
-                .backend
-                .lock(keys::GC_LOCK, LockMode::Exclusive, false)
-                .is_ok();
-        if idle {
+        // Whether one runs is asked only where there are leftovers to
+        // remove, or a damaged reservation to judge.
+        let idle = if holds_gc_lock {
+            Some(true)
+        } else if self.backend.leaves_temporaries() {
+            Some(self.collector_idle())
+        } else {
+            None
+        };
+        if idle == Some(true) {
             self.backend.clean_temporaries()?;
         }
         // Everything read before the lock may be stale: the config cannot
         // change, but the container log has grown if we waited for a writer.
-        self.log.refresh_next_id(self.container_id_floor(!idle)?)?;
+        self.log.refresh_next_id(self.container_id_floor(idle)?)?;
         Ok(WriteLock { _guard: guard })
+    }
+
+    /// Whether no collection is running (its lock is free right now).
+    fn collector_idle(&self) -> bool {
+        self.backend
+            .lock(keys::GC_LOCK, LockMode::Exclusive, false)
+            .is_ok()
     }
 
     /// Takes the shared readers lock. With `wait == false` it fails with
@@ -416,7 +430,8 @@ impl Repository {
     /// collection copies into. Containers present are counted by
     /// the log itself. Damaged or missing sources count as 0: each is a
     /// lower bound, and a dedup hit is verified against the container anyway.
-    fn container_id_floor(&self, gc_running: bool) -> Result<ContainerId> {
+    /// `idle`: whether no collection runs, if known.
+    fn container_id_floor(&self, idle: Option<bool>) -> Result<ContainerId> {
         let index = match DiskIndex::open(self.backend.clone(), self.counters.clone()) {
             Ok(ix) => ix.covered_below().0,
             Err(_) => 0,
@@ -432,7 +447,7 @@ impl Repository {
         // collection repairs.
         let reserved = match crate::gc::reservation::read(&*self.backend) {
             Ok(r) => r.map_or(0, |r| r.end.0),
-            Err(e) if gc_running => return Err(e),
+            Err(e) if !idle.unwrap_or_else(|| self.collector_idle()) => return Err(e),
             Err(_) => 0,
         };
         Ok(ContainerId(index.max(recorded).max(reserved).max(1)))

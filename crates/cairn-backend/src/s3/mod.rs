@@ -550,6 +550,12 @@ impl Backend for S3Backend {
         lock::acquire(&self.inner, name, mode, wait)
     }
 
+    /// Every write is one PUT (or a multipart upload, invisible until
+    /// completed): nothing half-written is ever visible.
+    fn leaves_temporaries(&self) -> bool {
+        false
+    }
+
     fn describe(&self) -> String {
         self.inner.config.describe()
     }

@@ -1,0 +1,304 @@
+//! Listings remembered while this process holds the writer lock (issue 14:
+//! the serial requests of a backup on object storage, where every LIST is
+//! a round trip).
+//!
+//! A backup lists `index/` and `snapshots/` several times (the container-id
+//! floor under the lock, the parent snapshot, the index open and its
+//! deltas, the commit's clean-up of old generations). Only holders of the
+//! writer lock add or remove objects under `index/`, `bloom/` and
+//! `snapshots/` (backups, `forget`, `repair`, a collection's Merge and
+//! Commit; readers write nothing there, a collection's long phases write
+//! containers only), so while this process holds it those listings change
+//! only by this process's own writes. The first listing of each prefix
+//! after the lock is taken goes to the store; later ones are served from
+//! it, kept up to date by this process's writes and deletes through this
+//! layer. Releasing the lock forgets everything.
+//!
+//! A write or delete that fails leaves the object's presence unknown: the
+//! prefix's listing is forgotten and the next one goes to the store.
+//! `containers/` is never remembered (a collection running beside the
+//! writer adds copies there).
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use cairn_core::{Backend, LockGuard, LockMode, Result};
+
+use crate::keys;
+
+/// The prefixes whose listings are remembered.
+const REMEMBERED: [&str; 3] = [keys::INDEX, keys::BLOOM, keys::SNAPSHOTS];
+
+#[derive(Default)]
+struct State {
+    /// Writer locks this process holds through this layer.
+    holders: usize,
+    /// Remembered listings by prefix.
+    lists: HashMap<&'static str, BTreeSet<String>>,
+    /// Bumped by every change under a prefix: a listing fetched while a
+    /// change ran is not remembered.
+    changes: HashMap<&'static str, u64>,
+}
+
+impl State {
+    fn changed(&mut self, prefix: &'static str) {
+        *self.changes.entry(prefix).or_default() += 1;
+    }
+}
+
+/// A backend layer remembering listings under the writer lock (see the
+/// module doc).
+pub struct ListingMemo {
+    inner: Arc<dyn Backend>,
+    state: Arc<Mutex<State>>,
+}
+
+impl ListingMemo {
+    pub fn wrap(inner: Arc<dyn Backend>) -> Arc<dyn Backend> {
+        Arc::new(ListingMemo {
+            inner,
+            state: Arc::default(),
+        })
+    }
+
+    fn remembered(key: &str) -> Option<&'static str> {
+        REMEMBERED.iter().copied().find(|p| key.starts_with(p))
+    }
+
+    /// Records the outcome of a write or delete of `key`: present or
+    /// absent when it succeeded, unknown when it failed.
+    fn record<T>(&self, key: &str, outcome: &Result<T>, present: impl Fn(&T) -> bool) {
+        let Some(prefix) = Self::remembered(key) else {
+            return;
+        };
+        let mut st = self.state.lock();
+        st.changed(prefix);
+        match outcome {
+            Ok(v) => {
+                if let Some(list) = st.lists.get_mut(prefix) {
+                    if present(v) {
+                        list.insert(key.to_string());
+                    } else {
+                        list.remove(key);
+                    }
+                }
+            }
+            Err(_) => {
+                st.lists.remove(prefix);
+            }
+        }
+    }
+}
+
+/// The writer lock taken through the memo: releasing it forgets the
+/// remembered listings.
+struct MemoGuard {
+    _inner: Box<dyn LockGuard>,
+    state: Arc<Mutex<State>>,
+}
+
+impl LockGuard for MemoGuard {}
+
+impl Drop for MemoGuard {
+    fn drop(&mut self) {
+        let mut st = self.state.lock();
+        st.holders -= 1;
+        if st.holders == 0 {
+            st.lists.clear();
+        }
+    }
+}
+
+impl Backend for ListingMemo {
+    cairn_core::delegate_backend!(
+        inner: exists, read_salvaging, describe, write_parallelism, read_parallelism,
+        naming_key, stored_size
+    );
+
+    fn read(&self, key: &str) -> Result<Vec<u8>> {
+        self.inner.read(key)
+    }
+
+    fn read_at(&self, key: &str, offset: u64, len: usize) -> Result<Vec<u8>> {
+        self.inner.read_at(key, offset, len)
+    }
+
+    fn read_tail(&self, key: &str, len: usize) -> Result<(u64, Vec<u8>)> {
+        self.inner.read_tail(key, len)
+    }
+
+    fn size(&self, key: &str) -> Result<u64> {
+        self.inner.size(key)
+    }
+
+    fn write_atomic(&self, key: &str, data: &[u8]) -> Result<()> {
+        let r = self.inner.write_atomic(key, data);
+        self.record(key, &r, |_| true);
+        r
+    }
+
+    fn create_new(&self, key: &str, data: &[u8]) -> Result<bool> {
+        // Created or already there: present either way.
+        let r = self.inner.create_new(key, data);
+        self.record(key, &r, |_| true);
+        r
+    }
+
+    fn delete(&self, key: &str) -> Result<()> {
+        let r = self.inner.delete(key);
+        self.record(key, &r, |_| false);
+        r
+    }
+
+    fn list(&self, prefix: &str) -> Result<Vec<String>> {
+        let Some(p) = REMEMBERED.iter().copied().find(|p| *p == prefix) else {
+            return self.inner.list(prefix);
+        };
+        let before = {
+            let st = self.state.lock();
+            if st.holders == 0 {
+                drop(st);
+                return self.inner.list(prefix);
+            }
+            if let Some(list) = st.lists.get(p) {
+                return Ok(list.iter().cloned().collect());
+            }
+            st.changes.get(p).copied().unwrap_or(0)
+        };
+        let listed = self.inner.list(prefix)?;
+        let mut st = self.state.lock();
+        if st.holders > 0 && st.changes.get(p).copied().unwrap_or(0) == before {
+            st.lists.insert(p, listed.iter().cloned().collect());
+        }
+        Ok(listed)
+    }
+
+    fn lock(&self, name: &str, mode: LockMode, wait: bool) -> Result<Box<dyn LockGuard>> {
+        let guard = self.inner.lock(name, mode, wait)?;
+        if name != keys::WRITE_LOCK || mode != LockMode::Exclusive {
+            return Ok(guard);
+        }
+        let mut st = self.state.lock();
+        st.holders += 1;
+        Ok(Box::new(MemoGuard {
+            _inner: guard,
+            state: self.state.clone(),
+        }))
+    }
+
+    fn clean_temporaries(&self) -> Result<usize> {
+        self.state.lock().lists.clear();
+        self.inner.clean_temporaries()
+    }
+
+    fn leaves_temporaries(&self) -> bool {
+        self.inner.leaves_temporaries()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cairn_backend::MemBackend;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    /// A store that counts its listings.
+    struct Counted(MemBackend, AtomicU64);
+
+    impl Backend for Counted {
+        fn read(&self, key: &str) -> Result<Vec<u8>> {
+            self.0.read(key)
+        }
+        fn read_at(&self, key: &str, offset: u64, len: usize) -> Result<Vec<u8>> {
+            self.0.read_at(key, offset, len)
+        }
+        fn size(&self, key: &str) -> Result<u64> {
+            self.0.size(key)
+        }
+        fn exists(&self, key: &str) -> Result<bool> {
+            self.0.exists(key)
+        }
+        fn write_atomic(&self, key: &str, data: &[u8]) -> Result<()> {
+            self.0.write_atomic(key, data)
+        }
+        fn create_new(&self, key: &str, data: &[u8]) -> Result<bool> {
+            self.0.create_new(key, data)
+        }
+        fn delete(&self, key: &str) -> Result<()> {
+            self.0.delete(key)
+        }
+        fn list(&self, prefix: &str) -> Result<Vec<String>> {
+            self.1.fetch_add(1, Ordering::Relaxed);
+            self.0.list(prefix)
+        }
+        fn lock(&self, name: &str, mode: LockMode, wait: bool) -> Result<Box<dyn LockGuard>> {
+            self.0.lock(name, mode, wait)
+        }
+        fn describe(&self) -> String {
+            "counted".into()
+        }
+    }
+
+    fn memo() -> (Arc<dyn Backend>, Arc<Counted>) {
+        let store = Arc::new(Counted(MemBackend::new(), AtomicU64::new(0)));
+        (ListingMemo::wrap(store.clone()), store)
+    }
+
+    fn lists(c: &Counted) -> u64 {
+        c.1.load(Ordering::Relaxed)
+    }
+
+    #[test]
+    fn listings_are_remembered_only_under_the_writer_lock() {
+        let (b, c) = memo();
+        b.write_atomic("index/0000000000000001", b"a").unwrap();
+        b.list(keys::INDEX).unwrap();
+        b.list(keys::INDEX).unwrap();
+        assert_eq!(lists(&c), 2, "no lock: every listing goes to the store");
+
+        let readers = b.lock(keys::READERS_LOCK, LockMode::Shared, false).unwrap();
+        b.list(keys::INDEX).unwrap();
+        b.list(keys::INDEX).unwrap();
+        assert_eq!(lists(&c), 4, "a reader's lock remembers nothing");
+        drop(readers);
+
+        let lock = b
+            .lock(keys::WRITE_LOCK, LockMode::Exclusive, false)
+            .unwrap();
+        assert_eq!(b.list(keys::INDEX).unwrap(), ["index/0000000000000001"]);
+        b.write_atomic("index/0000000000000002", b"b").unwrap();
+        b.delete("index/0000000000000001").unwrap();
+        b.create_new("index/0000000000000003", b"c").unwrap();
+        assert_eq!(
+            b.list(keys::INDEX).unwrap(),
+            ["index/0000000000000002", "index/0000000000000003"]
+        );
+        assert_eq!(lists(&c), 5, "one listing under the lock, then own writes");
+        // Containers are never remembered (a collection adds copies).
+        b.list(keys::CONTAINERS).unwrap();
+        b.list(keys::CONTAINERS).unwrap();
+        assert_eq!(lists(&c), 7);
+
+        // Released: the next listing sees what others did meanwhile.
+        drop(lock);
+        c.write_atomic("index/0000000000000009", b"x").unwrap();
+        assert_eq!(b.list(keys::INDEX).unwrap().len(), 3);
+        assert_eq!(lists(&c), 8);
+    }
+
+    #[test]
+    fn a_failed_write_forgets_the_listing() {
+        let (b, c) = memo();
+        let _lock = b
+            .lock(keys::WRITE_LOCK, LockMode::Exclusive, false)
+            .unwrap();
+        b.list(keys::SNAPSHOTS).unwrap();
+        // An invalid key fails in the store: its presence is unknown.
+        assert!(b.write_atomic("snapshots/../x", b"a").is_err());
+        b.list(keys::SNAPSHOTS).unwrap();
+        b.list(keys::SNAPSHOTS).unwrap();
+        assert_eq!(lists(&c), 2, "listed again once, then remembered");
+    }
+}
