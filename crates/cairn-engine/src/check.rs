@@ -269,24 +269,38 @@ struct IndexRead {
 
 /// Step 2, reading: the index (file and deltas), its Summary Vector
 /// checkpoint (verified here), and the frugal chunk log.
+/// Reads of the index that a concurrent commit may start over.
+const INDEX_READ_TRIES: u32 = 5;
+
 fn read_index(repo: &Repository, problems: &mut Problems) -> IndexRead {
-    let disk = DiskIndex::open(repo.backend().clone(), repo.counters.clone());
-    let covered = disk.as_ref().map_or(ContainerId(0), |d| d.covered_below());
-    let generation = disk.as_ref().map_or(0, |d| d.generation());
-    // The checkpoint covers the generation's file; its deltas come on top.
-    let base_covered = disk
-        .as_ref()
-        .map_or(ContainerId(0), |d| d.base_covered_below());
-    let entries = disk.and_then(|d| d.read_all());
+    // A writer that commits meanwhile writes a new generation and then
+    // deletes the files of the one read here (its file, deltas and
+    // checkpoint): a file listed a moment ago that is gone is not damage
+    // when the index has moved on. Such a read is started again, a few
+    // times at most (a writer commits once per backup).
+    let open = || DiskIndex::open(repo.backend().clone(), repo.counters.clone());
+    let moved_on = |generation: u64| open().is_ok_and(|d| d.generation() != generation);
+    let mut tries = 0;
+    let (covered, generation, base_covered, entries) = loop {
+        tries += 1;
+        let retry = |e: &cairn_core::Error| e.is_not_found() && tries < INDEX_READ_TRIES;
+        match open() {
+            Ok(d) => {
+                // The checkpoint covers the generation's file; its deltas come on top.
+                let (covered, generation) = (d.covered_below(), d.generation());
+                let base_covered = d.base_covered_below();
+                match d.read_all() {
+                    Err(e) if retry(&e) && moved_on(generation) => continue,
+                    entries => break (covered, generation, base_covered, entries),
+                }
+            }
+            Err(e) if retry(&e) => continue,
+            Err(e) => break (ContainerId(0), 0, ContainerId(0), Err(e)),
+        }
+    };
     if repo.config.index.kind == IndexKind::Paged && generation > 0 {
-        // A writer that committed meanwhile deletes the checkpoint of the
-        // generation read above (after writing its own): not damage.
-        let moved_on = || {
-            DiskIndex::open(repo.backend().clone(), repo.counters.clone())
-                .is_ok_and(|d| d.generation() != generation)
-        };
         if let Err(e) = verify_checkpoint(repo, generation, base_covered).or_else(|e| {
-            if e.is_not_found() && moved_on() {
+            if e.is_not_found() && moved_on(generation) {
                 Ok(())
             } else {
                 Err(e)
