@@ -246,61 +246,26 @@ fn golden_tree_node() {
 #[test]
 fn golden_container() {
     let tree = tree_bytes();
-    let mut w = ContainerWriter::new(ContainerId(0x2a), 8, 4 << 20);
-    w.push(
-        fp(0x11),
-        ChunkKind::Data,
-        0,
-        CompressionCodec::None,
-        5,
-        b"hello",
-    );
-    w.push(
-        fp(0x22),
-        ChunkKind::Data,
-        0,
-        CompressionCodec::None,
-        6,
-        b"world!",
-    );
-    w.push(
-        fp(0xc3),
-        ChunkKind::Tree,
-        1,
-        CompressionCodec::None,
-        tree.len() as u32,
-        &tree,
-    );
+    let chunks: [(u8, ChunkKind, u8, &[u8]); 3] = [
+        (0x11, ChunkKind::Data, 0, b"hello"),
+        (0x22, ChunkKind::Data, 0, b"world!"),
+        (0xc3, ChunkKind::Tree, 1, &tree),
+    ];
+    // The chunks pushed in the order given (indices into `chunks`).
+    let container = |order: [usize; 3]| {
+        let mut w = ContainerWriter::new(ContainerId(0x2a), 8, 4 << 20);
+        for (b, kind, level, bytes) in order.map(|i| chunks[i]) {
+            let len = bytes.len() as u32;
+            w.push(fp(b), kind, level, CompressionCodec::None, len, bytes);
+        }
+        w
+    };
+    let w = container([0, 1, 2]);
     let expected_desc = w.descriptors().to_vec();
     assert_bytes("container", &w.finish(), CONTAINER);
     // Metadata chunks are laid after the data chunks whatever the order
     // they come in (the tail read that finds the descriptors holds them).
-    let mut w = ContainerWriter::new(ContainerId(0x2a), 8, 4 << 20);
-    let tree_len = tree.len() as u32;
-    w.push(
-        fp(0xc3),
-        ChunkKind::Tree,
-        1,
-        CompressionCodec::None,
-        tree_len,
-        &tree,
-    );
-    w.push(
-        fp(0x11),
-        ChunkKind::Data,
-        0,
-        CompressionCodec::None,
-        5,
-        b"hello",
-    );
-    w.push(
-        fp(0x22),
-        ChunkKind::Data,
-        0,
-        CompressionCodec::None,
-        6,
-        b"world!",
-    );
+    let w = container([2, 0, 1]);
     assert_eq!(w.descriptors(), expected_desc);
     assert_bytes("container, tree node pushed first", &w.finish(), CONTAINER);
 
