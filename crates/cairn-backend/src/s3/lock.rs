@@ -321,8 +321,16 @@ impl Drop for S3LockGuard {
         if let Some(refresher) = self.refresher.take() {
             let _ = refresher.join();
         }
-        // A lease left behind (the store unreachable now) expires by itself.
-        let _ = self.inner.delete_path(&self.key);
+        // A lease left behind (the store unreachable now) expires by itself;
+        // until then it keeps other writers waiting, so say so.
+        if let Err(e) = self.inner.delete_path(&self.key) {
+            eprintln!(
+                "cairn: notice: could not remove lock lease {} ({e}); it holds the lock \
+                 until it expires, at most {} s from its last refresh",
+                self.key,
+                self.inner.config.lease.as_secs()
+            );
+        }
     }
 }
 
