@@ -1,0 +1,82 @@
+//! An incremental backup of a repository behind the local metadata cache
+//! (how an S3 repository is opened) reads no container from the store:
+//! the index comes from the cached index files, container metadata from
+//! the cached tails, and the recipes of the unchanged files (walked to see
+//! that their chunks are present) from the same tails, because containers
+//! lay their tree nodes just before the metadata section
+//! (`docs/object-storage.md`, "Local metadata cache").
+
+mod common;
+
+use std::sync::Arc;
+
+use cairn_backend::{IoObserver, IoOp, MemBackend, ObservedBackend};
+use cairn_core::Backend;
+use cairn_engine::backup::ParentChoice;
+use cairn_engine::local_cache::LocalCache;
+use cairn_engine::{BackupOptions, Repository};
+use common::*;
+use parking_lot::Mutex;
+
+/// The keys read from the store.
+#[derive(Clone, Default)]
+struct Reads(Arc<Mutex<Vec<String>>>);
+
+impl IoObserver for Reads {
+    fn observe(&self, op: IoOp, key: &str, _bytes: usize) {
+        if op != IoOp::Write {
+            self.0.lock().push(key.to_string());
+        }
+    }
+}
+
+#[test]
+fn an_incremental_backup_reads_no_container_from_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    let mut rng = Rng(11);
+    let mut random = |n: usize| -> Vec<u8> { (0..n).map(|_| rng.next() as u8).collect() };
+    for i in 0..8 {
+        std::fs::write(src.join(format!("f{i}")), random(1 << 20)).unwrap();
+    }
+    // Files younger than the parent backup's start (less a margin) are
+    // read again rather than trusted: let them age.
+    std::thread::sleep(std::time::Duration::from_millis(60));
+
+    // Small chunks (recipe trees of many nodes) in 4 MiB containers: a
+    // container's data is mostly outside the cached 256 KiB tail.
+    let mut config = tiny_config();
+    config.container_size = 4 << 20;
+    let mem = Arc::new(MemBackend::new());
+    drop(Repository::init(mem.clone(), config).unwrap());
+    let reads = Reads::default();
+    let observed: ObservedBackend<_, Reads> = ObservedBackend::new(mem.clone(), reads.clone());
+    let store: Arc<dyn Backend> = Arc::new(observed);
+    let cache = dir.path().join("cache");
+    let repo = Repository::open(LocalCache::wrap(store, &cache).unwrap()).unwrap();
+    let with_parent = || BackupOptions {
+        parent: ParentChoice::Latest,
+        ..Default::default()
+    };
+    backup_opts(&repo, &src, with_parent()).unwrap();
+
+    std::fs::write(src.join("f0"), random(1 << 20)).unwrap();
+    reads.0.lock().clear();
+    let second = backup_opts(&repo, &src, with_parent()).unwrap();
+    let stats = &second.record.stats;
+    assert!(!stats.parent.is_empty());
+    assert_eq!((stats.files_changed, stats.files_unmodified), (1, 7));
+    let from_store: Vec<String> = reads
+        .0
+        .lock()
+        .iter()
+        .filter(|k| k.starts_with("containers/"))
+        .cloned()
+        .collect();
+    assert!(
+        from_store.is_empty(),
+        "container reads from the store: {from_store:?}"
+    );
+    assert_restores(&repo, &second.snapshot_id, &src);
+}
