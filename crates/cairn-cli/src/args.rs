@@ -67,7 +67,13 @@ pub enum Command {
         settings: InitArgs,
         #[command(flatten)]
         encryption: crate::encryption::EncryptionArgs,
+        #[command(flatten)]
+        identity: crate::copy_commands::IdentityArgs,
     },
+    /// Copy snapshots into another repository (a directory or S3) that
+    /// shares this one's identity, moving only the chunks it lacks; a
+    /// destination holding no repository is created so. See docs/copy.md.
+    Copy(crate::copy_commands::CopyArgs),
     /// Back up paths (each its own stream) or standard input.
     Backup(BackupArgs),
     /// List snapshots, oldest first (those matching --host/--tag/--path).

@@ -41,7 +41,9 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Init {
             settings,
             encryption,
-        } => init(&cli, &repo_path()?, settings, encryption),
+            identity,
+        } => init(&cli, &repo_path()?, settings, encryption, identity),
+        Command::Copy(a) => crate::copy_commands::copy(&cli, &repo_path()?, a),
         Command::Key(k) => crate::encryption::key(&cli, &repo_path()?, k),
         Command::Backup(a) => backup(&cli, &repo_path()?, a),
         Command::Snapshots { group_by, filter } => {
@@ -128,7 +130,7 @@ const REMOTE_SCHEMES: &[&str] = &[
 
 /// Refuses a `--repo` that is a URL of a kind cairn cannot open (S3 is
 /// `repo_location`'s).
-fn refuse_url(path: &Path) -> Result<()> {
+pub(crate) fn refuse_url(path: &Path) -> Result<()> {
     let s = path.to_string_lossy();
     if s.starts_with("s3:") {
         return Ok(());
@@ -344,9 +346,14 @@ fn init(
     path: &Path,
     a: &InitArgs,
     encryption: &crate::encryption::EncryptionArgs,
+    identity: &crate::copy_commands::IdentityArgs,
 ) -> Result<ExitCode> {
     let cfg = resolve_auto(cli, new_repository(config_from(a)?), a)?;
-    let repo = crate::encryption::init_repository(cli, path, cfg, encryption)?;
+    let repo = if identity.copy_identity_from.is_some() {
+        crate::copy_commands::init_with_identity(cli, path, cfg, encryption, identity)?
+    } else {
+        crate::encryption::init_repository(cli, path, cfg, encryption)?
+    };
     if cli.json {
         println!(
             "{}",

@@ -63,7 +63,7 @@ pub struct KdfArgs {
 impl KdfArgs {
     /// The parameters of a new key file: tuned to about 0.5 s on this
     /// machine, except where overridden.
-    fn params(&self) -> Result<KdfParams> {
+    pub fn params(&self) -> Result<KdfParams> {
         let params = match (self.kdf_memory_kib, self.kdf_passes) {
             (memory, Some(t_cost)) => KdfParams {
                 m_cost_kib: memory.unwrap_or(KdfParams::TUNE_MEMORY_KIB),
@@ -129,6 +129,11 @@ fn password(cli: &Cli, mode: PromptMode) -> cairn_core::Result<Password> {
     resolve_password(file, &process_env, mode)
 }
 
+/// The password of a new repository at `--repo` (asked twice on a terminal).
+pub fn new_repository_password(cli: &Cli) -> cairn_core::Result<Password> {
+    password(cli, PromptMode::Confirm)
+}
+
 /// A new password for `key add|passwd`: from `--new-password-file`, or
 /// asked twice on the terminal. The repository password's sources are not
 /// used: they hold the current password.
@@ -157,15 +162,74 @@ pub fn open_repository_uncached(cli: &Cli, path: &Path) -> Result<Repository> {
 
 fn open_with(cli: &Cli, path: &Path, bypass_cache: bool) -> Result<Repository> {
     let mut password = || password(cli, PromptMode::Once);
+    open_at(cli, path, bypass_cache, &mut password)
+}
+
+/// Opens the repository at `path` (local or S3); `password` is asked for
+/// only if it is encrypted.
+pub fn open_at(
+    cli: &Cli,
+    path: &Path,
+    bypass_cache: bool,
+    password: &mut dyn FnMut() -> cairn_core::Result<Password>,
+) -> Result<Repository> {
     Ok(match repo_location::parse(path, &cli.s3)? {
-        RepoLocation::Local(path) => Repository::open_local_with_password(path, &mut password)?,
+        RepoLocation::Local(path) => Repository::open_local_with_password(path, password)?,
         RepoLocation::S3(config) => {
             let mut opts = cli.s3.clone();
             opts.no_cache |= bypass_cache;
             let backend = repo_location::s3_backend_cached(*config, &opts)?;
-            Repository::open_with_password(backend, &mut password)?
+            Repository::open_with_password(backend, password)?
         }
     })
+}
+
+/// The repository at `--repo`, opened, and the password that opened it
+/// (`None` for a clear one): commands that need its master key again.
+pub fn open_keeping_password(cli: &Cli, path: &Path) -> Result<(Repository, Option<Password>)> {
+    let mut given: Option<Password> = None;
+    let repo = open_at(cli, path, false, &mut || {
+        let p = password(cli, PromptMode::Once)?;
+        given = Some(p.clone());
+        Ok(p)
+    })?;
+    Ok((repo, given))
+}
+
+/// Creates a repository at `path` with the identity of `src` (docs/copy.md):
+/// `config` (a fresh id, `src`'s chunker, fingerprint and tree settings),
+/// encrypted with `src`'s own master key (as `algorithm`) when `src` is
+/// encrypted, wrapped under `new_password`; clear when `src` is.
+pub fn init_sharing_identity(
+    cli: &Cli,
+    path: &Path,
+    config: RepoConfig,
+    (src, src_password): (&Repository, Option<&Password>),
+    algorithm: Option<Algorithm>,
+    new_password: &mut dyn FnMut() -> cairn_core::Result<Password>,
+    kdf: &KdfArgs,
+) -> Result<Repository> {
+    let backend: Arc<dyn Backend> = match repo_location::parse(path, &cli.s3)? {
+        RepoLocation::Local(path) => Arc::new(LocalBackend::create(path)?),
+        RepoLocation::S3(s3) => repo_location::s3_backend(*s3)?,
+    };
+    let Some(src_keys) = src.keys() else {
+        return Ok(Repository::init(backend, config)?);
+    };
+    let src_password =
+        src_password.ok_or_else(|| anyhow!("the source repository's password is needed"))?;
+    let master = keys::opened_key(src, src_password)?.master;
+    let password = new_password()?;
+    let params = kdf.params()?;
+    Ok(Repository::init_encrypted_with(
+        backend,
+        config,
+        algorithm.unwrap_or(src_keys.algorithm()),
+        &master,
+        &password,
+        params,
+        keys::local_key_label(),
+    )?)
 }
 
 /// The backend of the repository at `path` (local or S3).

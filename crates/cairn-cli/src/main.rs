@@ -14,6 +14,7 @@ mod args;
 mod backup_select;
 mod browse_commands;
 mod commands;
+mod copy_commands;
 mod encryption;
 mod gc_commands;
 mod generate;
@@ -70,7 +71,7 @@ fn main() -> ExitCode {
     };
     if let Some((_, m)) = matches
         .subcommand()
-        .filter(|(name, _)| ["backup", "trace", "sim"].contains(name))
+        .filter(|(name, _)| ["backup", "trace", "sim", "init"].contains(name))
     {
         cli.given_init_flags = m
             .ids()

@@ -27,4 +27,6 @@ pub use algorithm::Algorithm;
 pub use cipher::{ObjectCipher, NONCE_LEN, OVERHEAD, TAG_LEN};
 pub use key::MasterKey;
 pub use keyfile::{KdfParams, KeyFile, KeyLabel};
-pub use password::{resolve_password, Password, PasswordSource, PromptMode};
+pub use password::{
+    resolve_other_password, resolve_password, Password, PasswordSource, PromptMode,
+};

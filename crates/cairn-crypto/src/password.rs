@@ -143,6 +143,40 @@ pub fn resolve_password(
     PasswordSource::choose(password_file, env, std::io::stdin().is_terminal())?.read(env, mode)
 }
 
+/// The password of a second repository in one command (`cairn copy
+/// --to`'s destination, `init --copy-identity-from`'s source): from
+/// `file` (given as `file_flag`), the variable `var`, the command in
+/// `var` + `_COMMAND`, or the terminal, asked as `what` (only if standard
+/// input is one). Errors name these sources, not `--repo`'s.
+pub fn resolve_other_password(
+    file: Option<&Path>,
+    file_flag: &str,
+    var: &str,
+    env: EnvLookup<'_>,
+    mode: PromptMode,
+    what: &str,
+) -> Result<Password> {
+    if let Some(path) = file {
+        return read_file(path);
+    }
+    if env_set(env, var).is_some() {
+        return PasswordSource::Env(var.to_string()).read(env, mode);
+    }
+    let command_var = format!("{var}_COMMAND");
+    if let Some(command) = env_set(env, &command_var) {
+        let command = command
+            .into_string()
+            .map_err(|_| Error::invalid(format!("{command_var} is not valid UTF-8")))?;
+        return run_named_command(&command_var, &command);
+    }
+    if std::io::stdin().is_terminal() {
+        return prompt_as(what, mode);
+    }
+    Err(Error::invalid(format!(
+        "no password given for the {what}: use {file_flag}, {var} or {command_var}"
+    )))
+}
+
 /// The first line of `text` without its line ending.
 fn first_line(text: &str) -> &str {
     let line = text.split('\n').next().unwrap_or("");
@@ -161,7 +195,11 @@ fn read_file(path: &Path) -> Result<Password> {
 }
 
 fn run_command(command: &str) -> Result<Password> {
-    let source = format!("{PASSWORD_COMMAND_ENV} `{command}`");
+    run_named_command(PASSWORD_COMMAND_ENV, command)
+}
+
+fn run_named_command(var: &str, command: &str) -> Result<Password> {
+    let source = format!("{var} `{command}`");
     let output = Command::new("sh")
         .arg("-c")
         .arg(command)
@@ -182,13 +220,18 @@ fn run_command(command: &str) -> Result<Password> {
 }
 
 fn prompt(mode: PromptMode) -> Result<Password> {
+    prompt_as("repository", mode)
+}
+
+/// Asks on the terminal for the password of the `what` (a repository).
+fn prompt_as(what: &str, mode: PromptMode) -> Result<Password> {
     let ask = |text: &str| {
         rpassword::prompt_password(text)
             .map(Zeroizing::new)
             .ctx(|| "reading the password from the terminal".to_string())
     };
     match mode {
-        PromptMode::Once => Password::new(ask("repository password: ")?, "the prompt"),
+        PromptMode::Once => Password::new(ask(&format!("{what} password: "))?, "the prompt"),
         PromptMode::Confirm => {
             let first = Password::new(ask("new password: ")?, "the prompt")?;
             let second = ask("repeat the new password: ")?;

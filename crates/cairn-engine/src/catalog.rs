@@ -26,6 +26,11 @@ fn id_of(backend: &dyn Backend, bytes: &[u8]) -> String {
     .to_string()
 }
 
+/// The id `record` gets when committed to `backend`.
+pub fn id_for(backend: &dyn Backend, record: &SnapshotRecord) -> String {
+    id_of(backend, &encode_snapshot(record))
+}
+
 /// Commits a snapshot record and returns its id.
 pub fn commit(backend: &dyn Backend, record: &SnapshotRecord) -> Result<String> {
     let bytes = encode_snapshot(record);

@@ -16,6 +16,7 @@ pub mod check;
 pub(crate) mod codec;
 pub mod config;
 pub mod container_log;
+pub mod copy;
 pub mod crypto;
 pub(crate) mod dedup;
 pub mod diff;

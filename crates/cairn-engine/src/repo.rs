@@ -110,8 +110,26 @@ impl Repository {
     /// empty).
     pub fn init_encrypted(
         backend: Arc<dyn Backend>,
+        config: RepoConfig,
+        algorithm: Algorithm,
+        password: &Password,
+        params: KdfParams,
+        label: KeyLabel,
+    ) -> Result<Self> {
+        let master = MasterKey::generate()?;
+        Self::init_encrypted_with(backend, config, algorithm, &master, password, params, label)
+    }
+
+    /// [`Repository::init_encrypted`] with a given master key: another
+    /// repository's (`cairn init --copy-identity-from`), so that the two
+    /// fingerprint and cut chunks alike and `cairn copy` moves chunks and
+    /// records between them as stored. Either repository's password then
+    /// unwraps the key both use (`docs/copy.md`).
+    pub fn init_encrypted_with(
+        backend: Arc<dyn Backend>,
         mut config: RepoConfig,
         algorithm: Algorithm,
+        master: &MasterKey,
         password: &Password,
         params: KdfParams,
         label: KeyLabel,
@@ -139,9 +157,8 @@ impl Repository {
                 backend.describe(),
             )));
         }
-        let master = MasterKey::generate()?;
-        let key = crypto::add_key_file(&*backend, &config.id, &master, password, params, label)?;
-        let keys = RepoKeys::new(&master, algorithm);
+        let key = crypto::add_key_file(&*backend, &config.id, master, password, params, label)?;
+        let keys = RepoKeys::new(master, algorithm);
         let created = Self::create_config(&*backend, &config, Some(&keys));
         if !matches!(created, Ok(true)) {
             // Another init won the race (or failed us): our key file wraps

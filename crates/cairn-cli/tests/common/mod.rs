@@ -181,6 +181,12 @@ pub fn test_env(c: &mut Command) {
         "CAIRN_ENCRYPTION",
         "CAIRN_PASSWORD_FILE",
         "CAIRN_PASSWORD_COMMAND",
+        "CAIRN_TO_PASSWORD",
+        "CAIRN_TO_PASSWORD_FILE",
+        "CAIRN_TO_PASSWORD_COMMAND",
+        "CAIRN_FROM_PASSWORD",
+        "CAIRN_FROM_PASSWORD_FILE",
+        "CAIRN_FROM_PASSWORD_COMMAND",
     ] {
         c.env_remove(var);
     }

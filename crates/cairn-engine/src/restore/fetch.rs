@@ -22,7 +22,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use cairn_core::{ContainerId, Error, Fingerprint, FpMap, Result};
-use cairn_format::container::{self, ContainerMeta};
+use cairn_format::container::{self, ContainerMeta, Descriptor};
 use rayon::prelude::*;
 
 use super::cache::ChunkStore;
@@ -41,7 +41,7 @@ pub struct Known {
 }
 
 impl Known {
-    fn new(meta: ContainerMeta) -> Self {
+    pub fn new(meta: ContainerMeta) -> Self {
         let pos = meta
             .descriptors
             .iter()
@@ -202,14 +202,44 @@ impl Fetch {
     /// parallel). A failed read fails every wanted chunk with its error.
     pub fn run(&self, store: &ChunkStore) -> Fetched {
         let meta = &self.known.meta;
-        let decode_each = |one: &(dyn Fn(usize, &mut Vec<u8>) -> Result<()> + Sync)| -> Fetched {
+        self.read_each(store, &|stored, d| {
+            let mut out = Vec::with_capacity(d.raw_len as usize);
+            store
+                .codec
+                .decode_stored_verified(stored, meta, d, &mut out)
+                .map(|()| out)
+        })
+    }
+
+    /// The wanted chunks' stored bytes (compressed as they lie in the
+    /// container), each decoded and verified first: `cairn copy` moves
+    /// chunks as stored and never moves damage.
+    pub fn read_stored(&self, store: &ChunkStore) -> Fetched {
+        let meta = &self.known.meta;
+        let verify = |stored: &[u8], d: &Descriptor| {
+            let mut out = Vec::with_capacity(d.raw_len as usize);
+            store
+                .codec
+                .decode_stored_verified(stored, meta, d, &mut out)
+                .map(|()| stored.to_vec())
+        };
+        self.read_each(store, &verify)
+    }
+
+    /// Reads the wanted chunks (one whole read or the range reads of
+    /// [`Fetch::ranges`]) and hands each one's stored bytes to `each`, in
+    /// parallel, in the order of [`Fetch::wanted`].
+    fn read_each(
+        &self,
+        store: &ChunkStore,
+        each: &EachChunk<'_>,
+    ) -> Fetched {
+        let meta = &self.known.meta;
+        let all = |one: &(dyn Fn(&Descriptor) -> Result<Vec<u8>> + Sync)| -> Fetched {
             self.wanted
                 .par_iter()
                 .with_min_len(4)
-                .map(|&i| {
-                    let mut out = Vec::with_capacity(meta.descriptors[i].raw_len as usize);
-                    one(i, &mut out).map(|()| out)
-                })
+                .map(|&i| one(&meta.descriptors[i]))
                 .collect()
         };
         let read = match self.ranges() {
@@ -221,18 +251,25 @@ impl Fetch {
             None => store.log.read(meta.id).map(Read::Whole),
         };
         match read {
-            Ok(Read::Whole(c)) => {
-                decode_each(&|i, out| store.extract(&c, &meta.descriptors[i], out))
-            }
-            Ok(Read::Ranges(read)) => decode_each(&|i, out| {
-                let d = &meta.descriptors[i];
+            Ok(Read::Whole(c)) => all(&|d| {
+                let stored = container::stored_chunk(&c.bytes, &c.meta, d).map_err(|e| {
+                    Error::corrupt(
+                        format!("container {}", meta.id),
+                        format!("chunk {}: {e}", d.fp),
+                    )
+                })?;
+                each(stored, d)
+            }),
+            Ok(Read::Ranges(read)) => all(&|d| {
                 let want = container::chunk_file_range(meta, d);
                 let (start, b) = read
                     .iter()
                     .find(|(start, b)| *start <= want.start && want.end <= start + b.len() as u64)
                     .expect("every wanted chunk lies in a range read");
-                let stored = &b[(want.start - start) as usize..(want.end - start) as usize];
-                store.codec.decode_stored_verified(stored, meta, d, out)
+                each(
+                    &b[(want.start - start) as usize..(want.end - start) as usize],
+                    d,
+                )
             }),
             Err(e) => {
                 let why = e.to_string();
@@ -248,6 +285,9 @@ impl Fetch {
         }
     }
 }
+
+/// What [`Fetch`] does with each wanted chunk's stored bytes.
+type EachChunk<'a> = dyn Fn(&[u8], &Descriptor) -> Result<Vec<u8>> + Sync + 'a;
 
 enum Read {
     Whole(crate::container_log::LoadedContainer),

@@ -39,7 +39,7 @@ pub mod blob_reader;
 pub mod cache;
 pub mod dump;
 pub mod extract;
-mod fetch;
+pub(crate) mod fetch;
 pub mod plan;
 pub mod policy;
 mod run;

@@ -1,0 +1,281 @@
+//! `cairn copy --to REPO` and `cairn init --copy-identity-from REPO`
+//! (docs/copy.md): snapshots moved between repositories of one identity,
+//! only the chunks the destination lacks, e.g. a local repository to S3 or
+//! an off-site copy kept current. The destination's password comes from
+//! `--to-password-file`, `CAIRN_TO_PASSWORD` or `CAIRN_TO_PASSWORD_COMMAND`;
+//! an identity source's from `--from-password-file`, `CAIRN_FROM_PASSWORD`
+//! or `CAIRN_FROM_PASSWORD_COMMAND`.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{anyhow, bail, Result};
+use clap::Args;
+use serde_json::json;
+
+use cairn_crypto::password::process_env;
+use cairn_crypto::{resolve_other_password, Algorithm, Password, PromptMode};
+use cairn_engine::catalog::{self, SnapshotInfo};
+use cairn_engine::copy::{self, CopyOptions, Identity};
+use cairn_engine::{RepoConfig, Repository};
+
+use crate::args::Cli;
+use crate::encryption::{self, KdfArgs};
+use crate::output::{bytes, time};
+use crate::snapshot_args::{resolve_all, FilterArgs};
+
+#[derive(Args, Debug)]
+pub struct CopyArgs {
+    /// Snapshot ids, unique prefixes or `latest` (default: every snapshot
+    /// the filter lets through).
+    pub snapshots: Vec<String>,
+    /// The destination: a directory or an S3 location, as for --repo. A
+    /// destination holding no repository is created with the source's
+    /// identity (and, if the source is encrypted, its key).
+    #[arg(long, value_name = "REPO")]
+    pub to: PathBuf,
+    /// Read the destination's password from the first line of PATH
+    /// (otherwise CAIRN_TO_PASSWORD, CAIRN_TO_PASSWORD_COMMAND or the terminal).
+    #[arg(long, env = "CAIRN_TO_PASSWORD_FILE", value_name = "PATH")]
+    pub to_password_file: Option<PathBuf>,
+    /// Walk and look up only: report what would be copied, write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Wait for another writer on the destination instead of failing.
+    #[arg(long)]
+    pub wait: bool,
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    #[command(flatten)]
+    pub kdf: KdfArgs,
+}
+
+/// `init --copy-identity-from`: the repository whose identity a new one takes.
+#[derive(Args, Debug, Clone, Default)]
+pub struct IdentityArgs {
+    /// Create the repository with the chunker, fingerprint and tree settings
+    /// of REPO (and, if REPO is encrypted, its master key wrapped under the
+    /// new password), so that `cairn copy` moves chunks between the two as
+    /// stored and both deduplicate alike.
+    #[arg(long, value_name = "REPO")]
+    pub copy_identity_from: Option<PathBuf>,
+    /// Read the password of --copy-identity-from's repository from the first
+    /// line of PATH (otherwise CAIRN_FROM_PASSWORD, CAIRN_FROM_PASSWORD_COMMAND
+    /// or the terminal).
+    #[arg(long, env = "CAIRN_FROM_PASSWORD_FILE", value_name = "PATH")]
+    pub from_password_file: Option<PathBuf>,
+}
+
+fn to_password(a: &CopyArgs, mode: PromptMode) -> cairn_core::Result<Password> {
+    resolve_other_password(
+        a.to_password_file.as_deref(),
+        "--to-password-file",
+        "CAIRN_TO_PASSWORD",
+        &process_env,
+        mode,
+        "destination repository",
+    )
+}
+
+/// `src`'s config with a fresh id: a repository of the same identity.
+fn same_identity_config(src: &Repository, mut base: RepoConfig) -> RepoConfig {
+    base.chunker = src.config.chunker;
+    base.fingerprint = src.config.fingerprint;
+    base.fingerprint_width = src.config.fingerprint_width;
+    base.tree = src.config.tree.clone();
+    base
+}
+
+/// `cairn copy`.
+pub fn copy(cli: &Cli, src_path: &Path, a: &CopyArgs) -> Result<ExitCode> {
+    crate::commands::refuse_url(&a.to)?;
+    let (src, src_password) = encryption::open_keeping_password(cli, src_path)?;
+    let dest_exists = crate::repo_location::has_config(&a.to, &cli.s3)?;
+    if !dest_exists && a.dry_run {
+        bail!(
+            "{} holds no repository (a copy without --dry-run creates it)",
+            a.to.display()
+        );
+    }
+    let dest = if dest_exists {
+        encryption::open_at(cli, &a.to, false, &mut || to_password(a, PromptMode::Once))?
+    } else {
+        let mut config = src.config.clone();
+        config.id = Repository::default_config().id;
+        config.encryption = None;
+        let created = encryption::init_sharing_identity(
+            cli,
+            &a.to,
+            config,
+            (&src, src_password.as_ref()),
+            None,
+            &mut || to_password(a, PromptMode::Confirm),
+            &a.kdf,
+        )?;
+        if !cli.quiet && !cli.json {
+            eprintln!(
+                "created cairn repository at {} with the identity of {}",
+                a.to.display(),
+                src_path.display()
+            );
+        }
+        created
+    };
+    if src.config.id == dest.config.id && src.backend().describe() == dest.backend().describe() {
+        bail!("the source and the destination are the same repository");
+    }
+    if let Identity::SameFingerprints(what) = copy::identity(&src, &dest)? {
+        eprintln!(
+            "cairn: warning: the destination's {what} differs from the source's: the copy is \
+             sound, but later backups into the destination will share little with the copied data"
+        );
+    }
+    let _read = src.lock_reader(a.wait)?;
+    let write = dest.lock_writer(a.wait)?;
+    let filter = a.filter.filter()?;
+    let selected: Vec<SnapshotInfo> = if a.snapshots.is_empty() {
+        let (good, bad) = catalog::list_filtered(&**src.backend(), &filter)?;
+        for (id, e) in &bad {
+            eprintln!(
+                "cairn: warning: snapshot {} unreadable, not copied: {e}",
+                catalog::short_id(id)
+            );
+        }
+        good
+    } else {
+        resolve_all(&src, &a.snapshots, &filter)?
+    };
+    let quiet = cli.quiet || cli.json;
+    let progress = |s: &SnapshotInfo| {
+        if !quiet {
+            eprintln!(
+                "{} snapshot {} of {} ({})",
+                if a.dry_run { "checking" } else { "copying" },
+                catalog::short_id(&s.id),
+                time(s.record.time_unix_ns),
+                crate::output::display_name(&s.record.host),
+            );
+        }
+    };
+    let report = copy::copy(
+        &src,
+        &_read,
+        &dest,
+        &write,
+        &selected,
+        CopyOptions { dry_run: a.dry_run },
+        &progress,
+    )?;
+    for n in &report.notices {
+        eprintln!("cairn: warning: destination: {n}");
+    }
+    if cli.json {
+        println!("{}", serde_json::to_string_pretty(&json!(report))?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if cli.quiet {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let copied = report.snapshots.iter().filter(|s| !s.skipped).count();
+    let skipped = report.snapshots.len() - copied;
+    for s in &report.snapshots {
+        if s.skipped {
+            println!(
+                "snapshot {} of {}: already in the destination",
+                catalog::short_id(&s.id),
+                time(s.time_unix_ns)
+            );
+        } else {
+            println!(
+                "snapshot {} of {}: {} {} chunks ({})",
+                catalog::short_id(&s.id),
+                time(s.time_unix_ns),
+                if a.dry_run { "would copy" } else { "copied" },
+                s.chunks,
+                bytes(s.stored_bytes)
+            );
+        }
+    }
+    println!(
+        "{} {copied} snapshot(s) ({skipped} already there): {} of the {} chunks reached, {} \
+         stored; {} containers read, {} written",
+        if a.dry_run { "would copy" } else { "copied" },
+        report.chunks_copied,
+        report.chunks_reached,
+        bytes(report.stored_bytes_copied),
+        report.containers_read,
+        report.containers_written
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `init --copy-identity-from SRC`: the init flags' settings, `SRC`'s
+/// identity. Identity flags given on the command line are refused (they
+/// would do nothing); so is an encryption choice `SRC` rules out.
+pub fn init_with_identity(
+    cli: &Cli,
+    path: &Path,
+    config: RepoConfig,
+    encryption_args: &encryption::EncryptionArgs,
+    identity: &IdentityArgs,
+) -> Result<Repository> {
+    let from = identity
+        .copy_identity_from
+        .as_deref()
+        .ok_or_else(|| anyhow!("no --copy-identity-from given"))?;
+    crate::commands::refuse_url(from)?;
+    const IDENTITY_FLAGS: [&str; 5] =
+        ["chunker", "avg_size", "min_size", "max_size", "fingerprint"];
+    if let Some(flag) = cli
+        .given_init_flags
+        .iter()
+        .find(|f| IDENTITY_FLAGS.contains(&f.as_str()))
+    {
+        bail!(
+            "--{} cannot be combined with --copy-identity-from: the chunking and \
+             fingerprints are the source repository's",
+            flag.replace('_', "-")
+        );
+    }
+    let mut src_password: Option<Password> = None;
+    let src = encryption::open_at(cli, from, false, &mut || {
+        let p = resolve_other_password(
+            identity.from_password_file.as_deref(),
+            "--from-password-file",
+            "CAIRN_FROM_PASSWORD",
+            &process_env,
+            PromptMode::Once,
+            "source repository",
+        )?;
+        src_password = Some(p.clone());
+        Ok(p)
+    })?;
+    let given_encryption = cli.given_init_flags.iter().any(|f| f == "encryption");
+    let algorithm = match (src.keys().is_some(), encryption_args.encryption.as_str()) {
+        (true, "none") => bail!(
+            "{} is encrypted: a repository sharing its identity shares its key and is \
+             encrypted too (drop --encryption none)",
+            from.display()
+        ),
+        (true, name) => Some(name.parse::<Algorithm>().map_err(|_| {
+            anyhow!("unknown --encryption {name:?} (aes-256-gcm, chacha20poly1305 or none)")
+        })?),
+        (false, "none") => None,
+        (false, _) if given_encryption => bail!(
+            "{} is not encrypted: a repository sharing its identity fingerprints chunks \
+             unkeyed and cannot be encrypted (drop --encryption)",
+            from.display()
+        ),
+        (false, _) => None,
+    };
+    let config = same_identity_config(&src, config);
+    encryption::init_sharing_identity(
+        cli,
+        path,
+        config,
+        (&src, src_password.as_ref()),
+        algorithm,
+        &mut || encryption::new_repository_password(cli),
+        &encryption_args.kdf,
+    )
+}
