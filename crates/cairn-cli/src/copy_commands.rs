@@ -103,13 +103,18 @@ pub fn copy(cli: &Cli, src_path: &Path, a: &CopyArgs) -> Result<ExitCode> {
         let mut config = src.config.clone();
         config.id = Repository::default_config().id;
         config.encryption = None;
-        let created = encryption::init_sharing_identity(
+        let mut given: Option<Password> = None;
+        encryption::init_sharing_identity(
             cli,
             &a.to,
             config,
             (&src, src_password.as_ref()),
             None,
-            &mut || to_password(a, PromptMode::Confirm),
+            &mut || {
+                let p = to_password(a, PromptMode::Confirm)?;
+                given = Some(p.clone());
+                Ok(p)
+            },
             &a.kdf,
         )?;
         if !cli.quiet && !cli.json {
@@ -119,7 +124,14 @@ pub fn copy(cli: &Cli, src_path: &Path, a: &CopyArgs) -> Result<ExitCode> {
                 src_path.display()
             );
         }
-        created
+        // Opened again now that it has a config: on object storage the
+        // local metadata cache (keyed by the repository id) then keeps what
+        // the copy writes, and the next copy's lookups need no requests.
+        encryption::open_at(cli, &a.to, false, &mut || {
+            given
+                .clone()
+                .ok_or_else(|| cairn_core::Error::invalid("no destination password"))
+        })?
     };
     if src.config.id == dest.config.id && src.backend().describe() == dest.backend().describe() {
         bail!("the source and the destination are the same repository");
