@@ -229,11 +229,7 @@ impl Fetch {
     /// Reads the wanted chunks (one whole read or the range reads of
     /// [`Fetch::ranges`]) and hands each one's stored bytes to `each`, in
     /// parallel, in the order of [`Fetch::wanted`].
-    fn read_each(
-        &self,
-        store: &ChunkStore,
-        each: &EachChunk<'_>,
-    ) -> Fetched {
+    fn read_each(&self, store: &ChunkStore, each: &EachChunk<'_>) -> Fetched {
         let meta = &self.known.meta;
         let all = |one: &(dyn Fn(&Descriptor) -> Result<Vec<u8>> + Sync)| -> Fetched {
             self.wanted
