@@ -26,9 +26,32 @@ fn id_of(backend: &dyn Backend, bytes: &[u8]) -> String {
     .to_string()
 }
 
-/// The id `record` gets when committed to `backend`.
-pub fn id_for(backend: &dyn Backend, record: &SnapshotRecord) -> String {
-    id_of(backend, &encode_snapshot(record))
+/// The id a record stored as `bytes` gets in `backend`.
+pub fn id_for(backend: &dyn Backend, bytes: &[u8]) -> String {
+    id_of(backend, bytes)
+}
+
+/// Snapshot `id`'s record as stored, verified against its id: what a
+/// copy writes elsewhere byte for byte (decoding and encoding again need
+/// not give the same bytes: the record's timings are floating point).
+pub fn load_bytes(backend: &dyn Backend, id: &str) -> Result<Vec<u8>> {
+    let bytes = backend.read(&keys::snapshot(id))?;
+    if id_of(backend, &bytes) != id {
+        return Err(Error::corrupt(
+            format!("snapshot {id}"),
+            "content does not match its id",
+        ));
+    }
+    Ok(bytes)
+}
+
+/// Commits a record given as its stored bytes (checked to decode) and
+/// returns its id.
+pub fn commit_bytes(backend: &dyn Backend, bytes: &[u8]) -> Result<String> {
+    decode_snapshot(bytes)?;
+    let id = id_of(backend, bytes);
+    backend.write_atomic(&keys::snapshot(&id), bytes)?;
+    Ok(id)
 }
 
 /// Commits a snapshot record and returns its id.

@@ -153,7 +153,9 @@ pub fn copy(
         .collect();
     let mut run = Run::open(src, dest, opts)?;
     for info in order {
-        let name = catalog::id_for(&**dest.backend(), &info.record);
+        // Byte for byte: the record keeps its name (same naming key).
+        let bytes = catalog::load_bytes(&**src.backend(), &info.id)?;
+        let name = catalog::id_for(&**dest.backend(), &bytes);
         let mut done = CopiedSnapshot {
             id: info.id.clone(),
             time_unix_ns: info.record.time_unix_ns,
@@ -166,7 +168,7 @@ pub fn copy(
         if !done.skipped {
             progress(info);
             let before = (run.report.chunks_copied, run.report.stored_bytes_copied);
-            run.snapshot(info)?;
+            run.snapshot(info, &bytes)?;
             done.chunks = run.report.chunks_copied - before.0;
             done.stored_bytes = run.report.stored_bytes_copied - before.1;
         }
@@ -240,7 +242,7 @@ impl<'a> Run<'a> {
     }
 
     /// Steps 2-5 for one snapshot.
-    fn snapshot(&mut self, info: &SnapshotInfo) -> Result<()> {
+    fn snapshot(&mut self, info: &SnapshotInfo, record: &[u8]) -> Result<()> {
         let root = BlobRef::try_from(&info.record.root)?;
         let mut gather = Gather {
             run: self,
@@ -279,7 +281,7 @@ impl<'a> Run<'a> {
             self.dest.config.fp_width(),
             self.dest.config.index.page_size as usize,
         )?;
-        catalog::commit(&**self.dest.backend(), &info.record)?;
+        catalog::commit_bytes(&**self.dest.backend(), record)?;
         Ok(())
     }
 
