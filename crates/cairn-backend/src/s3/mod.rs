@@ -23,6 +23,8 @@
 //! is since December 2020; `docs/object-storage.md` has the details.
 
 mod errors;
+#[cfg(feature = "test-support")]
+pub mod fault_proxy;
 mod lock;
 #[cfg(feature = "test-support")]
 pub mod test_server;
