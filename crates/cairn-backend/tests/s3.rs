@@ -1,4 +1,4 @@
-//! The S3 backend against a real S3 server (s3s-fs on 127.0.0.1, or the
+//! The S3 backend against a real S3 server (VersityGW on 127.0.0.1, or the
 //! server named by `CAIRN_TEST_S3_ENDPOINT`): the conformance suite, then
 //! what only an object store has (multipart uploads, leases, its errors).
 
@@ -263,4 +263,39 @@ fn unreachable_endpoint_fails_in_bounded_time() {
         msg.contains("cannot reach") && msg.contains(&port.to_string()),
         "{msg}"
     );
+}
+
+#[test]
+fn a_store_that_stops_answering_fails_in_bounded_time() {
+    use cairn_backend::s3::fault_proxy::{Action, FaultProxy};
+    let server = S3TestServer::start();
+    let proxy = FaultProxy::start(server.endpoint());
+    let mut config = server.config();
+    config.endpoint = Some(proxy.endpoint());
+    config.request_timeout = Duration::from_secs(1);
+    config.max_retries = 2;
+    config.retry_timeout = Duration::from_secs(10);
+    let store = open(&config);
+    store.write_atomic("containers/00/a", b"stored").unwrap();
+
+    // The connection is accepted and the request read, but no answer comes.
+    proxy.set_rule(|_| Action::Hold);
+    let start = Instant::now();
+    let err = store.read("containers/00/a").unwrap_err().to_string();
+    let took = start.elapsed();
+    eprintln!("error after {took:?}: {err}");
+    assert!(
+        !err.contains('\n') && err.len() < 400,
+        "not one line: {err}"
+    );
+    assert!(err.contains("containers/00/a"), "{err}");
+    assert!(err.to_lowercase().contains("timed out"), "{err}");
+    // Three attempts of a second each, and the backoff between them.
+    assert!(took >= Duration::from_secs(3), "{took:?}");
+    assert!(took < Duration::from_secs(15), "{took:?}");
+    assert_eq!(proxy.faults(), 3, "{:?}", proxy.log());
+
+    proxy.release_held();
+    proxy.heal();
+    assert_eq!(store.read("containers/00/a").unwrap(), b"stored");
 }

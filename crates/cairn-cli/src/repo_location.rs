@@ -66,6 +66,17 @@ pub struct S3Args {
         value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(10..=86_400)
     )]
     pub s3_lease_secs: u64,
+    /// Seconds one attempt of a request to S3 may take, its data included,
+    /// before it is abandoned and retried (a store that stopped answering).
+    #[arg(
+        long,
+        env = "CAIRN_S3_TIMEOUT",
+        global = true,
+        value_name = "SECONDS",
+        default_value_t = cairn_backend::s3::DEFAULT_REQUEST_TIMEOUT.as_secs(),
+        value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(1..=86_400)
+    )]
+    pub s3_timeout: u64,
     /// Where the metadata of remote repositories is cached (index files,
     /// container metadata sections; safe to delete). Default:
     /// `$XDG_CACHE_HOME/cairn`, else `~/.cache/cairn`.
@@ -85,6 +96,7 @@ impl Default for S3Args {
             s3_uploads: cairn_backend::s3::DEFAULT_UPLOADS_IN_FLIGHT,
             s3_downloads: cairn_backend::s3::DEFAULT_DOWNLOADS_IN_FLIGHT,
             s3_lease_secs: cairn_backend::s3::DEFAULT_LEASE.as_secs(),
+            s3_timeout: cairn_backend::s3::DEFAULT_REQUEST_TIMEOUT.as_secs(),
             cache_dir: None,
             no_cache: false,
         }
@@ -172,6 +184,7 @@ pub fn parse<'a>(repo: &'a Path, opts: &S3Args) -> Result<RepoLocation<'a>> {
     config.uploads_in_flight = opts.s3_uploads;
     config.downloads_in_flight = opts.s3_downloads;
     config.lease = std::time::Duration::from_secs(opts.s3_lease_secs);
+    config.request_timeout = std::time::Duration::from_secs(opts.s3_timeout);
     config.region = env("AWS_REGION").or_else(|| env("AWS_DEFAULT_REGION"));
     config.access_key_id = env("AWS_ACCESS_KEY_ID");
     config.secret_access_key = env("AWS_SECRET_ACCESS_KEY");
@@ -229,6 +242,7 @@ mod tests {
             s3_uploads: 3,
             s3_downloads: 5,
             s3_lease_secs: 30,
+            s3_timeout: 7,
             ..S3Args::default()
         };
         let c = s3("s3://bucket/repo", &opts);
@@ -237,6 +251,7 @@ mod tests {
         assert_eq!(c.uploads_in_flight, 3);
         assert_eq!(c.downloads_in_flight, 5);
         assert_eq!(c.lease, std::time::Duration::from_secs(30));
+        assert_eq!(c.request_timeout, std::time::Duration::from_secs(7));
 
         for local in ["/srv/repo", "repo", "s3x/y", "./s3:odd"] {
             assert!(matches!(

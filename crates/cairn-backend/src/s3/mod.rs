@@ -57,6 +57,9 @@ pub const DEFAULT_UPLOADS_IN_FLIGHT: usize = 8;
 /// Containers a restore fetches at once by default (the same reasoning,
 /// downstream).
 pub const DEFAULT_DOWNLOADS_IN_FLIGHT: usize = 8;
+/// Time one attempt of a request may take by default: long enough for an
+/// 8 MiB part or a 16 MiB object over a slow uplink (about 0.5 Mbit/s).
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
 /// Top-level key component reserved for lock leases.
 const LOCKS_DIR: &str = "locks";
 
@@ -97,6 +100,10 @@ pub struct S3Config {
     pub retry_timeout: Duration,
     /// Time to establish a connection before the attempt counts as failed.
     pub connect_timeout: Duration,
+    /// Time one attempt of a request may take, its body included, before
+    /// it counts as failed (a store that accepted the connection and never
+    /// answers); then it is retried like any failure.
+    pub request_timeout: Duration,
     pub conditional_writes: ConditionalWrites,
     /// Whole-object writes a writer keeps in flight
     /// ([`Backend::write_parallelism`]): a backup uploads this many
@@ -123,6 +130,7 @@ impl S3Config {
             max_retries: 6,
             retry_timeout: Duration::from_secs(120),
             connect_timeout: Duration::from_secs(5),
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
             conditional_writes: ConditionalWrites::Detect,
             uploads_in_flight: DEFAULT_UPLOADS_IN_FLIGHT,
             downloads_in_flight: DEFAULT_DOWNLOADS_IN_FLIGHT,
@@ -192,7 +200,7 @@ impl S3Backend {
                 ClientOptions::new()
                     .with_allow_http(true)
                     .with_connect_timeout(config.connect_timeout)
-                    .with_timeout(Duration::from_secs(300)),
+                    .with_timeout(config.request_timeout),
             );
         if let Some(endpoint) = &config.endpoint {
             builder = builder.with_endpoint(endpoint.trim_end_matches('/'));
