@@ -39,22 +39,54 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
     })
 }
 
-/// Restores the default action of SIGPIPE (terminate quietly) and unblocks
-/// it. Rust ignores SIGPIPE, so a write to a closed pipe (`cairn snapshots |
-/// head -1`) returns EPIPE and `println!` panics; with the default action the
-/// process ends at that write like any Unix filter, whichever command and
-/// whichever of its output paths wrote. Nothing is left half-done by that:
-/// every repository change is a temporary renamed into place and locks are
-/// `flock`s the kernel releases, and commands print only after committing.
-/// A blocked SIGPIPE (inherited signal mask) would bring EPIPE back, hence
-/// the unblocking.
+/// SIGPIPE ends the process quietly when it comes from standard output or
+/// error, and is ignored otherwise.
+///
+/// Rust ignores SIGPIPE, so a write to a closed pipe (`cairn snapshots |
+/// head -1`) returns EPIPE and `println!` panics; a command whose output
+/// goes nowhere should end at that write like any Unix filter, whichever of
+/// its output paths wrote. But the same signal is raised by a write into a
+/// network connection the peer reset (hyper's vectored writes do not ask
+/// the kernel to spare it): an S3 store going down mid-backup must give an
+/// error the client retries or reports, not a silent death that leaves the
+/// repository's lease behind. The kernel sends the signal to the thread
+/// whose write failed, so the handler asks, without blocking, whether
+/// standard output or error is the broken one (POLLERR or POLLHUP on a
+/// pipe whose reader left) and only then dies of SIGPIPE with the default
+/// action; otherwise it returns and the write fails with EPIPE.
+/// A blocked SIGPIPE (inherited signal mask) would bring EPIPE back for
+/// standard output, hence the unblocking.
 #[allow(unsafe_code)]
-fn default_sigpipe() {
-    // SAFETY: called first in `main`, before any thread exists; `signal`
-    // with SIG_DFL and `sigprocmask` on a local, initialised set have no
-    // memory-safety preconditions.
+fn install_sigpipe_handler() {
+    extern "C" fn on_sigpipe(_: libc::c_int) {
+        // SAFETY: `poll` on a local array, `signal` and `raise` are
+        // async-signal-safe and have no memory-safety preconditions.
+        unsafe {
+            let mut fds = [1, 2].map(|fd| libc::pollfd {
+                fd,
+                events: 0,
+                revents: 0,
+            });
+            let broken = libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 0) > 0
+                && fds
+                    .iter()
+                    .any(|f| f.revents & (libc::POLLERR | libc::POLLHUP) != 0);
+            if broken {
+                // Delivered as soon as the handler returns: the process
+                // ends as killed by SIGPIPE.
+                libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+                libc::raise(libc::SIGPIPE);
+            }
+        }
+    }
+    // SAFETY: called first in `main`, before any thread exists; the handler
+    // is async-signal-safe, and `sigprocmask` on a local, initialised set
+    // has no memory-safety preconditions.
     unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        libc::signal(
+            libc::SIGPIPE,
+            on_sigpipe as extern "C" fn(libc::c_int) as libc::sighandler_t,
+        );
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
         libc::sigaddset(&mut set, libc::SIGPIPE);
@@ -63,7 +95,7 @@ fn default_sigpipe() {
 }
 
 fn main() -> ExitCode {
-    default_sigpipe();
+    install_sigpipe_handler();
     let matches = args::Cli::command().get_matches();
     let mut cli = match args::Cli::from_arg_matches(&matches) {
         Ok(c) => c,

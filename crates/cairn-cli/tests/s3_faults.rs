@@ -5,6 +5,8 @@
 //! * 5xx answers, answers lost after the store applied the request, and
 //!   dropped connections in the middle of a backup and a restore are
 //!   retried: both succeed, byte-identical.
+//! * Connections reset while a container's body is being sent (writes
+//!   failing with EPIPE, which raises SIGPIPE) are retried.
 //! * A store that goes away in the middle of a backup fails it with one
 //!   line in bounded time and leaves no snapshot; once it is back, the
 //!   earlier snapshot restores and the next backup (waiting out the dead
@@ -184,6 +186,32 @@ fn failed_requests_during_backup_and_restore_are_retried() {
     remote.proxy.heal();
     assert_eq!(remote.snapshot_ids(), vec![id, id2]);
     remote.check_read_data_clean();
+}
+
+#[test]
+fn connections_reset_while_containers_are_sent_are_retried() {
+    // A write into a reset connection raises SIGPIPE; cairn must neither
+    // die of it (as a node of a cluster going down once made it, silently)
+    // nor give up: the upload is retried.
+    let remote = Remote::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = tmp.path().join("tree");
+    let mut rng = Rng::new(144);
+    build_tree(&tree, &mut rng);
+    let expected = Manifest::capture(&tree);
+    remote.run(&["init"]).ok();
+    let mut reset: HashSet<String> = HashSet::new();
+    remote.proxy.set_rule(move |r| {
+        if r.is("PUT", "containers") && reset.insert(r.target.clone()) {
+            Action::Reset
+        } else {
+            Action::Forward
+        }
+    });
+    let id = remote.backup(&tree);
+    assert!(remote.proxy.faults() >= 3, "{:?}", remote.proxy.log());
+    remote.proxy.heal();
+    remote.restore_matches(&id, &expected, &tmp.path().join("out"));
 }
 
 #[test]

@@ -3,12 +3,13 @@
 //! between it and cairn misbehaves on command.
 //!
 //! The proxy listens on 127.0.0.1 and takes one request per client
-//! connection: it reads the request (head and `Content-Length` body, which
-//! is how object_store sends every request), asks the test's [`Rule`] what
-//! to do with it, and then forwards it to the server with `Connection:
-//! close`, relaying the answer until the server closes; or answers a 5xx
-//! itself; or drops the connection; or holds it open unanswered (a kill
-//! point: the test kills the client while the request is in flight). The
+//! connection: it reads the request's head, asks the test's [`Rule`] what
+//! to do with it, reads its `Content-Length` body (how object_store sends
+//! every request) unless the rule resets the connection first, and then
+//! forwards it to the server with `Connection: close`, relaying the answer
+//! until the server closes; or answers a 5xx itself; or drops the
+//! connection; or holds it open unanswered (a kill point: the test kills
+//! the client while the request is in flight). The
 //! client sees every answer with `Connection: close`, so it never reuses a
 //! connection the proxy is about to drop. Signatures stay valid: the head
 //! is forwarded unchanged apart from its `Connection` header, which SigV4
@@ -49,8 +50,13 @@ pub enum Action {
     /// Forward it, discard the server's answer and answer this status: the
     /// store applied a request whose client is told it failed.
     FailAfterApply(u16),
-    /// Close the connection without an answer (a connection reset).
+    /// Read the whole request, then close the connection without an
+    /// answer.
     Drop,
+    /// Close the connection as soon as the request's head is read, its body
+    /// unread: the client, still sending, has its writes fail (EPIPE) and
+    /// its connection reset.
+    Reset,
     /// Keep the connection open and never forward or answer it.
     Hold,
     /// Forward it, then keep the connection open without the answer.
@@ -226,8 +232,6 @@ fn serve(shared: &Shared, client: TcpStream) -> io::Result<()> {
     let length: usize = header_value(&headers, "content-length")
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
-    let mut body = vec![0; length];
-    reader.read_exact(&mut body)?;
 
     let mut parts = request_line.split_whitespace();
     let request = Request {
@@ -241,8 +245,16 @@ fn serve(shared: &Shared, client: TcpStream) -> io::Result<()> {
         shared.log.lock().unwrap().push((request, action));
         action
     };
+    if action == Action::Reset {
+        // Closed with the body unread: the kernel answers the client's
+        // next segments with a reset.
+        return Ok(());
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body)?;
     let mut client = client;
     match action {
+        Action::Reset => unreachable!("handled above"),
         Action::Forward => {
             let mut upstream = forward(shared, &request_line, &headers, &body)?;
             io::copy(&mut upstream, &mut client)?;
