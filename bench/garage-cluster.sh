@@ -11,8 +11,9 @@
 #     `check --read-data` is clean;
 #  4. node 3 comes back; backup 3 through node 1 while node 1 itself (the
 #     node cairn talks to) is killed in the middle of it: the backup must
-#     either complete or fail with a clear error (exit non-zero) and leave
-#     no snapshot that does not restore;
+#     either complete or fail with a clear error (exit 1, its last line
+#     "cairn: error: ...", never a death by signal) and leave no snapshot
+#     that does not restore;
 #  5. node 1 comes back; every snapshot the repository lists restores
 #     byte-identically through node 2, and `check --read-data` is clean.
 #
@@ -226,8 +227,13 @@ wait_healthy
 backup_killing 1 3 1
 if [ "$STATUS" = 0 ]; then
     say "   backup 3 completed ($ENDED s after the kill)"
-else
+elif [ "$STATUS" = 1 ] && tail -1 "$WORK/backup3.err" | grep -q '^cairn: error: '; then
     say "   backup 3 failed (exit $STATUS, $ENDED s after the kill): $(tail -1 "$WORK/backup3.err")"
+else
+    # Killed by a signal (exit > 128) or ended without an error line: not
+    # a clean failure.
+    say "FAIL: backup 3 ended with exit $STATUS and no error line: $(tail -3 "$WORK/backup3.err")"
+    exit 1
 fi
 
 say "5. node 1 back: every listed snapshot restores through node 2"

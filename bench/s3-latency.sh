@@ -7,9 +7,11 @@
 # restores the last with --s3-downloads N for each N in DOWNLOADS; restic
 # (from the system packages) backs up and restores the same data through
 # the same proxy. Reported per run: throughput, requests and bytes through
-# the proxy, per GB backed up; and the ratio of each N's
-# throughput to the first N (target: >= 8x with 20 ms, 1 GB), and the same
-# for the restores.
+# the proxy, per GB backed up, and the share of the machine's CPUs busy
+# meanwhile; the ratio of each N's throughput to the first N (target:
+# >= 8x with 20 ms, 1 GB) and to the same backup into a local repository
+# (the ceiling: what the CPUs allow with no network), and the same for the
+# restores.
 #
 #   bench/s3-latency.sh                          # 1024 MiB, 20 ms, N = 1 2 4 8 16
 #   MIB=256 UPLOADS="1 8" DOWNLOADS="1 8" bench/s3-latency.sh
@@ -49,14 +51,29 @@ BYTES=$(du -sb "$WORK/data" | cut -f1)
 report="$OUT/s3-latency.txt"
 {
     echo "s3-latency benchmark $(date -u +%Y-%m-%d), $(nproc) CPUs; $((BYTES >> 20)) MiB unique data; VersityGW $VERSITYGW_VERSION (posix) behind a ${DELAY_MS} ms round trip per request"
-    printf "%-30s %8s %9s %12s %14s %14s\n" run "s" "MB/s" "requests/GB" "MB up/GB" "MB down/GB"
+    printf "%-30s %8s %9s %12s %14s %14s %9s\n" run "s" "MB/s" "requests/GB" "MB up/GB" "MB down/GB" "CPU busy"
 } | tee "$report"
-row() { # name seconds before after
-    local name=$1 secs=$2
+# Jiffies of all CPUs: total and idle (idle + iowait), from /proc/stat.
+cpu_ticks() { awk '/^cpu / { t = 0; for (i = 2; i <= NF; i++) t += $i; print t, $5 + $6 }' /proc/stat; }
+# "seconds busy": a command's wall time and the share of the machine's
+# CPUs busy meanwhile (cairn, the server and the proxy together; 100% =
+# every core), which says whether a run waited on the network or on CPU.
+timed_busy() {
+    local c0 c1 secs
+    c0=$(cpu_ticks)
+    secs=$(timed "$@")
+    c1=$(cpu_ticks)
+    awk -v s="$secs" -v a="$c0" -v b="$c1" 'BEGIN { split(a, x, " "); split(b, y, " ");
+        t = y[1] - x[1]; busy = 0; if (t > 0) busy = 100 * (1 - (y[2] - x[2]) / t)
+        printf "%s %.0f%%", s, busy }'
+}
+row() { # name "seconds busy" before after
+    local name=$1 secs busy
+    read -r secs busy <<<"$2"
     read -r r0 u0 d0 <<<"$3"
     read -r r1 u1 d1 <<<"$4"
-    awk -v n="$name" -v s="$secs" -v b="$BYTES" -v r=$((r1 - r0)) -v u=$((u1 - u0)) -v d=$((d1 - d0)) \
-        'BEGIN { gb = b / 1e9; printf "%-30s %8.2f %9.1f %12.0f %14.1f %14.1f\n", n, s, b / 1e6 / s, r / gb, u / 1e6 / gb, d / 1e6 / gb }' | tee -a "$report"
+    awk -v n="$name" -v s="$secs" -v c="${busy:--}" -v b="$BYTES" -v r=$((r1 - r0)) -v u=$((u1 - u0)) -v d=$((d1 - d0)) \
+        'BEGIN { gb = b / 1e9; printf "%-30s %8.2f %9.1f %12.0f %14.1f %14.1f %9s\n", n, s, b / 1e6 / s, r / gb, u / 1e6 / gb, d / 1e6 / gb, c }' | tee -a "$report"
 }
 
 declare -A SPEED RSPEED
@@ -65,17 +82,17 @@ case " $TOOLS " in *" cairn "*)
     # The ceiling: the same backup into a repository on the local disk,
     # where no request waits on a network (what the CPUs allow).
     "$CAIRN" --repo "$WORK/local-repo" init -q
-    secs=$(timed "$CAIRN" --repo "$WORK/local-repo" backup -q "$WORK/data")
-    row "cairn backup, local disk" "$secs" "0 0 0" "0 0 0"
-    LOCAL=$(awk -v s="$secs" 'BEGIN { print 1 / s }')
+    run=$(timed_busy "$CAIRN" --repo "$WORK/local-repo" backup -q "$WORK/data")
+    row "cairn backup, local disk" "$run" "0 0 0" "0 0 0"
+    LOCAL=$(awk -v s="${run%% *}" 'BEGIN { print 1 / s }')
     rm -rf "$WORK/local-repo"
     for n in $UPLOADS; do
         repo="s3:$ENDPOINT/bench/cairn-$n"
         "$CAIRN" --repo "$repo" init -q
         before=$(stats)
-        secs=$(timed "$CAIRN" --repo "$repo" --s3-uploads "$n" backup -q "$WORK/data")
-        row "cairn backup, N=$n" "$secs" "$before" "$(stats)"
-        SPEED[$n]=$(awk -v s="$secs" 'BEGIN { print 1 / s }')
+        run=$(timed_busy "$CAIRN" --repo "$repo" --s3-uploads "$n" backup -q "$WORK/data")
+        row "cairn backup, N=$n" "$run" "$before" "$(stats)"
+        SPEED[$n]=$(awk -v s="${run%% *}" 'BEGIN { print 1 / s }')
         last=$repo
     done
     for n in $DOWNLOADS; do
@@ -83,9 +100,9 @@ case " $TOOLS " in *" cairn "*)
             dir=$CAIRN_CACHE_DIR
             [ $cache = cold ] && dir="$WORK/cold-cache" && rm -rf "$dir"
             before=$(stats)
-            secs=$(timed "$CAIRN" --repo "$last" --cache-dir "$dir" --s3-downloads "$n" restore latest -q --target "$WORK/restored")
-            row "cairn restore, N=$n, $cache" "$secs" "$before" "$(stats)"
-            RSPEED[$n$cache]=$(awk -v s="$secs" 'BEGIN { print 1 / s }')
+            run=$(timed_busy "$CAIRN" --repo "$last" --cache-dir "$dir" --s3-downloads "$n" restore latest -q --target "$WORK/restored")
+            row "cairn restore, N=$n, $cache" "$run" "$before" "$(stats)"
+            RSPEED[$n$cache]=$(awk -v s="${run%% *}" 'BEGIN { print 1 / s }')
             diff -r "$WORK/data" "$WORK/restored/data" >/dev/null || { echo "cairn's restore differs" >&2; exit 1; }
             rm -rf "$WORK/restored"
         done
@@ -96,15 +113,17 @@ case " $TOOLS " in *" restic "*)
     repo="s3:$ENDPOINT/bench/restic"
     restic -q -r "$repo" init >/dev/null
     before=$(stats)
-    secs=$(timed restic -q -r "$repo" backup "$WORK/data")
-    row "restic backup (5 conn.)" "$secs" "$before" "$(stats)"
+    row "restic backup (5 conn.)" "$(timed_busy restic -q -r "$repo" backup "$WORK/data")" "$before" "$(stats)"
     before=$(stats)
-    secs=$(timed restic -q -r "$repo" restore latest --target "$WORK/restored")
-    row "restic restore" "$secs" "$before" "$(stats)"
+    row "restic restore" "$(timed_busy restic -q -r "$repo" restore latest --target "$WORK/restored")" "$before" "$(stats)"
     ;;
 esac
 case " $TOOLS " in *" cairn "*)
     first=${UPLOADS%% *}
+    # No number of uploads in flight can make a backup faster than the same
+    # backup with no network at all: the bound on the ratio to N=first.
+    awk -v f="$first" -v l="$LOCAL" -v b="${SPEED[$first]}" \
+        'BEGIN { printf "cairn backup: the local-disk backup is %.2fx N=%s (the most any N can reach here)\n", l / b, f }' | tee -a "$report"
     for n in $UPLOADS; do
         awk -v n="$n" -v f="$first" -v a="${SPEED[$n]}" -v b="${SPEED[$first]}" \
             'BEGIN { printf "cairn backup throughput, N=%s: %.2fx N=%s\n", n, a / b, f }' | tee -a "$report"
