@@ -20,6 +20,11 @@
 //! leaves an entry nothing asks for, since nothing names a deleted
 //! container or index generation any more.
 //!
+//! **The config is not cached**: it can change (a new key, a format
+//! upgrade). The one read `wrap` makes to key the cache is handed to the
+//! open that follows instead of a second request, and never after a lock
+//! is taken, so a writer always re-reads it from the store.
+//!
 //! **Safe to delete**, whole or in part: a missing entry is a miss. Each
 //! entry carries a BLAKE3 hash of itself, checked on every read; a damaged
 //! or truncated entry is removed and read from the store again. Writing
@@ -42,7 +47,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use cairn_core::{Backend, Result};
+use cairn_core::{Backend, LockGuard, LockMode, Result};
 
 use crate::keys;
 
@@ -138,6 +143,12 @@ pub struct LocalCache {
     checked: Mutex<HashMap<String, u64>>,
     /// Names temporaries apart between the threads of this process.
     temporaries: AtomicU64,
+    /// The config object as `wrap` read it to key the cache: the open that
+    /// follows reads it once more, and takes these bytes instead of a
+    /// second request. Dropped by the first lock taken, so a writer's
+    /// re-read under its lock (a config changed meanwhile must be seen)
+    /// always goes to the store.
+    config_read_at_wrap: Mutex<Option<Vec<u8>>>,
 }
 
 impl LocalCache {
@@ -167,6 +178,7 @@ impl LocalCache {
             dir,
             checked: Mutex::new(HashMap::new()),
             temporaries: AtomicU64::new(0),
+            config_read_at_wrap: Mutex::new(Some(config)),
         }))
     }
 
@@ -295,11 +307,21 @@ impl LocalCache {
 
 impl Backend for LocalCache {
     cairn_core::delegate_backend!(
-        inner: read_salvaging, exists, list, lock, clean_temporaries, describe,
+        inner: read_salvaging, exists, list, clean_temporaries, describe,
         write_parallelism, read_parallelism, naming_key, stored_size
     );
 
+    fn lock(&self, name: &str, mode: LockMode, wait: bool) -> Result<Box<dyn LockGuard>> {
+        self.config_read_at_wrap.lock().take();
+        self.inner.lock(name, mode, wait)
+    }
+
     fn read(&self, key: &str) -> Result<Vec<u8>> {
+        if key == keys::CONFIG {
+            if let Some(config) = self.config_read_at_wrap.lock().take() {
+                return Ok(config);
+            }
+        }
         match kept(key) {
             Kept::Whole => Ok(self.whole(key)?.bytes),
             _ => self.inner.read(key),

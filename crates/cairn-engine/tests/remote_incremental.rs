@@ -80,3 +80,34 @@ fn an_incremental_backup_reads_no_container_from_the_store() {
     );
     assert_restores(&repo, &second.snapshot_id, &src);
 }
+
+/// Opening a remote repository costs one read of its config, shared by the
+/// cache (which keys itself by the repository id) and the open; a writer
+/// still reads it again from the store once it holds the lock.
+#[test]
+fn the_config_is_read_once_to_open_and_again_under_the_writer_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(src.join("f"), b"some bytes").unwrap();
+    let mem = Arc::new(MemBackend::new());
+    drop(Repository::init(mem.clone(), tiny_config()).unwrap());
+    let reads = Reads::default();
+    let observed: ObservedBackend<_, Reads> = ObservedBackend::new(mem.clone(), reads.clone());
+    let store: Arc<dyn Backend> = Arc::new(observed);
+    let config_reads = || {
+        reads
+            .0
+            .lock()
+            .iter()
+            .filter(|k| *k == cairn_engine::keys::CONFIG)
+            .count()
+    };
+
+    let repo =
+        Repository::open(LocalCache::wrap(store, &dir.path().join("cache")).unwrap()).unwrap();
+    assert_eq!(config_reads(), 1);
+    let done = backup_opts(&repo, &src, BackupOptions::default()).unwrap();
+    assert_eq!(config_reads(), 2, "the writer's read under its lock");
+    assert_restores(&repo, &done.snapshot_id, &src);
+}
