@@ -138,6 +138,17 @@ fn modify(tree: &Path, rng: &mut Rng) {
     write_file(&tree.join("sub/small.txt"), &rng.text(3_000), 0o644);
 }
 
+/// A fresh repository behind its proxy, a scratch directory, and the tree
+/// to back up (built from `seed`) at `<scratch>/tree`.
+fn setup(seed: u64) -> (Remote, tempfile::TempDir, PathBuf, Rng) {
+    let remote = Remote::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = tmp.path().join("tree");
+    let mut rng = Rng::new(seed);
+    build_tree(&tree, &mut rng);
+    (remote, tmp, tree, rng)
+}
+
 /// Every `every`-th request fails once, in turn as a 503 the store never
 /// saw, a 500 after the store applied it, and a dropped connection; a
 /// request's retry (same method and target) is never failed again.
@@ -161,11 +172,7 @@ fn flaky(every: u64) -> impl FnMut(&Request) -> Action + Send {
 
 #[test]
 fn failed_requests_during_backup_and_restore_are_retried() {
-    let remote = Remote::start();
-    let tmp = tempfile::tempdir().unwrap();
-    let tree = tmp.path().join("tree");
-    let mut rng = Rng::new(141);
-    build_tree(&tree, &mut rng);
+    let (remote, tmp, tree, mut rng) = setup(141);
     build_sample_tree(&tree.join("sample"), &mut rng);
     let expected = Manifest::capture(&tree);
     remote.run(&["init"]).ok();
@@ -193,11 +200,7 @@ fn connections_reset_while_containers_are_sent_are_retried() {
     // A write into a reset connection raises SIGPIPE; cairn must neither
     // die of it (as a node of a cluster going down once made it, silently)
     // nor give up: the upload is retried.
-    let remote = Remote::start();
-    let tmp = tempfile::tempdir().unwrap();
-    let tree = tmp.path().join("tree");
-    let mut rng = Rng::new(144);
-    build_tree(&tree, &mut rng);
+    let (remote, tmp, tree, _) = setup(144);
     let expected = Manifest::capture(&tree);
     remote.run(&["init"]).ok();
     let mut reset: HashSet<String> = HashSet::new();
@@ -216,12 +219,8 @@ fn connections_reset_while_containers_are_sent_are_retried() {
 
 #[test]
 fn a_store_gone_in_the_middle_of_a_backup_fails_it_cleanly() {
-    let remote = Remote::start();
-    let tmp = tempfile::tempdir().unwrap();
-    let tree = tmp.path().join("tree");
+    let (remote, tmp, tree, mut rng) = setup(142);
     let out = tmp.path().join("out");
-    let mut rng = Rng::new(142);
-    build_tree(&tree, &mut rng);
     let first = Manifest::capture(&tree);
     let first_id = remote.backup(&tree);
 
@@ -271,12 +270,8 @@ fn a_store_gone_in_the_middle_of_a_backup_fails_it_cleanly() {
 
 #[test]
 fn a_backup_killed_at_each_commit_step_leaves_committed_snapshots_whole() {
-    let remote = Remote::start();
-    let tmp = tempfile::tempdir().unwrap();
-    let tree = tmp.path().join("tree");
+    let (remote, tmp, tree, mut rng) = setup(143);
     let out = tmp.path().join("out");
-    let mut rng = Rng::new(143);
-    build_tree(&tree, &mut rng);
     let mut committed = vec![(remote.backup(&tree), Manifest::capture(&tree))];
 
     // (the request held while the backup is killed, whether the store
