@@ -35,13 +35,7 @@ fn ids_with(repo: &Path, password: &str) -> Vec<String> {
         &["snapshots", "--json"],
         &[("CAIRN_PASSWORD", password)],
     )
-    .ok()
-    .json()
-    .as_array()
-    .unwrap()
-    .iter()
-    .map(|s| s["id"].as_str().unwrap().to_string())
-    .collect()
+    .snapshot_ids()
 }
 
 #[test]

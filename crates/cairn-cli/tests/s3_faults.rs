@@ -36,10 +36,8 @@ struct Remote {
     proxy: FaultProxy,
     url: String,
     cache: PathBuf,
-    access_key: String,
-    secret_key: String,
     // Dropped last: the server outlives the proxy in front of it.
-    _server: S3TestServer,
+    server: S3TestServer,
 }
 
 impl Remote {
@@ -58,9 +56,7 @@ impl Remote {
             proxy,
             url,
             cache,
-            access_key: server.access_key().to_owned(),
-            secret_key: server.secret_key().to_owned(),
-            _server: server,
+            server,
         }
     }
 
@@ -68,8 +64,8 @@ impl Remote {
         let mut c = command(Path::new(&self.url), &["--s3-lease-secs", LEASE_SECS]);
         c.args(args)
             .env("CAIRN_CACHE_DIR", &self.cache)
-            .env("AWS_ACCESS_KEY_ID", &self.access_key)
-            .env("AWS_SECRET_ACCESS_KEY", &self.secret_key)
+            .env("AWS_ACCESS_KEY_ID", self.server.access_key())
+            .env("AWS_SECRET_ACCESS_KEY", self.server.secret_key())
             .env_remove("AWS_SESSION_TOKEN")
             .env_remove("AWS_ENDPOINT_URL")
             .stdin(Stdio::null())
@@ -83,14 +79,7 @@ impl Remote {
     }
 
     fn snapshot_ids(&self) -> Vec<String> {
-        self.run(&["snapshots", "--json"])
-            .ok()
-            .json()
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|s| s["id"].as_str().unwrap().to_owned())
-            .collect()
+        self.run(&["snapshots", "--json"]).snapshot_ids()
     }
 
     fn backup(&self, tree: &Path) -> String {

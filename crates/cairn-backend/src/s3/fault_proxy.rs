@@ -261,15 +261,13 @@ fn serve(shared: &Shared, client: TcpStream) -> io::Result<()> {
         }
         Action::Fail(status) => answer(&mut client, status)?,
         Action::FailAfterApply(status) => {
-            let mut upstream = forward(shared, &request_line, &headers, &body)?;
-            io::copy(&mut upstream, &mut io::sink())?;
+            apply(shared, &request_line, &headers, &body)?;
             answer(&mut client, status)?;
         }
         Action::Drop => {}
         Action::Hold | Action::ForwardThenHold => {
             if action == Action::ForwardThenHold {
-                let mut upstream = forward(shared, &request_line, &headers, &body)?;
-                io::copy(&mut upstream, &mut io::sink())?;
+                apply(shared, &request_line, &headers, &body)?;
             }
             shared.held.lock().unwrap().push(client);
             shared.held_changed.notify_all();
@@ -301,6 +299,14 @@ fn forward(
     upstream.write_all(head.as_bytes())?;
     upstream.write_all(body)?;
     Ok(upstream)
+}
+
+/// Has the server carry out the request, and lets its answer go: the
+/// client never learns that the request took effect.
+fn apply(shared: &Shared, request_line: &str, headers: &[String], body: &[u8]) -> io::Result<()> {
+    let mut upstream = forward(shared, request_line, headers, body)?;
+    io::copy(&mut upstream, &mut io::sink())?;
+    Ok(())
 }
 
 /// An S3-style error answer.

@@ -75,6 +75,18 @@ impl Run {
         self
     }
 
+    /// The ids a successful `snapshots --json` listed, oldest first.
+    #[track_caller]
+    pub fn snapshot_ids(self) -> Vec<String> {
+        self.ok()
+            .json()
+            .as_array()
+            .expect("snapshots --json is an array")
+            .iter()
+            .map(|s| s["id"].as_str().expect("id is a string").to_string())
+            .collect()
+    }
+
     /// Parses standard output as JSON.
     #[track_caller]
     pub fn json(&self) -> serde_json::Value {
@@ -303,10 +315,7 @@ pub fn snapshots(repo: &Path) -> Vec<serde_json::Value> {
 
 /// Ids of all snapshots, oldest first.
 pub fn snapshot_ids(repo: &Path) -> Vec<String> {
-    snapshots(repo)
-        .iter()
-        .map(|s| s["id"].as_str().expect("id is a string").to_string())
-        .collect()
+    cairn(repo, &["snapshots", "--json"]).snapshot_ids()
 }
 
 /// Whether the tests run as root (permission tests are meaningless then).
