@@ -136,15 +136,15 @@ fn verbose_restore_prints_a_line_per_file() {
 }
 
 /// Runs `cairn args` on a pseudo-terminal (util-linux `script`), so the
-/// progress bar is drawn; returns everything it wrote, or `None` (with a
-/// note) where `script` is missing.
+/// progress bar is drawn; returns everything it wrote, or `None`
+/// ([`skip_or_fail`]) where `script` is missing.
 fn on_terminal(repo: &Path, args: &[&str]) -> Option<String> {
     if std::process::Command::new("script")
         .arg("--version")
         .output()
         .is_err()
     {
-        eprintln!("skipped: util-linux `script` is not installed (needed for a terminal)");
+        skip_or_fail("util-linux `script` is not installed (needed for a terminal)");
         return None;
     }
     let mut line = format!("{BIN} --repo {}", s(repo));

@@ -285,8 +285,7 @@ mod tests {
         f.set_len(4 << 20).unwrap();
         let f = File::open(&p).unwrap();
         let Some(ext) = data_extents(&f, 4 << 20) else {
-            eprintln!("file system reports no holes; skipping");
-            return;
+            return crate::skip_or_fail("the temporary directory's file system reports no holes");
         };
         assert_eq!(ext.len(), 1);
         assert!(ext[0].offset <= 1 << 20 && ext[0].end() >= (1 << 20) + 6);

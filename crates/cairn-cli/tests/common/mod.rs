@@ -1,10 +1,16 @@
 //! Shared helpers of the end-to-end tests: run the real `cairn` binary,
 //! build file trees from a seeded RNG, record a tree's state (content, mode,
 //! mtime, symlink targets, structure) and compare a restored tree against it,
-//! and damage repository files.
+//! damage repository files, and skip or run unprivileged where the machine
+//! requires (`environment`).
 #![allow(dead_code)]
 
 pub mod damage;
+mod environment;
+
+// Not every test file skips or needs root.
+#[allow(unused_imports)]
+pub use environment::*;
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -316,15 +322,6 @@ pub fn snapshots(repo: &Path) -> Vec<serde_json::Value> {
 /// Ids of all snapshots, oldest first.
 pub fn snapshot_ids(repo: &Path) -> Vec<String> {
     cairn(repo, &["snapshots", "--json"]).snapshot_ids()
-}
-
-/// Whether the tests run as root (permission tests are meaningless then).
-pub fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-        .unwrap_or(false)
 }
 
 // ---------------------------------------------------------------------------
