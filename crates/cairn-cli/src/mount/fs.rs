@@ -11,6 +11,15 @@
 //! separate subtree under each: a directory inode has one parent, as the
 //! kernel expects. The table only grows; an entry costs its listing record.
 //!
+//! The names of one hard-link group (the same `(device, inode)` recorded
+//! with a link count, docs/file-kinds.md) within one snapshot subtree share
+//! one inode, as they shared one file when backed up.
+//!
+//! Entry attributes are served as stored (`entry_attr`): the recorded link
+//! count of a hard-linked file, a device's number, the allocated size of a
+//! sparse file (its data extents, not its holes); `getxattr`/`listxattr`
+//! answer from the entry's stored extended attributes.
+//!
 //! Listings are decoded once: a directory stored inline in its parent's
 //! listing keeps its entries behind an `Arc` in its inode (made when the
 //! inode is), and `opendir` pins the directory's listing to the handle, so
@@ -34,7 +43,7 @@ use cairn_format::dir::{BlobRef, DirEntry, EntryKind};
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, LockOwner,
     OpenAccMode, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
-    ReplyOpen, Request,
+    ReplyOpen, ReplyXattr, Request,
 };
 
 use super::layout::{Layout, VNode};
@@ -59,6 +68,9 @@ enum Inode {
     /// in `inline`, shared by every lookup and readdir in it.
     Entry {
         parent: u64,
+        /// The inode of the snapshot directory this entry is below: the
+        /// scope of its hard-link group.
+        root: u64,
         entry: DirEntry,
         inline: Option<Arc<Vec<DirEntry>>>,
     },
@@ -68,6 +80,9 @@ struct State {
     access: RandomAccess,
     inodes: Vec<Inode>,
     by_name: HashMap<(u64, Vec<u8>), u64>,
+    /// Hard-linked files by (snapshot root inode, device, inode): every
+    /// name of a group in one snapshot subtree maps to the first one's.
+    by_link: HashMap<(u64, u64, u64), u64>,
     buf: Vec<u8>,
     /// Open snapshot directories: handle -> listing (handle 0: none, a
     /// virtual directory or one opened before this table existed).
@@ -141,6 +156,7 @@ impl SnapshotFs {
                 access,
                 inodes,
                 by_name: HashMap::new(),
+                by_link: HashMap::new(),
                 buf: Vec::new(),
                 open_dirs: HashMap::new(),
                 next_handle: 1,
@@ -171,15 +187,16 @@ impl SnapshotFs {
     fn attr_of(&self, st: &State, ino: u64) -> Option<FileAttr> {
         match st.inodes.get(ino.checked_sub(1)? as usize)? {
             Inode::Virtual(n) => Some(self.virtual_attr(ino, *n)),
-            Inode::Entry { entry: e, .. } => Some(attr(
-                ino,
-                file_type(e.kind),
-                (e.mode & 0o7777) as u16,
-                e.size,
-                e.uid,
-                e.gid,
-                system_time(e.mtime_ns),
-            )),
+            Inode::Entry { entry, .. } => Some(entry_attr(ino, entry)),
+        }
+    }
+
+    /// The stored extended attributes of inode `ino` (none for the
+    /// virtual directories); `None` for an unknown inode.
+    fn xattrs_of<'a>(&self, st: &'a State, ino: u64) -> Option<&'a [(Vec<u8>, Vec<u8>)]> {
+        match st.inodes.get((ino as usize).wrapping_sub(1))? {
+            Inode::Virtual(_) => Some(&[]),
+            Inode::Entry { entry, .. } => Some(&entry.extras.xattrs),
         }
     }
 
@@ -246,20 +263,37 @@ impl SnapshotFs {
         n
     }
 
-    /// The inode of snapshot entry `e` in directory `parent`.
+    /// The inode of snapshot entry `e` in directory `parent`: a later name
+    /// of a hard-link group below the same snapshot directory gets the
+    /// group's inode.
     fn entry_ino(st: &mut State, parent: u64, e: &DirEntry) -> u64 {
         if let Some(&ino) = st.by_name.get(&(parent, e.name.clone())) {
+            return ino;
+        }
+        // The parent of an entry is a snapshot directory (its own root) or
+        // an entry below one.
+        let root = match st.inodes.get((parent as usize).wrapping_sub(1)) {
+            Some(Inode::Entry { root, .. }) => *root,
+            _ => parent,
+        };
+        let link_key = e.extras.hard_link.map(|h| (root, h.dev, e.inode));
+        if let Some(&ino) = link_key.and_then(|k| st.by_link.get(&k)) {
+            st.by_name.insert((parent, e.name.clone()), ino);
             return ino;
         }
         let mut entry = e.clone();
         let inline = entry.children.take().map(Arc::new);
         st.inodes.push(Inode::Entry {
             parent,
+            root,
             entry,
             inline,
         });
         let ino = st.inodes.len() as u64;
         st.by_name.insert((parent, e.name.clone()), ino);
+        if let Some(k) = link_key {
+            st.by_link.insert(k, ino);
+        }
         ino
     }
 
@@ -297,6 +331,50 @@ fn attr(
         rdev: 0,
         blksize: 4096,
         flags: 0,
+    }
+}
+
+/// The attributes of a snapshot entry as its listing stored them.
+fn entry_attr(ino: u64, e: &DirEntry) -> FileAttr {
+    let mut a = attr(
+        ino,
+        file_type(e.kind),
+        (e.mode & 0o7777) as u16,
+        e.size,
+        e.uid,
+        e.gid,
+        system_time(e.mtime_ns),
+    );
+    if let Some(h) = e.extras.hard_link {
+        a.nlink = u32::try_from(h.nlink).unwrap_or(u32::MAX);
+    }
+    if let Some(rdev) = e.extras.rdev {
+        a.rdev = kernel_dev(rdev);
+    }
+    // A sparse file occupies its data extents; its holes take no blocks.
+    if let Some(extents) = &e.extras.extents {
+        a.blocks = extents.iter().map(|x| x.len).sum::<u64>().div_ceil(512);
+    }
+    a
+}
+
+/// A stored device number (`st_rdev`, the C library's 64-bit encoding) in
+/// the 32-bit encoding FUSE hands the kernel: minor's low 8 bits, then
+/// 12 bits of major, then minor's upper 12 bits. A major or minor too
+/// large for it (none on Linux today) is cut to its low bits.
+fn kernel_dev(rdev: u64) -> u32 {
+    let (major, minor) = (libc::major(rdev), libc::minor(rdev));
+    (minor & 0xff) | ((major & 0xfff) << 8) | ((minor & 0xfff00) << 12)
+}
+
+/// Answers an xattr request for `data`: its size when `size` is 0 (the
+/// caller asks how big a buffer to pass), the bytes if they fit, `ERANGE`
+/// if not.
+fn reply_xattr(reply: ReplyXattr, size: u32, data: &[u8]) {
+    match u32::try_from(data.len()) {
+        Ok(len) if size == 0 => reply.size(len),
+        Ok(len) if len <= size => reply.data(data),
+        _ => reply.error(Errno::ERANGE),
     }
 }
 
@@ -346,6 +424,31 @@ impl Filesystem for SnapshotFs {
             },
             None => reply.error(Errno::ENOENT),
         }
+    }
+
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        let st = self.state();
+        let Some(xattrs) = self.xattrs_of(&st, u64::from(ino)) else {
+            return reply.error(Errno::ENOENT);
+        };
+        match xattrs.iter().find(|(n, _)| n == name.as_bytes()) {
+            Some((_, value)) => reply_xattr(reply, size, value),
+            None => reply.error(Errno::NO_XATTR),
+        }
+    }
+
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        let st = self.state();
+        let Some(xattrs) = self.xattrs_of(&st, u64::from(ino)) else {
+            return reply.error(Errno::ENOENT);
+        };
+        // The names, each followed by a NUL (names hold no NUL: FORMAT.md).
+        let mut names = Vec::new();
+        for (n, _) in xattrs {
+            names.extend_from_slice(n);
+            names.push(0);
+        }
+        reply_xattr(reply, size, &names)
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
@@ -488,6 +591,15 @@ mod tests {
             children,
             extras: Default::default(),
         }
+    }
+
+    /// The kernel decodes FUSE's 32-bit device numbers as `new_decode_dev`
+    /// does: minor's low byte, 12 bits of major, minor's upper 12 bits.
+    #[test]
+    fn device_numbers_reach_the_kernel_in_its_encoding() {
+        assert_eq!(kernel_dev(libc::makedev(1, 3)), 0x103);
+        assert_eq!(kernel_dev(libc::makedev(259, 0x10001)), 0x1001_0301);
+        assert_eq!(kernel_dev(libc::makedev(0xfff, 0xff)), 0xf_ffff);
     }
 
     #[test]
