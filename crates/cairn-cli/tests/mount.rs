@@ -11,9 +11,10 @@
 //! path (every virtual path of a snapshot is its own subtree of inodes), a
 //! directory listing against a `stat`, or the source tree.
 //!
-//! Only where FUSE cannot work at all (no /dev/fuse, or no fusermount for a
-//! non-root user) does a mounting test skip (`skip_or_fail`); any other
-//! mount failure fails the test.
+//! Only where FUSE cannot work at all (no /dev/fuse, one this user cannot
+//! open, or no fusermount for a non-root user) does a mounting test skip
+//! (`skip_or_fail`), checked before mounting; any mount failure fails the
+//! test.
 
 mod common;
 
@@ -33,6 +34,17 @@ fn fuse_missing() -> Option<String> {
     }
     if !is_root() && fusermount().is_none() {
         return Some("no fusermount3 or fusermount for a non-root user".into());
+    }
+    // The mount opens the device itself (fuser falls back to fusermount
+    // only where it is missing): a device this user may not open (mode
+    // 0600 in some containers) leaves FUSE out of reach, which root, as
+    // CI runs, never meets.
+    if let Err(e) = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/fuse")
+    {
+        return Some(format!("/dev/fuse cannot be opened by this user: {e}"));
     }
     None
 }
