@@ -3,8 +3,11 @@
 //! processes): readers share, a backup writer never waits for readers nor
 //! they for it, and a writer that deletes excludes readers both ways.
 
-use cairn_core::Error;
-use cairn_engine::Repository;
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+
+use cairn_core::{Error, LockMode};
+use cairn_engine::{keys, Repository};
 
 fn locked<T>(r: cairn_core::Result<T>) -> bool {
     matches!(r, Err(Error::Locked(_)))
@@ -35,19 +38,33 @@ fn readers_share_backups_pass_deleters_exclude() {
     b.lock_reader(false).expect("released on drop");
     drop(w);
 
-    // A reader waiting for a deleter gets in once it is done.
+    // A reader waiting for a deleter gets in once it is done: the waiter
+    // reports that it blocks, has not got in while the deleter holds on,
+    // and gets in after the deleter lets go (no timing involved).
     let w = a.lock_writer(false).unwrap();
     let d = a.lock_out_readers(&w, false).unwrap();
+    let (blocked_tx, blocked) = mpsc::channel();
+    b.on_lock_wait(Arc::new(move |name: &str, mode: LockMode| {
+        blocked_tx.send((name.to_string(), mode)).unwrap();
+    }));
+    let (got_in_tx, got_in) = mpsc::channel();
     let waiter = std::thread::spawn(move || {
-        let started = std::time::Instant::now();
-        let _r = b.lock_reader(true).unwrap();
-        started.elapsed()
+        let r = b.lock_reader(true).unwrap();
+        got_in_tx.send(()).unwrap();
+        drop(r);
     });
-    std::thread::sleep(std::time::Duration::from_millis(200));
-    drop(d);
-    let waited = waiter.join().unwrap();
-    assert!(
-        waited >= std::time::Duration::from_millis(150),
-        "{waited:?}"
+    let hang = Duration::from_secs(120);
+    assert_eq!(
+        blocked.recv_timeout(hang).expect("the reader never waited"),
+        (keys::READERS_LOCK.to_string(), LockMode::Shared)
     );
+    assert!(
+        got_in.try_recv().is_err(),
+        "a reader got in while the deleter held the lock"
+    );
+    drop(d);
+    got_in
+        .recv_timeout(hang)
+        .expect("the reader did not get in once the deleter let go");
+    waiter.join().unwrap();
 }

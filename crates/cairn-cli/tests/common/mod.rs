@@ -298,6 +298,96 @@ pub fn finish(child: Child, args: &[&str]) -> Run {
     Run::from_output(arg_list(None, args), out)
 }
 
+/// A spawned `cairn` whose stderr is read line by line as it comes, so that
+/// a test can wait for what the command reports (`cairn: waiting for ...`)
+/// instead of sleeping and guessing from elapsed time.
+pub struct Watched {
+    child: Child,
+    args: Vec<String>,
+    lines: std::sync::mpsc::Receiver<String>,
+    /// Every stderr line received so far.
+    seen: Vec<String>,
+    reader: std::thread::JoinHandle<()>,
+}
+
+impl Watched {
+    /// Spawns `cmd` (its stderr is piped here; stdout too, for `finish`).
+    pub fn spawn(cmd: &mut Command, args: &[&str]) -> Watched {
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawning cairn");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        let reader = std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Watched {
+            child,
+            args: arg_list(None, args),
+            lines,
+            seen: Vec::new(),
+            reader,
+        }
+    }
+
+    /// Waits until a stderr line contains `needle`; false if the command
+    /// closed its stderr (exited) first or `hang` passed (a guard against a
+    /// hang, not a measurement).
+    pub fn wait_for_stderr(&mut self, needle: &str, hang: std::time::Duration) -> bool {
+        if self.seen.iter().any(|l| l.contains(needle)) {
+            return true;
+        }
+        let deadline = std::time::Instant::now() + hang;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    let found = line.contains(needle);
+                    self.seen.push(line);
+                    if found {
+                        return true;
+                    }
+                }
+                Err(_) => return false,
+            }
+        }
+    }
+
+    /// Whether the command has not exited yet.
+    pub fn still_running(&mut self) -> bool {
+        self.child.try_wait().expect("polling cairn").is_none()
+    }
+
+    /// The stderr lines received so far.
+    pub fn stderr_so_far(&self) -> String {
+        self.seen.join("\n")
+    }
+
+    /// Waits for the command to exit and collects its output.
+    pub fn finish(mut self) -> Run {
+        let out = self.child.wait_with_output().expect("waiting for cairn");
+        self.reader.join().expect("the stderr reader");
+        self.seen.extend(self.lines.try_iter());
+        let mut stderr = self.seen.join("\n");
+        if !stderr.is_empty() {
+            stderr.push('\n');
+        }
+        let out = std::process::Output {
+            stderr: stderr.into_bytes(),
+            ..out
+        };
+        Run::from_output(self.args, out)
+    }
+}
+
 /// A path as `&str` (test paths are UTF-8).
 pub fn s(p: &Path) -> &str {
     p.to_str().expect("UTF-8 test path")
