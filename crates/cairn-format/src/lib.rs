@@ -32,8 +32,8 @@ pub mod index;
 pub mod index_delta;
 pub mod snapshot;
 pub mod summary_vector;
-#[cfg(test)]
-mod testutil;
+#[cfg(any(test, feature = "test-support"))]
+pub mod testutil;
 pub mod tree;
 
 pub use compress::{compress, decompress};

@@ -1,4 +1,5 @@
-//! Test support shared by the decoders' property tests: mutations of valid
+//! Test support shared by the decoders' property tests (this crate's, and
+//! other crates' with the `test-support` feature): mutations of valid
 //! encodings and a fixed-seed runner that counts how many mutated cases
 //! still decoded.
 //!
@@ -23,7 +24,7 @@ use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRu
 /// A position as a fraction of an encoding's length, so that one mutation
 /// applies to an encoding of any length.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Pos(pub u32);
+pub struct Pos(pub u32);
 
 impl Pos {
     /// The offset in an encoding of `len` bytes (`len > 0`): below `len`.
@@ -34,7 +35,7 @@ impl Pos {
 
 /// One change to an encoding.
 #[derive(Clone, Debug)]
-pub(crate) enum Mutation {
+pub enum Mutation {
     /// The valid encoding as it is.
     Keep,
     /// Flips one bit.
@@ -64,7 +65,7 @@ pub(crate) enum Mutation {
 
 /// The value [`Mutation::Field`] writes.
 #[derive(Clone, Debug)]
-pub(crate) enum FieldValue {
+pub enum FieldValue {
     Zero,
     One,
     EncodingLen,
@@ -77,7 +78,7 @@ fn position() -> impl Strategy<Value = Pos> {
 }
 
 /// Mutations, the unchanged encoding among them (one case in eight).
-pub(crate) fn mutation() -> impl Strategy<Value = Mutation> {
+pub fn mutation() -> impl Strategy<Value = Mutation> {
     let small_bytes = || proptest::collection::vec(any::<u8>(), 1..16);
     let field_value = prop_oneof![
         Just(FieldValue::Zero),
@@ -103,7 +104,7 @@ pub(crate) fn mutation() -> impl Strategy<Value = Mutation> {
 
 impl Mutation {
     /// `valid` with this mutation applied.
-    pub(crate) fn apply(&self, valid: &[u8]) -> Vec<u8> {
+    pub fn apply(&self, valid: &[u8]) -> Vec<u8> {
         let mut b = valid.to_vec();
         let n = b.len();
         // An index into the encoding, or None when it is empty.
@@ -156,7 +157,7 @@ impl Mutation {
 }
 
 /// What [`check_mutations`] runs and demands.
-pub(crate) struct MutationRun {
+pub struct MutationRun {
     /// Names the decoder in failure messages.
     pub name: &'static str,
     pub cases: u32,
@@ -172,7 +173,7 @@ pub(crate) struct MutationRun {
 /// decoded (after asserting the decoder's contract on the result),
 /// `Ok(false)` when they were refused. Fails on the first failed assertion
 /// and when fewer than `run.min_decoded_pct` percent of the cases decoded.
-pub(crate) fn check_mutations<C: Debug + Clone>(
+pub fn check_mutations<C: Debug + Clone>(
     run: MutationRun,
     valid: impl Strategy<Value = (C, Vec<u8>)>,
     reseal: impl Fn(&mut [u8]),
@@ -224,7 +225,7 @@ pub(crate) fn check_mutations<C: Debug + Clone>(
 /// Repairs an envelope (`magic | version | payload_len | payload | crc32c`)
 /// after a mutation: the length field says what the bytes hold and the
 /// checksum matches, so the payload's own checks are reached.
-pub(crate) fn reseal_envelope(b: &mut [u8]) {
+pub fn reseal_envelope(b: &mut [u8]) {
     use crate::envelope::{ENVELOPE_HEADER_LEN, ENVELOPE_OVERHEAD};
     if b.len() < ENVELOPE_OVERHEAD {
         return;
@@ -235,7 +236,7 @@ pub(crate) fn reseal_envelope(b: &mut [u8]) {
 }
 
 /// Rewrites the last four bytes as the crc32c of the bytes before them.
-pub(crate) fn reseal_trailing_crc(b: &mut [u8]) {
+pub fn reseal_trailing_crc(b: &mut [u8]) {
     if b.len() < 4 {
         return;
     }
