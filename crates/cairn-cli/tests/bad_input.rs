@@ -296,7 +296,7 @@ fn wait_scenario(tmp: &Path, tree: &Path) -> (std::path::PathBuf, String, String
     stdin.write_all(&part2).unwrap();
     drop(stdin);
     let first = finish(child, &HELD_ARGS).ok();
-    let second = waiter.finish().ok();
+    let second = waiter.finish(Duration::from_secs(300)).ok();
     let id1 = first.json()["id"].as_str().unwrap().to_string();
     let id2 = second.json()["id"].as_str().unwrap().to_string();
     let mut all = part1;

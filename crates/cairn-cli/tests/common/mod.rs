@@ -300,14 +300,17 @@ pub fn finish(child: Child, args: &[&str]) -> Run {
 
 /// A spawned `cairn` whose stderr is read line by line as it comes, so that
 /// a test can wait for what the command reports (`cairn: waiting for ...`)
-/// instead of sleeping and guessing from elapsed time.
+/// instead of sleeping and guessing from elapsed time. Killed if dropped
+/// while it runs (a test failed).
 pub struct Watched {
-    child: Child,
+    /// `None` once finished.
+    child: Option<Child>,
     args: Vec<String>,
     lines: std::sync::mpsc::Receiver<String>,
     /// Every stderr line received so far.
     seen: Vec<String>,
-    reader: std::thread::JoinHandle<()>,
+    /// The thread reading stderr; `None` once joined.
+    reader: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Watched {
@@ -330,11 +333,11 @@ impl Watched {
             }
         });
         Watched {
-            child,
+            child: Some(child),
             args: arg_list(None, args),
             lines,
             seen: Vec::new(),
-            reader,
+            reader: Some(reader),
         }
     }
 
@@ -363,7 +366,8 @@ impl Watched {
 
     /// Whether the command has not exited yet.
     pub fn still_running(&mut self) -> bool {
-        self.child.try_wait().expect("polling cairn").is_none()
+        let child = self.child.as_mut().expect("running");
+        child.try_wait().expect("polling cairn").is_none()
     }
 
     /// The stderr lines received so far.
@@ -371,10 +375,26 @@ impl Watched {
         self.seen.join("\n")
     }
 
-    /// Waits for the command to exit and collects its output.
-    pub fn finish(mut self) -> Run {
-        let out = self.child.wait_with_output().expect("waiting for cairn");
-        self.reader.join().expect("the stderr reader");
+    /// Waits for the command to exit (failing after `hang`, a guard against
+    /// hangs; the drop then kills it) and collects its output. Stdout is
+    /// read after the exit: for commands that print less than a pipe holds.
+    pub fn finish(mut self, hang: std::time::Duration) -> Run {
+        let deadline = std::time::Instant::now() + hang;
+        while self.still_running() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "cairn {:?} did not exit within {hang:?}",
+                self.args
+            );
+            // Keep the pipe drained while polling.
+            self.seen.extend(self.lines.try_iter());
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let child = self.child.take().expect("running");
+        let out = child.wait_with_output().expect("waiting for cairn");
+        if let Some(reader) = self.reader.take() {
+            reader.join().expect("the stderr reader");
+        }
         self.seen.extend(self.lines.try_iter());
         let mut stderr = self.seen.join("\n");
         if !stderr.is_empty() {
@@ -384,7 +404,16 @@ impl Watched {
             stderr: stderr.into_bytes(),
             ..out
         };
-        Run::from_output(self.args, out)
+        Run::from_output(std::mem::take(&mut self.args), out)
+    }
+}
+
+impl Drop for Watched {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
 
