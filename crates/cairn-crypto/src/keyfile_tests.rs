@@ -266,3 +266,60 @@ fn tuning_measures_real_derivations() {
     assert_eq!((p.m_cost_kib, p.p_cost), (64, 1));
     assert!((1..=KdfParams::MAX_T_COST).contains(&p.t_cost));
 }
+
+/// Mutated valid key files never panic the parser; what parses round-trips
+/// through its own bytes (JSON: not byte for byte), and opening it with the right password either fails
+/// or gives the very master key that was wrapped: no edit of a key file
+/// yields another key. (Opened only while the cost parameters are the
+/// tests' tiny ones: an edited memory cost may ask for gigabytes.)
+#[test]
+fn mutated_key_files_parse_canonically_and_never_open_to_another_key() {
+    use cairn_format::testutil::{check_mutations, MutationRun};
+    use proptest::prelude::*;
+
+    let master = MasterKey::from_bytes([0x42; KEY_LEN]);
+    let password = pw("correct horse");
+    let valid = (any::<[u8; 8]>(), any::<u64>(), "[a-z-]{0,12}", "[a-z]{0,8}").prop_map(
+        |(id, created, host, user)| {
+            let fixed = FixedForTests {
+                id,
+                created,
+                salt: [7; SALT_LEN],
+                nonce: [9; NONCE_LEN],
+            };
+            let label = KeyLabel { host, user };
+            let kf = KeyFile::create_fixed_for_tests(
+                &MasterKey::from_bytes([0x42; KEY_LEN]),
+                &pw("correct horse"),
+                KdfParams::for_tests(),
+                label,
+                "repo-1",
+                fixed,
+            )
+            .unwrap();
+            ((), kf.to_bytes())
+        },
+    );
+    let run = MutationRun {
+        name: "key file",
+        cases: 256,
+        min_decoded_pct: 15,
+    };
+    check_mutations(
+        run,
+        valid,
+        |_| {},
+        |(), bytes| {
+            let Ok(kf) = KeyFile::from_bytes(bytes) else {
+                return Ok(false);
+            };
+            prop_assert_eq!(KeyFile::from_bytes(&kf.to_bytes()).unwrap(), kf.clone());
+            if kf.params() == KdfParams::for_tests() {
+                if let Ok(opened) = kf.open(&password) {
+                    prop_assert!(opened == master, "an edited key file opened to another key");
+                }
+            }
+            Ok(true)
+        },
+    );
+}
