@@ -275,8 +275,9 @@ fn wait_scenario(tmp: &Path, tree: &Path) -> (std::path::PathBuf, String, String
 
     let wait_args = ["backup", "--wait", "--json", s(tree)];
     let mut waiter = Watched::spawn(command(&repo, &wait_args).stdin(Stdio::null()), &wait_args);
-    // The waiter reports that it found the lock held and blocks; until the
-    // first writer is done it neither exits nor commits.
+    // The waiter reports that it found the lock held and blocks (the kernel
+    // shows it blocked on the lock file); until the first writer is done it
+    // neither exits nor commits.
     assert!(
         waiter.wait_for_stderr(
             "cairn: waiting for another writer to finish",
@@ -285,6 +286,7 @@ fn wait_scenario(tmp: &Path, tree: &Path) -> (std::path::PathBuf, String, String
         "--wait did not report waiting for the first writer:\n{}",
         waiter.stderr_so_far()
     );
+    wait_until_flock_blocked(&repo.join("locks/write"), Duration::from_secs(120));
     assert!(
         waiter.still_running(),
         "--wait did not wait for the first writer"

@@ -352,7 +352,8 @@ fn a_mount_holds_off_garbage_collection_until_unmounted() {
         &prune_args,
     );
     // The collection reports that it waits for the mount's readers lock
-    // (no timing: until the report it may still be marking).
+    // (no timing: until the report it may still be marking), and the
+    // kernel shows it blocked on the lock file.
     assert!(
         prune.wait_for_stderr(
             "cairn: waiting for running readers to finish",
@@ -361,6 +362,7 @@ fn a_mount_holds_off_garbage_collection_until_unmounted() {
         "the collection did not wait for the mount's readers lock:\n{}",
         prune.stderr_so_far()
     );
+    wait_until_flock_blocked(&f.repo.join("locks/readers"), Duration::from_secs(120));
     assert!(
         prune.still_running(),
         "the collection deleted while the mount held its readers lock"

@@ -408,6 +408,31 @@ impl Watched {
     }
 }
 
+/// Waits until the kernel lists a waiter blocked on a flock of `lock_file`
+/// (a `->` line of `/proc/locks` naming its inode), in this process or
+/// another: the proof that a command that reported waiting for a lock is
+/// inside its wait, not about to start it. `hang` guards against a waiter
+/// that never blocks.
+pub fn wait_until_flock_blocked(lock_file: &Path, hang: std::time::Duration) {
+    let inode = format!(":{} ", fs::metadata(lock_file).unwrap().ino());
+    let deadline = std::time::Instant::now() + hang;
+    loop {
+        let locks = fs::read_to_string("/proc/locks").unwrap();
+        if locks
+            .lines()
+            .any(|l| l.contains("->") && l.contains(&inode))
+        {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "nothing blocked on {}",
+            lock_file.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
 impl Drop for Watched {
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {
