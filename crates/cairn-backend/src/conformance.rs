@@ -12,7 +12,8 @@
 //! that involve blocking use threads with bounded timeouts, so a broken
 //! backend fails the test instead of hanging it.
 
-use cairn_core::{Backend, Error, LockMode};
+use cairn_core::{Backend, Error, LockGuard, LockMode};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::Duration;
@@ -285,26 +286,61 @@ pub fn check_lock_exclusion(b: &Arc<dyn Backend>) {
     assert!(ex.is_ok(), "lock not released on drop");
 }
 
-/// Takes `held` on "repo", then starts a thread waiting for `wanted`; the
+/// How long a lock test waits for an event before it calls the lock hung:
+/// a guard against hangs, never a measurement.
+const HANG: Duration = Duration::from_secs(120);
+
+/// Checks that a waiting lock call on `waiter` blocks while `held` is held
+/// and gets the lock once it is dropped, without timing anything: the
+/// waiting thread first finds the lock taken (`Error::Locked` without
+/// waiting), reports that, then waits; the holder marks the lock released
+/// before it drops it, and the waiter must see the mark once it got in. A
+/// lock that let the waiter in early fails the mark (or the first check).
+/// Returns the waiter's guard.
+pub fn check_waits_until_released(
+    held: Box<dyn LockGuard>,
+    waiter: Arc<dyn Backend>,
+    name: &'static str,
+    wanted: LockMode,
+) -> Box<dyn LockGuard> {
+    let released = Arc::new(AtomicBool::new(false));
+    let (blocked_tx, blocked) = mpsc::channel();
+    let (got_in_tx, got_in) = mpsc::channel();
+    let released_seen = Arc::clone(&released);
+    thread::spawn(move || {
+        let now = waiter.lock(name, wanted, false).map(drop);
+        let _ = blocked_tx.send(now);
+        let r = waiter
+            .lock(name, wanted, true)
+            .map(|g| (g, released_seen.load(Ordering::SeqCst)));
+        let _ = got_in_tx.send(r);
+    });
+    match blocked.recv_timeout(HANG) {
+        Ok(Err(Error::Locked(_))) => {}
+        Ok(Ok(())) => panic!("lock_wait: {wanted:?} on {name} taken while another holds it"),
+        Ok(Err(e)) => panic!("lock_wait: {wanted:?} on {name}: {e}"),
+        Err(_) => panic!("lock_wait: the waiter never tried {name}"),
+    }
+    released.store(true, Ordering::SeqCst);
+    drop(held);
+    match got_in.recv_timeout(HANG) {
+        Ok(Ok((guard, true))) => guard,
+        Ok(Ok((_, false))) => panic!("lock_wait: {wanted:?} on {name} got in before the release"),
+        Ok(Err(e)) => panic!("lock_wait: waiting lock failed: {e}"),
+        Err(_) => panic!("lock_wait: {wanted:?} on {name} still blocked after the release"),
+    }
+}
+
+/// Takes `held` on "repo", then a second caller waits for `wanted`; the
 /// waiter must block until the holder drops its guard.
 fn wait_case(b: &Arc<dyn Backend>, held: LockMode, wanted: LockMode) {
     let guard = b.lock("repo", held, false).unwrap();
-    let (tx, rx) = mpsc::channel();
-    let b2 = Arc::clone(b);
-    thread::spawn(move || {
-        let r = b2.lock("repo", wanted, true).map(drop);
-        let _ = tx.send(r);
-    });
-    assert!(
-        rx.recv_timeout(Duration::from_millis(150)).is_err(),
-        "lock_wait: {wanted:?} did not wait for {held:?}"
-    );
-    drop(guard);
-    match rx.recv_timeout(Duration::from_secs(5)) {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => panic!("lock_wait: waiting lock failed: {e}"),
-        Err(_) => panic!("lock_wait: {wanted:?} still blocked after {held:?} was released"),
-    }
+    drop(check_waits_until_released(
+        guard,
+        Arc::clone(b),
+        "repo",
+        wanted,
+    ));
     // The waiter released its guard on return.
     assert!(b.lock("repo", LockMode::Exclusive, false).is_ok());
 }

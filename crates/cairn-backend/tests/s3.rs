@@ -116,20 +116,11 @@ fn locks_exclude_between_clients() {
     drop(shared_b);
     drop(b.lock("repo", LockMode::Exclusive, false).unwrap());
 
-    // A waiting writer gets the lock once the reader on the other client leaves.
+    // A waiting writer gets the lock once the reader on the other client
+    // leaves, and not before (no timing: see check_waits_until_released).
     let reader = a.lock("repo", LockMode::Shared, false).unwrap();
-    let waiter = std::thread::spawn(move || {
-        let start = Instant::now();
-        let guard = b.lock("repo", LockMode::Exclusive, true).unwrap();
-        (start.elapsed(), guard)
-    });
-    std::thread::sleep(Duration::from_millis(500));
-    drop(reader);
-    let (waited, _guard) = waiter.join().unwrap();
-    assert!(
-        waited >= Duration::from_millis(400),
-        "did not wait: {waited:?}"
-    );
+    let _guard =
+        conformance::check_waits_until_released(reader, Arc::new(b), "repo", LockMode::Exclusive);
     assert!(locked(&a, LockMode::Shared));
 }
 

@@ -551,17 +551,14 @@ fn backup(cli: &Cli, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
 /// The shared readers lock: readers and backups never wait for it; a
 /// writer deleting containers (garbage collection, `repair index
 /// --read-data`) holds it exclusively for a while, and a reader says it is
-/// waiting rather than hanging silently.
+/// waiting rather than hanging silently (the repository's lock-wait
+/// observer, `encryption::announcing_lock_waits`, says it).
 /// A repository this process cannot write to (read-only media, another
 /// user's files) is read without the lock: nobody can be deleting there
 /// through this process, and refusing to read it would be worse.
 pub(crate) fn read_lock(repo: &Repository) -> Result<Option<cairn_engine::ReadLock>> {
-    match repo.lock_reader(false) {
+    match repo.lock_reader(true) {
         Ok(l) => Ok(Some(l)),
-        Err(cairn_core::Error::Locked(_)) => {
-            eprintln!("cairn: waiting for a writer that is deleting data to finish");
-            Ok(Some(repo.lock_reader(true)?))
-        }
         Err(cairn_core::Error::Io { .. }) => Ok(None),
         Err(e) => Err(e.into()),
     }

@@ -17,7 +17,7 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 
 use cairn_backend::LocalBackend;
-use cairn_core::Backend;
+use cairn_core::{Backend, LockMode};
 use cairn_crypto::password::process_env;
 use cairn_crypto::{
     resolve_password, Algorithm, KdfParams, KeyFile, Password, PasswordSource, PromptMode,
@@ -173,15 +173,36 @@ pub fn open_at(
     bypass_cache: bool,
     password: &mut dyn FnMut() -> cairn_core::Result<Password>,
 ) -> Result<Repository> {
-    Ok(match repo_location::parse(path, &cli.s3)? {
-        RepoLocation::Local(path) => Repository::open_local_with_password(path, password)?,
-        RepoLocation::S3(config) => {
-            let mut opts = cli.s3.clone();
-            opts.no_cache |= bypass_cache;
-            let backend = repo_location::s3_backend_cached(*config, &opts)?;
-            Repository::open_with_password(backend, password)?
-        }
-    })
+    Ok(announcing_lock_waits(
+        match repo_location::parse(path, &cli.s3)? {
+            RepoLocation::Local(path) => Repository::open_local_with_password(path, password)?,
+            RepoLocation::S3(config) => {
+                let mut opts = cli.s3.clone();
+                opts.no_cache |= bypass_cache;
+                let backend = repo_location::s3_backend_cached(*config, &opts)?;
+                Repository::open_with_password(backend, password)?
+            }
+        },
+    ))
+}
+
+/// `repo`, set to say on stderr what it waits for whenever a waiting lock
+/// call (`--wait`, or a reader meeting a deleting writer) finds the lock
+/// held. Every repository the commands open or create passes here.
+pub fn announcing_lock_waits(repo: Repository) -> Repository {
+    repo.on_lock_wait(Arc::new(|name: &str, mode: LockMode| {
+        let holder = match (name, mode) {
+            (cairn_engine::keys::WRITE_LOCK, _) => "another writer",
+            (cairn_engine::keys::GC_LOCK, _) => "another garbage collection",
+            (cairn_engine::keys::READERS_LOCK, LockMode::Shared) => {
+                "a writer that is deleting data"
+            }
+            (cairn_engine::keys::READERS_LOCK, LockMode::Exclusive) => "running readers",
+            _ => "another command",
+        };
+        eprintln!("cairn: waiting for {holder} to finish");
+    }));
+    repo
 }
 
 /// The repository at `--repo`, opened, and the password that opened it
@@ -214,14 +235,14 @@ pub fn init_sharing_identity(
         RepoLocation::S3(s3) => repo_location::s3_backend(*s3)?,
     };
     let Some(src_keys) = src.keys() else {
-        return Ok(Repository::init(backend, config)?);
+        return Ok(announcing_lock_waits(Repository::init(backend, config)?));
     };
     let src_password =
         src_password.ok_or_else(|| anyhow!("the source repository's password is needed"))?;
     let master = keys::opened_key(src, src_password)?.master;
     let password = new_password()?;
     let params = kdf.params()?;
-    Ok(Repository::init_encrypted_with(
+    Ok(announcing_lock_waits(Repository::init_encrypted_with(
         backend,
         config,
         algorithm.unwrap_or(src_keys.algorithm()),
@@ -229,7 +250,7 @@ pub fn init_sharing_identity(
         &password,
         params,
         keys::local_key_label(),
-    )?)
+    )?))
 }
 
 /// The backend of the repository at `path` (local or S3).
@@ -268,10 +289,10 @@ pub fn init_repository(
         RepoLocation::S3(s3) => Some(s3),
     };
     if a.encryption == "none" {
-        return Ok(match s3 {
+        return Ok(announcing_lock_waits(match s3 {
             Some(s3) => Repository::init(repo_location::s3_backend(*s3)?, config)?,
             None => Repository::init_local(path, config)?,
-        });
+        }));
     }
     let algorithm: Algorithm = a.encryption.parse().map_err(|_| {
         anyhow!(
@@ -282,7 +303,7 @@ pub fn init_repository(
     // Everything that can fail is settled before the directory is created.
     let password = password(cli, PromptMode::Confirm)?;
     let params = a.kdf.params()?;
-    Ok(match s3 {
+    Ok(announcing_lock_waits(match s3 {
         Some(s3) => Repository::init_encrypted(
             repo_location::s3_backend(*s3)?,
             config,
@@ -299,7 +320,7 @@ pub fn init_repository(
             params,
             keys::local_key_label(),
         )?,
-    })
+    }))
 }
 
 /// `cairn key ...`.
@@ -307,11 +328,14 @@ pub fn key(cli: &Cli, path: &Path, command: &KeyCommand) -> Result<ExitCode> {
     // The password is kept: it opens the repository, then names the key
     // file it opened (the engine tries the key files once more).
     let mut given: Option<Password> = None;
-    let repo = Repository::open_with_password(backend(cli, path)?, &mut || {
-        let p = password(cli, PromptMode::Once)?;
-        given = Some(p.clone());
-        Ok(p)
-    })?;
+    let repo = announcing_lock_waits(Repository::open_with_password(
+        backend(cli, path)?,
+        &mut || {
+            let p = password(cli, PromptMode::Once)?;
+            given = Some(p.clone());
+            Ok(p)
+        },
+    )?);
     let current =
         given.ok_or_else(|| anyhow!("the repository is not encrypted: it has no key files"))?;
     match command {

@@ -272,21 +272,31 @@ fn wait_scenario(tmp: &Path, tree: &Path) -> (std::path::PathBuf, String, String
     let (child, mut stdin) = hold_lock(&repo, &part1);
 
     let wait_args = ["backup", "--wait", "--json", s(tree)];
-    let mut waiter = command(&repo, &wait_args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(700));
+    let mut waiter = Watched::spawn(command(&repo, &wait_args).stdin(Stdio::null()), &wait_args);
+    // The waiter reports that it found the lock held and blocks (the kernel
+    // shows it blocked on the lock file); until the first writer is done it
+    // neither exits nor commits.
     assert!(
-        waiter.try_wait().unwrap().is_none(),
+        waiter.wait_for_stderr(
+            "cairn: waiting for another writer to finish",
+            Duration::from_secs(120)
+        ),
+        "--wait did not report waiting for the first writer:\n{}",
+        waiter.stderr_so_far()
+    );
+    wait_until_flock_blocked(&repo.join("locks/write"), Duration::from_secs(120));
+    assert!(
+        waiter.still_running(),
         "--wait did not wait for the first writer"
+    );
+    assert!(
+        snapshots(&repo).is_empty(),
+        "a snapshot was committed while the first writer held the lock"
     );
     stdin.write_all(&part2).unwrap();
     drop(stdin);
     let first = finish(child, &HELD_ARGS).ok();
-    let second = finish(waiter, &wait_args).ok();
+    let second = waiter.finish(Duration::from_secs(300)).ok();
     let id1 = first.json()["id"].as_str().unwrap().to_string();
     let id2 = second.json()["id"].as_str().unwrap().to_string();
     let mut all = part1;

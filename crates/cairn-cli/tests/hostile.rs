@@ -24,6 +24,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
+use common::damage::file_name;
 use common::*;
 
 struct World {
@@ -267,13 +268,71 @@ fn run_sequence(seed: u64, steps: usize) {
     if r.code != Some(0) {
         failed_cleanly(&r, "check");
     }
-    cairn(&w.repo, &["repair", "index", "--read-data"]).ok();
+    repair_then_backup_restores(&mut w);
+}
+
+/// The newest index generation present (file `index/<016x>`, or a delta
+/// `index/<016x>.<08x>` over it), if any.
+fn newest_index_generation(repo: &Path) -> Option<u64> {
+    files_under(&repo.join("index"))
+        .iter()
+        .filter_map(|f| {
+            let name = file_name(f);
+            u64::from_str_radix(name.split('.').next()?, 16).ok()
+        })
+        .max()
+}
+
+/// `repair index --read-data` runs and rebuilds the index from every
+/// container present (writing a newer generation, removing containers with
+/// damaged chunks), then a backup of changed data commits a new snapshot
+/// that restores byte for byte.
+fn repair_then_backup_restores(w: &mut World) {
+    let containers_before = w.containers().len() as u64;
+    let generation_before = newest_index_generation(&w.repo);
+    let r = cairn(&w.repo, &["repair", "index", "--read-data", "--json"]).ok();
+    let report = r.json();
+    assert_eq!(
+        report["containers"].as_u64(),
+        Some(containers_before),
+        "the repair did not read every container: {report}"
+    );
+    let generation = report["index_generation"].as_u64().unwrap();
+    assert!(
+        generation_before.is_none_or(|before| generation > before),
+        "the repair wrote no newer index: {generation} after {generation_before:?}"
+    );
+    let index_files: Vec<String> = files_under(&w.repo.join("index"))
+        .iter()
+        .map(|f| file_name(f))
+        .collect();
+    assert_eq!(
+        index_files,
+        vec![format!("{generation:016x}")],
+        "the repaired index is not the only index file"
+    );
+    let present: Vec<String> = w.containers().iter().map(|f| file_name(f)).collect();
+    for salvaged in report["salvaged_containers"].as_array().unwrap() {
+        let old = salvaged[0].as_str().unwrap();
+        assert!(
+            !present.iter().any(|p| p == old),
+            "container {old} had damaged chunks and is still present"
+        );
+    }
     w.bitrot = false;
+
+    let snapshots_before = snapshot_ids(&w.repo);
     w.mutate_data();
-    w.backup();
-    assert!(!w.snapshots.is_empty());
-    let (id, _) = w.snapshots.last().unwrap().clone();
-    assert!(Path::new(&w.repo).exists(), "{id}");
+    let m = Manifest::capture(&w.data);
+    let r = cairn(&w.repo, &["backup", "--json", s(&w.data)]).ok();
+    let id = r.json()["id"].as_str().unwrap().to_string();
+    assert!(!snapshots_before.contains(&id), "no new snapshot: {id}");
+    let snapshots_after = snapshot_ids(&w.repo);
+    assert_eq!(snapshots_after.len(), snapshots_before.len() + 1);
+    assert!(snapshots_after.contains(&id));
+    // With no bit rot outstanding, restore_clean requires the restore to
+    // succeed and the bytes to equal the source's.
+    w.restore_clean(&id, &m);
 }
 
 /// Runs three seeded sequences from `first`; `CAIRN_HOSTILE_SEEDS=N` runs

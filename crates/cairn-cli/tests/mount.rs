@@ -381,21 +381,25 @@ fn a_mount_holds_off_garbage_collection_until_unmounted() {
     let file = f.mnt.join("snapshots/latest/gone/unique.bin");
     assert_eq!(fs::read(&file).unwrap(), data);
 
-    let prune = command(&f.repo, &["forget", &id, "--prune"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut prune = Background {
-        args: &["forget", "--prune"],
-        child: Some(prune),
-        mnt: f.mnt.join("not-a-mountpoint"),
-    };
-    std::thread::sleep(Duration::from_millis(1500));
-    let child = prune.child.as_mut().unwrap();
+    let prune_args = ["forget", &id, "--prune"];
+    let mut prune = Watched::spawn(
+        command(&f.repo, &prune_args).stdin(Stdio::null()),
+        &prune_args,
+    );
+    // The collection reports that it waits for the mount's readers lock
+    // (no timing: until the report it may still be marking), and the
+    // kernel shows it blocked on the lock file.
     assert!(
-        child.try_wait().unwrap().is_none(),
+        prune.wait_for_stderr(
+            "cairn: waiting for running readers to finish",
+            Duration::from_secs(120)
+        ),
+        "the collection did not wait for the mount's readers lock:\n{}",
+        prune.stderr_so_far()
+    );
+    wait_until_flock_blocked(&f.repo.join("locks/readers"), Duration::from_secs(120));
+    assert!(
+        prune.still_running(),
         "the collection deleted while the mount held its readers lock"
     );
     let unread_file = f.mnt.join("snapshots/latest/gone/unread.bin");
@@ -403,7 +407,7 @@ fn a_mount_holds_off_garbage_collection_until_unmounted() {
 
     signal(m.pid(), "-INT");
     assert_clean_exit(m.wait_exit(), &f.mnt);
-    let run = prune.wait_exit().ok();
+    let run = prune.finish(Duration::from_secs(120)).ok();
     assert!(!snapshot_ids(&f.repo).contains(&id), "{}", run.stderr);
 }
 

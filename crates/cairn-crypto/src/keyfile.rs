@@ -72,6 +72,17 @@ impl KdfParams {
 
     /// `tune` with a given memory cost.
     pub fn tune_with_memory(m_cost_kib: u32, target: Duration) -> Result<KdfParams> {
+        KdfParams::tune_measuring(m_cost_kib, target, KdfParams::time_one)
+    }
+
+    /// The tuning logic, with the measurement of one derivation passed in
+    /// (`time_one` for real; tests pass a model of a machine, so that they
+    /// check the logic without timing anything).
+    pub(crate) fn tune_measuring(
+        m_cost_kib: u32,
+        target: Duration,
+        mut measure: impl FnMut(&KdfParams) -> Result<Duration>,
+    ) -> Result<KdfParams> {
         let mut params = KdfParams {
             m_cost_kib,
             t_cost: 1,
@@ -82,7 +93,7 @@ impl KdfParams {
         // pass includes the allocation, so measure once more at the estimate
         // and correct.
         for _ in 0..2 {
-            let took = params.time_one()?;
+            let took = measure(&params)?;
             let estimate =
                 params.t_cost as f64 * target.as_secs_f64() / took.as_secs_f64().max(1e-9);
             let t_cost = estimate.round().clamp(1.0, KdfParams::MAX_T_COST as f64) as u32;

@@ -207,26 +207,119 @@ fn params_out_of_range_are_refused() {
     }
 }
 
+/// Tunes against a model machine whose derivation takes `setup` plus
+/// `per_pass` per pass, and returns the parameters with the pass counts it
+/// measured at, in order. No real time is measured.
+fn tune_on_model(target: Duration, setup: Duration, per_pass: Duration) -> (KdfParams, Vec<u32>) {
+    let mut measured = Vec::new();
+    let params = KdfParams::tune_measuring(64, target, |p| {
+        assert_eq!((p.m_cost_kib, p.p_cost), (64, 1));
+        measured.push(p.t_cost);
+        Ok(setup + per_pass * p.t_cost)
+    })
+    .unwrap();
+    (params, measured)
+}
+
 #[test]
 fn tuning_raises_passes_with_the_target() {
-    let quick = KdfParams::tune_with_memory(64, Duration::from_nanos(1)).unwrap();
-    assert_eq!(
-        quick,
-        KdfParams {
-            m_cost_kib: 64,
-            t_cost: 1,
-            p_cost: 1
-        }
-    );
-    let one_pass = KdfParams {
+    let ms = Duration::from_millis;
+    let passes = |t_cost| KdfParams {
         m_cost_kib: 64,
-        t_cost: 1,
+        t_cost,
         p_cost: 1,
-    }
-    .time_one()
-    .unwrap();
-    let slow = KdfParams::tune_with_memory(64, one_pass * 20).unwrap();
-    assert_eq!((slow.m_cost_kib, slow.p_cost), (64, 1));
-    assert!(slow.t_cost >= 2, "{slow:?} for 20x one pass");
-    assert!(KdfParams::tune_with_memory(4, Duration::from_millis(1)).is_err());
+    };
+    // A target below one pass: one pass, measured once.
+    assert_eq!(
+        tune_on_model(Duration::from_nanos(1), ms(5), ms(10)),
+        (passes(1), vec![1])
+    );
+    // 200 ms at 5 ms + 10 ms per pass: one pass takes 15 ms, so the first
+    // estimate is 13 passes; 13 take 135 ms, so the corrected estimate is
+    // 13 * 200 / 135 = 19.3 passes, and two measurements are all it takes.
+    assert_eq!(
+        tune_on_model(ms(200), ms(5), ms(10)),
+        (passes(19), vec![1, 13])
+    );
+    // Linear time without setup: the first estimate is exact and confirmed.
+    assert_eq!(
+        tune_on_model(ms(200), ms(0), ms(10)),
+        (passes(20), vec![1, 20])
+    );
+    // A target far above what the passes may reach: clamped.
+    let (huge, _) = tune_on_model(Duration::from_secs(1 << 20), ms(0), ms(1));
+    assert_eq!(huge, passes(KdfParams::MAX_T_COST));
+    // A failed measurement is the tuning's error.
+    let failed = KdfParams::tune_measuring(64, ms(1), |_| Err(cairn_core::Error::invalid("no")));
+    assert!(failed.is_err());
+    // Memory below Argon2id's minimum is refused before anything is measured.
+    let refused = KdfParams::tune_measuring(4, ms(1), |_| panic!("measured invalid parameters"));
+    assert!(refused.is_err());
+    assert!(KdfParams::tune_with_memory(4, ms(1)).is_err());
+}
+
+/// The real measurement runs and tunes to at least one pass (no timing is
+/// asserted: a loaded machine may take any time).
+#[test]
+fn tuning_measures_real_derivations() {
+    let p = KdfParams::tune_with_memory(64, Duration::from_millis(1)).unwrap();
+    assert_eq!((p.m_cost_kib, p.p_cost), (64, 1));
+    assert!((1..=KdfParams::MAX_T_COST).contains(&p.t_cost));
+}
+
+/// Mutated valid key files never panic the parser; what parses round-trips
+/// through its own bytes (JSON: not byte for byte), and opening it with the right password either fails
+/// or gives the very master key that was wrapped: no edit of a key file
+/// yields another key. (Opened only while the cost parameters are the
+/// tests' tiny ones: an edited memory cost may ask for gigabytes.)
+#[test]
+fn mutated_key_files_parse_canonically_and_never_open_to_another_key() {
+    use cairn_format::testutil::{check_mutations, MutationRun};
+    use proptest::prelude::*;
+
+    let master = MasterKey::from_bytes([0x42; KEY_LEN]);
+    let password = pw("correct horse");
+    let valid = (any::<[u8; 8]>(), any::<u64>(), "[a-z-]{0,12}", "[a-z]{0,8}").prop_map(
+        |(id, created, host, user)| {
+            let fixed = FixedForTests {
+                id,
+                created,
+                salt: [7; SALT_LEN],
+                nonce: [9; NONCE_LEN],
+            };
+            let label = KeyLabel { host, user };
+            let kf = KeyFile::create_fixed_for_tests(
+                &MasterKey::from_bytes([0x42; KEY_LEN]),
+                &pw("correct horse"),
+                KdfParams::for_tests(),
+                label,
+                "repo-1",
+                fixed,
+            )
+            .unwrap();
+            ((), kf.to_bytes())
+        },
+    );
+    let run = MutationRun {
+        name: "key file",
+        cases: 256,
+        min_decoded_pct: 15,
+    };
+    check_mutations(
+        run,
+        valid,
+        |_| {},
+        |(), bytes| {
+            let Ok(kf) = KeyFile::from_bytes(bytes) else {
+                return Ok(false);
+            };
+            prop_assert_eq!(KeyFile::from_bytes(&kf.to_bytes()).unwrap(), kf.clone());
+            if kf.params() == KdfParams::for_tests() {
+                if let Ok(opened) = kf.open(&password) {
+                    prop_assert!(opened == master, "an edited key file opened to another key");
+                }
+            }
+            Ok(true)
+        },
+    );
 }

@@ -66,4 +66,4 @@ pub use backup::{
     Progress, Selection, SelectionBuilder, Source,
 };
 pub use config::RepoConfig;
-pub use repo::{DeleteLock, GcLock, ReadLock, Repository, WriteLock};
+pub use repo::{DeleteLock, GcLock, LockWaitObserver, ReadLock, Repository, WriteLock};

@@ -3,7 +3,7 @@
 //! validates the config; writers additionally take the exclusive `write` lock.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use cairn_backend::{CountingBackend, LocalBackend};
 use cairn_core::{Backend, ContainerId, Counters, Error, LockGuard, LockMode, Result};
@@ -26,7 +26,16 @@ pub struct Repository {
     local_root: Option<PathBuf>,
     /// The keys of an encrypted repository, once unlocked (`crypto.rs`).
     keys: Option<Arc<RepoKeys>>,
+    /// Told when a waiting lock call finds its lock held and starts to wait.
+    lock_wait: Mutex<Option<LockWaitObserver>>,
 }
+
+/// Called with the lock's name ([`keys::WRITE_LOCK`], [`keys::READERS_LOCK`]
+/// or [`keys::GC_LOCK`]) and the mode asked for when a waiting lock call of
+/// a [`Repository`] finds the lock held, just before it blocks: a command
+/// says that it waits instead of hanging silently, and a test learns that
+/// the waiter is blocked without guessing from elapsed time.
+pub type LockWaitObserver = Arc<dyn Fn(&str, LockMode) + Send + Sync>;
 
 /// Held by a writer for as long as it writes.
 pub struct WriteLock {
@@ -224,6 +233,7 @@ impl Repository {
             log: store,
             local_root: None,
             keys: None,
+            lock_wait: Mutex::new(None),
         })
     }
 
@@ -279,6 +289,7 @@ impl Repository {
             log,
             local_root: None,
             keys,
+            lock_wait: Mutex::new(None),
         })
     }
 
@@ -373,10 +384,33 @@ impl Repository {
         self.lock_writer_beside(true, wait)
     }
 
+    /// Sets the observer told when a waiting lock call starts to wait.
+    pub fn on_lock_wait(&self, observer: LockWaitObserver) {
+        *self.lock_wait.lock().unwrap_or_else(|e| e.into_inner()) = Some(observer);
+    }
+
+    /// Takes lock `name` of the backend. A waiting call first tries without
+    /// waiting, and tells the observer before it blocks only when the lock
+    /// is held: an uncontended lock costs one attempt either way.
+    fn take_lock(&self, name: &str, mode: LockMode, wait: bool) -> Result<Box<dyn LockGuard>> {
+        match self.backend.lock(name, mode, false) {
+            Err(Error::Locked(_)) if wait => {
+                let observer = self
+                    .lock_wait
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .clone();
+                if let Some(observer) = observer {
+                    observer(name, mode);
+                }
+                self.backend.lock(name, mode, true)
+            }
+            taken => taken,
+        }
+    }
+
     fn lock_writer_beside(&self, holds_gc_lock: bool, wait: bool) -> Result<WriteLock> {
-        let guard = self
-            .backend
-            .lock(keys::WRITE_LOCK, LockMode::Exclusive, wait)?;
+        let guard = self.take_lock(keys::WRITE_LOCK, LockMode::Exclusive, wait)?;
         let stored = read_stored_config(&*self.backend)?.open(self.keys.as_deref())?;
         if stored != self.config {
             return Err(Error::invalid(format!(
@@ -416,27 +450,21 @@ impl Repository {
     /// Takes the shared readers lock. With `wait == false` it fails with
     /// [`Error::Locked`] while a writer is deleting.
     pub fn lock_reader(&self, wait: bool) -> Result<ReadLock> {
-        let guard = self
-            .backend
-            .lock(keys::READERS_LOCK, LockMode::Shared, wait)?;
+        let guard = self.take_lock(keys::READERS_LOCK, LockMode::Shared, wait)?;
         Ok(ReadLock { _guard: guard })
     }
 
     /// Takes the collector lock. With `wait == false` it fails with
     /// [`Error::Locked`] while another collection runs.
     pub fn lock_gc(&self, wait: bool) -> Result<GcLock> {
-        let guard = self
-            .backend
-            .lock(keys::GC_LOCK, LockMode::Exclusive, wait)?;
+        let guard = self.take_lock(keys::GC_LOCK, LockMode::Exclusive, wait)?;
         Ok(GcLock { _guard: guard })
     }
 
     /// Excludes readers while the holder of `_proof` deletes objects they
     /// might be using (the type proves the caller may delete).
     pub fn lock_out_readers(&self, _proof: &dyn MayDelete, wait: bool) -> Result<DeleteLock> {
-        let guard = self
-            .backend
-            .lock(keys::READERS_LOCK, LockMode::Exclusive, wait)?;
+        let guard = self.take_lock(keys::READERS_LOCK, LockMode::Exclusive, wait)?;
         Ok(DeleteLock { _guard: guard })
     }
 

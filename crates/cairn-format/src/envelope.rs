@@ -127,6 +127,7 @@ pub fn open<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testutil::{check_mutations, reseal_envelope, MutationRun};
     use proptest::prelude::*;
 
     const M: &[u8; 8] = b"CAIRNTST";
@@ -189,6 +190,26 @@ mod tests {
         sealed[ENVELOPE_HEADER_LEN] ^= 0xff;
         let e = open(M, 1, "t", &sealed).unwrap_err().to_string();
         assert!(e.contains("checksum mismatch"), "{e}");
+    }
+
+    /// Mutated valid envelopes never panic `open`, and what opens seals
+    /// again to the same bytes.
+    #[test]
+    fn mutated_envelopes_open_canonically_or_not_at_all() {
+        let valid = (1u32..10, proptest::collection::vec(any::<u8>(), 0..200))
+            .prop_map(|(version, payload)| ((), seal(M, version, &payload)));
+        let run = MutationRun {
+            name: "envelope",
+            cases: 512,
+            min_decoded_pct: 40,
+        };
+        check_mutations(run, valid, reseal_envelope, |(), bytes| {
+            let Ok((version, payload)) = open(M, 9, "test object", bytes) else {
+                return Ok(false);
+            };
+            prop_assert_eq!(seal(M, version, payload), bytes);
+            Ok(true)
+        });
     }
 
     proptest! {

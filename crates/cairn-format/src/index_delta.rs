@@ -137,6 +137,7 @@ pub fn decode_index_delta(bytes: &[u8]) -> Result<IndexDelta> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testutil::{check_mutations, reseal_envelope, MutationRun};
     use proptest::prelude::*;
 
     fn fp(i: u32, w: usize) -> Fingerprint {
@@ -192,6 +193,31 @@ mod tests {
         let mut d = sample(32, 6);
         d.removes.push(fp(1, 20));
         assert!(encode_index_delta(&d).is_err());
+    }
+
+    /// Mutated valid deltas never panic the decoder, and what decodes
+    /// re-encodes to the same bytes (one encoding per delta).
+    #[test]
+    fn mutated_deltas_decode_canonically_or_not_at_all() {
+        let valid =
+            (4usize..=32, 0u32..40, any::<u64>(), 1u32..5).prop_map(|(w, n, generation, seq)| {
+                let mut d = sample(w, n);
+                d.base_generation = generation;
+                d.seq = seq;
+                ((), encode_index_delta(&d).unwrap())
+            });
+        let run = MutationRun {
+            name: "index delta",
+            cases: 512,
+            min_decoded_pct: 30,
+        };
+        check_mutations(run, valid, reseal_envelope, |(), bytes| {
+            let Ok(d) = decode_index_delta(bytes) else {
+                return Ok(false);
+            };
+            prop_assert_eq!(encode_index_delta(&d).unwrap(), bytes);
+            Ok(true)
+        });
     }
 
     proptest! {

@@ -32,6 +32,8 @@ pub mod index;
 pub mod index_delta;
 pub mod snapshot;
 pub mod summary_vector;
+#[cfg(any(test, feature = "test-support"))]
+pub mod testutil;
 pub mod tree;
 
 pub use compress::{compress, decompress};

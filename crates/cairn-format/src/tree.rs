@@ -147,6 +147,7 @@ pub fn decode_tree_node(bytes: &[u8], fp_width: usize) -> Result<TreeNode> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testutil::{check_mutations, MutationRun};
     use proptest::prelude::*;
 
     fn node(w: usize, n: usize) -> TreeNode {
@@ -227,6 +228,48 @@ mod tests {
     fn fanout() {
         assert_eq!(max_fanout(tree_node_len(100, 32), 32), 100);
         assert_eq!(max_fanout(0, 32), 2);
+    }
+
+    /// Mutated valid nodes never panic the decoder, and whatever decodes
+    /// re-encodes to the same bytes (one encoding per node).
+    #[test]
+    fn mutated_nodes_decode_canonically_or_not_at_all() {
+        let valid = (
+            1usize..=32,
+            1u8..=255,
+            proptest::collection::vec((any::<[u8; 32]>(), 0u64..(1 << 40)), 1..16),
+        )
+            .prop_map(|(w, level, kids)| {
+                let children = kids
+                    .iter()
+                    .map(|(b, size)| ChildRef {
+                        fp: Fingerprint::from_slice(&b[..w]),
+                        size: *size,
+                    })
+                    .collect();
+                let mut out = Vec::new();
+                encode_tree_node(&TreeNode { level, children }, &mut out);
+                (w, out)
+            });
+        let run = MutationRun {
+            name: "tree node",
+            cases: 512,
+            min_decoded_pct: 60,
+        };
+        check_mutations(
+            run,
+            valid,
+            |_| {},
+            |w, bytes| {
+                let Ok(n) = decode_tree_node(bytes, *w) else {
+                    return Ok(false);
+                };
+                let mut out = Vec::new();
+                encode_tree_node(&n, &mut out);
+                prop_assert_eq!(&out[..], bytes);
+                Ok(true)
+            },
+        );
     }
 
     proptest! {

@@ -400,8 +400,8 @@ fn golden_dir_extras() {
 
 /// FORMAT.md "Snapshot record". A decode-only fixture: a version-1 record
 /// written without the later `stats.counters` object must keep decoding (to
-/// zero counters). Exact encoder bytes are not pinned because the JSON lists
-/// every field of `cairn_core::CountersSnapshot`, which grows with the engine.
+/// zero counters). The encoder's bytes are pinned by
+/// [`golden_snapshot_encoding`].
 #[test]
 fn golden_snapshot() {
     let golden = parse(SNAPSHOT);
@@ -411,6 +411,87 @@ fn golden_snapshot() {
     assert_eq!(decode_snapshot(&again).unwrap(), snapshot());
     assert_eq!(&again[..8], b"CAIRNSNP");
 }
+
+/// A record with every optional field present and every statistic non-zero
+/// (the fixture of [`golden_snapshot_encoding`]).
+fn snapshot_every_field() -> SnapshotRecord {
+    let mut r = snapshot();
+    r.next_container = 0x40;
+    r.fastcopy_of = Some("fa".repeat(32));
+    r.original = Some("5e".repeat(32));
+    r.tags = vec!["daily".into(), "keep".into()];
+    r.time_unix_ns = -5;
+    r.stats.data_chunks = 2;
+    r.stats.new_data_chunks = 1;
+    r.stats.new_data_raw_bytes = 11;
+    r.stats.new_data_stored_bytes = 10;
+    r.stats.rewritten_data_chunks = 4;
+    r.stats.rewritten_data_raw_bytes = 40;
+    r.stats.rewritten_data_stored_bytes = 30;
+    r.stats.rewrite = "lbw:window=8".into();
+    r.stats.parent = "ab".repeat(32);
+    r.stats.files_new = 1;
+    r.stats.files_changed = 2;
+    r.stats.files_unmodified = 3;
+    r.stats.unmodified_bytes = 4;
+    r.stats.listings_complete = true;
+    r.stats.files_changed_while_read = 5;
+    r.stats.counters.lookups = 7;
+    r.stats.phases = [("hash".to_string(), 0.25), ("total".to_string(), 1.5)]
+        .into_iter()
+        .collect();
+    r
+}
+
+/// FORMAT.md "Snapshot record": the encoder's exact bytes. A record's id
+/// is the BLAKE3 of these bytes, so field order, number formatting and
+/// which fields are omitted when empty are all pinned here, byte for byte.
+/// The one hole is the `counters` object (a `cairn_core::CountersSnapshot`
+/// that gains a key whenever the engine gains a counter): it is spliced in
+/// from its own serialization at `{counters}`, and only its first key is
+/// pinned.
+#[test]
+fn golden_snapshot_encoding() {
+    let record = snapshot_every_field();
+    let counters = serde_json::to_string(&record.stats.counters).unwrap();
+    assert!(counters.starts_with(r#"{"lookups":7,"#), "{counters}");
+    let payload = SNAPSHOT_ENCODING_JSON
+        .lines()
+        .map(str::trim)
+        .collect::<String>()
+        .replace("{counters}", &counters);
+    let bytes = encode_snapshot(&record);
+    // The envelope: magic, version 1, payload length, then the JSON.
+    assert_eq!(&bytes[..12], b"CAIRNSNP\x01\0\0\0");
+    assert_eq!(
+        &bytes[12..20],
+        &(payload.len() as u64).to_le_bytes(),
+        "payload length"
+    );
+    let json = std::str::from_utf8(&bytes[20..bytes.len() - 4]).unwrap();
+    assert_eq!(json, payload);
+    assert_eq!(bytes, seal(b"CAIRNSNP", 1, payload.as_bytes()));
+    assert_eq!(decode_snapshot(&bytes).unwrap(), record);
+}
+
+/// The payload [`golden_snapshot_encoding`] pins, split into lines (joined
+/// without the indentation) for reading.
+const SNAPSHOT_ENCODING_JSON: &str = r#"
+    {"time_unix_ns":-5,"host":"h","paths":["/data"],"tags":["daily","keep"],
+    "root":{"root":"d4d4d4d4d4d4d4d4","level":0,"size":120},
+    "stats":{"logical_bytes":11,"files":1,"dirs":1,"symlinks":1,"chunks":3,"new_chunks":3,
+    "data_chunks":2,"new_data_chunks":1,"new_data_raw_bytes":11,"new_data_stored_bytes":10,
+    "new_raw_bytes":49,"new_stored_bytes":49,"rewritten_data_chunks":4,
+    "rewritten_data_raw_bytes":40,"rewritten_data_stored_bytes":30,"rewrite":"lbw:window=8",
+    "containers_written":1,"duration_ns":1000,"skipped_paths":0,
+    "parent":"abababababababababababababababababababababababababababababababab",
+    "files_new":1,"files_changed":2,"files_unmodified":3,"unmodified_bytes":4,
+    "listings_complete":true,"files_changed_while_read":5,
+    "counters":{counters},"phases":{"hash":0.25,"total":1.5}},
+    "next_container":64,
+    "fastcopy_of":"fafafafafafafafafafafafafafafafafafafafafafafafafafafafafafafafa",
+    "original":"5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e"}
+"#;
 
 /// FORMAT.md "Snapshot record", `original`: a retagged record names the
 /// record it replaced, after `next_container`; a record without it encodes

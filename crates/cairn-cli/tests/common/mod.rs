@@ -304,6 +304,150 @@ pub fn finish(child: Child, args: &[&str]) -> Run {
     Run::from_output(arg_list(None, args), out)
 }
 
+/// A spawned `cairn` whose stderr is read line by line as it comes, so that
+/// a test can wait for what the command reports (`cairn: waiting for ...`)
+/// instead of sleeping and guessing from elapsed time. Killed if dropped
+/// while it runs (a test failed).
+pub struct Watched {
+    /// `None` once finished.
+    child: Option<Child>,
+    args: Vec<String>,
+    lines: std::sync::mpsc::Receiver<String>,
+    /// Every stderr line received so far.
+    seen: Vec<String>,
+    /// The thread reading stderr; `None` once joined.
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Watched {
+    /// Spawns `cmd` (its stderr is piped here; stdout too, for `finish`).
+    pub fn spawn(cmd: &mut Command, args: &[&str]) -> Watched {
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawning cairn");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        let reader = std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Watched {
+            child: Some(child),
+            args: arg_list(None, args),
+            lines,
+            seen: Vec::new(),
+            reader: Some(reader),
+        }
+    }
+
+    /// Waits until a stderr line contains `needle`; false if the command
+    /// closed its stderr (exited) first or `hang` passed (a guard against a
+    /// hang, not a measurement).
+    pub fn wait_for_stderr(&mut self, needle: &str, hang: std::time::Duration) -> bool {
+        if self.seen.iter().any(|l| l.contains(needle)) {
+            return true;
+        }
+        let deadline = std::time::Instant::now() + hang;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    let found = line.contains(needle);
+                    self.seen.push(line);
+                    if found {
+                        return true;
+                    }
+                }
+                Err(_) => return false,
+            }
+        }
+    }
+
+    /// Whether the command has not exited yet.
+    pub fn still_running(&mut self) -> bool {
+        let child = self.child.as_mut().expect("running");
+        child.try_wait().expect("polling cairn").is_none()
+    }
+
+    /// The stderr lines received so far.
+    pub fn stderr_so_far(&self) -> String {
+        self.seen.join("\n")
+    }
+
+    /// Waits for the command to exit (failing after `hang`, a guard against
+    /// hangs; the drop then kills it) and collects its output. Stdout is
+    /// read after the exit: for commands that print less than a pipe holds.
+    pub fn finish(mut self, hang: std::time::Duration) -> Run {
+        let deadline = std::time::Instant::now() + hang;
+        while self.still_running() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "cairn {:?} did not exit within {hang:?}",
+                self.args
+            );
+            // Keep the pipe drained while polling.
+            self.seen.extend(self.lines.try_iter());
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let child = self.child.take().expect("running");
+        let out = child.wait_with_output().expect("waiting for cairn");
+        if let Some(reader) = self.reader.take() {
+            reader.join().expect("the stderr reader");
+        }
+        self.seen.extend(self.lines.try_iter());
+        let mut stderr = self.seen.join("\n");
+        if !stderr.is_empty() {
+            stderr.push('\n');
+        }
+        let out = std::process::Output {
+            stderr: stderr.into_bytes(),
+            ..out
+        };
+        Run::from_output(std::mem::take(&mut self.args), out)
+    }
+}
+
+/// Waits until the kernel lists a waiter blocked on a flock of `lock_file`
+/// (a `->` line of `/proc/locks` naming its inode), in this process or
+/// another: the proof that a command that reported waiting for a lock is
+/// inside its wait, not about to start it. `hang` guards against a waiter
+/// that never blocks.
+pub fn wait_until_flock_blocked(lock_file: &Path, hang: std::time::Duration) {
+    let inode = format!(":{} ", fs::metadata(lock_file).unwrap().ino());
+    let deadline = std::time::Instant::now() + hang;
+    loop {
+        let locks = fs::read_to_string("/proc/locks").unwrap();
+        if locks
+            .lines()
+            .any(|l| l.contains("->") && l.contains(&inode))
+        {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "nothing blocked on {}",
+            lock_file.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+impl Drop for Watched {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 /// A path as `&str` (test paths are UTF-8).
 pub fn s(p: &Path) -> &str {
     p.to_str().expect("UTF-8 test path")

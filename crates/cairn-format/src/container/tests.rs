@@ -1,6 +1,7 @@
 use super::*;
 use crate::bytes::{set_u32, set_u64};
 use crate::compress::{compress, decompress};
+use crate::testutil::{check_mutations, MutationRun};
 use cairn_core::CompressionConfig;
 use proptest::prelude::*;
 
@@ -439,6 +440,102 @@ proptest! {
         let _ = decode_container(&b);
         let _ = decode_tail(b.len() as u64, &b);
     }
+}
+
+/// Mutated valid containers never panic the decoders. What decodes is
+/// canonical (writing its chunks again gives the same bytes, but the
+/// reserved ones), every chunk it lists lies within the file, and the tail
+/// decoder agrees with the whole-file decoder.
+#[test]
+fn mutated_containers_decode_canonically_or_not_at_all() {
+    let valid = (
+        any::<u64>(),
+        1usize..=32,
+        proptest::collection::vec(
+            (
+                any::<[u8; 32]>(),
+                0u8..3,
+                0u8..3,
+                proptest::collection::vec(any::<u8>(), 0..64),
+            ),
+            0..6,
+        ),
+    )
+        .prop_map(|(id, width, chunks)| {
+            let mut w = ContainerWriter::new(ContainerId(id), width, 1 << 20);
+            for (fpb, kind, level, stored) in &chunks {
+                let kind = ChunkKind::from_u8(*kind).unwrap();
+                let f = Fingerprint::from_slice(&fpb[..width]);
+                w.push(
+                    f,
+                    kind,
+                    *level,
+                    CompressionCodec::None,
+                    stored.len() as u32,
+                    stored,
+                );
+            }
+            ((), w.finish())
+        });
+    // Repairs the checksums a mutation broke (the data section's too),
+    // when the bytes are long enough to hold a header and a trailer.
+    let reseal_if_whole = |b: &mut [u8]| {
+        if b.len() < CONTAINER_HEADER_LEN + CONTAINER_TRAILER_LEN {
+            return;
+        }
+        let t0 = b.len() - CONTAINER_TRAILER_LEN;
+        let data_len = get_u64(&b[t0..], TR_DATA_LEN_OFFSET) as usize;
+        if data_len <= t0 - CONTAINER_HEADER_LEN {
+            let c = crc32c::crc32c(&b[CONTAINER_HEADER_LEN..CONTAINER_HEADER_LEN + data_len]);
+            set_u32(&mut b[t0..], TR_DATA_CRC_OFFSET, c);
+        }
+        reseal(b);
+    };
+    let run = MutationRun {
+        name: "container",
+        cases: 512,
+        min_decoded_pct: 20,
+    };
+    check_mutations(run, valid, reseal_if_whole, |(), bytes| {
+        let _ = decode_tail(bytes.len() as u64, bytes);
+        let Ok(m) = decode_container(bytes) else {
+            return Ok(false);
+        };
+        let mut w = ContainerWriter::new(m.id, m.fp_width, 1 << 20);
+        for d in &m.descriptors {
+            let stored = stored_chunk(bytes, &m, d);
+            prop_assert!(stored.is_ok(), "{:?}: {:?}", d, stored);
+            w.push(d.fp, d.kind, d.level, d.codec, d.raw_len, stored.unwrap());
+        }
+        // Readers accept chunks in any order (docs/FORMAT.md) and the
+        // decoder does not check that payloads are packed without gaps or
+        // overlaps; the writer packs them, data chunks first, so only a
+        // container laid out that way can come out of it byte for byte.
+        let is_meta = |d: &Descriptor| d.kind != ChunkKind::Data || d.level > 0;
+        let writer_layout = m.descriptors.windows(2).all(|p| {
+            (!is_meta(&p[0]) || is_meta(&p[1])) && p[0].offset + p[0].stored_len == p[1].offset
+        }) && m.descriptors.first().is_none_or(|d| d.offset == 0);
+        if writer_layout {
+            let mut again = w.finish();
+            prop_assert_eq!(again.len(), bytes.len());
+            let t0 = bytes.len() - CONTAINER_TRAILER_LEN;
+            let reserved = [
+                HDR_RESERVED1_OFFSET..HDR_RESERVED1_OFFSET + HDR_RESERVED1_LEN,
+                HDR_RESERVED2_OFFSET..HDR_RESERVED2_OFFSET + HDR_RESERVED2_LEN,
+                t0 + TR_RESERVED_OFFSET..t0 + TR_RESERVED_OFFSET + TR_RESERVED_LEN,
+            ];
+            for r in reserved {
+                again[r.clone()].copy_from_slice(&bytes[r]);
+            }
+            reseal(&mut again);
+            prop_assert_eq!(&again[..], bytes);
+        }
+        match decode_tail(bytes.len() as u64, bytes) {
+            Ok(TailDecode::Meta(t)) => prop_assert_eq!(t, m),
+            other => prop_assert!(false, "the tail decoder disagrees: {:?}", other),
+        }
+        Ok(true)
+    });
 }
 
 /// A container described without payloads has exactly the metadata the
