@@ -21,6 +21,7 @@
 mod common;
 
 use std::fs;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
@@ -299,4 +300,135 @@ fn hostile_operations_never_lose_a_reported_success() {
 fn hostile_operations_on_encrypted_repositories() {
     set_encryption("aes-256-gcm");
     run_seeds(101);
+}
+
+// ---------------------------------------------------------------------------
+// Hard links under every overwrite mode (issue 30, defect 1)
+// ---------------------------------------------------------------------------
+
+/// A snapshot holding the hard-link group `tree/hl1`, `tree/hl2`,
+/// `tree/hl3` (one inode, content `HL`), restored into a target where
+/// `tree/hl1` is already a hard link to a file outside the target.
+struct LinkWorld {
+    tmp: tempfile::TempDir,
+    repo: PathBuf,
+    /// The backed-up tree as recorded before the backup.
+    tree: Manifest,
+    /// The mtime of the group's inode.
+    mtime: (i64, u32),
+}
+
+impl LinkWorld {
+    fn new() -> LinkWorld {
+        let tmp = tempfile::tempdir().unwrap();
+        let repo = tmp.path().join("repo");
+        let src = tmp.path().join("tree");
+        write_file(&src.join("hl1"), b"HL", 0o644);
+        fs::hard_link(src.join("hl1"), src.join("hl2")).unwrap();
+        fs::hard_link(src.join("hl1"), src.join("hl3")).unwrap();
+        write_file(&src.join("plain"), b"plain", 0o644);
+        let mtime = (1_600_000_000, 123_456_789);
+        set_mtime(&src.join("hl1"), mtime);
+        set_mtime(&src.join("plain"), mtime);
+        let tree = Manifest::capture(&src);
+        cairn(&repo, &["backup", "-q", s(&src)]).ok();
+        LinkWorld {
+            tmp,
+            repo,
+            tree,
+            mtime,
+        }
+    }
+
+    /// Restores with `--overwrite mode` into a fresh target whose `tree/hl1`
+    /// is a hard link to an outside file holding `outside_bytes` (with the
+    /// snapshot's mtime, so that `if-changed` keeps it when the size
+    /// matches too), and checks that every name that did not exist before
+    /// got the snapshot's bytes on an inode of its own, while the outside
+    /// file is unchanged.
+    fn restore_over_outside_link(&self, mode: &str, outside_bytes: &[u8]) {
+        let base = self
+            .tmp
+            .path()
+            .join(format!("{mode}-{}", outside_bytes.len()));
+        let outside = base.join("outside/victim");
+        write_file(&outside, outside_bytes, 0o644);
+        set_mtime(&outside, self.mtime);
+        let out = base.join("out");
+        fs::create_dir_all(out.join("tree")).unwrap();
+        fs::hard_link(&outside, out.join("tree/hl1")).unwrap();
+        let before = Manifest::capture(&base.join("outside"));
+
+        let r = cairn(
+            &self.repo,
+            &[
+                "restore",
+                "latest",
+                "--target",
+                s(&out),
+                "--overwrite",
+                mode,
+            ],
+        );
+        let what = format!(
+            "--overwrite {mode} over a {}-byte link",
+            outside_bytes.len()
+        );
+        if r.code != Some(0) {
+            failed_cleanly(&r, &what);
+        }
+        let restored = out.join("tree");
+        for name in ["hl2", "hl3", "plain"] {
+            assert_eq!(
+                fs::read(restored.join(name)).unwrap(),
+                self.tree.file(name),
+                "{what}: {name} does not hold the snapshot's bytes"
+            );
+        }
+        let outside_ino = fs::metadata(&outside).unwrap().ino();
+        let ino = |name: &str| fs::metadata(restored.join(name)).unwrap().ino();
+        assert_ne!(
+            ino("hl2"),
+            outside_ino,
+            "{what}: hl2 shares the outside inode"
+        );
+        assert_ne!(
+            ino("hl3"),
+            outside_ino,
+            "{what}: hl3 shares the outside inode"
+        );
+        // The names this restore wrote are still one group.
+        assert_eq!(ino("hl2"), ino("hl3"), "{what}: hl2 and hl3 not linked");
+        // A write through a restored name cannot reach outside.
+        fs::write(restored.join("hl2"), b"changed").unwrap();
+        assert!(
+            Manifest::capture(&base.join("outside")) == before,
+            "{what}: bytes outside the target changed"
+        );
+        // hl1 itself: kept under `never` (and `if-changed` when it looks
+        // unchanged), else replaced by the snapshot's file.
+        let kept = mode == "never"
+            || (mode == "if-changed" && outside_bytes.len() == self.tree.file("hl1").len());
+        if kept {
+            assert_eq!(ino("hl1"), outside_ino, "{what}: hl1 was not kept");
+        } else {
+            assert_ne!(ino("hl1"), outside_ino, "{what}: hl1 was not replaced");
+            assert_eq!(ino("hl1"), ino("hl2"), "{what}: hl1 not linked to hl2");
+        }
+    }
+}
+
+/// A name that did not exist before the restore gets the snapshot's bytes
+/// under every overwrite mode, even when the first name of its hard-link
+/// group was kept because it is a link to a file outside the target: it
+/// is never linked to what the restore did not write.
+#[test]
+fn hard_link_groups_under_every_overwrite_mode_never_reach_outside() {
+    let w = LinkWorld::new();
+    for mode in ["always", "if-changed", "never"] {
+        // Differing size (if-changed replaces hl1) and same size and mtime
+        // (if-changed keeps it).
+        w.restore_over_outside_link(mode, b"OHL");
+        w.restore_over_outside_link(mode, b"OH");
+    }
 }

@@ -336,7 +336,9 @@ impl Target {
     }
 
     /// Makes `dest` another name of the already restored file `first`
-    /// (a hard link under a temporary name, renamed over `dest`).
+    /// (a hard link under a temporary name, renamed over `dest`). The
+    /// caller guarantees that this restore wrote `first` (the run's link
+    /// sources): a kept file may be a link to a file outside the target.
     pub fn place_hard_link(&self, dest: &Path, e: &DirEntry, first: &Path) -> Result<Placed> {
         let existing = self.existing(dest)?;
         let first_meta = self.dirs().lstat(first);
