@@ -432,3 +432,104 @@ fn hard_link_groups_under_every_overwrite_mode_never_reach_outside() {
         w.restore_over_outside_link(mode, b"OH");
     }
 }
+
+// ---------------------------------------------------------------------------
+// `latest` over damaged snapshot records (issue 30, defect 2)
+// ---------------------------------------------------------------------------
+
+/// A way of damaging a file in place.
+type DamageFn = fn(&Path);
+
+/// Two snapshots of a changing tree; the newer record is then damaged in
+/// each of several ways. Every command resolving `latest` must fail in one
+/// line naming the damaged record and the repair, never fall back to the
+/// older snapshot with exit 0; `--skip-damaged` opts into that fallback
+/// (with a warning); explicit ids are unaffected; `forget ID` removes the
+/// damaged record, after which `latest` is the older snapshot again.
+#[test]
+fn latest_over_a_damaged_newest_record_fails_unless_skip_damaged() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    let src = tmp.path().join("tree");
+    write_file(&src.join("f.txt"), b"old", 0o644);
+    let old = cairn(&repo, &["backup", "--json", s(&src)]).ok().json()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let m_old = Manifest::capture(&src);
+    write_file(&src.join("f.txt"), b"new", 0o644);
+    let new = cairn(&repo, &["backup", "--json", s(&src)]).ok().json()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let damages: [(&str, DamageFn); 3] = [
+        ("flipped", |p| flip_byte(p, 50)),
+        ("truncated", |p| truncate(p, 10)),
+        ("emptied", |p| truncate(p, 0)),
+    ];
+    for (how, damage) in damages {
+        let copy = tmp.path().join(format!("repo-{how}"));
+        copy_dir(&repo, &copy);
+        damage(&copy.join("snapshots").join(&new));
+        let out = tmp.path().join(format!("out-{how}"));
+        let old_short = &old[..8];
+        let commands: [Vec<&str>; 7] = [
+            vec!["restore", "latest", "--target", s(&out)],
+            vec!["ls", "latest"],
+            vec!["cat", "latest", "tree/f.txt"],
+            vec!["dump", "latest", "tree/f.txt"],
+            vec!["diff", old_short, "latest"],
+            vec!["find", "f.txt", "-s", "latest"],
+            vec!["forget", "latest"],
+        ];
+        for args in commands {
+            let r = cairn(&copy, &args);
+            let err = r.one_line_error();
+            let ctx = format!("{how}: cairn {}", args.join(" "));
+            assert!(err.contains(&new[..8]), "{ctx}: {err}");
+            assert!(
+                err.contains(&format!("cairn forget {}", &new[..8])),
+                "{ctx}: {err}"
+            );
+            assert!(err.contains("--skip-damaged"), "{ctx}: {err}");
+            assert!(r.stdout.is_empty(), "{ctx}: printed {:?}", r.stdout_str());
+        }
+        assert!(!out.exists(), "{how}: a refused restore created its target");
+        // Nothing was forgotten by the refused `forget latest`.
+        assert!(copy.join("snapshots").join(&old).exists(), "{how}");
+
+        // Opting in: the newest readable snapshot, with a warning.
+        let r = cairn(
+            &copy,
+            &["restore", "latest", "--skip-damaged", "--target", s(&out)],
+        )
+        .ok();
+        assert!(
+            r.stderr.contains("cairn: warning:") && r.stderr.contains(&new[..8]),
+            "{how}: no warning about the skipped record:\n{}",
+            r.stderr
+        );
+        assert_tree_matches(&m_old, &out.join("tree"));
+        let r = cairn(&copy, &["cat", "latest", "tree/f.txt", "--skip-damaged"]).ok();
+        assert_eq!(r.stdout, b"old", "{how}");
+        // An explicit id needs no flag.
+        let r = cairn(&copy, &["cat", old_short, "tree/f.txt"]).ok();
+        assert_eq!(r.stdout, b"old", "{how}");
+
+        // The repair the error names works, and `latest` works again.
+        cairn(&copy, &["forget", &new[..8]]).ok();
+        let r = cairn(&copy, &["cat", "latest", "tree/f.txt"]).ok();
+        assert_eq!(r.stdout, b"old", "{how}");
+        cairn(&copy, &["check"]).ok();
+    }
+
+    // A damaged record that is the OLDER one blocks `latest` too: its time
+    // cannot be read, so it is not known to be older.
+    let copy = tmp.path().join("repo-older");
+    copy_dir(&repo, &copy);
+    flip_byte(&copy.join("snapshots").join(&old), 50);
+    let err = cairn(&copy, &["ls", "latest"]).one_line_error();
+    assert!(err.contains(&old[..8]), "{err}");
+    let r = cairn(&copy, &["cat", "latest", "tree/f.txt", "--skip-damaged"]).ok();
+    assert_eq!(r.stdout, b"new");
+}
