@@ -533,3 +533,106 @@ fn latest_over_a_damaged_newest_record_fails_unless_skip_damaged() {
     let r = cairn(&copy, &["cat", "latest", "tree/f.txt", "--skip-damaged"]).ok();
     assert_eq!(r.stdout, b"new");
 }
+
+// ---------------------------------------------------------------------------
+// Crafted listings: sizes the content does not back (issue 30, defect 3)
+// ---------------------------------------------------------------------------
+
+/// Appends `v` as an unsigned LEB128 varint.
+fn varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// A version 3 listing (docs/FORMAT.md, "Directory listing") of one regular
+/// file `f` of `size` bytes with no content, written by hand: the encoder
+/// refuses to write it.
+fn listing_of_a_file_without_content(size: u64) -> Vec<u8> {
+    let mut columns: [Vec<u8>; 11] = Default::default();
+    // shape: entry count, then kind 0 (file) and flags 0 (no content).
+    columns[0] = vec![1, 0, 0];
+    columns[1] = vec![1, b'f'];
+    for v in [0o100644, 0, 0] {
+        varint(&mut columns[2], v);
+    }
+    varint(&mut columns[3], size);
+    columns[8] = 1_700_000_000_000_000_000i64.to_le_bytes().to_vec();
+    columns[9] = vec![0];
+    columns[10] = vec![0];
+    let mut out = vec![3];
+    for c in &columns {
+        varint(&mut out, c.len() as u64);
+        out.extend_from_slice(c);
+    }
+    out
+}
+
+/// Commits a snapshot record, newer than every other, whose root listing
+/// is `listing`: the bytes are backed up as a one-chunk file, and the new
+/// record names that chunk as its root. Returns the record's id.
+fn commit_crafted_root(repo: &Path, scratch: &Path, listing: &[u8]) -> String {
+    let src = scratch.join("crafted");
+    write_file(&src.join("listing.bin"), listing, 0o644);
+    cairn(repo, &["backup", "-q", s(&src)]).ok();
+    let opened = cairn_engine::Repository::open_local(repo).unwrap();
+    let backend = &**opened.backend();
+    let snap = cairn_engine::catalog::resolve(backend, "latest").unwrap();
+    let mut reader = cairn_engine::restore::Reader::open(&opened, Default::default()).unwrap();
+    let entry = reader
+        .find(&snap.record, "crafted/listing.bin")
+        .unwrap()
+        .expect("the backed-up listing bytes");
+    let blob = entry.content.expect("one chunk of content");
+    assert_eq!(blob.level, 0, "the listing fits one chunk");
+    let mut record = snap.record.clone();
+    record.root = blob.into();
+    record.time_unix_ns += 1;
+    cairn_engine::catalog::commit(backend, &record).unwrap()
+}
+
+/// A file entry with a size but no content is a corrupt listing: `restore`
+/// and `cat` fail naming it instead of writing an empty file with exit 0,
+/// and `ls` does not report a size the content cannot back.
+#[test]
+fn a_crafted_file_without_content_fails_every_reader() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    cairn(&repo, &["init", "-q", "--encryption", "none"]).ok();
+    for size in [100u64, 1 << 63] {
+        let scratch = tmp.path().join(format!("scratch-{size}"));
+        let id = commit_crafted_root(&repo, &scratch, &listing_of_a_file_without_content(size));
+        let out = scratch.join("out");
+        let commands: [Vec<&str>; 4] = [
+            vec!["restore", &id[..8], "--target", s(&out)],
+            vec!["cat", &id[..8], "f"],
+            vec!["dump", &id[..8], "f"],
+            vec!["ls", &id[..8]],
+        ];
+        for args in commands {
+            let r = cairn(&repo, &args);
+            let ctx = format!("size {size}: cairn {}", args.join(" "));
+            let err = r.one_line_error();
+            assert!(
+                err.contains("directory listing") && err.contains("without content")
+                    || err.contains("above the largest file size"),
+                "{ctx}: {err}"
+            );
+            assert!(
+                r.stdout.is_empty() || args[0] == "restore",
+                "{ctx}: printed {:?}",
+                r.stdout_str()
+            );
+        }
+        assert!(
+            !out.join("f").exists(),
+            "size {size}: restore wrote the file"
+        );
+        // `check` names the damage too.
+        let r = cairn(&repo, &["check"]);
+        assert_eq!(r.code, Some(1), "size {size}: {}", r.all_output());
+        cairn(&repo, &["forget", &id[..8]]).ok();
+    }
+}
