@@ -495,6 +495,13 @@ fn latest_over_a_damaged_newest_record_fails_unless_skip_damaged() {
             assert!(r.stdout.is_empty(), "{ctx}: printed {:?}", r.stdout_str());
         }
         assert!(!out.exists(), "{how}: a refused restore created its target");
+        // `check` names the same repair.
+        let r = cairn(&copy, &["check"]).code(1);
+        assert!(
+            r.stderr.contains(&format!("cairn forget {}", &new[..8])),
+            "{how}: {}",
+            r.stderr
+        );
         // Nothing was forgotten by the refused `forget latest`.
         assert!(copy.join("snapshots").join(&old).exists(), "{how}");
 
