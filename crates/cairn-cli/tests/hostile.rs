@@ -416,6 +416,28 @@ impl LinkWorld {
             assert_eq!(ino("hl1"), ino("hl2"), "{what}: hl1 not linked to hl2");
         }
     }
+
+    /// The group's first name is a non-empty directory in the target, so
+    /// the restore cannot write it (without `--delete`): the later names
+    /// still get the snapshot's bytes, as one group of their own, and the
+    /// directory is reported.
+    fn restore_over_a_directory(&self) {
+        let out = self.tmp.path().join("dir-in-the-way");
+        write_file(&out.join("tree/hl1/mine.txt"), b"mine", 0o644);
+        let r = cairn(&self.repo, &["restore", "latest", "--target", s(&out)]).code(1);
+        assert!(
+            r.stderr.contains("is a non-empty directory"),
+            "{}",
+            r.stderr
+        );
+        let restored = out.join("tree");
+        assert_eq!(fs::read(restored.join("hl1/mine.txt")).unwrap(), b"mine");
+        for name in ["hl2", "hl3"] {
+            assert_eq!(fs::read(restored.join(name)).unwrap(), self.tree.file(name));
+        }
+        let ino = |name: &str| fs::metadata(restored.join(name)).unwrap().ino();
+        assert_eq!(ino("hl2"), ino("hl3"));
+    }
 }
 
 /// A name that did not exist before the restore gets the snapshot's bytes
@@ -431,6 +453,7 @@ fn hard_link_groups_under_every_overwrite_mode_never_reach_outside() {
         w.restore_over_outside_link(mode, b"OHL");
         w.restore_over_outside_link(mode, b"OH");
     }
+    w.restore_over_a_directory();
 }
 
 // ---------------------------------------------------------------------------
