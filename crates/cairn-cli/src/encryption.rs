@@ -99,9 +99,14 @@ pub enum KeyCommand {
     List,
     /// Add a key file: a new password for the same repository.
     Add(NewKeyArgs),
-    /// Remove a key file (its id, or a unique prefix); the last one never is.
+    /// Remove a key file (its id, or a unique prefix); the last one never
+    /// is, and the one the password in use opened only with --force.
     Remove {
         id: String,
+        /// Remove the key file even if it is the one the password in use
+        /// opened (that password then stops working).
+        #[arg(long)]
+        force: bool,
         /// Wait for another writer to finish instead of failing.
         #[arg(long)]
         wait: bool,
@@ -356,9 +361,11 @@ pub fn key(cli: &Cli, path: &Path, command: &KeyCommand) -> Result<ExitCode> {
             let id = cairn_engine::keys::key_file_id(&name);
             report(cli, "added", id)
         }
-        KeyCommand::Remove { id, wait } => {
+        KeyCommand::Remove { id, force, wait } => {
             let lock = repo.lock_writer(*wait)?;
-            let removed = keys::remove_key(&repo, &lock, id)?;
+            let opened = keys::opened_key(&repo, &current)?;
+            let in_use = (!force).then(|| opened.key_file.id());
+            let removed = keys::remove_key(&repo, &lock, id, in_use)?;
             report(cli, "removed", &removed)
         }
         KeyCommand::Passwd { id, new: a } => {

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::sync::Mutex;
 
 use anyhow::{bail, Result};
-use cairn_engine::catalog::{self, SnapshotInfo};
+use cairn_engine::catalog;
 use cairn_engine::forget::{self, GroupBy, Retention};
 use cairn_engine::gc::{self, Collector, GcOptions, GcProgress, GcReport, Plan};
 use cairn_engine::Repository;
@@ -190,6 +190,50 @@ fn retention(a: &ForgetArgs) -> Result<Retention> {
     })
 }
 
+/// The snapshots `forget` was given by id (or `latest`), each once. An id
+/// naming a record that no longer decodes is removed too (with a warning):
+/// that is the way out for a damaged record, which otherwise blocks
+/// `latest`. Its time is unknown (shown as 0), and it cannot be checked
+/// against a filter, so a filter refuses it.
+fn named_for_forget(
+    repo: &Repository,
+    specs: &[String],
+    filter: &catalog::SnapshotFilter,
+) -> Result<Vec<forget::Decision>> {
+    let mut out: Vec<forget::Decision> = Vec::new();
+    for spec in specs {
+        let (id, time_unix_ns) = match crate::snapshot_args::resolve(repo, spec, filter) {
+            Ok(s) => (s.id, s.record.time_unix_ns),
+            Err(e) if spec != "latest" && filter.is_empty() && is_corruption(&e) => {
+                let id = catalog::match_id(&**repo.backend(), spec)?;
+                eprintln!(
+                    "cairn: warning: snapshot record {} is unreadable ({e:#}); removing it",
+                    short(&id)
+                );
+                (id, 0)
+            }
+            Err(e) => return Err(e),
+        };
+        if !out.iter().any(|d| d.id == id) {
+            out.push(forget::Decision {
+                id,
+                time_unix_ns,
+                group: String::new(),
+                keep: false,
+                reasons: Vec::new(),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Whether `e` is the engine's corruption error (a record that does not
+/// decode or authenticate).
+fn is_corruption(e: &anyhow::Error) -> bool {
+    e.downcast_ref::<cairn_core::Error>()
+        .is_some_and(|e| e.is_corruption() || e.is_authentication())
+}
+
 pub fn forget(cli: &Cli, repo: &Repository, a: &ForgetArgs) -> Result<ExitCode> {
     let policy = retention(a)?;
     let filter = a.filter.filter()?;
@@ -217,16 +261,7 @@ pub fn forget(cli: &Cli, repo: &Repository, a: &ForgetArgs) -> Result<ExitCode> 
         }
         forget::plan(&all, &policy, group_by)
     } else {
-        crate::snapshot_args::resolve_all(repo, &a.snapshots, &filter)?
-            .into_iter()
-            .map(|s: SnapshotInfo| forget::Decision {
-                id: s.id,
-                time_unix_ns: s.record.time_unix_ns,
-                group: String::new(),
-                keep: false,
-                reasons: Vec::new(),
-            })
-            .collect()
+        named_for_forget(repo, &a.snapshots, &filter)?
     };
     let remove: Vec<String> = decisions
         .iter()

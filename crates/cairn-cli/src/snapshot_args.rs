@@ -27,6 +27,11 @@ pub struct FilterArgs {
     /// of them; relative paths are taken from the current directory).
     #[arg(long = "path", id = "filter_path", value_name = "PATH")]
     pub paths: Vec<PathBuf>,
+    /// When a snapshot record is unreadable, let `latest` be the newest
+    /// readable snapshot (with a warning) instead of failing: the damaged
+    /// record may have been the newest
+    #[arg(long)]
+    pub skip_damaged: bool,
 }
 
 impl FilterArgs {
@@ -60,13 +65,15 @@ impl FilterArgs {
             hosts: self.hosts.clone(),
             tags,
             paths,
+            skip_damaged: self.skip_damaged,
         })
     }
 }
 
 /// Resolves `latest` (the newest snapshot `filter` lets through) or a
-/// unique id prefix (which must pass the filter); unreadable records that
-/// `latest` skipped are reported once each (one may have been the newest).
+/// unique id prefix (which must pass the filter). An unreadable record
+/// makes `latest` fail unless `--skip-damaged`; the records it then
+/// skipped are reported once each (one may have been the newest).
 pub fn resolve(repo: &Repository, spec: &str, filter: &SnapshotFilter) -> Result<SnapshotInfo> {
     let (info, skipped) = catalog::resolve_filtered(&**repo.backend(), spec, filter)?;
     for (id, e) in &skipped {
@@ -140,6 +147,7 @@ mod tests {
             hosts: vec!["h".into()],
             tags: vec!["a,b".into(), "c".into(), String::new()],
             paths: vec![PathBuf::from("rel/dir"), PathBuf::from("/abs")],
+            skip_damaged: false,
         };
         let f = a.filter().unwrap();
         assert_eq!(f.hosts, ["h"]);

@@ -267,6 +267,38 @@ fn key_remove_refuses_the_last_key() {
     assert!(e.contains("last one"), "{e}");
 }
 
+/// The key file the password in use opened is not removed without
+/// `--force` (issue 30, defect 4): the password would stop working.
+#[test]
+fn key_remove_refuses_the_key_in_use_unless_forced() {
+    let t = backed_up(9, "aes-256-gcm");
+    let first = key_ids(&t.repo, "secret")[0].0.clone();
+    let new = write_password(&t.root, "new", "second");
+    let mut add = vec!["key", "add", "--new-password-file", s(&new)];
+    add.extend(TINY_KDF);
+    cairn_pw(&t.repo, "secret", &add).ok();
+
+    let e = cairn_pw(&t.repo, "secret", &["key", "remove", &first[..8]]).one_line_error();
+    assert!(e.contains("the password in use opened"), "{e}");
+    assert!(e.contains("--force"), "{e}");
+    assert!(
+        opens(&t.repo, "secret"),
+        "the refused removal removed the key"
+    );
+    assert_eq!(key_ids(&t.repo, "secret").len(), 2);
+
+    let out = cairn_pw(
+        &t.repo,
+        "secret",
+        &["key", "remove", "--force", &first[..8]],
+    )
+    .ok()
+    .stdout_str();
+    assert_eq!(out.trim(), format!("removed key {first}"));
+    assert!(!opens(&t.repo, "secret"));
+    assert!(opens(&t.repo, "second"));
+}
+
 #[test]
 fn key_passwd_replaces_the_password() {
     let t = backed_up(8, "aes-256-gcm");

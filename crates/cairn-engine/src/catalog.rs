@@ -107,45 +107,17 @@ pub fn list(backend: &dyn Backend) -> Result<(Vec<SnapshotInfo>, Unreadable)> {
 }
 
 /// Resolves `latest` or a unique id prefix (at least 4 hex digits).
+/// `latest` is an error while any snapshot record is unreadable (see
+/// [`resolve_filtered`]).
 pub fn resolve(backend: &dyn Backend, spec: &str) -> Result<SnapshotInfo> {
-    resolve_reporting(backend, spec).map(|(info, _)| info)
-}
-
-/// Like [`resolve`], and also returns the unreadable records that `latest`
-/// skipped: one damaged record does not disable `latest`, but a damaged
-/// record may have been the newest, so the caller must say so.
-pub fn resolve_reporting(backend: &dyn Backend, spec: &str) -> Result<(SnapshotInfo, Unreadable)> {
-    resolve_filtered(backend, spec, &SnapshotFilter::default())
+    resolve_filtered(backend, spec, &SnapshotFilter::default()).map(|(info, _)| info)
 }
 
 /// Resolves a unique id prefix (at least 4 hex digits, any case).
 fn resolve_id(backend: &dyn Backend, spec: &str) -> Result<(SnapshotInfo, Unreadable)> {
-    if spec.len() < 4 || !spec.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(Error::invalid(format!(
-            "snapshot id {spec:?} must be 'latest' or at least 4 hex digits"
-        )));
-    }
-    let spec = spec.to_ascii_lowercase();
-    let matches: Vec<String> = backend
-        .list(keys::SNAPSHOTS)?
-        .into_iter()
-        .filter_map(|k| k.strip_prefix(keys::SNAPSHOTS).map(str::to_string))
-        .filter(|id| id.starts_with(&spec))
-        .collect();
-    match matches.as_slice() {
-        [] => Err(Error::NotFound(format!("snapshot {spec}"))),
-        [id] => Ok((
-            SnapshotInfo {
-                id: id.clone(),
-                record: load(backend, id)?,
-            },
-            Vec::new(),
-        )),
-        _ => Err(Error::invalid(format!(
-            "snapshot prefix {spec} is ambiguous ({} matches)",
-            matches.len()
-        ))),
-    }
+    let id = match_id(backend, spec)?;
+    let record = load(backend, &id)?;
+    Ok((SnapshotInfo { id, record }, Vec::new()))
 }
 
 /// Which snapshots a command considers (restic's `--host`, `--tag`,
@@ -163,6 +135,11 @@ pub struct SnapshotFilter {
     /// The snapshot's source paths include every one of these (compared
     /// after [`clean_path`]; the caller makes them absolute).
     pub paths: Vec<String>,
+    /// `latest` is the newest *readable* matching snapshot even when some
+    /// record is unreadable (`--skip-damaged`). Off, an unreadable record
+    /// makes `latest` an error: its time is unknown, so it may be the
+    /// newest. Not a part of what [`matches`](Self::matches) compares.
+    pub skip_damaged: bool,
 }
 
 impl SnapshotFilter {
@@ -252,8 +229,13 @@ pub fn list_filtered(
     Ok((all, bad))
 }
 
-/// [`resolve_reporting`] within the snapshots `filter` lets through:
-/// `latest` is the newest of them, and an id prefix must name one of them.
+/// Resolves `latest` or a unique id prefix within the snapshots `filter`
+/// lets through: `latest` is the newest of them, and an id prefix must name
+/// one of them. While any snapshot record is unreadable `latest` is an
+/// error naming the records and the ways on (an unreadable record's time is
+/// unknown, so it may be the newest), unless `filter.skip_damaged`: then
+/// the unreadable records are returned with the newest readable snapshot,
+/// and the caller must say that they were skipped.
 pub fn resolve_filtered(
     backend: &dyn Backend,
     spec: &str,
@@ -261,6 +243,9 @@ pub fn resolve_filtered(
 ) -> Result<(SnapshotInfo, Unreadable)> {
     if spec == "latest" {
         let (all, bad) = list(backend)?;
+        if !bad.is_empty() && !filter.skip_damaged {
+            return Err(damaged_blocks_latest(&bad));
+        }
         let any = !all.is_empty();
         let newest = all.into_iter().rfind(|s| filter.matches(&s.record));
         return match newest {
@@ -281,6 +266,57 @@ pub fn resolve_filtered(
         )));
     }
     Ok((info, bad))
+}
+
+/// Why `latest` cannot be resolved while records `bad` (not empty) are
+/// unreadable: one line naming them, what went wrong with the first, and
+/// the two ways on.
+fn damaged_blocks_latest(bad: &Unreadable) -> Error {
+    let ids: Vec<&str> = bad.iter().map(|(id, _)| short_id(id)).collect();
+    let why = match &bad[0].1 {
+        Error::Corrupt { detail, .. } => detail.clone(),
+        other => other.to_string(),
+    };
+    let (records, them) = if ids.len() == 1 {
+        ("record", "it")
+    } else {
+        ("records", "them")
+    };
+    Error::corrupt(
+        format!("snapshot {records} {}", ids.join(", ")),
+        format!(
+            "unreadable ({why}), so the newest snapshot, `latest`, is unknown; \
+             remove {them} with `cairn forget {}`, name a snapshot by id, \
+             or pass --skip-damaged to use the newest readable snapshot",
+            ids.join(" ")
+        ),
+    )
+}
+
+/// The full id of the one snapshot record whose id starts with `spec` (at
+/// least 4 hex digits, any case), without reading the record: how
+/// `forget` names a record that no longer decodes.
+pub fn match_id(backend: &dyn Backend, spec: &str) -> Result<String> {
+    if spec.len() < 4 || !spec.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(Error::invalid(format!(
+            "snapshot id {spec:?} must be 'latest' or at least 4 hex digits"
+        )));
+    }
+    let spec = spec.to_ascii_lowercase();
+    let matches: Vec<String> = backend
+        .list(keys::SNAPSHOTS)?
+        .into_iter()
+        .filter_map(|k| k.strip_prefix(keys::SNAPSHOTS).map(str::to_string))
+        .filter(|id| id.starts_with(&spec))
+        .collect();
+    match <[String; 1]>::try_from(matches) {
+        Ok([id]) => Ok(id),
+        Err(m) if m.is_empty() => Err(Error::NotFound(format!("snapshot {spec}"))),
+        Err(m) => Err(Error::invalid(format!(
+            "snapshot prefix {spec} is ambiguous ({} matches)",
+            m.len()
+        ))),
+    }
 }
 
 /// The form of an id shown to people: its first 8 hex digits (any unique
@@ -444,6 +480,7 @@ pub(crate) mod tests {
             hosts: strings(hosts),
             tags: tags.iter().map(|s| strings(s)).collect(),
             paths: strings(paths),
+            skip_damaged: false,
         };
         assert!(f(&[], &[], &[]).matches(&r));
         assert!(f(&["beta", "alpha"], &[], &[]).matches(&r));

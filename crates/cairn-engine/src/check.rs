@@ -250,7 +250,11 @@ fn load_snapshots(
     report.snapshots = (snaps.len() + bad_snaps.len()) as u64;
     for (id, e) in &bad_snaps {
         problems.add(
-            format!("snapshot record unreadable: {e}"),
+            format!(
+                "snapshot record unreadable: {e} (`cairn forget {}` removes it; \
+                 until then `latest` fails)",
+                catalog::short_id(id)
+            ),
             None,
             Some(id),
             None,

@@ -443,8 +443,16 @@ fn find_among(files: Vec<(String, KeyFile)>, id: &str) -> Result<(String, KeyFil
 
 /// Removes the key file `id` (or a unique prefix of it; a damaged key
 /// file by its whole id); returns its id. The last good key file is never
-/// removed: without one the repository could not be opened again.
-pub fn remove_key(repo: &Repository, _lock: &WriteLock, id: &str) -> Result<String> {
+/// removed: without one the repository could not be opened again. Nor is
+/// `in_use`, the id of the key file the caller's password opened (the
+/// password would stop working under the caller's hands), unless the
+/// caller passes `None` (`key remove --force`).
+pub fn remove_key(
+    repo: &Repository,
+    _lock: &WriteLock,
+    id: &str,
+    in_use: Option<&str>,
+) -> Result<String> {
     require_encrypted(repo)?;
     let files = key_files(&**repo.backend(), &repo.config.id)?;
     if let Some((name, _)) = files
@@ -461,6 +469,14 @@ pub fn remove_key(repo: &Repository, _lock: &WriteLock, id: &str) -> Result<Stri
         return Err(Error::invalid(format!(
             "refusing to remove key file {}: it is the repository's last one, \
              without it the repository could never be opened again",
+            key_file.id()
+        )));
+    }
+    if in_use == Some(key_file.id()) {
+        return Err(Error::invalid(format!(
+            "refusing to remove key file {}: it is the one the password in use opened, \
+             and that password would stop working; remove it with another key's password, \
+             or pass --force",
             key_file.id()
         )));
     }

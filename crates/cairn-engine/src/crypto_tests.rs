@@ -239,7 +239,7 @@ fn the_last_key_file_is_never_removed() {
     let lock = repo.lock_writer(false).unwrap();
     let first = opened_key(&repo, &password("secret")).unwrap();
     let id = first.key_file.id().to_string();
-    let e = err(remove_key(&repo, &lock, &id));
+    let e = err(remove_key(&repo, &lock, &id, None));
     assert!(e.to_string().contains("last one"), "{e}");
     assert_eq!(key_files(&*backend, &repo.config.id).unwrap().good.len(), 1);
 
@@ -252,10 +252,14 @@ fn the_last_key_file_is_never_removed() {
         label(),
     )
     .unwrap();
-    let e = err(remove_key(&repo, &lock, "zz"));
+    let e = err(remove_key(&repo, &lock, "zz", None));
     assert!(e.to_string().contains("no key file zz"), "{e}");
+    // The key file the caller's password opened stays unless forced.
+    let e = err(remove_key(&repo, &lock, &id, Some(&id)));
+    assert!(e.to_string().contains("the password in use opened"), "{e}");
+    assert_eq!(key_files(&*backend, &repo.config.id).unwrap().good.len(), 2);
     // A unique prefix names the key.
-    assert_eq!(remove_key(&repo, &lock, &id[..6]).unwrap(), id);
+    assert_eq!(remove_key(&repo, &lock, &id[..6], None).unwrap(), id);
     let left = key_files(&*backend, &repo.config.id).unwrap().good;
     assert_eq!(left.len(), 1);
     assert_ne!(left[0].1.id(), id);

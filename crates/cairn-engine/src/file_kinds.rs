@@ -233,7 +233,7 @@ impl Reader {
                     sink(c)
                 })?;
             }
-            return Ok(n);
+            return size_matches(e, n, e.size).map(|()| n);
         };
         let zeros = |mut n: u64, sink: &mut dyn FnMut(&[u8]) -> Result<()>| {
             while n > 0 {
@@ -265,9 +265,23 @@ impl Reader {
                 Ok(())
             })?;
         }
+        size_matches(e, data, e.data_size())?;
         zeros(e.size.saturating_sub(pos), sink)?;
         Ok(e.size.max(pos))
     }
+}
+
+/// Defence in depth behind the listing decoder's size rules: a file whose
+/// content gave `got` bytes where its entry promises `want` is corrupt,
+/// never handed out short (or long) as if it were whole.
+pub(crate) fn size_matches(e: &DirEntry, got: u64, want: u64) -> Result<()> {
+    if got == want {
+        return Ok(());
+    }
+    Err(Error::corrupt(
+        format!("file {:?}", String::from_utf8_lossy(&e.name)),
+        format!("its content holds {got} bytes but its entry records {want}"),
+    ))
 }
 
 #[cfg(test)]

@@ -214,7 +214,42 @@ pub(crate) fn entry_error(prev: Option<&[u8]>, e: &DirEntry) -> Option<String> {
     if e.extras.extents.is_some() && e.kind != EntryKind::File {
         return Some(format!("{} with sparse extents", e.kind.name()));
     }
+    if let Some(why) = size_error(e) {
+        return Some(why);
+    }
     e.extras.error(e.size, e.data_size())
+}
+
+/// Whether `e`'s sizes are impossible: above the largest file size, or
+/// more than its content can hold, or a non-empty file without content.
+/// A restore writes exactly the content's bytes, so a size the content
+/// does not back would be reported but never written.
+fn size_error(e: &DirEntry) -> Option<String> {
+    let largest = i64::MAX as u64;
+    if e.size > largest {
+        return Some(format!("size {} above the largest file size", e.size));
+    }
+    if let Some(c) = &e.content {
+        let max = crate::tree::max_blob_size(c.level, c.root.len());
+        if c.size > max {
+            return Some(format!(
+                "content size {} above what a level {} tree can hold ({max})",
+                c.size, c.level
+            ));
+        }
+    }
+    if e.kind != EntryKind::File || e.extras.extents.is_some() {
+        // A sparse file's content holds its extents (checked with them).
+        return None;
+    }
+    match &e.content {
+        None if e.size != 0 => Some(format!("file of {} bytes without content", e.size)),
+        Some(c) if c.size != e.size => Some(format!(
+            "file of {} bytes with {} bytes of content",
+            e.size, c.size
+        )),
+        _ => None,
+    }
 }
 
 /// Appends decoded entry `e` after checking every rule against the entry
@@ -312,3 +347,7 @@ pub fn decode_dir(bytes: &[u8], fp_width: usize) -> Result<Vec<DirEntry>> {
 #[cfg(test)]
 #[path = "dir_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "dir_size_tests.rs"]
+mod size_tests;

@@ -218,7 +218,9 @@ fn column_starts(b: &[u8]) -> Vec<usize> {
 fn content_size_is_stored_only_when_it_differs() {
     let mut f = file("f", 4);
     let same = encode_raw(std::slice::from_ref(&f));
+    // A content size differing from the size: a sparse file's.
     f.content.as_mut().unwrap().size = 7;
+    f.extras.extents = Some(vec![Extent { offset: 0, len: 7 }]);
     let differs = encode_raw(std::slice::from_ref(&f));
     assert_eq!(decode_dir(&differs, 4).unwrap(), vec![f.clone()]);
     assert!(differs.len() > same.len());
@@ -354,7 +356,7 @@ fn entry_strategy(w: usize) -> impl Strategy<Value = DirEntry> {
                 }
                 let kind = EntryKind::from_u8(kind).unwrap();
                 let link = kind == EntryKind::Symlink;
-                Some(DirEntry {
+                let mut e = DirEntry {
                     name,
                     kind,
                     mode,
@@ -376,9 +378,28 @@ fn entry_strategy(w: usize) -> impl Strategy<Value = DirEntry> {
                     },
                     children: None,
                     extras: Default::default(),
-                })
+                };
+                fit_sizes(&mut e, w);
+                Some(e)
             },
         )
+}
+
+/// Makes a generated entry's sizes obey the size rules (`dir_size_tests`):
+/// at most `i64::MAX`, content within its level's reach, and a file's
+/// content holding exactly its size.
+fn fit_sizes(e: &mut DirEntry, w: usize) {
+    e.size &= i64::MAX as u64;
+    match &mut e.content {
+        Some(c) => {
+            c.size = c.size.min(crate::tree::max_blob_size(c.level, w));
+            if e.kind == EntryKind::File {
+                e.size = c.size;
+            }
+        }
+        None if e.kind == EntryKind::File => e.size = 0,
+        None => {}
+    }
 }
 
 fn listing_strategy() -> impl Strategy<Value = (usize, Vec<DirEntry>)> {

@@ -73,6 +73,21 @@ pub fn max_fanout(max_node_len: usize, fp_width: usize) -> usize {
     (max_node_len.saturating_sub(TREE_NODE_HEADER_LEN) / child_ref_len(fp_width)).max(2)
 }
 
+/// The most logical bytes a blob whose root is at `level` can hold with
+/// `fp_width`-byte fingerprints: a chunk's raw length is a `u32` (container
+/// descriptors), so a level 0 blob holds at most `u32::MAX` bytes and a
+/// node, itself a chunk, at most `(u32::MAX - header) / (w + 8)` children.
+/// Capped at `i64::MAX`, the largest file size (an `off_t`).
+pub fn max_blob_size(level: u8, fp_width: usize) -> u64 {
+    let chunk = u64::from(u32::MAX);
+    let fanout = (chunk - TREE_NODE_HEADER_LEN as u64) / child_ref_len(fp_width) as u64;
+    let mut max = chunk;
+    for _ in 0..level {
+        max = max.saturating_mul(fanout);
+    }
+    max.min(i64::MAX as u64)
+}
+
 /// Appends the encoding of `node` to `out`. The fingerprint width is taken
 /// from the children (all must have the same width).
 pub fn encode_tree_node(node: &TreeNode, out: &mut Vec<u8>) {

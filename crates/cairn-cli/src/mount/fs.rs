@@ -612,7 +612,7 @@ mod tests {
             gid: 0,
             mtime: UNIX_EPOCH,
         };
-        let fs = SnapshotFs::new(Layout::new(&[]), Vec::new(), access, meta);
+        let fs = SnapshotFs::new(Layout::new(&[], true), Vec::new(), access, meta);
         let files = (0..100)
             .map(|i| entry(&format!("f{i}"), EntryKind::File, None))
             .collect();

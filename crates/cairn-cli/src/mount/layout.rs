@@ -34,6 +34,9 @@ pub struct Layout {
     pub nodes: Vec<VNode>,
     /// Tags and hosts left out because they are no valid file name.
     pub skipped: Vec<String>,
+    /// Whether the `latest` links exist: not while a snapshot record is
+    /// unreadable (its time is unknown, so it may be the newest).
+    with_latest: bool,
 }
 
 /// Directory names of each snapshot by time: the snapshot's UTC second,
@@ -78,10 +81,13 @@ fn valid_name(n: &str) -> bool {
 }
 
 impl Layout {
-    pub fn new(snaps: &[SnapshotInfo]) -> Self {
+    /// The tree of `snaps` (oldest first); `with_latest`: whether the
+    /// by-time directories get a `latest` link to their newest snapshot.
+    pub fn new(snaps: &[SnapshotInfo], with_latest: bool) -> Self {
         let mut l = Layout {
             nodes: vec![VNode::Dir(Vec::new())],
             skipped: Vec::new(),
+            with_latest,
         };
         let times = time_names(snaps);
         let ids = id_names(snaps);
@@ -127,7 +133,7 @@ impl Layout {
             .iter()
             .map(|&i| (times[i].clone(), self.push(VNode::Snapshot(i))))
             .collect();
-        if let Some(&newest) = members.last() {
+        if let (Some(&newest), true) = (members.last(), self.with_latest) {
             let link = self.push(VNode::Link(times[newest].clone()));
             entries.push(("latest".into(), link));
         }
@@ -213,7 +219,7 @@ mod tests {
             snap("bbbbbbbb22", 60, "h2", &["daily", "keep"]),
             snap("aaaaaaaa33", 60, "h1", &["bad/tag"]),
         ];
-        let l = Layout::new(&snaps);
+        let l = Layout::new(&snaps, true);
         let t0 = "1970-01-01T00:00:00Z";
         let t1 = "1970-01-01T00:01:00Z";
         let t2 = "1970-01-01T00:01:00Z-1";
@@ -241,11 +247,18 @@ mod tests {
         let snapshots = l.child(0, "snapshots").unwrap();
         assert_eq!(l.nodes[l.child(snapshots, t2).unwrap()], VNode::Snapshot(2));
         assert_eq!(l.child(snapshots, "nope"), None);
+        // Without `latest` (a record is unreadable): the same minus the links.
+        let without: Vec<String> = want
+            .iter()
+            .filter(|p| !p.contains("/latest"))
+            .cloned()
+            .collect();
+        assert_eq!(paths(&Layout::new(&snaps, false)), without);
     }
 
     #[test]
     fn an_empty_repository_has_empty_directories() {
-        let l = Layout::new(&[]);
+        let l = Layout::new(&[], true);
         assert!(paths(&l).is_empty());
         let VNode::Dir(top) = &l.nodes[0] else {
             panic!("root is a directory")

@@ -92,7 +92,17 @@ pub fn mount(
     for (id, e) in &bad {
         eprintln!("cairn: warning: snapshot {id} unreadable, not mounted: {e}");
     }
-    let layout = Layout::new(&snaps);
+    // An unreadable record may be the newest: no `latest` link then points
+    // at an older snapshot as if it were (docs/snapshot-filters.md).
+    if !bad.is_empty() {
+        let ids: Vec<&str> = bad.iter().map(|(id, _)| catalog::short_id(id)).collect();
+        eprintln!(
+            "cairn: warning: no `latest` links while snapshot records are unreadable; \
+             `cairn forget {}` removes them",
+            ids.join(" ")
+        );
+    }
+    let layout = Layout::new(&snaps, bad.is_empty());
     for what in &layout.skipped {
         eprintln!("cairn: warning: {what} is not a valid file name; no directory for it");
     }

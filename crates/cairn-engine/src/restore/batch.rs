@@ -164,7 +164,7 @@ impl<'r> Writer<'_, 'r> {
                 Ok(Opened::Writing(w)) => Open::Writing(w),
                 Ok(Opened::Decided(placed)) => {
                     // Something appeared there since it was planned.
-                    self.run.placed_file(placed, &f.dest, f.entry.size);
+                    self.run.placed_file(placed, &f.dest, &f.entry);
                     Open::Discard
                 }
                 Err(err) => {
@@ -219,7 +219,7 @@ impl<'r> Writer<'_, 'r> {
                 Open::Discard => None,
             };
             match placed {
-                Some(Ok(placed)) => self.run.placed_file(placed, &f.dest, f.entry.size),
+                Some(Ok(placed)) => self.run.placed_file(placed, &f.dest, &f.entry),
                 Some(Err(err)) => self.run.settle(err, &f.dest)?,
                 None => {}
             }

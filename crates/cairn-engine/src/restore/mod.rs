@@ -436,7 +436,8 @@ impl Reader {
             sum: RestoreSummary::default(),
             dirs: Vec::new(),
             batch: batch::Batch::default(),
-            links: Default::default(),
+            link_groups: Default::default(),
+            link_sources: Default::default(),
             later_links: Vec::new(),
         };
         let top = plan.root();
@@ -447,7 +448,7 @@ impl Reader {
         let outcome = self
             .restore_children("", root_entries, root, top, &mut run)
             .and_then(|()| self.flush(&mut run))
-            .and_then(|()| run.place_links());
+            .and_then(|()| self.place_links(&mut run));
         // Deepest directories first, so a parent's mtime is set last. Done
         // even after a fatal error: it needs no space.
         for (path, e) in run.dirs.iter().rev() {
@@ -624,20 +625,21 @@ impl Reader {
 
     /// A file with content joins the batch (written when it is flushed);
     /// an empty one, or one the target's state decides about, is settled
-    /// now.
+    /// now. A later name of a hard-link group waits for
+    /// [`place_links`](Self::place_links).
     fn restore_file(&mut self, e: &DirEntry, dest: &Path, run: &mut Run) -> Result<()> {
-        if let Some(h) = e.extras.hard_link {
-            match run.links.entry((h.dev, e.inode)) {
-                std::collections::hash_map::Entry::Occupied(first) => {
-                    let first = first.get().clone();
-                    run.later_links.push((dest.to_path_buf(), e.clone(), first));
-                    return Ok(());
-                }
-                std::collections::hash_map::Entry::Vacant(v) => {
-                    v.insert(dest.to_path_buf());
-                }
+        if let Some(group) = run::link_group(e) {
+            if !run.link_groups.insert(group) {
+                run.later_links.push((dest.to_path_buf(), e.clone()));
+                return Ok(());
             }
         }
+        self.write_file(e, dest, run)
+    }
+
+    /// Writes file `e` at `dest` with its own content (through the batch
+    /// when it has any).
+    fn write_file(&mut self, e: &DirEntry, dest: &Path, run: &mut Run) -> Result<()> {
         let placed = match &e.content {
             // `place_file` decides about what is at `dest` itself.
             None => run.target.place_file(dest, e, &mut |_| Ok(()))?,
@@ -646,7 +648,7 @@ impl Reader {
                 None => return self.plan_file(e, b, dest, run),
             },
         };
-        run.placed_file(placed, dest, e.size);
+        run.placed_file(placed, dest, e);
         Ok(())
     }
 }

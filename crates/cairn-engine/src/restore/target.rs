@@ -283,9 +283,10 @@ impl Target {
             mode: e.mode,
             mtime: mtime(e),
             size: e.size,
-            xattrs: e.clone(),
+            entry: e.clone(),
             existing,
             out,
+            written: 0,
             guard,
         })))
     }
@@ -336,7 +337,9 @@ impl Target {
     }
 
     /// Makes `dest` another name of the already restored file `first`
-    /// (a hard link under a temporary name, renamed over `dest`).
+    /// (a hard link under a temporary name, renamed over `dest`). The
+    /// caller guarantees that this restore wrote `first` (the run's link
+    /// sources): a kept file may be a link to a file outside the target.
     pub fn place_hard_link(&self, dest: &Path, e: &DirEntry, first: &Path) -> Result<Placed> {
         let existing = self.existing(dest)?;
         let first_meta = self.dirs().lstat(first);
@@ -473,20 +476,27 @@ pub struct FileWriter<'t> {
     mtime: filetime::FileTime,
     /// The logical size (a sparse file is extended to it).
     size: u64,
-    /// The entry, for its extended attributes.
-    xattrs: DirEntry,
+    /// The entry, for its extended attributes and its content size.
+    entry: DirEntry,
     existing: Existing,
     out: BufWriter<Sink<'t>>,
+    /// Content bytes handed to the writer: `finish` refuses a file whose
+    /// count differs from the entry's content size.
+    written: u64,
     guard: TempGuard<'t>,
 }
 
 impl Write for FileWriter<'_> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.out.write(buf)
+        let n = self.out.write(buf)?;
+        self.written += n as u64;
+        Ok(n)
     }
 
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
-        self.out.write_all(buf)
+        self.out.write_all(buf)?;
+        self.written += buf.len() as u64;
+        Ok(())
     }
 
     fn flush(&mut self) -> io::Result<()> {
@@ -503,6 +513,13 @@ impl FileWriter<'_> {
     /// the open handle, and renames the temporary over the destination.
     pub fn finish(self) -> Result<Placed> {
         let dest = &self.dest;
+        // The temporary is dropped (removed) with `self` on this error.
+        let e = &self.entry;
+        let want = match e.extras.extents {
+            Some(_) => e.data_size(),
+            None => e.size,
+        };
+        crate::file_kinds::size_matches(e, self.written, want)?;
         let what = || format!("writing {}", dest.display());
         let mut out = self.out;
         out.flush().ctx(what)?;
@@ -516,8 +533,7 @@ impl FileWriter<'_> {
         let _ = std::os::unix::fs::fchown(&file, Some(self.uid), Some(self.gid));
         file.set_permissions(fs::Permissions::from_mode(self.mode & 0o7777))
             .ctx(|| format!("setting mode of {}", dest.display()))?;
-        self.target
-            .set_xattrs(self.guard.path(), dest, &self.xattrs);
+        self.target.set_xattrs(self.guard.path(), dest, &self.entry);
         filetime::set_file_handle_times(&file, Some(self.mtime), Some(self.mtime))
             .ctx(|| format!("setting times of {}", dest.display()))?;
         drop(file);
