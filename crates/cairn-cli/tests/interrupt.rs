@@ -1,0 +1,140 @@
+//! Interrupted commands through the binary: what a repository looks like to
+//! `check` after the first backup or a copy into a new repository died
+//! before committing anything (healthy: the missing index is a note), and
+//! that real damage beside it still fails the check.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// Whether `dir` holds at least one container file.
+fn has_container(repo: &Path) -> bool {
+    repo.join("containers").is_dir()
+        && walk(&repo.join("containers"))
+            .iter()
+            .any(|p| p.is_file() && !p.file_name().unwrap().to_string_lossy().contains("tmp"))
+}
+
+/// Waits until `repo` holds a container while `child` still runs, then
+/// kills it with SIGKILL. Panics when the child ends first: the kill must
+/// land mid-command for the test to mean anything.
+fn kill_once_a_container_is_written(child: &mut Child, repo: &Path) {
+    let started = Instant::now();
+    while !has_container(repo) {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the command ended before it wrote a container"
+        );
+        assert!(started.elapsed() < Duration::from_secs(60), "no container");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the command ended before it could be killed"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+/// Many small containers of random data: the first appears early in a
+/// backup that runs for a while.
+fn big_tree(dir: &Path, seed: u64) -> std::path::PathBuf {
+    let tree = dir.join("tree");
+    let mut rng = Rng::new(seed);
+    build_random_files(&tree, &mut rng, 8, 2 << 20);
+    tree
+}
+
+fn spawn(repo: &Path, args: &[&str]) -> Child {
+    command(repo, args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// The first backup of a repository killed after it wrote containers:
+/// nothing is committed, `check` says so in a note and exits 0 (the index
+/// is written by the next backup, not lost); the next backup indexes the
+/// orphans and restores byte for byte. A damaged orphan is still damage.
+#[test]
+fn check_after_an_interrupted_first_backup_reports_a_healthy_repository() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    let tree = big_tree(tmp.path(), 90);
+    cairn(&repo, &["init", "-q", "--container-size", "256KiB"]).ok();
+    let mut child = spawn(&repo, &["backup", "-q", s(&tree)]);
+    kill_once_a_container_is_written(&mut child, &repo);
+    assert!(snapshot_ids(&repo).is_empty(), "nothing was committed");
+
+    let r = cairn(&repo, &["check"]).ok();
+    assert!(
+        r.stderr
+            .contains("cairn: note: no snapshot was committed yet")
+            && !r.stderr.contains("damage"),
+        "{}",
+        r.stderr
+    );
+    let j = cairn(&repo, &["check", "--read-data", "--json"])
+        .ok()
+        .json();
+    assert!(j["problems"].as_array().unwrap().is_empty(), "{j}");
+    assert_eq!(j["notes"].as_array().unwrap().len(), 1, "{j}");
+
+    // Real damage beside the missing index still fails the check.
+    let damaged = tmp.path().join("damaged");
+    copy_dir(&repo, &damaged);
+    let first = files_under(&damaged.join("containers"))[0].clone();
+    truncate(&first, 50);
+    let r = cairn(&damaged, &["check"]).code(1);
+    assert!(
+        r.stderr.contains("cairn: damage: container unreadable"),
+        "{}",
+        r.stderr
+    );
+
+    // The next backup completes and restores exactly.
+    let expected = Manifest::capture(&tree);
+    cairn(&repo, &["backup", "-q", s(&tree)]).ok();
+    let out = tmp.path().join("out");
+    cairn(&repo, &["restore", "latest", "-q", "-t", s(&out)]).ok();
+    assert_tree_matches(&expected, &out.join("tree"));
+    let r = cairn(&repo, &["check", "--read-data"]).ok();
+    assert!(!r.stderr.contains("note"), "{}", r.stderr);
+}
+
+/// A copy into a new repository killed after it wrote containers: the
+/// destination checks healthy (a note), and the next copy completes it.
+#[test]
+fn check_after_an_interrupted_copy_reports_a_healthy_destination() {
+    // Clear: the destination then needs no password of its own.
+    set_encryption("none");
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    let dst = tmp.path().join("dst");
+    let tree = big_tree(tmp.path(), 91);
+    cairn(&src, &["init", "-q", "--container-size", "256KiB"]).ok();
+    cairn(&src, &["backup", "-q", s(&tree)]).ok();
+    let mut child = spawn(&src, &["copy", "-q", "--to", s(&dst)]);
+    kill_once_a_container_is_written(&mut child, &dst);
+    assert!(snapshot_ids(&dst).is_empty(), "nothing was committed");
+
+    let r = cairn(&dst, &["check"]).ok();
+    assert!(
+        r.stderr.contains("cairn: note:") && !r.stderr.contains("damage"),
+        "{}",
+        r.stderr
+    );
+
+    cairn(&src, &["copy", "-q", "--to", s(&dst)]).ok();
+    let expected = Manifest::capture(&tree);
+    let out = tmp.path().join("out");
+    cairn(&dst, &["restore", "latest", "-q", "-t", s(&out)]).ok();
+    assert_tree_matches(&expected, &out.join("tree"));
+    cairn(&dst, &["check", "--read-data"]).ok();
+}
