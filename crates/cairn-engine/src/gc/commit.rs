@@ -214,7 +214,7 @@ fn update_reindex(repo: &Repository, replayed: &mut FpMap<ContainerId>) -> Resul
         if id >= covered {
             continue;
         }
-        for d in repo.log.read_meta(id)?.descriptors {
+        for d in super::meta_of(&*repo.log, id)?.descriptors {
             if !indexed.contains(&d.fp) {
                 crate::canonical::place(replayed, d.fp, id);
             }
@@ -383,7 +383,7 @@ pub(super) fn commit(
         }
         let chunks = match chunk_counts.get(&id) {
             Some(n) => *n,
-            None => repo.log.read_meta(id)?.descriptors.len() as u64,
+            None => super::meta_of(&*repo.log, id)?.descriptors.len() as u64,
         };
         if chunks > named.get(&id).copied().unwrap_or(0) {
             staying.push(id);

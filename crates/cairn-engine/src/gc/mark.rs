@@ -155,10 +155,15 @@ pub(super) fn stop(first: &mut Option<Error>, e: Error) {
     }
 }
 
+/// Damage met walking a live snapshot, with what was (not) done and the
+/// repair: the same as `check` names for lost data.
 pub(super) fn damage_at(message: impl std::fmt::Display, at: At<'_>) -> Error {
     Error::corrupt(
         format!("snapshot {} at {}", at.snapshot, at.path),
-        message.to_string(),
+        format!(
+            "{message}; garbage collection stopped before deleting anything (`cairn check` \
+             names the damage; `cairn repair index` then `cairn repair snapshots` repair it)"
+        ),
     )
 }
 
@@ -356,7 +361,7 @@ pub fn enumerate_physical(
             if mask & (1 << level) == 0 {
                 continue;
             }
-            let meta = store.log.read_meta(id)?;
+            let meta = super::meta_of(&*store.log, id)?;
             stats.metadata_reads += 1;
             for d in &meta.descriptors {
                 if d.kind != ChunkKind::Tree || d.level != level {

@@ -43,10 +43,12 @@ use std::time::Instant;
 use serde::Serialize;
 
 use cairn_core::{ChunkKind, ContainerId, CountersSnapshot, Error, FpMap, Result};
+use cairn_format::container::ContainerMeta;
 use cairn_format::dir::BlobRef;
 use cairn_format::index::IndexEntry;
 
 use crate::codec::ChunkCodec;
+use crate::container_log::{ContainerStore, LoadedContainer};
 use crate::index::disk_index::DiskIndex;
 use crate::repo::{GcLock, Repository};
 use crate::restore::cache::{ChunkStore, Locator};
@@ -277,6 +279,44 @@ impl Entries {
     }
 }
 
+/// A container's metadata section, as every phase reads it: damage (or a
+/// file under `containers/` that is not a container) stops the collection
+/// before anything is deleted, with what `container_damage` says.
+pub(crate) fn meta_of(log: &dyn ContainerStore, id: ContainerId) -> Result<ContainerMeta> {
+    log.read_meta(id).map_err(|e| container_damage(id, e))
+}
+
+/// A whole container (Copy), with damage explained as [`meta_of`] does. A
+/// damaged data section is not an error here: its chunks are verified one
+/// by one as they are copied.
+pub(crate) fn whole_container(
+    log: &dyn ContainerStore,
+    id: ContainerId,
+) -> Result<LoadedContainer> {
+    log.read(id).map_err(|e| container_damage(id, e))
+}
+
+/// The error of a container the collection cannot read: which file, that it
+/// is damaged or not a container, that nothing was deleted, and the repair
+/// (the same as `check` names for an unreadable container, after the file
+/// is moved out of the way: a collection must know every stored chunk).
+fn container_damage(id: ContainerId, e: Error) -> Error {
+    let detail = match e {
+        Error::Corrupt { detail, .. } => detail,
+        e if e.is_corruption() => e.to_string(),
+        other => return other,
+    };
+    Error::corrupt(
+        format!("container file {}", crate::keys::container(id)),
+        format!(
+            "{detail}; it is damaged or not a cairn container, and garbage collection \
+             stopped before deleting anything (`cairn check` names what it held; move the \
+             file out of the repository, then run `cairn repair index` and \
+             `cairn repair snapshots`)"
+        ),
+    )
+}
+
 fn fresh_seed() -> u64 {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -379,7 +419,7 @@ impl Ctx<'_> {
     ) -> Result<Vec<Tally>> {
         let mut out = Vec::with_capacity(ids.len());
         for &id in ids {
-            let meta = self.repo.log.read_meta(id)?;
+            let meta = meta_of(&*self.repo.log, id)?;
             let mut t = Tally {
                 chunks: meta.descriptors.len() as u64,
                 file_bytes: meta.file_size,
@@ -458,7 +498,7 @@ fn mark_with_filters(
         .sum();
     let mut cand = LiveFilter::new(cand_chunks, ctx.seed ^ 0x2);
     for &id in &sel {
-        for d in ctx.repo.log.read_meta(id)?.descriptors {
+        for d in meta_of(&*ctx.repo.log, id)?.descriptors {
             cand.insert(&d.fp);
         }
     }
@@ -527,7 +567,7 @@ fn mark_with_vector(
     ctx.peak = ctx.peak.max(lp.bytes() + vector.bytes() + dead.bytes());
     let mut tallies = Vec::with_capacity(ctx.infos.len());
     for info in ctx.infos.iter().rev() {
-        let meta = ctx.repo.log.read_meta(info.id)?;
+        let meta = meta_of(&*ctx.repo.log, info.id)?;
         // Analysis duplicate counter: chunks of this container whose
         // canonical (newest) copy is elsewhere, or repeated within it.
         let dups = info
@@ -625,7 +665,7 @@ pub fn collect(
         phases.start("analysis", ctx.ids.len() as u64);
         let mut lp_keys = Vec::new();
         for &id in &ctx.ids {
-            let meta = repo.log.read_meta(id)?;
+            let meta = meta_of(&*repo.log, id)?;
             let mut levels = 0u64;
             for d in &meta.descriptors {
                 if d.kind == ChunkKind::Tree && d.level > 0 {

@@ -234,7 +234,7 @@ impl<'a> CopyWriter<'a> {
         id: ContainerId,
         mut live: impl FnMut(&Descriptor) -> bool,
     ) -> Result<()> {
-        let c = self.log.read(id)?;
+        let c = super::whole_container(self.log, id)?;
         for d in &c.meta.descriptors {
             if !live(d) || self.out.moved.contains_key(&d.fp) {
                 continue;
@@ -258,7 +258,7 @@ impl<'a> CopyWriter<'a> {
         id: ContainerId,
         want: impl Fn(&Descriptor) -> bool,
     ) -> Result<()> {
-        let c = self.log.read(id)?;
+        let c = super::whole_container(self.log, id)?;
         for d in &c.meta.descriptors {
             if want(d) && !self.out.moved.contains_key(&d.fp) {
                 self.copy(&c.bytes, &c.meta, d)?;
@@ -314,7 +314,7 @@ pub fn copy_backward(
                 keep
             })?;
         } else {
-            let meta = w.log.read_meta(id)?;
+            let meta = super::meta_of(w.log, id)?;
             unselected_reads += 1;
             for d in &meta.descriptors {
                 live.clear(&d.fp, 0);
@@ -384,7 +384,7 @@ pub fn keep_survivors(
     let mut newest: FpMap<ContainerId> = FpMap::default();
     let mut reads = 0;
     for &id in keep {
-        let meta = log.read_meta(id)?;
+        let meta = super::meta_of(log, id)?;
         reads += 1;
         for d in &meta.descriptors {
             if leaving.contains(&d.fp) {
