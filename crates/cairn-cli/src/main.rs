@@ -1,7 +1,9 @@
 //! The `cairn` command: parses arguments, opens the repository, runs one
 //! engine operation, prints human or JSON output. Every failure is one line on
 //! stderr and a non-zero exit: 1 for errors, 3 for a backup that completed but
-//! skipped unreadable paths (the snapshot holds everything else).
+//! skipped unreadable paths (the snapshot holds everything else), 130 for a
+//! command that writes and was interrupted (Ctrl-C or SIGTERM): it stops at
+//! its next safe point and says what it had committed.
 
 /// mimalloc keeps freed memory for reuse: restore and backup allocate and
 /// free a container-sized buffer per container, which the system allocator
@@ -29,6 +31,41 @@ mod snapshot_args;
 mod snapshots_cmd;
 
 use std::process::ExitCode;
+
+/// Exit code of an interrupted command (128 + SIGINT, as shells report it).
+const EXIT_INTERRUPTED: u8 = 130;
+
+/// Commands that write to a repository: an interrupt asks them to stop at
+/// a safe point (`cairn_engine::interrupt`), so that they unwind, release
+/// their locks (on object storage, leases the next writer would otherwise
+/// wait out) and say what was committed. The others keep the default
+/// action: a reader killed mid-way leaves nothing to account for.
+const WRITING_COMMANDS: &[&str] = &[
+    "init", "backup", "copy", "repair", "forget", "fastcopy", "gc", "key", "tag",
+];
+
+/// Ctrl-C and SIGTERM set the engine's interruption flag; a second one
+/// ends the process at once (the kernel releases local locks; an S3 lease
+/// then expires on its own).
+fn install_interrupt_handler() {
+    let installed = ctrlc::set_handler(|| {
+        if cairn_engine::interrupt::requested() {
+            eprintln!("cairn: interrupted again: stopping at once");
+            std::process::exit(i32::from(EXIT_INTERRUPTED));
+        }
+        cairn_engine::interrupt::request();
+    });
+    if let Err(e) = installed {
+        eprintln!("cairn: warning: Ctrl-C will end the command at once: {e}");
+    }
+}
+
+/// The interruption a command stopped at, if that is how it ended.
+fn interruption(e: &anyhow::Error) -> Option<&cairn_core::Error> {
+    e.chain()
+        .filter_map(|c| c.downcast_ref::<cairn_core::Error>())
+        .find(|e| e.is_interrupted())
+}
 
 use clap::{CommandFactory, FromArgMatches};
 
@@ -113,8 +150,25 @@ fn main() -> ExitCode {
             .map(|id| id.as_str().to_string())
             .collect();
     }
+    if matches
+        .subcommand_name()
+        .is_some_and(|name| WRITING_COMMANDS.contains(&name))
+    {
+        install_interrupt_handler();
+    }
     match commands::run(cli) {
+        // Interrupted after its last safe point: the command finished.
+        Ok(_) if cairn_engine::interrupt::requested() => {
+            eprintln!("cairn: interrupted: the command had already finished; what it reported is committed");
+            ExitCode::from(EXIT_INTERRUPTED)
+        }
         Ok(code) => code,
+        Err(e) if interruption(&e).is_some() => {
+            if let Some(i) = interruption(&e) {
+                eprintln!("cairn: {i}");
+            }
+            ExitCode::from(EXIT_INTERRUPTED)
+        }
         // A closed pipe (`cairn ls | head`) is the reader's choice, not an error.
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {

@@ -1,4 +1,6 @@
-//! Interrupted commands through the binary: what a repository looks like to
+//! Interrupted commands through the binary: Ctrl-C (SIGINT) stops a
+//! writing command at a safe point with exit 130 and one line saying what
+//! was committed, its lock released; what a repository looks like to
 //! `check` after the first backup or a copy into a new repository died
 //! before committing anything (healthy: the missing index is a note), and
 //! that real damage beside it still fails the check.
@@ -23,6 +25,13 @@ fn has_container(repo: &Path) -> bool {
 /// kills it with SIGKILL. Panics when the child ends first: the kill must
 /// land mid-command for the test to mean anything.
 fn kill_once_a_container_is_written(child: &mut Child, repo: &Path) {
+    wait_for_a_container(child, repo);
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+/// Waits until `repo` holds a container while `child` still runs.
+fn wait_for_a_container(child: &mut Child, repo: &Path) {
     let started = Instant::now();
     while !has_container(repo) {
         assert!(
@@ -36,8 +45,15 @@ fn kill_once_a_container_is_written(child: &mut Child, repo: &Path) {
         child.try_wait().unwrap().is_none(),
         "the command ended before it could be killed"
     );
-    child.kill().unwrap();
-    child.wait().unwrap();
+}
+
+/// Sends SIGINT (what Ctrl-C sends) to `child`.
+fn interrupt(child: &Child) {
+    let sent = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
 }
 
 /// Many small containers of random data: the first appears early in a
@@ -137,4 +153,42 @@ fn check_after_an_interrupted_copy_reports_a_healthy_destination() {
     cairn(&dst, &["restore", "latest", "-q", "-t", s(&out)]).ok();
     assert_tree_matches(&expected, &out.join("tree"));
     cairn(&dst, &["check", "--read-data"]).ok();
+}
+
+/// Ctrl-C in the middle of the first backup (containers written, nothing
+/// committed): exit 130 and one line saying nothing was committed; no
+/// snapshot; the lock is released (a backup without --wait starts at once);
+/// `check` calls the repository healthy; the next backup restores exactly.
+#[test]
+fn ctrl_c_during_a_backup_says_nothing_was_committed_and_exits_130() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    let tree = big_tree(tmp.path(), 92);
+    cairn(&repo, &["init", "-q", "--container-size", "256KiB"]).ok();
+    let mut child = command(&repo, &["backup", "-q", s(&tree)])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_a_container(&mut child, &repo);
+    interrupt(&child);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert_eq!(
+        stderr.trim(),
+        "cairn: interrupted: nothing committed: the snapshot was not written (the containers \
+         already written are reused by the next backup)",
+    );
+    assert!(snapshot_ids(&repo).is_empty(), "no snapshot");
+    let r = cairn(&repo, &["check"]).ok();
+    assert!(r.stderr.contains("cairn: note:"), "{}", r.stderr);
+
+    let expected = Manifest::capture(&tree);
+    cairn(&repo, &["backup", "-q", s(&tree)]).ok();
+    let out = tmp.path().join("out");
+    cairn(&repo, &["restore", "latest", "-q", "-t", s(&out)]).ok();
+    assert_tree_matches(&expected, &out.join("tree"));
+    cairn(&repo, &["check", "--read-data"]).ok();
 }

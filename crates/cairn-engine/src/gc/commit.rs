@@ -291,12 +291,16 @@ pub(super) struct Committed {
 
 /// Commit: under the writer lock, the index change of the collection
 /// against the index as it is now, with resurrected chunks copied first.
+/// `last`: the collection's last commit, which ends its id reservation (the
+/// commit of whole dead containers, `dead_first.rs`, comes before copies
+/// into the reserved ids and keeps it).
 pub(super) fn commit(
     repo: &Repository,
     gc: &GcLock,
     merged: &Merged,
     copied: &Copied,
     chunk_counts: &HashMap<ContainerId, u64>,
+    last: bool,
 ) -> Result<Committed> {
     let cfg = &repo.config;
     let backend = repo.backend();
@@ -404,6 +408,8 @@ pub(super) fn commit(
         cfg.fp_width(),
         cfg.index.page_size as usize,
     )?;
-    reservation::clear(&**backend)?;
+    if last {
+        reservation::clear(&**backend)?;
+    }
     Ok(out)
 }
