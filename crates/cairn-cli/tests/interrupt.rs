@@ -192,3 +192,102 @@ fn ctrl_c_during_a_backup_says_nothing_was_committed_and_exits_130() {
     assert_tree_matches(&expected, &out.join("tree"));
     cairn(&repo, &["check", "--read-data"]).ok();
 }
+
+/// Runs `args` on `repo`, waits until `ready` holds while it runs, sends
+/// SIGINT, and returns its exit code and standard error.
+fn interrupt_when(repo: &Path, args: &[&str], ready: impl Fn() -> bool) -> (Option<i32>, String) {
+    let mut child = command(repo, args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while !ready() {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "{args:?} ended before the interrupt"
+        );
+        assert!(started.elapsed() < Duration::from_secs(60), "never ready");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    interrupt(&child);
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Ctrl-C once a collection has reserved its ids (past Merge): exit 130,
+/// one line saying nothing was deleted (or, had it reached its commit,
+/// that it finished), the gc lock released (the next collection runs
+/// without --wait and completes), and the kept snapshot restores exactly.
+#[test]
+fn ctrl_c_during_gc_says_what_was_deleted_and_exits_130() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    let tree = tmp.path().join("tree");
+    let mut rng = Rng::new(93);
+    build_random_files(&tree, &mut rng, 40, 100_000);
+    cairn(&repo, &["init", "-q", "--container-size", "128KiB"]).ok();
+    cairn(&repo, &["backup", "-q", s(&tree)]).ok();
+    for i in (0..40).step_by(2) {
+        write_file(&tree.join(format!("new{i}")), &rng.bytes(100_000), 0o644);
+    }
+    let kept = Manifest::capture(&tree);
+    cairn(&repo, &["backup", "-q", s(&tree)]).ok();
+    cairn(&repo, &["forget", "--keep-last", "1", "-q"]).ok();
+    let before = files_under(&repo.join("containers"));
+
+    let (code, stderr) = interrupt_when(&repo, &["gc", "-q"], || repo.join("gc-ids").exists());
+    assert_eq!(code, Some(130), "{stderr}");
+    let line = stderr.trim();
+    assert!(
+        line.starts_with(
+            "cairn: interrupted: garbage collection stopped before its commit: nothing was \
+             deleted"
+        ) || line.starts_with("cairn: interrupted: the command had already finished"),
+        "{stderr}"
+    );
+    if line.contains("nothing was deleted") {
+        let after = files_under(&repo.join("containers"));
+        assert!(before.iter().all(|c| after.contains(c)), "a container went");
+    }
+    cairn(&repo, &["check"]).ok();
+    let j = cairn(&repo, &["--json", "gc"]).ok().json();
+    assert!(j["containers_deleted"].as_u64().unwrap() > 0 || !line.contains("nothing"));
+    let out = tmp.path().join("out");
+    cairn(&repo, &["restore", "latest", "-q", "-t", s(&out)]).ok();
+    assert_tree_matches(&kept, &out.join("tree"));
+}
+
+/// Ctrl-C during a copy into a new repository, once a container is there:
+/// exit 130, one line saying no snapshot was copied; the next copy
+/// completes and restores exactly.
+#[test]
+fn ctrl_c_during_a_copy_says_which_snapshots_were_committed() {
+    set_encryption("none");
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    let dst = tmp.path().join("dst");
+    let tree = big_tree(tmp.path(), 94);
+    cairn(&src, &["init", "-q", "--container-size", "256KiB"]).ok();
+    cairn(&src, &["backup", "-q", s(&tree)]).ok();
+    let (code, stderr) = interrupt_when(&src, &["copy", "-q", "--to", s(&dst)], || {
+        has_container(&dst)
+    });
+    assert_eq!(code, Some(130), "{stderr}");
+    assert!(
+        stderr
+            .trim()
+            .starts_with("cairn: interrupted: 0 snapshot(s) copied and committed before it"),
+        "{stderr}"
+    );
+    assert!(snapshot_ids(&dst).is_empty());
+    cairn(&dst, &["check"]).ok();
+    cairn(&src, &["copy", "-q", "--to", s(&dst)]).ok();
+    let out = tmp.path().join("out");
+    cairn(&dst, &["restore", "latest", "-q", "-t", s(&out)]).ok();
+    assert_tree_matches(&Manifest::capture(&tree), &out.join("tree"));
+}

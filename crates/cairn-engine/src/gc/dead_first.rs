@@ -48,6 +48,22 @@ impl Freed {
     }
 }
 
+impl Freed {
+    /// What an interruption (`crate::interrupt`) left; `copying`: it came
+    /// during Copy, whose containers written so far are then orphans.
+    pub fn interrupted(&self, copying: bool) -> String {
+        format!(
+            "garbage collection stopped before its commit: {}{}",
+            self.summary(),
+            if copying {
+                " (copies already written are reclaimed by the next collection)"
+            } else {
+                ""
+            }
+        )
+    }
+}
+
 /// The selected containers in which no chunk is live.
 pub(super) fn whole_dead(tallies: &[Tally], chosen: &HashSet<ContainerId>) -> Vec<ContainerId> {
     let mut ids: Vec<ContainerId> = tallies

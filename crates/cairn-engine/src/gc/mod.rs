@@ -513,7 +513,7 @@ pub fn collect(
     phases.start("merge", 0);
     let mut merged = commit::merge(repo, gc, opts, progress)?;
     report.warnings = std::mem::take(&mut merged.warnings);
-    let nothing_deleted = || dead_first::Freed::default().summary();
+    let nothing_deleted = || dead_first::Freed::default().interrupted(false);
     crate::interrupt::check(nothing_deleted)?;
     let codec = ChunkCodec::for_repo(repo);
     let mut ctx = Ctx {
@@ -672,7 +672,7 @@ pub fn collect(
         finish(&mut report, phases, Default::default(), Default::default());
         return Ok(report);
     }
-    crate::interrupt::check(|| freed.summary())?;
+    crate::interrupt::check(|| freed.interrupted(false))?;
 
     // Copy (§3.1 step 5; PGC+ §3.4 backwards with dynamic duplicate
     // removal), into the reserved ids: a backup may be writing beside it.
@@ -711,11 +711,7 @@ pub fn collect(
         return Err(e);
     }
     if writer.out.interrupted {
-        return Err(Error::Interrupted(format!(
-            "garbage collection stopped before its commit: {} (copies already written are \
-             reclaimed by the next collection)",
-            freed.summary()
-        )));
+        return Err(Error::Interrupted(freed.interrupted(true)));
     }
     drop(marked);
     drop(ctx);
