@@ -44,11 +44,16 @@ const WRITING_COMMANDS: &[&str] = &[
     "init", "backup", "copy", "repair", "forget", "fastcopy", "gc", "key", "tag",
 ];
 
-/// Ctrl-C and SIGTERM set the engine's interruption flag; a second one
-/// ends the process at once (the kernel releases local locks; an S3 lease
-/// then expires on its own).
+/// Ctrl-C and SIGTERM set the engine's interruption flag once the command
+/// took a lock to write; before that (a password prompt, waiting for a
+/// lock) nothing is written and they end it at once, as does a second one
+/// (the kernel releases local locks; an S3 lease then expires on its own).
 fn install_interrupt_handler() {
     let installed = ctrlc::set_handler(|| {
+        if !cairn_engine::interrupt::armed() {
+            eprintln!("cairn: interrupted: nothing committed (nothing was written yet)");
+            std::process::exit(i32::from(EXIT_INTERRUPTED));
+        }
         if cairn_engine::interrupt::requested() {
             eprintln!("cairn: interrupted again: stopping at once");
             std::process::exit(i32::from(EXIT_INTERRUPTED));

@@ -291,3 +291,53 @@ fn ctrl_c_during_a_copy_says_which_snapshots_were_committed() {
     cairn(&dst, &["restore", "latest", "-q", "-t", s(&out)]).ok();
     assert_tree_matches(&Manifest::capture(&tree), &out.join("tree"));
 }
+
+/// Ctrl-C while a backup waits for the writer lock (`--wait`; another
+/// process holds it): nothing was written, so it ends at once with exit
+/// 130 and says so.
+#[test]
+fn ctrl_c_while_waiting_for_the_lock_ends_at_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    let tree = tmp.path().join("tree");
+    write_file(&tree.join("a"), b"a", 0o644);
+    cairn(&repo, &["init", "-q"]).ok();
+    cairn(&repo, &["backup", "-q", s(&tree)]).ok();
+    // flock(1) holds the local backend's writer lock (an flock(2) lock).
+    let holder = std::process::Command::new("flock")
+        .arg(repo.join("locks/write"))
+        .args(["sleep", "60"])
+        .spawn();
+    let Ok(mut holder) = holder else {
+        eprintln!("skipped: flock(1) is not installed");
+        return;
+    };
+    let started = Instant::now();
+    // `forget` keeping everything takes the lock and changes nothing.
+    while cairn(&repo, &["forget", "--keep-last", "100", "-q"]).code != Some(1) {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "flock never held the lock"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut child = command(&repo, &["backup", "--wait", "-q", s(&tree)])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(child.try_wait().unwrap().is_none(), "it did not wait");
+    interrupt(&child);
+    let out = child.wait_with_output().unwrap();
+    let _ = holder.kill();
+    let _ = holder.wait();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert_eq!(
+        stderr.trim(),
+        "cairn: interrupted: nothing committed (nothing was written yet)"
+    );
+    assert_eq!(snapshot_ids(&repo).len(), 1);
+}

@@ -377,6 +377,7 @@ impl Repository {
         let guard = self
             .backend
             .lock(keys::WRITE_LOCK, LockMode::Exclusive, wait)?;
+        crate::interrupt::arm();
         let stored = read_stored_config(&*self.backend)?.open(self.keys.as_deref())?;
         if stored != self.config {
             return Err(Error::invalid(format!(
@@ -428,6 +429,7 @@ impl Repository {
         let guard = self
             .backend
             .lock(keys::GC_LOCK, LockMode::Exclusive, wait)?;
+        crate::interrupt::arm();
         Ok(GcLock { _guard: guard })
     }
 
