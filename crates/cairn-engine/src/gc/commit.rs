@@ -306,6 +306,11 @@ pub(super) fn commit(
     let backend = repo.backend();
     let _writer = repo.lock_writer_for_gc(gc, true)?;
     let mut opened = open_index(repo)?;
+    if !last {
+        // Whole dead containers on what may be a full disk: a delta costs
+        // the bytes of the removals, a merged generation the whole index.
+        opened.kind.prefer_deltas();
+    }
     let replayed = canonical_map(&opened.replayed);
     let entries = Entries {
         disk: DiskIndex::open(backend.clone(), repo.counters.clone())?,
