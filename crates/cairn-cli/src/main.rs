@@ -32,6 +32,8 @@ mod snapshots_cmd;
 
 use std::process::ExitCode;
 
+use clap::{CommandFactory, FromArgMatches};
+
 /// Exit code of an interrupted command (128 + SIGINT, as shells report it).
 const EXIT_INTERRUPTED: u8 = 130;
 
@@ -71,8 +73,6 @@ fn interruption(e: &anyhow::Error) -> Option<&cairn_core::Error> {
         .filter_map(|c| c.downcast_ref::<cairn_core::Error>())
         .find(|e| e.is_interrupted())
 }
-
-use clap::{CommandFactory, FromArgMatches};
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
@@ -168,17 +168,18 @@ fn main() -> ExitCode {
             ExitCode::from(EXIT_INTERRUPTED)
         }
         Ok(code) => code,
-        Err(e) if interruption(&e).is_some() => {
-            if let Some(i) = interruption(&e) {
-                eprintln!("cairn: {i}");
-            }
-            ExitCode::from(EXIT_INTERRUPTED)
-        }
         // A closed pipe (`cairn ls | head`) is the reader's choice, not an error.
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("cairn: error: {}", output::one_line(&e));
-            ExitCode::from(1)
-        }
+        Err(e) => match interruption(&e) {
+            // Stopped at a safe point: the line says what was committed.
+            Some(interrupted) => {
+                eprintln!("cairn: {interrupted}");
+                ExitCode::from(EXIT_INTERRUPTED)
+            }
+            None => {
+                eprintln!("cairn: error: {}", output::one_line(&e));
+                ExitCode::from(1)
+            }
+        },
     }
 }
