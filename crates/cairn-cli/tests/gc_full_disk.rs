@@ -171,3 +171,37 @@ fn gc_out_of_space_says_how_much_it_needs() {
     cairn(&repo, &["check", "--read-data"]).ok();
     restores(&repo, &expected, &tmp.path().join("out2"));
 }
+
+/// A disk with no byte free: the collection cannot even reserve its ids.
+/// One line says so and what to do; nothing is deleted or lost.
+#[test]
+fn gc_on_a_disk_with_no_room_at_all_is_one_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mnt = tmp.path().join("mnt");
+    let Some(_mount) = tmpfs(&mnt, 8) else {
+        return;
+    };
+    let repo = mnt.join("repo");
+    let tree = tmp.path().join("tree");
+    let mut rng = Rng::new(83);
+    for i in 0..20 {
+        write_file(&tree.join(format!("f{i:02}")), &rng.bytes(40_000), 0o644);
+    }
+    let expected = garbage(&repo, &tree, |t| {
+        for i in (0..20).step_by(2) {
+            std::fs::remove_file(t.join(format!("f{i:02}"))).unwrap();
+        }
+    });
+    let before = container_bytes(&repo);
+    let _filler = fill_leaving(&mnt, 0);
+    let e = cairn(&repo, &["gc"]).code(1).one_line_error();
+    assert!(
+        e.contains("garbage collection has no room for")
+            && e.contains("nothing was deleted")
+            && e.contains("Free some space"),
+        "{e}"
+    );
+    assert_eq!(container_bytes(&repo), before);
+    cairn(&repo, &["check", "--read-data"]).ok();
+    restores(&repo, &expected, &tmp.path().join("out"));
+}

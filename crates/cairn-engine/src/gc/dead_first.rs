@@ -92,7 +92,14 @@ pub(super) fn delete(
         cleaned: ids.clone(),
         ..Default::default()
     };
-    let committed = commit::commit(repo, gc, merged, &none_copied, chunk_counts, false)?;
+    let committed =
+        commit::commit(repo, gc, merged, &none_copied, chunk_counts, false).map_err(|e| {
+            no_room(
+                e,
+                "the pending list and index delta that deleting whole dead \
+             containers needs (a few KiB, plus tens of bytes per chunk removed)",
+            )
+        })?;
     commit::delete_retired(repo, gc, &ids, progress)?;
     let bytes = tallies
         .iter()
@@ -106,15 +113,31 @@ pub(super) fn delete(
     })
 }
 
+/// `e`, when the disk is full, as one line saying what the collection had
+/// no room for (`what`) and that nothing was deleted.
+pub(super) fn no_room(e: Error, what: &str) -> Error {
+    match e {
+        Error::Io { source, .. } if is_out_of_space_io(&source) => Error::io(
+            format!(
+                "garbage collection has no room for {what}; nothing was deleted. Free some \
+                 space and run it again"
+            ),
+            source,
+        ),
+        e => e,
+    }
+}
+
 /// Whether `e` is the disk (or quota) running out of space.
 pub(super) fn is_out_of_space(e: &Error) -> bool {
-    match e {
-        Error::Io { source, .. } => matches!(
-            source.kind(),
-            std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
-        ),
-        _ => false,
-    }
+    matches!(e, Error::Io { source, .. } if is_out_of_space_io(source))
+}
+
+fn is_out_of_space_io(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+    )
 }
 
 /// The copy ran out of space: one line with the space it needs (the live
