@@ -64,6 +64,12 @@ impl Freed {
     }
 }
 
+/// A safe point of the phases before anything is deleted (Merge to
+/// Select): an interruption stops the collection there.
+pub(super) fn stop_if_interrupted() -> Result<()> {
+    crate::interrupt::check(|| Freed::default().interrupted(false))
+}
+
 /// The selected containers in which no chunk is live.
 pub(super) fn whole_dead(tallies: &[Tally], chosen: &HashSet<ContainerId>) -> Vec<ContainerId> {
     let mut ids: Vec<ContainerId> = tallies

@@ -188,6 +188,13 @@ impl Visitor for Marker<'_, '_> {
     }
 
     fn read(&mut self, fp: &Fingerprint, _level: u8, at: At<'_>) -> Option<Vec<u8>> {
+        // An interruption ends the walk as damage would: nothing is judged
+        // dead from an incomplete mark, the collection stops.
+        if crate::interrupt::requested() {
+            let nothing = super::dead_first::Freed::default().interrupted(false);
+            stop(&mut self.error, Error::Interrupted(nothing));
+            return None;
+        }
         self.stats.nodes_read += 1;
         if self.gate.admit(fp) {
             self.live.insert(fp);
@@ -361,6 +368,7 @@ pub fn enumerate_physical(
             if mask & (1 << level) == 0 {
                 continue;
             }
+            super::dead_first::stop_if_interrupted()?;
             let meta = super::meta_of(&*store.log, id)?;
             stats.metadata_reads += 1;
             for d in &meta.descriptors {

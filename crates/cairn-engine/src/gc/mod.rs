@@ -27,8 +27,8 @@
 //! only for Merge and Commit (`commit`): backups run meanwhile and their
 //! snapshots are walked at Commit, so a chunk they reach is never lost
 //! (§3.5). Readers are excluded only while containers are deleted.
-//! An interruption (`crate::interrupt`) stops it at the start of a phase
-//! or between containers of Copy, never inside a commit.
+//! An interruption (`crate::interrupt`) stops it between nodes or
+//! containers of the phases before Commit, never inside a commit.
 //! A crash anywhere loses nothing: before the commit the new containers
 //! are copies in ids the collection reserved (the next Merge replays
 //! them, the newest copy wins); between the commit and the deletes the old
@@ -314,6 +314,7 @@ impl Ctx<'_> {
     ) -> Result<Vec<Tally>> {
         let mut out = Vec::with_capacity(ids.len());
         for &id in ids {
+            dead_first::stop_if_interrupted()?;
             let meta = meta_of(&*self.repo.log, id)?;
             let mut t = Tally {
                 chunks: meta.descriptors.len() as u64,
@@ -463,6 +464,7 @@ fn mark_with_vector(
     ctx.peak = ctx.peak.max(lp.bytes() + vector.bytes() + dead.bytes());
     let mut tallies = Vec::with_capacity(ctx.infos.len());
     for info in ctx.infos.iter().rev() {
+        dead_first::stop_if_interrupted()?;
         let meta = meta_of(&*ctx.repo.log, info.id)?;
         // Analysis duplicate counter: chunks of this container whose
         // canonical (newest) copy is elsewhere, or repeated within it.
@@ -518,8 +520,7 @@ pub fn collect(
         )
     })?;
     report.warnings = std::mem::take(&mut merged.warnings);
-    let nothing_deleted = || dead_first::Freed::default().interrupted(false);
-    crate::interrupt::check(nothing_deleted)?;
+    dead_first::stop_if_interrupted()?;
     let codec = ChunkCodec::for_repo(repo);
     let mut ctx = Ctx {
         repo,
@@ -568,6 +569,7 @@ pub fn collect(
         phases.start("analysis", ctx.ids.len() as u64);
         let mut lp_keys = Vec::new();
         for &id in &ctx.ids {
+            dead_first::stop_if_interrupted()?;
             let meta = meta_of(&*repo.log, id)?;
             let mut levels = 0u64;
             for d in &meta.descriptors {
@@ -594,7 +596,7 @@ pub fn collect(
         (Collector::PgcPlus, Some(lp)) => mark_with_vector(&mut ctx, &mut phases, &mut report, lp)?,
         (_, lp) => mark_with_filters(&mut ctx, &mut phases, &mut report, lp)?,
     };
-    crate::interrupt::check(nothing_deleted)?;
+    dead_first::stop_if_interrupted()?;
     report.memory.bytes = ctx.peak;
     report.memory.bits_per_fingerprint = ctx.peak as f64 * 8.0 / keys.max(1) as f64;
 
