@@ -727,6 +727,9 @@ fn check(cli: &Cli, repo: &Repository, read_data: bool) -> Result<ExitCode> {
     if cli.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
+        for n in &report.notes {
+            eprintln!("cairn: note: {n}");
+        }
         for p in &report.problems {
             let mut line = format!("cairn: damage: {}", p.message);
             if let Some(c) = &p.container {

@@ -305,7 +305,19 @@ pub fn forget(cli: &Cli, repo: &Repository, a: &ForgetArgs) -> Result<ExitCode> 
                 // Plan as if the removal had happened.
                 opts.assume_forgotten = remove.clone();
             }
-            Some(run_gc(cli, repo, &opts)?)
+            // An interrupted collection says what it did; the records
+            // removed before it are committed too.
+            Some(run_gc(cli, repo, &opts).map_err(
+                |e| match e.downcast_ref::<cairn_core::Error>() {
+                    Some(cairn_core::Error::Interrupted(what)) if !a.dry_run => {
+                        anyhow::Error::new(cairn_core::Error::Interrupted(format!(
+                            "{} snapshot record(s) were removed; {what}",
+                            remove.len()
+                        )))
+                    }
+                    _ => e,
+                },
+            )?)
         }
         None => None,
     };

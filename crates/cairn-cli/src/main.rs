@@ -1,7 +1,9 @@
 //! The `cairn` command: parses arguments, opens the repository, runs one
 //! engine operation, prints human or JSON output. Every failure is one line on
 //! stderr and a non-zero exit: 1 for errors, 3 for a backup that completed but
-//! skipped unreadable paths (the snapshot holds everything else).
+//! skipped unreadable paths (the snapshot holds everything else), 130 for a
+//! command that writes and was interrupted (Ctrl-C or SIGTERM): it stops at
+//! its next safe point and says what it had committed.
 
 /// mimalloc keeps freed memory for reuse: restore and backup allocate and
 /// free a container-sized buffer per container, which the system allocator
@@ -31,6 +33,46 @@ mod snapshots_cmd;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches};
+
+/// Exit code of an interrupted command (128 + SIGINT, as shells report it).
+const EXIT_INTERRUPTED: u8 = 130;
+
+/// Commands that write to a repository: an interrupt asks them to stop at
+/// a safe point (`cairn_engine::interrupt`), so that they unwind, release
+/// their locks (on object storage, leases the next writer would otherwise
+/// wait out) and say what was committed. The others keep the default
+/// action: a reader killed mid-way leaves nothing to account for.
+const WRITING_COMMANDS: &[&str] = &[
+    "init", "backup", "copy", "repair", "forget", "fastcopy", "gc", "key", "tag",
+];
+
+/// Ctrl-C and SIGTERM set the engine's interruption flag once the command
+/// took a lock to write; before that (a password prompt, waiting for a
+/// lock) nothing is written and they end it at once, as does a second one
+/// (the kernel releases local locks; an S3 lease then expires on its own).
+fn install_interrupt_handler() {
+    let installed = ctrlc::set_handler(|| {
+        if !cairn_engine::interrupt::armed() {
+            eprintln!("cairn: interrupted: nothing committed (nothing was written yet)");
+            std::process::exit(i32::from(EXIT_INTERRUPTED));
+        }
+        if cairn_engine::interrupt::requested() {
+            eprintln!("cairn: interrupted again: stopping at once");
+            std::process::exit(i32::from(EXIT_INTERRUPTED));
+        }
+        cairn_engine::interrupt::request();
+    });
+    if let Err(e) = installed {
+        eprintln!("cairn: warning: Ctrl-C will end the command at once: {e}");
+    }
+}
+
+/// The interruption a command stopped at, if that is how it ended.
+fn interruption(e: &anyhow::Error) -> Option<&cairn_core::Error> {
+    e.chain()
+        .filter_map(|c| c.downcast_ref::<cairn_core::Error>())
+        .find(|e| e.is_interrupted())
+}
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
@@ -113,13 +155,31 @@ fn main() -> ExitCode {
             .map(|id| id.as_str().to_string())
             .collect();
     }
+    if matches
+        .subcommand_name()
+        .is_some_and(|name| WRITING_COMMANDS.contains(&name))
+    {
+        install_interrupt_handler();
+    }
     match commands::run(cli) {
+        // Interrupted after its last safe point: the command finished.
+        Ok(_) if cairn_engine::interrupt::requested() => {
+            eprintln!("cairn: interrupted: the command had already finished; what it reported is committed");
+            ExitCode::from(EXIT_INTERRUPTED)
+        }
         Ok(code) => code,
         // A closed pipe (`cairn ls | head`) is the reader's choice, not an error.
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("cairn: error: {}", output::one_line(&e));
-            ExitCode::from(1)
-        }
+        Err(e) => match interruption(&e) {
+            // Stopped at a safe point: the line says what was committed.
+            Some(interrupted) => {
+                eprintln!("cairn: {interrupted}");
+                ExitCode::from(EXIT_INTERRUPTED)
+            }
+            None => {
+                eprintln!("cairn: error: {}", output::one_line(&e));
+                ExitCode::from(1)
+            }
+        },
     }
 }

@@ -406,6 +406,47 @@ fn bloom_checkpoint_damage_is_reported_and_rebuilt() {
 }
 
 // ---------------------------------------------------------------------------
+// Container-id mark
+// ---------------------------------------------------------------------------
+
+/// The container-id mark (`container-ids`) is derived data a writer starts
+/// from: `check` (plain and `--read-data`) reports a damaged one, naming it
+/// and what rewrites it, and the next backup does rewrite it.
+#[test]
+fn container_id_mark_damage_is_reported_and_rewritten() {
+    let fx = Fixture::new(37);
+    for (name, damage) in [
+        ("payload", Damage::Flip(-6)),
+        ("crc", Damage::Flip(-1)),
+        ("magic", Damage::Flip(1)),
+        ("truncated", Damage::Truncate(500)),
+    ] {
+        let repo = fx.copy(&format!("repo-mark-{name}"));
+        apply(&repo.join("container-ids"), damage);
+        for args in [&["check"][..], &["check", "--read-data"][..]] {
+            let r = cairn(&repo, args).code(1);
+            let damage_lines: Vec<&str> = r
+                .stderr
+                .lines()
+                .filter(|l| l.starts_with("cairn: damage:"))
+                .collect();
+            assert_eq!(damage_lines.len(), 1, "{name} {args:?}: {}", r.stderr);
+            assert!(
+                damage_lines[0].contains("container-ids")
+                    && damage_lines[0].contains("damaged")
+                    && damage_lines[0].contains("repair index"),
+                "{name} {args:?}: {}",
+                r.stderr
+            );
+        }
+        fx.restore_is_exact_or_fails(&repo, &fx.id2, &fx.m2, name)
+            .unwrap_or_else(|r| panic!("mark {name}: {}", r.stderr));
+        cairn(&repo, &["backup", "-q", s(&fx.tree)]).ok();
+        cairn(&repo, &["check", "--read-data"]).ok();
+    }
+}
+
+// ---------------------------------------------------------------------------
 // Snapshot records
 // ---------------------------------------------------------------------------
 

@@ -37,6 +37,10 @@ pub enum Error {
     /// were modified, swapped or truncated. Nothing of them was decrypted.
     #[error("authentication failed for {what}: wrong key or tampered data")]
     Authentication { what: String },
+    /// The user interrupted the command (Ctrl-C, SIGTERM) and it stopped at
+    /// a safe point; the message says what was committed before it stopped.
+    #[error("interrupted: {0}")]
+    Interrupted(String),
     /// The repository or file was written by a format version this build cannot read.
     #[error("unsupported {what} version {found} (this build reads up to {supported})")]
     UnsupportedVersion {
@@ -81,6 +85,10 @@ impl Error {
     /// to try the next key file.
     pub fn is_corruption(&self) -> bool {
         matches!(self, Error::Corrupt { .. } | Error::Authentication { .. })
+    }
+
+    pub fn is_interrupted(&self) -> bool {
+        matches!(self, Error::Interrupted(_))
     }
 
     pub fn is_not_found(&self) -> bool {

@@ -13,6 +13,12 @@
 //! 4. Containers no snapshot references are reported as reclaimable, not as
 //!    errors (an interrupted backup leaves such orphans by design).
 //!
+//! Problems make `check` fail; notes do not. A repository where nothing was
+//! ever committed (no snapshot record: the first backup or a copy into a
+//! new repository was interrupted) has no index yet by design: the next
+//! write indexes its containers, so that is a note, not damage. An index
+//! missing beside committed snapshots was lost, and stays a problem.
+//!
 //! Each problem names the container involved and the snapshots and paths it
 //! damages.
 
@@ -50,6 +56,9 @@ pub struct CheckReport {
     pub indexed_chunks: u64,
     pub chunks_verified: u64,
     pub problems: Vec<Problem>,
+    /// Conditions that are not damage (the derived data an interrupted
+    /// first write never made); they do not fail the check.
+    pub notes: Vec<String>,
     /// Containers no snapshot references (left by interrupted backups).
     pub reclaimable_containers: u64,
     pub reclaimable_bytes: u64,
@@ -196,11 +205,14 @@ pub fn check_with_progress(
         &mut problems,
         (progress, snaps.len() as u64),
     )?;
+    // Nothing committed yet: every derived object is still to be written.
+    let nothing_committed = report.snapshots == 0;
     let index = index_map(
         index_read.entries,
         index_read.generation,
         &containers,
-        &mut problems,
+        nothing_committed,
+        (&mut problems, &mut report.notes),
     );
     report.indexed_chunks = index.len() as u64;
     // Containers an interrupted collection is deleting are garbage whose
@@ -225,7 +237,10 @@ pub fn check_with_progress(
         &retiring,
         &mut problems,
     );
-    if let Some(records) = index_read.frugal_records {
+    if let Some(records) = index_read
+        .frugal_records
+        .filter(|_| !(nothing_committed && index_read.generation == 0))
+    {
         check_frugal_log(records, &index, &holds, &containers.bad, &mut problems);
     }
     let (referenced, problems) =
@@ -358,7 +373,25 @@ fn read_containers(
     report.containers = ids.len() as u64;
     // A writer starts from the mark without listing: a container at or
     // above it could have its id handed out again.
-    if let (Some(mark), Some(&top)) = (crate::id_mark::read(&**repo.backend())?, ids.last()) {
+    let mark = match crate::id_mark::read_checked(&**repo.backend()) {
+        Ok(mark) => mark,
+        Err(e) if e.is_corruption() => {
+            problems.add(
+                format!(
+                    "the container-id mark `{}` is damaged: {e} (derived data: the next \
+                     backup lists the containers and writes it again, as does \
+                     `cairn repair index`)",
+                    crate::id_mark::KEY
+                ),
+                None,
+                None,
+                None,
+            );
+            None
+        }
+        Err(e) => return Err(e),
+    };
+    if let (Some(mark), Some(&top)) = (mark, ids.last()) {
         if top >= mark {
             problems.add(
                 format!(
@@ -426,12 +459,14 @@ fn read_containers(
 
 /// Step 2, the map snapshots are walked with: the index's, or, when the
 /// index is missing or damaged (derived data, reported once), the mapping a
-/// rebuild would produce from the containers.
+/// rebuild would produce from the containers. An index missing where
+/// nothing was committed is a note (`nothing_committed`: no snapshot record).
 fn index_map(
     entries: Result<Vec<cairn_format::index::IndexEntry>>,
     generation: u64,
     containers: &Containers,
-    problems: &mut Problems,
+    nothing_committed: bool,
+    (problems, notes): (&mut Problems, &mut Vec<String>),
 ) -> FpMap<ContainerId> {
     // No index generation at all while containers exist means the index
     // was deleted: derived data, like a damaged one.
@@ -449,17 +484,27 @@ fn index_map(
             }
         }
         Err(e) => {
-            let what = if e.is_not_found() {
-                "missing"
+            if e.is_not_found() && nothing_committed {
+                notes.push(format!(
+                    "no snapshot was committed yet and so there is no index: the {} \
+                     container(s) present were left by an interrupted first backup or \
+                     copy; the next backup or copy indexes them (and deduplicates \
+                     against them), `cairn gc` reclaims them",
+                    containers.ids.len()
+                ));
             } else {
-                "unreadable"
-            };
-            problems.add(
-                format!("index {what} (derived data, {REBUILD}): {e}"),
-                None,
-                None,
-                None,
-            );
+                let what = if e.is_not_found() {
+                    "missing"
+                } else {
+                    "unreadable"
+                };
+                problems.add(
+                    format!("index {what} (derived data, {REBUILD}): {e}"),
+                    None,
+                    None,
+                    None,
+                );
+            }
             for (id, meta) in &containers.metas {
                 for d in &meta.descriptors {
                     crate::canonical::place(&mut index, d.fp, *id);

@@ -241,6 +241,19 @@ impl<'a> Run<'a> {
         })
     }
 
+    /// An interruption stops here (`interrupt.rs`), between batches and
+    /// before a snapshot's commit, saying which snapshots are committed.
+    fn safe_point(&self) -> Result<()> {
+        crate::interrupt::check(|| {
+            let copied = self.report.snapshots.iter().filter(|s| !s.skipped).count();
+            format!(
+                "{copied} snapshot(s) copied and committed before it; the snapshot being \
+                 copied was not written (the containers already written are reused by the \
+                 next copy)"
+            )
+        })
+    }
+
     /// Steps 2-5 for one snapshot.
     fn snapshot(&mut self, info: &SnapshotInfo, record: &[u8]) -> Result<()> {
         let root = BlobRef::try_from(&info.record.root)?;
@@ -266,6 +279,7 @@ impl<'a> Run<'a> {
         }
         self.close_open();
         self.upload(0)?;
+        self.safe_point()?;
         let covered = self.dest.log.next_id();
         let puts: Vec<_> = self
             .dedup
@@ -287,6 +301,7 @@ impl<'a> Run<'a> {
 
     /// Steps 3-4 for a batch of fingerprints reached by the walk.
     fn transfer(&mut self, fps: &[Fingerprint]) -> Result<()> {
+        self.safe_point()?;
         if fps.is_empty() {
             return Ok(());
         }

@@ -51,6 +51,16 @@ pub fn read(backend: &dyn Backend) -> Result<Option<ContainerId>> {
     }
 }
 
+/// The mark as [`read`] finds it, except that a damaged mark is an error
+/// (`check` reports it) instead of `None`.
+pub fn read_checked(backend: &dyn Backend) -> Result<Option<ContainerId>> {
+    match backend.read(KEY) {
+        Ok(bytes) => decode(&bytes).map(Some),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 pub fn write(backend: &dyn Backend, mark: ContainerId) -> Result<()> {
     backend.write_atomic(KEY, &encode(mark))
 }

@@ -26,6 +26,7 @@ pub mod forget;
 pub mod gc;
 pub mod id_mark;
 pub mod index;
+pub mod interrupt;
 pub mod keys;
 pub mod listing_memo;
 pub mod local_cache;

@@ -73,6 +73,12 @@ pub fn repair_index(repo: &Repository, lock: &WriteLock, read_data: bool) -> Res
         repo.log.reserve_ids(repo.log.next_id())?;
     }
     for id in ids {
+        // A safe point until the old index is deleted below.
+        crate::interrupt::check(|| {
+            "nothing changed: the index was not replaced (containers salvaged so far are \
+             duplicates that the next repair or collection reclaims)"
+                .into()
+        })?;
         report.containers += 1;
         let found = if read_data {
             repo.log.read(id).and_then(|c| {

@@ -133,7 +133,19 @@ pub fn repair_snapshots(
         fix.nothing_left = kept.is_none();
         if !opts.dry_run {
             if let Some(kept) = kept {
-                fix.new_id = Some(rewrite(repo, lock, &snap, kept)?);
+                let done = report
+                    .repaired
+                    .iter()
+                    .filter(|r| r.new_id.is_some())
+                    .count();
+                fix.new_id = Some(rewrite(repo, lock, &snap, kept).map_err(|e| match e {
+                    // The rewrites committed before this one stay.
+                    Error::Interrupted(what) => Error::Interrupted(format!(
+                        "{done} repaired snapshot(s) committed before it; for snapshot {}: {what}",
+                        snap.id
+                    )),
+                    e => e,
+                })?);
             }
             if opts.forget {
                 catalog::remove(backend, &snap.id)?;

@@ -411,6 +411,7 @@ impl Repository {
 
     fn lock_writer_beside(&self, holds_gc_lock: bool, wait: bool) -> Result<WriteLock> {
         let guard = self.take_lock(keys::WRITE_LOCK, LockMode::Exclusive, wait)?;
+        crate::interrupt::arm();
         let stored = read_stored_config(&*self.backend)?.open(self.keys.as_deref())?;
         if stored != self.config {
             return Err(Error::invalid(format!(
@@ -458,6 +459,7 @@ impl Repository {
     /// [`Error::Locked`] while another collection runs.
     pub fn lock_gc(&self, wait: bool) -> Result<GcLock> {
         let guard = self.take_lock(keys::GC_LOCK, LockMode::Exclusive, wait)?;
+        crate::interrupt::arm();
         Ok(GcLock { _guard: guard })
     }
 

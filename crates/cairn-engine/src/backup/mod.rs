@@ -190,6 +190,8 @@ pub fn backup(repo: &Repository, _lock: &WriteLock, opts: BackupOptions) -> Resu
 
     // Steps 1-2: the streams and the root listing, sealed and durable.
     let root = store_sources(&shared, seal_rx, &run, &opts.sources)?;
+    // The last safe point: past it the commit runs to its end.
+    crate::interrupt::check(not_committed)?;
     // Steps 3-4: the index generation and its Summary Vector checkpoint.
     let covered = shared.log.next_id();
     let index_ram_bytes_per_chunk = commit_index(&shared, &**repo.backend(), covered)?;
@@ -213,6 +215,14 @@ pub fn backup(repo: &Repository, _lock: &WriteLock, opts: BackupOptions) -> Resu
         index_ram_bytes_per_chunk,
         replayed_containers,
     })
+}
+
+/// What an interrupted backup left: no snapshot; its containers are
+/// orphans the next backup replays (and so does not store again).
+pub(crate) fn not_committed() -> String {
+    "nothing committed: the snapshot was not written (the containers already written \
+     are reused by the next backup)"
+        .into()
 }
 
 /// Whether the sources can be placed in one snapshot tree (`layout`): a

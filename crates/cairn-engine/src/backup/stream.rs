@@ -294,6 +294,9 @@ impl<'a> Stream<'a> {
     /// Eager lookup decides the whole batch now; lazy lookup decides some now
     /// and holds the rest, packing earlier held chunks it resolves meanwhile.
     fn dedup_and_pack(&mut self, kind: ChunkKind, level: u8, bodies: Vec<Body<'_>>) -> Result<()> {
+        // A safe point: what is packed so far is in containers no index
+        // names yet, as after a crash.
+        crate::interrupt::check(super::not_committed)?;
         let sh = self.shared;
         let t = Instant::now();
         bump(&sh.chunks, bodies.len() as u64);

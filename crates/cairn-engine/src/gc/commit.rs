@@ -214,7 +214,7 @@ fn update_reindex(repo: &Repository, replayed: &mut FpMap<ContainerId>) -> Resul
         if id >= covered {
             continue;
         }
-        for d in repo.log.read_meta(id)?.descriptors {
+        for d in super::meta_of(&*repo.log, id)?.descriptors {
             if !indexed.contains(&d.fp) {
                 crate::canonical::place(replayed, d.fp, id);
             }
@@ -291,17 +291,26 @@ pub(super) struct Committed {
 
 /// Commit: under the writer lock, the index change of the collection
 /// against the index as it is now, with resurrected chunks copied first.
+/// `last`: the collection's last commit, which ends its id reservation (the
+/// commit of whole dead containers, `dead_first.rs`, comes before copies
+/// into the reserved ids and keeps it).
 pub(super) fn commit(
     repo: &Repository,
     gc: &GcLock,
     merged: &Merged,
     copied: &Copied,
     chunk_counts: &HashMap<ContainerId, u64>,
+    last: bool,
 ) -> Result<Committed> {
     let cfg = &repo.config;
     let backend = repo.backend();
     let _writer = repo.lock_writer_for_gc(gc, true)?;
     let mut opened = open_index(repo)?;
+    if !last {
+        // Whole dead containers on what may be a full disk: a delta costs
+        // the bytes of the removals, a merged generation the whole index.
+        opened.kind.prefer_deltas();
+    }
     let replayed = canonical_map(&opened.replayed);
     let entries = Entries {
         disk: DiskIndex::open(backend.clone(), repo.counters.clone())?,
@@ -383,7 +392,7 @@ pub(super) fn commit(
         }
         let chunks = match chunk_counts.get(&id) {
             Some(n) => *n,
-            None => repo.log.read_meta(id)?.descriptors.len() as u64,
+            None => super::meta_of(&*repo.log, id)?.descriptors.len() as u64,
         };
         if chunks > named.get(&id).copied().unwrap_or(0) {
             staying.push(id);
@@ -404,6 +413,8 @@ pub(super) fn commit(
         cfg.fp_width(),
         cfg.index.page_size as usize,
     )?;
-    reservation::clear(&**backend)?;
+    if last {
+        reservation::clear(&**backend)?;
+    }
     Ok(out)
 }

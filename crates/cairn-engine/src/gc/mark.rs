@@ -155,10 +155,15 @@ pub(super) fn stop(first: &mut Option<Error>, e: Error) {
     }
 }
 
+/// Damage met walking a live snapshot, with what was (not) done and the
+/// repair: the same as `check` names for lost data.
 pub(super) fn damage_at(message: impl std::fmt::Display, at: At<'_>) -> Error {
     Error::corrupt(
         format!("snapshot {} at {}", at.snapshot, at.path),
-        message.to_string(),
+        format!(
+            "{message}; garbage collection stopped before deleting anything (`cairn check` \
+             names the damage; `cairn repair index` then `cairn repair snapshots` repair it)"
+        ),
     )
 }
 
@@ -183,6 +188,13 @@ impl Visitor for Marker<'_, '_> {
     }
 
     fn read(&mut self, fp: &Fingerprint, _level: u8, at: At<'_>) -> Option<Vec<u8>> {
+        // An interruption ends the walk as damage would: nothing is judged
+        // dead from an incomplete mark, the collection stops.
+        if crate::interrupt::requested() {
+            let nothing = super::dead_first::Freed::default().interrupted(false);
+            stop(&mut self.error, Error::Interrupted(nothing));
+            return None;
+        }
         self.stats.nodes_read += 1;
         if self.gate.admit(fp) {
             self.live.insert(fp);
@@ -356,7 +368,8 @@ pub fn enumerate_physical(
             if mask & (1 << level) == 0 {
                 continue;
             }
-            let meta = store.log.read_meta(id)?;
+            super::dead_first::stop_if_interrupted()?;
+            let meta = super::meta_of(&*store.log, id)?;
             stats.metadata_reads += 1;
             for d in &meta.descriptors {
                 if d.kind != ChunkKind::Tree || d.level != level {

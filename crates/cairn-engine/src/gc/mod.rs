@@ -15,6 +15,8 @@
 //! Select       liveness per container; mostly dead first to the reclaim target
 //!              (PGC+: backwards, Dead filter, duplicate counter)
 //! [second pass] LGC, PGC focused cleaning when the filters do not fit --memory
+//! Delete dead  selected containers with no live chunk: committed and deleted
+//!              first, needing no copy (`dead_first`: a full disk gets space)
 //! Copy         live chunks into new containers (PGC+: backwards, dynamic
 //!              duplicate removal); each new container durable when written
 //! Commit       index: cleaned containers' entries removed or moved (one delta)
@@ -25,15 +27,20 @@
 //! only for Merge and Commit (`commit`): backups run meanwhile and their
 //! snapshots are walked at Commit, so a chunk they reach is never lost
 //! (§3.5). Readers are excluded only while containers are deleted.
+//! An interruption (`crate::interrupt`) stops it between nodes or
+//! containers of the phases before Commit, never inside a commit.
 //! A crash anywhere loses nothing: before the commit the new containers
 //! are copies in ids the collection reserved (the next Merge replays
 //! them, the newest copy wins); between the commit and the deletes the old
 //! containers are unreferenced and the next Merge removes them.
 
 mod commit;
+mod dead_first;
 pub mod filters;
 pub mod mark;
 pub mod pending;
+mod read;
+mod report;
 pub mod reservation;
 pub mod sweep;
 
@@ -53,6 +60,9 @@ use crate::restore::cache::{ChunkStore, Locator};
 use filters::{LiveFilter, Phv, BLOOM_BITS_PER_KEY};
 use mark::{EnumerationStats, Gate, Live, NodeReader};
 use sweep::{CopyWriter, Tally};
+
+pub(crate) use read::{meta_of, whole_container};
+pub use report::{GcReport, MemoryReport, PhaseReport, Plan};
 
 /// The collector (003 §3.1, §3.2, §3.4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -129,81 +139,6 @@ pub trait GcProgress: Sync {
 
 pub struct NoProgress;
 impl GcProgress for NoProgress {}
-
-/// What a collection is about to do (printed before anything is deleted).
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct Plan {
-    pub collector: String,
-    pub snapshots: usize,
-    pub containers: u64,
-    pub repository_bytes: u64,
-    pub estimated_dead_bytes: u64,
-    pub selected_containers: u64,
-    pub selected_bytes: u64,
-    /// Highest liveness among the selected containers.
-    pub liveness_threshold: f64,
-    pub estimated_live_bytes_to_copy: u64,
-    pub estimated_reclaim_bytes: u64,
-}
-
-/// Time and I/O of one phase.
-#[derive(Clone, Debug, Serialize)]
-pub struct PhaseReport {
-    pub name: String,
-    pub seconds: f64,
-    pub metadata_reads: u64,
-    pub containers_read: u64,
-    pub chunk_reads: u64,
-    pub bytes_read: u64,
-    pub bytes_written: u64,
-}
-
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct MemoryReport {
-    /// Fingerprints in the index (the keys of the collection).
-    pub fingerprints: u64,
-    /// Peak bytes of the mark structures.
-    pub bytes: u64,
-    pub bits_per_fingerprint: f64,
-    /// PGC+: bits per fingerprint of the live perfect-hash vector alone
-    /// (function and vector; 003 §3.4 reports 2.8).
-    pub live_vector_bits_per_fingerprint: Option<f64>,
-}
-
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct GcReport {
-    pub requested: String,
-    pub collector: String,
-    /// Why the requested collector was not used (PGC+ that did not fit).
-    pub fell_back: Option<String>,
-    /// Mark passes: 2 when focused cleaning was needed (003 §3.1.2).
-    pub mark_passes: u32,
-    pub dry_run: bool,
-    pub plan: Plan,
-    pub enumeration: EnumerationStats,
-    pub memory: MemoryReport,
-    pub phases: Vec<PhaseReport>,
-    pub copied_chunks: u64,
-    pub copied_bytes: u64,
-    pub containers_written: u64,
-    pub containers_deleted: u64,
-    /// Bytes of deleted containers minus bytes of the new ones.
-    pub reclaimed_bytes: i64,
-    pub index_removed: u64,
-    pub index_moved: u64,
-    pub stopped_by_time: bool,
-    /// Selected containers left in place because a live chunk was damaged.
-    pub damaged: Vec<String>,
-    /// Unselected containers whose metadata PGC+'s copy phase read.
-    pub copy_metadata_reads: u64,
-    /// Snapshots committed by backups while the collection ran, and the
-    /// chunks they reached that it would have forgotten: copied (§3.5).
-    pub concurrent_snapshots: usize,
-    pub resurrected_chunks: u64,
-    /// Repairs Merge made (a damaged id reservation).
-    pub warnings: Vec<String>,
-    pub seconds: f64,
-}
 
 struct Phases<'a> {
     repo: &'a Repository,
@@ -379,7 +314,8 @@ impl Ctx<'_> {
     ) -> Result<Vec<Tally>> {
         let mut out = Vec::with_capacity(ids.len());
         for &id in ids {
-            let meta = self.repo.log.read_meta(id)?;
+            dead_first::stop_if_interrupted()?;
+            let meta = meta_of(&*self.repo.log, id)?;
             let mut t = Tally {
                 chunks: meta.descriptors.len() as u64,
                 file_bytes: meta.file_size,
@@ -394,6 +330,7 @@ impl Ctx<'_> {
                     }
                 }
             }
+            t.all_dead = t.judged == t.chunks && t.live == 0.0;
             out.push(t);
             self.progress.advance(1);
         }
@@ -458,7 +395,7 @@ fn mark_with_filters(
         .sum();
     let mut cand = LiveFilter::new(cand_chunks, ctx.seed ^ 0x2);
     for &id in &sel {
-        for d in ctx.repo.log.read_meta(id)?.descriptors {
+        for d in meta_of(&*ctx.repo.log, id)?.descriptors {
             cand.insert(&d.fp);
         }
     }
@@ -527,7 +464,8 @@ fn mark_with_vector(
     ctx.peak = ctx.peak.max(lp.bytes() + vector.bytes() + dead.bytes());
     let mut tallies = Vec::with_capacity(ctx.infos.len());
     for info in ctx.infos.iter().rev() {
-        let meta = ctx.repo.log.read_meta(info.id)?;
+        dead_first::stop_if_interrupted()?;
+        let meta = meta_of(&*ctx.repo.log, info.id)?;
         // Analysis duplicate counter: chunks of this container whose
         // canonical (newest) copy is elsewhere, or repeated within it.
         let dups = info
@@ -575,8 +513,14 @@ pub fn collect(
     // Merge (§3.1 step 1): the index covers every container; the roots are
     // the snapshot records now; ids are reserved for the copies.
     phases.start("merge", 0);
-    let mut merged = commit::merge(repo, gc, opts, progress)?;
+    let mut merged = commit::merge(repo, gc, opts, progress).map_err(|e| {
+        dead_first::no_room(
+            e,
+            "the id reservation and index update of its Merge (a few KiB)",
+        )
+    })?;
     report.warnings = std::mem::take(&mut merged.warnings);
+    dead_first::stop_if_interrupted()?;
     let codec = ChunkCodec::for_repo(repo);
     let mut ctx = Ctx {
         repo,
@@ -625,7 +569,8 @@ pub fn collect(
         phases.start("analysis", ctx.ids.len() as u64);
         let mut lp_keys = Vec::new();
         for &id in &ctx.ids {
-            let meta = repo.log.read_meta(id)?;
+            dead_first::stop_if_interrupted()?;
+            let meta = meta_of(&*repo.log, id)?;
             let mut levels = 0u64;
             for d in &meta.descriptors {
                 if d.kind == ChunkKind::Tree && d.level > 0 {
@@ -651,6 +596,7 @@ pub fn collect(
         (Collector::PgcPlus, Some(lp)) => mark_with_vector(&mut ctx, &mut phases, &mut report, lp)?,
         (_, lp) => mark_with_filters(&mut ctx, &mut phases, &mut report, lp)?,
     };
+    dead_first::stop_if_interrupted()?;
     report.memory.bytes = ctx.peak;
     report.memory.bits_per_fingerprint = ctx.peak as f64 * 8.0 / keys.max(1) as f64;
 
@@ -682,6 +628,59 @@ pub fn collect(
         return Ok(report);
     }
 
+    // Whole dead containers first: they need no new bytes (`dead_first`).
+    let chunk_counts: std::collections::HashMap<ContainerId, u64> =
+        tallies.iter().map(|t| (t.id, t.chunks)).collect();
+    let dead = dead_first::whole_dead(&tallies, &chosen);
+    if !dead.is_empty() {
+        phases.start("delete dead", dead.len() as u64);
+    }
+    let freed = dead_first::delete(repo, gc, &merged, dead, &tallies, &chunk_counts, progress)?;
+    report.dead_containers_deleted_first = freed.ids.len() as u64;
+    report.dead_bytes_freed_first = freed.bytes;
+    let gone = |id: &ContainerId| freed.ids.binary_search(id).is_ok();
+    let selected: Vec<ContainerId> = selected.into_iter().filter(|id| !gone(id)).collect();
+    let chosen: HashSet<ContainerId> = selected.iter().copied().collect();
+    let ids: Vec<ContainerId> = ctx.ids.iter().copied().filter(|id| !gone(id)).collect();
+    let finish = |report: &mut GcReport,
+                  phases: Phases<'_>,
+                  copied: sweep::Copied,
+                  done: commit::Committed| {
+        report.copied_chunks = copied.chunks + done.resurrected + freed.committed.resurrected;
+        report.copied_bytes = copied.stored_bytes;
+        report.containers_written = copied.containers_written
+            + done.containers_written
+            + freed.committed.containers_written;
+        report.containers_deleted = (copied.cleaned.len() + freed.ids.len()) as u64;
+        report.index_removed = done.removed + freed.committed.removed;
+        report.index_moved = done.moved + freed.committed.moved;
+        report.concurrent_snapshots = done.new_snapshots.max(freed.committed.new_snapshots);
+        report.resurrected_chunks = done.resurrected + freed.committed.resurrected;
+        let deleted_bytes: u64 = tallies
+            .iter()
+            .filter(|t| copied.cleaned.binary_search(&t.id).is_ok())
+            .map(|t| t.file_bytes)
+            .sum::<u64>()
+            + freed.bytes;
+        report.reclaimed_bytes = deleted_bytes as i64
+            - copied.written_bytes as i64
+            - done.written_bytes as i64
+            - freed.committed.written_bytes as i64;
+        report.stopped_by_time = copied.stopped_by_time;
+        report.damaged = copied.damaged;
+        let mut phases = phases;
+        phases.end();
+        report.phases = phases.out;
+        report.seconds = started.elapsed().as_secs_f64();
+    };
+    if selected.is_empty() {
+        // Every selected container was whole dead: nothing to copy.
+        reservation::clear(&*backend)?;
+        finish(&mut report, phases, Default::default(), Default::default());
+        return Ok(report);
+    }
+    crate::interrupt::check(|| freed.interrupted(false))?;
+
     // Copy (§3.1 step 5; PGC+ §3.4 backwards with dynamic duplicate
     // removal), into the reserved ids: a backup may be writing beside it.
     let deadline = opts
@@ -692,19 +691,34 @@ pub fn collect(
         &codec,
         cfg.fp_width(),
         cfg.container_size as usize,
-        merged.reservation.map(|r| r.end),
+        merged.reservation,
     );
     let tick = || progress.advance(1);
-    match &mut marked {
+    let copy_result = match &mut marked {
         Marked::Instances(instances) => {
             phases.start("copy", selected.len() as u64);
-            sweep::copy_forward(&mut writer, &selected, instances, deadline, &tick)?;
+            sweep::copy_forward(&mut writer, &selected, instances, deadline, &tick)
         }
         Marked::Vector(vector) => {
-            phases.start("copy", ctx.ids.len() as u64);
-            report.copy_metadata_reads =
-                sweep::copy_backward(&mut writer, &ctx.ids, &chosen, vector, deadline, &tick)?;
+            phases.start("copy", ids.len() as u64);
+            sweep::copy_backward(&mut writer, &ids, &chosen, vector, deadline, &tick)
+                .map(|reads| report.copy_metadata_reads = reads)
         }
+    };
+    if let Err(e) = copy_result {
+        if dead_first::is_out_of_space(&e) {
+            let needed = tallies
+                .iter()
+                .filter(|t| chosen.contains(&t.id))
+                .map(|t| (t.file_bytes as f64 * t.liveness()) as u64)
+                .sum::<u64>()
+                + u64::from(cfg.container_size);
+            return Err(dead_first::out_of_space(e, needed, &freed));
+        }
+        return Err(e);
+    }
+    if writer.out.interrupted {
+        return Err(Error::Interrupted(freed.interrupted(true)));
     }
     drop(marked);
     drop(ctx);
@@ -714,32 +728,11 @@ pub fn collect(
     // Commit (writer lock): against the index as backups left it, with
     // the chunks their snapshots resurrected copied first.
     phases.start("commit", 0);
-    let chunk_counts: std::collections::HashMap<ContainerId, u64> =
-        tallies.iter().map(|t| (t.id, t.chunks)).collect();
-    let done = commit::commit(repo, gc, &merged, &copied, &chunk_counts)?;
-    report.index_removed = done.removed;
-    report.index_moved = done.moved;
-    report.concurrent_snapshots = done.new_snapshots;
-    report.resurrected_chunks = done.resurrected;
+    let done = commit::commit(repo, gc, &merged, &copied, &chunk_counts, true)?;
 
     // Delete, with readers locked out (they may hold the old index).
     phases.start("delete", copied.cleaned.len() as u64);
-    let deleted_bytes: u64 = tallies
-        .iter()
-        .filter(|t| copied.cleaned.binary_search(&t.id).is_ok())
-        .map(|t| t.file_bytes)
-        .sum();
     commit::delete_retired(repo, gc, &copied.cleaned, progress)?;
-    phases.end();
-    report.copied_chunks = copied.chunks + done.resurrected;
-    report.copied_bytes = copied.stored_bytes;
-    report.containers_written = copied.containers_written + done.containers_written;
-    report.containers_deleted = copied.cleaned.len() as u64;
-    report.reclaimed_bytes =
-        deleted_bytes as i64 - copied.written_bytes as i64 - done.written_bytes as i64;
-    report.stopped_by_time = copied.stopped_by_time;
-    report.damaged = copied.damaged;
-    report.phases = phases.out;
-    report.seconds = started.elapsed().as_secs_f64();
+    finish(&mut report, phases, copied, done);
     Ok(report)
 }

@@ -26,6 +26,7 @@ use cairn_format::container::{ContainerMeta, ContainerWriter, Descriptor};
 use cairn_format::index::IndexEntry;
 
 use super::filters::{LiveFilter, Phv};
+use super::reservation::Reservation;
 use crate::codec::ChunkCodec;
 use crate::container_log::ContainerStore;
 use crate::index::overlay::IndexUpdate;
@@ -41,6 +42,11 @@ pub struct Tally {
     pub file_bytes: u64,
     /// Chunks the pass could judge (all, or the sampled ones).
     pub judged: u64,
+    /// Every chunk was judged and none is live (LGC, PGC: no live instance;
+    /// PGC+: no live bit). Exact, never an estimate: Bloom filters only err
+    /// towards live, the perfect hash is exact. Such a container is deleted
+    /// before any copy, with no new bytes but a small index change.
+    pub all_dead: bool,
 }
 
 impl Tally {
@@ -52,6 +58,7 @@ impl Tally {
             stored_bytes: 0,
             file_bytes: 0,
             judged: 0,
+            all_dead: false,
         }
     }
 
@@ -126,6 +133,7 @@ pub fn tally_plus(
         stored_bytes: stored,
         file_bytes,
         judged: meta.descriptors.len() as u64,
+        all_dead: live_n == 0,
     }
 }
 
@@ -143,6 +151,9 @@ pub struct Copied {
     /// Selected containers left in place: a live chunk in them was damaged.
     pub damaged: Vec<String>,
     pub stopped_by_time: bool,
+    /// The copy stopped at an interruption (`interrupt.rs`): the open
+    /// container was not written, nothing may be committed.
+    pub interrupted: bool,
 }
 
 /// Writes copied chunks into new containers.
@@ -151,28 +162,31 @@ pub struct CopyWriter<'a> {
     codec: &'a ChunkCodec,
     fp_width: usize,
     capacity: usize,
-    limit: Option<ContainerId>,
+    /// The collection's reserved ids, and the next one to take. Counted
+    /// here, not by the log: a commit between Merge and the copies (whole
+    /// dead containers first) moves the log's next id past the reservation.
+    reserved: Option<(Reservation, ContainerId)>,
     open: Option<ContainerWriter>,
     raw: Vec<u8>,
     pub out: Copied,
 }
 
 impl<'a> CopyWriter<'a> {
-    /// `limit`: one past the last id the copies may take (the collection's
-    /// reservation); `None` when the caller holds the writer lock.
+    /// `reserved`: the ids the copies take (the collection's reservation);
+    /// `None` when the caller holds the writer lock (ids from the log).
     pub fn new(
         log: &'a dyn ContainerStore,
         codec: &'a ChunkCodec,
         fp_width: usize,
         capacity: usize,
-        limit: Option<ContainerId>,
+        reserved: Option<Reservation>,
     ) -> Self {
         CopyWriter {
             log,
             codec,
             fp_width,
             capacity,
-            limit,
+            reserved: reserved.map(|r| (r, r.start)),
             open: None,
             raw: Vec::new(),
             out: Copied::default(),
@@ -194,8 +208,15 @@ impl<'a> CopyWriter<'a> {
         let w = match &mut self.open {
             Some(w) => w,
             None => {
-                let id = self.log.allocate();
-                if self.limit.is_some_and(|end| id >= end) {
+                let id = match &mut self.reserved {
+                    Some((_, next)) => {
+                        let id = *next;
+                        next.0 += 1;
+                        id
+                    }
+                    None => self.log.allocate(),
+                };
+                if self.reserved.is_some_and(|(r, _)| id >= r.end) {
                     // Cannot happen (the reservation holds one id per
                     // container judged, plus one); if it did, a backup
                     // could be writing this id: stop before writing.
@@ -234,7 +255,7 @@ impl<'a> CopyWriter<'a> {
         id: ContainerId,
         mut live: impl FnMut(&Descriptor) -> bool,
     ) -> Result<()> {
-        let c = self.log.read(id)?;
+        let c = super::whole_container(self.log, id)?;
         for d in &c.meta.descriptors {
             if !live(d) || self.out.moved.contains_key(&d.fp) {
                 continue;
@@ -258,7 +279,7 @@ impl<'a> CopyWriter<'a> {
         id: ContainerId,
         want: impl Fn(&Descriptor) -> bool,
     ) -> Result<()> {
-        let c = self.log.read(id)?;
+        let c = super::whole_container(self.log, id)?;
         for d in &c.meta.descriptors {
             if want(d) && !self.out.moved.contains_key(&d.fp) {
                 self.copy(&c.bytes, &c.meta, d)?;
@@ -278,6 +299,10 @@ pub fn copy_forward(
     tick: &dyn Fn(),
 ) -> Result<()> {
     for &id in selected {
+        if crate::interrupt::requested() {
+            w.out.interrupted = true;
+            return Ok(());
+        }
         if deadline.is_some_and(|d| Instant::now() >= d) {
             w.out.stopped_by_time = true;
             break;
@@ -301,6 +326,10 @@ pub fn copy_backward(
 ) -> Result<u64> {
     let mut unselected_reads = 0;
     for &id in all.iter().rev() {
+        if crate::interrupt::requested() {
+            w.out.interrupted = true;
+            return Ok(unselected_reads);
+        }
         if deadline.is_some_and(|d| Instant::now() >= d) {
             w.out.stopped_by_time = true;
             break;
@@ -314,7 +343,7 @@ pub fn copy_backward(
                 keep
             })?;
         } else {
-            let meta = w.log.read_meta(id)?;
+            let meta = super::meta_of(w.log, id)?;
             unselected_reads += 1;
             for d in &meta.descriptors {
                 live.clear(&d.fp, 0);
@@ -384,7 +413,7 @@ pub fn keep_survivors(
     let mut newest: FpMap<ContainerId> = FpMap::default();
     let mut reads = 0;
     for &id in keep {
-        let meta = log.read_meta(id)?;
+        let meta = super::meta_of(log, id)?;
         reads += 1;
         for d in &meta.descriptors {
             if leaving.contains(&d.fp) {
@@ -416,6 +445,7 @@ mod tests {
             stored_bytes: bytes,
             file_bytes: bytes,
             judged: chunks,
+            all_dead: live == 0.0,
         }
     }
 

@@ -46,6 +46,8 @@ pub struct DiskIndex {
     /// Generations up to here existed once (`with_generation_floor`): the
     /// next one written is above them, so a name never names two files.
     floor: u64,
+    /// Commits write deltas while they can ([`DiskIndex::prefer_deltas`]).
+    deltas_only: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Clone)]
@@ -69,6 +71,7 @@ impl DiskIndex {
             current: RwLock::new(current),
             pages: None,
             floor: 0,
+            deltas_only: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -374,14 +377,26 @@ impl DiskIndex {
         )
     }
 
+    /// From now on commits add deltas, however large, until [`MAX_DELTAS`]:
+    /// a delta costs the bytes of what it changes, a merge the whole index
+    /// and its checkpoint (a collection on a full disk, `gc/dead_first.rs`).
+    pub fn prefer_deltas(&self) {
+        self.deltas_only
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Whether a commit of `update` should merge (rather than add a delta):
     /// there is no file yet, the deltas reached [`MAX_DELTAS`], or they would
-    /// hold more changes than 1/[`DELTA_SHARE`] of the file's entries.
+    /// hold more changes than 1/[`DELTA_SHARE`] of the file's entries (unless
+    /// deltas are preferred).
     pub fn wants_merge(&self, update: &IndexUpdate) -> bool {
         let cur = self.current.read();
         let Some(c) = cur.as_ref() else {
             return true;
         };
+        if self.deltas_only.load(std::sync::atomic::Ordering::Relaxed) {
+            return c.overlay.seq >= MAX_DELTAS;
+        }
         let changes = (c.overlay.changes.len() + update.len()) as u64;
         c.overlay.seq >= MAX_DELTAS || changes * DELTA_SHARE > c.header.entry_count
     }

@@ -88,6 +88,10 @@ impl FingerprintIndex for FrugalKind {
         Ok(())
     }
 
+    fn prefer_deltas(&self) {
+        self.disk.prefer_deltas();
+    }
+
     fn ram_bytes(&self) -> u64 {
         let ram = self.frugal.ram();
         (ram.table_slot_bytes + ram.stash_bytes) as u64

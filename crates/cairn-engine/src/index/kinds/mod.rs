@@ -65,6 +65,11 @@ pub trait FingerprintIndex: Send {
         page_size: usize,
     ) -> Result<()>;
 
+    /// Commits of this handle write the fewest bytes they can: deltas,
+    /// not a merged generation, while the paged index allows
+    /// ([`crate::index::disk_index::DiskIndex::prefer_deltas`]).
+    fn prefer_deltas(&self) {}
+
     /// Lookup RAM (filter or table), bytes.
     fn ram_bytes(&self) -> u64;
 

@@ -206,6 +206,10 @@ impl FingerprintIndex for PagedIndex {
         Ok(())
     }
 
+    fn prefer_deltas(&self) {
+        self.disk.prefer_deltas();
+    }
+
     fn ram_bytes(&self) -> u64 {
         self.summary.ram_bytes()
     }
