@@ -31,14 +31,14 @@ fn tmpfs(dir: &Path, mib: u64) -> Option<Mount> {
     match mounted {
         Ok(o) if o.status.success() => Some(Mount(dir.to_path_buf())),
         Ok(o) => {
-            eprintln!(
-                "skipped: mount -t tmpfs failed: {}",
+            skip_or_fail(&format!(
+                "mount -t tmpfs failed: {}",
                 String::from_utf8_lossy(&o.stderr).trim()
-            );
+            ));
             None
         }
         Err(e) => {
-            eprintln!("skipped: cannot run mount: {e}");
+            skip_or_fail(&format!("cannot run mount: {e}"));
             None
         }
     }

@@ -309,35 +309,45 @@ fn ctrl_c_while_waiting_for_the_lock_ends_at_once() {
         .args(["sleep", "60"])
         .spawn();
     let Ok(mut holder) = holder else {
-        eprintln!("skipped: flock(1) is not installed");
-        return;
+        return skip_or_fail("flock(1) is not installed (util-linux)");
     };
     let started = Instant::now();
     // `forget` keeping everything takes the lock and changes nothing.
     while cairn(&repo, &["forget", "--keep-last", "100", "-q"]).code != Some(1) {
         assert!(
-            started.elapsed() < Duration::from_secs(10),
+            started.elapsed() < Duration::from_secs(60),
             "flock never held the lock"
         );
         std::thread::sleep(Duration::from_millis(10));
     }
-    let mut child = command(&repo, &["backup", "--wait", "-q", s(&tree)])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
+    let args = ["backup", "--wait", "-q", s(&tree)];
+    let mut waiter = Watched::spawn(command(&repo, &args).stdin(Stdio::null()), &args);
+    // The waiter reports the held lock and the kernel shows it blocked on
+    // the lock file: the interrupt reaches it inside its wait.
+    assert!(
+        waiter.wait_for_stderr(
+            "cairn: waiting for another writer to finish",
+            Duration::from_secs(120)
+        ),
+        "--wait did not report waiting:\n{}",
+        waiter.stderr_so_far()
+    );
+    wait_until_flock_blocked(&repo.join("locks/write"), Duration::from_secs(120));
+    assert!(waiter.still_running(), "it did not wait");
+    let sent = std::process::Command::new("kill")
+        .args(["-INT", &waiter.pid().to_string()])
+        .status()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
-    assert!(child.try_wait().unwrap().is_none(), "it did not wait");
-    interrupt(&child);
-    let out = child.wait_with_output().unwrap();
+    assert!(sent.success());
+    let out = waiter.finish(Duration::from_secs(120));
     let _ = holder.kill();
     let _ = holder.wait();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert_eq!(out.code, Some(130), "{}", out.stderr);
     assert_eq!(
-        stderr.trim(),
-        "cairn: interrupted: nothing committed (nothing was written yet)"
+        out.stderr.lines().last().unwrap_or_default(),
+        "cairn: interrupted: nothing committed (nothing was written yet)",
+        "{}",
+        out.stderr
     );
     assert_eq!(snapshot_ids(&repo).len(), 1);
 }

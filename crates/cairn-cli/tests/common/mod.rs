@@ -370,6 +370,11 @@ impl Watched {
         }
     }
 
+    /// The command's process id (to send it a signal).
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
     /// Whether the command has not exited yet.
     pub fn still_running(&mut self) -> bool {
         let child = self.child.as_mut().expect("running");
