@@ -7,17 +7,7 @@
 
 mod common;
 
-use std::path::Path;
-
 use common::*;
-
-fn container_bytes(repo: &Path) -> u64 {
-    walk(&repo.join("containers"))
-        .iter()
-        .filter(|p| p.is_file())
-        .map(|p| p.metadata().unwrap().len())
-        .sum()
-}
 
 #[test]
 fn deferred_backup_end_to_end_then_gc_removes_the_copies() {

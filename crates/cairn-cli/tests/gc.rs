@@ -10,14 +10,6 @@ use std::time::Duration;
 
 use common::*;
 
-fn repo_bytes(repo: &Path) -> u64 {
-    walk(&repo.join("containers"))
-        .iter()
-        .filter(|p| p.is_file())
-        .map(|p| p.metadata().unwrap().len())
-        .sum()
-}
-
 /// Five generations; each rewrites a few files.
 fn five_generations(dir: &Path, repo: &Path) -> Vec<String> {
     five_generations_captured(dir, repo);
@@ -66,19 +58,19 @@ fn forget_keep_last_then_gc_reclaims_and_keeps_the_newest_restorable() {
     assert_eq!(j["removed"].as_array().unwrap().len(), 3);
     assert_eq!(snapshot_ids(&repo).len(), 2);
 
-    let before = repo_bytes(&repo);
+    let before = container_bytes(&repo);
     let plan = cairn(&repo, &["gc", "--dry-run"]).ok().stdout_str();
     assert!(
         plan.contains("plan (pgc+)") && plan.contains("dry run"),
         "{plan}"
     );
-    assert_eq!(repo_bytes(&repo), before, "a dry run deletes nothing");
+    assert_eq!(container_bytes(&repo), before, "a dry run deletes nothing");
 
     let r = cairn(&repo, &["--json", "prune", "--collector", "lgc"])
         .ok()
         .json();
     assert!(r["containers_deleted"].as_u64().unwrap() > 0, "{r}");
-    assert!(repo_bytes(&repo) < before);
+    assert!(container_bytes(&repo) < before);
     cairn(&repo, &["check", "--read-data"]).ok();
     let target = dir.path().join("out");
     cairn(&repo, &["restore", "latest", "--target", s(&target), "-q"]).ok();
@@ -405,7 +397,7 @@ fn forget_dry_run_prune_plans_as_if_forgotten() {
     let dir = tempfile::tempdir().unwrap();
     let repo = dir.path().join("repo");
     five_generations(dir.path(), &repo);
-    let before = repo_bytes(&repo);
+    let before = container_bytes(&repo);
     let dry = cairn(
         &repo,
         &[
@@ -424,7 +416,7 @@ fn forget_dry_run_prune_plans_as_if_forgotten() {
         .unwrap();
     assert!(planned > 0, "{dry}");
     assert_eq!(snapshot_ids(&repo).len(), 5);
-    assert_eq!(repo_bytes(&repo), before);
+    assert_eq!(container_bytes(&repo), before);
     let real = cairn(&repo, &["--json", "forget", "--keep-last", "1", "--prune"])
         .ok()
         .json();

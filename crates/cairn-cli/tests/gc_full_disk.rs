@@ -7,42 +7,8 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use common::*;
-
-/// Unmounts the test tmpfs when dropped.
-struct Mount(PathBuf);
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0).status();
-    }
-}
-
-/// A tmpfs of `mib` MiB at `dir`, or `None` (with the reason printed) where
-/// mounting is not permitted.
-fn tmpfs(dir: &Path, mib: u64) -> Option<Mount> {
-    std::fs::create_dir_all(dir).unwrap();
-    let mounted = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", &format!("size={mib}m"), "tmpfs"])
-        .arg(dir)
-        .output();
-    match mounted {
-        Ok(o) if o.status.success() => Some(Mount(dir.to_path_buf())),
-        Ok(o) => {
-            skip_or_fail(&format!(
-                "mount -t tmpfs failed: {}",
-                String::from_utf8_lossy(&o.stderr).trim()
-            ));
-            None
-        }
-        Err(e) => {
-            skip_or_fail(&format!("cannot run mount: {e}"));
-            None
-        }
-    }
-}
 
 /// Fills the file system of `dir` and leaves `free` bytes (about: the file
 /// system counts pages).
@@ -60,14 +26,6 @@ fn fill_leaving(dir: &Path, free: u64) -> PathBuf {
         .unwrap();
     f.set_len(len.saturating_sub(free)).unwrap();
     filler
-}
-
-fn container_bytes(repo: &Path) -> u64 {
-    walk(&repo.join("containers"))
-        .iter()
-        .filter(|p| p.is_file())
-        .map(|p| p.metadata().unwrap().len())
-        .sum()
 }
 
 /// Two snapshots of `tree`, the first forgotten: `tree` is rewritten by
@@ -94,7 +52,7 @@ fn restores(repo: &Path, expected: &Manifest, out: &Path) {
 fn gc_on_a_full_disk_deletes_whole_dead_containers_first() {
     let tmp = tempfile::tempdir().unwrap();
     let mnt = tmp.path().join("mnt");
-    let Some(_mount) = tmpfs(&mnt, 8) else {
+    let Some(_mount) = Tmpfs::mount(&mnt, "8m") else {
         return;
     };
     let repo = mnt.join("repo");
@@ -138,7 +96,7 @@ fn gc_on_a_full_disk_deletes_whole_dead_containers_first() {
 fn gc_out_of_space_says_how_much_it_needs() {
     let tmp = tempfile::tempdir().unwrap();
     let mnt = tmp.path().join("mnt");
-    let Some(_mount) = tmpfs(&mnt, 8) else {
+    let Some(_mount) = Tmpfs::mount(&mnt, "8m") else {
         return;
     };
     let repo = mnt.join("repo");
@@ -178,7 +136,7 @@ fn gc_out_of_space_says_how_much_it_needs() {
 fn gc_on_a_disk_with_no_room_at_all_is_one_line() {
     let tmp = tempfile::tempdir().unwrap();
     let mnt = tmp.path().join("mnt");
-    let Some(_mount) = tmpfs(&mnt, 8) else {
+    let Some(_mount) = Tmpfs::mount(&mnt, "8m") else {
         return;
     };
     let repo = mnt.join("repo");

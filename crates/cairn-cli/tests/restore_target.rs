@@ -13,7 +13,6 @@ mod common;
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use common::*;
 
@@ -348,15 +347,6 @@ fn restore_into_an_empty_or_missing_target_is_exact() {
     outside.assert_unchanged();
 }
 
-/// Unmounts a test tmpfs when dropped.
-struct Mount(PathBuf);
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0).status();
-    }
-}
-
 /// (g) A full target file system: one error, no temporaries, stop at once.
 #[test]
 fn a_full_target_file_system_is_one_error() {
@@ -369,21 +359,9 @@ fn a_full_target_file_system_is_one_error() {
     outside.record();
 
     let small = tmp.path().join("small");
-    fs::create_dir(&small).unwrap();
-    let mounted = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
-        .arg(&small)
-        .output();
-    match mounted {
-        Ok(o) if o.status.success() => {}
-        // Mounting a tmpfs needs root (CI runs as root).
-        Ok(o) => {
-            let why = String::from_utf8_lossy(&o.stderr);
-            return skip_or_fail(&format!("cannot mount a small tmpfs: {}", why.trim()));
-        }
-        Err(e) => return skip_or_fail(&format!("cannot run mount for a small tmpfs: {e}")),
-    }
-    let _mount = Mount(small.clone());
+    let Some(_mount) = Tmpfs::mount(&small, "1m") else {
+        return;
+    };
     let out = small.join("out");
     let run = cairn(&repo, &["restore", "latest", "-t", s(&out)]);
     let err = run.one_line_error();

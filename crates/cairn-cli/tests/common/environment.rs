@@ -83,3 +83,38 @@ pub fn unprivileged_cairn(owned: &Path, repo: &Path, args: &[&str]) -> Option<Ru
     let out = c.output().expect("running cairn");
     Some(Run::from_output(arg_list(Some(repo), args), out))
 }
+
+/// A tmpfs mounted for a test (root only), unmounted when dropped.
+pub struct Tmpfs(std::path::PathBuf);
+
+impl Tmpfs {
+    /// Mounts a tmpfs of `size` (a mount option value: `1m`, `8m`) at
+    /// `dir` (created if missing), or skips the test through
+    /// [`skip_or_fail`] and returns `None` where mounting is not permitted.
+    pub fn mount(dir: &Path, size: &str) -> Option<Tmpfs> {
+        std::fs::create_dir_all(dir).unwrap();
+        let mounted = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir)
+            .output();
+        match mounted {
+            Ok(o) if o.status.success() => Some(Tmpfs(dir.to_path_buf())),
+            // Mounting a tmpfs needs root (CI runs as root).
+            Ok(o) => {
+                let why = String::from_utf8_lossy(&o.stderr);
+                skip_or_fail(&format!("cannot mount a small tmpfs: {}", why.trim()));
+                None
+            }
+            Err(e) => {
+                skip_or_fail(&format!("cannot run mount for a small tmpfs: {e}"));
+                None
+            }
+        }
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}

@@ -610,6 +610,15 @@ pub fn set_mtime(path: &Path, (secs, nanos): (i64, u32)) {
         .unwrap_or_else(|e| panic!("setting times of {}: {e}", path.display()));
 }
 
+/// The bytes of every container file of repository `repo`.
+pub fn container_bytes(repo: &Path) -> u64 {
+    walk(&repo.join("containers"))
+        .iter()
+        .filter(|p| p.is_file())
+        .map(|p| p.metadata().unwrap().len())
+        .sum()
+}
+
 /// Every path under `root` (including `root`), parents before children.
 pub fn walk(root: &Path) -> Vec<PathBuf> {
     let mut out = vec![root.to_path_buf()];
