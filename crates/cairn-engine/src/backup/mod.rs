@@ -492,17 +492,18 @@ fn commit_index(
     backend: &dyn cairn_core::Backend,
     covered: cairn_core::ContainerId,
 ) -> Result<f64> {
+    // The lookup RAM of the backup just run, before the in-memory part is
+    // handed to the merge (and freed: its entries move into the update).
+    let ram_bytes = shared.dedup.ram_bytes();
     shared.dedup.commit_index(
         backend,
-        crate::index::overlay::IndexUpdate::puts(shared.dedup.memory_entries()),
+        crate::index::overlay::IndexUpdate::puts(shared.dedup.take_memory_entries()),
         covered,
         shared.cfg.fp_width(),
         shared.cfg.index.page_size as usize,
     )?;
     let indexed = shared.dedup.indexed_entries().max(1);
-    let per_chunk = shared.dedup.ram_bytes() as f64 / indexed as f64;
-    shared.dedup.clear_memory();
-    Ok(per_chunk)
+    Ok(ram_bytes as f64 / indexed as f64)
 }
 
 fn phase_report(shared: &Shared, run: &RunState, open_seconds: f64) -> PhaseReport {
