@@ -83,7 +83,7 @@ bench backup backup --mib "$BACKUP_MIB" --dup-pct "$DUP_PCT" --runs "$RUNS" \
     --dir "$WORK" --keep
 bench restore restore --mib "$BACKUP_MIB" --dup-pct "$DUP_PCT" --runs "$RUNS" --dir "$WORK"
 bench deferred deferred --mib "$BACKUP_MIB" --dup-pct "$DUP_PCT" --runs "$RUNS" --dir "$WORK"
-bench memory memory --gib "$MEMORY_GIB" --cairn "$CAIRN" --dir "$WORK"
+bench memory memory --gib "$MEMORY_GIB" --encrypted --cairn "$CAIRN" --dir "$WORK"
 bench commit commit --chunks "$COMMIT_CHUNKS" --dir "$WORK"
 bench sim sim --generations "$SIM_GENERATIONS" --generation-bytes "$SIM_GENERATION_BYTES"
 bench gc gc --mib "$GC_MIB" --generations "$GC_GENERATIONS" --change-pct "$GC_CHANGE_PCT" \

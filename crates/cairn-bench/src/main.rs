@@ -71,7 +71,7 @@ subcommands:
       and an AES-256-GCM repository, alternated: encrypted / clear time
       (targets 1.20 unique, 1.10 dup)
 
-  memory [--gib G] [--dup-pct P] [--seed N] [--repo R] [--cairn PATH] [--dir D] [--keep] [--json]
+  memory [--gib G] [--dup-pct P] [--encrypted] [--seed N] [--repo R] [--cairn PATH] [--dir D] [--keep] [--json]
       peak RSS of `cairn backup --stdin` fed G GiB (default 4) of generated
       data vs `cat > /dev/null` on the same stream and `cairn --version`
 

@@ -502,17 +502,21 @@ fn commit_index(
     backend: &dyn cairn_core::Backend,
     covered: cairn_core::ContainerId,
 ) -> Result<f64> {
+    // The in-memory part's entries move into the update (its table is freed
+    // before the merge); its RAM still counts as the backup's lookup RAM,
+    // with the Summary Vector as the commit leaves it.
+    let with_table = shared.dedup.ram_bytes();
+    let puts = shared.dedup.take_memory_entries();
+    let table_bytes = with_table.saturating_sub(shared.dedup.ram_bytes());
     shared.dedup.commit_index(
         backend,
-        crate::index::overlay::IndexUpdate::puts(shared.dedup.memory_entries()),
+        crate::index::overlay::IndexUpdate::puts(puts),
         covered,
         shared.cfg.fp_width(),
         shared.cfg.index.page_size as usize,
     )?;
     let indexed = shared.dedup.indexed_entries().max(1);
-    let per_chunk = shared.dedup.ram_bytes() as f64 / indexed as f64;
-    shared.dedup.clear_memory();
-    Ok(per_chunk)
+    Ok((shared.dedup.ram_bytes() + table_bytes) as f64 / indexed as f64)
 }
 
 fn phase_report(shared: &Shared, run: &RunState, open_seconds: f64) -> PhaseReport {

@@ -279,6 +279,18 @@ impl Dedup {
             .collect()
     }
 
+    /// Takes the entries to merge into the on-disk index, leaving the
+    /// in-memory part empty: a backup's commit then frees the table before
+    /// the merge builds the new generation, instead of holding both (with
+    /// the merge's own copies, tens of MiB per million chunks).
+    pub fn take_memory_entries(&self) -> Vec<IndexEntry> {
+        let memory = std::mem::take(&mut self.state.lock().memory);
+        memory
+            .into_iter()
+            .filter_map(|(fp, c)| c.map(|container| IndexEntry { fp, container }))
+            .collect()
+    }
+
     /// After a merge the disk index holds the in-memory part.
     pub fn clear_memory(&self) {
         self.state.lock().memory.clear();

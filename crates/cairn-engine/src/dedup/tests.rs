@@ -184,7 +184,7 @@ fn run_counted(
         dedup
             .commit_index(
                 &*backend,
-                IndexUpdate::puts(dedup.memory_entries()),
+                IndexUpdate::puts(dedup.take_memory_entries()),
                 log.next_id(),
                 32,
                 512,
@@ -277,6 +277,58 @@ fn lazy_reads_fewer_index_pages_than_eager() {
     assert!(l.post_lookup_hits > 0 && l.lazy_disk_resolved > 0, "{l:?}");
     assert!(l.post_lookup_visits >= l.post_lookup_probes);
     assert_eq!(e.post_lookup_visits + e.post_lookup_probes, 0);
+}
+
+/// A backup's commit takes the in-memory part for the merge: the table is
+/// empty (its RAM given back) before the new generation is built, and the
+/// generation holds every chunk the update carried.
+#[test]
+fn commit_takes_the_in_memory_part_and_indexes_all_of_it() {
+    let (backend, counters, log) = empty_repository();
+    let cfg = IndexConfig {
+        expected_chunks: 64,
+        cache_containers: 2,
+        ..Default::default()
+    };
+    let open = || {
+        let opened = crate::index::open_for_write(
+            backend.clone(),
+            counters.clone(),
+            &*log,
+            &cfg,
+            &Warnings::default(),
+        )
+        .unwrap();
+        Dedup::new(opened, log.clone(), counters.clone(), 2, false)
+    };
+    let dedup = open();
+    let mut packer = Packer {
+        dedup: &dedup,
+        log: &log,
+        writer: None,
+        per_container: 16,
+    };
+    for i in 0..100 {
+        packer.push(fp(i));
+    }
+    packer.seal();
+    let with_table = dedup.ram_bytes();
+    let entries = dedup.take_memory_entries();
+    assert_eq!(entries.len(), 100);
+    assert!(dedup.memory_entries().is_empty());
+    assert!(dedup.ram_bytes() < with_table, "the table is freed");
+    dedup
+        .commit_index(
+            &*backend,
+            IndexUpdate::puts(entries),
+            log.next_id(),
+            32,
+            512,
+        )
+        .unwrap();
+    assert_eq!(dedup.indexed_entries(), 100);
+    drop(dedup);
+    assert_eq!(open().indexed_entries(), 100, "a fresh open finds them");
 }
 
 /// With the frugal index, later backups find earlier chunks through the

@@ -463,6 +463,10 @@ impl DiskIndex {
             .as_ref()
             .map_or_else(Overlay::default, |(c, _)| (*c.overlay).clone());
         changes.apply(&update.removes, &update.puts);
+        // Each copy is freed once the next is made: a backup's commit would
+        // otherwise hold the update, the overlay and the sorted entries (all
+        // of its new chunks, three times) while it encodes and writes pages.
+        drop(update);
         let forget: FpSet = changes
             .changes
             .iter()
@@ -470,6 +474,7 @@ impl DiskIndex {
             .map(|(fp, _)| *fp)
             .collect();
         let entries = changes.stored().collect();
+        drop(changes);
         self.write_generation(old, entries, &forget, covered_below, fp_width, page_size)
     }
 
