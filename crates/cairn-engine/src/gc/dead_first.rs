@@ -53,7 +53,8 @@ impl Freed {
     /// during Copy, whose containers written so far are then orphans.
     pub fn interrupted(&self, copying: bool) -> String {
         format!(
-            "garbage collection stopped before its commit: {}{}",
+            "{}: {}{}",
+            super::stop::STOPPED,
             self.summary(),
             if copying {
                 " (copies already written are reclaimed by the next collection)"
@@ -62,12 +63,6 @@ impl Freed {
             }
         )
     }
-}
-
-/// A safe point of the phases before anything is deleted (Merge to
-/// Select): an interruption stops the collection there.
-pub(super) fn stop_if_interrupted() -> Result<()> {
-    crate::interrupt::check(|| Freed::default().interrupted(false))
 }
 
 /// The selected containers in which no chunk is live.

@@ -191,8 +191,10 @@ impl Visitor for Marker<'_, '_> {
         // An interruption ends the walk as damage would: nothing is judged
         // dead from an incomplete mark, the collection stops.
         if crate::interrupt::requested() {
-            let nothing = super::dead_first::Freed::default().interrupted(false);
-            stop(&mut self.error, Error::Interrupted(nothing));
+            stop(
+                &mut self.error,
+                Error::Interrupted(super::stop::nothing_deleted()),
+            );
             return None;
         }
         self.stats.nodes_read += 1;
@@ -368,7 +370,7 @@ pub fn enumerate_physical(
             if mask & (1 << level) == 0 {
                 continue;
             }
-            super::dead_first::stop_if_interrupted()?;
+            super::stop::stop_if_interrupted()?;
             let meta = super::meta_of(&*store.log, id)?;
             stats.metadata_reads += 1;
             for d in &meta.descriptors {

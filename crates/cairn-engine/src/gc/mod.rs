@@ -42,6 +42,7 @@ pub mod pending;
 mod read;
 mod report;
 pub mod reservation;
+mod stop;
 pub mod sweep;
 
 use std::collections::HashSet;
@@ -314,7 +315,7 @@ impl Ctx<'_> {
     ) -> Result<Vec<Tally>> {
         let mut out = Vec::with_capacity(ids.len());
         for &id in ids {
-            dead_first::stop_if_interrupted()?;
+            stop::stop_if_interrupted()?;
             let meta = meta_of(&*self.repo.log, id)?;
             let mut t = Tally {
                 chunks: meta.descriptors.len() as u64,
@@ -464,7 +465,7 @@ fn mark_with_vector(
     ctx.peak = ctx.peak.max(lp.bytes() + vector.bytes() + dead.bytes());
     let mut tallies = Vec::with_capacity(ctx.infos.len());
     for info in ctx.infos.iter().rev() {
-        dead_first::stop_if_interrupted()?;
+        stop::stop_if_interrupted()?;
         let meta = meta_of(&*ctx.repo.log, info.id)?;
         // Analysis duplicate counter: chunks of this container whose
         // canonical (newest) copy is elsewhere, or repeated within it.
@@ -520,7 +521,7 @@ pub fn collect(
         )
     })?;
     report.warnings = std::mem::take(&mut merged.warnings);
-    dead_first::stop_if_interrupted()?;
+    stop::stop_if_interrupted()?;
     let codec = ChunkCodec::for_repo(repo);
     let mut ctx = Ctx {
         repo,
@@ -569,7 +570,7 @@ pub fn collect(
         phases.start("analysis", ctx.ids.len() as u64);
         let mut lp_keys = Vec::new();
         for &id in &ctx.ids {
-            dead_first::stop_if_interrupted()?;
+            stop::stop_if_interrupted()?;
             let meta = meta_of(&*repo.log, id)?;
             let mut levels = 0u64;
             for d in &meta.descriptors {
@@ -596,7 +597,7 @@ pub fn collect(
         (Collector::PgcPlus, Some(lp)) => mark_with_vector(&mut ctx, &mut phases, &mut report, lp)?,
         (_, lp) => mark_with_filters(&mut ctx, &mut phases, &mut report, lp)?,
     };
-    dead_first::stop_if_interrupted()?;
+    stop::stop_if_interrupted()?;
     report.memory.bytes = ctx.peak;
     report.memory.bits_per_fingerprint = ctx.peak as f64 * 8.0 / keys.max(1) as f64;
 
