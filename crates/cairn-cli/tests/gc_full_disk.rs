@@ -45,48 +45,83 @@ fn restores(repo: &Path, expected: &Manifest, out: &Path) {
     assert_tree_matches(expected, &out.join("tree"));
 }
 
+/// A repository on an 8 MiB tmpfs (`mnt`), its source tree outside it.
+/// The tmpfs is unmounted (field order) before the directory is removed.
+struct SmallDisk {
+    _mount: Tmpfs,
+    mnt: PathBuf,
+    repo: PathBuf,
+    tree: PathBuf,
+    tmp: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    /// `None` where a tmpfs cannot be mounted (the test was skipped).
+    fn new() -> Option<SmallDisk> {
+        let tmp = tempfile::tempdir().unwrap();
+        let mnt = tmp.path().join("mnt");
+        let mount = Tmpfs::mount(&mnt, "8m")?;
+        Some(SmallDisk {
+            _mount: mount,
+            repo: mnt.join("repo"),
+            tree: tmp.path().join("tree"),
+            mnt,
+            tmp,
+        })
+    }
+
+    /// A scratch path outside the small disk.
+    fn outside(&self, name: &str) -> PathBuf {
+        self.tmp.path().join(name)
+    }
+
+    /// `n` files `dir/fNN` of 40 kB of random bytes in the source tree.
+    fn small_files(&self, rng: &mut Rng, dir: &str, n: usize) {
+        for i in 0..n {
+            let name = format!("{dir}/f{i:02}");
+            write_file(&self.tree.join(name), &rng.bytes(40_000), 0o644);
+        }
+    }
+}
+
+/// Removes every `step`th of the `n` files `dir/fNN` of `tree`.
+fn remove_every(tree: &Path, dir: &str, n: usize, step: usize) {
+    for i in (0..n).step_by(step) {
+        std::fs::remove_file(tree.join(format!("{dir}/f{i:02}"))).unwrap();
+    }
+}
+
 /// A full disk with room for an index delta but not for one copied
 /// container: the whole dead containers go first, and the collection then
 /// completes in the space they freed.
 #[test]
 fn gc_on_a_full_disk_deletes_whole_dead_containers_first() {
-    let tmp = tempfile::tempdir().unwrap();
-    let mnt = tmp.path().join("mnt");
-    let Some(_mount) = Tmpfs::mount(&mnt, "8m") else {
+    let Some(disk) = SmallDisk::new() else {
         return;
     };
-    let repo = mnt.join("repo");
-    let tree = tmp.path().join("tree");
+    let (repo, mnt) = (&disk.repo, &disk.mnt);
     let mut rng = Rng::new(81);
     // A large file that dies whole, beside small files of which half die.
-    write_file(&tree.join("big"), &rng.bytes(2_500_000), 0o644);
-    for i in 0..40 {
-        write_file(
-            &tree.join(format!("small/f{i:02}")),
-            &rng.bytes(40_000),
-            0o644,
-        );
-    }
-    let expected = garbage(&repo, &tree, |t| {
+    write_file(&disk.tree.join("big"), &rng.bytes(2_500_000), 0o644);
+    disk.small_files(&mut rng, "small", 40);
+    let expected = garbage(repo, &disk.tree, |t| {
         std::fs::remove_file(t.join("big")).unwrap();
-        for i in (0..40).step_by(2) {
-            std::fs::remove_file(t.join(format!("small/f{i:02}"))).unwrap();
-        }
+        remove_every(t, "small", 40, 2);
     });
-    let before = container_bytes(&repo);
+    let before = container_bytes(repo);
     // Room for the pending list and an index delta, not for a container
     // (256 KiB) nor for a new index generation and its checkpoint.
-    let _filler = fill_leaving(&mnt, 64 << 10);
+    let _filler = fill_leaving(mnt, 64 << 10);
 
-    let j = cairn(&repo, &["--json", "gc"]).ok().json();
+    let j = cairn(repo, &["--json", "gc"]).ok().json();
     assert!(
         j["dead_containers_deleted_first"].as_u64().unwrap() > 0,
         "{j}"
     );
     assert!(j["containers_written"].as_u64().unwrap() > 0, "{j}");
-    assert!(container_bytes(&repo) < before / 2, "{j}");
-    cairn(&repo, &["check", "--read-data"]).ok();
-    restores(&repo, &expected, &tmp.path().join("out"));
+    assert!(container_bytes(repo) < before / 2, "{j}");
+    cairn(repo, &["check", "--read-data"]).ok();
+    restores(repo, &expected, &disk.outside("out"));
 }
 
 /// No whole dead container and no room for the copies: one line says how
@@ -94,25 +129,15 @@ fn gc_on_a_full_disk_deletes_whole_dead_containers_first() {
 /// the next collection completes.
 #[test]
 fn gc_out_of_space_says_how_much_it_needs() {
-    let tmp = tempfile::tempdir().unwrap();
-    let mnt = tmp.path().join("mnt");
-    let Some(_mount) = Tmpfs::mount(&mnt, "8m") else {
+    let Some(disk) = SmallDisk::new() else {
         return;
     };
-    let repo = mnt.join("repo");
-    let tree = tmp.path().join("tree");
-    let mut rng = Rng::new(82);
-    for i in 0..60 {
-        write_file(&tree.join(format!("f{i:02}")), &rng.bytes(40_000), 0o644);
-    }
-    let expected = garbage(&repo, &tree, |t| {
-        for i in (0..60).step_by(3) {
-            std::fs::remove_file(t.join(format!("f{i:02}"))).unwrap();
-        }
-    });
-    let filler = fill_leaving(&mnt, 200_000);
+    let (repo, mnt) = (&disk.repo, &disk.mnt);
+    disk.small_files(&mut Rng::new(82), ".", 60);
+    let expected = garbage(repo, &disk.tree, |t| remove_every(t, ".", 60, 3));
+    let filler = fill_leaving(mnt, 200_000);
 
-    let e = cairn(&repo, &["gc"]).code(1).one_line_error();
+    let e = cairn(repo, &["gc"]).code(1).one_line_error();
     assert!(
         e.contains("ran out of space copying live chunks forward")
             && e.contains("MiB (")
@@ -120,46 +145,36 @@ fn gc_out_of_space_says_how_much_it_needs() {
             && e.contains("--reclaim"),
         "{e}"
     );
-    cairn(&repo, &["check", "--read-data"]).ok();
-    restores(&repo, &expected, &tmp.path().join("out"));
+    cairn(repo, &["check", "--read-data"]).ok();
+    restores(repo, &expected, &disk.outside("out"));
 
     std::fs::remove_file(filler).unwrap();
-    let j = cairn(&repo, &["--json", "gc"]).ok().json();
+    let j = cairn(repo, &["--json", "gc"]).ok().json();
     assert!(j["containers_deleted"].as_u64().unwrap() > 0, "{j}");
-    cairn(&repo, &["check", "--read-data"]).ok();
-    restores(&repo, &expected, &tmp.path().join("out2"));
+    cairn(repo, &["check", "--read-data"]).ok();
+    restores(repo, &expected, &disk.outside("out2"));
 }
 
 /// A disk with no byte free: the collection cannot even reserve its ids.
 /// One line says so and what to do; nothing is deleted or lost.
 #[test]
 fn gc_on_a_disk_with_no_room_at_all_is_one_line() {
-    let tmp = tempfile::tempdir().unwrap();
-    let mnt = tmp.path().join("mnt");
-    let Some(_mount) = Tmpfs::mount(&mnt, "8m") else {
+    let Some(disk) = SmallDisk::new() else {
         return;
     };
-    let repo = mnt.join("repo");
-    let tree = tmp.path().join("tree");
-    let mut rng = Rng::new(83);
-    for i in 0..20 {
-        write_file(&tree.join(format!("f{i:02}")), &rng.bytes(40_000), 0o644);
-    }
-    let expected = garbage(&repo, &tree, |t| {
-        for i in (0..20).step_by(2) {
-            std::fs::remove_file(t.join(format!("f{i:02}"))).unwrap();
-        }
-    });
-    let before = container_bytes(&repo);
-    let _filler = fill_leaving(&mnt, 0);
-    let e = cairn(&repo, &["gc"]).code(1).one_line_error();
+    let (repo, mnt) = (&disk.repo, &disk.mnt);
+    disk.small_files(&mut Rng::new(83), ".", 20);
+    let expected = garbage(repo, &disk.tree, |t| remove_every(t, ".", 20, 2));
+    let before = container_bytes(repo);
+    let _filler = fill_leaving(mnt, 0);
+    let e = cairn(repo, &["gc"]).code(1).one_line_error();
     assert!(
         e.contains("garbage collection has no room for")
             && e.contains("nothing was deleted")
             && e.contains("Free some space"),
         "{e}"
     );
-    assert_eq!(container_bytes(&repo), before);
-    cairn(&repo, &["check", "--read-data"]).ok();
-    restores(&repo, &expected, &tmp.path().join("out"));
+    assert_eq!(container_bytes(repo), before);
+    cairn(repo, &["check", "--read-data"]).ok();
+    restores(repo, &expected, &disk.outside("out"));
 }
