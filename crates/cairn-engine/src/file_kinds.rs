@@ -233,7 +233,7 @@ impl Reader {
                     sink(c)
                 })?;
             }
-            return size_matches(e, n, e.size).map(|()| n);
+            return content_bytes_match(e, n).map(|()| n);
         };
         let zeros = |mut n: u64, sink: &mut dyn FnMut(&[u8]) -> Result<()>| {
             while n > 0 {
@@ -265,16 +265,21 @@ impl Reader {
                 Ok(())
             })?;
         }
-        size_matches(e, data, e.data_size())?;
+        content_bytes_match(e, data)?;
         zeros(e.size.saturating_sub(pos), sink)?;
         Ok(e.size.max(pos))
     }
 }
 
 /// Defence in depth behind the listing decoder's size rules: a file whose
-/// content gave `got` bytes where its entry promises `want` is corrupt,
+/// content gave `got` bytes where its entry promises another count (its
+/// size, or for a sparse file the bytes of its data extents) is corrupt,
 /// never handed out short (or long) as if it were whole.
-pub(crate) fn size_matches(e: &DirEntry, got: u64, want: u64) -> Result<()> {
+pub(crate) fn content_bytes_match(e: &DirEntry, got: u64) -> Result<()> {
+    let want = match e.extras.extents {
+        Some(_) => e.data_size(),
+        None => e.size,
+    };
     if got == want {
         return Ok(());
     }

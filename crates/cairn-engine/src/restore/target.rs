@@ -278,15 +278,9 @@ impl Target {
         Ok(Opened::Writing(Box::new(FileWriter {
             target: self,
             dest: dest.to_path_buf(),
-            uid: e.uid,
-            gid: e.gid,
-            mode: e.mode,
-            mtime: mtime(e),
-            size: e.size,
             entry: e.clone(),
             existing,
             out,
-            written: 0,
             guard,
         })))
     }
@@ -470,33 +464,21 @@ pub enum Opened<'t> {
 pub struct FileWriter<'t> {
     target: &'t Target,
     dest: PathBuf,
-    uid: u32,
-    gid: u32,
-    mode: u32,
-    mtime: filetime::FileTime,
-    /// The logical size (a sparse file is extended to it).
-    size: u64,
-    /// The entry, for its extended attributes and its content size.
+    /// The entry: owner, mode, mtime, extended attributes, the logical
+    /// size (a sparse file is extended to it) and the content size.
     entry: DirEntry,
     existing: Existing,
     out: BufWriter<Sink<'t>>,
-    /// Content bytes handed to the writer: `finish` refuses a file whose
-    /// count differs from the entry's content size.
-    written: u64,
     guard: TempGuard<'t>,
 }
 
 impl Write for FileWriter<'_> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let n = self.out.write(buf)?;
-        self.written += n as u64;
-        Ok(n)
+        self.out.write(buf)
     }
 
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
-        self.out.write_all(buf)?;
-        self.written += buf.len() as u64;
-        Ok(())
+        self.out.write_all(buf)
     }
 
     fn flush(&mut self) -> io::Result<()> {
@@ -513,28 +495,25 @@ impl FileWriter<'_> {
     /// the open handle, and renames the temporary over the destination.
     pub fn finish(self) -> Result<Placed> {
         let dest = &self.dest;
-        // The temporary is dropped (removed) with `self` on this error.
         let e = &self.entry;
-        let want = match e.extras.extents {
-            Some(_) => e.data_size(),
-            None => e.size,
-        };
-        crate::file_kinds::size_matches(e, self.written, want)?;
         let what = || format!("writing {}", dest.display());
         let mut out = self.out;
         out.flush().ctx(what)?;
         let sink = out.into_inner().map_err(|e| e.into_error()).ctx(what)?;
+        // The temporary is dropped (removed) with `self` on this error.
+        crate::file_kinds::content_bytes_match(e, sink.data)?;
         let file = sink.file;
         if sink.extents.is_some() {
             // The holes after the last extent: a length, not data.
-            file.set_len(self.size).ctx(what)?;
+            file.set_len(e.size).ctx(what)?;
         }
         // Ownership first: chown clears set-id bits, chmod then restores them.
-        let _ = std::os::unix::fs::fchown(&file, Some(self.uid), Some(self.gid));
-        file.set_permissions(fs::Permissions::from_mode(self.mode & 0o7777))
+        let _ = std::os::unix::fs::fchown(&file, Some(e.uid), Some(e.gid));
+        file.set_permissions(fs::Permissions::from_mode(e.mode & 0o7777))
             .ctx(|| format!("setting mode of {}", dest.display()))?;
-        self.target.set_xattrs(self.guard.path(), dest, &self.entry);
-        filetime::set_file_handle_times(&file, Some(self.mtime), Some(self.mtime))
+        self.target.set_xattrs(self.guard.path(), dest, e);
+        let mtime = mtime(e);
+        filetime::set_file_handle_times(&file, Some(mtime), Some(mtime))
             .ctx(|| format!("setting times of {}", dest.display()))?;
         drop(file);
         self.target.commit(self.guard, dest, self.existing)
@@ -686,7 +665,8 @@ struct Sink<'a> {
     /// A sparse file's data extents: the content written is placed at
     /// their offsets, leaving holes between them.
     extents: Option<Vec<cairn_format::dir::Extent>>,
-    /// Content bytes written so far (sparse files).
+    /// Content bytes written so far (checked against the entry when the
+    /// file is finished).
     data: u64,
 }
 
@@ -716,9 +696,12 @@ impl Write for Sink<'_> {
             }
             let n = self.file.write(&buf[..buf.len().min(left as usize)])?;
             c.set(left - n as u64);
+            self.data += n as u64;
             return Ok(n);
         }
-        self.file.write(buf)
+        let n = self.file.write(buf)?;
+        self.data += n as u64;
+        Ok(n)
     }
 
     fn flush(&mut self) -> io::Result<()> {
