@@ -102,11 +102,7 @@ pub(super) fn delete(
             )
         })?;
     commit::delete_retired(repo, gc, &ids, progress)?;
-    let bytes = tallies
-        .iter()
-        .filter(|t| ids.binary_search(&t.id).is_ok())
-        .map(|t| t.file_bytes)
-        .sum();
+    let bytes = super::sweep::file_bytes_of(tallies, &ids);
     Ok(Freed {
         ids,
         bytes,

@@ -657,12 +657,7 @@ pub fn collect(
         report.index_moved = done.moved + freed.committed.moved;
         report.concurrent_snapshots = done.new_snapshots.max(freed.committed.new_snapshots);
         report.resurrected_chunks = done.resurrected + freed.committed.resurrected;
-        let deleted_bytes: u64 = tallies
-            .iter()
-            .filter(|t| copied.cleaned.binary_search(&t.id).is_ok())
-            .map(|t| t.file_bytes)
-            .sum::<u64>()
-            + freed.bytes;
+        let deleted_bytes = sweep::file_bytes_of(&tallies, &copied.cleaned) + freed.bytes;
         report.reclaimed_bytes = deleted_bytes as i64
             - copied.written_bytes as i64
             - done.written_bytes as i64

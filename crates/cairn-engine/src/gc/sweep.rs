@@ -49,6 +49,15 @@ pub struct Tally {
     pub all_dead: bool,
 }
 
+/// The bytes on disk of the containers `ids` (ascending) among `tallies`.
+pub fn file_bytes_of(tallies: &[Tally], ids: &[ContainerId]) -> u64 {
+    tallies
+        .iter()
+        .filter(|t| ids.binary_search(&t.id).is_ok())
+        .map(|t| t.file_bytes)
+        .sum()
+}
+
 impl Tally {
     pub fn new(id: ContainerId) -> Self {
         Tally {
