@@ -104,7 +104,6 @@ mod tests {
     use super::*;
     use crate::config::IndexConfig;
     use crate::container_log::{ContainerLog, ContainerStore};
-    use crate::warnings::Warnings;
 
     fn fp(i: u16) -> Fingerprint {
         Fingerprint::from_slice(blake3::hash(&i.to_le_bytes()).as_bytes())
@@ -149,17 +148,7 @@ mod tests {
             expected_chunks: 64,
             ..Default::default()
         };
-        let open = || {
-            let opened = crate::index::open_for_write(
-                backend.clone(),
-                counters.clone(),
-                &*log,
-                &cfg,
-                &Warnings::default(),
-            )
-            .unwrap();
-            Dedup::new(opened, log.clone(), counters.clone(), 4, true)
-        };
+        let open = || crate::dedup::tests::open_dedup(&backend, &counters, &log, &cfg, 4, true);
         let old: Vec<Fingerprint> = (0..8).map(fp).collect();
         // An earlier backup stored `old` and died before its commit.
         let first = open();

@@ -26,6 +26,33 @@ fn empty_repository() -> (Arc<dyn Backend>, Arc<Counters>, Arc<dyn ContainerStor
     (backend, counters, log)
 }
 
+/// The dedup path of a backup over the repository's index as it is now
+/// (opened for write: replaying what earlier backups left uncommitted).
+pub(super) fn open_dedup(
+    backend: &Arc<dyn Backend>,
+    counters: &Arc<Counters>,
+    log: &Arc<dyn ContainerStore>,
+    cfg: &IndexConfig,
+    cache_containers: usize,
+    use_cache: bool,
+) -> Dedup {
+    let opened = crate::index::open_for_write(
+        backend.clone(),
+        counters.clone(),
+        &**log,
+        cfg,
+        &Warnings::default(),
+    )
+    .unwrap();
+    Dedup::new(
+        opened,
+        log.clone(),
+        counters.clone(),
+        cache_containers,
+        use_cache,
+    )
+}
+
 /// Packs new chunks into containers of `per_container` chunks, sealing
 /// (and announcing to the dedup path) as a stream's sealer would.
 struct Packer<'a> {
@@ -106,15 +133,7 @@ fn run_counted(
     let mut decisions: Vec<Option<bool>> = Vec::new();
     // Each pair of batches is one "backup": reopen, replay, merge at the end.
     for backup in batches.chunks(2) {
-        let opened = crate::index::open_for_write(
-            backend.clone(),
-            counters.clone(),
-            &*log,
-            &cfg,
-            &Warnings::default(),
-        )
-        .unwrap();
-        let dedup = Dedup::new(opened, log.clone(), counters.clone(), 2, cache);
+        let dedup = open_dedup(&backend, &counters, &log, &cfg, 2, cache);
         let mut packer = Packer {
             dedup: &dedup,
             log: &log,
@@ -290,17 +309,7 @@ fn commit_takes_the_in_memory_part_and_indexes_all_of_it() {
         cache_containers: 2,
         ..Default::default()
     };
-    let open = || {
-        let opened = crate::index::open_for_write(
-            backend.clone(),
-            counters.clone(),
-            &*log,
-            &cfg,
-            &Warnings::default(),
-        )
-        .unwrap();
-        Dedup::new(opened, log.clone(), counters.clone(), 2, false)
-    };
+    let open = || open_dedup(&backend, &counters, &log, &cfg, 2, false);
     let dedup = open();
     let mut packer = Packer {
         dedup: &dedup,
