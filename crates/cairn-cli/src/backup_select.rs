@@ -12,16 +12,54 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::{anyhow, Result};
+use clap::Args;
 use serde_json::json;
 
 use cairn_engine::{Selection, Source};
 
-use crate::args::{BackupArgs, Cli};
+use crate::globals::Globals;
 use crate::output::{bytes, parse_size_u64};
+
+/// The options choosing what a backup reads (flattened into `backup`).
+#[derive(Args, Debug)]
+pub struct SelectArgs {
+    /// Leave out entries matching PATTERN (repeatable): `*`, `?`, `[...]`
+    /// within a name, `**` across directories; without `/` it matches any
+    /// entry's name, with a leading `/` the whole absolute path. A path
+    /// given to back up is never left out. See docs/backup-selection.md.
+    #[arg(long, value_name = "PATTERN")]
+    pub exclude: Vec<String>,
+    /// As --exclude, ignoring case.
+    #[arg(long, value_name = "PATTERN")]
+    pub iexclude: Vec<String>,
+    /// Read --exclude patterns from FILE, one a line (blank lines and
+    /// lines starting with `#` ignored); repeatable.
+    #[arg(long, value_name = "FILE")]
+    pub exclude_file: Vec<PathBuf>,
+    /// As --exclude-file, the patterns ignoring case.
+    #[arg(long, value_name = "FILE")]
+    pub iexclude_file: Vec<PathBuf>,
+    /// Leave out every directory holding an entry named NAME (repeatable).
+    #[arg(long, value_name = "NAME")]
+    pub exclude_if_present: Vec<String>,
+    /// Leave out directories holding a valid CACHEDIR.TAG file.
+    #[arg(long)]
+    pub exclude_caches: bool,
+    /// Leave out files larger than SIZE (e.g. 10MiB).
+    #[arg(long, value_name = "SIZE")]
+    pub exclude_larger_than: Option<String>,
+    /// Do not cross into other file systems mounted below a path.
+    #[arg(long)]
+    pub one_file_system: bool,
+    /// Also back up the paths listed in FILE, one a line (blank lines and
+    /// lines starting with `#` ignored); repeatable.
+    #[arg(long, value_name = "FILE")]
+    pub files_from: Vec<PathBuf>,
+}
 
 /// The selection the flags describe; every pattern and file is checked here,
 /// before anything is read or created.
-pub fn selection(a: &BackupArgs) -> Result<Arc<Selection>> {
+pub fn selection(a: &SelectArgs) -> Result<Arc<Selection>> {
     let mut b = Selection::builder();
     for p in &a.exclude {
         b.pattern(p, false)?;
@@ -51,8 +89,8 @@ pub fn selection(a: &BackupArgs) -> Result<Arc<Selection>> {
 /// The positional paths followed by those listed in `--files-from` files:
 /// one path a line, taken as written (only the line ending is removed, so
 /// names may hold spaces); blank lines and lines starting with `#` ignored.
-pub fn paths(a: &BackupArgs) -> Result<Vec<PathBuf>> {
-    let mut out = a.paths.clone();
+pub fn paths(given: &[PathBuf], a: &SelectArgs) -> Result<Vec<PathBuf>> {
+    let mut out = given.to_vec();
     for f in &a.files_from {
         let text = std::fs::read(f)
             .map_err(|e| anyhow!("cannot read --files-from {}: {e}", f.display()))?;
@@ -72,7 +110,7 @@ pub fn paths(a: &BackupArgs) -> Result<Vec<PathBuf>> {
 /// opened or created) so that it is left out of a source holding it, as a
 /// real backup does.
 pub fn dry_run(
-    cli: &Cli,
+    cli: &Globals,
     repo: &Path,
     sources: &[Source],
     selection: Arc<Selection>,
@@ -118,6 +156,6 @@ pub fn dry_run(
             "cairn: error: {} path(s) could not be read; a backup would hold everything else",
             out.skipped.len()
         );
-        Ok(ExitCode::from(super::commands::EXIT_INCOMPLETE))
+        Ok(ExitCode::from(crate::exit_codes::EXIT_INCOMPLETE))
     }
 }

@@ -6,27 +6,21 @@
 //! `CAIRN_ENCRYPTION=none`) says otherwise, whether `init` or a first
 //! `backup` creates them.
 
-use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
-use std::process::ExitCode;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{anyhow, bail, Result};
-use clap::{Args, Subcommand};
-use serde_json::json;
+use anyhow::{anyhow, Result};
+use clap::Args;
 
 use cairn_backend::LocalBackend;
 use cairn_core::{Backend, LockMode};
 use cairn_crypto::password::process_env;
-use cairn_crypto::{
-    resolve_password, Algorithm, KdfParams, KeyFile, Password, PasswordSource, PromptMode,
-};
+use cairn_crypto::{resolve_password, Algorithm, KdfParams, Password, PromptMode};
 use cairn_engine::crypto::{self as keys, StoredConfig};
 use cairn_engine::{RepoConfig, Repository};
 
-use crate::args::Cli;
-use crate::output::time;
+use crate::globals::Globals;
 use crate::repo_location::{self, RepoLocation};
 
 /// How long the key derivation of a new key file takes on this machine.
@@ -78,52 +72,9 @@ impl KdfArgs {
     }
 }
 
-/// Where the new password of `key add|passwd` comes from.
-#[derive(Args, Debug, Clone)]
-pub struct NewKeyArgs {
-    /// Read the new password from the first line of PATH (otherwise it is
-    /// asked for twice on the terminal).
-    #[arg(long, value_name = "PATH")]
-    pub new_password_file: Option<PathBuf>,
-    #[command(flatten)]
-    pub kdf: KdfArgs,
-    /// Wait for another writer to finish instead of failing.
-    #[arg(long)]
-    pub wait: bool,
-}
-
-/// `cairn key`: the key files of an encrypted repository.
-#[derive(Subcommand, Debug)]
-pub enum KeyCommand {
-    /// List the key files (the one the password opened is marked `*`).
-    List,
-    /// Add a key file: a new password for the same repository.
-    Add(NewKeyArgs),
-    /// Remove a key file (its id, or a unique prefix); the last one never
-    /// is, and the one the password in use opened only with --force.
-    Remove {
-        id: String,
-        /// Remove the key file even if it is the one the password in use
-        /// opened (that password then stops working).
-        #[arg(long)]
-        force: bool,
-        /// Wait for another writer to finish instead of failing.
-        #[arg(long)]
-        wait: bool,
-    },
-    /// Change the password of a key file (default: the one the current
-    /// password opens); the old password stops working.
-    Passwd {
-        /// Key id or a unique prefix.
-        id: Option<String>,
-        #[command(flatten)]
-        new: NewKeyArgs,
-    },
-}
-
 /// The repository password from `--password-file`, `CAIRN_PASSWORD`,
 /// `CAIRN_PASSWORD_COMMAND` or the terminal.
-fn password(cli: &Cli, mode: PromptMode) -> cairn_core::Result<Password> {
+pub fn password(cli: &Globals, mode: PromptMode) -> cairn_core::Result<Password> {
     // Set to the empty string, CAIRN_PASSWORD_FILE counts as unset, as the
     // other password variables do; an empty `--password-file ''` fails to read.
     let from_empty_env = process_env("CAIRN_PASSWORD_FILE").is_some_and(|v| v.is_empty());
@@ -135,37 +86,25 @@ fn password(cli: &Cli, mode: PromptMode) -> cairn_core::Result<Password> {
 }
 
 /// The password of a new repository at `--repo` (asked twice on a terminal).
-pub fn new_repository_password(cli: &Cli) -> cairn_core::Result<Password> {
+pub fn new_repository_password(cli: &Globals) -> cairn_core::Result<Password> {
     password(cli, PromptMode::Confirm)
-}
-
-/// A new password for `key add|passwd`: from `--new-password-file`, or
-/// asked twice on the terminal. The repository password's sources are not
-/// used: they hold the current password.
-fn new_password(a: &NewKeyArgs) -> Result<Password> {
-    let source = match &a.new_password_file {
-        Some(path) => PasswordSource::File(path.clone()),
-        None if std::io::stdin().is_terminal() => PasswordSource::Prompt,
-        None => bail!("no new password given: use --new-password-file PATH"),
-    };
-    Ok(source.read(&process_env, PromptMode::Confirm)?)
 }
 
 /// Opens the local repository at `path`; its password is resolved only if
 /// it is encrypted. Every command that opens a repository comes here
 /// (backup's may create one: `is_encrypted_at`).
-pub fn open_repository(cli: &Cli, path: &Path) -> Result<Repository> {
+pub fn open_repository(cli: &Globals, path: &Path) -> Result<Repository> {
     open_with(cli, path, false)
 }
 
 /// [`open_repository`] reading everything from the store itself, never
 /// from the local metadata cache: what `check` and `repair` verify or
 /// rebuild must be the store's objects, not copies of them.
-pub fn open_repository_uncached(cli: &Cli, path: &Path) -> Result<Repository> {
+pub fn open_repository_uncached(cli: &Globals, path: &Path) -> Result<Repository> {
     open_with(cli, path, true)
 }
 
-fn open_with(cli: &Cli, path: &Path, bypass_cache: bool) -> Result<Repository> {
+fn open_with(cli: &Globals, path: &Path, bypass_cache: bool) -> Result<Repository> {
     let mut password = || password(cli, PromptMode::Once);
     open_at(cli, path, bypass_cache, &mut password)
 }
@@ -173,7 +112,7 @@ fn open_with(cli: &Cli, path: &Path, bypass_cache: bool) -> Result<Repository> {
 /// Opens the repository at `path` (local or S3); `password` is asked for
 /// only if it is encrypted.
 pub fn open_at(
-    cli: &Cli,
+    cli: &Globals,
     path: &Path,
     bypass_cache: bool,
     password: &mut dyn FnMut() -> cairn_core::Result<Password>,
@@ -212,7 +151,7 @@ pub fn announcing_lock_waits(repo: Repository) -> Repository {
 
 /// The repository at `--repo`, opened, and the password that opened it
 /// (`None` for a clear one): commands that need its master key again.
-pub fn open_keeping_password(cli: &Cli, path: &Path) -> Result<(Repository, Option<Password>)> {
+pub fn open_keeping_password(cli: &Globals, path: &Path) -> Result<(Repository, Option<Password>)> {
     let mut given: Option<Password> = None;
     let repo = open_at(cli, path, false, &mut || {
         let p = password(cli, PromptMode::Once)?;
@@ -227,7 +166,7 @@ pub fn open_keeping_password(cli: &Cli, path: &Path) -> Result<(Repository, Opti
 /// encrypted with `src`'s own master key (as `algorithm`) when `src` is
 /// encrypted, wrapped under `new_password`; clear when `src` is.
 pub fn init_sharing_identity(
-    cli: &Cli,
+    cli: &Globals,
     path: &Path,
     config: RepoConfig,
     (src, src_password): (&Repository, Option<&Password>),
@@ -259,7 +198,7 @@ pub fn init_sharing_identity(
 }
 
 /// The backend of the repository at `path` (local or S3).
-fn backend(cli: &Cli, path: &Path) -> Result<Arc<dyn Backend>> {
+pub fn backend(cli: &Globals, path: &Path) -> Result<Arc<dyn Backend>> {
     match repo_location::parse(path, &cli.s3)? {
         RepoLocation::Local(path) => Ok(local(path)?),
         RepoLocation::S3(config) => repo_location::s3_backend(*config),
@@ -284,7 +223,7 @@ pub fn is_encrypted_at(path: &Path) -> bool {
 
 /// Creates the repository of `init`, encrypted as `--encryption` says.
 pub fn init_repository(
-    cli: &Cli,
+    cli: &Globals,
     path: &Path,
     config: RepoConfig,
     a: &EncryptionArgs,
@@ -328,133 +267,18 @@ pub fn init_repository(
     }))
 }
 
-/// `cairn key ...`.
-pub fn key(cli: &Cli, path: &Path, command: &KeyCommand) -> Result<ExitCode> {
-    // The password is kept: it opens the repository, then names the key
-    // file it opened (the engine tries the key files once more).
-    let mut given: Option<Password> = None;
-    let repo = announcing_lock_waits(Repository::open_with_password(
-        backend(cli, path)?,
-        &mut || {
-            let p = password(cli, PromptMode::Once)?;
-            given = Some(p.clone());
-            Ok(p)
-        },
-    )?);
-    let current =
-        given.ok_or_else(|| anyhow!("the repository is not encrypted: it has no key files"))?;
-    match command {
-        KeyCommand::List => list(cli, &repo, &current),
-        KeyCommand::Add(a) => {
-            let new = new_password(a)?;
-            let params = a.kdf.params()?;
-            let _lock = repo.lock_writer(a.wait)?;
-            let opened = keys::opened_key(&repo, &current)?;
-            let name = keys::add_key_file(
-                &**repo.backend(),
-                &repo.config.id,
-                &opened.master,
-                &new,
-                params,
-                keys::local_key_label(),
-            )?;
-            let id = cairn_engine::keys::key_file_id(&name);
-            report(cli, "added", id)
-        }
-        KeyCommand::Remove { id, force, wait } => {
-            let lock = repo.lock_writer(*wait)?;
-            let opened = keys::opened_key(&repo, &current)?;
-            let in_use = (!force).then(|| opened.key_file.id());
-            let removed = keys::remove_key(&repo, &lock, id, in_use)?;
-            report(cli, "removed", &removed)
-        }
-        KeyCommand::Passwd { id, new: a } => {
-            let new = new_password(a)?;
-            let params = a.kdf.params()?;
-            let lock = repo.lock_writer(a.wait)?;
-            let opened = keys::opened_key(&repo, &current)?;
-            let target = match id {
-                Some(id) => keys::find_key_file(&repo, id)?,
-                None => (opened.name.clone(), opened.key_file.clone()),
-            };
-            let changed =
-                keys::change_password(&repo, &lock, &opened.master, &target, &new, params)?;
-            report(cli, "changed the password of", changed.id())
-        }
+/// The shared readers lock: readers and backups never wait for it; a
+/// writer deleting containers (garbage collection, `repair index
+/// --read-data`) holds it exclusively for a while, and a reader says it is
+/// waiting rather than hanging silently (the repository's lock-wait
+/// observer, `encryption::announcing_lock_waits`, says it).
+/// A repository this process cannot write to (read-only media, another
+/// user's files) is read without the lock: nobody can be deleting there
+/// through this process, and refusing to read it would be worse.
+pub(crate) fn read_lock(repo: &Repository) -> Result<Option<cairn_engine::ReadLock>> {
+    match repo.lock_reader(true) {
+        Ok(l) => Ok(Some(l)),
+        Err(cairn_core::Error::Io { .. }) => Ok(None),
+        Err(e) => Err(e.into()),
     }
-}
-
-fn report(cli: &Cli, done: &str, id: &str) -> Result<ExitCode> {
-    if cli.json {
-        println!("{}", json!({ "id": id }));
-    } else if !cli.quiet {
-        println!("{done} key {id}");
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// The creation time (a key file's clear text: any value is shown, none overflows).
-fn created(kf: &KeyFile) -> String {
-    time(i64::try_from(kf.created()).map_or(i64::MAX, |s| s.saturating_mul(1_000_000_000)))
-}
-
-fn key_json(kf: &KeyFile, current: bool) -> serde_json::Value {
-    let p = kf.params();
-    json!({
-        "id": kf.id(),
-        "current": current,
-        "created": created(kf),
-        "created_unix": kf.created(),
-        "host": kf.label().host,
-        "user": kf.label().user,
-        "kdf": {
-            "name": "argon2id",
-            "m_cost_kib": p.m_cost_kib,
-            "t_cost": p.t_cost,
-            "p_cost": p.p_cost,
-        },
-    })
-}
-
-fn list(cli: &Cli, repo: &Repository, current: &Password) -> Result<ExitCode> {
-    let opened = keys::opened_key(repo, current)?;
-    let files = keys::key_files(&**repo.backend(), &repo.config.id)?;
-    if cli.json {
-        let mut rows: Vec<_> = files
-            .good
-            .iter()
-            .map(|(name, kf)| key_json(kf, *name == opened.name))
-            .collect();
-        rows.extend(files.damaged.iter().map(
-            |(name, why)| json!({ "id": cairn_engine::keys::key_file_id(name), "damaged": why }),
-        ));
-        println!("{}", serde_json::to_string_pretty(&rows)?);
-        return Ok(ExitCode::SUCCESS);
-    }
-    println!(
-        "  {:<16}  {:<20}  {:<16}  {:<12}  kdf",
-        "id", "created", "host", "user"
-    );
-    for (name, kf) in &files.good {
-        let p = kf.params();
-        println!(
-            "{} {:<16}  {:<20}  {:<16}  {:<12}  argon2id m={}KiB t={} p={}",
-            if *name == opened.name { '*' } else { ' ' },
-            kf.id(),
-            created(kf),
-            crate::output::display_name(&kf.label().host),
-            crate::output::display_name(&kf.label().user),
-            p.m_cost_kib,
-            p.t_cost,
-            p.p_cost
-        );
-    }
-    for (name, why) in &files.damaged {
-        println!(
-            "! {:<16}  damaged: {}",
-            crate::output::display_name(cairn_engine::keys::key_file_id(name)),
-            why
-        );
-    }
-    Ok(ExitCode::SUCCESS)
 }

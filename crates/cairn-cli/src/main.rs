@@ -41,30 +41,25 @@ fn tune_allocator(command: Option<&str>) {
     }
 }
 
-mod args;
 mod backup_select;
-mod browse_commands;
+mod cli;
 mod commands;
-mod copy_commands;
 mod encryption;
-mod gc_commands;
-mod generate;
+mod exit_codes;
+mod globals;
 mod mount;
 mod output;
 mod progress;
-mod repair_commands;
+mod repo_config;
 mod repo_location;
-mod restore_commands;
-mod sim_commands;
+mod restore_cache;
 mod snapshot_args;
-mod snapshots_cmd;
 
 use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches};
 
-/// Exit code of an interrupted command (128 + SIGINT, as shells report it).
-const EXIT_INTERRUPTED: u8 = 130;
+use exit_codes::EXIT_INTERRUPTED;
 
 /// Commands that write to a repository: an interrupt asks them to stop at
 /// a safe point (`cairn_engine::interrupt`), so that they unwind, release
@@ -167,8 +162,8 @@ fn install_sigpipe_handler() {
 
 fn main() -> ExitCode {
     install_sigpipe_handler();
-    let matches = args::Cli::command().get_matches();
-    let mut cli = match args::Cli::from_arg_matches(&matches) {
+    let matches = cli::Cli::command().get_matches();
+    let mut cli = match cli::Cli::from_arg_matches(&matches) {
         Ok(c) => c,
         Err(e) => e.exit(),
     };
@@ -177,7 +172,7 @@ fn main() -> ExitCode {
         .subcommand()
         .filter(|(name, _)| ["backup", "trace", "sim", "init"].contains(name))
     {
-        cli.given_init_flags = m
+        cli.globals.given_init_flags = m
             .ids()
             .filter(|id| {
                 m.value_source(id.as_str()) == Some(clap::parser::ValueSource::CommandLine)

@@ -200,6 +200,19 @@ pub fn print_backup(
     }
 }
 
+/// The name of an entry kind, as `ls` and `find` print it.
+pub(crate) fn kind_name(k: cairn_format::dir::EntryKind) -> &'static str {
+    match k {
+        cairn_format::dir::EntryKind::File => "file",
+        cairn_format::dir::EntryKind::Dir => "dir",
+        cairn_format::dir::EntryKind::Symlink => "symlink",
+        cairn_format::dir::EntryKind::Fifo => "fifo",
+        cairn_format::dir::EntryKind::CharDevice => "chardev",
+        cairn_format::dir::EntryKind::BlockDevice => "blockdev",
+        cairn_format::dir::EntryKind::Socket => "socket",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

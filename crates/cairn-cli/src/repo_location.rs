@@ -210,6 +210,37 @@ pub fn has_config(repo: &Path, opts: &S3Args) -> Result<bool> {
     })
 }
 
+/// URL schemes of remote repositories (cairn's and its peers'): a `--repo`
+/// naming one is refused rather than created as a local directory of that name.
+const REMOTE_SCHEMES: &[&str] = &[
+    "s3", "sftp", "rest", "gs", "azure", "b2", "swift", "rclone", "http", "https", "ftp", "ssh",
+    "file",
+];
+
+/// Refuses a `--repo` that is a URL of a kind cairn cannot open (S3 is
+/// `repo_location`'s).
+pub fn refuse_url(path: &Path) -> Result<()> {
+    let s = path.to_string_lossy();
+    if s.starts_with("s3:") {
+        return Ok(());
+    }
+    let Some((scheme, _)) = s.split_once(':') else {
+        return Ok(());
+    };
+    let is_scheme = !scheme.is_empty()
+        && scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c));
+    if is_scheme
+        && (REMOTE_SCHEMES.contains(&scheme.to_ascii_lowercase().as_str())
+            || s[scheme.len()..].starts_with("://"))
+    {
+        bail!("unsupported repository {s:?}: {scheme}: repositories are not supported, only local directories and S3 (s3:https://HOST/BUCKET/PREFIX, s3://BUCKET/PREFIX)");
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

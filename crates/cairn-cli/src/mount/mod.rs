@@ -26,8 +26,8 @@ use cairn_engine::random_access::{CacheLimits, RandomAccess};
 use cairn_engine::Repository;
 use fuser::{Config, MountOption, Session};
 
-use crate::args::Cli;
-use crate::commands::read_lock;
+use crate::encryption::read_lock;
+use crate::globals::Globals;
 use fs::{SnapshotFs, VirtualMeta};
 use layout::Layout;
 
@@ -80,7 +80,7 @@ fn mount_error(mountpoint: &Path, e: std::io::Error) -> anyhow::Error {
 }
 
 pub fn mount(
-    cli: &Cli,
+    cli: &Globals,
     mountpoint: &Path,
     open: &dyn Fn() -> Result<Repository>,
 ) -> Result<ExitCode> {

@@ -5,14 +5,25 @@
 use std::process::ExitCode;
 
 use anyhow::Result;
+use clap::Args;
 use serde_json::{json, Value};
 
 use cairn_engine::catalog::{self, clean_path, short_id, GroupBy, SnapshotInfo};
 use cairn_engine::Repository;
 
-use crate::args::Cli;
+use crate::globals::Globals;
 use crate::output::{bytes, time};
 use crate::snapshot_args::FilterArgs;
+
+#[derive(Args, Debug)]
+pub struct SnapshotsArgs {
+    /// Group the listing by these fields: any of host, paths, tags
+    /// (comma-separated), e.g. `--group-by host,paths`.
+    #[arg(long, value_name = "FIELDS")]
+    pub group_by: Option<String>,
+    #[command(flatten)]
+    pub filter: FilterArgs,
+}
 
 fn paths_of(s: &SnapshotInfo) -> Vec<String> {
     s.record.paths.iter().map(|p| clean_path(p)).collect()
@@ -37,7 +48,7 @@ fn snapshot_json(s: &SnapshotInfo) -> Value {
     })
 }
 
-fn print_table(cli: &Cli, snaps: &[SnapshotInfo]) {
+fn print_table(cli: &Globals, snaps: &[SnapshotInfo]) {
     println!(
         "{:<10} {:<20} {:<12} {:>12}  paths",
         "id", "time", "host", "size"
@@ -78,7 +89,7 @@ fn print_table(cli: &Cli, snaps: &[SnapshotInfo]) {
 }
 
 pub fn snapshots(
-    cli: &Cli,
+    cli: &Globals,
     repo: &Repository,
     group_by: Option<&str>,
     filter: &FilterArgs,

@@ -19,8 +19,8 @@ use cairn_engine::catalog::{self, SnapshotInfo};
 use cairn_engine::copy::{self, CopyOptions, Identity};
 use cairn_engine::{RepoConfig, Repository};
 
-use crate::args::Cli;
 use crate::encryption::{self, KdfArgs};
+use crate::globals::Globals;
 use crate::output::{bytes, time};
 use crate::snapshot_args::{resolve_all, FilterArgs};
 
@@ -87,8 +87,8 @@ fn same_identity_config(src: &Repository, mut base: RepoConfig) -> RepoConfig {
 }
 
 /// `cairn copy`.
-pub fn copy(cli: &Cli, src_path: &Path, a: &CopyArgs) -> Result<ExitCode> {
-    crate::commands::refuse_url(&a.to)?;
+pub fn copy(cli: &Globals, src_path: &Path, a: &CopyArgs) -> Result<ExitCode> {
+    crate::repo_location::refuse_url(&a.to)?;
     let (src, src_password) = encryption::open_keeping_password(cli, src_path)?;
     let dest_exists = crate::repo_location::has_config(&a.to, &cli.s3)?;
     if !dest_exists && a.dry_run {
@@ -225,7 +225,7 @@ pub fn copy(cli: &Cli, src_path: &Path, a: &CopyArgs) -> Result<ExitCode> {
 /// identity. Identity flags given on the command line are refused (they
 /// would do nothing); so is an encryption choice `SRC` rules out.
 pub fn init_with_identity(
-    cli: &Cli,
+    cli: &Globals,
     path: &Path,
     config: RepoConfig,
     encryption_args: &encryption::EncryptionArgs,
@@ -235,7 +235,7 @@ pub fn init_with_identity(
         .copy_identity_from
         .as_deref()
         .ok_or_else(|| anyhow!("no --copy-identity-from given"))?;
-    crate::commands::refuse_url(from)?;
+    crate::repo_location::refuse_url(from)?;
     const IDENTITY_FLAGS: [&str; 5] =
         ["chunker", "avg_size", "min_size", "max_size", "fingerprint"];
     if let Some(flag) = cli

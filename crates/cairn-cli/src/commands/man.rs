@@ -1,28 +1,26 @@
-//! `cairn completions SHELL` and `cairn man --out DIR`: shell completion
-//! scripts (clap_complete) and man pages (clap_mangen), both generated from
-//! the clap definition in `args.rs`, so they cannot drift from the real
+//! `cairn man --out DIR`: man pages (clap_mangen) generated from the clap
+//! definition (`cli.rs` and `commands/`), so they cannot drift from the real
 //! flags.
 
 use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use clap::CommandFactory;
+use clap::Args;
+use std::path::PathBuf;
 
-use crate::args::Cli;
+use crate::globals::Globals;
 
-/// Writes the completion script for `shell` to standard output.
-pub fn completions(shell: clap_complete::Shell) -> Result<ExitCode> {
-    let mut cmd = Cli::command();
-    let mut out = std::io::stdout().lock();
-    clap_complete::generate(shell, &mut cmd, "cairn", &mut out);
-    Ok(ExitCode::SUCCESS)
+#[derive(Args, Debug)]
+pub struct ManArgs {
+    /// Directory for the pages (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
 }
 
 /// Writes `cairn.1` and one `cairn-SUB[-SUBSUB].1` per subcommand into `dir`.
-pub fn man_pages(cli: &Cli, dir: &Path) -> Result<ExitCode> {
+pub fn man_pages(cli: &Globals, mut cmd: clap::Command, dir: &Path) -> Result<ExitCode> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let mut cmd = Cli::command();
     // Subcommands get their full names (`cairn-repair-index`) and the
     // global flags, as `--help` shows them.
     cmd.build();

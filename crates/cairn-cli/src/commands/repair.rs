@@ -4,12 +4,58 @@
 use std::process::ExitCode;
 
 use anyhow::Result;
+use clap::Subcommand;
+
+use crate::snapshot_args::FilterArgs;
 use cairn_engine::repair_snapshots::RepairSnapshotsOptions;
 use cairn_engine::Repository;
 
-use crate::args::Cli;
+use crate::globals::Globals;
 
-pub fn repair_index(cli: &Cli, repo: &Repository, read_data: bool, wait: bool) -> Result<ExitCode> {
+#[derive(Subcommand, Debug)]
+pub enum RepairCommand {
+    /// Rebuild the index, its Summary Vector checkpoint and the frugal log
+    /// from the containers' metadata sections. Chunks of lost or damaged
+    /// containers leave the index, so the next backup stores them again.
+    Index {
+        /// Read every container whole and leave damaged chunks out too.
+        #[arg(long)]
+        read_data: bool,
+        /// Wait for a running backup instead of failing at once.
+        #[arg(long)]
+        wait: bool,
+    },
+    /// Rewrite snapshots that reference lost data: files and directories
+    /// that can no longer be restored are dropped (and listed), everything
+    /// else is kept as stored. The new snapshot keeps the original's time,
+    /// host and paths and is tagged `repaired`.
+    Snapshots {
+        /// Snapshot ids, prefixes or `latest` (default: every snapshot).
+        snapshots: Vec<String>,
+        /// Remove each original snapshot record once its repaired copy is
+        /// committed (and a snapshot with nothing left to keep).
+        #[arg(long)]
+        forget: bool,
+        /// Show what would change; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Read and verify every chunk instead of trusting container metadata.
+        #[arg(long)]
+        read_data: bool,
+        /// Wait for a running backup instead of failing at once.
+        #[arg(long)]
+        wait: bool,
+        #[command(flatten)]
+        filter: FilterArgs,
+    },
+}
+
+pub fn repair_index(
+    cli: &Globals,
+    repo: &Repository,
+    read_data: bool,
+    wait: bool,
+) -> Result<ExitCode> {
     let lock = repo.lock_writer(wait)?;
     let report = cairn_engine::repair::repair_index(repo, &lock, read_data)?;
     for (id, why) in &report.lost_containers {
@@ -51,7 +97,7 @@ pub fn repair_index(cli: &Cli, repo: &Repository, read_data: bool, wait: bool) -
 }
 
 pub fn repair_snapshots(
-    cli: &Cli,
+    cli: &Globals,
     repo: &Repository,
     opts: &RepairSnapshotsOptions,
     wait: bool,

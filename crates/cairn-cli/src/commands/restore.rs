@@ -1,21 +1,82 @@
-//! `restore` (with `--include`/`--exclude` and `--verify`) and `dump`:
+//! `cairn restore` (with `--include`/`--exclude` and `--verify`):
 //! parse the selection, run the engine, print (docs/restore-target.md).
 
-use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, Result};
+use clap::Args;
 use serde_json::json;
+use std::ffi::OsString;
+use std::path::PathBuf;
 
 use cairn_engine::restore::verify::VerifyReport;
 use cairn_engine::restore::{Placed, Reader, RestoreOptions, RestoreSelection};
 use cairn_engine::{Progress, Repository};
 
-use crate::args::{Cli, RestoreArgs};
-use crate::commands::{read_lock, restore_cache_options};
+use crate::encryption::read_lock;
+use crate::globals::Globals;
 use crate::output::{bytes, display_name};
 use crate::progress::{Display, Unit};
+use crate::restore_cache::restore_cache_options;
+use crate::snapshot_args::FilterArgs;
+
+#[derive(Args, Debug)]
+pub struct RestoreArgs {
+    /// Snapshot id (a unique prefix of at least 4 hex digits) or `latest`.
+    pub snapshot: String,
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    /// Directory to restore into (created if missing).
+    #[arg(short, long)]
+    pub target: PathBuf,
+    /// Restore only entries matching PATTERN (repeatable), with the
+    /// directories leading to them; a matching directory with all below it.
+    /// Patterns as for `backup --exclude`, matched against the snapshot path
+    /// with or without a leading `/` (`tree/docs`, `/tree/docs`); an
+    /// anchored pattern also matches the path the entry was backed up from.
+    /// See docs/restore-select.md.
+    #[arg(long, value_name = "PATTERN")]
+    pub include: Vec<OsString>,
+    /// As --include, ignoring case.
+    #[arg(long, value_name = "PATTERN")]
+    pub iinclude: Vec<OsString>,
+    /// Leave out entries matching PATTERN (repeatable), with all below them.
+    #[arg(long, value_name = "PATTERN")]
+    pub exclude: Vec<OsString>,
+    /// As --exclude, ignoring case.
+    #[arg(long, value_name = "PATTERN")]
+    pub iexclude: Vec<OsString>,
+    /// After restoring, read back every restored regular file and compare
+    /// its content (by fingerprint, at the snapshot's chunk boundaries),
+    /// size, mode and mtime with the snapshot; each mismatch is reported and
+    /// the exit is non-zero.
+    #[arg(long)]
+    pub verify: bool,
+    /// Restore policy (002 §2): container-lru, chunk-lru, faa (forward
+    /// assembly), alacc (assembly + look-ahead chunk cache) or belady
+    /// (the optimal bound).
+    #[arg(long, default_value = "alacc")]
+    pub restore_policy: String,
+    /// Memory of the restore policy: raw chunk bytes it may hold.
+    #[arg(long, default_value = "64MiB")]
+    pub restore_cache: String,
+    /// Entries already in the target where the snapshot has one: `always`
+    /// replaces files, symlinks and empty directories (a non-empty
+    /// directory only with --delete; otherwise it is reported as an error
+    /// and kept); `if-changed` is `always` but keeps a file whose size
+    /// and mtime match; `never` keeps every existing entry (counted as
+    /// skipped) and still descends into existing directories.
+    #[arg(long, default_value = "always", value_parser = ["always", "if-changed", "never"])]
+    pub overwrite: String,
+    /// Also remove entries of the restored directories that the snapshot
+    /// does not have (a full restore: of the whole target), and allow
+    /// replacing a non-empty directory by a file or symlink. Removes only
+    /// entries inside the target; symlinks are removed, never followed.
+    /// Directories restored only to reach --include matches are not pruned.
+    #[arg(long)]
+    pub delete: bool,
+}
 
 /// The `--include`/`--exclude` flags (and their any-case forms) as one
 /// selection; a bad pattern is refused before anything is opened.
@@ -39,7 +100,7 @@ fn selection(a: &RestoreArgs) -> Result<RestoreSelection> {
     Ok(b.build()?)
 }
 
-pub fn restore(cli: &Cli, repo: &Repository, a: &RestoreArgs) -> Result<ExitCode> {
+pub fn restore(cli: &Globals, repo: &Repository, a: &RestoreArgs) -> Result<ExitCode> {
     let sel = selection(a)?;
     let cache = restore_cache_options(&a.restore_policy, &a.restore_cache)?;
     let opts = RestoreOptions {
@@ -162,20 +223,4 @@ fn verdict(errors: usize, verified: Option<&VerifyReport>) -> Result<ExitCode> {
             "{e} entries could not be restored; verify: {d} restored files differ from the snapshot"
         )),
     }
-}
-
-pub fn dump(
-    repo: &Repository,
-    snapshot: &str,
-    path: Option<&str>,
-    filter: &cairn_engine::catalog::SnapshotFilter,
-) -> Result<ExitCode> {
-    let _reading = read_lock(repo)?;
-    let snap = crate::snapshot_args::resolve(repo, snapshot, filter)?;
-    let mut reader = Reader::open(repo, Default::default())?;
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
-    reader.dump(&snap.record, path.unwrap_or(""), &mut out)?;
-    out.flush().context("writing to standard output")?;
-    Ok(ExitCode::SUCCESS)
 }

@@ -1,0 +1,252 @@
+//! `cairn backup`: back up paths or standard input into a new snapshot,
+//! creating the repository if there is none.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{bail, Result};
+use clap::Args;
+use serde_json::json;
+
+use cairn_engine::{
+    BackupOptions, DedupMode, ParentChoice, Progress, RepoConfig, Repository, Source,
+};
+
+use crate::globals::Globals;
+use crate::output::{display_name, time};
+use crate::progress::{estimate_backup, Display};
+use crate::repo_config::{
+    config_from, new_repository, refuse_differing_init_flags, resolve_auto, InitArgs,
+};
+
+#[derive(Args, Debug)]
+pub struct BackupArgs {
+    /// Files and directories to back up.
+    pub paths: Vec<PathBuf>,
+    /// Back up standard input as one file.
+    #[arg(long)]
+    pub stdin: bool,
+    /// File name for --stdin.
+    #[arg(long, default_value = "stdin", requires = "stdin")]
+    pub stdin_name: String,
+    /// Compare files with this snapshot (id prefix or `latest`) instead of
+    /// the latest snapshot of the same host and paths: a file whose size,
+    /// mtime, ctime and inode are unchanged keeps its stored content unread.
+    /// Never applies to --stdin.
+    #[arg(long, conflicts_with = "force")]
+    pub parent: Option<String>,
+    /// Read every file, even those unchanged since the parent snapshot.
+    #[arg(long)]
+    pub force: bool,
+    /// Tag the snapshot (repeatable or comma-separated).
+    #[arg(long = "tag", value_delimiter = ',')]
+    pub tags: Vec<String>,
+    /// Host name recorded in the snapshot.
+    #[arg(long)]
+    pub host: Option<String>,
+    /// Wait for another writer to finish instead of failing.
+    #[arg(long)]
+    pub wait: bool,
+    /// When duplicates are removed: inline (at ingest, against everything
+    /// stored) or deferred (004 post-processing: no index lookups now, every
+    /// chunk is stored, a chunk repeated within this backup once; the next
+    /// `cairn gc` removes the older copies).
+    #[arg(long, default_value = "inline")]
+    pub dedup: String,
+    #[command(flatten)]
+    pub select: crate::backup_select::SelectArgs,
+    /// Only walk and report what would be backed up and what is left out;
+    /// no repository is opened or created, nothing is written.
+    #[arg(long, conflicts_with = "stdin")]
+    pub dry_run: bool,
+    /// Settings used if the repository does not exist yet.
+    #[command(flatten)]
+    pub init: InitArgs,
+    /// Encryption of the repository if this backup creates it.
+    #[command(flatten)]
+    pub encryption: crate::encryption::EncryptionArgs,
+}
+
+/// Opens the repository at `path`, or creates it with `config()` and
+/// `encryption` if there is none. Of two processes creating it at once,
+/// one wins and the other opens what it created.
+fn open_or_create(
+    cli: &Globals,
+    path: &Path,
+    config: impl FnOnce() -> Result<RepoConfig>,
+    encryption: &crate::encryption::EncryptionArgs,
+) -> Result<(Repository, bool)> {
+    let exists = || crate::repo_location::has_config(path, &cli.s3);
+    if let crate::repo_location::RepoLocation::S3(_) = crate::repo_location::parse(path, &cli.s3)? {
+        // On object storage, asking first costs two round trips more than
+        // opening and finding no config.
+        match crate::encryption::open_repository(cli, path) {
+            Err(e)
+                if matches!(
+                    e.downcast_ref::<cairn_core::Error>(),
+                    Some(cairn_core::Error::NotARepository(_))
+                ) => {}
+            opened => return Ok((opened?, false)),
+        }
+    } else if exists()? {
+        return Ok((crate::encryption::open_repository(cli, path)?, false));
+    }
+    match crate::encryption::init_repository(cli, path, config()?, encryption) {
+        Ok(repo) => Ok((repo, true)),
+        Err(e) => {
+            // A concurrent creator writes its key file, then its config: give
+            // it a moment before reporting what we found.
+            for _ in 0..250 {
+                if exists().unwrap_or(false) {
+                    return Ok((crate::encryption::open_repository(cli, path)?, false));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(e)
+        }
+    }
+}
+
+pub fn run(cli: &Globals, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
+    // Positional paths and --files-from lines are treated alike.
+    let paths = crate::backup_select::paths(&a.paths, &a.select)?;
+    if paths.is_empty() && !a.stdin {
+        bail!("nothing to back up: give one or more paths, --files-from, or --stdin");
+    }
+    let mut sources: Vec<Source> = paths.iter().map(|p| Source::Path(p.clone())).collect();
+    if a.stdin {
+        sources.push(Source::Stdin {
+            name: a.stdin_name.clone(),
+        });
+    }
+    // Validated before anything is created, so bad flags or missing sources
+    // never leave a repository behind.
+    let cfg = new_repository(config_from(&a.init)?);
+    let dedup: DedupMode = a.dedup.parse()?;
+    let selection = crate::backup_select::selection(&a.select)?;
+    cairn_engine::backup::check_sources(&sources)?;
+    if let (Some(id), false) = (&a.parent, a.dry_run) {
+        // Refused before `open_or_init` would create the repository.
+        let absent = match crate::repo_location::parse(path, &cli.s3)? {
+            crate::repo_location::RepoLocation::Local(path) => {
+                Repository::open_local(path).is_err() && !crate::encryption::is_encrypted_at(path)
+            }
+            crate::repo_location::RepoLocation::S3(_) => {
+                !crate::repo_location::has_config(path, &cli.s3)?
+            }
+        };
+        if absent {
+            bail!(
+                "--parent {id}: there is no repository at {} yet, so no snapshot to compare with",
+                path.display()
+            );
+        }
+    }
+    if !a.stdin {
+        // Through directory handles: a source may be longer than PATH_MAX.
+        let mut dirs = cairn_engine::long_path::Dirs::new();
+        let errors: Vec<_> = paths.iter().map(|p| dirs.lstat(p).err()).collect();
+        if let Some((p, Some(e))) = paths
+            .iter()
+            .zip(errors.iter())
+            .find(|(_, e)| e.is_some())
+            .filter(|_| errors.iter().all(|e| e.is_some()))
+        {
+            bail!("nothing to back up: cannot read {}: {e}", p.display());
+        }
+    }
+    if a.dry_run {
+        return crate::backup_select::dry_run(cli, path, &sources, selection);
+    }
+    let given = cfg.clone();
+    let cfg_rewrite = a.init.rewrite.is_some().then_some(cfg.rewrite);
+    // A backup into a path without a repository creates one, encrypted
+    // unless `--encryption none`, as `init` would.
+    let (repo, created) =
+        open_or_create(cli, path, || resolve_auto(cli, cfg, &a.init), &a.encryption)?;
+    if created && !cli.quiet && !cli.json {
+        eprintln!("created cairn repository at {}", path.display());
+    }
+    if !created {
+        refuse_differing_init_flags(&cli.given_init_flags, &given, &repo.config)?;
+    }
+    let lock = repo.lock_writer(a.wait)?;
+    let progress = Arc::new(Progress::default());
+    let display = Display::start(progress.clone(), !cli.quiet && !cli.json, "backup");
+    if display.active() && !a.stdin {
+        estimate_backup(
+            paths.clone(),
+            selection.clone(),
+            path.to_path_buf(),
+            progress.clone(),
+        );
+    }
+    let outcome = cairn_engine::backup(
+        &repo,
+        &lock,
+        BackupOptions {
+            sources,
+            tags: a.tags.iter().filter(|t| !t.is_empty()).cloned().collect(),
+            host: a.host.clone(),
+            progress,
+            // Given on an existing repository: this backup's scheme.
+            rewrite_scheme: (!created).then_some(cfg_rewrite).flatten(),
+            dedup,
+            selection,
+            parent: match (&a.parent, a.force) {
+                (_, true) => ParentChoice::None,
+                (Some(id), false) => ParentChoice::Id(id.clone()),
+                (None, false) => ParentChoice::Latest,
+            },
+            ..Default::default()
+        },
+    );
+    drop(display);
+    let outcome = outcome?;
+    for s in &outcome.skipped {
+        eprintln!("cairn: warning: skipped {s}");
+    }
+    for n in &outcome.notices {
+        eprintln!("cairn: note: {n}");
+    }
+    for p in &outcome.changed_while_read {
+        eprintln!(
+            "cairn: warning: {}: changed while it was read; the snapshot holds what was read",
+            display_name(p)
+        );
+    }
+    let st = &outcome.record.stats;
+    if cli.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({
+                "id": outcome.snapshot_id,
+                "time": time(outcome.record.time_unix_ns),
+                "paths": outcome.record.paths,
+                "tags": outcome.record.tags,
+                "dedup": dedup.name(),
+                "stats": st,
+                "skipped": outcome.skipped,
+                "excluded": outcome.excluded.len(),
+                "excluded_paths": outcome.excluded,
+                "changed_while_read": outcome.changed_while_read.len(),
+                "changed_while_read_paths": outcome.changed_while_read,
+                "phases": outcome.phases,
+                "index_ram_bytes_per_chunk": outcome.index_ram_bytes_per_chunk,
+                "replayed_containers": outcome.replayed_containers,
+            }))?
+        );
+    } else if !cli.quiet {
+        crate::output::print_backup(&outcome, dedup, cli.verbose);
+    }
+    if outcome.skipped.is_empty() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        eprintln!(
+            "cairn: error: {} path(s) could not be read; the snapshot holds everything else",
+            outcome.skipped.len()
+        );
+        Ok(ExitCode::from(crate::exit_codes::EXIT_INCOMPLETE))
+    }
+}

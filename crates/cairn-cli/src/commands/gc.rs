@@ -1,0 +1,203 @@
+//! `cairn gc` (alias `prune`): reclaiming the space no snapshot uses
+//! (docs/gc.md); `forget --prune` runs it too.
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::sync::Mutex;
+
+use anyhow::{bail, Result};
+use cairn_engine::gc::{self, Collector, GcOptions, GcProgress, GcReport, Plan};
+use cairn_engine::Repository;
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::globals::Globals;
+use crate::output::{bytes, parse_size_u64};
+
+/// How a garbage collection runs (shared by `gc` and `forget --prune`).
+#[derive(Args, Debug, Clone)]
+pub struct GcTuning {
+    /// Collector: lgc (logical, 003 §3.1), pgc (physical, §3.2) or pgc+
+    /// (physical with the perfect-hash live vector, §3.4).
+    #[arg(long, default_value = "pgc+")]
+    pub collector: String,
+    /// Share of the dead space to reclaim, in percent: containers are
+    /// cleaned mostly dead first until this much is covered.
+    #[arg(long, default_value_t = 100.0, conflicts_with = "max_seconds")]
+    pub reclaim: f64,
+    /// Stop copying after this many seconds; what is left waits for the next run.
+    #[arg(long)]
+    pub max_seconds: Option<f64>,
+    /// Memory for the mark structures; LGC and PGC clean in two passes
+    /// (focused cleaning) and PGC+ falls back to PGC when they do not fit.
+    #[arg(long, default_value = "1GiB")]
+    pub memory: String,
+    /// Wait for a running backup instead of failing at once.
+    #[arg(long)]
+    pub wait: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct GcArgs {
+    #[command(flatten)]
+    pub tuning: GcTuning,
+    /// Print the plan; copy and delete nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+pub fn gc_options(t: &GcTuning, dry_run: bool) -> Result<GcOptions> {
+    if !(0.0..=100.0).contains(&t.reclaim) {
+        bail!("--reclaim {} is not a percentage (0-100)", t.reclaim);
+    }
+    if t.max_seconds.is_some_and(|s| !s.is_finite() || s < 0.0) {
+        bail!("--max-seconds must be a non-negative number");
+    }
+    Ok(GcOptions {
+        collector: Collector::parse(&t.collector)?,
+        reclaim_percent: t.reclaim,
+        max_seconds: t.max_seconds,
+        memory_bytes: parse_size_u64(&t.memory)?,
+        dry_run,
+        seed: None,
+        wait: t.wait,
+        assume_forgotten: Vec::new(),
+    })
+}
+
+/// A bar per phase on a terminal; the plan on stdout before anything goes.
+struct Bars {
+    bar: Mutex<Option<ProgressBar>>,
+    show_bars: bool,
+    print_plan: bool,
+}
+
+impl GcProgress for Bars {
+    fn phase(&self, name: &str, total: u64) {
+        let mut b = self.bar.lock().expect("progress lock");
+        if let Some(old) = b.take() {
+            old.finish_and_clear();
+        }
+        if self.show_bars {
+            let bar = ProgressBar::new(total);
+            bar.set_style(
+                ProgressStyle::with_template("{prefix:>12} [{bar:30}] {pos}/{len} {elapsed}")
+                    .expect("valid template")
+                    .progress_chars("=> "),
+            );
+            bar.set_prefix(name.to_string());
+            *b = Some(bar);
+        }
+    }
+
+    fn advance(&self, n: u64) {
+        if let Some(b) = self.bar.lock().expect("progress lock").as_ref() {
+            b.inc(n);
+        }
+    }
+
+    fn plan(&self, p: &Plan) {
+        if let Some(old) = self.bar.lock().expect("progress lock").take() {
+            old.finish_and_clear();
+        }
+        if self.print_plan {
+            print_plan(p);
+        }
+    }
+}
+
+fn print_plan(p: &Plan) {
+    println!(
+        "plan ({}): {} snapshots, {} containers, {} on disk, about {} dead",
+        p.collector,
+        p.snapshots,
+        p.containers,
+        bytes(p.repository_bytes),
+        bytes(p.estimated_dead_bytes)
+    );
+    if p.selected_containers == 0 {
+        println!("  nothing to clean");
+    } else {
+        println!(
+            "  clean {} containers ({}, liveness up to {:.0}%): copy about {} of live chunks, reclaim about {}",
+            p.selected_containers,
+            bytes(p.selected_bytes),
+            p.liveness_threshold * 100.0,
+            bytes(p.estimated_live_bytes_to_copy),
+            bytes(p.estimated_reclaim_bytes)
+        );
+    }
+}
+
+/// One collection under the collector lock (backups may run meanwhile:
+/// the collection takes the writer lock only for its Merge and Commit).
+pub fn run_gc(cli: &Globals, repo: &Repository, opts: &GcOptions) -> Result<GcReport> {
+    let lock = repo.lock_gc(opts.wait)?;
+    let bars = Bars {
+        bar: Mutex::new(None),
+        show_bars: !cli.quiet && !cli.json && std::io::stderr().is_terminal(),
+        print_plan: !cli.quiet && !cli.json,
+    };
+    let report = gc::collect(repo, &lock, opts, &bars);
+    if let Some(b) = bars.bar.lock().expect("progress lock").take() {
+        b.finish_and_clear();
+    }
+    let report = report?;
+    if let Some(why) = &report.fell_back {
+        eprintln!("cairn: note: using PGC instead of PGC+: {why}");
+    }
+    for w in &report.warnings {
+        eprintln!("cairn: warning: {w}");
+    }
+    for d in &report.damaged {
+        eprintln!(
+            "cairn: warning: {d}; the container was left in place (run `cairn check --read-data`)"
+        );
+    }
+    Ok(report)
+}
+
+pub fn print_gc(report: &GcReport) {
+    if report.dry_run {
+        println!("dry run: nothing copied or deleted");
+        return;
+    }
+    if report.containers_deleted == 0 && report.containers_written == 0 {
+        return;
+    }
+    println!(
+        "deleted {} containers, wrote {} ({} chunks, {} copied forward); reclaimed {} in {:.2} s{}",
+        report.containers_deleted,
+        report.containers_written,
+        report.copied_chunks,
+        bytes(report.copied_bytes),
+        bytes(report.reclaimed_bytes.max(0) as u64),
+        report.seconds,
+        if report.mark_passes > 1 {
+            " (two mark passes: focused cleaning)"
+        } else {
+            ""
+        }
+    );
+    if report.concurrent_snapshots > 0 {
+        println!(
+            "{} snapshots were committed during the collection; {} chunks they use that it \
+             would have deleted were copied",
+            report.concurrent_snapshots, report.resurrected_chunks
+        );
+    }
+    if report.stopped_by_time {
+        println!("stopped at --max-seconds: the rest is left for the next run");
+    }
+}
+
+pub fn gc(cli: &Globals, repo: &Repository, a: &GcArgs) -> Result<ExitCode> {
+    let opts = gc_options(&a.tuning, a.dry_run)?;
+    let report = run_gc(cli, repo, &opts)?;
+    if cli.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else if !cli.quiet {
+        print_gc(&report);
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,47 @@
+//! `cairn init`: create a repository with the given settings.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::Args;
+use serde_json::json;
+
+use super::copy::IdentityArgs;
+use crate::globals::Globals;
+use crate::repo_config::{config_from, new_repository, resolve_auto, InitArgs};
+
+/// The options of `cairn init`.
+#[derive(Args, Debug)]
+pub struct InitCommandArgs {
+    #[command(flatten)]
+    pub settings: InitArgs,
+    #[command(flatten)]
+    pub encryption: crate::encryption::EncryptionArgs,
+    #[command(flatten)]
+    pub identity: IdentityArgs,
+}
+
+pub fn run(
+    cli: &Globals,
+    path: &Path,
+    a: &InitArgs,
+    encryption: &crate::encryption::EncryptionArgs,
+    identity: &IdentityArgs,
+) -> Result<ExitCode> {
+    let cfg = resolve_auto(cli, new_repository(config_from(a)?), a)?;
+    let repo = if identity.copy_identity_from.is_some() {
+        super::copy::init_with_identity(cli, path, cfg, encryption, identity)?
+    } else {
+        crate::encryption::init_repository(cli, path, cfg, encryption)?
+    };
+    if cli.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({"repository": path, "config": repo.config}))?
+        );
+    } else if !cli.quiet {
+        println!("created cairn repository at {}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}

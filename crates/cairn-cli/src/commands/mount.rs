@@ -1,0 +1,11 @@
+//! `cairn mount`: the options; the file system is `crate::mount`.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+#[derive(Args, Debug)]
+pub struct MountArgs {
+    /// An existing directory to mount on.
+    pub mountpoint: PathBuf,
+}

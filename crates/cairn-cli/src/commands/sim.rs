@@ -1,0 +1,231 @@
+//! `cairn sim`: replay chunk traces or synthetic workloads through a
+//! simulated repository.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{anyhow, Context, Result};
+use clap::Args;
+use std::path::PathBuf;
+
+use cairn_sim::device::{find_class, load_classes, DeviceModel};
+use cairn_sim::sim::{self, GenerationInput, GenerationRow, SimOptions};
+use cairn_sim::trace::TraceFormat;
+use cairn_sim::workload;
+
+use crate::globals::Globals;
+use crate::output::bytes;
+use crate::repo_config::{config_from, refuse_unused, InitArgs};
+
+#[derive(Args, Debug)]
+pub struct SimArgs {
+    /// Trace files, one per generation, in order.
+    pub traces: Vec<PathBuf>,
+    /// Trace format (default: detected from content): destor, fsl or cairn.
+    #[arg(long)]
+    pub format: Option<String>,
+    /// Synthetic workload instead of traces: ddfs or lineage.
+    #[arg(long, conflicts_with = "traces")]
+    pub workload: Option<String>,
+    /// Workload parameter k=v (repeatable), e.g. --param generations=10.
+    #[arg(long = "param")]
+    pub params: Vec<String>,
+    /// Device class of the model: hdd, ssd, optane, pm, dram, or one from --device-file.
+    #[arg(long, default_value = "hdd")]
+    pub device: String,
+    /// TOML file with custom device classes.
+    #[arg(long)]
+    pub device_file: Option<PathBuf>,
+    /// Also simulate a restore of each generation (containers read, speed factor).
+    #[arg(long)]
+    pub restore: bool,
+    /// Policy of the simulated restore: container-lru, chunk-lru, faa,
+    /// alacc or belady.
+    #[arg(long, default_value = "alacc")]
+    pub restore_policy: String,
+    /// Memory of the simulated restore's policy (raw chunk bytes).
+    #[arg(long, default_value = "64MiB")]
+    pub restore_cache: String,
+    /// Rows as CSV.
+    #[arg(long, conflicts_with = "json")]
+    pub csv: bool,
+    /// Instead of simulating, write each generation of --workload as real
+    /// files under DIR/gen<N> (to run the same workload through `backup`).
+    #[arg(long, value_name = "DIR", requires = "workload")]
+    pub write_bytes: Option<PathBuf>,
+    /// Engine settings (container size, locality cache, ablations); chunker
+    /// choices are fixed by the trace and ignored.
+    #[command(flatten)]
+    pub init: InitArgs,
+}
+
+fn parse_params(params: &[String]) -> Result<Vec<(String, String)>> {
+    params
+        .iter()
+        .map(|p| {
+            p.split_once('=')
+                .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+                .ok_or_else(|| anyhow!("--param {p:?} must be key=value"))
+        })
+        .collect()
+}
+
+pub fn sim(cli: &Globals, a: &SimArgs) -> Result<ExitCode> {
+    refuse_unused(
+        cli,
+        "sim",
+        &["chunker", "avg_size", "min_size", "max_size"],
+        "the trace or workload fixes the chunks",
+    )?;
+    let config = config_from(&a.init)?;
+    if a.init.lookup_device.is_some() {
+        return Err(anyhow!(
+            "--lookup-device is for init and backup; cairn sim chooses --lookup auto for --device"
+        ));
+    }
+    let custom = match &a.device_file {
+        Some(p) => load_classes(p)?,
+        None => Vec::new(),
+    };
+    let class = find_class(&a.device, &custom).ok_or_else(|| {
+        anyhow!(
+            "unknown device class {:?} (built in: hdd, ssd, optane, pm, dram)",
+            a.device
+        )
+    })?;
+    let format = a
+        .format
+        .as_deref()
+        .map(|f| f.parse::<TraceFormat>().map_err(|e| anyhow!("{e}")))
+        .transpose()?;
+    let inputs: Vec<GenerationInput> = match &a.workload {
+        Some(name) => {
+            let w: Arc<dyn workload::Workload> =
+                Arc::from(workload::from_name(name, &parse_params(&a.params)?)?);
+            if let Some(dir) = &a.write_bytes {
+                return write_bytes(cli, &*w, dir);
+            }
+            (0..w.generations())
+                .map(|g| GenerationInput::Workload {
+                    workload: w.clone(),
+                    generation: g,
+                })
+                .collect()
+        }
+        None => {
+            if !a.params.is_empty() {
+                return Err(anyhow!("--param needs --workload"));
+            }
+            a.traces
+                .iter()
+                .map(|p| GenerationInput::Trace {
+                    path: p.clone(),
+                    format,
+                })
+                .collect()
+        }
+    };
+    let report = sim::run(
+        &inputs,
+        &SimOptions {
+            config,
+            device: DeviceModel::for_device(class),
+            restore: a.restore,
+            restore_cache: crate::restore_cache::restore_cache_options(
+                &a.restore_policy,
+                &a.restore_cache,
+            )?,
+            also_restore: Vec::new(),
+        },
+    )?;
+    if cli.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else if a.csv {
+        println!("{}", CSV_HEADER);
+        for r in report
+            .generations
+            .iter()
+            .chain(std::iter::once(&report.totals))
+        {
+            println!("{}", csv_row(r));
+        }
+    } else {
+        println!(
+            "{:>5} {:>10} {:>10} {:>11} {:>7} {:>7} {:>9} {:>10} {:>8} {:>8} {:>6} {:>6} {:>6} {:>9} {:>8}",
+            "gen", "chunks", "unique", "logical", "dedup", "total", "bloom-neg", "cache-hit", "idx-read",
+            "prefetch", "c-wr", "c-rd", "speed", "model-s", "wall-s"
+        );
+        for r in report
+            .generations
+            .iter()
+            .chain(std::iter::once(&report.totals))
+        {
+            println!(
+                "{:>5} {:>10} {:>10} {:>11} {:>7.2} {:>7.2} {:>9} {:>10} {:>8} {:>8} {:>6} {:>6} {:>6.2} {:>9.3} {:>8.3}",
+                r.id, r.chunks, r.unique_chunks, bytes(r.logical_bytes), r.dedup_ratio, r.total_compression,
+                r.bloom_negatives, r.cache_hits, r.index_page_reads, r.prefetches, r.containers_written,
+                r.containers_read, r.speed_factor, r.modeled_seconds, r.wall_seconds
+            );
+        }
+    }
+    if let Some(choice) = &report.lookup_choice {
+        if !cli.json && !cli.quiet {
+            eprintln!("lookup auto: {}", choice.reason);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+const CSV_HEADER: &str = "id,chunks,unique_chunks,logical_bytes,stored_bytes,dedup_ratio,total_compression,bloom_negatives,cache_hits,index_page_reads,prefetches,containers_written,containers_read,speed_factor,modeled_seconds,wall_seconds,rewritten_chunks,restore_bytes_read,restore_memory_bytes";
+
+fn csv_row(r: &GenerationRow) -> String {
+    format!(
+        "{},{},{},{},{},{:.6},{:.6},{},{},{},{},{},{},{:.6},{:.6},{:.6},{},{},{}",
+        r.id,
+        r.chunks,
+        r.unique_chunks,
+        r.logical_bytes,
+        r.stored_bytes,
+        r.dedup_ratio,
+        r.total_compression,
+        r.bloom_negatives,
+        r.cache_hits,
+        r.index_page_reads,
+        r.prefetches,
+        r.containers_written,
+        r.containers_read,
+        r.speed_factor,
+        r.modeled_seconds,
+        r.wall_seconds,
+        r.rewritten_chunks,
+        r.restore_bytes_read,
+        r.restore_memory_bytes
+    )
+}
+
+/// Materializes every generation of a workload as real files.
+fn write_bytes(
+    cli: &Globals,
+    w: &dyn workload::Workload,
+    dir: &std::path::Path,
+) -> Result<ExitCode> {
+    let mut rows = Vec::new();
+    for g in 0..w.generations() {
+        let out = dir.join(format!("gen{g}"));
+        let st = workload::write_generation_bytes(w, g, &out)
+            .with_context(|| format!("writing generation {g} to {}", out.display()))?;
+        if !cli.quiet && !cli.json {
+            println!(
+                "gen{g}: {} files, {} -> {}",
+                st.files,
+                bytes(st.bytes),
+                out.display()
+            );
+        }
+        rows.push(serde_json::json!({"generation": g, "dir": out, "files": st.files, "bytes": st.bytes, "chunks": st.chunks}));
+    }
+    if cli.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,52 @@
+//! The options every command sees (`--json`, `--quiet`, `--verbose`) and
+//! those of the repository it works on, as the commands read them. Below
+//! the commands: the shared modules (repository opening, output) take a
+//! `&Globals`, never the whole command line.
+
+use std::path::PathBuf;
+
+use clap::builder::TypedValueParser;
+use clap::Args;
+
+#[derive(Args, Debug, Clone, Default)]
+pub struct Globals {
+    /// Repository directory (created by `init`, or by the first `backup`),
+    /// or an S3 bucket prefix: s3:https://HOST[:PORT]/BUCKET/PREFIX, s3://BUCKET/PREFIX.
+    #[arg(short, long, env = "CAIRN_REPO", global = true)]
+    pub repo: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub s3: crate::repo_location::S3Args,
+
+    /// Machine-readable JSON on standard output.
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    /// No progress bar and no summary lines (errors and warnings still go to stderr).
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+
+    /// More detail: backup's lookup, cache and index statistics, restore's
+    /// policy and I/O counters and one line per file (new, replaced or
+    /// skipped), per-snapshot statistics in `snapshots`.
+    #[arg(short, long, global = true)]
+    pub verbose: bool,
+
+    /// Read the repository password from the first line of PATH (an
+    /// encrypted repository only; see docs/security.md).
+    // An empty CAIRN_PASSWORD_FILE counts as unset (`encryption::password`),
+    // so clap must accept the empty value its default path parser refuses.
+    #[arg(
+        long,
+        env = "CAIRN_PASSWORD_FILE",
+        global = true,
+        value_name = "PATH",
+        value_parser = clap::builder::OsStringValueParser::new().map(PathBuf::from)
+    )]
+    pub password_file: Option<PathBuf>,
+
+    /// The settings given on the command line of `backup`, `trace` or `sim`
+    /// (argument ids), filled in by `main` from clap's value sources.
+    #[arg(skip)]
+    pub given_init_flags: Vec<String>,
+}

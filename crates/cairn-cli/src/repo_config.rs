@@ -1,0 +1,285 @@
+//! The settings a new repository is created with (`init`, a `backup` that
+//! creates its repository, and the engine settings of `trace` and `sim`):
+//! the options, and the `RepoConfig` they describe.
+
+use anyhow::{anyhow, bail, Result};
+use clap::Args;
+
+use cairn_core::{ChunkerConfig, CompressionCodec, CompressionConfig, FingerprintAlgo};
+use cairn_engine::config::{IndexKind, LookupStrategy, RewriteConfig};
+use cairn_engine::{RepoConfig, Repository};
+
+use crate::globals::Globals;
+use crate::output::parse_size;
+
+#[derive(Args, Debug, Clone)]
+pub struct InitArgs {
+    /// Chunker: fastcdc, rabin, regression or fixed.
+    #[arg(long, default_value = "fastcdc")]
+    pub chunker: String,
+    /// Average chunk size (fixed: the block size), e.g. 8KiB.
+    #[arg(long, default_value = "8KiB")]
+    pub avg_size: String,
+    /// Minimum chunk size (default avg/4).
+    #[arg(long)]
+    pub min_size: Option<String>,
+    /// Maximum chunk size (default avg*8).
+    #[arg(long)]
+    pub max_size: Option<String>,
+    /// Fingerprint: blake3, sha256 or sha1.
+    #[arg(long, default_value = "blake3")]
+    pub fingerprint: String,
+    /// Compression: zstd, lz4 or none.
+    #[arg(long, default_value = "zstd")]
+    pub compression: String,
+    /// zstd level.
+    #[arg(long, default_value_t = 3)]
+    pub zstd_level: i32,
+    /// Store a chunk raw unless compression saves at least this percentage.
+    #[arg(long, default_value_t = 10)]
+    pub min_savings: u8,
+    /// Container size, e.g. 4MiB.
+    #[arg(long, default_value = "4MiB")]
+    pub container_size: String,
+    /// Locality cache capacity in containers.
+    #[arg(long, default_value_t = 256)]
+    pub cache_containers: u32,
+    /// Rewrite scheme for restore speed (002 §3-§5): none, capping, fcrc or
+    /// lbw, with parameters, e.g. `capping:segment=20MiB,cap=20`,
+    /// `fcrc:loss=5,cap=20`, `lbw:window=8,loss=5,cap=20,candidates=16MiB`.
+    /// At init (or a backup that creates the repository): the repository's
+    /// default; on a later backup: that backup's scheme.
+    #[arg(long)]
+    pub rewrite: Option<String>,
+    /// Disable the Summary Vector (ablation).
+    #[arg(long)]
+    pub no_summary_vector: bool,
+    /// Disable the Locality Preserved Cache (ablation).
+    #[arg(long)]
+    pub no_locality_cache: bool,
+    /// Dedup index: paged (DDFS Summary Vector + paged on-disk index) or
+    /// frugal (cuckoo table of 6 bytes per chunk over an on-disk chunk log).
+    #[arg(long, default_value = "paged")]
+    pub index: String,
+    /// Fingerprint lookup: eager (DDFS), lazy (buffered, batched index page
+    /// reads) or auto (chosen by the device model for --lookup-device; in
+    /// `cairn sim`, for --device).
+    #[arg(long, default_value = "eager")]
+    pub lookup: String,
+    /// Lazy lookup: fingerprints per buffer bucket before its index page is read.
+    #[arg(long, default_value_t = 16)]
+    pub bucket_threshold: u32,
+    /// Lazy lookup: fingerprints per locality ring.
+    #[arg(long, default_value_t = 2048)]
+    pub ring_size: u32,
+    /// Lazy lookup: most fingerprints (and their chunks) buffered per stream.
+    #[arg(long, default_value_t = 8192)]
+    pub lookup_buffer: u32,
+    /// Device class the repository's index is on, for --lookup auto (init,
+    /// backup): hdd, ssd, optane, pm.
+    #[arg(long)]
+    pub lookup_device: Option<String>,
+}
+
+pub fn config_from(a: &InitArgs) -> Result<RepoConfig> {
+    let mut cfg = Repository::default_config();
+    let avg = parse_size(&a.avg_size)?;
+    let mut chunker = ChunkerConfig::from_name(&a.chunker, avg)?;
+    if a.min_size.is_some() || a.max_size.is_some() {
+        let min = a.min_size.as_deref().map(parse_size).transpose()?;
+        let max = a.max_size.as_deref().map(parse_size).transpose()?;
+        chunker = match chunker {
+            ChunkerConfig::Fixed { .. } => {
+                bail!("--min-size/--max-size do not apply to fixed chunking")
+            }
+            ChunkerConfig::Rabin {
+                min: m0,
+                avg,
+                max: x0,
+            } => ChunkerConfig::Rabin {
+                min: min.unwrap_or(m0),
+                avg,
+                max: max.unwrap_or(x0),
+            },
+            ChunkerConfig::FastCdc {
+                min: m0,
+                avg,
+                max: x0,
+            } => ChunkerConfig::FastCdc {
+                min: min.unwrap_or(m0),
+                avg,
+                max: max.unwrap_or(x0),
+            },
+            ChunkerConfig::Regression {
+                min: m0,
+                avg,
+                max: x0,
+            } => ChunkerConfig::Regression {
+                min: min.unwrap_or(m0),
+                avg,
+                max: max.unwrap_or(x0),
+            },
+        };
+    }
+    cfg.chunker = chunker;
+    cfg.fingerprint = FingerprintAlgo::from_name(&a.fingerprint)?;
+    cfg.compression = CompressionConfig {
+        codec: CompressionCodec::from_name(&a.compression)?,
+        level: a.zstd_level,
+        min_savings_pct: a.min_savings,
+    };
+    if a.min_savings > 99 {
+        bail!("--min-savings must be a percentage below 100");
+    }
+    cfg.container_size = parse_size(&a.container_size)?;
+    cfg.index.cache_containers = a.cache_containers;
+    cfg.index.summary_vector = !a.no_summary_vector;
+    cfg.index.locality_cache = !a.no_locality_cache;
+    cfg.index.kind = IndexKind::parse(&a.index)?;
+    let lookup = &mut cfg.index.lookup;
+    lookup.strategy = LookupStrategy::parse(&a.lookup)?;
+    lookup.bucket_threshold = a.bucket_threshold;
+    lookup.ring_size = a.ring_size;
+    lookup.buffer_fingerprints = a.lookup_buffer;
+    lookup.device = a.lookup_device.clone();
+    match &a.rewrite {
+        Some(r) => cfg.rewrite = RewriteConfig::parse(r)?,
+        // Rewriting needs eager lookup: lazy (or auto) lookup gets none
+        // unless a scheme is asked for (then the backup refuses, saying why).
+        None if lookup.strategy != LookupStrategy::Eager => cfg.rewrite = RewriteConfig::None,
+        None => {}
+    }
+    cfg.validate()?;
+    Ok(cfg)
+}
+
+/// A real repository's Summary Vector starts small and grows with it
+/// (`IndexConfig::NEW_REPOSITORY_EXPECTED_CHUNKS`); `sim` keeps its fixed size.
+pub fn new_repository(mut cfg: RepoConfig) -> RepoConfig {
+    cfg.index.expected_chunks = cairn_engine::config::IndexConfig::NEW_REPOSITORY_EXPECTED_CHUNKS;
+    cfg
+}
+
+/// The settings `init` fixes, as a backup into an existing repository was
+/// given them on its command line (`given`: argument ids): each one given
+/// must equal the repository's, or the backup is refused before anything
+/// is written; a flag that silently did nothing would be a defect.
+pub fn refuse_differing_init_flags(
+    given: &[String],
+    flags: &RepoConfig,
+    stored: &RepoConfig,
+) -> Result<()> {
+    let (g, r) = (flags, stored);
+    let show = |v: &dyn std::fmt::Debug| format!("{v:?}");
+    let checks: [(&[&str], String, String); 9] = [
+        (
+            &["chunker", "avg_size", "min_size", "max_size"],
+            show(&g.chunker),
+            show(&r.chunker),
+        ),
+        (&["fingerprint"], show(&g.fingerprint), show(&r.fingerprint)),
+        (
+            &["compression", "zstd_level", "min_savings"],
+            show(&g.compression),
+            show(&r.compression),
+        ),
+        (
+            &["container_size"],
+            show(&g.container_size),
+            show(&r.container_size),
+        ),
+        (
+            &["cache_containers"],
+            show(&g.index.cache_containers),
+            show(&r.index.cache_containers),
+        ),
+        (
+            &["no_summary_vector"],
+            show(&g.index.summary_vector),
+            show(&r.index.summary_vector),
+        ),
+        (
+            &["no_locality_cache"],
+            show(&g.index.locality_cache),
+            show(&r.index.locality_cache),
+        ),
+        (&["index"], show(&g.index.kind), show(&r.index.kind)),
+        (
+            &[
+                "lookup",
+                "bucket_threshold",
+                "ring_size",
+                "lookup_buffer",
+                "lookup_device",
+            ],
+            show(&g.index.lookup),
+            show(&r.index.lookup),
+        ),
+    ];
+    for (ids, want, have) in checks {
+        let Some(id) = ids.iter().find(|id| given.iter().any(|g| g == *id)) else {
+            continue;
+        };
+        if want != have {
+            bail!(
+                "--{} gives {want}, but this repository was created with {have}; \
+                 these settings are fixed at init: drop the flag, or back up into a new repository",
+                id.replace('_', "-")
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The configuration a new repository is created with: `--lookup auto` is
+/// replaced by the strategy and ring size the device model picks for
+/// `--lookup-device`, calibrated on a small synthetic backup workload
+/// (there is no data yet).
+///
+/// A configuration no backup could use (a rewrite scheme with lazy lookup)
+/// is refused here, before the repository directory exists.
+pub fn resolve_auto(cli: &Globals, cfg: RepoConfig, a: &InitArgs) -> Result<RepoConfig> {
+    let cfg = choose_lookup(cli, cfg, a)?;
+    if !cfg.rewrite.is_none() && cfg.index.lookup.strategy == LookupStrategy::Lazy {
+        bail!(
+            "--rewrite {} needs eager lookup, but this repository would use lazy lookup; \
+             drop --rewrite or use --lookup eager",
+            cfg.rewrite.name()
+        );
+    }
+    Ok(cfg)
+}
+
+fn choose_lookup(cli: &Globals, mut cfg: RepoConfig, a: &InitArgs) -> Result<RepoConfig> {
+    if cfg.index.lookup.strategy != LookupStrategy::Auto {
+        return Ok(cfg);
+    }
+    let name = a.lookup_device.as_deref().ok_or_else(|| {
+        anyhow!("--lookup auto needs --lookup-device (hdd, ssd, optane or pm): the device the index is on")
+    })?;
+    let device = cairn_sim::device::DeviceClass::by_name(name)
+        .ok_or_else(|| anyhow!("unknown device class {name:?} (hdd, ssd, optane, pm, dram)"))?;
+    let choice = cairn_sim::sim::auto::choose_for_new_repository(&cfg, &device)?;
+    if !cli.quiet && !cli.json {
+        eprintln!("lookup auto: {}", choice.reason);
+    }
+    cfg.index.lookup.strategy = choice.strategy;
+    cfg.index.lookup.ring_size = choice.ring_size;
+    cfg.index.lookup.device = Some(device.name.clone());
+    cfg.validate()?;
+    Ok(cfg)
+}
+
+/// Refuses flags of the shared `init` set that `command` does not use.
+pub fn refuse_unused(cli: &Globals, command: &str, unused: &[&str], why: &str) -> Result<()> {
+    match unused
+        .iter()
+        .find(|id| cli.given_init_flags.iter().any(|g| g == *id))
+    {
+        Some(id) => Err(anyhow!(
+            "--{} does not apply to cairn {command}: {why}",
+            id.replace('_', "-")
+        )),
+        None => Ok(()),
+    }
+}

@@ -1,0 +1,14 @@
+//! The restore cache options shared by `restore` and `sim --restore`.
+
+use anyhow::Result;
+
+/// `--restore-policy` and `--restore-cache` as the engine's options.
+pub fn restore_cache_options(
+    policy: &str,
+    size: &str,
+) -> Result<cairn_engine::restore::CacheOptions> {
+    Ok(cairn_engine::restore::CacheOptions {
+        policy: policy.parse()?,
+        bytes: crate::output::parse_size_u64(size)?,
+    })
+}
