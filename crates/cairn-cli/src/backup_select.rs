@@ -46,7 +46,7 @@ pub struct SelectArgs {
     #[arg(long)]
     pub exclude_caches: bool,
     /// Leave out files larger than SIZE (e.g. 10MiB).
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, value_name = "SIZE", value_parser = crate::values::size)]
     pub exclude_larger_than: Option<String>,
     /// Do not cross into other file systems mounted below a path.
     #[arg(long)]

@@ -71,11 +71,11 @@ pub enum Command {
     /// partitioned dedup.
     Analyze(analyze::AnalyzeArgs),
     /// Run a reproduction experiment; prints a table (or --json) and writes
-    /// CSV and a plot. Available: index-io (DDFS Table 4), index-ram (index
+    /// CSV and a plot. Available: index-io (index I/O per lookup scheme), index-ram (index
     /// RAM per chunk and throughput, DDFS vs the primary-dedup cuckoo index),
     /// eager-vs-lazy and ring-size (fingerprint lookup per device class),
     /// partition (partitioned dedup with reconciliation, primary-dedup paper),
-    /// restore (restore caches and rewriting, 002 Fig. 6-8).
+    /// restore (restore caches and rewriting). See docs/experiments/.
     Experiment(experiment::ExperimentArgs),
     /// Verify the repository; exit non-zero if anything is damaged.
     Check(check::CheckArgs),
@@ -85,14 +85,14 @@ pub enum Command {
     /// Remove snapshots, by id or by a retention policy (restic's rules:
     /// docs/gc.md). Their data goes at the next `gc` (or with --prune).
     Forget(forget::ForgetArgs),
-    /// A new snapshot naming the same tree as SNAPSHOT (003 §2): constant
+    /// A new snapshot naming the same tree as SNAPSHOT: constant
     /// time, nothing written but the record.
     ///
     /// `--tag` names the copy's tags, so the tag filter is `--filter-tag` here.
     #[command(mut_arg("filter_tag", |a| a.long("filter-tag")))]
     Fastcopy(fastcopy::FastcopyArgs),
     /// Garbage collection: find the chunks no snapshot needs and reclaim
-    /// their space (mark, select, copy forward, commit, delete; 003 §3).
+    /// their space (mark, select, copy forward, commit, delete; docs/gc.md).
     #[command(alias = "prune")]
     Gc(gc::GcArgs),
     /// What changed from snapshot OLD to NEW: added (+), removed (-),

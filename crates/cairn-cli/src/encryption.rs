@@ -36,6 +36,7 @@ pub struct EncryptionArgs {
         long,
         env = "CAIRN_ENCRYPTION",
         default_value = "aes-256-gcm",
+        value_parser = crate::values::one_of(&crate::values::ENCRYPTIONS),
         value_name = "ALGORITHM"
     )]
     pub encryption: String,

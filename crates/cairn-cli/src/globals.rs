@@ -12,7 +12,13 @@ use clap::Args;
 pub struct Globals {
     /// Repository directory (created by `init`, or by the first `backup`),
     /// or an S3 bucket prefix: s3:https://HOST[:PORT]/BUCKET/PREFIX, s3://BUCKET/PREFIX.
-    #[arg(short, long, env = "CAIRN_REPO", global = true)]
+    #[arg(
+        short,
+        long,
+        env = "CAIRN_REPO",
+        global = true,
+        help_heading = "Repository"
+    )]
     pub repo: Option<PathBuf>,
 
     #[command(flatten)]
@@ -40,6 +46,7 @@ pub struct Globals {
         long,
         env = "CAIRN_PASSWORD_FILE",
         global = true,
+        help_heading = "Repository",
         value_name = "PATH",
         value_parser = clap::builder::OsStringValueParser::new().map(PathBuf::from)
     )]

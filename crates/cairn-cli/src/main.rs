@@ -54,6 +54,7 @@ mod repo_config;
 mod repo_location;
 mod restore_cache;
 mod snapshot_args;
+mod values;
 
 use std::process::ExitCode;
 

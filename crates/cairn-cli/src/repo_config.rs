@@ -15,69 +15,69 @@ use crate::output::parse_size;
 #[derive(Args, Debug, Clone)]
 pub struct InitArgs {
     /// Chunker: fastcdc, rabin, regression or fixed.
-    #[arg(long, default_value = "fastcdc")]
+    #[arg(long, default_value = "fastcdc", value_parser = crate::values::one_of(&crate::values::CHUNKERS))]
     pub chunker: String,
     /// Average chunk size (fixed: the block size), e.g. 8KiB.
-    #[arg(long, default_value = "8KiB")]
+    #[arg(long, default_value = "8KiB", value_parser = crate::values::size32)]
     pub avg_size: String,
     /// Minimum chunk size (default avg/4).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::values::size32)]
     pub min_size: Option<String>,
     /// Maximum chunk size (default avg*8).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::values::size32)]
     pub max_size: Option<String>,
     /// Fingerprint: blake3, sha256 or sha1.
-    #[arg(long, default_value = "blake3")]
+    #[arg(long, default_value = "blake3", value_parser = crate::values::one_of(&crate::values::FINGERPRINTS))]
     pub fingerprint: String,
     /// Compression: zstd, lz4 or none.
-    #[arg(long, default_value = "zstd")]
+    #[arg(long, default_value = "zstd", value_parser = crate::values::one_of(&crate::values::COMPRESSIONS))]
     pub compression: String,
     /// zstd level.
     #[arg(long, default_value_t = 3)]
     pub zstd_level: i32,
     /// Store a chunk raw unless compression saves at least this percentage.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u8).range(0..=99))]
     pub min_savings: u8,
     /// Container size, e.g. 4MiB.
-    #[arg(long, default_value = "4MiB")]
+    #[arg(long, default_value = "4MiB", value_parser = crate::values::size32)]
     pub container_size: String,
     /// Locality cache capacity in containers.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = 256, help_heading = "Advanced")]
     pub cache_containers: u32,
-    /// Rewrite scheme for restore speed (002 §3-§5): none, capping, fcrc or
+    /// Rewrite scheme for restore speed (docs/restore-speed.md): none, capping, fcrc or
     /// lbw, with parameters, e.g. `capping:segment=20MiB,cap=20`,
     /// `fcrc:loss=5,cap=20`, `lbw:window=8,loss=5,cap=20,candidates=16MiB`.
     /// At init (or a backup that creates the repository): the repository's
     /// default; on a later backup: that backup's scheme.
-    #[arg(long)]
+    #[arg(long, help_heading = "Advanced")]
     pub rewrite: Option<String>,
     /// Disable the Summary Vector (ablation).
-    #[arg(long)]
+    #[arg(long, help_heading = "Advanced")]
     pub no_summary_vector: bool,
     /// Disable the Locality Preserved Cache (ablation).
-    #[arg(long)]
+    #[arg(long, help_heading = "Advanced")]
     pub no_locality_cache: bool,
     /// Dedup index: paged (DDFS Summary Vector + paged on-disk index) or
     /// frugal (cuckoo table of 6 bytes per chunk over an on-disk chunk log).
-    #[arg(long, default_value = "paged")]
+    #[arg(long, default_value = "paged", value_parser = crate::values::one_of(&crate::values::INDEXES), help_heading = "Advanced")]
     pub index: String,
     /// Fingerprint lookup: eager (DDFS), lazy (buffered, batched index page
     /// reads) or auto (chosen by the device model for --lookup-device; in
     /// `cairn sim`, for --device).
-    #[arg(long, default_value = "eager")]
+    #[arg(long, default_value = "eager", value_parser = crate::values::one_of(&crate::values::LOOKUPS), help_heading = "Advanced")]
     pub lookup: String,
     /// Lazy lookup: fingerprints per buffer bucket before its index page is read.
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = 16, help_heading = "Advanced")]
     pub bucket_threshold: u32,
     /// Lazy lookup: fingerprints per locality ring.
-    #[arg(long, default_value_t = 2048)]
+    #[arg(long, default_value_t = 2048, help_heading = "Advanced")]
     pub ring_size: u32,
     /// Lazy lookup: most fingerprints (and their chunks) buffered per stream.
-    #[arg(long, default_value_t = 8192)]
+    #[arg(long, default_value_t = 8192, help_heading = "Advanced")]
     pub lookup_buffer: u32,
     /// Device class the repository's index is on, for --lookup auto (init,
-    /// backup): hdd, ssd, optane, pm.
-    #[arg(long)]
+    /// backup).
+    #[arg(long, value_parser = crate::values::one_of(&crate::values::LOOKUP_DEVICES), help_heading = "Advanced")]
     pub lookup_device: Option<String>,
 }
 

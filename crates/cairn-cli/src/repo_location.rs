@@ -24,15 +24,22 @@ use cairn_core::Backend;
 pub struct S3Args {
     /// Endpoint of the S3 server of an `s3://BUCKET/PREFIX` repository
     /// (default: AWS).
-    #[arg(long, env = "AWS_ENDPOINT_URL", global = true, value_name = "URL")]
+    #[arg(
+        help_heading = "S3 repositories",
+        long,
+        env = "AWS_ENDPOINT_URL",
+        global = true,
+        value_name = "URL"
+    )]
     pub s3_endpoint: Option<String>,
     /// Address buckets path-style (`ENDPOINT/BUCKET/KEY`) rather than as
     /// virtual hosts, as most self-hosted servers need.
-    #[arg(long, global = true)]
+    #[arg(help_heading = "S3 repositories", long, global = true)]
     pub s3_path_style: bool,
     /// Containers a backup uploads to S3 at once (requests in flight;
     /// each holds a container, about 4 MiB, in memory).
     #[arg(
+        help_heading = "S3 repositories",
         long,
         env = "CAIRN_S3_UPLOADS",
         global = true,
@@ -45,6 +52,7 @@ pub struct S3Args {
     /// S3 at once (requests in flight; each holds a container's wanted
     /// chunks in memory).
     #[arg(
+        help_heading = "S3 repositories",
         long,
         env = "CAIRN_S3_DOWNLOADS",
         global = true,
@@ -58,6 +66,7 @@ pub struct S3Args {
     /// keep the next one waiting. Holders refresh every quarter of it, so
     /// a process stalled longer than that may lose its lock.
     #[arg(
+        help_heading = "S3 repositories",
         long,
         env = "CAIRN_S3_LEASE_SECS",
         global = true,
@@ -69,6 +78,7 @@ pub struct S3Args {
     /// Seconds one attempt of a request to S3 may take, its data included,
     /// before it is abandoned and retried (a store that stopped answering).
     #[arg(
+        help_heading = "S3 repositories",
         long,
         env = "CAIRN_S3_TIMEOUT",
         global = true,
@@ -80,11 +90,17 @@ pub struct S3Args {
     /// Where the metadata of remote repositories is cached (index files,
     /// container metadata sections; safe to delete). Default:
     /// `$XDG_CACHE_HOME/cairn`, else `~/.cache/cairn`.
-    #[arg(long, env = "CAIRN_CACHE_DIR", global = true, value_name = "DIR")]
+    #[arg(
+        help_heading = "Metadata cache",
+        long,
+        env = "CAIRN_CACHE_DIR",
+        global = true,
+        value_name = "DIR"
+    )]
     pub cache_dir: Option<PathBuf>,
     /// Read every object of a remote repository from the store: no local
     /// metadata cache.
-    #[arg(long, global = true)]
+    #[arg(help_heading = "Metadata cache", long, global = true)]
     pub no_cache: bool,
 }
 

@@ -403,3 +403,62 @@ fn sim_and_trace_refuse_flags_they_do_not_use() {
         .contains("--chunker does not apply to cairn sim"));
     cairn(tmp.path(), &["sim", s(&t), "--container-size", "1MiB"]).ok();
 }
+
+/// A misspelled policy or size is clap's usage error (exit 2) naming the
+/// option and its valid values, before the password is looked for: the
+/// password command, which would leave a marker file, never runs.
+#[test]
+fn misspelled_policies_fail_before_any_password() {
+    set_encryption("aes-256-gcm");
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    let tree = tmp.path().join("tree");
+    write_file(&tree.join("a"), b"a", 0o644);
+    cairn(&repo, &["init"]).ok();
+    let marker = tmp.path().join("password-asked");
+    let ask = format!("touch {} && echo {TEST_PASSWORD}", s(&marker));
+    let restore_target = tmp.path().join("out");
+    let cases: [(&[&str], &str); 6] = [
+        (&["backup", s(&tree), "--dedup", "inlined"], "--dedup"),
+        (&["backup", s(&tree), "--chunker", "fastcdcc"], "--chunker"),
+        (
+            &["backup", s(&tree), "--avg-size", "8 bananas"],
+            "--avg-size",
+        ),
+        (
+            &[
+                "restore",
+                "latest",
+                "-t",
+                s(&restore_target),
+                "--overwrite",
+                "sometimes",
+            ],
+            "--overwrite",
+        ),
+        (
+            &[
+                "restore",
+                "latest",
+                "-t",
+                s(&restore_target),
+                "--restore-policy",
+                "lru",
+            ],
+            "--restore-policy",
+        ),
+        (&["gc", "--collector", "pgc++"], "--collector"),
+    ];
+    for (args, option) in cases {
+        let out = command(&repo, args)
+            .env_remove("CAIRN_PASSWORD")
+            .env("CAIRN_PASSWORD_COMMAND", &ask)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(option), "{args:?}: {err}");
+        assert!(!marker.exists(), "{args:?}: the password was asked for");
+    }
+}

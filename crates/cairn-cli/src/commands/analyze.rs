@@ -30,7 +30,7 @@ pub struct AnalyzeArgs {
     #[arg(long)]
     pub no_compression: bool,
     /// Fingerprint: blake3, sha256 or sha1.
-    #[arg(long, default_value = "blake3")]
+    #[arg(long, default_value = "blake3", value_parser = crate::values::one_of(&crate::values::FINGERPRINTS))]
     pub fingerprint: String,
 }
 

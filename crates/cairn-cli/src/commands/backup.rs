@@ -49,10 +49,10 @@ pub struct BackupArgs {
     #[arg(long)]
     pub wait: bool,
     /// When duplicates are removed: inline (at ingest, against everything
-    /// stored) or deferred (004 post-processing: no index lookups now, every
-    /// chunk is stored, a chunk repeated within this backup once; the next
-    /// `cairn gc` removes the older copies).
-    #[arg(long, default_value = "inline")]
+    /// stored) or deferred (every chunk is stored now, a chunk repeated
+    /// within this backup once; the next `cairn gc` removes the older
+    /// copies). See docs/deferred-dedup.md.
+    #[arg(long, default_value = "inline", value_parser = crate::values::one_of(&crate::values::DEDUP_MODES), help_heading = "Advanced")]
     pub dedup: String,
     #[command(flatten)]
     pub select: crate::backup_select::SelectArgs,
@@ -61,7 +61,7 @@ pub struct BackupArgs {
     #[arg(long, conflicts_with = "stdin")]
     pub dry_run: bool,
     /// Settings used if the repository does not exist yet.
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Repository creation")]
     pub init: InitArgs,
     /// Encryption of the repository if this backup creates it.
     #[command(flatten)]

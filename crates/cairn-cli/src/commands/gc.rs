@@ -17,9 +17,9 @@ use crate::output::{bytes, parse_size_u64};
 /// How a garbage collection runs (shared by `gc` and `forget --prune`).
 #[derive(Args, Debug, Clone)]
 pub struct GcTuning {
-    /// Collector: lgc (logical, 003 §3.1), pgc (physical, §3.2) or pgc+
-    /// (physical with the perfect-hash live vector, §3.4).
-    #[arg(long, default_value = "pgc+")]
+    /// Collector: lgc (logical), pgc (physical) or pgc+ (physical with a
+    /// perfect-hash live vector); see docs/gc.md.
+    #[arg(long, default_value = "pgc+", value_parser = crate::values::one_of(&crate::values::COLLECTORS), help_heading = "Advanced")]
     pub collector: String,
     /// Share of the dead space to reclaim, in percent: containers are
     /// cleaned mostly dead first until this much is covered.
@@ -30,7 +30,7 @@ pub struct GcTuning {
     pub max_seconds: Option<f64>,
     /// Memory for the mark structures; LGC and PGC clean in two passes
     /// (focused cleaning) and PGC+ falls back to PGC when they do not fit.
-    #[arg(long, default_value = "1GiB")]
+    #[arg(long, default_value = "1GiB", value_parser = crate::values::size, help_heading = "Advanced")]
     pub memory: String,
     /// Wait for a running backup instead of failing at once.
     #[arg(long)]

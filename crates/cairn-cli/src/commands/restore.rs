@@ -53,13 +53,13 @@ pub struct RestoreArgs {
     /// the exit is non-zero.
     #[arg(long)]
     pub verify: bool,
-    /// Restore policy (002 §2): container-lru, chunk-lru, faa (forward
-    /// assembly), alacc (assembly + look-ahead chunk cache) or belady
-    /// (the optimal bound).
-    #[arg(long, default_value = "alacc")]
+    /// Restore policy: container-lru, chunk-lru, faa (forward assembly),
+    /// alacc (assembly + look-ahead chunk cache) or belady (the optimal
+    /// bound); see docs/restore-speed.md.
+    #[arg(long, default_value = "alacc", value_parser = crate::values::one_of(&crate::values::RESTORE_POLICIES), help_heading = "Advanced")]
     pub restore_policy: String,
     /// Memory of the restore policy: raw chunk bytes it may hold.
-    #[arg(long, default_value = "64MiB")]
+    #[arg(long, default_value = "64MiB", value_parser = crate::values::size, help_heading = "Advanced")]
     pub restore_cache: String,
     /// Entries already in the target where the snapshot has one: `always`
     /// replaces files, symlinks and empty directories (a non-empty

@@ -41,10 +41,10 @@ pub struct SimArgs {
     pub restore: bool,
     /// Policy of the simulated restore: container-lru, chunk-lru, faa,
     /// alacc or belady.
-    #[arg(long, default_value = "alacc")]
+    #[arg(long, default_value = "alacc", value_parser = crate::values::one_of(&crate::values::RESTORE_POLICIES))]
     pub restore_policy: String,
     /// Memory of the simulated restore's policy (raw chunk bytes).
-    #[arg(long, default_value = "64MiB")]
+    #[arg(long, default_value = "64MiB", value_parser = crate::values::size)]
     pub restore_cache: String,
     /// Rows as CSV.
     #[arg(long, conflicts_with = "json")]
