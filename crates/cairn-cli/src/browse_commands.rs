@@ -14,7 +14,7 @@ use cairn_core::error::IoContext;
 use cairn_engine::catalog::{self, SnapshotFilter, SnapshotInfo};
 use cairn_engine::diff::{diff_at, Change, ChangeKind, DiffOptions};
 use cairn_engine::find::{Finder, Pattern};
-use cairn_engine::restore::Reader;
+use cairn_engine::read::Reader;
 use cairn_engine::tag::{retag, TagChange};
 use cairn_engine::Repository;
 use cairn_format::dir::DirEntry;

@@ -12,7 +12,7 @@ use cairn_core::{ChunkerConfig, CompressionCodec, CompressionConfig, Fingerprint
 use cairn_engine::catalog::SnapshotFilter;
 use cairn_engine::config::{IndexKind, LookupStrategy, RewriteConfig};
 use cairn_engine::names::name_text;
-use cairn_engine::restore::Reader;
+use cairn_engine::read::Reader;
 use cairn_engine::{
     BackupOptions, DedupMode, ParentChoice, Progress, RepoConfig, Repository, Source,
 };
@@ -624,11 +624,8 @@ fn ls(
 }
 
 /// `--restore-policy` and `--restore-cache` as the engine's options.
-pub fn restore_cache_options(
-    policy: &str,
-    size: &str,
-) -> Result<cairn_engine::restore::CacheOptions> {
-    Ok(cairn_engine::restore::CacheOptions {
+pub fn restore_cache_options(policy: &str, size: &str) -> Result<cairn_engine::read::CacheOptions> {
+    Ok(cairn_engine::read::CacheOptions {
         policy: policy.parse()?,
         bytes: crate::output::parse_size_u64(size)?,
     })

@@ -37,9 +37,9 @@ use crate::config::IndexKind;
 use crate::container_log::ContainerStore;
 use crate::index::disk_index::DiskIndex;
 use crate::index::frugal::log::{live_entries, ChunkLog, LogRecord};
+use crate::read::cache::Locator;
+use crate::read::Reader;
 use crate::repo::Repository;
-use crate::restore::cache::Locator;
-use crate::restore::Reader;
 
 #[derive(Debug, Default, Serialize)]
 pub struct Problem {

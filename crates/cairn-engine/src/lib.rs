@@ -4,7 +4,8 @@
 //! runs sources through chunking, fingerprinting, DDFS's accelerated segment
 //! filtering (`dedup`), stream-informed container packing (`backup::stream`)
 //! and Merkle-tree recipes (`backup::tree_builder`), then commits a snapshot
-//! (`catalog`). Restore walks recipes through a restore cache; `check`
+//! (`catalog`). `read` reads snapshots back through the restore caches;
+//! `restore` writes them into a target; `check`
 //! verifies; `stats` reports; `diff`, `find` and `tag` browse and relabel
 //! snapshots.
 
@@ -36,6 +37,7 @@ pub mod names;
 pub(crate) mod pipe;
 pub mod random_access;
 pub(crate) mod reachability;
+pub mod read;
 pub mod repair;
 pub mod repair_snapshots;
 pub(crate) mod repo;

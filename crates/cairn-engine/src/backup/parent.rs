@@ -37,7 +37,7 @@ use cairn_format::dir::{DirEntry, EntryKind};
 
 use super::walker::EntryMeta;
 use crate::catalog;
-use crate::restore::{CacheOptions, Reader};
+use crate::read::{CacheOptions, Reader};
 use crate::Repository;
 
 /// Which snapshot a backup compares files against.

@@ -31,8 +31,8 @@ use cairn_core::{Error, Result};
 use cairn_format::dir::{DirEntry, EntryKind};
 use cairn_format::snapshot::SnapshotRecord;
 
-use super::{join, Reader};
 use crate::backup::select::{clean_pattern, compile};
+use crate::read::{join, Reader};
 
 /// One kind of pattern list (the includes or the excludes).
 #[derive(Clone, Debug, Default)]

@@ -101,10 +101,10 @@ pub struct SimOptions {
     /// Also simulate a restore of each generation.
     pub restore: bool,
     /// Restore policy and memory of the simulated restore.
-    pub restore_cache: cairn_engine::restore::CacheOptions,
+    pub restore_cache: cairn_engine::read::CacheOptions,
     /// More policies each generation is also restored with (reported in
     /// the row's `restores`, after `restore_cache`'s).
-    pub also_restore: Vec<cairn_engine::restore::CacheOptions>,
+    pub also_restore: Vec<cairn_engine::read::CacheOptions>,
 }
 
 impl SimOptions {
