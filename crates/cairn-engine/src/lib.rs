@@ -34,7 +34,9 @@ pub mod local_cache;
 pub mod long_path;
 pub mod meta_store;
 pub mod names;
+pub mod patterns;
 pub(crate) mod pipe;
+pub mod progress;
 pub mod random_access;
 pub(crate) mod reachability;
 pub mod read;
@@ -66,7 +68,8 @@ pub(crate) fn skip_or_fail(reason: &str) {
 
 pub use backup::{
     backup, dry_run, BackupOptions, BackupOutcome, DedupMode, DryRunOutcome, ParentChoice,
-    Progress, Selection, SelectionBuilder, Source,
+    Selection, SelectionBuilder, Source,
 };
 pub use config::RepoConfig;
+pub use progress::Progress;
 pub use repo::{DeleteLock, GcLock, LockWaitObserver, ReadLock, Repository, WriteLock};

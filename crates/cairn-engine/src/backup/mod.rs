@@ -46,13 +46,15 @@ use crate::catalog;
 pub use crate::dedup::deferred::DedupMode;
 use crate::dedup::Dedup;
 use crate::index;
+use crate::progress::Progress;
 use crate::repo::{Repository, WriteLock};
 pub use dry_run::{dry_run, DryRunOutcome};
+use events::Event;
 pub use parent::ParentChoice;
 pub use select::{Selection, SelectionBuilder};
 use stream::{PhaseTimes, Shared, Stream};
-use walker::{Event, Walker};
-pub use walker::{Kept, Progress, Source};
+use walker::Walker;
+pub use walker::{Kept, Source};
 
 /// What to back up and how; `..Default::default()` fills what a caller
 /// leaves out (no tags, no host, inline dedup, everything selected).

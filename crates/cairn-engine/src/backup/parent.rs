@@ -35,7 +35,7 @@ use std::sync::Arc;
 use cairn_core::{ContainerId, Error, Result};
 use cairn_format::dir::{DirEntry, EntryKind};
 
-use super::walker::EntryMeta;
+use super::events::EntryMeta;
 use crate::catalog;
 use crate::read::{CacheOptions, Reader};
 use crate::Repository;

@@ -53,7 +53,7 @@ use cairn_format::dir::{DirEntry, EntryKind};
 use cairn_format::snapshot::SnapshotRecord;
 use serde::Serialize;
 
-use crate::backup::Progress;
+use crate::progress::Progress;
 use crate::read::policy::PolicyStats;
 use crate::read::{join, Reader};
 use run::Run;

@@ -15,7 +15,7 @@ use cairn_format::dir::DirEntry;
 use super::select::Plan;
 use super::target::{self, Placed, Target};
 use super::{batch, EntryLogFn, RestoreSummary};
-use crate::backup::Progress;
+use crate::progress::Progress;
 use crate::read::Reader;
 
 /// A hard-link group: the device and inode its names shared when backed up.

@@ -33,8 +33,8 @@ use cairn_format::snapshot::SnapshotRecord;
 use serde::Serialize;
 
 use super::select::{Plan, RestoreSelection, Scope};
-use crate::backup::Progress;
 use crate::long_path::Dirs;
+use crate::progress::Progress;
 use crate::read::{join, plan, Reader};
 
 /// What a verification found.
