@@ -252,17 +252,11 @@ fn rewrite_scheme(
     }
 }
 
-/// Rewrite schemes decide over chunks in stream order; lazy lookup decides
-/// some of them late and out of order.
+/// A valid scheme that this repository's lookup can run
+/// (`LookupStrategy::check_rewrite`).
 fn check_rewrite(cfg: &crate::config::RepoConfig, scheme: &rewrite::RewriteConfig) -> Result<()> {
     scheme.validate()?;
-    if !scheme.is_none() && cfg.index.lookup.strategy == crate::config::LookupStrategy::Lazy {
-        return Err(Error::invalid(format!(
-            "rewrite scheme {} needs eager lookup (this repository uses lazy lookup)",
-            scheme.name()
-        )));
-    }
-    Ok(())
+    cfg.index.lookup.strategy.check_rewrite(scheme)
 }
 
 /// What the newest snapshot stored (002 §3.2's `N_unique` estimate).

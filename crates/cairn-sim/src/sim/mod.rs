@@ -226,6 +226,8 @@ pub fn run(inputs: &[GenerationInput], opts: &SimOptions) -> Result<SimReport> {
         cfg.index.lookup.device = Some(device.name.clone());
         lookup_choice = Some(choice);
     }
+    // Refused before any generation runs, as `init` refuses it.
+    cfg.index.lookup.strategy.check_rewrite(&cfg.rewrite)?;
     let counters = Arc::new(Counters::default());
     let model = opts.device.clone();
     let backend: Arc<dyn Backend> = Arc::new(DeviceBackend::new(MemBackend::new(), model.clone()));
