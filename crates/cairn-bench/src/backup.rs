@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, ensure, Context, Result};
 use cairn_chunk::{fingerprint, new_chunker, ChunkBatch, ChunkReader};
 use cairn_core::{ChunkerConfig, Fingerprint, FingerprintAlgo, FpSet};
-use cairn_engine::backup::walker::BATCH_BYTES;
+use cairn_engine::backup::events::BATCH_BYTES;
 use cairn_engine::backup::ParentChoice;
 use cairn_engine::{BackupOptions, BackupOutcome, DedupMode, Repository, Source};
 use serde_json::{json, Value};

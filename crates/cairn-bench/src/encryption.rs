@@ -19,7 +19,7 @@ use std::sync::Arc;
 use anyhow::{ensure, Context, Result};
 use cairn_backend::LocalBackend;
 use cairn_crypto::{Algorithm, KdfParams, KeyLabel, Password};
-use cairn_engine::restore::{CacheOptions, Reader};
+use cairn_engine::read::{CacheOptions, Reader};
 use cairn_engine::{catalog, BackupOptions, Progress, Repository};
 use serde_json::{json, Value};
 use zeroize::Zeroizing;

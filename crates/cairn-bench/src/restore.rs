@@ -8,7 +8,7 @@
 //!
 //! * baseline: copy the generation's files to a new directory on one thread
 //!   (read + write through a 1 MiB buffer, no `copy_file_range`, no fsync);
-//! * cairn: open the repository, `restore::Reader::open` with `--policy` and `--cache` (MiB)
+//! * cairn: open the repository, `read::Reader::open` with `--policy` and `--cache` (MiB)
 //!   containers (default 16, the CLI default) and restore the snapshot into
 //!   a new directory (cairn does not fsync restored files either).
 //!
@@ -32,7 +32,8 @@ use std::path::Path;
 use anyhow::{ensure, Context, Result};
 use cairn_core::CountersSnapshot;
 use cairn_engine::catalog::{self, SnapshotInfo};
-use cairn_engine::restore::{CacheOptions, PolicyKind, Reader, RestoreSummary};
+use cairn_engine::read::{CacheOptions, PolicyKind, Reader};
+use cairn_engine::restore::RestoreSummary;
 use cairn_engine::{Progress, Repository};
 use serde_json::{json, Value};
 

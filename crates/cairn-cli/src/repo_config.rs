@@ -144,10 +144,7 @@ pub fn config_from(a: &InitArgs) -> Result<RepoConfig> {
     lookup.device = a.lookup_device.clone();
     match &a.rewrite {
         Some(r) => cfg.rewrite = RewriteConfig::parse(r)?,
-        // Rewriting needs eager lookup: lazy (or auto) lookup gets none
-        // unless a scheme is asked for (then the backup refuses, saying why).
-        None if lookup.strategy != LookupStrategy::Eager => cfg.rewrite = RewriteConfig::None,
-        None => {}
+        None => cfg.rewrite = lookup.strategy.default_rewrite(),
     }
     cfg.validate()?;
     Ok(cfg)
@@ -240,13 +237,7 @@ pub fn refuse_differing_init_flags(
 /// is refused here, before the repository directory exists.
 pub fn resolve_auto(cli: &Globals, cfg: RepoConfig, a: &InitArgs) -> Result<RepoConfig> {
     let cfg = choose_lookup(cli, cfg, a)?;
-    if !cfg.rewrite.is_none() && cfg.index.lookup.strategy == LookupStrategy::Lazy {
-        bail!(
-            "--rewrite {} needs eager lookup, but this repository would use lazy lookup; \
-             drop --rewrite or use --lookup eager",
-            cfg.rewrite.name()
-        );
-    }
+    cfg.index.lookup.strategy.check_rewrite(&cfg.rewrite)?;
     Ok(cfg)
 }
 

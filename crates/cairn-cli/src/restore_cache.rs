@@ -6,8 +6,8 @@ use anyhow::Result;
 pub fn restore_cache_options(
     policy: &str,
     size: &str,
-) -> Result<cairn_engine::restore::CacheOptions> {
-    Ok(cairn_engine::restore::CacheOptions {
+) -> Result<cairn_engine::read::CacheOptions> {
+    Ok(cairn_engine::read::CacheOptions {
         policy: policy.parse()?,
         bytes: crate::output::parse_size_u64(size)?,
     })

@@ -21,7 +21,7 @@ pub const LOOKUPS: [&str; 3] = ["eager", "lazy", "auto"];
 pub const LOOKUP_DEVICES: [&str; 4] = ["hdd", "ssd", "optane", "pm"];
 /// `backup --dedup` (`cairn_engine::DedupMode`).
 pub const DEDUP_MODES: [&str; 2] = ["inline", "deferred"];
-/// `--restore-policy` (`cairn_engine::restore::PolicyKind`).
+/// `--restore-policy` (`cairn_engine::read::PolicyKind`).
 pub const RESTORE_POLICIES: [&str; 5] = ["container-lru", "chunk-lru", "faa", "alacc", "belady"];
 /// `--collector` (`cairn_engine::gc::Collector::parse`).
 pub const COLLECTORS: [&str; 3] = ["lgc", "pgc", "pgc+"];
@@ -76,7 +76,7 @@ mod tests {
             n.parse::<cairn_engine::DedupMode>().unwrap();
         }
         for n in RESTORE_POLICIES {
-            n.parse::<cairn_engine::restore::PolicyKind>().unwrap();
+            n.parse::<cairn_engine::read::PolicyKind>().unwrap();
         }
         for n in COLLECTORS {
             cairn_engine::gc::Collector::parse(n).unwrap();

@@ -669,7 +669,7 @@ fn commit_crafted_root(repo: &Path, scratch: &Path, listing: &[u8]) -> String {
     let opened = cairn_engine::Repository::open_local(repo).unwrap();
     let backend = &**opened.backend();
     let snap = cairn_engine::catalog::resolve(backend, "latest").unwrap();
-    let mut reader = cairn_engine::restore::Reader::open(&opened, Default::default()).unwrap();
+    let mut reader = cairn_engine::read::Reader::open(&opened, Default::default()).unwrap();
     let entry = reader
         .find(&snap.record, "crafted/listing.bin")
         .unwrap()

@@ -13,7 +13,7 @@ use cairn_backend::MemBackend;
 use crate::catalog::{self, SnapshotInfo};
 use crate::diff::{diff, diff_at, Change, ChangeKind, DiffOptions};
 use crate::find::{Finder, Pattern};
-use crate::restore::Reader;
+use crate::read::Reader;
 use crate::tag::{retag, TagChange};
 use crate::{BackupOptions, Repository, Source};
 

@@ -12,7 +12,7 @@
 //! this module: the index merge (`index::disk_index`), the frugal index's
 //! puts (`index::frugal`), replay and the
 //! in-memory index part (`dedup`), the restore locator built from container
-//! metadata (`restore::cache::map_from_containers`), `check`, and the
+//! metadata (`read::cache::map_from_containers`), `check`, and the
 //! simulated restore (`cairn-sim`).
 
 use cairn_core::{ContainerId, Fingerprint, FpMap};

@@ -31,15 +31,15 @@ use cairn_core::{ContainerId, Fingerprint, FpMap, FpSet, Result};
 use cairn_format::container::ContainerMeta;
 use cairn_format::dir::BlobRef;
 
-use crate::backup::Progress;
 use crate::catalog;
 use crate::config::IndexKind;
 use crate::container_log::ContainerStore;
 use crate::index::disk_index::DiskIndex;
 use crate::index::frugal::log::{live_entries, ChunkLog, LogRecord};
+use crate::progress::Progress;
+use crate::read::cache::Locator;
+use crate::read::Reader;
 use crate::repo::Repository;
-use crate::restore::cache::Locator;
-use crate::restore::Reader;
 
 #[derive(Debug, Default, Serialize)]
 pub struct Problem {

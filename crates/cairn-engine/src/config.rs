@@ -180,6 +180,31 @@ impl LookupStrategy {
             ))),
         }
     }
+
+    /// The one rule tying rewriting to lookup: a rewrite scheme decides over
+    /// chunks in stream order, and lazy lookup decides some of them late and
+    /// out of order, so a scheme other than `none` needs eager lookup. Backup,
+    /// `init` and `sim` all ask here.
+    pub fn check_rewrite(self, scheme: &RewriteConfig) -> Result<()> {
+        if !scheme.is_none() && self == LookupStrategy::Lazy {
+            return Err(Error::invalid(format!(
+                "rewrite scheme {} needs eager lookup, but this repository uses lazy lookup; \
+                 drop the rewrite scheme or use eager lookup",
+                scheme.name()
+            )));
+        }
+        Ok(())
+    }
+
+    /// The rewrite scheme a repository gets when none is asked for: the
+    /// default under eager lookup, none under lazy lookup (which cannot
+    /// rewrite) or `auto` (which may choose lazy).
+    pub fn default_rewrite(self) -> RewriteConfig {
+        match self {
+            LookupStrategy::Eager => RewriteConfig::default_for_new_repositories(),
+            LookupStrategy::Lazy | LookupStrategy::Auto => RewriteConfig::None,
+        }
+    }
 }
 
 /// The lookup strategy and lazy lookup's parameters (`000` §2.3, §5.2-5.3).
@@ -407,6 +432,30 @@ impl RepoConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Rewriting needs eager lookup: lazy lookup refuses every scheme but
+    /// `none`, in one line naming the scheme; a lookup that may turn out lazy
+    /// gets no scheme by default.
+    #[test]
+    fn rewriting_needs_eager_lookup() {
+        let lbw = RewriteConfig::default_for_new_repositories();
+        assert!(LookupStrategy::Eager.check_rewrite(&lbw).is_ok());
+        assert!(LookupStrategy::Lazy
+            .check_rewrite(&RewriteConfig::None)
+            .is_ok());
+        let err = LookupStrategy::Lazy
+            .check_rewrite(&lbw)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("rewrite scheme lbw needs eager lookup"),
+            "{err}"
+        );
+        assert!(!err.contains('\n'), "{err}");
+        assert_eq!(LookupStrategy::Eager.default_rewrite(), lbw);
+        assert!(LookupStrategy::Lazy.default_rewrite().is_none());
+        assert!(LookupStrategy::Auto.default_rewrite().is_none());
+    }
 
     /// A config written before `index.lookup` and `index.kind` existed still
     /// decodes, as eager lookup over the paged index.

@@ -17,7 +17,7 @@
 //!    the orphan containers of an interrupted copy (replayed at open), is
 //!    not moved again;
 //! 4. the missing ones are grouped by source container and read whole or
-//!    by ranges as a restore reads (`restore/fetch.rs`), verified against
+//!    by ranges as a restore reads (`read/fetch.rs`), verified against
 //!    their fingerprints, and packed with their kind, level and codec into
 //!    destination containers (tree nodes and listings laid last as the
 //!    container writer does), uploaded in parallel;
@@ -43,8 +43,8 @@ use crate::dedup::eager::Eager;
 use crate::dedup::{Decision, Dedup, Location, LookupStrategy};
 use crate::index::overlay::IndexUpdate;
 use crate::reachability::{At, Reachability, Visitor};
-use crate::restore::cache::{ChunkStore, MetaChunks, RestoreCache};
-use crate::restore::fetch::{Fetch, Known};
+use crate::read::cache::{ChunkStore, MetaChunks, RestoreCache};
+use crate::read::fetch::{Fetch, Known};
 use crate::{index, ReadLock, Repository, WriteLock};
 
 /// Fingerprints a walk gathers before they are looked up and moved.
@@ -202,7 +202,7 @@ impl<'a> Run<'a> {
     fn open(src: &'a Repository, dest: &'a Repository, opts: CopyOptions) -> Result<Self> {
         let store = ChunkStore::new(
             src.log.clone(),
-            crate::restore::open_locator(src)?,
+            crate::read::open_locator(src)?,
             ChunkCodec::for_repo(src),
         );
         let warnings = crate::warnings::Warnings::default();

@@ -37,7 +37,7 @@ use cairn_format::dir::{BlobRef, DirEntry, EntryKind};
 use cairn_format::snapshot::SnapshotRecord;
 use serde::Serialize;
 
-use crate::restore::{join, Reader};
+use crate::read::{join, Reader};
 
 /// What happened to one path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

@@ -20,7 +20,7 @@ use cairn_core::{Error, Result};
 use cairn_format::dir::{DirEntry, EntryKind, Extent};
 
 use crate::long_path::Dirs;
-use crate::restore::Reader;
+use crate::read::Reader;
 
 /// The data regions of `file` (`size` bytes long) as the file system
 /// reports them, or `None` when the file has no hole (or the file system

@@ -27,7 +27,7 @@ use cairn_format::snapshot::SnapshotRecord;
 use globset::{Candidate, GlobBuilder, GlobMatcher};
 use serde::Serialize;
 
-use crate::restore::{join, Reader};
+use crate::read::{join, Reader};
 
 /// A compiled `find` pattern.
 #[derive(Clone, Debug)]

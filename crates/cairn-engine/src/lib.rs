@@ -4,7 +4,8 @@
 //! runs sources through chunking, fingerprinting, DDFS's accelerated segment
 //! filtering (`dedup`), stream-informed container packing (`backup::stream`)
 //! and Merkle-tree recipes (`backup::tree_builder`), then commits a snapshot
-//! (`catalog`). Restore walks recipes through a restore cache; `check`
+//! (`catalog`). `read` reads snapshots back through the restore caches;
+//! `restore` writes them into a target; `check`
 //! verifies; `stats` reports; `diff`, `find` and `tag` browse and relabel
 //! snapshots.
 
@@ -33,9 +34,12 @@ pub mod local_cache;
 pub mod long_path;
 pub mod meta_store;
 pub mod names;
+pub mod patterns;
 pub(crate) mod pipe;
+pub mod progress;
 pub mod random_access;
 pub(crate) mod reachability;
+pub mod read;
 pub mod repair;
 pub mod repair_snapshots;
 pub(crate) mod repo;
@@ -64,7 +68,8 @@ pub(crate) fn skip_or_fail(reason: &str) {
 
 pub use backup::{
     backup, dry_run, BackupOptions, BackupOutcome, DedupMode, DryRunOutcome, ParentChoice,
-    Progress, Selection, SelectionBuilder, Source,
+    Selection, SelectionBuilder, Source,
 };
 pub use config::RepoConfig;
+pub use progress::Progress;
 pub use repo::{DeleteLock, GcLock, LockWaitObserver, ReadLock, Repository, WriteLock};

@@ -14,7 +14,7 @@
 //!
 //! Every node's level and children's sizes are checked against what its
 //! parent recorded, and every data chunk's length against its recorded size,
-//! as the restore path does (`restore::plan`), so a damaged recipe is an
+//! as the restore path does (`read::plan`), so a damaged recipe is an
 //! error, never wrong bytes.
 
 use std::num::NonZeroUsize;
@@ -25,8 +25,8 @@ use cairn_format::dir::{decode_dir, BlobRef, DirEntry};
 use cairn_format::tree::decode_tree_node;
 use lru::LruCache;
 
-use crate::restore::blob_reader::BlobReader;
-use crate::restore::cache::{ChunkStore, MetaChunks, RestoreCache};
+use crate::read::blob_reader::BlobReader;
+use crate::read::cache::{ChunkStore, MetaChunks, RestoreCache};
 use crate::Repository;
 
 /// How much a [`RandomAccess`] keeps in memory.
@@ -87,7 +87,7 @@ impl RandomAccess {
     pub fn open(repo: &Repository, limits: CacheLimits) -> Result<Self> {
         let store = ChunkStore::new(
             repo.log.clone(),
-            crate::restore::open_locator(repo)?,
+            crate::read::open_locator(repo)?,
             crate::codec::ChunkCodec::for_repo(repo),
         );
         Ok(RandomAccess {

@@ -11,7 +11,7 @@ use cairn_backend::MemBackend;
 use cairn_format::dir::{BlobRef, EntryKind};
 
 use super::{CacheLimits, RandomAccess};
-use crate::restore::Reader;
+use crate::read::Reader;
 use crate::{catalog, BackupOptions, Repository, Source};
 
 /// Incompressible, deterministic bytes (xorshift64*).

@@ -127,7 +127,7 @@ impl Reachability {
     ) -> bool {
         let mut sound = true;
         for e in entries {
-            let child = crate::restore::join(path, &e.name);
+            let child = crate::read::join(path, &e.name);
             match (e.kind, &e.content, e.children) {
                 (EntryKind::Dir, _, Some(inline)) => {
                     sound &= self.walk_entries(v, snapshot, &child, inline)

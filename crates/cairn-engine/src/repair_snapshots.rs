@@ -34,9 +34,9 @@ use cairn_format::dir::{BlobRef, DirEntry, EntryKind};
 
 use crate::backup::{backup, BackupOptions, Kept, RewriteOf, Source};
 use crate::catalog::{self, SnapshotInfo};
+use crate::read::cache::{map_from_containers, Locator};
+use crate::read::{join, Reader};
 use crate::repo::{Repository, WriteLock};
-use crate::restore::cache::{map_from_containers, Locator};
-use crate::restore::{join, Reader};
 
 /// The tag every rewritten snapshot carries.
 pub const REPAIRED_TAG: &str = "repaired";

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use cairn_backend::{FaultBackend, FaultPlan, InjectedError, MemBackend};
 use cairn_core::Backend;
-use cairn_engine::restore::Reader;
+use cairn_engine::read::Reader;
 use cairn_engine::{catalog, Progress, RepoConfig, Repository};
 
 mod common;

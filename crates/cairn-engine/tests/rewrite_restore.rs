@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use cairn_backend::MemBackend;
 use cairn_engine::config::RewriteConfig;
-use cairn_engine::restore::{CacheOptions, PolicyKind, Reader};
+use cairn_engine::read::{CacheOptions, PolicyKind, Reader};
 use cairn_engine::{catalog, Progress, RepoConfig, Repository};
 use proptest::prelude::*;
 

@@ -8,7 +8,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 
 use cairn_engine::catalog::SnapshotFilter;
-use cairn_engine::restore::Reader;
+use cairn_engine::read::Reader;
 use cairn_engine::Repository;
 
 use crate::encryption::read_lock;

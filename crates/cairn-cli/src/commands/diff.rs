@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 use cairn_core::error::IoContext;
 use cairn_engine::catalog::SnapshotFilter;
 use cairn_engine::diff::{diff_at, Change, ChangeKind, DiffOptions};
-use cairn_engine::restore::Reader;
+use cairn_engine::read::Reader;
 use cairn_engine::Repository;
 use cairn_format::dir::DirEntry;
 

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::Args;
 
-use cairn_engine::restore::Reader;
+use cairn_engine::read::Reader;
 use cairn_engine::Repository;
 
 use crate::encryption::read_lock;

@@ -12,7 +12,7 @@ use serde_json::json;
 use cairn_core::error::IoContext;
 use cairn_engine::catalog::{self, short_id as short, SnapshotFilter, SnapshotInfo};
 use cairn_engine::find::{Finder, Pattern};
-use cairn_engine::restore::Reader;
+use cairn_engine::read::Reader;
 use cairn_engine::Repository;
 
 use super::diff::entry_json;

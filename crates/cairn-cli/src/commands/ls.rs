@@ -10,7 +10,7 @@ use serde_json::json;
 
 use cairn_engine::catalog::SnapshotFilter;
 use cairn_engine::names::name_text;
-use cairn_engine::restore::Reader;
+use cairn_engine::read::Reader;
 use cairn_engine::Repository;
 
 use crate::encryption::read_lock;

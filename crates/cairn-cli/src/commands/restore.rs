@@ -8,10 +8,11 @@ use anyhow::{anyhow, Result};
 use clap::Args;
 use serde_json::json;
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
+use cairn_engine::read::Reader;
 use cairn_engine::restore::verify::VerifyReport;
-use cairn_engine::restore::{Placed, Reader, RestoreOptions, RestoreSelection};
+use cairn_engine::restore::{EntryLogFn, Placed, RestoreOptions, RestoreSelection};
 use cairn_engine::{Progress, Repository};
 
 use crate::encryption::read_lock;
@@ -114,20 +115,19 @@ pub fn restore(cli: &Globals, repo: &Repository, a: &RestoreArgs) -> Result<Exit
     let started = std::time::Instant::now();
     let mut reader = Reader::open(repo, cache)?;
     let show = !cli.quiet && !cli.json;
-    if show && cli.verbose {
-        reader.log_entries(Box::new(|dest, placed| {
-            let what = match placed {
-                Placed::New => "new",
-                Placed::Replaced => "replaced",
-                Placed::Skipped => "skipped",
-                Placed::NonEmptyDir => return,
-            };
-            println!("{what:<8} {}", display_name(&dest.to_string_lossy()));
-        }));
-    }
+    let mut print_entry = |dest: &Path, placed: &Placed| {
+        let what = match placed {
+            Placed::New => "new",
+            Placed::Replaced => "replaced",
+            Placed::Skipped => "skipped",
+            Placed::NonEmptyDir => return,
+        };
+        println!("{what:<8} {}", display_name(&dest.to_string_lossy()));
+    };
+    let log: Option<&mut EntryLogFn> = (show && cli.verbose).then_some(&mut print_entry);
     let progress = Arc::new(Progress::default());
     let display = Display::start_with(progress.clone(), show, "restore", Unit::Bytes);
-    let sum = reader.restore_selected(&snap.record, target, &sel, &opts, &progress);
+    let sum = reader.restore_logged(&snap.record, target, &sel, &opts, &progress, log);
     drop(display);
     let sum = sum?;
     let secs = started.elapsed().as_secs_f64();

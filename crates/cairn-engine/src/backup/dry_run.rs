@@ -13,8 +13,10 @@ use crate::pipe::bounded;
 use cairn_chunk::{ChunkBatch, ChunkerSpec};
 use cairn_core::{ChunkerConfig, Error, Result};
 
+use super::events::Event;
 use super::select::Selection;
-use super::walker::{Event, Progress, Source, Walker};
+use super::walker::{Source, Walker};
+use crate::progress::Progress;
 
 /// What a backup of the same sources with the same selection would read.
 #[derive(Clone, Debug, Default)]

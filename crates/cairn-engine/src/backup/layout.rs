@@ -24,7 +24,8 @@ use std::path::{Component, Path, PathBuf};
 use cairn_core::{Error, Result};
 use cairn_format::dir::{BlobRef, DirEntry, EntryKind};
 
-use super::walker::{EntryMeta, Source};
+use super::events::EntryMeta;
+use super::walker::Source;
 
 /// A source's place: the names from the snapshot root down to its entry.
 pub(crate) type Place = Vec<Vec<u8>>;

@@ -8,9 +8,9 @@ use cairn_core::counters::bump;
 use cairn_core::{ChunkKind, Result};
 use cairn_format::dir::{encode_dir, DirEntry, EntryKind, MAX_INLINE_DEPTH};
 
+use super::events::{EntryMeta, Event};
 use super::stream::Stream;
 use super::tree_builder::TreeBuilder;
-use super::walker::{EntryMeta, Event};
 use super::TreeCounts;
 
 struct DirFrame {

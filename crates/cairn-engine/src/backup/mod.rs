@@ -46,13 +46,15 @@ use crate::catalog;
 pub use crate::dedup::deferred::DedupMode;
 use crate::dedup::Dedup;
 use crate::index;
+use crate::progress::Progress;
 use crate::repo::{Repository, WriteLock};
 pub use dry_run::{dry_run, DryRunOutcome};
+use events::Event;
 pub use parent::ParentChoice;
 pub use select::{Selection, SelectionBuilder};
 use stream::{PhaseTimes, Shared, Stream};
-use walker::{Event, Walker};
-pub use walker::{Kept, Progress, Source};
+use walker::Walker;
+pub use walker::{Kept, Source};
 
 /// What to back up and how; `..Default::default()` fills what a caller
 /// leaves out (no tags, no host, inline dedup, everything selected).
@@ -250,17 +252,11 @@ fn rewrite_scheme(
     }
 }
 
-/// Rewrite schemes decide over chunks in stream order; lazy lookup decides
-/// some of them late and out of order.
+/// A valid scheme that this repository's lookup can run
+/// (`LookupStrategy::check_rewrite`).
 fn check_rewrite(cfg: &crate::config::RepoConfig, scheme: &rewrite::RewriteConfig) -> Result<()> {
     scheme.validate()?;
-    if !scheme.is_none() && cfg.index.lookup.strategy == crate::config::LookupStrategy::Lazy {
-        return Err(Error::invalid(format!(
-            "rewrite scheme {} needs eager lookup (this repository uses lazy lookup)",
-            scheme.name()
-        )));
-    }
-    Ok(())
+    cfg.index.lookup.strategy.check_rewrite(scheme)
 }
 
 /// What the newest snapshot stored (002 §3.2's `N_unique` estimate).

@@ -35,9 +35,9 @@ use std::sync::Arc;
 use cairn_core::{ContainerId, Error, Result};
 use cairn_format::dir::{DirEntry, EntryKind};
 
-use super::walker::EntryMeta;
+use super::events::EntryMeta;
 use crate::catalog;
-use crate::restore::{CacheOptions, Reader};
+use crate::read::{CacheOptions, Reader};
 use crate::Repository;
 
 /// Which snapshot a backup compares files against.

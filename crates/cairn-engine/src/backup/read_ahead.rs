@@ -31,9 +31,10 @@ use std::time::Instant;
 use cairn_chunk::{ChunkBatch, ChunkReader, ChunkerSpec};
 use cairn_format::extras::Extent;
 
-use super::walker::{Event, Progress, BATCH_BYTES};
+use super::events::{Event, BATCH_BYTES};
 use crate::file_kinds::ExtentReader;
 use crate::pipe::{bounded, Receiver, Sender, TryRecvError};
+use crate::progress::Progress;
 
 /// Files at least this large are read on the pool.
 pub const READ_AHEAD_MIN_BYTES: u64 = 1 << 20;

@@ -5,15 +5,8 @@
 //! what happens to the bytes once a file is chosen; this module decides which
 //! files are chosen. docs/backup-selection.md is the user's description.
 //!
-//! Pattern semantics (restic-compatible, glob matching by `globset`):
-//! - `*` and `?` match within one path component, `[...]` a character class,
-//!   `**` as a whole component any number of components;
-//! - a pattern without `/` is tested against every component's name (it is
-//!   compiled as `**/PATTERN`);
-//! - a pattern starting with `/` is anchored: it must match the entry's
-//!   whole absolute path;
-//! - any other pattern with a `/` (`cache/*.tmp`) must match the last
-//!   components of the path at any depth (compiled as `**/PATTERN`).
+//! Patterns are compiled by `crate::patterns` (restic-compatible, shared
+//! with restore's `--include`/`--exclude`).
 //!
 //! The walker asks [`Selection::excluded_by_pattern`] before it stats an
 //! entry, [`Selection::excluded_by_meta`] once it has the entry's metadata,
@@ -29,9 +22,11 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 
-use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+use globset::{GlobSet, GlobSetBuilder};
 
 use cairn_core::{Error, Result};
+
+use crate::patterns::compile;
 
 /// The name of the cache directory tag file and the line it starts with
 /// (the Cache Directory Tagging convention).
@@ -269,83 +264,6 @@ impl SelectionBuilder {
             one_file_system: self.one_file_system,
         })
     }
-}
-
-/// Compiles one pattern into a glob over absolute paths (see the module
-/// doc). `flag` names the option in errors (`exclude`, `include`); restore's
-/// `--include`/`--exclude` compile their patterns here too.
-pub(crate) fn compile(pattern: &str, case_insensitive: bool, flag: &str) -> Result<globset::Glob> {
-    let clean = separator_safe_classes(&clean_pattern(pattern));
-    if clean.is_empty() || clean == "/" {
-        // `/` could only match the root, and a source is never excluded.
-        return Err(Error::invalid(format!(
-            "empty {flag} pattern {pattern:?} (it matches nothing)"
-        )));
-    }
-    let full = if clean.starts_with('/') {
-        clean
-    } else {
-        format!("**/{clean}")
-    };
-    GlobBuilder::new(&full)
-        .literal_separator(true)
-        .backslash_escape(true)
-        .case_insensitive(case_insensitive)
-        .build()
-        .map_err(|e| Error::invalid(format!("bad {flag} pattern {pattern:?}: {}", e.kind())))
-}
-
-/// Adds `/` to every negated class (`[!a]` becomes `[!/a]`): a class is
-/// one character of one component, and globset's negated classes would
-/// otherwise match the separator (so `[!a]*` would match `/abc` whole).
-fn separator_safe_classes(p: &str) -> String {
-    let mut out = String::with_capacity(p.len() + 4);
-    let mut chars = p.chars().peekable();
-    let mut in_class = false;
-    while let Some(c) = chars.next() {
-        out.push(c);
-        match c {
-            '\\' if !in_class => {
-                if let Some(n) = chars.next() {
-                    out.push(n);
-                }
-            }
-            '[' if !in_class => {
-                in_class = true;
-                let negated = matches!(chars.peek(), Some('!' | '^'));
-                if negated {
-                    out.push(chars.next().unwrap_or('!'));
-                }
-                // A `]` right after the opening (or the negation) is a
-                // member, not the end of the class; it must stay first.
-                if chars.peek() == Some(&']') {
-                    out.push(chars.next().unwrap_or(']'));
-                }
-                if negated {
-                    out.push('/');
-                }
-            }
-            ']' if in_class => in_class = false,
-            _ => {}
-        }
-    }
-    out
-}
-
-/// Trailing slashes dropped and repeated slashes collapsed, so `cache/`
-/// is the name pattern `cache` and `/a//b` is `/a/b`.
-pub(crate) fn clean_pattern(p: &str) -> String {
-    let mut out = String::with_capacity(p.len());
-    for c in p.chars() {
-        if c == '/' && out.ends_with('/') {
-            continue;
-        }
-        out.push(c);
-    }
-    while out.len() > 1 && out.ends_with('/') {
-        out.pop();
-    }
-    out
 }
 
 /// The absolute, lexically clean form of a source path (`.` and `..`

@@ -16,8 +16,10 @@ use rayon::prelude::*;
 use cairn_chunk::ChunkBatch;
 use cairn_core::{Error, Result, TraceChunk, TraceEvent, TraceMeta};
 
-use super::walker::{EntryMeta, Event, Progress, Source, Walker};
+use super::events::{EntryMeta, Event};
+use super::walker::{Source, Walker};
 use crate::config::RepoConfig;
+use crate::progress::Progress;
 
 fn meta(m: &EntryMeta) -> TraceMeta {
     TraceMeta {

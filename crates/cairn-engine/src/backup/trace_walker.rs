@@ -10,7 +10,7 @@
 
 use cairn_core::{TraceChunk, TraceEvent, TraceMeta, TraceSource};
 
-use super::walker::{EntryMeta, Event, EventSink};
+use super::events::{EntryMeta, Event, EventSink};
 
 /// Chunks per `Event::Fingerprinted` batch.
 const BATCH_CHUNKS: usize = 4096;

@@ -35,8 +35,8 @@ use super::parent::{dir_times_reliable, listing_unchanged, unchanged, ParentTree
 use super::read_ahead::{next_piece, Ahead, Held, PendingFile, Piece, Pool, READ_AHEAD_MIN_BYTES};
 use super::select::{absolute_clean, ExcludeReason, Selection};
 
-pub(crate) use super::events::EventSink;
-pub use super::events::{EntryMeta, Event, Progress, BATCH_BYTES, EVENT_BATCH, EVENT_BATCH_BYTES};
+use super::events::{EntryMeta, Event, EventSink, BATCH_BYTES};
+use crate::progress::Progress;
 
 /// What a walker reads.
 // One value per backup source: the size of the stored-entry variant is no cost.

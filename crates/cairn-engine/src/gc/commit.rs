@@ -40,8 +40,8 @@ use crate::index::disk_index::DiskIndex;
 use crate::index::overlay::IndexUpdate;
 use crate::index::OpenedIndex;
 use crate::reachability::{At, Reachability, Visitor};
+use crate::read::cache::{ChunkStore, Locator};
 use crate::repo::{GcLock, MayDelete, Repository};
-use crate::restore::cache::{ChunkStore, Locator};
 
 /// The roots of the mark: every snapshot record. A record that cannot be
 /// read stops the collection: its data would look dead.

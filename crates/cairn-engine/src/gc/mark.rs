@@ -25,7 +25,7 @@ use cairn_format::tree::decode_tree_node;
 
 use super::filters::{LiveFilter, Phv};
 use crate::reachability::{At, Reachability, Visitor};
-use crate::restore::cache::{ChunkStore, MetaChunks, RestoreCache};
+use crate::read::cache::{ChunkStore, MetaChunks, RestoreCache};
 
 /// Walk and confirm bits of the tree-node vector (§3.2.2: "a PH function
 /// that maps from a chunk hash value to two bits").

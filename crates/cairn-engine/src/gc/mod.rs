@@ -56,8 +56,8 @@ use cairn_format::index::IndexEntry;
 
 use crate::codec::ChunkCodec;
 use crate::index::disk_index::DiskIndex;
+use crate::read::cache::{ChunkStore, Locator};
 use crate::repo::{GcLock, Repository};
-use crate::restore::cache::{ChunkStore, Locator};
 use filters::{LiveFilter, Phv, BLOOM_BITS_PER_KEY};
 use mark::{EnumerationStats, Gate, Live, NodeReader};
 use sweep::{CopyWriter, Tally};

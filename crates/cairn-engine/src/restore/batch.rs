@@ -32,10 +32,11 @@ use cairn_core::error::IoContext;
 use cairn_core::{Error, Result};
 use cairn_format::dir::{BlobRef, DirEntry};
 
-use super::plan;
-use super::policy::{plan_full, PlanStep};
 use super::target::{FileWriter, Opened, Target};
-use super::{Reader, Run};
+use super::Run;
+use crate::read::plan;
+use crate::read::policy::{plan_full, PlanStep};
+use crate::read::Reader;
 
 /// Files planned together, with their steps.
 #[derive(Default)]

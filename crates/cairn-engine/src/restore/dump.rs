@@ -24,7 +24,7 @@ use cairn_format::dir::{DirEntry, EntryKind};
 use cairn_format::snapshot::SnapshotRecord;
 use tar::{Builder, EntryType, Header};
 
-use super::Reader;
+use crate::read::Reader;
 
 /// What `dump` wrote.
 #[derive(Debug, PartialEq, Eq)]

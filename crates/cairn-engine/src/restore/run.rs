@@ -14,8 +14,9 @@ use cairn_format::dir::DirEntry;
 
 use super::select::Plan;
 use super::target::{self, Placed, Target};
-use super::{batch, EntryLogFn, Reader, RestoreSummary};
-use crate::backup::Progress;
+use super::{batch, EntryLogFn, RestoreSummary};
+use crate::progress::Progress;
+use crate::read::Reader;
 
 /// A hard-link group: the device and inode its names shared when backed up.
 pub(super) type LinkGroup = (u64, u64);
@@ -44,7 +45,7 @@ pub(super) struct Run<'a> {
     /// a hard link to a file outside the target, or hold other bytes).
     pub(super) link_sources: HashMap<LinkGroup, PathBuf>,
     /// Later names of hard-link groups (dest, entry), placed once every
-    /// file is written ([`Reader::place_links`](super::Reader)).
+    /// file is written ([`Reader::place_links`](crate::read::Reader)).
     pub(super) later_links: Vec<(PathBuf, DirEntry)>,
     pub(super) log: Option<&'a mut EntryLogFn>,
 }

@@ -1,7 +1,7 @@
 //! Restore selection: which entries of a snapshot `restore --include`,
 //! `--exclude` (and their any-case forms `--iinclude`, `--iexclude`) and
-//! `restore --verify` take. The patterns are backup's (`backup/select.rs`,
-//! compiled by the same function); the semantics are restic's restore:
+//! `restore --verify` take. The patterns are backup's (`crate::patterns`
+//! compiles both); the semantics are restic's restore:
 //!
 //! - `--exclude`: an entry matching any exclude pattern is skipped with
 //!   everything below it;
@@ -31,8 +31,8 @@ use cairn_core::{Error, Result};
 use cairn_format::dir::{DirEntry, EntryKind};
 use cairn_format::snapshot::SnapshotRecord;
 
-use super::{join, Reader};
-use crate::backup::select::{clean_pattern, compile};
+use crate::patterns::{clean_pattern, compile};
+use crate::read::{join, Reader};
 
 /// One kind of pattern list (the includes or the excludes).
 #[derive(Clone, Debug, Default)]

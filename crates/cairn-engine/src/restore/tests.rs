@@ -12,7 +12,7 @@ use std::sync::Arc;
 use cairn_backend::MemBackend;
 
 use super::target::{RestoreOptions, Target, TEMP_PREFIX};
-use super::Reader;
+use crate::read::{CacheOptions, PolicyKind, Reader};
 use crate::{catalog, BackupOptions, Progress, Repository, Source};
 
 fn repo_with(tree: &Path) -> (Repository, String) {
@@ -87,6 +87,7 @@ fn a_full_target_stops_the_whole_restore_with_one_error() {
             &Default::default(),
             &target,
             &Progress::default(),
+            None,
         )
         .unwrap_err();
     let msg = err.to_string();
@@ -180,9 +181,9 @@ fn restore_with(
     repo: &Repository,
     snap: &cairn_format::snapshot::SnapshotRecord,
     out: &Path,
-    policy: super::PolicyKind,
+    policy: PolicyKind,
 ) -> super::RestoreSummary {
-    let opts = super::CacheOptions {
+    let opts = CacheOptions {
         policy,
         ..Default::default()
     };
@@ -223,7 +224,7 @@ fn small_files_planned_together_read_their_container_once() {
     let snap = catalog::resolve(&**repo.backend(), &id).unwrap();
     let containers = data_containers(&repo).len() as u64;
     assert_eq!(containers, 1);
-    for policy in super::PolicyKind::ALL {
+    for policy in PolicyKind::ALL {
         let out = tmp.path().join(format!("out-{policy}"));
         let sum = restore_with(&repo, &snap.record, &out, policy);
         assert!(sum.errors.is_empty(), "{policy}: {:?}", sum.errors);
@@ -263,7 +264,7 @@ fn a_damaged_chunk_fails_its_file_only_and_the_batch_goes_on() {
     let at = cairn_format::container::CONTAINER_HEADER_LEN + (d.offset + d.stored_len / 2) as usize;
     assert!(backend.tamper(&crate::keys::container(cid), |b| b[at] ^= 0x40));
 
-    for policy in super::PolicyKind::ALL {
+    for policy in PolicyKind::ALL {
         let out = tmp.path().join(format!("out-{policy}"));
         let sum = restore_with(&repo, &snap.record, &out, policy);
         assert_eq!(sum.errors.len(), 1, "{policy}: {:?}", sum.errors);
@@ -365,7 +366,7 @@ fn a_restore_reads_only_the_stretch_of_a_container_it_needs() {
 
     let out = tmp.path().join("all");
     let before = repo.counters.snapshot();
-    let sum = restore_with(&repo, &snap.record, &out, super::PolicyKind::ContainerLru);
+    let sum = restore_with(&repo, &snap.record, &out, PolicyKind::ContainerLru);
     let used = repo.counters.snapshot().since(&before);
     assert!(sum.errors.is_empty(), "{:?}", sum.errors);
     assert_eq!((used.container_range_reads, used.containers_read), (0, 1));

@@ -33,9 +33,9 @@ use cairn_format::snapshot::SnapshotRecord;
 use serde::Serialize;
 
 use super::select::{Plan, RestoreSelection, Scope};
-use super::{join, plan, Reader};
-use crate::backup::Progress;
 use crate::long_path::Dirs;
+use crate::progress::Progress;
+use crate::read::{join, plan, Reader};
 
 /// What a verification found.
 #[derive(Debug, Default, Serialize)]

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use cairn_engine::restore::Reader;
+use cairn_engine::read::Reader;
 use cairn_engine::{catalog, BackupOptions, DedupMode, Progress, RepoConfig, Repository, Source};
 
 /// xorshift64: deterministic test data from a seed (never 0).

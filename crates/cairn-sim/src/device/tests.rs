@@ -8,7 +8,7 @@ use std::sync::Arc;
 use cairn_backend::MemBackend;
 use cairn_core::{Backend, Counters};
 use cairn_engine::meta_store::MetaOnlyStore;
-use cairn_engine::restore::Reader;
+use cairn_engine::read::Reader;
 use cairn_engine::{catalog, keys, BackupOptions, Progress, RepoConfig, Repository, Source};
 
 use super::backend::{CONTAINERS_PREFIX, INDEX_PREFIX};

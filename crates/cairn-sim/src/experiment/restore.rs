@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use cairn_core::Result;
 use cairn_engine::config::RewriteConfig;
-use cairn_engine::restore::{CacheOptions, PolicyKind};
+use cairn_engine::read::{CacheOptions, PolicyKind};
 use cairn_engine::{RepoConfig, Repository};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -107,7 +107,7 @@ struct Workload {
 
 fn workloads(opts: &ExperimentOptions) -> Result<Vec<Workload>> {
     let mut config = Repository::default_config();
-    let mut cache_bytes = cairn_engine::restore::policy::DEFAULT_CACHE_BYTES;
+    let mut cache_bytes = cairn_engine::read::policy::DEFAULT_CACHE_BYTES;
     if opts.quick {
         config.container_size = 512 << 10;
         config.index.expected_chunks = 1 << 16;

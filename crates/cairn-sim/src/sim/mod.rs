@@ -101,10 +101,10 @@ pub struct SimOptions {
     /// Also simulate a restore of each generation.
     pub restore: bool,
     /// Restore policy and memory of the simulated restore.
-    pub restore_cache: cairn_engine::restore::CacheOptions,
+    pub restore_cache: cairn_engine::read::CacheOptions,
     /// More policies each generation is also restored with (reported in
     /// the row's `restores`, after `restore_cache`'s).
-    pub also_restore: Vec<cairn_engine::restore::CacheOptions>,
+    pub also_restore: Vec<cairn_engine::read::CacheOptions>,
 }
 
 impl SimOptions {
@@ -226,6 +226,8 @@ pub fn run(inputs: &[GenerationInput], opts: &SimOptions) -> Result<SimReport> {
         cfg.index.lookup.device = Some(device.name.clone());
         lookup_choice = Some(choice);
     }
+    // Refused before any generation runs, as `init` refuses it.
+    cfg.index.lookup.strategy.check_rewrite(&cfg.rewrite)?;
     let counters = Arc::new(Counters::default());
     let model = opts.device.clone();
     let backend: Arc<dyn Backend> = Arc::new(DeviceBackend::new(MemBackend::new(), model.clone()));

@@ -2,7 +2,7 @@
 //! order a real restore plans them in, in plans spanning files closed by
 //! the same rule), each served by a held container or
 //! else located in the canonical copy's container, through the same restore
-//! policy the real restore runs (`cairn_engine::restore::policy`, one of the
+//! policy the real restore runs (`cairn_engine::read::policy`, one of the
 //! five of `002_c5d78fa3332f6f9f.txt` §2). Counts
 //! container reads and the speed factor (MB restored per container read);
 //! each read is charged to the device model at the container's size.
@@ -10,8 +10,8 @@
 use cairn_core::{ContainerId, FpMap, Result, TraceEvent, TraceSource};
 use cairn_engine::container_log::ContainerStore;
 use cairn_engine::meta_store::MetaOnlyStore;
-use cairn_engine::restore::policy::{plan_full, ContainerChunk, PlanStep, PolicyRun, PolicyStats};
-use cairn_engine::restore::CacheOptions;
+use cairn_engine::read::policy::{plan_full, ContainerChunk, PlanStep, PolicyRun, PolicyStats};
+use cairn_engine::read::CacheOptions;
 
 use crate::device::{DeviceModel, Stage};
 
@@ -48,7 +48,7 @@ pub fn simulate(
             }
         }
     }
-    // The real restore's policy (`restore::policy`), over metadata only: a
+    // The real restore's policy (`read::policy`), over metadata only: a
     // read is charged to the device model. Plans span files and close by
     // the real restore's rule (`plan_full`, checked at each file's end).
     let mut run = PolicyRun::new(cache.policy, cache.bytes, unit);

@@ -80,7 +80,7 @@ proptest! {
             config,
             device: DeviceModel::for_device(DeviceClass::ssd()),
             restore: true,
-            restore_cache: cairn_engine::restore::CacheOptions {
+            restore_cache: cairn_engine::read::CacheOptions {
                 policy: Default::default(),
                 bytes: 256 << 10,
             },
