@@ -82,6 +82,10 @@ pub enum Command {
         /// (comma-separated), e.g. `--group-by host,paths`.
         #[arg(long, value_name = "FIELDS")]
         group_by: Option<String>,
+        /// Only the N newest snapshots of each group (host and paths, or
+        /// the --group-by fields).
+        #[arg(long, value_name = "N")]
+        latest: Option<usize>,
         #[command(flatten)]
         filter: FilterArgs,
     },
@@ -230,6 +234,9 @@ pub enum BrowseCommand {
     /// without `/` matches names, one with `/` whole paths.
     Find {
         pattern: OsString,
+        /// Match letters in any case.
+        #[arg(short = 'i', long)]
+        ignore_case: bool,
         /// Search only this snapshot (repeatable; id prefix or `latest`).
         #[arg(long = "snapshot", short = 's', value_name = "ID")]
         snapshots: Vec<String>,

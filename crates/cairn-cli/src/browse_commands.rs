@@ -22,7 +22,7 @@ use cairn_format::dir::DirEntry;
 use crate::args::{BrowseCommand, Cli};
 use crate::commands::{kind_name, read_lock};
 use crate::output::{bytes, display_name, time};
-use crate::snapshot_args::{resolve, resolve_all, snapshot_os_path};
+use crate::snapshot_args::{resolve_all, resolve_at, snapshot_os_path};
 
 pub fn run(cli: &Cli, repo: &Repository, cmd: &BrowseCommand) -> Result<ExitCode> {
     match cmd {
@@ -39,12 +39,13 @@ pub fn run(cli: &Cli, repo: &Repository, cmd: &BrowseCommand) -> Result<ExitCode
         }
         BrowseCommand::Find {
             pattern,
+            ignore_case,
             snapshots,
             filter,
         } => find_cmd(
             cli,
             repo,
-            &cairn_engine::names::os_pattern(pattern),
+            (&cairn_engine::names::os_pattern(pattern), *ignore_case),
             snapshots,
             &filter.filter()?,
         ),
@@ -122,9 +123,23 @@ fn diff_cmd(
     filter: &SnapshotFilter,
 ) -> Result<ExitCode> {
     let _reading = read_lock(repo)?;
-    let a = resolve(repo, old, filter)?;
-    let b = resolve(repo, new, filter)?;
+    let (a, sub_a) = resolve_at(repo, old, filter)?;
+    let (b, sub_b) = resolve_at(repo, new, filter)?;
+    if sub_a != sub_b {
+        bail!("diff compares the same folder of both snapshots: give ID:subfolder on both or neither, with the same subfolder");
+    }
+    let joined = sub_a.map(|s| cairn_engine::snapshot_paths::join_base(&s, path.unwrap_or("")));
+    let path = joined.as_deref().or(path);
     let mut reader = Reader::open(repo, Default::default())?;
+    // The path as the snapshots hold it (for the JSON `path`); a path in
+    // neither is diff_at's error.
+    let resolved = match path {
+        Some(p) => {
+            cairn_engine::snapshot_paths::resolve_in_any(&mut reader, &[&b.record, &a.record], p)?
+        }
+        None => None,
+    };
+    let path = resolved.as_deref().or(path);
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let mut rows = Vec::new();
@@ -207,12 +222,12 @@ fn find_targets(
 fn find_cmd(
     cli: &Cli,
     repo: &Repository,
-    pattern: &str,
+    (pattern, ignore_case): (&str, bool),
     specs: &[String],
     filter: &SnapshotFilter,
 ) -> Result<ExitCode> {
     // Bad input first: a pattern error needs no repository access.
-    let pattern = Pattern::new(pattern)?;
+    let pattern = Pattern::with_case(pattern, ignore_case)?;
     let _reading = read_lock(repo)?;
     let (targets, damaged) = find_targets(repo, specs, filter)?;
     let mut reader = Reader::open(repo, Default::default())?;

@@ -21,7 +21,7 @@ use cairn_format::dir::EntryKind;
 use crate::args::{BackupArgs, Cli, Command, InitArgs, RepairCommand};
 use crate::output::{bytes, display_name, mode_string, parse_size, time};
 use crate::progress::{estimate_backup, Display};
-use crate::snapshot_args::{resolve, snapshot_os_path};
+use crate::snapshot_args::{position, resolve_at, snapshot_os_path};
 
 /// Exit code of a backup that committed a snapshot but skipped paths.
 pub(crate) const EXIT_INCOMPLETE: u8 = 3;
@@ -46,9 +46,11 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Copy(a) => crate::copy_commands::copy(&cli, &repo_path()?, a),
         Command::Key(k) => crate::encryption::key(&cli, &repo_path()?, k),
         Command::Backup(a) => backup(&cli, &repo_path()?, a),
-        Command::Snapshots { group_by, filter } => {
-            crate::snapshots_cmd::snapshots(&cli, &open()?, group_by.as_deref(), filter)
-        }
+        Command::Snapshots {
+            group_by,
+            latest,
+            filter,
+        } => crate::snapshots_cmd::snapshots(&cli, &open()?, group_by.as_deref(), *latest, filter),
         Command::Ls {
             snapshot,
             path,
@@ -349,7 +351,7 @@ fn init(
     identity: &crate::copy_commands::IdentityArgs,
 ) -> Result<ExitCode> {
     let cfg = resolve_auto(cli, new_repository(config_from(a)?), a)?;
-    let repo = if identity.copy_identity_from.is_some() {
+    let repo = if identity.source().is_some() {
         crate::copy_commands::init_with_identity(cli, path, cfg, encryption, identity)?
     } else {
         crate::encryption::init_repository(cli, path, cfg, encryption)?
@@ -584,12 +586,13 @@ fn ls(
     filter: &SnapshotFilter,
 ) -> Result<ExitCode> {
     let _reading = read_lock(repo)?;
-    let snap = resolve(repo, snapshot, filter)?;
+    let (snap, sub) = resolve_at(repo, snapshot, filter)?;
     let mut reader = Reader::open(repo, Default::default())?;
+    let path = position(&mut reader, &snap, sub.as_deref(), path)?;
     let mut rows = Vec::new();
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
-    reader.walk(&snap.record, path.unwrap_or(""), &mut |w| {
+    reader.walk(&snap.record, &path, &mut |w| {
         let e = &w.entry;
         let kind = kind_name(e.kind);
         if cli.json {
@@ -640,11 +643,12 @@ fn cat(repo: &Repository, snapshot: &str, path: &str, filter: &SnapshotFilter) -
         bail!("cat needs a file path inside the snapshot, e.g. /dir/file");
     }
     let _reading = read_lock(repo)?;
-    let snap = resolve(repo, snapshot, filter)?;
+    let (snap, sub) = resolve_at(repo, snapshot, filter)?;
     let mut reader = Reader::open(repo, Default::default())?;
+    let path = position(&mut reader, &snap, sub.as_deref(), Some(path))?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
-    reader.cat(&snap.record, path, &mut out)?;
+    reader.cat(&snap.record, &path, &mut out)?;
     out.flush().context("writing to standard output")?;
     Ok(ExitCode::SUCCESS)
 }

@@ -81,11 +81,15 @@ pub fn snapshots(
     cli: &Cli,
     repo: &Repository,
     group_by: Option<&str>,
+    latest: Option<usize>,
     filter: &FilterArgs,
 ) -> Result<ExitCode> {
     let group_by = group_by.map(GroupBy::parse).transpose()?;
     let filter = filter.filter()?;
-    let (snaps, bad) = catalog::list_filtered(&**repo.backend(), &filter)?;
+    let (mut snaps, bad) = catalog::list_filtered(&**repo.backend(), &filter)?;
+    if let Some(n) = latest {
+        snaps = catalog::latest_per_group(snaps, group_by.unwrap_or_default(), n);
+    }
     for (id, e) in &bad {
         eprintln!("cairn: warning: snapshot {} unreadable: {e}", short_id(id));
     }

@@ -1,5 +1,7 @@
-//! `cairn copy --to` and `cairn init --copy-identity-from` end to end
-//! (docs/copy.md): a new destination created with the source's identity,
+//! `cairn copy --to` and `cairn init --copy-identity-from` (or restic's
+//! `--from-repo SRC --copy-chunker-params`) end to end (docs/copy.md): a
+//! destination made by init with the source's identity, a copy to a place
+//! holding no repository refused,
 //! incremental copies, reruns that move nothing, the destination's own
 //! password, refusals of a destination of another identity or without a
 //! password, clear repositories, and a local repository copied to S3.
@@ -29,6 +31,20 @@ fn copy_json(src: &Path, dst: &Path, extra: &[&str]) -> serde_json::Value {
         .json()
 }
 
+/// `cairn init --repo dst --from-repo src --copy-chunker-params` (restic's
+/// spelling), with the destination's own password.
+fn init_from(src: &Path, dst: &Path) {
+    cairn_with(
+        dst,
+        &["init", "-q", "--from-repo", s(src), "--copy-chunker-params"],
+        &[
+            ("CAIRN_FROM_PASSWORD", TEST_PASSWORD),
+            ("CAIRN_PASSWORD", OTHER),
+        ],
+    )
+    .ok();
+}
+
 fn ids_with(repo: &Path, password: &str) -> Vec<String> {
     cairn_with(
         repo,
@@ -39,13 +55,26 @@ fn ids_with(repo: &Path, password: &str) -> Vec<String> {
 }
 
 #[test]
-fn copy_creates_the_destination_then_moves_only_what_changed() {
+fn copy_into_a_repository_made_by_init_from_repo_moves_only_what_changed() {
     let tmp = tempfile::tempdir().unwrap();
     let (src, dst) = (tmp.path().join("src"), tmp.path().join("dst"));
     let tree = tmp.path().join("tree");
     build_sample_tree(&tree, &mut Rng::new(41));
     let first = Manifest::capture(&tree);
     cairn(&src, &["backup", "-q", s(&tree)]).ok();
+    // No surprise repository: a copy to an empty place says how to make one.
+    let e = cairn_with(
+        &src,
+        &["copy", "--to", s(&dst)],
+        &[("CAIRN_TO_PASSWORD", OTHER)],
+    )
+    .one_line_error();
+    assert!(
+        e.contains("holds no repository") && e.contains("--copy-chunker-params"),
+        "{e}"
+    );
+    assert!(!dst.exists(), "the refused copy created the destination");
+    init_from(&src, &dst);
 
     let report = copy_json(&src, &dst, &[]);
     assert_eq!(report["snapshots"].as_array().unwrap().len(), 1);
@@ -287,6 +316,20 @@ fn a_local_repository_copied_to_s3_restores_from_there() {
             e.iter().map(|(k, v)| (*k, Path::new(v.as_str()))).collect();
         cairn_env(args, &pairs)
     };
+    let from = [
+        "--repo",
+        &url,
+        "init",
+        "-q",
+        "--from-repo",
+        s(&src),
+        "--copy-chunker-params",
+    ];
+    let e = env(OTHER);
+    let mut pairs: Vec<(&str, &Path)> =
+        e.iter().map(|(k, v)| (*k, Path::new(v.as_str()))).collect();
+    pairs.push(("CAIRN_FROM_PASSWORD", Path::new(TEST_PASSWORD)));
+    cairn_env(&from, &pairs).ok();
     run(&["--repo", s(&src), "copy", "--to", &url], TEST_PASSWORD).ok();
     let out = tmp.path().join("out");
     run(
