@@ -37,6 +37,11 @@ pub struct Cli {
     #[arg(short, long, global = true)]
     pub verbose: bool,
 
+    /// Show times in UTC instead of the local time zone (`TZ`, else the
+    /// system's). JSON times are always UTC.
+    #[arg(long, global = true)]
+    pub utc: bool,
+
     /// Read the repository password from the first line of PATH (an
     /// encrypted repository only; see docs/security.md).
     // An empty CAIRN_PASSWORD_FILE counts as unset (`encryption::password`),
@@ -96,6 +101,11 @@ pub enum Command {
         /// Path inside the snapshot to list (default: everything); a
         /// leading `/` is the snapshot's root.
         path: Option<OsString>,
+        /// The long listing (restic's `ls -l`): type and permissions,
+        /// size (a device's major, minor), time, path. cairn's `ls` always
+        /// lists so; the flag is taken for restic users' habits.
+        #[arg(short = 'l', long = "long")]
+        _long: bool,
         #[command(flatten)]
         filter: FilterArgs,
     },

@@ -250,7 +250,7 @@ fn find_cmd(
                     short(&snap.id),
                     kind_name(e.kind),
                     bytes(e.size),
-                    time(e.mtime_ns),
+                    crate::local_time::human_time(e.mtime_ns),
                     display_name(path)
                 )
                 .ctx(|| "writing to standard output".into())?;

@@ -55,6 +55,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             snapshot,
             path,
             filter,
+            ..
         } => {
             let path = path.as_deref().map(snapshot_os_path).transpose()?;
             ls(&cli, &open()?, snapshot, path.as_deref(), &filter.filter()?)
@@ -611,8 +612,8 @@ fn ls(
                 out,
                 "{} {:>12} {} {}{}",
                 mode_string(kind, e.mode),
-                e.size,
-                time(e.mtime_ns),
+                crate::ls_columns::size_column(e),
+                crate::local_time::human_time(e.mtime_ns),
                 display_name(&w.path),
                 display_name(&target)
             );

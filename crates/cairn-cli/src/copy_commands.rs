@@ -21,7 +21,7 @@ use cairn_engine::{RepoConfig, Repository};
 
 use crate::args::Cli;
 use crate::encryption;
-use crate::output::{bytes, time};
+use crate::output::bytes;
 use crate::snapshot_args::{resolve_all, FilterArgs};
 
 #[derive(Args, Debug)]
@@ -156,7 +156,7 @@ pub fn copy(cli: &Cli, src_path: &Path, a: &CopyArgs) -> Result<ExitCode> {
                 "{} snapshot {} of {} ({})",
                 if a.dry_run { "checking" } else { "copying" },
                 catalog::short_id(&s.id),
-                time(s.record.time_unix_ns),
+                crate::local_time::human_time(s.record.time_unix_ns),
                 crate::output::display_name(&s.record.host),
             );
         }
@@ -187,13 +187,13 @@ pub fn copy(cli: &Cli, src_path: &Path, a: &CopyArgs) -> Result<ExitCode> {
             println!(
                 "snapshot {} of {}: already in the destination",
                 catalog::short_id(&s.id),
-                time(s.time_unix_ns)
+                crate::local_time::human_time(s.time_unix_ns)
             );
         } else {
             println!(
                 "snapshot {} of {}: {} {} chunks ({})",
                 catalog::short_id(&s.id),
-                time(s.time_unix_ns),
+                crate::local_time::human_time(s.time_unix_ns),
                 if a.dry_run { "would copy" } else { "copied" },
                 s.chunks,
                 bytes(s.stored_bytes)

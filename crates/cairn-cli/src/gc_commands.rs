@@ -13,7 +13,7 @@ use cairn_engine::Repository;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::args::{Cli, ForgetArgs, GcArgs, GcTuning};
-use crate::output::{bytes, parse_size_u64, time};
+use crate::output::{bytes, parse_size_u64};
 
 use cairn_engine::catalog::short_id as short;
 
@@ -284,7 +284,7 @@ pub fn forget(cli: &Cli, repo: &Repository, a: &ForgetArgs) -> Result<ExitCode> 
                 "  {:6}  {}  {}  {}",
                 if d.keep { "keep" } else { "remove" },
                 short(&d.id),
-                time(d.time_unix_ns),
+                crate::local_time::human_time(d.time_unix_ns),
                 d.reasons.join(", ")
             );
         }

@@ -49,6 +49,8 @@ mod copy_commands;
 mod encryption;
 mod gc_commands;
 mod generate;
+mod local_time;
+mod ls_columns;
 mod mount;
 mod output;
 mod progress;
@@ -173,6 +175,7 @@ fn main() -> ExitCode {
         Err(e) => e.exit(),
     };
     tune_allocator(matches.subcommand_name());
+    local_time::show_in_utc(cli.utc);
     if let Some((_, m)) = matches
         .subcommand()
         .filter(|(name, _)| ["backup", "trace", "sim", "init"].contains(name))

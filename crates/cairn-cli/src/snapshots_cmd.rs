@@ -38,16 +38,17 @@ fn snapshot_json(s: &SnapshotInfo) -> Value {
 }
 
 fn print_table(cli: &Cli, snaps: &[SnapshotInfo]) {
+    let w = crate::local_time::HUMAN_TIME_WIDTH;
     println!(
-        "{:<10} {:<20} {:<12} {:>12}  paths",
+        "{:<10} {:<w$} {:<12} {:>12}  paths",
         "id", "time", "host", "size"
     );
     for s in snaps {
         let r = &s.record;
         println!(
-            "{:<10} {:<20} {:<12} {:>12}  {}{}",
+            "{:<10} {:<w$} {:<12} {:>12}  {}{}",
             short_id(&s.id),
-            time(r.time_unix_ns),
+            crate::local_time::human_time(r.time_unix_ns),
             r.host,
             bytes(r.stats.logical_bytes),
             paths_of(s).join(" "),
