@@ -8,6 +8,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
@@ -16,12 +17,13 @@ use serde_json::json;
 use cairn_crypto::password::process_env;
 use cairn_crypto::{resolve_other_password, Algorithm, Password, PromptMode};
 use cairn_engine::catalog::{self, SnapshotInfo};
-use cairn_engine::copy::{self, CopyOptions, Identity};
-use cairn_engine::{RepoConfig, Repository};
+use cairn_engine::copy::{self, CopyOptions, CopyWatch, Identity};
+use cairn_engine::{Progress, RepoConfig, Repository};
 
 use crate::args::Cli;
 use crate::encryption;
 use crate::output::bytes;
+use crate::progress::{Display, Unit};
 use crate::snapshot_args::{resolve_all, FilterArgs};
 
 #[derive(Args, Debug)]
@@ -150,8 +152,14 @@ pub fn copy(cli: &Cli, src_path: &Path, a: &CopyArgs) -> Result<ExitCode> {
         resolve_all(&src, &a.snapshots, &filter)?
     };
     let quiet = cli.quiet || cli.json;
-    let progress = |s: &SnapshotInfo| {
-        if !quiet {
+    // On a terminal a bar (snapshots done of those to copy, stored bytes
+    // moved, the snapshot at hand); elsewhere one line per snapshot.
+    let progress = Arc::new(Progress::default());
+    let verb = if a.dry_run { "checking" } else { "copy" };
+    let display = Display::start_with(progress.clone(), !quiet, verb, Unit::Items);
+    let lines = !quiet && !display.active();
+    let on_snapshot = |s: &SnapshotInfo| {
+        if lines {
             eprintln!(
                 "{} snapshot {} of {} ({})",
                 if a.dry_run { "checking" } else { "copying" },
@@ -168,8 +176,13 @@ pub fn copy(cli: &Cli, src_path: &Path, a: &CopyArgs) -> Result<ExitCode> {
         &write,
         &selected,
         CopyOptions { dry_run: a.dry_run },
-        &progress,
-    )?;
+        CopyWatch {
+            on_snapshot: &on_snapshot,
+            progress: &progress,
+        },
+    );
+    drop(display);
+    let report = report?;
     for n in &report.notices {
         eprintln!("cairn: warning: destination: {n}");
     }

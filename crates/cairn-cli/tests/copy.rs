@@ -347,3 +347,48 @@ fn a_local_repository_copied_to_s3_restores_from_there() {
     .json();
     assert_eq!(again["chunks_copied"], 0);
 }
+
+#[test]
+fn copy_shows_progress_on_a_terminal_only() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (src, dst) = (tmp.path().join("src"), tmp.path().join("dst"));
+    let tree = tmp.path().join("tree");
+    // Enough to move that the bar is drawn a few times.
+    write_file(&tree.join("big.bin"), &Rng::new(47).bytes(6 << 20), 0o644);
+    cairn(&src, &["backup", "-q", s(&tree)]).ok();
+    let password = tmp.path().join("to-password");
+    std::fs::write(&password, OTHER).unwrap();
+    let to = |dst: &Path| {
+        vec![
+            "copy".to_string(),
+            "--to".into(),
+            s(dst).into(),
+            "--to-password-file".into(),
+            s(&password).into(),
+        ]
+    };
+    fn args(v: &[String]) -> Vec<&str> {
+        v.iter().map(String::as_str).collect()
+    }
+
+    init_from(&src, &dst);
+    let Some(out) = on_terminal(&src, &args(&to(&dst))) else {
+        return;
+    };
+    // The bar: the snapshots to copy as items, the bytes moved beside them.
+    assert!(out.contains("copy ["), "no bar:\n{out}");
+    assert!(out.contains("/1 "), "no count of the snapshots:\n{out}");
+
+    // -q: nothing drawn. Off a terminal: one line per snapshot, no bar.
+    let quiet = tmp.path().join("dst-quiet");
+    init_from(&src, &quiet);
+    let mut q = vec!["-q".to_string()];
+    q.extend(to(&quiet));
+    let out = on_terminal(&src, &args(&q)).unwrap();
+    assert!(!out.contains("copy [") && !out.contains("copying"), "{out}");
+    let piped = tmp.path().join("dst-piped");
+    init_from(&src, &piped);
+    let run = cairn(&src, &args(&to(&piped))).ok();
+    assert!(run.stderr.contains("copying snapshot"), "{}", run.stderr);
+    assert!(!run.stderr.contains("copy ["), "{}", run.stderr);
+}
