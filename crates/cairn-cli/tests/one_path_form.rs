@@ -160,3 +160,56 @@ fn find_ignore_case_and_snapshots_latest() {
         .stdout_str();
     assert!(!human.contains(&ids[0][..8]), "{human}");
 }
+
+/// Removes the test's directory at `/` however the test ends.
+struct AtRoot(PathBuf);
+
+impl Drop for AtRoot {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn a_backup_of_root_holds_its_entries_at_the_snapshot_root() {
+    // `/` itself, with every other top-level entry excluded: only a
+    // directory this test makes there is read.
+    let name = format!("cairn-root-test-{}", std::process::id());
+    let dir = AtRoot(Path::new("/").join(&name));
+    if std::fs::create_dir(&dir.0).is_err() {
+        skip_or_fail("/ is not writable here (not root): backing up / needs a directory there");
+        return;
+    }
+    write_file(&dir.0.join("sub/a.txt"), b"at the root\n", 0o644);
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    cairn(&repo, &["init", "-q"]).ok();
+    let mut args = vec!["backup".to_string(), "-q".into(), "/".into()];
+    for e in std::fs::read_dir("/").unwrap() {
+        let other = e.unwrap().file_name().to_string_lossy().into_owned();
+        if other != name {
+            args.extend(["--exclude".into(), format!("/{other}")]);
+        }
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    cairn(&repo, &args).ok();
+    // The second backup finds the first as its parent through the root.
+    cairn(&repo, &args).ok();
+
+    let listed = cairn(&repo, &["--json", "ls", "latest"]).ok().json_paths();
+    assert_eq!(listed[0], name, "{listed:?}");
+    assert!(listed.contains(&format!("{name}/sub/a.txt")), "{listed:?}");
+    let file = format!("/{name}/sub/a.txt");
+    let cat = cairn(&repo, &["cat", "latest", &file]).ok();
+    assert_eq!(cat.stdout, b"at the root\n");
+    let out = tmp.path().join("out");
+    cairn(
+        &repo,
+        &["restore", "-q", "latest", "-t", s(&out), "--include", &file],
+    )
+    .ok();
+    assert_eq!(
+        std::fs::read(out.join(&name).join("sub/a.txt")).unwrap(),
+        b"at the root\n"
+    );
+}
