@@ -150,18 +150,6 @@ pub fn announcing_lock_waits(repo: Repository) -> Repository {
     repo
 }
 
-/// The repository at `--repo`, opened, and the password that opened it
-/// (`None` for a clear one): commands that need its master key again.
-pub fn open_keeping_password(cli: &Globals, path: &Path) -> Result<(Repository, Option<Password>)> {
-    let mut given: Option<Password> = None;
-    let repo = open_at(cli, path, false, &mut || {
-        let p = password(cli, PromptMode::Once)?;
-        given = Some(p.clone());
-        Ok(p)
-    })?;
-    Ok((repo, given))
-}
-
 /// Creates a repository at `path` with the identity of `src` (docs/copy.md):
 /// `config` (a fresh id, `src`'s chunker, fingerprint and tree settings),
 /// encrypted with `src`'s own master key (as `algorithm`) when `src` is

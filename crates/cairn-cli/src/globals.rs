@@ -38,6 +38,11 @@ pub struct Globals {
     #[arg(short, long, global = true)]
     pub verbose: bool,
 
+    /// Show times in UTC instead of the local time zone (`TZ`, else the
+    /// system's). JSON times are always UTC.
+    #[arg(long, global = true)]
+    pub utc: bool,
+
     /// Read the repository password from the first line of PATH (an
     /// encrypted repository only; see docs/security.md).
     // An empty CAIRN_PASSWORD_FILE counts as unset (`encryption::password`),

@@ -47,6 +47,8 @@ mod commands;
 mod encryption;
 mod exit_codes;
 mod globals;
+mod local_time;
+mod ls_columns;
 mod mount;
 mod output;
 mod progress;
@@ -169,6 +171,7 @@ fn main() -> ExitCode {
         Err(e) => e.exit(),
     };
     tune_allocator(matches.subcommand_name());
+    local_time::show_in_utc(cli.globals.utc);
     if let Some((_, m)) = matches
         .subcommand()
         .filter(|(name, _)| ["backup", "trace", "sim", "init"].contains(name))

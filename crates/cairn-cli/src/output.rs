@@ -87,6 +87,10 @@ pub fn mode_string(kind: &str, mode: u32) -> String {
     s.push(match kind {
         "dir" => 'd',
         "symlink" => 'l',
+        "fifo" => 'p',
+        "chardev" => 'c',
+        "blockdev" => 'b',
+        "socket" => 's',
         _ => '-',
     });
     // (shift, special bit, its letter when executable)

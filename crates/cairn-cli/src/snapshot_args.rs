@@ -1,8 +1,9 @@
 //! What the snapshot-taking commands share: the `--host`, `--tag` and
 //! `--path` filter (flattened into each command; the matching itself is
 //! `cairn_engine::catalog::SnapshotFilter`), resolving `latest` or an id
-//! prefix within it, and paths inside a snapshot as users type them (a
-//! leading `/` is the snapshot's root). See docs/snapshot-filters.md.
+//! prefix within it (or restic's `ID:subfolder`), and paths inside a
+//! snapshot as users type them (from the snapshot's root, or as backed up:
+//! `cairn_engine::snapshot_paths`). See docs/snapshot-filters.md.
 
 use std::path::PathBuf;
 
@@ -10,7 +11,8 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 
 use cairn_engine::catalog::{self, SnapshotFilter, SnapshotInfo};
-use cairn_engine::Repository;
+use cairn_engine::read::Reader;
+use cairn_engine::{snapshot_paths, Repository};
 
 /// Restic's snapshot filter: which snapshots `latest` chooses from, which
 /// ids are accepted, and which snapshots are listed or searched.
@@ -74,7 +76,19 @@ impl FilterArgs {
 /// unique id prefix (which must pass the filter). An unreadable record
 /// makes `latest` fail unless `--skip-damaged`; the records it then
 /// skipped are reported once each (one may have been the newest).
+/// `ID:subfolder` is refused here: only the browsing commands take it
+/// ([`resolve_at`]).
 pub fn resolve(repo: &Repository, spec: &str, filter: &SnapshotFilter) -> Result<SnapshotInfo> {
+    if let (id, Some(sub)) = snapshot_paths::split_spec(spec) {
+        bail!(
+            "{spec:?}: `ID:subfolder` is taken by ls, cat, dump and diff; here give the \
+             snapshot alone ({id}), and for restore select the folder with --include {sub}"
+        );
+    }
+    resolve_plain(repo, spec, filter)
+}
+
+fn resolve_plain(repo: &Repository, spec: &str, filter: &SnapshotFilter) -> Result<SnapshotInfo> {
     let (info, skipped) = catalog::resolve_filtered(&**repo.backend(), spec, filter)?;
     for (id, e) in &skipped {
         eprintln!(
@@ -101,6 +115,38 @@ pub fn resolve_all(
     Ok(out)
 }
 
+/// Resolves restic's `ID:subfolder` (or a plain spec): the snapshot, and
+/// the subfolder as typed (a snapshot path or a backed-up path).
+pub fn resolve_at(
+    repo: &Repository,
+    spec: &str,
+    filter: &SnapshotFilter,
+) -> Result<(SnapshotInfo, Option<String>)> {
+    let (id, sub) = snapshot_paths::split_spec(spec);
+    let sub = sub.map(snapshot_path).transpose()?;
+    Ok((resolve_plain(repo, id, filter)?, sub))
+}
+
+/// The snapshot path that `path` (from [`snapshot_path`]) names in `snap`,
+/// inside subfolder `sub` when the snapshot was given as `ID:sub`: the
+/// subfolder may be written either way the engine accepts
+/// (`cairn_engine::snapshot_paths`), and `path` is then relative to it.
+pub fn position(
+    reader: &mut Reader,
+    snap: &SnapshotInfo,
+    sub: Option<&str>,
+    path: Option<&str>,
+) -> Result<String> {
+    let path = path.unwrap_or("");
+    Ok(match sub {
+        None => snapshot_paths::resolve(reader, &snap.record, path)?,
+        Some(sub) => {
+            let base = snapshot_paths::resolve(reader, &snap.record, sub)?;
+            snapshot_paths::join_base(&base, path)
+        }
+    })
+}
+
 /// A path argument inside a snapshot as the engine takes it
 /// ([`snapshot_path`]); a component that is not UTF-8 is escaped as
 /// listings' names are (`cairn_engine::names`).
@@ -108,23 +154,19 @@ pub fn snapshot_os_path(arg: &std::ffi::OsStr) -> Result<String> {
     snapshot_path(&cairn_engine::names::os_path(arg))
 }
 
-/// A path inside a snapshot as the engine takes it: components joined by
-/// `/` relative to the snapshot's root. A leading `/` names that root
-/// (`/docs/a` and `docs/a` are the same entry); `.` and repeated `/` are
-/// dropped; `..` is refused rather than guessed at.
+/// A path inside a snapshot as typed, checked before the repository is
+/// opened: `.` and repeated `/` dropped, `..` refused rather than guessed
+/// at. A leading `/` is kept: such a path is the snapshot path from the
+/// root (`/docs/a` is `docs/a`) or the path an entry was backed up from
+/// (`/home/me/docs/a`), which [`position`] tells apart in the snapshot.
 pub fn snapshot_path(arg: &str) -> Result<String> {
-    let mut comps = Vec::new();
-    for c in arg.split('/') {
-        match c {
-            "" | "." => {}
-            ".." => bail!(
-                "path {arg:?}: `..` is not supported inside a snapshot; \
-                 give the path from the snapshot root, e.g. /dir/file"
-            ),
-            c => comps.push(c),
-        }
-    }
-    Ok(comps.join("/"))
+    let comps = snapshot_paths::components(arg)?;
+    let body = comps.join("/");
+    Ok(if arg.starts_with('/') {
+        format!("/{body}")
+    } else {
+        body
+    })
 }
 
 #[cfg(test)]
@@ -133,10 +175,10 @@ mod tests {
 
     #[test]
     fn snapshot_paths_are_rooted() {
-        assert_eq!(snapshot_path("/docs/a").unwrap(), "docs/a");
+        assert_eq!(snapshot_path("/docs/a").unwrap(), "/docs/a");
         assert_eq!(snapshot_path("docs/a").unwrap(), "docs/a");
-        assert_eq!(snapshot_path("//docs/./a/").unwrap(), "docs/a");
-        assert_eq!(snapshot_path("/").unwrap(), "");
+        assert_eq!(snapshot_path("//docs/./a/").unwrap(), "/docs/a");
+        assert_eq!(snapshot_path("/").unwrap(), "/");
         assert_eq!(snapshot_path("").unwrap(), "");
         assert!(snapshot_path("/docs/../etc").is_err());
     }

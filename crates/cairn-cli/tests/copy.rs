@@ -1,5 +1,7 @@
-//! `cairn copy --to` and `cairn init --copy-identity-from` end to end
-//! (docs/copy.md): a new destination created with the source's identity,
+//! `cairn copy --to` and `cairn init --copy-identity-from` (or restic's
+//! `--from-repo SRC --copy-chunker-params`) end to end (docs/copy.md): a
+//! destination made by init with the source's identity, a copy to a place
+//! holding no repository refused,
 //! incremental copies, reruns that move nothing, the destination's own
 //! password, refusals of a destination of another identity or without a
 //! password, clear repositories, and a local repository copied to S3.
@@ -29,6 +31,20 @@ fn copy_json(src: &Path, dst: &Path, extra: &[&str]) -> serde_json::Value {
         .json()
 }
 
+/// `cairn init --repo dst --from-repo src --copy-chunker-params` (restic's
+/// spelling), with the destination's own password.
+fn init_from(src: &Path, dst: &Path) {
+    cairn_with(
+        dst,
+        &["init", "-q", "--from-repo", s(src), "--copy-chunker-params"],
+        &[
+            ("CAIRN_FROM_PASSWORD", TEST_PASSWORD),
+            ("CAIRN_PASSWORD", OTHER),
+        ],
+    )
+    .ok();
+}
+
 fn ids_with(repo: &Path, password: &str) -> Vec<String> {
     cairn_with(
         repo,
@@ -39,13 +55,26 @@ fn ids_with(repo: &Path, password: &str) -> Vec<String> {
 }
 
 #[test]
-fn copy_creates_the_destination_then_moves_only_what_changed() {
+fn copy_into_a_repository_made_by_init_from_repo_moves_only_what_changed() {
     let tmp = tempfile::tempdir().unwrap();
     let (src, dst) = (tmp.path().join("src"), tmp.path().join("dst"));
     let tree = tmp.path().join("tree");
     build_sample_tree(&tree, &mut Rng::new(41));
     let first = Manifest::capture(&tree);
     cairn(&src, &["backup", "-q", s(&tree)]).ok();
+    // No surprise repository: a copy to an empty place says how to make one.
+    let e = cairn_with(
+        &src,
+        &["copy", "--to", s(&dst)],
+        &[("CAIRN_TO_PASSWORD", OTHER)],
+    )
+    .one_line_error();
+    assert!(
+        e.contains("holds no repository") && e.contains("--copy-chunker-params"),
+        "{e}"
+    );
+    assert!(!dst.exists(), "the refused copy created the destination");
+    init_from(&src, &dst);
 
     let report = copy_json(&src, &dst, &[]);
     assert_eq!(report["snapshots"].as_array().unwrap().len(), 1);
@@ -287,6 +316,20 @@ fn a_local_repository_copied_to_s3_restores_from_there() {
             e.iter().map(|(k, v)| (*k, Path::new(v.as_str()))).collect();
         cairn_env(args, &pairs)
     };
+    let from = [
+        "--repo",
+        &url,
+        "init",
+        "-q",
+        "--from-repo",
+        s(&src),
+        "--copy-chunker-params",
+    ];
+    let e = env(OTHER);
+    let mut pairs: Vec<(&str, &Path)> =
+        e.iter().map(|(k, v)| (*k, Path::new(v.as_str()))).collect();
+    pairs.push(("CAIRN_FROM_PASSWORD", Path::new(TEST_PASSWORD)));
+    cairn_env(&from, &pairs).ok();
     run(&["--repo", s(&src), "copy", "--to", &url], TEST_PASSWORD).ok();
     let out = tmp.path().join("out");
     run(
@@ -303,4 +346,49 @@ fn a_local_repository_copied_to_s3_restores_from_there() {
     .ok()
     .json();
     assert_eq!(again["chunks_copied"], 0);
+}
+
+#[test]
+fn copy_shows_progress_on_a_terminal_only() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (src, dst) = (tmp.path().join("src"), tmp.path().join("dst"));
+    let tree = tmp.path().join("tree");
+    // Enough to move that the bar is drawn a few times.
+    write_file(&tree.join("big.bin"), &Rng::new(47).bytes(6 << 20), 0o644);
+    cairn(&src, &["backup", "-q", s(&tree)]).ok();
+    let password = tmp.path().join("to-password");
+    std::fs::write(&password, OTHER).unwrap();
+    let to = |dst: &Path| {
+        vec![
+            "copy".to_string(),
+            "--to".into(),
+            s(dst).into(),
+            "--to-password-file".into(),
+            s(&password).into(),
+        ]
+    };
+    fn args(v: &[String]) -> Vec<&str> {
+        v.iter().map(String::as_str).collect()
+    }
+
+    init_from(&src, &dst);
+    let Some(out) = on_terminal(&src, &args(&to(&dst))) else {
+        return;
+    };
+    // The bar: the snapshots to copy as items, the bytes moved beside them.
+    assert!(out.contains("copy ["), "no bar:\n{out}");
+    assert!(out.contains("/1 "), "no count of the snapshots:\n{out}");
+
+    // -q: nothing drawn. Off a terminal: one line per snapshot, no bar.
+    let quiet = tmp.path().join("dst-quiet");
+    init_from(&src, &quiet);
+    let mut q = vec!["-q".to_string()];
+    q.extend(to(&quiet));
+    let out = on_terminal(&src, &args(&q)).unwrap();
+    assert!(!out.contains("copy [") && !out.contains("copying"), "{out}");
+    let piped = tmp.path().join("dst-piped");
+    init_from(&src, &piped);
+    let run = cairn(&src, &args(&to(&piped))).ok();
+    assert!(run.stderr.contains("copying snapshot"), "{}", run.stderr);
+    assert!(!run.stderr.contains("copy ["), "{}", run.stderr);
 }

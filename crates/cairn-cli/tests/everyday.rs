@@ -135,33 +135,6 @@ fn verbose_restore_prints_a_line_per_file() {
     assert!(!out.contains("replaced "), "{out}");
 }
 
-/// Runs `cairn args` on a pseudo-terminal (util-linux `script`), so the
-/// progress bar is drawn; returns everything it wrote, or `None`
-/// ([`skip_or_fail`]) where `script` is missing.
-fn on_terminal(repo: &Path, args: &[&str]) -> Option<String> {
-    if std::process::Command::new("script")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        skip_or_fail("util-linux `script` is not installed (needed for a terminal)");
-        return None;
-    }
-    let mut line = format!("{BIN} --repo {}", s(repo));
-    for a in args {
-        line += &format!(" '{a}'");
-    }
-    let mut script = std::process::Command::new("script");
-    test_env(&mut script);
-    let out = script
-        .args(["-qec", &line, "/dev/null"])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    Some(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
 #[test]
 fn backup_progress_total_leaves_out_excluded_entries() {
     let tmp = tempfile::tempdir().unwrap();

@@ -124,7 +124,7 @@ fn check_after_an_interrupted_first_backup_reports_a_healthy_repository() {
     assert!(!r.stderr.contains("note"), "{}", r.stderr);
 }
 
-/// A copy into a new repository killed after it wrote containers: the
+/// A copy into a new (empty) repository killed after it wrote containers: the
 /// destination checks healthy (a note), and the next copy completes it.
 #[test]
 fn check_after_an_interrupted_copy_reports_a_healthy_destination() {
@@ -136,6 +136,19 @@ fn check_after_an_interrupted_copy_reports_a_healthy_destination() {
     let tree = big_tree(tmp.path(), 91);
     cairn(&src, &["init", "-q", "--container-size", "256KiB"]).ok();
     cairn(&src, &["backup", "-q", s(&tree)]).ok();
+    cairn(
+        &dst,
+        &[
+            "init",
+            "-q",
+            "--container-size",
+            "256KiB",
+            "--from-repo",
+            s(&src),
+            "--copy-chunker-params",
+        ],
+    )
+    .ok();
     let mut child = spawn(&src, &["copy", "-q", "--to", s(&dst)]);
     kill_once_a_container_is_written(&mut child, &dst);
     assert!(snapshot_ids(&dst).is_empty(), "nothing was committed");
@@ -262,7 +275,7 @@ fn ctrl_c_during_gc_says_what_was_deleted_and_exits_130() {
     assert_tree_matches(&kept, &out.join("tree"));
 }
 
-/// Ctrl-C during a copy into a new repository, once a container is there:
+/// Ctrl-C during a copy into a new (empty) repository, once a container is there:
 /// exit 130, one line saying no snapshot was copied; the next copy
 /// completes and restores exactly.
 #[test]
@@ -274,6 +287,19 @@ fn ctrl_c_during_a_copy_says_which_snapshots_were_committed() {
     let tree = big_tree(tmp.path(), 94);
     cairn(&src, &["init", "-q", "--container-size", "256KiB"]).ok();
     cairn(&src, &["backup", "-q", s(&tree)]).ok();
+    cairn(
+        &dst,
+        &[
+            "init",
+            "-q",
+            "--container-size",
+            "256KiB",
+            "--from-repo",
+            s(&src),
+            "--copy-chunker-params",
+        ],
+    )
+    .ok();
     let (code, stderr) = interrupt_when(&src, &["copy", "-q", "--to", s(&dst)], || {
         has_container(&dst)
     });

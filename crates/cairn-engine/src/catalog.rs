@@ -429,6 +429,21 @@ pub fn group(snapshots: Vec<SnapshotInfo>, by: GroupBy) -> Vec<(GroupKey, Vec<Sn
     groups.into_iter().collect()
 }
 
+/// The `n` newest snapshots of each group (`snapshots --latest N`, as
+/// restic: by host and paths unless grouped otherwise), oldest first as
+/// [`list`] gives them; `snapshots` is taken oldest first.
+pub fn latest_per_group(snapshots: Vec<SnapshotInfo>, by: GroupBy, n: usize) -> Vec<SnapshotInfo> {
+    let mut kept: Vec<SnapshotInfo> = group(snapshots, by)
+        .into_iter()
+        .flat_map(|(_, members)| {
+            let skip = members.len().saturating_sub(n);
+            members.into_iter().skip(skip)
+        })
+        .collect();
+    kept.sort_by(|a, b| (a.record.time_unix_ns, &a.id).cmp(&(b.record.time_unix_ns, &b.id)));
+    kept
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;

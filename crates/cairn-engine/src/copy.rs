@@ -24,11 +24,17 @@
 //! 5. commit as a backup commits: containers durable, the index entries,
 //!    then the record (the commit point).
 //!
+//! Progress (`crate::Progress`, polled by the CLI's display): the snapshots
+//! to copy are the items (`files_total`, `files_done` as each commits), the
+//! stored bytes moved (or, in a dry run, that would move) are
+//! `bytes_done`, and `current` names the snapshot and the chunks looked up.
+//!
 //! A failure stops the copy: the snapshots committed before it stay, the
 //! containers written for the failed one are orphans that the next run's
 //! open replays (their chunks are then found, not copied again).
 
 use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use cairn_core::{ContainerId, Error, Fingerprint, FpSet, Result};
@@ -45,6 +51,7 @@ use crate::index::overlay::IndexUpdate;
 use crate::reachability::{At, Reachability, Visitor};
 use crate::read::cache::{ChunkStore, MetaChunks, RestoreCache};
 use crate::read::fetch::{Fetch, Known};
+use crate::Progress;
 use crate::{index, ReadLock, Repository, WriteLock};
 
 /// Fingerprints a walk gathers before they are looked up and moved.
@@ -141,8 +148,12 @@ pub fn copy(
     _write: &WriteLock,
     snapshots: &[SnapshotInfo],
     opts: CopyOptions,
-    progress: &dyn Fn(&SnapshotInfo),
+    watch: CopyWatch,
 ) -> Result<CopyReport> {
+    let CopyWatch {
+        on_snapshot,
+        progress,
+    } = watch;
     identity(src, dest)?;
     let mut order: Vec<&SnapshotInfo> = snapshots.iter().collect();
     order.sort_by(|a, b| (a.record.time_unix_ns, &a.id).cmp(&(b.record.time_unix_ns, &b.id)));
@@ -151,11 +162,20 @@ pub fn copy(
         .into_iter()
         .map(|s| s.id)
         .collect();
-    let mut run = Run::open(src, dest, opts)?;
-    for info in order {
-        // Byte for byte: the record keeps its name (same naming key).
-        let bytes = catalog::load_bytes(&**src.backend(), &info.id)?;
-        let name = catalog::id_for(&**dest.backend(), &bytes);
+    let mut run = Run::open(src, dest, opts, progress)?;
+    // Byte for byte: a record keeps its name (same naming key). Read
+    // first, so the totals (the snapshots to move) are known.
+    let records = order
+        .into_iter()
+        .map(|info| {
+            let bytes = catalog::load_bytes(&**src.backend(), &info.id)?;
+            let name = catalog::id_for(&**dest.backend(), &bytes);
+            Ok((info, bytes, name))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let to_copy = records.iter().filter(|(_, _, n)| !held.contains(n)).count();
+    progress.set_totals(to_copy as u64, 0);
+    for (info, bytes, name) in records {
         let mut done = CopiedSnapshot {
             id: info.id.clone(),
             time_unix_ns: info.record.time_unix_ns,
@@ -166,15 +186,25 @@ pub fn copy(
             stored_bytes: 0,
         };
         if !done.skipped {
-            progress(info);
+            on_snapshot(info);
+            progress.set_current(format_args!("snapshot {}", catalog::short_id(&info.id)));
             let before = (run.report.chunks_copied, run.report.stored_bytes_copied);
             run.snapshot(info, &bytes)?;
             done.chunks = run.report.chunks_copied - before.0;
             done.stored_bytes = run.report.stored_bytes_copied - before.1;
+            progress.files_done.fetch_add(1, Ordering::Relaxed);
         }
         run.report.snapshots.push(done);
     }
     Ok(run.report)
+}
+
+/// What a copy tells its caller as it goes.
+pub struct CopyWatch<'p> {
+    /// Called as each snapshot to move starts (not for those skipped).
+    pub on_snapshot: &'p dyn Fn(&SnapshotInfo),
+    /// Counters a display polls (module doc).
+    pub progress: &'p Progress,
 }
 
 /// One copy run's state: the source's reader, the destination's dedup
@@ -196,10 +226,16 @@ struct Run<'a> {
     /// Closed containers waiting to be uploaded.
     full: Vec<ContainerWriter>,
     report: CopyReport,
+    progress: &'a Progress,
 }
 
 impl<'a> Run<'a> {
-    fn open(src: &'a Repository, dest: &'a Repository, opts: CopyOptions) -> Result<Self> {
+    fn open(
+        src: &'a Repository,
+        dest: &'a Repository,
+        opts: CopyOptions,
+        progress: &'a Progress,
+    ) -> Result<Self> {
         let store = ChunkStore::new(
             src.log.clone(),
             crate::read::open_locator(src)?,
@@ -238,6 +274,7 @@ impl<'a> Run<'a> {
                 notices: warnings.take(),
                 ..Default::default()
             },
+            progress,
         })
     }
 
@@ -306,6 +343,18 @@ impl<'a> Run<'a> {
             return Ok(());
         }
         self.report.chunks_reached += fps.len() as u64;
+        let at = self
+            .progress
+            .current
+            .lock()
+            .split(':')
+            .next()
+            .unwrap_or("")
+            .to_string();
+        self.progress.set_current(format_args!(
+            "{at}: {} chunks looked up",
+            self.report.chunks_reached
+        ));
         let mut decisions = Vec::with_capacity(fps.len());
         self.lookup.submit(&self.dedup, fps, &mut decisions)?;
         let mut missing: BTreeMap<ContainerId, Vec<Fingerprint>> = BTreeMap::new();
@@ -326,9 +375,12 @@ impl<'a> Run<'a> {
             if self.opts.dry_run {
                 for f in &fetches {
                     for &i in &f.wanted {
+                        let stored = f.known.meta.descriptors[i].stored_len as u64;
                         self.report.chunks_copied += 1;
-                        self.report.stored_bytes_copied +=
-                            f.known.meta.descriptors[i].stored_len as u64;
+                        self.report.stored_bytes_copied += stored;
+                        self.progress
+                            .bytes_done
+                            .fetch_add(stored, Ordering::Relaxed);
                     }
                 }
                 continue;
@@ -422,6 +474,9 @@ impl<'a> Run<'a> {
         w.push(d.fp, d.kind, d.level, d.codec, d.raw_len, stored);
         self.report.chunks_copied += 1;
         self.report.stored_bytes_copied += stored.len() as u64;
+        self.progress
+            .bytes_done
+            .fetch_add(stored.len() as u64, Ordering::Relaxed);
     }
 
     fn close_open(&mut self) {

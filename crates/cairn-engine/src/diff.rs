@@ -158,7 +158,16 @@ pub fn diff_at(
     opts: DiffOptions,
     visit: &mut dyn FnMut(Change) -> Result<()>,
 ) -> Result<DiffSummary> {
-    let path = path.trim_matches('/');
+    // The path as typed: a snapshot path or a backed-up one, looked up in
+    // the new snapshot first (crate::snapshot_paths).
+    let typed = path;
+    let Some(path) = crate::snapshot_paths::resolve_in_any(reader, &[new, old], typed)? else {
+        return Err(Error::NotFound(format!(
+            "{} in either snapshot",
+            typed.trim_matches('/')
+        )));
+    };
+    let path = path.as_str();
     if path.is_empty() {
         return diff(reader, old, new, opts, visit);
     }

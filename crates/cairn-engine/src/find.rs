@@ -13,7 +13,11 @@
 //! directories, `\` escapes. A pattern without `/` is matched against entry
 //! names; one with `/` against the whole path inside the snapshot. A leading
 //! `/` stands for the snapshot's root: `/a` matches the top-level entry `a`
-//! only, where `a` matches every entry named `a`. Whole-path matches depend
+//! only, where `a` matches every entry named `a`; an anchored pattern may
+//! also start with a path the snapshot was backed up from
+//! (`/home/me/docs/*.txt` for a backup of `/home/me/docs`), read in each
+//! snapshot where that source sits (`crate::snapshot_paths`). `find -i`
+//! matches letters in any case. Whole-path matches depend
 //! on where a listing sits, so for them the memo is keyed by listing root
 //! and path; name matches by listing root alone.
 
@@ -34,11 +38,20 @@ use crate::read::{join, Reader};
 pub struct Pattern {
     glob: GlobMatcher,
     by_name: bool,
+    /// As given (for the memo key and for reading it per snapshot).
+    text: String,
+    ignore_case: bool,
 }
 
 impl Pattern {
     /// [`Error::InvalidInput`] for an empty or malformed glob.
     pub fn new(pattern: &str) -> Result<Self> {
+        Self::with_case(pattern, false)
+    }
+
+    /// [`Pattern::new`], matching letters in any case when `ignore_case`
+    /// (`find -i`).
+    pub fn with_case(pattern: &str, ignore_case: bool) -> Result<Self> {
         let trimmed = pattern.trim_start_matches('/');
         let trimmed = if trimmed.len() > 1 {
             trimmed.trim_end_matches('/')
@@ -53,12 +66,58 @@ impl Pattern {
         let glob = GlobBuilder::new(trimmed)
             .literal_separator(true)
             .backslash_escape(true)
+            .case_insensitive(ignore_case)
             .build()
             .map_err(|e| Error::invalid(format!("invalid pattern {pattern:?}: {e}")))?;
         Ok(Pattern {
             glob: glob.compile_matcher(),
             by_name: !pattern.starts_with('/') && !trimmed.contains('/'),
+            text: pattern.to_string(),
+            ignore_case,
         })
+    }
+
+    /// This pattern as it reads in `snap`: an anchored pattern that starts
+    /// with one of the snapshot's source paths (`/home/me/docs/*.txt`) is
+    /// moved to where that source sits in the tree (`/docs/*.txt`), when
+    /// the pattern's own leading directories are not in the tree
+    /// (`crate::snapshot_paths`). Other patterns read as they are.
+    fn in_snapshot(&self, reader: &mut Reader, snap: &SnapshotRecord) -> Result<Pattern> {
+        if self.by_name || !self.text.starts_with('/') {
+            return Ok(self.clone());
+        }
+        let Ok(comps) = crate::snapshot_paths::components(&self.text) else {
+            return Ok(self.clone());
+        };
+        let mut readings = crate::snapshot_paths::source_readings(&snap.paths, &comps);
+        // The longest source first: the most specific place.
+        readings.sort_by_key(|(_, rest)| rest.len());
+        for (place, rest) in readings {
+            let at = place.join("/");
+            let literal = comps[..comps.len() - rest.len()].join("/");
+            if at == literal || rest.is_empty() {
+                continue;
+            }
+            let found = at.is_empty()
+                || match reader.find(snap, &at) {
+                    Ok(e) => e.is_some(),
+                    Err(Error::NotFound(_)) => false,
+                    Err(e) => return Err(e),
+                };
+            if found {
+                let moved = format!(
+                    "/{}",
+                    place
+                        .iter()
+                        .map(String::as_str)
+                        .chain(rest)
+                        .collect::<Vec<_>>()
+                        .join("/")
+                );
+                return Pattern::with_case(&moved, self.ignore_case);
+            }
+        }
+        Ok(self.clone())
     }
 
     /// Whether a pattern without `/` (matched against names).
@@ -113,9 +172,13 @@ pub struct FindStats {
 pub struct Finder<'r> {
     reader: &'r mut Reader,
     pattern: Pattern,
-    /// Listing root (and, for whole-path patterns, the listing's path) ->
-    /// matches beneath it, `None` for none.
-    memo: HashMap<(Fingerprint, String), Option<Arc<Node>>>,
+    /// The pattern as it reads in the snapshot being searched
+    /// ([`Pattern::in_snapshot`]).
+    active: Pattern,
+    /// The pattern's text in that snapshot, listing root and (for
+    /// whole-path patterns) the listing's path -> matches beneath it,
+    /// `None` for none.
+    memo: HashMap<(String, Fingerprint, String), Option<Arc<Node>>>,
     stats: FindStats,
 }
 
@@ -123,6 +186,7 @@ impl<'r> Finder<'r> {
     pub fn new(reader: &'r mut Reader, pattern: Pattern) -> Self {
         Finder {
             reader,
+            active: pattern.clone(),
             pattern,
             memo: HashMap::new(),
             stats: FindStats::default(),
@@ -141,6 +205,7 @@ impl<'r> Finder<'r> {
         found: &mut dyn FnMut(&str, &DirEntry) -> Result<()>,
     ) -> Result<()> {
         self.stats.snapshots += 1;
+        self.active = self.pattern.in_snapshot(self.reader, snap)?;
         let root = snap.root_ref()?;
         if let Some(node) = self.listing(&root, "")? {
             self.emit(&node, "", found)?;
@@ -154,8 +219,9 @@ impl<'r> Finder<'r> {
         // property); with a name pattern the result does not depend on the
         // path either.
         let key = (
+            self.active.text.clone(),
             listing.root,
-            if self.pattern.by_name {
+            if self.active.by_name {
                 String::new()
             } else {
                 path.to_string()
@@ -184,7 +250,7 @@ impl<'r> Finder<'r> {
                 (EntryKind::Dir, None, Some(c)) => self.listing(c, &child)?,
                 _ => None,
             };
-            let matched = self.pattern.matches(&child, &e.name);
+            let matched = self.active.matches(&child, &e.name);
             if matched || below.is_some() {
                 items.push(Item {
                     name: e.name.clone(),

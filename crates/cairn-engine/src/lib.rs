@@ -45,6 +45,7 @@ pub mod repair_snapshots;
 pub(crate) mod repo;
 pub mod restore;
 pub mod sealed_backend;
+pub mod snapshot_paths;
 pub mod stats;
 pub mod tag;
 pub(crate) mod warnings;

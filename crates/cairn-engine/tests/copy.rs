@@ -9,8 +9,8 @@ use std::sync::Arc;
 use cairn_backend::{FaultBackend, FaultPlan, MemBackend};
 use cairn_core::Backend;
 use cairn_engine::catalog::{self, SnapshotInfo};
-use cairn_engine::copy::{self, CopyOptions, CopyReport, Identity};
-use cairn_engine::Repository;
+use cairn_engine::copy::{self, CopyOptions, CopyReport, CopyWatch, Identity};
+use cairn_engine::{Progress, Repository};
 
 mod common;
 use common::{assert_check_clean, assert_restores, backup, tiny_config};
@@ -53,7 +53,10 @@ fn run_copy(src: &Repository, dest: &Repository) -> cairn_core::Result<CopyRepor
         &write,
         &all_snapshots(src),
         CopyOptions::default(),
-        &|_| {},
+        CopyWatch {
+            on_snapshot: &|_| {},
+            progress: &Progress::default(),
+        },
     )
 }
 
@@ -102,7 +105,10 @@ fn a_copy_moves_what_is_missing_and_a_rerun_moves_nothing() {
             &write,
             &snaps,
             CopyOptions { dry_run: true },
-            &|_| {},
+            CopyWatch {
+                on_snapshot: &|_| {},
+                progress: &Progress::default(),
+            },
         )
         .unwrap()
     };

@@ -12,7 +12,7 @@ use cairn_engine::read::Reader;
 use cairn_engine::Repository;
 
 use crate::encryption::read_lock;
-use crate::snapshot_args::{resolve, FilterArgs};
+use crate::snapshot_args::{position, resolve_at, FilterArgs};
 
 #[derive(Args, Debug)]
 pub struct CatArgs {
@@ -35,11 +35,12 @@ pub fn cat(
         bail!("cat needs a file path inside the snapshot, e.g. /dir/file");
     }
     let _reading = read_lock(repo)?;
-    let snap = resolve(repo, snapshot, filter)?;
+    let (snap, sub) = resolve_at(repo, snapshot, filter)?;
     let mut reader = Reader::open(repo, Default::default())?;
+    let path = position(&mut reader, &snap, sub.as_deref(), Some(path))?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
-    reader.cat(&snap.record, path, &mut out)?;
+    reader.cat(&snap.record, &path, &mut out)?;
     out.flush().context("writing to standard output")?;
     Ok(ExitCode::SUCCESS)
 }

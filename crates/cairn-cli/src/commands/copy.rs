@@ -8,6 +8,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
@@ -16,12 +17,13 @@ use serde_json::json;
 use cairn_crypto::password::process_env;
 use cairn_crypto::{resolve_other_password, Algorithm, Password, PromptMode};
 use cairn_engine::catalog::{self, SnapshotInfo};
-use cairn_engine::copy::{self, CopyOptions, Identity};
-use cairn_engine::{RepoConfig, Repository};
+use cairn_engine::copy::{self, CopyOptions, CopyWatch, Identity};
+use cairn_engine::{Progress, RepoConfig, Repository};
 
-use crate::encryption::{self, KdfArgs};
 use crate::globals::Globals;
-use crate::output::{bytes, time};
+use crate::encryption;
+use crate::output::bytes;
+use crate::progress::{Display, Unit};
 use crate::snapshot_args::{resolve_all, FilterArgs};
 
 #[derive(Args, Debug)]
@@ -29,9 +31,9 @@ pub struct CopyArgs {
     /// Snapshot ids, unique prefixes or `latest` (default: every snapshot
     /// the filter lets through).
     pub snapshots: Vec<String>,
-    /// The destination: a directory or an S3 location, as for --repo. A
-    /// destination holding no repository is created with the source's
-    /// identity (and, if the source is encrypted, its key).
+    /// The destination: a directory or an S3 location, as for --repo,
+    /// holding a repository made by `init --from-repo SRC
+    /// --copy-chunker-params` (or one of the same identity).
     #[arg(long, value_name = "REPO")]
     pub to: PathBuf,
     /// Read the destination's password from the first line of PATH
@@ -46,8 +48,6 @@ pub struct CopyArgs {
     pub wait: bool,
     #[command(flatten)]
     pub filter: FilterArgs,
-    #[command(flatten)]
-    pub kdf: KdfArgs,
 }
 
 /// `init --copy-identity-from`: the repository whose identity a new one takes.
@@ -64,6 +64,30 @@ pub struct IdentityArgs {
     /// or the terminal).
     #[arg(long, env = "CAIRN_FROM_PASSWORD_FILE", value_name = "PATH")]
     pub from_password_file: Option<PathBuf>,
+    /// restic's spelling of --copy-identity-from REPO, taken with
+    /// --copy-chunker-params: the same chunker (and, encrypted, the same
+    /// master key under the new repository's own password).
+    #[arg(
+        long,
+        value_name = "REPO",
+        conflicts_with = "copy_identity_from",
+        requires = "copy_chunker_params"
+    )]
+    pub from_repo: Option<PathBuf>,
+    /// With --from-repo: copy its chunker parameters (restic's flag; see
+    /// --copy-identity-from for what is shared).
+    #[arg(long, requires = "from_repo")]
+    pub copy_chunker_params: bool,
+}
+
+impl IdentityArgs {
+    /// The repository whose identity the new one takes, under either
+    /// spelling.
+    pub fn source(&self) -> Option<&Path> {
+        self.copy_identity_from
+            .as_deref()
+            .or(self.from_repo.as_deref())
+    }
 }
 
 fn to_password(a: &CopyArgs, mode: PromptMode) -> cairn_core::Result<Password> {
@@ -89,50 +113,20 @@ fn same_identity_config(src: &Repository, mut base: RepoConfig) -> RepoConfig {
 /// `cairn copy`.
 pub fn copy(cli: &Globals, src_path: &Path, a: &CopyArgs) -> Result<ExitCode> {
     crate::repo_location::refuse_url(&a.to)?;
-    let (src, src_password) = encryption::open_keeping_password(cli, src_path)?;
-    let dest_exists = crate::repo_location::has_config(&a.to, &cli.s3)?;
-    if !dest_exists && a.dry_run {
+    let src = encryption::open_repository(cli, src_path)?;
+    // No surprise repositories: the destination is created by `init`,
+    // with the source's chunker (and key) so the two deduplicate alike.
+    if !crate::repo_location::has_config(&a.to, &cli.s3)? {
         bail!(
-            "{} holds no repository (a copy without --dry-run creates it)",
-            a.to.display()
+            "{} holds no repository: create it first with `cairn init --repo {} \
+             --from-repo {} --copy-chunker-params` (its own password, the source's \
+             chunking), then copy again",
+            a.to.display(),
+            a.to.display(),
+            src_path.display()
         );
     }
-    let dest = if dest_exists {
-        encryption::open_at(cli, &a.to, false, &mut || to_password(a, PromptMode::Once))?
-    } else {
-        let mut config = src.config.clone();
-        config.id = Repository::default_config().id;
-        config.encryption = None;
-        let mut given: Option<Password> = None;
-        encryption::init_sharing_identity(
-            cli,
-            &a.to,
-            config,
-            (&src, src_password.as_ref()),
-            None,
-            &mut || {
-                let p = to_password(a, PromptMode::Confirm)?;
-                given = Some(p.clone());
-                Ok(p)
-            },
-            &a.kdf,
-        )?;
-        if !cli.quiet && !cli.json {
-            eprintln!(
-                "created cairn repository at {} with the identity of {}",
-                a.to.display(),
-                src_path.display()
-            );
-        }
-        // Opened again now that it has a config: on object storage the
-        // local metadata cache (keyed by the repository id) then keeps what
-        // the copy writes, and the next copy's lookups need no requests.
-        encryption::open_at(cli, &a.to, false, &mut || {
-            given
-                .clone()
-                .ok_or_else(|| cairn_core::Error::invalid("no destination password"))
-        })?
-    };
+    let dest = encryption::open_at(cli, &a.to, false, &mut || to_password(a, PromptMode::Once))?;
     if src.config.id == dest.config.id && src.backend().describe() == dest.backend().describe() {
         bail!("the source and the destination are the same repository");
     }
@@ -158,13 +152,19 @@ pub fn copy(cli: &Globals, src_path: &Path, a: &CopyArgs) -> Result<ExitCode> {
         resolve_all(&src, &a.snapshots, &filter)?
     };
     let quiet = cli.quiet || cli.json;
-    let progress = |s: &SnapshotInfo| {
-        if !quiet {
+    // On a terminal a bar (snapshots done of those to copy, stored bytes
+    // moved, the snapshot at hand); elsewhere one line per snapshot.
+    let progress = Arc::new(Progress::default());
+    let verb = if a.dry_run { "checking" } else { "copy" };
+    let display = Display::start_with(progress.clone(), !quiet, verb, Unit::Items);
+    let lines = !quiet && !display.active();
+    let on_snapshot = |s: &SnapshotInfo| {
+        if lines {
             eprintln!(
                 "{} snapshot {} of {} ({})",
                 if a.dry_run { "checking" } else { "copying" },
                 catalog::short_id(&s.id),
-                time(s.record.time_unix_ns),
+                crate::local_time::human_time(s.record.time_unix_ns),
                 crate::output::display_name(&s.record.host),
             );
         }
@@ -176,8 +176,13 @@ pub fn copy(cli: &Globals, src_path: &Path, a: &CopyArgs) -> Result<ExitCode> {
         &write,
         &selected,
         CopyOptions { dry_run: a.dry_run },
-        &progress,
-    )?;
+        CopyWatch {
+            on_snapshot: &on_snapshot,
+            progress: &progress,
+        },
+    );
+    drop(display);
+    let report = report?;
     for n in &report.notices {
         eprintln!("cairn: warning: destination: {n}");
     }
@@ -195,13 +200,13 @@ pub fn copy(cli: &Globals, src_path: &Path, a: &CopyArgs) -> Result<ExitCode> {
             println!(
                 "snapshot {} of {}: already in the destination",
                 catalog::short_id(&s.id),
-                time(s.time_unix_ns)
+                crate::local_time::human_time(s.time_unix_ns)
             );
         } else {
             println!(
                 "snapshot {} of {}: {} {} chunks ({})",
                 catalog::short_id(&s.id),
-                time(s.time_unix_ns),
+                crate::local_time::human_time(s.time_unix_ns),
                 if a.dry_run { "would copy" } else { "copied" },
                 s.chunks,
                 bytes(s.stored_bytes)
@@ -232,8 +237,7 @@ pub fn init_with_identity(
     identity: &IdentityArgs,
 ) -> Result<Repository> {
     let from = identity
-        .copy_identity_from
-        .as_deref()
+        .source()
         .ok_or_else(|| anyhow!("no --copy-identity-from given"))?;
     crate::repo_location::refuse_url(from)?;
     const IDENTITY_FLAGS: [&str; 5] =

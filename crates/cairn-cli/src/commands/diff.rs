@@ -8,7 +8,7 @@ use std::ffi::OsString;
 use std::io::Write;
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 use clap::Args;
 use serde_json::{json, Value};
 
@@ -22,7 +22,7 @@ use cairn_format::dir::DirEntry;
 use crate::encryption::read_lock;
 use crate::globals::Globals;
 use crate::output::{bytes, display_name, kind_name, time};
-use crate::snapshot_args::{resolve, FilterArgs};
+use crate::snapshot_args::{resolve_at, FilterArgs};
 
 use cairn_engine::catalog::short_id as short;
 
@@ -91,9 +91,23 @@ pub fn run(
     filter: &SnapshotFilter,
 ) -> Result<ExitCode> {
     let _reading = read_lock(repo)?;
-    let a = resolve(repo, old, filter)?;
-    let b = resolve(repo, new, filter)?;
+    let (a, sub_a) = resolve_at(repo, old, filter)?;
+    let (b, sub_b) = resolve_at(repo, new, filter)?;
+    if sub_a != sub_b {
+        bail!("diff compares the same folder of both snapshots: give ID:subfolder on both or neither, with the same subfolder");
+    }
+    let joined = sub_a.map(|s| cairn_engine::snapshot_paths::join_base(&s, path.unwrap_or("")));
+    let path = joined.as_deref().or(path);
     let mut reader = Reader::open(repo, Default::default())?;
+    // The path as the snapshots hold it (for the JSON `path`); a path in
+    // neither is diff_at's error.
+    let resolved = match path {
+        Some(p) => {
+            cairn_engine::snapshot_paths::resolve_in_any(&mut reader, &[&b.record, &a.record], p)?
+        }
+        None => None,
+    };
+    let path = resolved.as_deref().or(path);
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let mut rows = Vec::new();

@@ -33,11 +33,12 @@ pub fn dump(
     filter: &cairn_engine::catalog::SnapshotFilter,
 ) -> Result<ExitCode> {
     let _reading = read_lock(repo)?;
-    let snap = crate::snapshot_args::resolve(repo, snapshot, filter)?;
+    let (snap, sub) = crate::snapshot_args::resolve_at(repo, snapshot, filter)?;
     let mut reader = Reader::open(repo, Default::default())?;
+    let path = crate::snapshot_args::position(&mut reader, &snap, sub.as_deref(), path)?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
-    reader.dump(&snap.record, path.unwrap_or(""), &mut out)?;
+    reader.dump(&snap.record, &path, &mut out)?;
     out.flush().context("writing to standard output")?;
     Ok(ExitCode::SUCCESS)
 }

@@ -18,7 +18,7 @@ use cairn_engine::Repository;
 use super::diff::entry_json;
 use crate::encryption::read_lock;
 use crate::globals::Globals;
-use crate::output::{bytes, display_name, kind_name, time};
+use crate::output::{bytes, display_name, kind_name};
 use crate::snapshot_args::resolve_all;
 
 use crate::snapshot_args::FilterArgs;
@@ -26,6 +26,9 @@ use crate::snapshot_args::FilterArgs;
 #[derive(Args, Debug)]
 pub struct FindArgs {
     pub pattern: OsString,
+    /// Match letters in any case.
+    #[arg(short = 'i', long)]
+    pub ignore_case: bool,
     /// Search only this snapshot (repeatable; id prefix or `latest`).
     #[arg(long = "snapshot", short = 's', value_name = "ID")]
     pub snapshots: Vec<String>,
@@ -57,12 +60,12 @@ fn find_targets(
 pub fn run(
     cli: &Globals,
     repo: &Repository,
-    pattern: &str,
+    (pattern, ignore_case): (&str, bool),
     specs: &[String],
     filter: &SnapshotFilter,
 ) -> Result<ExitCode> {
     // Bad input first: a pattern error needs no repository access.
-    let pattern = Pattern::new(pattern)?;
+    let pattern = Pattern::with_case(pattern, ignore_case)?;
     let _reading = read_lock(repo)?;
     let (targets, damaged) = find_targets(repo, specs, filter)?;
     let mut reader = Reader::open(repo, Default::default())?;
@@ -85,7 +88,7 @@ pub fn run(
                     short(&snap.id),
                     kind_name(e.kind),
                     bytes(e.size),
-                    time(e.mtime_ns),
+                    crate::local_time::human_time(e.mtime_ns),
                     display_name(path)
                 )
                 .ctx(|| "writing to standard output".into())?;

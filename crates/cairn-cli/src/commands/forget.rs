@@ -12,7 +12,6 @@ use cairn_engine::Repository;
 
 use super::gc::{gc_options, print_gc, run_gc, GcTuning};
 use crate::globals::Globals;
-use crate::output::time;
 use crate::snapshot_args::FilterArgs;
 
 #[derive(Args, Debug, Clone)]
@@ -167,7 +166,7 @@ pub fn run(cli: &Globals, repo: &Repository, a: &ForgetArgs) -> Result<ExitCode>
                 "  {:6}  {}  {}  {}",
                 if d.keep { "keep" } else { "remove" },
                 short(&d.id),
-                time(d.time_unix_ns),
+                crate::local_time::human_time(d.time_unix_ns),
                 d.reasons.join(", ")
             );
         }

@@ -30,7 +30,7 @@ pub fn run(
     identity: &IdentityArgs,
 ) -> Result<ExitCode> {
     let cfg = resolve_auto(cli, new_repository(config_from(a)?), a)?;
-    let repo = if identity.copy_identity_from.is_some() {
+    let repo = if identity.source().is_some() {
         super::copy::init_with_identity(cli, path, cfg, encryption, identity)?
     } else {
         crate::encryption::init_repository(cli, path, cfg, encryption)?

@@ -16,7 +16,7 @@ use cairn_engine::Repository;
 use crate::encryption::read_lock;
 use crate::globals::Globals;
 use crate::output::{display_name, kind_name, mode_string, time};
-use crate::snapshot_args::{resolve, FilterArgs};
+use crate::snapshot_args::{position, resolve_at, FilterArgs};
 
 #[derive(Args, Debug)]
 pub struct LsArgs {
@@ -25,6 +25,11 @@ pub struct LsArgs {
     /// Path inside the snapshot to list (default: everything); a
     /// leading `/` is the snapshot's root.
     pub path: Option<OsString>,
+    /// The long listing (restic's `ls -l`): type and permissions,
+    /// size (a device's major, minor), time, path. cairn's `ls` always
+    /// lists so; the flag is taken for restic users' habits.
+    #[arg(short = 'l', long = "long")]
+    pub _long: bool,
     #[command(flatten)]
     pub filter: FilterArgs,
 }
@@ -37,12 +42,13 @@ pub fn ls(
     filter: &SnapshotFilter,
 ) -> Result<ExitCode> {
     let _reading = read_lock(repo)?;
-    let snap = resolve(repo, snapshot, filter)?;
+    let (snap, sub) = resolve_at(repo, snapshot, filter)?;
     let mut reader = Reader::open(repo, Default::default())?;
+    let path = position(&mut reader, &snap, sub.as_deref(), path)?;
     let mut rows = Vec::new();
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
-    reader.walk(&snap.record, path.unwrap_or(""), &mut |w| {
+    reader.walk(&snap.record, &path, &mut |w| {
         let e = &w.entry;
         let kind = kind_name(e.kind);
         if cli.json {
@@ -61,8 +67,8 @@ pub fn ls(
                 out,
                 "{} {:>12} {} {}{}",
                 mode_string(kind, e.mode),
-                e.size,
-                time(e.mtime_ns),
+                crate::ls_columns::size_column(e),
+                crate::local_time::human_time(e.mtime_ns),
                 display_name(&w.path),
                 display_name(&target)
             );

@@ -60,7 +60,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Key(k) => key::run(cli, &repo_path()?, k),
         Command::Backup(a) => backup::run(cli, &repo_path()?, a),
         Command::Snapshots(a) => {
-            snapshots::snapshots(cli, &open()?, a.group_by.as_deref(), &a.filter)
+            snapshots::snapshots(cli, &open()?, a.group_by.as_deref(), a.latest, &a.filter)
         }
         Command::Ls(a) => {
             let path = a.path.as_deref().map(snapshot_os_path).transpose()?;
@@ -137,7 +137,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             find::run(
                 cli,
                 &repo,
-                &cairn_engine::names::os_pattern(&a.pattern),
+                (&cairn_engine::names::os_pattern(&a.pattern), a.ignore_case),
                 &a.snapshots,
                 &a.filter.filter()?,
             )

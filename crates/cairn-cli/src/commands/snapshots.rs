@@ -21,6 +21,10 @@ pub struct SnapshotsArgs {
     /// (comma-separated), e.g. `--group-by host,paths`.
     #[arg(long, value_name = "FIELDS")]
     pub group_by: Option<String>,
+    /// Only the N newest snapshots of each group (host and paths, or
+    /// the --group-by fields).
+    #[arg(long, value_name = "N")]
+    pub latest: Option<usize>,
     #[command(flatten)]
     pub filter: FilterArgs,
 }
@@ -49,16 +53,17 @@ fn snapshot_json(s: &SnapshotInfo) -> Value {
 }
 
 fn print_table(cli: &Globals, snaps: &[SnapshotInfo]) {
+    let w = crate::local_time::HUMAN_TIME_WIDTH;
     println!(
-        "{:<10} {:<20} {:<12} {:>12}  paths",
+        "{:<10} {:<w$} {:<12} {:>12}  paths",
         "id", "time", "host", "size"
     );
     for s in snaps {
         let r = &s.record;
         println!(
-            "{:<10} {:<20} {:<12} {:>12}  {}{}",
+            "{:<10} {:<w$} {:<12} {:>12}  {}{}",
             short_id(&s.id),
-            time(r.time_unix_ns),
+            crate::local_time::human_time(r.time_unix_ns),
             r.host,
             bytes(r.stats.logical_bytes),
             paths_of(s).join(" "),
@@ -92,11 +97,15 @@ pub fn snapshots(
     cli: &Globals,
     repo: &Repository,
     group_by: Option<&str>,
+    latest: Option<usize>,
     filter: &FilterArgs,
 ) -> Result<ExitCode> {
     let group_by = group_by.map(GroupBy::parse).transpose()?;
     let filter = filter.filter()?;
-    let (snaps, bad) = catalog::list_filtered(&**repo.backend(), &filter)?;
+    let (mut snaps, bad) = catalog::list_filtered(&**repo.backend(), &filter)?;
+    if let Some(n) = latest {
+        snaps = catalog::latest_per_group(snaps, group_by.unwrap_or_default(), n);
+    }
     for (id, e) in &bad {
         eprintln!("cairn: warning: snapshot {} unreadable: {e}", short_id(id));
     }

@@ -1,7 +1,8 @@
 //! What a test needs from the machine it runs on: the one way to skip a test
 //! whose environment lacks something ([`skip_or_fail`], fatal in CI), and
 //! running `cairn` as an unprivileged user so that permission tests mean
-//! something when the suite runs as root ([`unprivileged_cairn`]).
+//! something when the suite runs as root ([`unprivileged_cairn`]), and a
+//! pseudo-terminal for output drawn only on one ([`on_terminal`]).
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -117,4 +118,31 @@ impl Drop for Tmpfs {
     fn drop(&mut self) {
         let _ = Command::new("umount").arg(&self.0).status();
     }
+}
+
+/// Runs `cairn args` on a pseudo-terminal (util-linux `script`), so the
+/// progress bar is drawn; returns everything it wrote, or `None`
+/// ([`skip_or_fail`]) where `script` is missing.
+pub fn on_terminal(repo: &Path, args: &[&str]) -> Option<String> {
+    if std::process::Command::new("script")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        skip_or_fail("util-linux `script` is not installed (needed for a terminal)");
+        return None;
+    }
+    let mut line = format!("{} --repo {}", super::BIN, super::s(repo));
+    for a in args {
+        line += &format!(" '{a}'");
+    }
+    let mut script = std::process::Command::new("script");
+    super::test_env(&mut script);
+    let out = script
+        .args(["-qec", &line, "/dev/null"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    Some(String::from_utf8_lossy(&out.stdout).into_owned())
 }

@@ -5,7 +5,10 @@
 //! name (`/a/data` and `/b/data`), the snapshot keeps the directories above
 //! each path source instead, as restic does: `a/data` and `b/data` (common
 //! leading directories shared: `/srv/a/data` and `/srv/b/data` give
-//! `srv/a/data` and `srv/b/data`). A `--stdin` stream (or a replayed
+//! `srv/a/data` and `srv/b/data`). A backup of `/` is the snapshot's root
+//! itself (`/etc` is `etc`, not `root/etc`), so `/` must be the only
+//! source; snapshots made before this rule hold it as `root` and stay
+//! readable as they are (`crate::snapshot_paths` reads both). A `--stdin` stream (or a replayed
 //! trace) stays at the top under its name. The directories above a source
 //! are named as the file system resolves them (symlinks among them
 //! followed) and carry their own mode, owner and times; their listings hold
@@ -28,7 +31,17 @@ use super::events::EntryMeta;
 use super::walker::Source;
 
 /// A source's place: the names from the snapshot root down to its entry.
+/// Empty for a backup of `/`: its entry's listing is the root listing.
 pub(crate) type Place = Vec<Vec<u8>>;
+
+/// Whether `source` is the file system's root (`/`, or a path resolving
+/// to it such as `/..`).
+fn is_root(source: &Source) -> bool {
+    match source {
+        Source::Path(p) => absolute_components(p).is_empty(),
+        _ => false,
+    }
+}
 
 /// The place of every source, in order; see the module doc.
 pub(crate) fn place(sources: &[Source]) -> Result<Vec<Place>> {
@@ -36,6 +49,14 @@ pub(crate) fn place(sources: &[Source]) -> Result<Vec<Place>> {
         return Err(Error::invalid(
             "nothing to back up: give at least one path or --stdin",
         ));
+    }
+    if sources.iter().any(is_root) {
+        if sources.len() > 1 {
+            return Err(Error::invalid(
+                "source / holds every other source: give / alone",
+            ));
+        }
+        return Ok(vec![Vec::new()]);
     }
     let names: Vec<Vec<u8>> = sources.iter().map(super::top_level_name).collect();
     for n in &names {
@@ -187,6 +208,9 @@ mod tests {
         }
         let r = root.to_str().unwrap().trim_start_matches('/');
         let at = |s: &str| format!("{}/{s}", root.display());
+        // `/` is the root itself, and only alone.
+        assert_eq!(place(&[path("/")]).unwrap(), vec![Place::new()]);
+        assert!(place(&[path("/"), path(&at("c"))]).is_err());
         let p = place(&[path(&at("a/data")), path(&at("c"))]).unwrap();
         assert_eq!(texts(&p), ["data", "c"]);
         let p = place(&[

@@ -430,13 +430,18 @@ impl RunState {
         let mut trees = self.parent_trees.lock();
         let places = layout::place(&opts.sources)?;
         for (i, (source, place)) in opts.sources.iter().zip(places).enumerate() {
-            let (Source::Path(_), Some(first)) = (source, p.tops.get(&place[0])) else {
+            let first = match place.first() {
+                Some(top) => p.tops.get(top).cloned(),
+                // A backup of `/`: its parent is the parent's whole root.
+                None => Some(p.root_dir()),
+            };
+            let (Source::Path(_), Some(first)) = (source, first) else {
                 continue;
             };
             // A source below the top is found through the directories above it.
             let mut tree = parent::ParentTree::new(repo, present.clone(), p.trust)?;
-            let mut at = Some(first.clone());
-            for name in &place[1..] {
+            let mut at = Some(first);
+            for name in place.iter().skip(1) {
                 at = at.and_then(|d| tree.children(d).remove(name));
             }
             if let Some(top) = at {
@@ -658,6 +663,24 @@ fn run_streams_and_root(
     // the directories above the sources, when they are kept).
     *run.commit_started.lock() = Instant::now();
     let mut commit_stream = Stream::new(shared);
+    if let [(place, entry)] = top.as_slice() {
+        if place.is_empty() {
+            // A backup of `/`: its listing is the root listing, stored as
+            // a blob when the walk kept it inline.
+            let root = match (&entry.children, &entry.content) {
+                (None, Some(blob)) => *blob,
+                (inline, _) => {
+                    let mut listing = Vec::new();
+                    encode_dir(inline.as_deref().unwrap_or_default(), &mut listing)?;
+                    commit_stream
+                        .store_blob(&listing)?
+                        .ok_or_else(|| Error::invalid("empty root listing"))?
+                }
+            };
+            commit_stream.finish()?;
+            return Ok(root);
+        }
+    }
     let top = layout::root_entries(top, &mut |entries| {
         let mut listing = Vec::new();
         encode_dir(entries, &mut listing)?;

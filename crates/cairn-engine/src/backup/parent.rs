@@ -33,7 +33,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use cairn_core::{ContainerId, Error, Result};
-use cairn_format::dir::{DirEntry, EntryKind};
+use cairn_format::dir::{BlobRef, DirEntry, EntryKind};
 
 use super::events::EntryMeta;
 use crate::catalog;
@@ -61,7 +61,19 @@ pub const RACY_MARGIN_NS: i64 = 20_000_000;
 pub(crate) struct Parent {
     pub id: String,
     pub tops: HashMap<Vec<u8>, DirEntry>,
+    /// The root listing's blob.
+    pub root: BlobRef,
     pub trust: Trust,
+}
+
+impl Parent {
+    /// The parent's root as a directory entry (metadata unknown), for a
+    /// backup of `/`, whose entry is the root.
+    pub fn root_dir(&self) -> DirEntry {
+        let mut e = super::entry(Vec::new(), EntryKind::Dir, &Default::default());
+        e.content = Some(self.root);
+        e
+    }
 }
 
 /// What the parent snapshot's entries can be trusted for.
@@ -123,6 +135,7 @@ pub(crate) fn resolve(
         Reader::open(repo, CacheOptions::default()).and_then(|mut r| r.root_entries(&info.record));
     match read {
         Ok(entries) => Ok(Some(Parent {
+            root: info.record.root_ref()?,
             trust: Trust::of(&info.record),
             id: info.id,
             tops: entries.into_iter().map(|e| (e.name.clone(), e)).collect(),
