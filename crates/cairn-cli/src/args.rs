@@ -315,7 +315,7 @@ pub struct RestoreArgs {
     /// its content (by fingerprint, at the snapshot's chunk boundaries),
     /// size, mode and mtime with the snapshot; each mismatch is reported and
     /// the exit is non-zero.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "dry_run")]
     pub verify: bool,
     /// Restore policy (002 §2): container-lru, chunk-lru, faa (forward
     /// assembly), alacc (assembly + look-ahead chunk cache) or belady
@@ -329,10 +329,17 @@ pub struct RestoreArgs {
     /// replaces files, symlinks and empty directories (a non-empty
     /// directory only with --delete; otherwise it is reported as an error
     /// and kept); `if-changed` is `always` but keeps a file whose size
-    /// and mtime match; `never` keeps every existing entry (counted as
-    /// skipped) and still descends into existing directories.
-    #[arg(long, default_value = "always", value_parser = ["always", "if-changed", "never"])]
+    /// and mtime match; `if-newer` is `always` but keeps an entry whose
+    /// mtime is not older than the snapshot's; `never` keeps every existing
+    /// entry (counted as skipped) and still descends into existing
+    /// directories.
+    #[arg(long, default_value = "always", value_parser = ["always", "if-changed", "if-newer", "never"])]
     pub overwrite: String,
+    /// Decide everything a restore would (selection, --overwrite, --delete)
+    /// and report what it would write, replace, skip and delete; change
+    /// nothing in the target.
+    #[arg(long)]
+    pub dry_run: bool,
     /// Also remove entries of the restored directories that the snapshot
     /// does not have (a full restore: of the whole target), and allow
     /// replacing a non-empty directory by a file or symlink. Removes only

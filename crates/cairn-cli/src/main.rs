@@ -54,6 +54,7 @@ mod output;
 mod progress;
 mod repair_commands;
 mod repo_location;
+mod report;
 mod restore_commands;
 mod sim_commands;
 mod snapshot_args;

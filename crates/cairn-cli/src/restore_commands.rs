@@ -45,6 +45,7 @@ pub fn restore(cli: &Cli, repo: &Repository, a: &RestoreArgs) -> Result<ExitCode
     let opts = RestoreOptions {
         overwrite: a.overwrite.parse()?,
         delete: a.delete,
+        dry_run: a.dry_run,
     };
     let target = a.target.as_path();
     let _reading = read_lock(repo)?;
@@ -101,9 +102,13 @@ pub fn restore(cli: &Cli, repo: &Repository, a: &RestoreArgs) -> Result<ExitCode
                 // 002's speed factor: MB restored per container read, whole or ranged.
                 "speed_factor": if sum.policy.container_reads > 0 { sum.bytes as f64 / 1e6 / sum.policy.container_reads as f64 } else { 0.0 },
                 "restore_policy": sum.policy.policy, "restore_memory_bytes": sum.policy.peak_memory_bytes,
-                "verify": verified,
+                "verify": verified, "dry_run": a.dry_run,
             }))?
         );
+    } else if !cli.quiet && a.dry_run {
+        for line in crate::report::restore::dry_run_lines(&sum, target) {
+            println!("{line}");
+        }
     } else if !cli.quiet {
         println!(
             "restored {} files, {} dirs, {} symlinks ({}) to {} in {:.2}s; {} containers read",

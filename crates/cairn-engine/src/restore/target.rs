@@ -68,6 +68,10 @@ pub enum Overwrite {
     /// Leave every existing entry as it is (counted as skipped); existing
     /// directories are still descended into.
     Never,
+    /// Replace an existing non-directory only when the snapshot entry's
+    /// mtime is later than its own (otherwise skip it); otherwise as
+    /// `Always`.
+    IfNewer,
 }
 
 impl std::str::FromStr for Overwrite {
@@ -78,8 +82,9 @@ impl std::str::FromStr for Overwrite {
             "always" => Ok(Overwrite::Always),
             "if-changed" => Ok(Overwrite::IfChanged),
             "never" => Ok(Overwrite::Never),
+            "if-newer" => Ok(Overwrite::IfNewer),
             _ => Err(Error::invalid(format!(
-                "unknown --overwrite mode {s:?} (always, if-changed or never)"
+                "unknown --overwrite mode {s:?} (always, if-changed, if-newer or never)"
             ))),
         }
     }
@@ -92,6 +97,9 @@ pub struct RestoreOptions {
     /// Remove entries of restored directories that the snapshot does not
     /// have, and allow replacing a non-empty directory by a file or symlink.
     pub delete: bool,
+    /// Decide everything as a restore would and count it, but change
+    /// nothing in the target (`restore --dry-run`).
+    pub dry_run: bool,
 }
 
 /// The outcome of placing one file or symlink.
@@ -142,6 +150,11 @@ pub struct Target {
     pub(crate) warnings: RefCell<Vec<String>>,
     /// Reaches destinations longer than the kernel takes whole.
     dirs: RefCell<Dirs>,
+    /// Dry run only: the directories the restore would create (or put in
+    /// place of a non-directory). Invariant: nothing below them is ever
+    /// inspected, since in a real restore they would be empty when filled
+    /// (and a symlink they would replace must not be followed).
+    virtual_dirs: RefCell<HashSet<PathBuf>>,
 }
 
 impl Target {
@@ -151,6 +164,7 @@ impl Target {
             capacity: None,
             warnings: RefCell::default(),
             dirs: RefCell::default(),
+            virtual_dirs: RefCell::default(),
         }
     }
 
@@ -162,6 +176,7 @@ impl Target {
             capacity: Some(Cell::new(bytes)),
             warnings: RefCell::default(),
             dirs: RefCell::default(),
+            virtual_dirs: RefCell::default(),
         }
     }
 
@@ -171,7 +186,50 @@ impl Target {
         self.dirs.borrow_mut()
     }
 
+    /// Whether this is a dry run (nothing in the target changes).
+    pub fn dry_run(&self) -> bool {
+        self.opts.dry_run
+    }
+
+    /// Dry run: whether `dest` lies in a directory the restore would have
+    /// created, so that nothing is there.
+    fn in_virtual_dir(&self, dest: &Path) -> bool {
+        self.opts.dry_run && self.virtual_dirs.borrow().contains(parent(dest))
+    }
+
+    /// Creates the target root with its parents (following a symlink, as
+    /// for any path argument). A dry run creates nothing: a missing root
+    /// is a directory it would create.
+    pub fn prepare_root(&self, root: &Path) -> Result<()> {
+        if self.opts.dry_run {
+            if fs::metadata(root).is_err() {
+                self.virtual_dirs.borrow_mut().insert(root.to_path_buf());
+            }
+            return Ok(());
+        }
+        Dirs::new()
+            .create_dir_all(root)
+            .ctx(|| format!("creating {}", root.display()))
+    }
+
+    /// Whether directory `dir` exists in the target as it is now (false
+    /// in a dry run for a directory it would create).
+    pub fn exists_now(&self, dir: &Path) -> bool {
+        !self.opts.dry_run || !self.virtual_dirs.borrow().contains(dir)
+    }
+
+    /// Makes an existing directory writable by its owner while the restore
+    /// fills it (its recorded mode is applied at the end). Not in a dry run.
+    pub fn open_dir_for_filling(&self, dest: &Path) {
+        if !self.opts.dry_run {
+            let _ = self.dirs().chmod(dest, 0o700);
+        }
+    }
+
     fn existing(&self, dest: &Path) -> Result<Existing> {
+        if self.in_virtual_dir(dest) {
+            return Ok(Existing::Nothing);
+        }
         let found = self.dirs().lstat(dest);
         match found {
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Existing::Nothing),
@@ -191,12 +249,17 @@ impl Target {
     /// Makes `dest` a real directory the restore may fill, per the rules in
     /// the module doc. Never follows a symlink at `dest`.
     pub fn prepare_dir(&self, dest: &Path) -> Result<DirState> {
-        let found = self.dirs().lstat(dest);
+        let found = if self.in_virtual_dir(dest) {
+            Err(io::ErrorKind::NotFound.into())
+        } else {
+            self.dirs().lstat(dest)
+        };
         let replaced = match found {
             Err(e) if e.kind() == io::ErrorKind::NotFound => false,
             Err(e) => return Err(Error::io(format!("inspecting {}", dest.display()), e)),
             Ok(m) if m.is_dir() => return Ok(DirState::Existing),
             Ok(_) if self.opts.overwrite == Overwrite::Never => return Ok(DirState::Skipped),
+            Ok(_) if self.opts.dry_run => true,
             Ok(_) => {
                 // Unlinks a symlink itself, never its target.
                 let r = self.dirs().remove_file(dest);
@@ -204,6 +267,14 @@ impl Target {
                 true
             }
         };
+        if self.opts.dry_run {
+            self.virtual_dirs.borrow_mut().insert(dest.to_path_buf());
+            return Ok(if replaced {
+                DirState::Replaced
+            } else {
+                DirState::Created
+            });
+        }
         let r = self.dirs().mkdir(dest, 0o777);
         r.ctx(|| format!("creating {}", dest.display()))?;
         Ok(if replaced {
@@ -218,12 +289,16 @@ impl Target {
     fn decide(&self, dest: &Path, e: &DirEntry) -> Result<(Option<Placed>, Existing)> {
         let existing = self.existing(dest)?;
         let verdict = match (&existing, self.opts.overwrite) {
+            (Existing::Nothing, _) if self.opts.dry_run => Some(Placed::New),
             (Existing::Nothing, _) => None,
             (_, Overwrite::Never) => Some(Placed::Skipped),
             (Existing::NonDir(m), Overwrite::IfChanged) if self.unchanged(dest, m, e) => {
                 Some(Placed::Skipped)
             }
+            (Existing::NonDir(m), Overwrite::IfNewer) if !newer(e, m) => Some(Placed::Skipped),
             (Existing::NonEmptyDir, _) if !self.opts.delete => Some(Placed::NonEmptyDir),
+            // A dry run stops here: what the write would do, without it.
+            _ if self.opts.dry_run => Some(would_place(&existing)),
             _ => None,
         };
         Ok((verdict, existing))
@@ -336,35 +411,42 @@ impl Target {
     /// sources): a kept file may be a link to a file outside the target.
     pub fn place_hard_link(&self, dest: &Path, e: &DirEntry, first: &Path) -> Result<Placed> {
         let existing = self.existing(dest)?;
-        let first_meta = self.dirs().lstat(first);
-        let first_meta = first_meta.ctx(|| {
-            format!(
-                "inspecting {}, the first name of {}",
-                first.display(),
-                dest.display()
-            )
-        })?;
-        if !first_meta.is_file() {
-            return Err(Error::invalid(format!(
-                "{} (its first name) is not a restored file",
-                first.display()
-            )));
-        }
-        let verdict = match (&existing, self.opts.overwrite) {
-            (Existing::Nothing, _) => None,
-            (Existing::NonDir(m), _)
-                if m.ino() == first_meta.ino() && m.dev() == first_meta.dev() =>
-            {
-                Some(Placed::Skipped)
+        // Whether `dest` already is that link. A dry run wrote no `first`:
+        // a real restore would have renamed a fresh inode there, which no
+        // existing name can share.
+        let already_linked = if self.opts.dry_run {
+            false
+        } else {
+            let first_meta = self.dirs().lstat(first);
+            let first_meta = first_meta.ctx(|| {
+                format!(
+                    "inspecting {}, the first name of {}",
+                    first.display(),
+                    dest.display()
+                )
+            })?;
+            if !first_meta.is_file() {
+                return Err(Error::invalid(format!(
+                    "{} (its first name) is not a restored file",
+                    first.display()
+                )));
             }
+            matches!(&existing, Existing::NonDir(m)
+                if m.ino() == first_meta.ino() && m.dev() == first_meta.dev())
+        };
+        let verdict = match (&existing, self.opts.overwrite) {
+            (Existing::Nothing, _) if self.opts.dry_run => Some(Placed::New),
+            (Existing::Nothing, _) => None,
+            _ if already_linked => Some(Placed::Skipped),
             (_, Overwrite::Never) => Some(Placed::Skipped),
+            (Existing::NonDir(m), Overwrite::IfNewer) if !newer(e, m) => Some(Placed::Skipped),
             (Existing::NonEmptyDir, _) if !self.opts.delete => Some(Placed::NonEmptyDir),
+            _ if self.opts.dry_run => Some(would_place(&existing)),
             _ => None,
         };
         if let Some(v) = verdict {
             return Ok(v);
         }
-        let _ = e;
         let tmp = create_temp(parent(dest), |p| self.dirs().hard_link(first, p))
             .ctx(|| format!("linking {} to {}", dest.display(), first.display()))?
             .0;
@@ -435,6 +517,10 @@ impl Target {
                 continue;
             }
             let p = dir.join(&name);
+            if self.opts.dry_run {
+                removed += 1;
+                continue;
+            }
             let found = self.dirs().lstat(&p);
             let r = match found {
                 // Never follows a symlink: a linked directory loses the link only.
@@ -573,6 +659,9 @@ impl Target {
     /// alone: these calls would follow a symlink). Refused attributes are
     /// returned.
     pub(crate) fn apply_dir_meta(&self, p: &Path, e: &DirEntry) -> Result<Vec<String>> {
+        if self.opts.dry_run {
+            return Ok(Vec::new());
+        }
         let m = self.dirs().lstat(p);
         if !m.ctx(|| format!("inspecting {}", p.display()))?.is_dir() {
             return Err(Error::invalid(
@@ -587,6 +676,22 @@ impl Target {
             .ctx(|| format!("setting times of {}", p.display()))?;
         Ok(crate::file_kinds::apply_xattrs(&mut d, p, e))
     }
+}
+
+/// What writing over `existing` counts as (the write itself not done:
+/// a dry run).
+fn would_place(existing: &Existing) -> Placed {
+    match existing {
+        Existing::Nothing => Placed::New,
+        _ => Placed::Replaced,
+    }
+}
+
+/// `--overwrite if-newer`: whether snapshot entry `e` is newer (a later
+/// mtime, to the nanosecond) than the existing entry `m`.
+fn newer(e: &DirEntry, m: &fs::Metadata) -> bool {
+    let existing_ns = (m.mtime() as i128) * 1_000_000_000 + m.mtime_nsec() as i128;
+    e.mtime_ns as i128 > existing_ns
 }
 
 pub(crate) fn mtime(e: &DirEntry) -> filetime::FileTime {
