@@ -268,6 +268,7 @@ pub fn forget(cli: &Cli, repo: &Repository, a: &ForgetArgs) -> Result<ExitCode> 
         .filter(|d| !d.keep)
         .map(|d| d.id.clone())
         .collect();
+    let tally = forget::tally(repo, &remove)?;
     if !a.dry_run {
         forget::remove(repo, &lock, &remove)?;
     }
@@ -290,8 +291,8 @@ pub fn forget(cli: &Cli, repo: &Repository, a: &ForgetArgs) -> Result<ExitCode> 
         }
         println!(
             "{} snapshots kept, {} {}",
-            decisions.len() - remove.len(),
-            remove.len(),
+            tally.kept,
+            tally.removed,
             if a.dry_run {
                 "would be removed"
             } else {
@@ -328,6 +329,8 @@ pub fn forget(cli: &Cli, repo: &Repository, a: &ForgetArgs) -> Result<ExitCode> 
                 "dry_run": a.dry_run,
                 "decisions": decisions,
                 "removed": if a.dry_run { Vec::new() } else { remove },
+                "kept_count": tally.kept,
+                "removed_count": tally.removed,
                 "gc": pruned,
             }))?
         );

@@ -2,3 +2,4 @@
 //! that parse options and run the engine: one file per report.
 
 pub mod restore;
+pub mod stats;
