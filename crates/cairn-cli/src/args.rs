@@ -31,11 +31,12 @@ pub struct Cli {
     #[arg(short, long, global = true, conflicts_with = "verbose")]
     pub quiet: bool,
 
-    /// More detail: backup's lookup, cache and index statistics, restore's
-    /// policy and I/O counters and one line per file (new, replaced or
-    /// skipped), per-snapshot statistics in `snapshots`.
-    #[arg(short, long, global = true)]
-    pub verbose: bool,
+    /// More detail: one line per file and directory in backup (new,
+    /// changed or unmodified; -vv adds size, chunks and bytes added) and
+    /// per file in restore (new, replaced or skipped), per-snapshot
+    /// statistics in `snapshots`. Internal figures: `--stats`, `--json`.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
 
     /// Read the repository password from the first line of PATH (an
     /// encrypted repository only; see docs/security.md).
@@ -317,6 +318,10 @@ pub struct RestoreArgs {
     /// the exit is non-zero.
     #[arg(long, conflicts_with = "dry_run")]
     pub verify: bool,
+    /// Also print the restore policy's figures: memory, peak, bytes read,
+    /// steps served from memory, index page reads (all in --json too).
+    #[arg(long)]
+    pub stats: bool,
     /// Restore policy (002 §2): container-lru, chunk-lru, faa (forward
     /// assembly), alacc (assembly + look-ahead chunk cache) or belady
     /// (the optimal bound).
@@ -510,6 +515,11 @@ pub struct InitArgs {
 pub struct BackupArgs {
     /// Files and directories to back up.
     pub paths: Vec<PathBuf>,
+    /// Also print the internal figures: chunks, lookups (cache hits, Bloom
+    /// filter negatives, index page reads), index memory and seconds per
+    /// pipeline phase (all in --json too).
+    #[arg(long)]
+    pub stats: bool,
     /// Back up standard input as one file.
     #[arg(long)]
     pub stdin: bool,

@@ -496,6 +496,7 @@ fn backup(cli: &Cli, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
                 (Some(id), false) => ParentChoice::Id(id.clone()),
                 (None, false) => ParentChoice::Latest,
             },
+            entry_log: crate::report::backup::entry_log(cli.verbose, cli.quiet || cli.json),
             ..Default::default()
         },
     );
@@ -535,7 +536,7 @@ fn backup(cli: &Cli, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
             }))?
         );
     } else if !cli.quiet {
-        crate::output::print_backup(&outcome, dedup, cli.verbose);
+        crate::output::print_backup(&outcome, dedup, a.stats);
     }
     if outcome.skipped.is_empty() {
         Ok(ExitCode::SUCCESS)

@@ -54,7 +54,7 @@ pub fn restore(cli: &Cli, repo: &Repository, a: &RestoreArgs) -> Result<ExitCode
     let started = std::time::Instant::now();
     let mut reader = Reader::open(repo, cache)?;
     let show = !cli.quiet && !cli.json;
-    if show && cli.verbose {
+    if show && cli.verbose > 0 {
         reader.log_entries(Box::new(|dest, placed| {
             let what = match placed {
                 Placed::New => "new",
@@ -126,7 +126,7 @@ pub fn restore(cli: &Cli, repo: &Repository, a: &RestoreArgs) -> Result<ExitCode
                 sum.replaced, sum.skipped, sum.deleted
             );
         }
-        if cli.verbose {
+        if a.stats {
             println!(
                 "snapshot {}; restore policy {} ({} memory, peak {}): {} read, {} steps served from memory, {} index page reads",
                 cairn_engine::catalog::short_id(&snap.id),
