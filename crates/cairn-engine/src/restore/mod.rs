@@ -45,6 +45,7 @@ pub mod policy;
 mod run;
 pub mod select;
 pub mod target;
+mod temp;
 #[cfg(test)]
 mod tests;
 pub mod verify;

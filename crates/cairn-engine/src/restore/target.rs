@@ -34,16 +34,13 @@
 //! ([`crate::long_path`]), with the same treatment of its last name.
 
 use std::cell::{Cell, RefCell, RefMut};
-use std::collections::hash_map::RandomState;
 use std::collections::HashSet;
 use std::ffi::OsStr;
 use std::fs;
-use std::hash::{BuildHasher, Hasher};
 use std::io::{self, BufWriter, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use cairn_core::error::IoContext;
 use cairn_core::{Error, Result};
@@ -51,8 +48,8 @@ use cairn_format::dir::DirEntry;
 
 use crate::long_path::Dirs;
 
-/// Prefix of the temporary names a restore writes before renaming.
-pub const TEMP_PREFIX: &str = ".cairn-restore-";
+use super::temp::{create_temp, Sink, TempGuard};
+pub use super::temp::{full_disk, is_full_disk, TEMP_PREFIX};
 
 /// What to do with an entry that already exists in the target where the
 /// snapshot has an entry of the same name.
@@ -705,138 +702,6 @@ pub(crate) fn mtime(e: &DirEntry) -> filetime::FileTime {
 /// target root itself, so there always is one).
 fn parent(dest: &Path) -> &Path {
     dest.parent().unwrap_or(Path::new("."))
-}
-
-/// A random-enough temporary name: pid, a process-wide counter and a
-/// per-process random key; `create_new` settles any collision.
-fn temp_name() -> String {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let mut h = RandomState::new().build_hasher();
-    h.write_u64(n);
-    format!(
-        "{TEMP_PREFIX}{:x}-{n:x}-{:08x}",
-        std::process::id(),
-        h.finish() as u32
-    )
-}
-
-/// Creates a new entry under a fresh temporary name in `dir` with `make`,
-/// retrying on a name collision. Returns the path and what `make` gave.
-fn create_temp<T>(
-    dir: &Path,
-    mut make: impl FnMut(&Path) -> io::Result<T>,
-) -> io::Result<(PathBuf, T)> {
-    let mut tries = 0;
-    loop {
-        let p = dir.join(temp_name());
-        match make(&p) {
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && tries < 16 => tries += 1,
-            Err(e) => return Err(e),
-            Ok(t) => return Ok((p, t)),
-        }
-    }
-}
-
-/// Removes its temporary on drop unless disarmed after the rename.
-struct TempGuard<'t> {
-    path: Option<PathBuf>,
-    dirs: &'t RefCell<Dirs>,
-}
-
-impl TempGuard<'_> {
-    fn path(&self) -> &Path {
-        self.path.as_deref().unwrap_or(Path::new(""))
-    }
-
-    fn disarm(mut self) {
-        self.path = None;
-    }
-}
-
-impl Drop for TempGuard<'_> {
-    fn drop(&mut self) {
-        if let (Some(p), Ok(mut dirs)) = (self.path.take(), self.dirs.try_borrow_mut()) {
-            // A regular file or a symlink: never a directory, never followed.
-            let _ = dirs.remove_file(&p);
-        }
-    }
-}
-
-/// The file a restore writes, with the test-only simulated capacity.
-struct Sink<'a> {
-    file: fs::File,
-    capacity: Option<&'a Cell<u64>>,
-    /// A sparse file's data extents: the content written is placed at
-    /// their offsets, leaving holes between them.
-    extents: Option<Vec<cairn_format::dir::Extent>>,
-    /// Content bytes written so far (checked against the entry when the
-    /// file is finished).
-    data: u64,
-}
-
-impl Write for Sink<'_> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        if let Some(ext) = &self.extents {
-            use std::os::unix::fs::FileExt;
-            let mut at = 0usize;
-            for (off, len) in cairn_format::extras::logical_ranges(ext, self.data, buf.len() as u64)
-            {
-                self.file.write_all_at(&buf[at..at + len as usize], off)?;
-                at += len as usize;
-            }
-            if at != buf.len() {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    "content longer than the file's extents",
-                ));
-            }
-            self.data += at as u64;
-            return Ok(at);
-        }
-        if let Some(c) = self.capacity {
-            let left = c.get();
-            if left == 0 && !buf.is_empty() {
-                return Err(io::Error::from_raw_os_error(28));
-            }
-            let n = self.file.write(&buf[..buf.len().min(left as usize)])?;
-            c.set(left - n as u64);
-            self.data += n as u64;
-            return Ok(n);
-        }
-        let n = self.file.write(buf)?;
-        self.data += n as u64;
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        self.file.flush()
-    }
-}
-
-/// Whether `e` says the file system is full (ENOSPC) or the quota is
-/// exhausted (EDQUOT).
-pub fn is_full_disk(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded
-    ) || matches!(e.raw_os_error(), Some(28) | Some(122))
-}
-
-/// If `err` is a full target file system, the one fatal error that stops
-/// the restore ("target file system is full while writing PATH");
-/// otherwise `err` unchanged.
-pub fn full_disk(err: Error, dest: &Path) -> std::result::Result<Error, Error> {
-    match err {
-        Error::Io { source, .. } if is_full_disk(&source) => Ok(Error::io(
-            format!(
-                "target file system is full while writing {}",
-                dest.display()
-            ),
-            source,
-        )),
-        other => Err(other),
-    }
 }
 
 #[cfg(test)]
