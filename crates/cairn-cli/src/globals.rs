@@ -32,11 +32,12 @@ pub struct Globals {
     #[arg(short, long, global = true, conflicts_with = "verbose")]
     pub quiet: bool,
 
-    /// More detail: backup's lookup, cache and index statistics, restore's
-    /// policy and I/O counters and one line per file (new, replaced or
-    /// skipped), per-snapshot statistics in `snapshots`.
-    #[arg(short, long, global = true)]
-    pub verbose: bool,
+    /// More detail: one line per file and directory in backup (new,
+    /// changed or unmodified; -vv adds size, chunks and bytes added) and
+    /// per file in restore (new, replaced or skipped), per-snapshot
+    /// statistics in `snapshots`. Internal figures: `--stats`, `--json`.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
 
     /// Show times in UTC instead of the local time zone (`TZ`, else the
     /// system's). JSON times are always UTC.

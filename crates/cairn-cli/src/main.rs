@@ -54,6 +54,7 @@ mod output;
 mod progress;
 mod repo_config;
 mod repo_location;
+mod report;
 mod restore_cache;
 mod snapshot_args;
 mod values;

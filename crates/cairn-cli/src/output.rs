@@ -111,13 +111,9 @@ pub fn mode_string(kind: &str, mode: u32) -> String {
 
 /// Backup's human summary. By default what a user checks: the snapshot,
 /// what was read, what it added to the repository, how long it took;
-/// `verbose` adds chunk, container, lookup, index and per-phase figures
-/// (all of them are in `--json` too).
-pub fn print_backup(
-    o: &cairn_engine::BackupOutcome,
-    dedup: cairn_engine::DedupMode,
-    verbose: bool,
-) {
+/// `stats` (`--stats`) adds chunk, container, lookup, index and per-phase
+/// figures (all of them are in `--json` too).
+pub fn print_backup(o: &cairn_engine::BackupOutcome, dedup: cairn_engine::DedupMode, stats: bool) {
     let st = &o.record.stats;
     let secs = o.phases.total_seconds.max(1e-9);
     println!(
@@ -161,7 +157,7 @@ pub fn print_backup(
     if !o.excluded.is_empty() {
         println!("  {} entries excluded", o.excluded.len());
     }
-    if verbose {
+    if stats {
         println!(
             "  {} chunks, {} new ({} raw, {} stored), {} containers written",
             st.chunks,

@@ -476,14 +476,22 @@ fn verbose_moves_engine_statistics_behind_a_flag() {
     assert!(plain.contains("added to the repository"), "{plain}");
     assert!(!plain.contains("lookups"), "{plain}");
     let verbose = cairn(&repo, &["backup", "-v", s(&d)]).ok().stdout_str();
+    assert!(!verbose.contains("lookups"), "{verbose}");
+    let stats = cairn(&repo, &["backup", "--stats", s(&d)])
+        .ok()
+        .stdout_str();
     assert!(
-        verbose.contains("lookups:") && verbose.contains("phases:"),
-        "{verbose}"
+        stats.contains("lookups:") && stats.contains("phases:"),
+        "{stats}"
     );
     let json = cairn(&repo, &["backup", "--json", s(&d)]).ok().json();
     assert!(json["stats"]["counters"].is_object(), "{json}");
     let out = tmp.path().join("out");
     let r = cairn(&repo, &["--verbose", "restore", "latest", "-t", s(&out)])
+        .ok()
+        .stdout_str();
+    assert!(!r.contains("restore policy"), "{r}");
+    let r = cairn(&repo, &["restore", "--stats", "latest", "-t", s(&out)])
         .ok()
         .stdout_str();
     assert!(r.contains("restore policy"), "{r}");

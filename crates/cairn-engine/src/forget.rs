@@ -171,6 +171,36 @@ pub fn plan(snapshots: &[SnapshotInfo], policy: &Retention, group_by: GroupBy) -
     out
 }
 
+/// What a forget leaves in the repository: the snapshot records that stay
+/// and those it removes (or, in a dry run, would remove). Counted over every
+/// record in the repository, readable or not, so that forgetting named
+/// snapshots reports the others as kept, and a policy applied to a
+/// filtered set counts the snapshots outside the filter as kept too.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Tally {
+    pub kept: usize,
+    pub removed: usize,
+}
+
+/// The [`Tally`] of removing `ids` (full ids) from the repository as it is
+/// now; call it before [`remove`]. An id twice, or one that is not there,
+/// counts once or not at all.
+pub fn tally(repo: &Repository, ids: &[String]) -> Result<Tally> {
+    let removing: std::collections::HashSet<&str> = ids.iter().map(String::as_str).collect();
+    let mut t = Tally::default();
+    for key in repo.backend().list(crate::keys::SNAPSHOTS)? {
+        let Some(id) = key.strip_prefix(crate::keys::SNAPSHOTS) else {
+            continue;
+        };
+        if removing.contains(id) {
+            t.removed += 1;
+        } else {
+            t.kept += 1;
+        }
+    }
+    Ok(t)
+}
+
 /// Removes the snapshot records of `ids` (full ids). The data they alone
 /// reference stays until the next garbage collection.
 pub fn remove(repo: &Repository, _lock: &WriteLock, ids: &[String]) -> Result<()> {

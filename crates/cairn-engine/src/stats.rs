@@ -2,12 +2,22 @@
 //! compression and total compression (§5.1), chunk counts, the lookup and
 //! I/O counters summed over every backup, and fingerprint-index RAM per
 //! indexed chunk.
+//!
+//! Two views of the data chunks, which differ until a garbage collection:
+//! what the snapshots **reference** (found by walking every snapshot: the
+//! distinct chunks, counted once each) and what the containers **store**
+//! (every chunk in them, including those only forgotten snapshots used
+//! and the duplicates that rewriting or deferred dedup stored again). The
+//! ratios are taken over the referenced view, so that the logical bytes
+//! (what the snapshots hold, counted per snapshot) are never below the
+//! unique bytes they reference and the dedup ratio is never below 1.
 
 use std::collections::HashMap;
 
 use serde::Serialize;
 
-use cairn_core::{ChunkKind, CountersSnapshot, Result};
+use cairn_core::{ChunkKind, CountersSnapshot, Fingerprint, FpSet, Result};
+use cairn_format::dir::BlobRef;
 
 use crate::catalog;
 use crate::config::IndexKind;
@@ -16,24 +26,41 @@ use crate::index::frugal::cuckoo::CuckooTable;
 use crate::index::frugal::FrugalConfig;
 use crate::index::summary_vector::SummaryVector;
 use crate::keys;
+use crate::reachability::{At, Reachability, Visitor};
 use crate::repo::Repository;
 
 #[derive(Debug, Serialize)]
 pub struct RepoStats {
     pub snapshots: u64,
-    /// Bytes of file content over all snapshots (before dedup).
+    /// Bytes of file content the snapshots hold, each snapshot counted in
+    /// full (before dedup): what a restore of every snapshot would write.
     pub logical_bytes: u64,
-    /// Raw bytes of the distinct data chunks stored (after dedup, before compression).
+    /// Raw bytes of the distinct data chunks the snapshots reference, each
+    /// counted once (after dedup, before compression). Never above
+    /// `logical_bytes`.
+    pub referenced_unique_bytes: u64,
+    /// Those chunks' bytes as stored (after local compression).
+    pub referenced_compressed_bytes: u64,
+    /// Distinct data chunks the snapshots reference.
+    pub referenced_data_chunks: u64,
+    /// Raw bytes of every data chunk in the containers (before compression),
+    /// referenced or not: includes chunks only forgotten snapshots used and
+    /// duplicates stored again, until a garbage collection.
     pub stored_bytes: u64,
     /// Bytes of those chunks as stored (after local compression).
     pub compressed_bytes: u64,
+    /// Raw bytes of stored data chunks no snapshot references, or stored
+    /// more than once (`stored_bytes - referenced_unique_bytes`): what a
+    /// garbage collection can remove.
+    pub unreferenced_bytes: u64,
     /// Bytes of all container files (with metadata sections and recipe chunks).
     pub container_bytes: u64,
-    /// Global compression: logical / stored.
+    /// Global compression: logical / referenced unique (at least 1).
     pub dedup_ratio: f64,
-    /// Local compression: stored / compressed.
+    /// Local compression: referenced unique / referenced compressed.
     pub compression_ratio: f64,
-    /// Total compression: logical / compressed (= dedup_ratio * compression_ratio).
+    /// Total compression: logical / referenced compressed (= dedup_ratio *
+    /// compression_ratio).
     pub total_compression: f64,
     /// Chunk references over all snapshots (data, tree and listing chunks).
     pub chunks: u64,
@@ -107,8 +134,11 @@ pub fn stats(repo: &Repository) -> Result<RepoStats> {
         chunk_refs += s.record.stats.chunks;
         counters = counters.plus(&s.record.stats.counters);
     }
+    let referenced = referenced_data(repo, &snaps)?;
     let mut kinds: HashMap<ChunkKind, u64> = HashMap::new();
     let (mut stored, mut compressed, mut container_bytes, mut unique) = (0, 0, 0, 0);
+    // Each referenced chunk's sizes, taken from its first stored copy.
+    let mut referenced_sizes: HashMap<Fingerprint, (u64, u64)> = HashMap::new();
     let ids = repo.log.ids()?;
     let sealed = repo.keys().is_some();
     for &id in &ids {
@@ -125,6 +155,11 @@ pub fn stats(repo: &Repository) -> Result<RepoStats> {
             if d.kind == ChunkKind::Data {
                 stored += d.raw_len as u64;
                 compressed += d.stored_len as u64;
+                if referenced.contains(&d.fp) {
+                    referenced_sizes
+                        .entry(d.fp)
+                        .or_insert((d.raw_len as u64, d.stored_len as u64));
+                }
             }
         }
     }
@@ -148,18 +183,25 @@ pub fn stats(repo: &Repository) -> Result<RepoStats> {
             ) as u64
         }
     };
+    let (ref_unique, ref_compressed) = referenced_sizes
+        .values()
+        .fold((0, 0), |(r, c), (raw, st)| (r + raw, c + st));
     let on_disk = on_disk(repo, compressed, container_bytes)?;
     let last = snaps.last().map(|s| &s.record.stats);
     let last_secs = last.map_or(0.0, |s| s.duration_ns as f64 / 1e9);
     Ok(RepoStats {
         snapshots: snaps.len() as u64,
         logical_bytes: logical,
+        referenced_unique_bytes: ref_unique,
+        referenced_compressed_bytes: ref_compressed,
+        referenced_data_chunks: referenced_sizes.len() as u64,
         stored_bytes: stored,
         compressed_bytes: compressed,
+        unreferenced_bytes: stored.saturating_sub(ref_unique),
         container_bytes,
-        dedup_ratio: ratio(logical, stored),
-        compression_ratio: ratio(stored, compressed),
-        total_compression: ratio(logical, compressed),
+        dedup_ratio: ratio(logical, ref_unique),
+        compression_ratio: ratio(ref_unique, ref_compressed),
+        total_compression: ratio(logical, ref_compressed),
         chunks: chunk_refs,
         unique_chunks: unique,
         data_chunks: kinds.get(&ChunkKind::Data).copied().unwrap_or(0),
@@ -181,6 +223,52 @@ pub fn stats(repo: &Repository) -> Result<RepoStats> {
         on_disk_total_compression: ratio(logical, on_disk.total),
         on_disk,
     })
+}
+
+/// The distinct data chunks the snapshots reference: every snapshot's
+/// tree walked, each sound subtree once. A listing or recipe node that
+/// cannot be read is an error (`cairn check` names it).
+fn referenced_data(repo: &Repository, snaps: &[catalog::SnapshotInfo]) -> Result<FpSet> {
+    struct Referenced {
+        reader: crate::read::Reader,
+        data: FpSet,
+        error: Option<cairn_core::Error>,
+    }
+    impl Visitor for Referenced {
+        fn data(&mut self, fp: &Fingerprint, _at: At<'_>) -> bool {
+            self.data.insert(*fp);
+            true
+        }
+        fn read(&mut self, fp: &Fingerprint, _level: u8, _at: At<'_>) -> Option<Vec<u8>> {
+            let mut out = Vec::new();
+            match self.reader.read_chunk(fp, &mut out) {
+                Ok(()) => Some(out),
+                Err(e) => {
+                    self.error.get_or_insert(e);
+                    None
+                }
+            }
+        }
+        fn damage(&mut self, message: String, _fp: Option<&Fingerprint>, at: At<'_>) {
+            self.error.get_or_insert(cairn_core::Error::corrupt(
+                format!("snapshot {} at {}", at.snapshot, at.path),
+                message,
+            ));
+        }
+    }
+    let mut v = Referenced {
+        reader: crate::read::Reader::open(repo, Default::default())?,
+        data: FpSet::default(),
+        error: None,
+    };
+    let mut walk = Reachability::new(repo.config.fp_width());
+    for s in snaps {
+        walk.walk_snapshot(&s.id, &BlobRef::try_from(&s.record.root)?, &mut v);
+        if let Some(e) = v.error.take() {
+            return Err(e);
+        }
+    }
+    Ok(v.data)
 }
 
 /// Sizes every object outside the container log (whose bytes the caller

@@ -24,6 +24,11 @@ use crate::repo_config::{
 pub struct BackupArgs {
     /// Files and directories to back up.
     pub paths: Vec<PathBuf>,
+    /// Also print the internal figures: chunks, lookups (cache hits, Bloom
+    /// filter negatives, index page reads), index memory and seconds per
+    /// pipeline phase (all in --json too).
+    #[arg(long)]
+    pub stats: bool,
     /// Back up standard input as one file.
     #[arg(long)]
     pub stdin: bool,
@@ -199,6 +204,7 @@ pub fn run(cli: &Globals, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
                 (Some(id), false) => ParentChoice::Id(id.clone()),
                 (None, false) => ParentChoice::Latest,
             },
+            entry_log: crate::report::backup::entry_log(cli.verbose, cli.quiet || cli.json),
             ..Default::default()
         },
     );
@@ -238,7 +244,7 @@ pub fn run(cli: &Globals, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
             }))?
         );
     } else if !cli.quiet {
-        crate::output::print_backup(&outcome, dedup, cli.verbose);
+        crate::output::print_backup(&outcome, dedup, a.stats);
     }
     if outcome.skipped.is_empty() {
         Ok(ExitCode::SUCCESS)

@@ -150,6 +150,7 @@ pub fn run(cli: &Globals, repo: &Repository, a: &ForgetArgs) -> Result<ExitCode>
         .filter(|d| !d.keep)
         .map(|d| d.id.clone())
         .collect();
+    let tally = forget::tally(repo, &remove)?;
     if !a.dry_run {
         forget::remove(repo, &lock, &remove)?;
     }
@@ -172,8 +173,8 @@ pub fn run(cli: &Globals, repo: &Repository, a: &ForgetArgs) -> Result<ExitCode>
         }
         println!(
             "{} snapshots kept, {} {}",
-            decisions.len() - remove.len(),
-            remove.len(),
+            tally.kept,
+            tally.removed,
             if a.dry_run {
                 "would be removed"
             } else {
@@ -210,6 +211,8 @@ pub fn run(cli: &Globals, repo: &Repository, a: &ForgetArgs) -> Result<ExitCode>
                 "dry_run": a.dry_run,
                 "decisions": decisions,
                 "removed": if a.dry_run { Vec::new() } else { remove },
+                "kept_count": tally.kept,
+                "removed_count": tally.removed,
                 "gc": pruned,
             }))?
         );

@@ -52,8 +52,17 @@ pub struct RestoreArgs {
     /// its content (by fingerprint, at the snapshot's chunk boundaries),
     /// size, mode and mtime with the snapshot; each mismatch is reported and
     /// the exit is non-zero.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "dry_run")]
     pub verify: bool,
+    /// Decide everything a restore would (selection, --overwrite, --delete)
+    /// and report what it would write, replace, skip and delete; change
+    /// nothing in the target.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Also print the restore policy's figures: memory, peak, bytes read,
+    /// steps served from memory, index page reads (all in --json too).
+    #[arg(long)]
+    pub stats: bool,
     /// Restore policy: container-lru, chunk-lru, faa (forward assembly),
     /// alacc (assembly + look-ahead chunk cache) or belady (the optimal
     /// bound); see docs/restore-speed.md.
@@ -66,9 +75,11 @@ pub struct RestoreArgs {
     /// replaces files, symlinks and empty directories (a non-empty
     /// directory only with --delete; otherwise it is reported as an error
     /// and kept); `if-changed` is `always` but keeps a file whose size
-    /// and mtime match; `never` keeps every existing entry (counted as
-    /// skipped) and still descends into existing directories.
-    #[arg(long, default_value = "always", value_parser = ["always", "if-changed", "never"])]
+    /// and mtime match; `if-newer` is `always` but keeps an entry whose
+    /// mtime is not older than the snapshot's; `never` keeps every existing
+    /// entry (counted as skipped) and still descends into existing
+    /// directories.
+    #[arg(long, default_value = "always", value_parser = ["always", "if-changed", "if-newer", "never"])]
     pub overwrite: String,
     /// Also remove entries of the restored directories that the snapshot
     /// does not have (a full restore: of the whole target), and allow
@@ -107,6 +118,7 @@ pub fn restore(cli: &Globals, repo: &Repository, a: &RestoreArgs) -> Result<Exit
     let opts = RestoreOptions {
         overwrite: a.overwrite.parse()?,
         delete: a.delete,
+        dry_run: a.dry_run,
     };
     let target = a.target.as_path();
     let _reading = read_lock(repo)?;
@@ -124,7 +136,7 @@ pub fn restore(cli: &Globals, repo: &Repository, a: &RestoreArgs) -> Result<Exit
         };
         println!("{what:<8} {}", display_name(&dest.to_string_lossy()));
     };
-    let log: Option<&mut EntryLogFn> = (show && cli.verbose).then_some(&mut print_entry);
+    let log: Option<&mut EntryLogFn> = (show && cli.verbose > 0).then_some(&mut print_entry);
     let progress = Arc::new(Progress::default());
     let display = Display::start_with(progress.clone(), show, "restore", Unit::Bytes);
     let sum = reader.restore_logged(&snap.record, target, &sel, &opts, &progress, log);
@@ -162,9 +174,13 @@ pub fn restore(cli: &Globals, repo: &Repository, a: &RestoreArgs) -> Result<Exit
                 // 002's speed factor: MB restored per container read, whole or ranged.
                 "speed_factor": if sum.policy.container_reads > 0 { sum.bytes as f64 / 1e6 / sum.policy.container_reads as f64 } else { 0.0 },
                 "restore_policy": sum.policy.policy, "restore_memory_bytes": sum.policy.peak_memory_bytes,
-                "verify": verified,
+                "verify": verified, "dry_run": a.dry_run,
             }))?
         );
+    } else if !cli.quiet && a.dry_run {
+        for line in crate::report::restore::dry_run_lines(&sum, target) {
+            println!("{line}");
+        }
     } else if !cli.quiet {
         println!(
             "restored {} files, {} dirs, {} symlinks ({}) to {} in {:.2}s; {} containers read",
@@ -182,7 +198,7 @@ pub fn restore(cli: &Globals, repo: &Repository, a: &RestoreArgs) -> Result<Exit
                 sum.replaced, sum.skipped, sum.deleted
             );
         }
-        if cli.verbose {
+        if a.stats {
             println!(
                 "snapshot {}; restore policy {} ({} memory, peak {}): {} read, {} steps served from memory, {} index page reads",
                 cairn_engine::catalog::short_id(&snap.id),

@@ -73,7 +73,7 @@ fn print_table(cli: &Globals, snaps: &[SnapshotInfo]) {
                 format!("  [{}]", r.tags.join(","))
             }
         );
-        if cli.verbose {
+        if cli.verbose > 0 {
             let st = &r.stats;
             println!(
                 "{:<10} {} files, {} dirs, {} symlinks; {} added to the repository ({} new of {} chunks){}",

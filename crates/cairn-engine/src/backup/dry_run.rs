@@ -128,7 +128,7 @@ fn count(out: &mut DryRunOutcome, rx: crate::pipe::Receiver<Vec<Event>>) -> bool
                 out.symlinks += 1;
             }
             // Another name of a file counted already: nothing to read.
-            Event::Linked(_) => {
+            Event::Linked(..) => {
                 top |= depth == 0;
                 out.files += 1;
             }

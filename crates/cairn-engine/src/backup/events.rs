@@ -110,11 +110,21 @@ pub enum Event {
     DirStart {
         name: Vec<u8>,
         meta: EntryMeta,
+        /// Against the parent snapshot: `New` (not there), `Changed` (its
+        /// metadata differs), or `Unmodified` when its metadata is the same
+        /// (the receiver then calls it unmodified only if its entries are
+        /// all unmodified and as many as `parent_entries`).
+        state: EntryState,
+        /// Entries of the parent snapshot's listing of this directory.
+        parent_entries: usize,
     },
     DirEnd,
     FileStart {
         name: Vec<u8>,
         meta: EntryMeta,
+        /// `New`, or `Changed` where the parent snapshot has a file of
+        /// this name (an unmodified file is sent as [`Event::Kept`]).
+        state: EntryState,
     },
     Data(ChunkBatch),
     /// Chunks known only by fingerprint and sizes (a trace).
@@ -123,8 +133,9 @@ pub enum Event {
     /// that has none (a FIFO, device or socket).
     Kept(DirEntry),
     /// Another name of a file sent earlier in this walk (same hard-link
-    /// group): the receiver gives it that file's content, unread.
-    Linked(DirEntry),
+    /// group): the receiver gives it that file's content, unread. The
+    /// state is this name's against the parent snapshot.
+    Linked(DirEntry, EntryState),
     /// `ok == false`: reading failed part-way; the entry must be dropped.
     FileEnd {
         ok: bool,
@@ -135,3 +146,51 @@ pub enum Event {
         target: Vec<u8>,
     },
 }
+
+/// How an entry compares with the parent snapshot, in restic's words
+/// (`backup -v`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EntryState {
+    /// Not in the parent snapshot (or there is none).
+    New,
+    /// In the parent snapshot, and read again (a file) or different (a
+    /// directory's metadata or entries).
+    Changed,
+    /// As in the parent snapshot: a file not read again, a directory whose
+    /// metadata and entries are the same.
+    Unmodified,
+}
+
+impl EntryState {
+    pub fn name(self) -> &'static str {
+        match self {
+            EntryState::New => "new",
+            EntryState::Changed => "changed",
+            EntryState::Unmodified => "unmodified",
+        }
+    }
+}
+
+/// One file or directory a backup stored, as `backup -v` lists it.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct EntryReport {
+    /// Its path in the snapshot (a name that is not UTF-8 escaped,
+    /// `crate::names`), directories ending in `/`.
+    pub path: String,
+    pub dir: bool,
+    pub state: EntryState,
+    /// Content bytes (a file) or listing bytes (a directory).
+    pub size: u64,
+    /// Data chunks of a file's content this backup read (0 for a file not
+    /// read again, or a directory).
+    pub chunks: u64,
+    /// Bytes this entry added to the repository (stored, after dedup and
+    /// compression) by the time it ended: new chunks a lazy lookup decides
+    /// later are not counted (the backup's total has them).
+    pub added_bytes: u64,
+}
+
+/// Told of each file and directory a backup stores, in walk order per
+/// source (`BackupOptions::entry_log`).
+pub type EntryLog = std::sync::Arc<dyn Fn(&EntryReport) + Send + Sync>;

@@ -8,7 +8,7 @@ use cairn_core::counters::bump;
 use cairn_core::{ChunkKind, Result};
 use cairn_format::dir::{encode_dir, DirEntry, EntryKind, MAX_INLINE_DEPTH};
 
-use super::events::{EntryMeta, Event};
+use super::events::{EntryLog, EntryMeta, EntryReport, EntryState, Event};
 use super::stream::Stream;
 use super::tree_builder::TreeBuilder;
 use super::TreeCounts;
@@ -19,6 +19,49 @@ struct DirFrame {
     entries: Vec<DirEntry>,
     /// How deep the inline listings among `entries` nest (0: none).
     inline_height: usize,
+    /// For `backup -v`: the walker's state (`Unmodified`: same metadata
+    /// as in the parent), the parent listing's entry count, whether every
+    /// entry so far was unmodified, and the stream's added bytes when the
+    /// directory started.
+    state: EntryState,
+    parent_entries: usize,
+    all_unmodified: bool,
+    added_at_start: u64,
+}
+
+impl DirFrame {
+    /// Its state against the parent once all its entries are in: a
+    /// directory is unmodified when its metadata, its entry count and
+    /// every entry are.
+    fn final_state(&self) -> EntryState {
+        match self.state {
+            EntryState::Unmodified
+                if self.all_unmodified && self.entries.len() == self.parent_entries =>
+            {
+                EntryState::Unmodified
+            }
+            EntryState::New => EntryState::New,
+            _ => EntryState::Changed,
+        }
+    }
+}
+
+/// The snapshot path of entry `name` under the open directories `stack`.
+fn path_of(stack: &[DirFrame], name: &[u8]) -> String {
+    let mut p = String::new();
+    for f in stack {
+        p.push_str(&crate::names::name_text(&f.name));
+        p.push('/');
+    }
+    p.push_str(&crate::names::name_text(name));
+    p
+}
+
+/// Notes the state of an entry placed in the innermost open directory.
+fn note(stack: &mut [DirFrame], state: EntryState) {
+    if let Some(f) = stack.last_mut() {
+        f.all_unmodified &= state == EntryState::Unmodified;
+    }
 }
 
 /// A directory whose listing (inline subtrees included) encodes in at most
@@ -35,6 +78,10 @@ struct OpenFile {
     meta: EntryMeta,
     tree: TreeBuilder,
     bytes: u64,
+    state: EntryState,
+    /// Data chunks read, and the stream's added bytes when it started.
+    chunks: u64,
+    added_at_start: u64,
 }
 
 pub fn entry(name: Vec<u8>, kind: EntryKind, m: &EntryMeta) -> DirEntry {
@@ -62,6 +109,7 @@ pub(super) fn consume(
     counts: &TreeCounts,
     rx: &crate::pipe::Receiver<Vec<Event>>,
     recycle: &crate::pipe::Sender<ChunkBatch>,
+    log: Option<&EntryLog>,
 ) -> Result<Option<DirEntry>> {
     let mut stack: Vec<DirFrame> = Vec::new();
     let mut file: Option<OpenFile> = None;
@@ -74,14 +122,33 @@ pub(super) fn consume(
     };
     for ev in rx.iter().flatten() {
         match ev {
-            Event::DirStart { name, meta } => stack.push(DirFrame {
+            Event::DirStart {
+                name,
+                meta,
+                state,
+                parent_entries,
+            } => stack.push(DirFrame {
                 name,
                 meta,
                 entries: Vec::new(),
                 inline_height: 0,
+                state,
+                parent_entries,
+                all_unmodified: true,
+                added_at_start: stream.added_bytes(),
             }),
             Event::DirEnd => {
                 let f = stack.pop().expect("DirEnd matches a DirStart");
+                let state = f.final_state();
+                let report = log.map(|_| EntryReport {
+                    path: path_of(&stack, &f.name) + "/",
+                    dir: true,
+                    state,
+                    size: 0,
+                    chunks: 0,
+                    added_bytes: 0,
+                });
+                let added_at_start = f.added_at_start;
                 let mut e = entry(f.name, EntryKind::Dir, &f.meta);
                 // Encoded once: stored as a blob, or measured for inlining.
                 // Either way the directory's size is its listing's bytes
@@ -98,14 +165,23 @@ pub(super) fn consume(
                     e.content = stream.store_blob(&listing)?;
                 }
                 bump(&counts.dirs, 1);
+                if let (Some(log), Some(mut r)) = (log, report) {
+                    r.size = e.size;
+                    r.added_bytes = stream.added_bytes() - added_at_start;
+                    log(&r);
+                }
+                note(&mut stack, state);
                 place(e, &mut stack);
             }
-            Event::FileStart { name, meta } => {
+            Event::FileStart { name, meta, state } => {
                 file = Some(OpenFile {
                     name,
                     meta,
                     tree: TreeBuilder::new(stream.tree_config()),
                     bytes: 0,
+                    state,
+                    chunks: 0,
+                    added_at_start: stream.added_bytes(),
                 })
             }
             Event::Fingerprinted(chunks) => {
@@ -116,6 +192,7 @@ pub(super) fn consume(
                     f.tree.push_leaf(*fp, c.size as u64, stream)?;
                     f.bytes += c.size as u64;
                 }
+                f.chunks += chunks.len() as u64;
             }
             Event::Data(batch) => {
                 let f = file.as_mut().expect("Data inside a file");
@@ -126,6 +203,7 @@ pub(super) fn consume(
                     f.tree.push_leaf(*fp, c.len() as u64, stream)?;
                     f.bytes += c.len() as u64;
                 }
+                f.chunks += chunks.len() as u64;
                 drop(chunks);
                 let _ = recycle.try_send(batch);
             }
@@ -143,13 +221,38 @@ pub(super) fn consume(
                     bump(&counts.files, 1);
                     bump(&counts.logical_bytes, e.size);
                     links.first(&e);
+                    if let Some(log) = log {
+                        log(&EntryReport {
+                            path: path_of(&stack, &e.name),
+                            dir: false,
+                            state: f.state,
+                            size: e.size,
+                            chunks: f.chunks,
+                            added_bytes: stream.added_bytes() - f.added_at_start,
+                        });
+                    }
+                    note(&mut stack, f.state);
                     place(e, &mut stack);
+                } else {
+                    // Dropped: its directory differs from the parent's.
+                    note(&mut stack, EntryState::Changed);
                 }
             }
-            Event::Linked(mut e) => {
+            Event::Linked(mut e, state) => {
                 links.fill(&mut e)?;
                 bump(&counts.files, 1);
                 bump(&counts.logical_bytes, e.size);
+                if let Some(log) = log {
+                    log(&EntryReport {
+                        path: path_of(&stack, &e.name),
+                        dir: false,
+                        state,
+                        size: e.size,
+                        chunks: 0,
+                        added_bytes: 0,
+                    });
+                }
+                note(&mut stack, state);
                 place(e, &mut stack);
             }
             Event::Kept(e) => {
@@ -158,8 +261,30 @@ pub(super) fn consume(
                     EntryKind::File => {
                         bump(&counts.files, 1);
                         bump(&counts.logical_bytes, e.size);
+                        if let Some(log) = log {
+                            log(&EntryReport {
+                                path: path_of(&stack, &e.name),
+                                dir: false,
+                                state: EntryState::Unmodified,
+                                size: e.size,
+                                chunks: 0,
+                                added_bytes: 0,
+                            });
+                        }
                     }
                     EntryKind::Symlink => bump(&counts.symlinks, 1),
+                    EntryKind::Dir => {
+                        if let Some(log) = log {
+                            log(&EntryReport {
+                                path: path_of(&stack, &e.name) + "/",
+                                dir: true,
+                                state: EntryState::Unmodified,
+                                size: e.size,
+                                chunks: 0,
+                                added_bytes: 0,
+                            });
+                        }
+                    }
                     _ => {}
                 }
                 place(e, &mut stack);

@@ -87,6 +87,9 @@ pub struct BackupOptions {
     /// walker's thread.
     /// What is stored does not depend on it.
     pub read_threads: Option<usize>,
+    /// Told of each file and directory stored, with its state against the
+    /// parent snapshot (`backup -v`); `None`: nobody listens.
+    pub entry_log: Option<events::EntryLog>,
 }
 
 /// What a rewritten snapshot keeps of the snapshot it replaces.
@@ -345,6 +348,7 @@ fn open_dedup(
 /// What the streams of one backup share besides the dedup state: the tree
 /// counts, what was skipped or noticed, timings and progress.
 struct RunState {
+    entry_log: Option<events::EntryLog>,
     counts: TreeCounts,
     skipped: Mutex<Vec<String>>,
     notices: Mutex<Vec<String>>,
@@ -387,6 +391,7 @@ impl RunState {
             left_out_repository: AtomicBool::new(false),
             selection: opts.selection.clone(),
             read_threads: opts.read_threads,
+            entry_log: opts.entry_log.clone(),
             read_ns: Arc::new(AtomicU64::new(0)),
             commit_started: Mutex::new(Instant::now()),
             progress: opts.progress.clone(),
@@ -735,7 +740,13 @@ fn run_stream(
                 w.left_out_repository,
             )
         });
-        let r = consume(&mut stream, &run.counts, &rx, &recycle_tx);
+        let r = consume(
+            &mut stream,
+            &run.counts,
+            &rx,
+            &recycle_tx,
+            run.entry_log.as_ref(),
+        );
         drop(rx); // unblocks the walker if we stopped early
         let (sk, no, ex, files, ch, repo) = walker.join().expect("walker thread panicked");
         if repo {

@@ -137,6 +137,9 @@ pub struct Stream<'a> {
     rw_seq: u64,
     rw_actions: Vec<Action>,
     rewritten: cairn_core::FpSet,
+    /// Stored bytes of the chunks this stream has added so far (after
+    /// dedup and compression): `backup -v` tells each file's share.
+    added: std::cell::Cell<u64>,
 }
 
 /// Content a lazy stream holds at most while its fingerprints wait; beyond
@@ -227,7 +230,13 @@ impl<'a> Stream<'a> {
             rw_seq: 0,
             rw_actions: Vec::new(),
             rewritten: Default::default(),
+            added: Default::default(),
         }
+    }
+
+    /// Stored bytes this stream has added to the repository so far.
+    pub fn added_bytes(&self) -> u64 {
+        self.added.get()
     }
 
     /// Fingerprints `chunks` into `self.fps`, in parallel when there is
@@ -495,6 +504,7 @@ impl<'a> Stream<'a> {
 
     fn count_stored(&self, kind: ChunkKind, rewrite: bool, raw_len: u32, stored_len: usize) {
         let sh = self.shared;
+        self.added.set(self.added.get() + stored_len as u64);
         if rewrite {
             bump(&sh.rewritten_chunks, 1);
             bump(&sh.rewritten_raw_bytes, raw_len as u64);

@@ -70,12 +70,12 @@ pub fn record_trace(
         let mut result = Ok(());
         for ev in rx.iter().flatten() {
             let r = match ev {
-                Event::DirStart { name, meta: m } => sink(TraceEvent::DirStart {
+                Event::DirStart { name, meta: m, .. } => sink(TraceEvent::DirStart {
                     name,
                     meta: meta(&m),
                 }),
                 Event::DirEnd => sink(TraceEvent::DirEnd),
-                Event::FileStart { name, meta: m } => sink(TraceEvent::FileStart {
+                Event::FileStart { name, meta: m, .. } => sink(TraceEvent::FileStart {
                     name,
                     meta: meta(&m),
                 }),
@@ -117,7 +117,7 @@ pub fn record_trace(
                 // Special files and later names of hard-linked files have
                 // no chunks of their own: a trace has no place for them.
                 Event::Kept(e) if e.kind.is_special() => Ok(()),
-                Event::Linked(_) => Ok(()),
+                Event::Linked(..) => Ok(()),
                 // Stored entries carry no chunks to record.
                 Event::Kept(_) => Err(Error::invalid(
                     "a trace records files read from disk, not stored entries",

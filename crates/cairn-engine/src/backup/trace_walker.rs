@@ -10,7 +10,7 @@
 
 use cairn_core::{TraceChunk, TraceEvent, TraceMeta, TraceSource};
 
-use super::events::{EntryMeta, Event, EventSink};
+use super::events::{EntryMeta, EntryState, Event, EventSink};
 
 /// Chunks per `Event::Fingerprinted` batch.
 const BATCH_CHUNKS: usize = 4096;
@@ -59,6 +59,8 @@ pub(crate) fn walk_trace(
         send(Event::DirStart {
             name: name.as_bytes().to_vec(),
             meta: dir_meta,
+            state: EntryState::New,
+            parent_entries: 0,
         })?;
     }
     let mut batch: Vec<TraceChunk> = Vec::with_capacity(BATCH_CHUNKS);
@@ -92,6 +94,7 @@ pub(crate) fn walk_trace(
                 send(Event::FileStart {
                     name,
                     meta: meta(&m),
+                    state: EntryState::New,
                 })?;
             }
             TraceEvent::FileEnd => {
@@ -104,6 +107,8 @@ pub(crate) fn walk_trace(
             TraceEvent::DirStart { name, meta: m } => send(Event::DirStart {
                 name,
                 meta: meta(&m),
+                state: EntryState::New,
+                parent_entries: 0,
             })?,
             TraceEvent::DirEnd => send(Event::DirEnd)?,
             TraceEvent::Symlink {

@@ -35,7 +35,7 @@ use super::parent::{dir_times_reliable, listing_unchanged, unchanged, ParentTree
 use super::read_ahead::{next_piece, Ahead, Held, PendingFile, Piece, Pool, READ_AHEAD_MIN_BYTES};
 use super::select::{absolute_clean, ExcludeReason, Selection};
 
-use super::events::{EntryMeta, Event, EventSink, BATCH_BYTES};
+use super::events::{EntryMeta, EntryState, Event, EventSink, BATCH_BYTES};
 use crate::progress::Progress;
 
 /// What a walker reads.
@@ -325,6 +325,9 @@ impl Walker {
             Kept::Dir { entry, children } => {
                 self.send(Event::DirStart {
                     name: entry.name.clone(),
+                    // Carried whole from the parent snapshot.
+                    state: EntryState::Unmodified,
+                    parent_entries: children.len(),
                     meta: EntryMeta {
                         mode: entry.mode,
                         uid: entry.uid,
@@ -458,6 +461,17 @@ impl Walker {
                 }
                 _ => false,
             };
+            let dir_state = match &before {
+                None => EntryState::New,
+                Some(b)
+                    if b.kind == EntryKind::Dir
+                        && (b.mode, b.uid, b.gid, b.mtime_ns)
+                            == (now.mode, now.uid, now.gid, now.mtime_ns) =>
+                {
+                    EntryState::Unmodified
+                }
+                Some(_) => EntryState::Changed,
+            };
             // Unchanged ctime: the parent's extended attributes stand.
             let parent_xattrs = before
                 .as_ref()
@@ -467,6 +481,7 @@ impl Walker {
                 (Some(b), Some((tree, _))) => tree.children(b),
                 _ => Default::default(),
             };
+            let parent_entries = earlier.len();
             let mut children: Vec<PathBuf> = if reuse {
                 earlier
                     .keys()
@@ -507,6 +522,8 @@ impl Walker {
             self.send(Event::DirStart {
                 name,
                 meta: dir_meta,
+                state: dir_state,
+                parent_entries,
             })?;
             for child in children {
                 let n = name_of(&child);
@@ -534,6 +551,7 @@ impl Walker {
             self.send(Event::FileStart {
                 name,
                 meta: EntryMeta::from_fs(&meta),
+                state: EntryState::New,
             })?;
             self.progress
                 .bytes_done
@@ -545,13 +563,32 @@ impl Walker {
             // unchanged: setting or removing one moves ctime, so a file
             // whose ctime equals its parent entry's has the parent's.
             let mut now = Self::stat_meta(&meta);
+            // Against the parent: unmodified is decided below (or here for
+            // a later hard-link name, which is never read).
+            let state = match &before {
+                Some(b) if b.kind == EntryKind::File => EntryState::Changed,
+                _ => EntryState::New,
+            };
             if let Some(h) = now.extras.hard_link {
                 if self.linked.contains(&(h.dev, now.inode)) {
+                    // A later name as the parent recorded it is unmodified,
+                    // like its first name: not new on every backup.
+                    let state = match (&before, &self.parent) {
+                        (Some(b), Some((tree, _))) if unchanged(b, &now, &tree.trust) => {
+                            self.files.unmodified += 1;
+                            EntryState::Unmodified
+                        }
+                        (Some(b), _) if b.kind == EntryKind::File => {
+                            self.files.changed += 1;
+                            EntryState::Changed
+                        }
+                        _ => EntryState::New,
+                    };
                     self.add_xattrs(path, &mut now);
                     let mut e = super::entry(name, EntryKind::File, &now);
                     e.size = now.size;
                     self.progress.files_done.fetch_add(1, Ordering::Relaxed);
-                    return self.send(Event::Linked(e));
+                    return self.send(Event::Linked(e, state));
                 }
             }
             match before {
@@ -595,7 +632,11 @@ impl Walker {
             }
             let extents = now.extras.extents.clone();
             let hard_link = now.extras.hard_link.map(|_| now.clone());
-            self.send(Event::FileStart { name, meta: now })?;
+            self.send(Event::FileStart {
+                name,
+                meta: now,
+                state,
+            })?;
             // A large file goes to the reader pool (`read_ahead.rs`), unless
             // it is hard-linked: a later name must find its first one sent.
             if self.read_threads > 0
@@ -686,6 +727,7 @@ impl Walker {
         self.send(Event::FileStart {
             name: name.as_bytes().to_vec(),
             meta,
+            state: EntryState::New,
         })?;
         let stdin = std::io::stdin().lock();
         let ok = match self.read_content(stdin) {

@@ -326,8 +326,10 @@ impl Ctx<'_> {
                 t.stored_bytes += u64::from(d.stored_len);
                 if gate.sampled(&d.fp) {
                     t.judged += 1;
+                    t.judged_stored += u64::from(d.stored_len);
                     if instances.contains_instance(&d.fp, id) {
                         t.live += 1.0;
+                        t.live_stored += f64::from(d.stored_len);
                     }
                 }
             }
@@ -614,7 +616,7 @@ pub fn collect(
             plan.selected_containers += 1;
             plan.selected_bytes += t.file_bytes;
             plan.estimated_reclaim_bytes += t.dead_bytes() as u64;
-            plan.estimated_live_bytes_to_copy += (t.file_bytes as f64 * t.liveness()) as u64;
+            plan.estimated_live_bytes_to_copy += t.live_stored_bytes() as u64;
         }
     }
     progress.plan(&report.plan);
@@ -706,7 +708,7 @@ pub fn collect(
             let needed = tallies
                 .iter()
                 .filter(|t| chosen.contains(&t.id))
-                .map(|t| (t.file_bytes as f64 * t.liveness()) as u64)
+                .map(|t| t.copy_file_bytes() as u64)
                 .sum::<u64>()
                 + u64::from(cfg.container_size);
             return Err(dead_first::out_of_space(e, needed, &freed));

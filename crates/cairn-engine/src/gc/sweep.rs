@@ -42,6 +42,12 @@ pub struct Tally {
     pub file_bytes: u64,
     /// Chunks the pass could judge (all, or the sampled ones).
     pub judged: u64,
+    /// Stored bytes of the judged chunks, and of those found live (for
+    /// PGC+ scaled to the unique live ones). The plan's byte estimates are
+    /// weighted by these, not by chunk counts: chunk sizes vary, and the
+    /// run copies bytes.
+    pub judged_stored: u64,
+    pub live_stored: f64,
     /// Every chunk was judged and none is live (LGC, PGC: no live instance;
     /// PGC+: no live bit). Exact, never an estimate: Bloom filters only err
     /// towards live, the perfect hash is exact. Such a container is deleted
@@ -67,8 +73,29 @@ impl Tally {
             stored_bytes: 0,
             file_bytes: 0,
             judged: 0,
+            judged_stored: 0,
+            live_stored: 0.0,
             all_dead: false,
         }
+    }
+
+    /// Estimated stored bytes of its live chunks: what cleaning it copies.
+    /// Unjudged, it counts as all live (as [`liveness`](Self::liveness)).
+    pub fn live_stored_bytes(&self) -> f64 {
+        if self.judged == 0 || self.judged_stored == 0 {
+            return self.stored_bytes as f64 * self.liveness();
+        }
+        let share = (self.live_stored / self.judged_stored as f64).clamp(0.0, 1.0);
+        self.stored_bytes as f64 * share
+    }
+
+    /// Estimated bytes its live chunks take once copied into new
+    /// containers: their stored bytes plus their share of the container's
+    /// other bytes (descriptors, header), per chunk.
+    pub fn copy_file_bytes(&self) -> f64 {
+        let overhead = self.file_bytes.saturating_sub(self.stored_bytes) as f64;
+        let per_chunk = overhead / self.chunks.max(1) as f64;
+        self.live_stored_bytes() + per_chunk * self.chunks as f64 * self.liveness()
     }
 
     pub fn liveness(&self) -> f64 {
@@ -78,8 +105,10 @@ impl Tally {
         (self.live / self.judged as f64).clamp(0.0, 1.0)
     }
 
+    /// Estimated bytes cleaning it frees: its file less what the copies
+    /// of its live chunks take.
     pub fn dead_bytes(&self) -> f64 {
-        self.file_bytes as f64 * (1.0 - self.liveness())
+        (self.file_bytes as f64 - self.copy_file_bytes()).max(0.0)
     }
 }
 
@@ -123,11 +152,12 @@ pub fn tally_plus(
     dead: &mut LiveFilter,
 ) -> Tally {
     let (mut live_n, mut dead_dups) = (0u64, 0u64);
-    let mut stored = 0u64;
+    let (mut stored, mut live_stored) = (0u64, 0u64);
     for d in &meta.descriptors {
         stored += u64::from(d.stored_len);
         if live.get(&d.fp, 0) {
             live_n += 1;
+            live_stored += u64::from(d.stored_len);
         } else if dead.contains(&d.fp) {
             dead_dups += 1;
         } else {
@@ -135,13 +165,18 @@ pub fn tally_plus(
         }
     }
     let live_dups = analysis_dups.saturating_sub(dead_dups);
+    let unique_live = live_n.saturating_sub(live_dups);
     Tally {
         id: meta.id,
         chunks: meta.descriptors.len() as u64,
-        live: live_n.saturating_sub(live_dups) as f64,
+        live: unique_live as f64,
         stored_bytes: stored,
         file_bytes,
         judged: meta.descriptors.len() as u64,
+        judged_stored: stored,
+        // The duplicates' bytes are not known one by one: the live bytes
+        // scaled to the unique live chunks.
+        live_stored: live_stored as f64 * unique_live as f64 / live_n.max(1) as f64,
         all_dead: live_n == 0,
     }
 }
@@ -454,6 +489,8 @@ mod tests {
             stored_bytes: bytes,
             file_bytes: bytes,
             judged: chunks,
+            judged_stored: bytes,
+            live_stored: bytes as f64 * live / chunks as f64,
             all_dead: live == 0.0,
         }
     }

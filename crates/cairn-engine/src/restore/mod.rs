@@ -39,6 +39,7 @@ pub mod dump;
 mod run;
 pub mod select;
 pub mod target;
+mod temp;
 #[cfg(test)]
 mod tests;
 pub mod verify;
@@ -47,7 +48,6 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use cairn_core::error::IoContext;
 use cairn_core::{Error, Result};
 use cairn_format::dir::{DirEntry, EntryKind};
 use cairn_format::snapshot::SnapshotRecord;
@@ -72,15 +72,19 @@ const PREFETCH_ENTRIES: usize = 256;
 /// are in [`RestoreSummary::errors`].
 pub type EntryLogFn = dyn FnMut(&Path, &Placed) + Send;
 
-/// What a restore did. `files`, `dirs`, `symlinks` and `bytes` count what
-/// was written (including replacements); the other counts describe entries
-/// that were already in the target.
+/// What a restore did (or, in a dry run, would do). `files`, `dirs`,
+/// `symlinks` and `bytes` count what was written (including replacements);
+/// `new` what was written where nothing was; the other counts describe
+/// entries that were already in the target.
 #[derive(Debug, Default, Serialize)]
 pub struct RestoreSummary {
     pub files: u64,
     pub dirs: u64,
     pub symlinks: u64,
     pub bytes: u64,
+    /// Entries written where nothing was (files, directories, symlinks,
+    /// FIFOs and devices, hard-link names).
+    pub new: u64,
     /// Existing entries left as they were (`--overwrite never`, or unchanged
     /// files with `--overwrite if-changed`).
     pub skipped: u64,
@@ -181,9 +185,7 @@ impl Reader {
         // The target itself is the user's path: created with its parents,
         // and followed if it is a symlink, like any path argument. Below it,
         // nothing pre-existing is followed.
-        crate::long_path::Dirs::new()
-            .create_dir_all(root)
-            .ctx(|| format!("creating {}", root.display()))?;
+        t.prepare_root(root)?;
         let mut run = Run {
             log,
             target: t,
@@ -197,7 +199,7 @@ impl Reader {
             later_links: Vec::new(),
         };
         let top = plan.root();
-        if t.opts.delete && top == Scope::Whole {
+        if t.opts.delete && top == Scope::Whole && t.exists_now(root) {
             let keep = root_entries.iter().map(|e| e.name.as_slice()).collect();
             run.sum.deleted += t.prune(root, &keep, &mut run.sum.errors);
         }
@@ -361,7 +363,11 @@ impl Reader {
                 run.sum.replaced += 1;
                 true
             }
-            DirState::Created | DirState::Existing => true,
+            DirState::Created => {
+                run.sum.new += 1;
+                true
+            }
+            DirState::Existing => true,
         };
         // A parent holds entries the selection did not take: never pruned.
         if run.target.opts.delete && state == DirState::Existing && scope == Scope::Whole {
@@ -371,7 +377,7 @@ impl Reader {
         if restore_meta {
             // Owner-writable while we fill it; the recorded mode is applied
             // afterwards. `dest` was just checked to be a real directory.
-            let _ = run.target.dirs().chmod(dest, 0o700);
+            run.target.open_dir_for_filling(dest);
             run.sum.dirs += 1;
             run.dirs.push((dest.to_path_buf(), e));
         }

@@ -146,7 +146,7 @@ impl RestoreSummary {
     /// written (the caller counts it as a file or symlink).
     pub(super) fn count(&mut self, placed: Placed, dest: &Path, size: u64) -> bool {
         match placed {
-            Placed::New => {}
+            Placed::New => self.new += 1,
             Placed::Replaced => self.replaced += 1,
             Placed::Skipped => {
                 self.skipped += 1;

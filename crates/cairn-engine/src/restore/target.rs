@@ -34,16 +34,13 @@
 //! ([`crate::long_path`]), with the same treatment of its last name.
 
 use std::cell::{Cell, RefCell, RefMut};
-use std::collections::hash_map::RandomState;
 use std::collections::HashSet;
 use std::ffi::OsStr;
 use std::fs;
-use std::hash::{BuildHasher, Hasher};
 use std::io::{self, BufWriter, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use cairn_core::error::IoContext;
 use cairn_core::{Error, Result};
@@ -51,8 +48,8 @@ use cairn_format::dir::DirEntry;
 
 use crate::long_path::Dirs;
 
-/// Prefix of the temporary names a restore writes before renaming.
-pub const TEMP_PREFIX: &str = ".cairn-restore-";
+use super::temp::{create_temp, Sink, TempGuard};
+pub use super::temp::{full_disk, is_full_disk, TEMP_PREFIX};
 
 /// What to do with an entry that already exists in the target where the
 /// snapshot has an entry of the same name.
@@ -68,6 +65,10 @@ pub enum Overwrite {
     /// Leave every existing entry as it is (counted as skipped); existing
     /// directories are still descended into.
     Never,
+    /// Replace an existing non-directory only when the snapshot entry's
+    /// mtime is later than its own (otherwise skip it); otherwise as
+    /// `Always`.
+    IfNewer,
 }
 
 impl std::str::FromStr for Overwrite {
@@ -78,8 +79,9 @@ impl std::str::FromStr for Overwrite {
             "always" => Ok(Overwrite::Always),
             "if-changed" => Ok(Overwrite::IfChanged),
             "never" => Ok(Overwrite::Never),
+            "if-newer" => Ok(Overwrite::IfNewer),
             _ => Err(Error::invalid(format!(
-                "unknown --overwrite mode {s:?} (always, if-changed or never)"
+                "unknown --overwrite mode {s:?} (always, if-changed, if-newer or never)"
             ))),
         }
     }
@@ -92,6 +94,9 @@ pub struct RestoreOptions {
     /// Remove entries of restored directories that the snapshot does not
     /// have, and allow replacing a non-empty directory by a file or symlink.
     pub delete: bool,
+    /// Decide everything as a restore would and count it, but change
+    /// nothing in the target (`restore --dry-run`).
+    pub dry_run: bool,
 }
 
 /// The outcome of placing one file or symlink.
@@ -142,6 +147,11 @@ pub struct Target {
     pub(crate) warnings: RefCell<Vec<String>>,
     /// Reaches destinations longer than the kernel takes whole.
     dirs: RefCell<Dirs>,
+    /// Dry run only: the directories the restore would create (or put in
+    /// place of a non-directory). Invariant: nothing below them is ever
+    /// inspected, since in a real restore they would be empty when filled
+    /// (and a symlink they would replace must not be followed).
+    virtual_dirs: RefCell<HashSet<PathBuf>>,
 }
 
 impl Target {
@@ -151,6 +161,7 @@ impl Target {
             capacity: None,
             warnings: RefCell::default(),
             dirs: RefCell::default(),
+            virtual_dirs: RefCell::default(),
         }
     }
 
@@ -162,6 +173,7 @@ impl Target {
             capacity: Some(Cell::new(bytes)),
             warnings: RefCell::default(),
             dirs: RefCell::default(),
+            virtual_dirs: RefCell::default(),
         }
     }
 
@@ -171,7 +183,50 @@ impl Target {
         self.dirs.borrow_mut()
     }
 
+    /// Whether this is a dry run (nothing in the target changes).
+    pub fn dry_run(&self) -> bool {
+        self.opts.dry_run
+    }
+
+    /// Dry run: whether `dest` lies in a directory the restore would have
+    /// created, so that nothing is there.
+    fn in_virtual_dir(&self, dest: &Path) -> bool {
+        self.opts.dry_run && self.virtual_dirs.borrow().contains(parent(dest))
+    }
+
+    /// Creates the target root with its parents (following a symlink, as
+    /// for any path argument). A dry run creates nothing: a missing root
+    /// is a directory it would create.
+    pub fn prepare_root(&self, root: &Path) -> Result<()> {
+        if self.opts.dry_run {
+            if fs::metadata(root).is_err() {
+                self.virtual_dirs.borrow_mut().insert(root.to_path_buf());
+            }
+            return Ok(());
+        }
+        Dirs::new()
+            .create_dir_all(root)
+            .ctx(|| format!("creating {}", root.display()))
+    }
+
+    /// Whether directory `dir` exists in the target as it is now (false
+    /// in a dry run for a directory it would create).
+    pub fn exists_now(&self, dir: &Path) -> bool {
+        !self.opts.dry_run || !self.virtual_dirs.borrow().contains(dir)
+    }
+
+    /// Makes an existing directory writable by its owner while the restore
+    /// fills it (its recorded mode is applied at the end). Not in a dry run.
+    pub fn open_dir_for_filling(&self, dest: &Path) {
+        if !self.opts.dry_run {
+            let _ = self.dirs().chmod(dest, 0o700);
+        }
+    }
+
     fn existing(&self, dest: &Path) -> Result<Existing> {
+        if self.in_virtual_dir(dest) {
+            return Ok(Existing::Nothing);
+        }
         let found = self.dirs().lstat(dest);
         match found {
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Existing::Nothing),
@@ -191,12 +246,17 @@ impl Target {
     /// Makes `dest` a real directory the restore may fill, per the rules in
     /// the module doc. Never follows a symlink at `dest`.
     pub fn prepare_dir(&self, dest: &Path) -> Result<DirState> {
-        let found = self.dirs().lstat(dest);
+        let found = if self.in_virtual_dir(dest) {
+            Err(io::ErrorKind::NotFound.into())
+        } else {
+            self.dirs().lstat(dest)
+        };
         let replaced = match found {
             Err(e) if e.kind() == io::ErrorKind::NotFound => false,
             Err(e) => return Err(Error::io(format!("inspecting {}", dest.display()), e)),
             Ok(m) if m.is_dir() => return Ok(DirState::Existing),
             Ok(_) if self.opts.overwrite == Overwrite::Never => return Ok(DirState::Skipped),
+            Ok(_) if self.opts.dry_run => true,
             Ok(_) => {
                 // Unlinks a symlink itself, never its target.
                 let r = self.dirs().remove_file(dest);
@@ -204,6 +264,14 @@ impl Target {
                 true
             }
         };
+        if self.opts.dry_run {
+            self.virtual_dirs.borrow_mut().insert(dest.to_path_buf());
+            return Ok(if replaced {
+                DirState::Replaced
+            } else {
+                DirState::Created
+            });
+        }
         let r = self.dirs().mkdir(dest, 0o777);
         r.ctx(|| format!("creating {}", dest.display()))?;
         Ok(if replaced {
@@ -218,12 +286,16 @@ impl Target {
     fn decide(&self, dest: &Path, e: &DirEntry) -> Result<(Option<Placed>, Existing)> {
         let existing = self.existing(dest)?;
         let verdict = match (&existing, self.opts.overwrite) {
+            (Existing::Nothing, _) if self.opts.dry_run => Some(Placed::New),
             (Existing::Nothing, _) => None,
             (_, Overwrite::Never) => Some(Placed::Skipped),
             (Existing::NonDir(m), Overwrite::IfChanged) if self.unchanged(dest, m, e) => {
                 Some(Placed::Skipped)
             }
+            (Existing::NonDir(m), Overwrite::IfNewer) if !newer(e, m) => Some(Placed::Skipped),
             (Existing::NonEmptyDir, _) if !self.opts.delete => Some(Placed::NonEmptyDir),
+            // A dry run stops here: what the write would do, without it.
+            _ if self.opts.dry_run => Some(would_place(&existing)),
             _ => None,
         };
         Ok((verdict, existing))
@@ -336,35 +408,42 @@ impl Target {
     /// sources): a kept file may be a link to a file outside the target.
     pub fn place_hard_link(&self, dest: &Path, e: &DirEntry, first: &Path) -> Result<Placed> {
         let existing = self.existing(dest)?;
-        let first_meta = self.dirs().lstat(first);
-        let first_meta = first_meta.ctx(|| {
-            format!(
-                "inspecting {}, the first name of {}",
-                first.display(),
-                dest.display()
-            )
-        })?;
-        if !first_meta.is_file() {
-            return Err(Error::invalid(format!(
-                "{} (its first name) is not a restored file",
-                first.display()
-            )));
-        }
-        let verdict = match (&existing, self.opts.overwrite) {
-            (Existing::Nothing, _) => None,
-            (Existing::NonDir(m), _)
-                if m.ino() == first_meta.ino() && m.dev() == first_meta.dev() =>
-            {
-                Some(Placed::Skipped)
+        // Whether `dest` already is that link. A dry run wrote no `first`:
+        // a real restore would have renamed a fresh inode there, which no
+        // existing name can share.
+        let already_linked = if self.opts.dry_run {
+            false
+        } else {
+            let first_meta = self.dirs().lstat(first);
+            let first_meta = first_meta.ctx(|| {
+                format!(
+                    "inspecting {}, the first name of {}",
+                    first.display(),
+                    dest.display()
+                )
+            })?;
+            if !first_meta.is_file() {
+                return Err(Error::invalid(format!(
+                    "{} (its first name) is not a restored file",
+                    first.display()
+                )));
             }
+            matches!(&existing, Existing::NonDir(m)
+                if m.ino() == first_meta.ino() && m.dev() == first_meta.dev())
+        };
+        let verdict = match (&existing, self.opts.overwrite) {
+            (Existing::Nothing, _) if self.opts.dry_run => Some(Placed::New),
+            (Existing::Nothing, _) => None,
+            _ if already_linked => Some(Placed::Skipped),
             (_, Overwrite::Never) => Some(Placed::Skipped),
+            (Existing::NonDir(m), Overwrite::IfNewer) if !newer(e, m) => Some(Placed::Skipped),
             (Existing::NonEmptyDir, _) if !self.opts.delete => Some(Placed::NonEmptyDir),
+            _ if self.opts.dry_run => Some(would_place(&existing)),
             _ => None,
         };
         if let Some(v) = verdict {
             return Ok(v);
         }
-        let _ = e;
         let tmp = create_temp(parent(dest), |p| self.dirs().hard_link(first, p))
             .ctx(|| format!("linking {} to {}", dest.display(), first.display()))?
             .0;
@@ -435,6 +514,10 @@ impl Target {
                 continue;
             }
             let p = dir.join(&name);
+            if self.opts.dry_run {
+                removed += 1;
+                continue;
+            }
             let found = self.dirs().lstat(&p);
             let r = match found {
                 // Never follows a symlink: a linked directory loses the link only.
@@ -573,6 +656,9 @@ impl Target {
     /// alone: these calls would follow a symlink). Refused attributes are
     /// returned.
     pub(crate) fn apply_dir_meta(&self, p: &Path, e: &DirEntry) -> Result<Vec<String>> {
+        if self.opts.dry_run {
+            return Ok(Vec::new());
+        }
         let m = self.dirs().lstat(p);
         if !m.ctx(|| format!("inspecting {}", p.display()))?.is_dir() {
             return Err(Error::invalid(
@@ -589,6 +675,22 @@ impl Target {
     }
 }
 
+/// What writing over `existing` counts as (the write itself not done:
+/// a dry run).
+fn would_place(existing: &Existing) -> Placed {
+    match existing {
+        Existing::Nothing => Placed::New,
+        _ => Placed::Replaced,
+    }
+}
+
+/// `--overwrite if-newer`: whether snapshot entry `e` is newer (a later
+/// mtime, to the nanosecond) than the existing entry `m`.
+fn newer(e: &DirEntry, m: &fs::Metadata) -> bool {
+    let existing_ns = (m.mtime() as i128) * 1_000_000_000 + m.mtime_nsec() as i128;
+    e.mtime_ns as i128 > existing_ns
+}
+
 pub(crate) fn mtime(e: &DirEntry) -> filetime::FileTime {
     filetime::FileTime::from_unix_time(
         e.mtime_ns.div_euclid(1_000_000_000),
@@ -600,138 +702,6 @@ pub(crate) fn mtime(e: &DirEntry) -> filetime::FileTime {
 /// target root itself, so there always is one).
 fn parent(dest: &Path) -> &Path {
     dest.parent().unwrap_or(Path::new("."))
-}
-
-/// A random-enough temporary name: pid, a process-wide counter and a
-/// per-process random key; `create_new` settles any collision.
-fn temp_name() -> String {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let mut h = RandomState::new().build_hasher();
-    h.write_u64(n);
-    format!(
-        "{TEMP_PREFIX}{:x}-{n:x}-{:08x}",
-        std::process::id(),
-        h.finish() as u32
-    )
-}
-
-/// Creates a new entry under a fresh temporary name in `dir` with `make`,
-/// retrying on a name collision. Returns the path and what `make` gave.
-fn create_temp<T>(
-    dir: &Path,
-    mut make: impl FnMut(&Path) -> io::Result<T>,
-) -> io::Result<(PathBuf, T)> {
-    let mut tries = 0;
-    loop {
-        let p = dir.join(temp_name());
-        match make(&p) {
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && tries < 16 => tries += 1,
-            Err(e) => return Err(e),
-            Ok(t) => return Ok((p, t)),
-        }
-    }
-}
-
-/// Removes its temporary on drop unless disarmed after the rename.
-struct TempGuard<'t> {
-    path: Option<PathBuf>,
-    dirs: &'t RefCell<Dirs>,
-}
-
-impl TempGuard<'_> {
-    fn path(&self) -> &Path {
-        self.path.as_deref().unwrap_or(Path::new(""))
-    }
-
-    fn disarm(mut self) {
-        self.path = None;
-    }
-}
-
-impl Drop for TempGuard<'_> {
-    fn drop(&mut self) {
-        if let (Some(p), Ok(mut dirs)) = (self.path.take(), self.dirs.try_borrow_mut()) {
-            // A regular file or a symlink: never a directory, never followed.
-            let _ = dirs.remove_file(&p);
-        }
-    }
-}
-
-/// The file a restore writes, with the test-only simulated capacity.
-struct Sink<'a> {
-    file: fs::File,
-    capacity: Option<&'a Cell<u64>>,
-    /// A sparse file's data extents: the content written is placed at
-    /// their offsets, leaving holes between them.
-    extents: Option<Vec<cairn_format::dir::Extent>>,
-    /// Content bytes written so far (checked against the entry when the
-    /// file is finished).
-    data: u64,
-}
-
-impl Write for Sink<'_> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        if let Some(ext) = &self.extents {
-            use std::os::unix::fs::FileExt;
-            let mut at = 0usize;
-            for (off, len) in cairn_format::extras::logical_ranges(ext, self.data, buf.len() as u64)
-            {
-                self.file.write_all_at(&buf[at..at + len as usize], off)?;
-                at += len as usize;
-            }
-            if at != buf.len() {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    "content longer than the file's extents",
-                ));
-            }
-            self.data += at as u64;
-            return Ok(at);
-        }
-        if let Some(c) = self.capacity {
-            let left = c.get();
-            if left == 0 && !buf.is_empty() {
-                return Err(io::Error::from_raw_os_error(28));
-            }
-            let n = self.file.write(&buf[..buf.len().min(left as usize)])?;
-            c.set(left - n as u64);
-            self.data += n as u64;
-            return Ok(n);
-        }
-        let n = self.file.write(buf)?;
-        self.data += n as u64;
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        self.file.flush()
-    }
-}
-
-/// Whether `e` says the file system is full (ENOSPC) or the quota is
-/// exhausted (EDQUOT).
-pub fn is_full_disk(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded
-    ) || matches!(e.raw_os_error(), Some(28) | Some(122))
-}
-
-/// If `err` is a full target file system, the one fatal error that stops
-/// the restore ("target file system is full while writing PATH");
-/// otherwise `err` unchanged.
-pub fn full_disk(err: Error, dest: &Path) -> std::result::Result<Error, Error> {
-    match err {
-        Error::Io { source, .. } if is_full_disk(&source) => Ok(Error::io(
-            format!(
-                "target file system is full while writing {}",
-                dest.display()
-            ),
-            source,
-        )),
-        other => Err(other),
-    }
 }
 
 #[cfg(test)]

@@ -110,6 +110,7 @@ fn symlinks_where_directories_go_are_unlinked_not_followed() {
     let never = Target::new(RestoreOptions {
         overwrite: Overwrite::Never,
         delete: false,
+        dry_run: false,
     });
     assert_eq!(never.prepare_dir(&t.join("d")).unwrap(), DirState::Skipped);
     assert!(fs::symlink_metadata(t.join("d")).unwrap().is_symlink());
@@ -148,6 +149,7 @@ fn directories_in_the_way_of_files() {
     let delete = Target::new(RestoreOptions {
         overwrite: Overwrite::Always,
         delete: true,
+        dry_run: false,
     });
     let p = delete.place_file(&full, &e, &mut write(b"new")).unwrap();
     assert_eq!(p, Placed::Replaced);
@@ -164,12 +166,14 @@ fn never_and_if_changed_keep_existing_entries() {
     let never = Target::new(RestoreOptions {
         overwrite: Overwrite::Never,
         delete: false,
+        dry_run: false,
     });
     let p = never.place_file(&dest, &e, &mut write(b"new")).unwrap();
     assert_eq!(p, Placed::Skipped);
     let changed = Target::new(RestoreOptions {
         overwrite: Overwrite::IfChanged,
         delete: false,
+        dry_run: false,
     });
     // Different mtime: replaced.
     let p = changed.place_file(&dest, &e, &mut write(b"new")).unwrap();
@@ -205,6 +209,7 @@ fn remove_dir_all_and_prune_do_not_follow_symlinks() {
     let target = Target::new(RestoreOptions {
         overwrite: Overwrite::Always,
         delete: true,
+        dry_run: false,
     });
     let keep: HashSet<&[u8]> = [b"stay".as_slice()].into_iter().collect();
     let mut errors = Vec::new();
@@ -228,6 +233,7 @@ fn deep_destinations_keep_the_rules() {
     let target = Target::new(RestoreOptions {
         overwrite: Overwrite::Always,
         delete: true,
+        dry_run: false,
     });
     let mut deep = tmp.path().join("t");
     fs::create_dir(&deep).unwrap();
