@@ -7,6 +7,7 @@
 
 pub mod damage;
 mod environment;
+pub mod fuse;
 
 // Not every test file skips or needs root.
 #[allow(unused_imports)]

@@ -1,0 +1,131 @@
+//! `cairn mount` in tests: whether FUSE can work here, starting a mount and
+//! waiting for it, and a background process that is killed and unmounted
+//! when a test fails while it runs.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::environment::is_root;
+use super::{command, finish, s, skip_or_fail, Run};
+
+/// Why FUSE cannot be used here, if it cannot (checked before mounting).
+pub fn fuse_missing() -> Option<String> {
+    if !Path::new("/dev/fuse").exists() {
+        return Some("/dev/fuse does not exist".into());
+    }
+    if !is_root() && fusermount().is_none() {
+        return Some("no fusermount3 or fusermount for a non-root user".into());
+    }
+    // The mount opens the device itself (fuser falls back to fusermount
+    // only where it is missing): a device this user may not open (mode
+    // 0600 in some containers) leaves FUSE out of reach, which root, as
+    // CI runs, never meets.
+    if let Err(e) = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/fuse")
+    {
+        return Some(format!("/dev/fuse cannot be opened by this user: {e}"));
+    }
+    None
+}
+
+/// The fusermount helper on PATH, if any.
+pub fn fusermount() -> Option<&'static str> {
+    ["fusermount3", "fusermount"].into_iter().find(|b| {
+        Command::new(b)
+            .arg("-V")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok()
+    })
+}
+
+pub fn is_mounted(mnt: &Path) -> bool {
+    let mountinfo = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let want = mnt.to_string_lossy();
+    mountinfo
+        .lines()
+        .any(|l| l.split(' ').nth(4) == Some(want.as_ref()))
+}
+
+/// A `cairn` process running in the background (a mount, or a command
+/// waiting on one); killed, and `mnt` lazily unmounted if mounted, when a
+/// test fails while it runs.
+pub struct Background {
+    /// The arguments, for messages.
+    pub args: &'static [&'static str],
+    pub child: Option<Child>,
+    pub mnt: PathBuf,
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        if is_mounted(&self.mnt) {
+            let _ = Command::new("umount").arg("-l").arg(&self.mnt).status();
+            if let Some(f) = fusermount() {
+                let _ = Command::new(f).arg("-u").arg("-z").arg(&self.mnt).status();
+            }
+        }
+    }
+}
+
+impl Background {
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    /// Waits for the process to exit (at most 30 s) and returns its run.
+    pub fn wait_exit(mut self) -> Run {
+        let mut child = self.child.take().expect("running");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while child.try_wait().expect("polling cairn mount").is_none() {
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("the background cairn did not exit in time");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        finish(child, self.args)
+    }
+}
+
+/// Starts `cairn mount` and waits until the mount is there. `None` (after
+/// [`skip_or_fail`]) when FUSE is unavailable; a mount that fails for any
+/// other reason fails the test.
+pub fn mount(repo: &Path, mnt: &Path) -> Option<Background> {
+    if let Some(why) = fuse_missing() {
+        skip_or_fail(&format!("FUSE unavailable: {why}"));
+        return None;
+    }
+    let mnt = fs::canonicalize(mnt).unwrap();
+    let child = command(repo, &["mount", s(&mnt)])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawning cairn mount");
+    let mut m = Background {
+        args: &["mount"],
+        child: Some(child),
+        mnt: mnt.clone(),
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !is_mounted(&mnt) {
+        let child = m.child.as_mut().unwrap();
+        if child.try_wait().unwrap().is_some() {
+            let run = finish(m.child.take().unwrap(), &["mount"]);
+            panic!("cairn mount exited early: {:?}\n{}", run.code, run.stderr);
+        }
+        assert!(Instant::now() < deadline, "the mount did not appear");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Some(m)
+}
