@@ -191,6 +191,12 @@ pub enum Command {
     /// The key files of an encrypted repository: list, add, remove, passwd.
     #[command(subcommand)]
     Key(crate::encryption::KeyCommand),
+    /// Take the password once and keep the repository's key unlocked for
+    /// DURATION (kernel keyring, or a tmpfs file; docs/security.md): until
+    /// then commands need no password.
+    Unlock(crate::unlock_commands::UnlockArgs),
+    /// Forget the unlocked key of --repo (or of every repository: --all) at once.
+    Lock(crate::unlock_commands::LockArgs),
     /// Print a shell completion script for SHELL to standard output, e.g.
     /// `cairn completions bash > /etc/bash_completion.d/cairn`.
     Completions {

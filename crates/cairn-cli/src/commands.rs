@@ -45,6 +45,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         } => init(&cli, &repo_path()?, settings, encryption, identity),
         Command::Copy(a) => crate::copy_commands::copy(&cli, &repo_path()?, a),
         Command::Key(k) => crate::encryption::key(&cli, &repo_path()?, k),
+        Command::Unlock(a) => crate::unlock_commands::unlock(&cli, &repo_path()?, a),
+        Command::Lock(a) => crate::unlock_commands::lock(&cli, cli.repo.as_deref(), a),
         Command::Backup(a) => backup(&cli, &repo_path()?, a),
         Command::Snapshots { group_by, filter } => {
             crate::snapshots_cmd::snapshots(&cli, &open()?, group_by.as_deref(), filter)

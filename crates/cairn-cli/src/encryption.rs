@@ -123,7 +123,7 @@ pub enum KeyCommand {
 
 /// The repository password from `--password-file`, `CAIRN_PASSWORD`,
 /// `CAIRN_PASSWORD_COMMAND` or the terminal.
-fn password(cli: &Cli, mode: PromptMode) -> cairn_core::Result<Password> {
+pub(crate) fn password(cli: &Cli, mode: PromptMode) -> cairn_core::Result<Password> {
     // Set to the empty string, CAIRN_PASSWORD_FILE counts as unset, as the
     // other password variables do; an empty `--password-file ''` fails to read.
     let from_empty_env = process_env("CAIRN_PASSWORD_FILE").is_some_and(|v| v.is_empty());
@@ -170,22 +170,34 @@ fn open_with(cli: &Cli, path: &Path, bypass_cache: bool) -> Result<Repository> {
     open_at(cli, path, bypass_cache, &mut password)
 }
 
-/// Opens the repository at `path` (local or S3); `password` is asked for
-/// only if it is encrypted.
+/// Opens the repository at `path` (local or S3); if it is encrypted, with
+/// the key `cairn unlock` cached for it, else with `password` (asked for
+/// only then).
 pub fn open_at(
     cli: &Cli,
     path: &Path,
     bypass_cache: bool,
     password: &mut dyn FnMut() -> cairn_core::Result<Password>,
 ) -> Result<Repository> {
+    let mut master_key = crate::key_cache_hook::cached_or_password(password);
+    open_with_master_key(cli, path, bypass_cache, &mut master_key)
+}
+
+/// [`open_at`] with `master_key` deciding an encrypted repository's key.
+fn open_with_master_key(
+    cli: &Cli,
+    path: &Path,
+    bypass_cache: bool,
+    master_key: &mut cairn_engine::MasterKeySource<'_>,
+) -> Result<Repository> {
     Ok(announcing_lock_waits(
         match repo_location::parse(path, &cli.s3)? {
-            RepoLocation::Local(path) => Repository::open_local_with_password(path, password)?,
+            RepoLocation::Local(path) => Repository::open_local_with_master_key(path, master_key)?,
             RepoLocation::S3(config) => {
                 let mut opts = cli.s3.clone();
                 opts.no_cache |= bypass_cache;
                 let backend = repo_location::s3_backend_cached(*config, &opts)?;
-                Repository::open_with_password(backend, password)?
+                Repository::open_with_master_key(backend, master_key)?
             }
         },
     ))
@@ -212,12 +224,16 @@ pub fn announcing_lock_waits(repo: Repository) -> Repository {
 
 /// The repository at `--repo`, opened, and the password that opened it
 /// (`None` for a clear one): commands that need its master key again.
+/// The password is always asked for, even when `cairn unlock` cached the key.
 pub fn open_keeping_password(cli: &Cli, path: &Path) -> Result<(Repository, Option<Password>)> {
     let mut given: Option<Password> = None;
-    let repo = open_at(cli, path, false, &mut || {
+    let mut ask = || {
         let p = password(cli, PromptMode::Once)?;
         given = Some(p.clone());
         Ok(p)
+    };
+    let repo = open_with_master_key(cli, path, false, &mut |backend, stored| {
+        keys::unlock_with_password(backend, stored, &mut ask)
     })?;
     Ok((repo, given))
 }
@@ -259,7 +275,7 @@ pub fn init_sharing_identity(
 }
 
 /// The backend of the repository at `path` (local or S3).
-fn backend(cli: &Cli, path: &Path) -> Result<Arc<dyn Backend>> {
+pub(crate) fn backend(cli: &Cli, path: &Path) -> Result<Arc<dyn Backend>> {
     match repo_location::parse(path, &cli.s3)? {
         RepoLocation::Local(path) => Ok(local(path)?),
         RepoLocation::S3(config) => repo_location::s3_backend(*config),
@@ -366,6 +382,7 @@ pub fn key(cli: &Cli, path: &Path, command: &KeyCommand) -> Result<ExitCode> {
             let opened = keys::opened_key(&repo, &current)?;
             let in_use = (!force).then(|| opened.key_file.id());
             let removed = keys::remove_key(&repo, &lock, id, in_use)?;
+            crate::key_cache_hook::forget_cached_key(&repo.config.id)?;
             report(cli, "removed", &removed)
         }
         KeyCommand::Passwd { id, new: a } => {
@@ -379,6 +396,7 @@ pub fn key(cli: &Cli, path: &Path, command: &KeyCommand) -> Result<ExitCode> {
             };
             let changed =
                 keys::change_password(&repo, &lock, &opened.master, &target, &new, params)?;
+            crate::key_cache_hook::forget_cached_key(&repo.config.id)?;
             report(cli, "changed the password of", changed.id())
         }
     }

@@ -49,6 +49,7 @@ mod copy_commands;
 mod encryption;
 mod gc_commands;
 mod generate;
+mod key_cache_hook;
 mod mount;
 mod output;
 mod progress;
@@ -58,6 +59,7 @@ mod restore_commands;
 mod sim_commands;
 mod snapshot_args;
 mod snapshots_cmd;
+mod unlock_commands;
 
 use std::process::ExitCode;
 

@@ -67,4 +67,6 @@ pub use backup::{
     Progress, Selection, SelectionBuilder, Source,
 };
 pub use config::RepoConfig;
-pub use repo::{DeleteLock, GcLock, LockWaitObserver, ReadLock, Repository, WriteLock};
+pub use repo::{
+    DeleteLock, GcLock, LockWaitObserver, MasterKeySource, ReadLock, Repository, WriteLock,
+};

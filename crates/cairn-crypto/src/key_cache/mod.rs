@@ -85,12 +85,16 @@ fn check_repo_id(repo_id: &str) -> Result<()> {
     }
 }
 
-/// Seconds since the epoch, now.
-fn now_secs() -> u64 {
+/// Time since the epoch, now.
+fn now() -> Duration {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default()
-        .as_secs()
+}
+
+/// Whole seconds since the epoch, now.
+fn now_secs() -> u64 {
+    now().as_secs()
 }
 
 impl KeyCache {
@@ -158,7 +162,10 @@ impl KeyCache {
                 lifetime.as_secs_f64()
             )));
         }
-        let expires = now_secs() + lifetime.as_secs();
+        // Rounded up to the next whole second: an entry lives at least
+        // `lifetime` by its own clock (the kernel's timeout counts whole
+        // seconds from now too).
+        let expires = (now() + lifetime).as_secs_f64().ceil() as u64;
         let payload = entry::encode(repo_id, master, expires);
         match &self.store {
             Store::Keyring(k) => k.put(&self.scope, repo_id, &payload, lifetime),
