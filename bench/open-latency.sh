@@ -37,8 +37,14 @@ PASSWORD=cairn-bench
 [ -x "$CAIRN" ] || cargo build --release --locked -p cairn-cli
 command -v restic >/dev/null || apt-get install -y restic >/dev/null
 if [ ! -x "$KOPIA" ]; then
+    # `go install kopia@v0.21.1` may be refused where the module proxy does
+    # not serve the module's version list; downloading the one version and
+    # building it works there too.
     mkdir -p "$(dirname "$KOPIA")"
-    GOBIN=$PWD/$(dirname "$KOPIA") go install github.com/kopia/kopia@v0.21.1
+    kopia_src=$(go mod download -json github.com/kopia/kopia@v0.21.1 |
+        python3 -c 'import json, sys; print(json.load(sys.stdin)["Dir"])')
+    kopia_out=$(cd "$(dirname "$KOPIA")" && pwd)/$(basename "$KOPIA")
+    (cd "$kopia_src" && go build -o "$kopia_out" .)
 fi
 
 rm -rf "$WORK"
