@@ -6,7 +6,7 @@ use clap::{Parser, Subcommand};
 
 use crate::commands::{
     analyze, backup, cat, check, completions, copy, diff, dump, experiment, fastcopy, find, forget,
-    gc, init, key, ls, man, mount, repair, restore, sim, snapshots, tag, trace,
+    gc, init, key, ls, man, mount, repair, restore, sim, snapshots, tag, trace, unlock,
 };
 use crate::globals::Globals;
 
@@ -111,6 +111,12 @@ pub enum Command {
     /// The key files of an encrypted repository: list, add, remove, passwd.
     #[command(subcommand)]
     Key(key::KeyCommand),
+    /// Take the password once and keep the repository's key unlocked for
+    /// DURATION (kernel keyring, or a tmpfs file; docs/security.md): until
+    /// then commands need no password.
+    Unlock(unlock::UnlockArgs),
+    /// Forget the unlocked key of --repo (or of every repository: --all) at once.
+    Lock(unlock::LockArgs),
     /// Print a shell completion script for SHELL to standard output, e.g.
     /// `cairn completions bash > /etc/bash_completion.d/cairn`.
     Completions(completions::CompletionsArgs),

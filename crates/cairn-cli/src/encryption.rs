@@ -110,22 +110,34 @@ fn open_with(cli: &Globals, path: &Path, bypass_cache: bool) -> Result<Repositor
     open_at(cli, path, bypass_cache, &mut password)
 }
 
-/// Opens the repository at `path` (local or S3); `password` is asked for
-/// only if it is encrypted.
+/// Opens the repository at `path` (local or S3); if it is encrypted, with
+/// the key `cairn unlock` cached for it, else with `password` (asked for
+/// only then).
 pub fn open_at(
     cli: &Globals,
     path: &Path,
     bypass_cache: bool,
     password: &mut dyn FnMut() -> cairn_core::Result<Password>,
 ) -> Result<Repository> {
+    let mut master_key = crate::key_cache_hook::cached_or_password(password);
+    open_with_master_key(cli, path, bypass_cache, &mut master_key)
+}
+
+/// [`open_at`] with `master_key` deciding an encrypted repository's key.
+fn open_with_master_key(
+    cli: &Globals,
+    path: &Path,
+    bypass_cache: bool,
+    master_key: &mut cairn_engine::MasterKeySource<'_>,
+) -> Result<Repository> {
     Ok(announcing_lock_waits(
         match repo_location::parse(path, &cli.s3)? {
-            RepoLocation::Local(path) => Repository::open_local_with_password(path, password)?,
+            RepoLocation::Local(path) => Repository::open_local_with_master_key(path, master_key)?,
             RepoLocation::S3(config) => {
                 let mut opts = cli.s3.clone();
                 opts.no_cache |= bypass_cache;
                 let backend = repo_location::s3_backend_cached(*config, &opts)?;
-                Repository::open_with_password(backend, password)?
+                Repository::open_with_master_key(backend, master_key)?
             }
         },
     ))

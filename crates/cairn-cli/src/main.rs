@@ -47,6 +47,7 @@ mod commands;
 mod encryption;
 mod exit_codes;
 mod globals;
+mod key_cache_hook;
 mod local_time;
 mod ls_columns;
 mod mount;

@@ -13,12 +13,15 @@
 //! - [`cipher`]: [`ObjectCipher`] seals and opens repository objects
 //!   (`nonce | ciphertext | tag`) with AES-256-GCM or XChaCha20-Poly1305
 //!   ([`Algorithm`]).
+//! - [`key_cache`]: the opt-in cache of unlocked master keys with an expiry
+//!   (`cairn unlock`/`lock`), in the kernel keyring or a tmpfs file.
 //!
 //! The design, the threat model and what still leaks are in `docs/security.md`.
 
 pub mod algorithm;
 pub mod cipher;
 pub mod key;
+pub mod key_cache;
 pub mod keyfile;
 pub mod password;
 mod random;
@@ -26,6 +29,7 @@ mod random;
 pub use algorithm::Algorithm;
 pub use cipher::{ObjectCipher, NONCE_LEN, OVERHEAD, TAG_LEN};
 pub use key::MasterKey;
+pub use key_cache::KeyCache;
 pub use keyfile::{KdfParams, KeyFile, KeyLabel};
 pub use password::{
     resolve_other_password, resolve_password, Password, PasswordSource, PromptMode,

@@ -326,6 +326,19 @@ pub fn unlock(
     Err(files.wrong_password())
 }
 
+/// The master key of the encrypted repository whose config is `stored`,
+/// from `password` (asked for here): [`unlock`] with the config as the
+/// test that the key fits.
+pub fn unlock_with_password(
+    backend: &dyn Backend,
+    stored: &StoredConfig,
+    password: &mut dyn FnMut() -> Result<Password>,
+) -> Result<MasterKey> {
+    unlock(backend, stored.id(), &password()?, &|m| {
+        stored.opens_with(m)
+    })
+}
+
 /// Writes a new key file wrapping `master` under `password`; returns its
 /// object name.
 pub fn add_key_file(

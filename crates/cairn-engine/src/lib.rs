@@ -73,4 +73,6 @@ pub use backup::{
 };
 pub use config::RepoConfig;
 pub use progress::Progress;
-pub use repo::{DeleteLock, GcLock, LockWaitObserver, ReadLock, Repository, WriteLock};
+pub use repo::{
+    DeleteLock, GcLock, LockWaitObserver, MasterKeySource, ReadLock, Repository, WriteLock,
+};

@@ -37,6 +37,10 @@ pub struct Repository {
 /// the waiter is blocked without guessing from elapsed time.
 pub type LockWaitObserver = Arc<dyn Fn(&str, LockMode) + Send + Sync>;
 
+/// Gives the master key of an encrypted repository, from the backend and
+/// its stored config ([`Repository::open_with_master_key`]).
+pub type MasterKeySource<'a> = dyn FnMut(&dyn Backend, &StoredConfig) -> Result<MasterKey> + 'a;
+
 /// Held by a writer for as long as it writes.
 pub struct WriteLock {
     _guard: Box<dyn LockGuard>,
@@ -250,12 +254,24 @@ impl Repository {
         backend: Arc<dyn Backend>,
         password: &mut dyn FnMut() -> Result<Password>,
     ) -> Result<Self> {
+        Self::open_with_master_key(backend, &mut |backend, stored| {
+            crypto::unlock_with_password(backend, stored, password)
+        })
+    }
+
+    /// Opens an existing repository; if it is encrypted, `master_key` is
+    /// asked for its master key (only then) given the stored config: from
+    /// a password, or from the unlocked-key cache (which must check that
+    /// the key opens the config, [`StoredConfig::opens_with`]).
+    pub fn open_with_master_key(
+        backend: Arc<dyn Backend>,
+        master_key: &mut MasterKeySource<'_>,
+    ) -> Result<Self> {
         let stored = read_stored_config(&*backend)?;
         let keys = match &stored {
             StoredConfig::Clear(_) => None,
-            StoredConfig::Sealed { id, algorithm, .. } => {
-                let master =
-                    crypto::unlock(&*backend, id, &password()?, &|m| stored.opens_with(m))?;
+            StoredConfig::Sealed { algorithm, .. } => {
+                let master = master_key(&*backend, &stored)?;
                 Some(Arc::new(RepoKeys::new(&master, *algorithm)))
             }
         };
@@ -314,10 +330,20 @@ impl Repository {
         path: &Path,
         password: &mut dyn FnMut() -> Result<Password>,
     ) -> Result<Self> {
+        Self::open_local_with_master_key(path, &mut |backend, stored| {
+            crypto::unlock_with_password(backend, stored, password)
+        })
+    }
+
+    /// [`Repository::open_with_master_key`] of the local repository at `path`.
+    pub fn open_local_with_master_key(
+        path: &Path,
+        master_key: &mut MasterKeySource<'_>,
+    ) -> Result<Self> {
         if !path.is_dir() {
             return Err(Error::NotARepository(path.to_path_buf()));
         }
-        let mut repo = Self::open_with_password(Arc::new(LocalBackend::open(path)?), password)?;
+        let mut repo = Self::open_with_master_key(Arc::new(LocalBackend::open(path)?), master_key)?;
         repo.local_root = crate::long_path::canonicalize(path).ok();
         Ok(repo)
     }

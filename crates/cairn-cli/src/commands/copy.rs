@@ -20,8 +20,8 @@ use cairn_engine::catalog::{self, SnapshotInfo};
 use cairn_engine::copy::{self, CopyOptions, CopyWatch, Identity};
 use cairn_engine::{Progress, RepoConfig, Repository};
 
-use crate::globals::Globals;
 use crate::encryption;
+use crate::globals::Globals;
 use crate::output::bytes;
 use crate::progress::{Display, Unit};
 use crate::snapshot_args::{resolve_all, FilterArgs};

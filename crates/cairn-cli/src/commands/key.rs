@@ -111,6 +111,7 @@ pub fn run(cli: &Globals, path: &Path, command: &KeyCommand) -> Result<ExitCode>
             let opened = keys::opened_key(&repo, &current)?;
             let in_use = (!force).then(|| opened.key_file.id());
             let removed = keys::remove_key(&repo, &lock, id, in_use)?;
+            crate::key_cache_hook::forget_cached_key(&repo.config.id)?;
             report(cli, "removed", &removed)
         }
         KeyCommand::Passwd { id, new: a } => {
@@ -124,6 +125,7 @@ pub fn run(cli: &Globals, path: &Path, command: &KeyCommand) -> Result<ExitCode>
             };
             let changed =
                 keys::change_password(&repo, &lock, &opened.master, &target, &new, params)?;
+            crate::key_cache_hook::forget_cached_key(&repo.config.id)?;
             report(cli, "changed the password of", changed.id())
         }
     }

@@ -40,6 +40,7 @@ pub mod snapshots;
 pub mod stats;
 pub mod tag;
 pub mod trace;
+pub mod unlock;
 
 pub fn run(cli: Cli) -> Result<ExitCode> {
     let Cli { globals, command } = cli;
@@ -58,6 +59,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Init(a) => init::run(cli, &repo_path()?, &a.settings, &a.encryption, &a.identity),
         Command::Copy(a) => copy::copy(cli, &repo_path()?, a),
         Command::Key(k) => key::run(cli, &repo_path()?, k),
+        Command::Unlock(a) => unlock::unlock(cli, &repo_path()?, a),
+        Command::Lock(a) => unlock::lock(cli, cli.repo.as_deref(), a),
         Command::Backup(a) => backup::run(cli, &repo_path()?, a),
         Command::Snapshots(a) => {
             snapshots::snapshots(cli, &open()?, a.group_by.as_deref(), a.latest, &a.filter)

@@ -212,6 +212,13 @@ pub fn test_env(c: &mut Command) {
     c.env("CAIRN_PASSWORD", TEST_PASSWORD)
         .env("CAIRN_KDF_MEMORY_KIB", "8")
         .env("CAIRN_KDF_PASSES", "1");
+    // Keys a test unlocks stay in a scope of its process, never the user's.
+    c.env_remove("CAIRN_KEY_CACHE")
+        .env_remove("CAIRN_KEY_CACHE_DIR")
+        .env(
+            "CAIRN_KEY_CACHE_SCOPE",
+            format!("test-{}", std::process::id()),
+        );
     if let Some(algorithm) = encryption_override() {
         c.env("CAIRN_ENCRYPTION", algorithm);
     }
