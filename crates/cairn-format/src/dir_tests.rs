@@ -1,4 +1,6 @@
 use super::*;
+use crate::dir_entry::FLAG_CONTENT_SIZE;
+use cairn_core::Fingerprint;
 use proptest::prelude::*;
 
 fn fp(w: usize, b: u8) -> Fingerprint {

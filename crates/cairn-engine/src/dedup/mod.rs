@@ -37,6 +37,7 @@ use crate::index::locality_cache::LocalityCache;
 use crate::index::overlay::IndexUpdate;
 use crate::index::OpenedIndex;
 
+pub mod choose;
 pub mod deferred;
 pub mod eager;
 pub mod lazy;
