@@ -276,7 +276,10 @@ impl ContainerStore for ContainerLog {
         if range.end > meta.data_offset + meta.data_len || range.start > range.end {
             return Err(Error::corrupt(
                 format!("container {}", meta.id),
-                format!("range {range:?} lies outside the data section"),
+                format!(
+                    "bytes {}..{} lie outside the data section",
+                    range.start, range.end
+                ),
             ));
         }
         let bytes = self.backend.read_at(
@@ -309,7 +312,7 @@ fn slice_of(bytes: &[u8], id: ContainerId, range: Range<u64>) -> Result<Vec<u8>>
         .ok_or_else(|| {
             Error::corrupt(
                 format!("container {id}"),
-                format!("range {range:?} lies past its end"),
+                format!("bytes {}..{} lie past its end", range.start, range.end),
             )
         })
 }

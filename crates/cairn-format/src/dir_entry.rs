@@ -156,14 +156,14 @@ pub(crate) fn entry_error(prev: Option<&[u8]>, e: &DirEntry) -> Option<String> {
         return Some(if is_link {
             "symlink without a target".to_string()
         } else {
-            format!("{:?} entry with a link target", e.kind)
+            format!("{} entry with a link target", e.kind.name())
         });
     }
     if is_link && e.content.is_some() {
         return Some("symlink with content".to_string());
     }
     if e.children.is_some() && e.kind != EntryKind::Dir {
-        return Some(format!("{:?} entry with an inline listing", e.kind));
+        return Some(format!("{} entry with an inline listing", e.kind.name()));
     }
     if e.children.is_some() && e.content.is_some() {
         return Some("directory with both a listing blob and an inline listing".to_string());
