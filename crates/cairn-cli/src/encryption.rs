@@ -22,7 +22,8 @@ use cairn_crypto::password::process_env;
 use cairn_crypto::{
     resolve_password, Algorithm, KdfParams, KeyFile, Password, PasswordSource, PromptMode,
 };
-use cairn_engine::crypto::{self as keys, StoredConfig};
+use cairn_engine::crypto::{self, StoredConfig};
+use cairn_engine::key_admin;
 use cairn_engine::{RepoConfig, Repository};
 
 use crate::args::Cli;
@@ -197,12 +198,12 @@ pub fn open_at(
 pub fn announcing_lock_waits(repo: Repository) -> Repository {
     repo.on_lock_wait(Arc::new(|name: &str, mode: LockMode| {
         let holder = match (name, mode) {
-            (cairn_engine::keys::WRITE_LOCK, _) => "another writer",
-            (cairn_engine::keys::GC_LOCK, _) => "another garbage collection",
-            (cairn_engine::keys::READERS_LOCK, LockMode::Shared) => {
+            (cairn_engine::object_names::WRITE_LOCK, _) => "another writer",
+            (cairn_engine::object_names::GC_LOCK, _) => "another garbage collection",
+            (cairn_engine::object_names::READERS_LOCK, LockMode::Shared) => {
                 "a writer that is deleting data"
             }
-            (cairn_engine::keys::READERS_LOCK, LockMode::Exclusive) => "running readers",
+            (cairn_engine::object_names::READERS_LOCK, LockMode::Exclusive) => "running readers",
             _ => "another command",
         };
         eprintln!("cairn: waiting for {holder} to finish");
@@ -244,7 +245,7 @@ pub fn init_sharing_identity(
     };
     let src_password =
         src_password.ok_or_else(|| anyhow!("the source repository's password is needed"))?;
-    let master = keys::opened_key(src, src_password)?.master;
+    let master = key_admin::opened_key(src, src_password)?.master;
     let password = new_password()?;
     let params = kdf.params()?;
     Ok(announcing_lock_waits(Repository::init_encrypted_with(
@@ -254,7 +255,7 @@ pub fn init_sharing_identity(
         &master,
         &password,
         params,
-        keys::local_key_label(),
+        crypto::local_key_label(),
     )?))
 }
 
@@ -276,7 +277,7 @@ fn local(path: &Path) -> Result<Arc<LocalBackend>> {
 /// Whether `path` holds an encrypted repository (a config that says so).
 /// Anything unreadable is left to the open that follows to report.
 pub fn is_encrypted_at(path: &Path) -> bool {
-    std::fs::read(path.join(cairn_engine::keys::CONFIG))
+    std::fs::read(path.join(cairn_engine::object_names::CONFIG))
         .ok()
         .and_then(|bytes| StoredConfig::decode(&bytes).ok())
         .is_some_and(|c| c.is_encrypted())
@@ -315,7 +316,7 @@ pub fn init_repository(
             algorithm,
             &password,
             params,
-            keys::local_key_label(),
+            crypto::local_key_label(),
         )?,
         None => Repository::init_local_encrypted(
             path,
@@ -323,7 +324,7 @@ pub fn init_repository(
             algorithm,
             &password,
             params,
-            keys::local_key_label(),
+            crypto::local_key_label(),
         )?,
     }))
 }
@@ -349,36 +350,36 @@ pub fn key(cli: &Cli, path: &Path, command: &KeyCommand) -> Result<ExitCode> {
             let new = new_password(a)?;
             let params = a.kdf.params()?;
             let _lock = repo.lock_writer(a.wait)?;
-            let opened = keys::opened_key(&repo, &current)?;
-            let name = keys::add_key_file(
+            let opened = key_admin::opened_key(&repo, &current)?;
+            let name = crypto::add_key_file(
                 &**repo.backend(),
                 &repo.config.id,
                 &opened.master,
                 &new,
                 params,
-                keys::local_key_label(),
+                crypto::local_key_label(),
             )?;
-            let id = cairn_engine::keys::key_file_id(&name);
+            let id = cairn_engine::object_names::key_file_id(&name);
             report(cli, "added", id)
         }
         KeyCommand::Remove { id, force, wait } => {
             let lock = repo.lock_writer(*wait)?;
-            let opened = keys::opened_key(&repo, &current)?;
+            let opened = key_admin::opened_key(&repo, &current)?;
             let in_use = (!force).then(|| opened.key_file.id());
-            let removed = keys::remove_key(&repo, &lock, id, in_use)?;
+            let removed = key_admin::remove_key(&repo, &lock, id, in_use)?;
             report(cli, "removed", &removed)
         }
         KeyCommand::Passwd { id, new: a } => {
             let new = new_password(a)?;
             let params = a.kdf.params()?;
             let lock = repo.lock_writer(a.wait)?;
-            let opened = keys::opened_key(&repo, &current)?;
+            let opened = key_admin::opened_key(&repo, &current)?;
             let target = match id {
-                Some(id) => keys::find_key_file(&repo, id)?,
+                Some(id) => key_admin::find_key_file(&repo, id)?,
                 None => (opened.name.clone(), opened.key_file.clone()),
             };
             let changed =
-                keys::change_password(&repo, &lock, &opened.master, &target, &new, params)?;
+                key_admin::change_password(&repo, &lock, &opened.master, &target, &new, params)?;
             report(cli, "changed the password of", changed.id())
         }
     }
@@ -417,8 +418,8 @@ fn key_json(kf: &KeyFile, current: bool) -> serde_json::Value {
 }
 
 fn list(cli: &Cli, repo: &Repository, current: &Password) -> Result<ExitCode> {
-    let opened = keys::opened_key(repo, current)?;
-    let files = keys::key_files(&**repo.backend(), &repo.config.id)?;
+    let opened = key_admin::opened_key(repo, current)?;
+    let files = crypto::key_files(&**repo.backend(), &repo.config.id)?;
     if cli.json {
         let mut rows: Vec<_> = files
             .good
@@ -426,7 +427,7 @@ fn list(cli: &Cli, repo: &Repository, current: &Password) -> Result<ExitCode> {
             .map(|(name, kf)| key_json(kf, *name == opened.name))
             .collect();
         rows.extend(files.damaged.iter().map(
-            |(name, why)| json!({ "id": cairn_engine::keys::key_file_id(name), "damaged": why }),
+            |(name, why)| json!({ "id": cairn_engine::object_names::key_file_id(name), "damaged": why }),
         ));
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(ExitCode::SUCCESS);
@@ -452,7 +453,7 @@ fn list(cli: &Cli, repo: &Repository, current: &Password) -> Result<ExitCode> {
     for (name, why) in &files.damaged {
         println!(
             "! {:<16}  damaged: {}",
-            crate::output::display_name(cairn_engine::keys::key_file_id(name)),
+            crate::output::display_name(cairn_engine::object_names::key_file_id(name)),
             why
         );
     }

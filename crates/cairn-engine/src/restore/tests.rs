@@ -262,7 +262,7 @@ fn a_damaged_chunk_fails_its_file_only_and_the_batch_goes_on() {
         })
         .expect("f200's chunk");
     let at = cairn_format::container::CONTAINER_HEADER_LEN + (d.offset + d.stored_len / 2) as usize;
-    assert!(backend.tamper(&crate::keys::container(cid), |b| b[at] ^= 0x40));
+    assert!(backend.tamper(&crate::object_names::container(cid), |b| b[at] ^= 0x40));
 
     for policy in PolicyKind::ALL {
         let out = tmp.path().join(format!("out-{policy}"));

@@ -29,7 +29,7 @@ use std::sync::Arc;
 use cairn_backend::MemBackend;
 use cairn_core::{Backend, Result};
 use cairn_engine::gc::{self, Collector, GcOptions, GcReport, NoProgress};
-use cairn_engine::{catalog, keys, BackupOptions, RepoConfig, Repository, Source};
+use cairn_engine::{catalog, object_names, BackupOptions, RepoConfig, Repository, Source};
 use serde_json::{json, Value};
 
 use super::gc_variants::{Variant, VARIANTS};
@@ -168,7 +168,7 @@ impl State {
             st.files += snap.record.stats.files;
         }
         let b = repo.backend();
-        for key in b.list(keys::CONTAINERS)? {
+        for key in b.list(object_names::CONTAINERS)? {
             st.physical += b.size(&key)?;
             st.containers += 1;
         }
