@@ -68,17 +68,8 @@ fn parse(args: &[String]) -> Result<Options> {
 
 /// `len` pseudo-random bytes (splitmix64 from a fixed seed).
 fn generate(len: usize) -> Vec<u8> {
-    let mut state = 0x6361_6972_6e2d_626eu64;
-    let mut v = Vec::with_capacity(len);
-    while v.len() < len {
-        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        let w = (z ^ (z >> 31)).to_le_bytes();
-        let n = w.len().min(len - v.len());
-        v.extend_from_slice(&w[..n]);
-    }
+    let mut v = vec![0u8; len];
+    cairn_core::rng::SplitMix64::new(0x6361_6972_6e2d_626e).fill_bytes(&mut v);
     v
 }
 

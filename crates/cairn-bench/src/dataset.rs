@@ -29,6 +29,7 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use cairn_core::rng::SplitMix64;
 use serde_json::{json, Value};
 
 pub const MIN_FILE: u64 = 64 << 10;
@@ -39,25 +40,22 @@ pub const TEXT_PCT: u64 = 15;
 const SEED: u64 = 0x6361_6972_6e2d_6473;
 const VERSION: u64 = 2;
 
-/// splitmix64.
-pub struct Rng(u64);
+/// The workspace's deterministic generator (`cairn_core::rng`, splitmix64),
+/// with the draws a dataset needs.
+pub struct Rng(SplitMix64);
 
 impl Rng {
     pub fn new(seed: u64) -> Self {
-        Rng(seed)
+        Rng(SplitMix64::new(seed))
     }
 
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     /// Uniform in `0..n` (`n > 0`).
     pub fn below(&mut self, n: u64) -> u64 {
-        ((self.next_u64() as u128 * n as u128) >> 64) as u64
+        self.0.below(n)
     }
 
     /// Uniform in `lo..hi`.

@@ -3,20 +3,19 @@
 
 use std::io::{self, ErrorKind, Read};
 
-/// A small deterministic generator (splitmix64).
-pub struct Rng(u64);
+use cairn_core::rng::SplitMix64;
+
+/// The workspace's deterministic generator (`cairn_core::rng`), with a
+/// range helper.
+pub struct Rng(SplitMix64);
 
 impl Rng {
     pub fn new(seed: u64) -> Self {
-        Rng(seed)
+        Rng(SplitMix64::new(seed))
     }
 
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     /// Uniform-ish in `lo..=hi`.

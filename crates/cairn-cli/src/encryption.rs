@@ -17,7 +17,8 @@ use cairn_backend::LocalBackend;
 use cairn_core::{Backend, LockMode};
 use cairn_crypto::password::process_env;
 use cairn_crypto::{resolve_password, Algorithm, KdfParams, Password, PromptMode};
-use cairn_engine::crypto::{self as keys, StoredConfig};
+use cairn_engine::crypto::{self, StoredConfig};
+use cairn_engine::key_admin;
 use cairn_engine::{RepoConfig, Repository};
 
 use crate::globals::Globals;
@@ -149,12 +150,12 @@ fn open_with_master_key(
 pub fn announcing_lock_waits(repo: Repository) -> Repository {
     repo.on_lock_wait(Arc::new(|name: &str, mode: LockMode| {
         let holder = match (name, mode) {
-            (cairn_engine::keys::WRITE_LOCK, _) => "another writer",
-            (cairn_engine::keys::GC_LOCK, _) => "another garbage collection",
-            (cairn_engine::keys::READERS_LOCK, LockMode::Shared) => {
+            (cairn_engine::object_names::WRITE_LOCK, _) => "another writer",
+            (cairn_engine::object_names::GC_LOCK, _) => "another garbage collection",
+            (cairn_engine::object_names::READERS_LOCK, LockMode::Shared) => {
                 "a writer that is deleting data"
             }
-            (cairn_engine::keys::READERS_LOCK, LockMode::Exclusive) => "running readers",
+            (cairn_engine::object_names::READERS_LOCK, LockMode::Exclusive) => "running readers",
             _ => "another command",
         };
         eprintln!("cairn: waiting for {holder} to finish");
@@ -184,7 +185,7 @@ pub fn init_sharing_identity(
     };
     let src_password =
         src_password.ok_or_else(|| anyhow!("the source repository's password is needed"))?;
-    let master = keys::opened_key(src, src_password)?.master;
+    let master = key_admin::opened_key(src, src_password)?.master;
     let password = new_password()?;
     let params = kdf.params()?;
     Ok(announcing_lock_waits(Repository::init_encrypted_with(
@@ -194,7 +195,7 @@ pub fn init_sharing_identity(
         &master,
         &password,
         params,
-        keys::local_key_label(),
+        crypto::local_key_label(),
     )?))
 }
 
@@ -216,7 +217,7 @@ fn local(path: &Path) -> Result<Arc<LocalBackend>> {
 /// Whether `path` holds an encrypted repository (a config that says so).
 /// Anything unreadable is left to the open that follows to report.
 pub fn is_encrypted_at(path: &Path) -> bool {
-    std::fs::read(path.join(cairn_engine::keys::CONFIG))
+    std::fs::read(path.join(cairn_engine::object_names::CONFIG))
         .ok()
         .and_then(|bytes| StoredConfig::decode(&bytes).ok())
         .is_some_and(|c| c.is_encrypted())
@@ -255,7 +256,7 @@ pub fn init_repository(
             algorithm,
             &password,
             params,
-            keys::local_key_label(),
+            crypto::local_key_label(),
         )?,
         None => Repository::init_local_encrypted(
             path,
@@ -263,7 +264,7 @@ pub fn init_repository(
             algorithm,
             &password,
             params,
-            keys::local_key_label(),
+            crypto::local_key_label(),
         )?,
     }))
 }

@@ -221,8 +221,10 @@ pub fn s3_backend(config: S3Config) -> Result<Arc<dyn Backend>> {
 /// cannot be reached).
 pub fn has_config(repo: &Path, opts: &S3Args) -> Result<bool> {
     Ok(match parse(repo, opts)? {
-        RepoLocation::Local(path) => path.join(cairn_engine::keys::CONFIG).is_file(),
-        RepoLocation::S3(config) => s3_backend(*config)?.exists(cairn_engine::keys::CONFIG)?,
+        RepoLocation::Local(path) => path.join(cairn_engine::object_names::CONFIG).is_file(),
+        RepoLocation::S3(config) => {
+            s3_backend(*config)?.exists(cairn_engine::object_names::CONFIG)?
+        }
     })
 }
 

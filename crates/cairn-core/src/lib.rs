@@ -14,6 +14,7 @@ pub mod config;
 pub mod counters;
 pub mod error;
 pub mod ids;
+pub mod rng;
 pub mod time;
 pub mod trace;
 

@@ -7,7 +7,7 @@ use cairn_core::{Backend, Error, Result};
 use cairn_format::snapshot::{decode_snapshot, encode_snapshot, SnapshotRecord};
 use serde::Serialize;
 
-use crate::keys;
+use crate::object_names;
 
 #[derive(Clone, Debug)]
 pub struct SnapshotInfo {
@@ -35,7 +35,7 @@ pub fn id_for(backend: &dyn Backend, bytes: &[u8]) -> String {
 /// copy writes elsewhere byte for byte (decoding and encoding again need
 /// not give the same bytes: the record's timings are floating point).
 pub fn load_bytes(backend: &dyn Backend, id: &str) -> Result<Vec<u8>> {
-    let bytes = backend.read(&keys::snapshot(id))?;
+    let bytes = backend.read(&object_names::snapshot(id))?;
     if id_of(backend, &bytes) != id {
         return Err(Error::corrupt(
             format!("snapshot {id}"),
@@ -50,7 +50,7 @@ pub fn load_bytes(backend: &dyn Backend, id: &str) -> Result<Vec<u8>> {
 pub fn commit_bytes(backend: &dyn Backend, bytes: &[u8]) -> Result<String> {
     decode_snapshot(bytes)?;
     let id = id_of(backend, bytes);
-    backend.write_atomic(&keys::snapshot(&id), bytes)?;
+    backend.write_atomic(&object_names::snapshot(&id), bytes)?;
     Ok(id)
 }
 
@@ -58,19 +58,19 @@ pub fn commit_bytes(backend: &dyn Backend, bytes: &[u8]) -> Result<String> {
 pub fn commit(backend: &dyn Backend, record: &SnapshotRecord) -> Result<String> {
     let bytes = encode_snapshot(record);
     let id = id_of(backend, &bytes);
-    backend.write_atomic(&keys::snapshot(&id), &bytes)?;
+    backend.write_atomic(&object_names::snapshot(&id), &bytes)?;
     Ok(id)
 }
 
 /// Removes one snapshot record (the data it references stays until a
 /// garbage collection finds it unreferenced).
 pub fn remove(backend: &dyn Backend, id: &str) -> Result<()> {
-    backend.delete(&keys::snapshot(id))
+    backend.delete(&object_names::snapshot(id))
 }
 
 /// Loads and verifies one snapshot by full id.
 pub fn load(backend: &dyn Backend, id: &str) -> Result<SnapshotRecord> {
-    let bytes = backend.read(&keys::snapshot(id))?;
+    let bytes = backend.read(&object_names::snapshot(id))?;
     if id_of(backend, &bytes) != id {
         return Err(Error::corrupt(
             format!("snapshot {id}"),
@@ -90,8 +90,8 @@ pub type Unreadable = Vec<(String, Error)>;
 pub fn list(backend: &dyn Backend) -> Result<(Vec<SnapshotInfo>, Unreadable)> {
     let mut good = Vec::new();
     let mut bad = Vec::new();
-    for key in backend.list(keys::SNAPSHOTS)? {
-        let Some(id) = key.strip_prefix(keys::SNAPSHOTS) else {
+    for key in backend.list(object_names::SNAPSHOTS)? {
+        let Some(id) = key.strip_prefix(object_names::SNAPSHOTS) else {
             continue;
         };
         match load(backend, id) {
@@ -304,9 +304,9 @@ pub fn match_id(backend: &dyn Backend, spec: &str) -> Result<String> {
     }
     let spec = spec.to_ascii_lowercase();
     let matches: Vec<String> = backend
-        .list(keys::SNAPSHOTS)?
+        .list(object_names::SNAPSHOTS)?
         .into_iter()
-        .filter_map(|k| k.strip_prefix(keys::SNAPSHOTS).map(str::to_string))
+        .filter_map(|k| k.strip_prefix(object_names::SNAPSHOTS).map(str::to_string))
         .filter(|id| id.starts_with(&spec))
         .collect();
     match <[String; 1]>::try_from(matches) {

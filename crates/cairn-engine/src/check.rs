@@ -599,7 +599,9 @@ fn walk_snapshots(
 /// present, decode (envelope checksum included) and cover what the index
 /// covers.
 fn verify_checkpoint(repo: &Repository, generation: u64, covered: ContainerId) -> Result<()> {
-    let bytes = repo.backend().read(&crate::keys::bloom(generation))?;
+    let bytes = repo
+        .backend()
+        .read(&crate::object_names::bloom(generation))?;
     let (_, sv_covered) = crate::index::summary_vector::SummaryVector::from_checkpoint(&bytes)?;
     if sv_covered != covered {
         return Err(cairn_core::Error::corrupt(

@@ -14,7 +14,7 @@ use cairn_format::compress::{compress, decompress};
 use cairn_format::container::{stored_chunk, ContainerMeta, Descriptor};
 
 use crate::config::{Fingerprinter, RepoConfig};
-use crate::crypto::RepoKeys;
+use crate::repo_keys::RepoKeys;
 use crate::Repository;
 
 #[derive(Clone, Debug)]

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use cairn_core::{ChunkerConfig, CompressionConfig, Error, Fingerprint, FingerprintAlgo, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::crypto::RepoKeys;
+use crate::repo_keys::RepoKeys;
 
-pub use crate::backup::rewrite::RewriteConfig;
+pub use crate::backup::rewrite::config::RewriteConfig;
 
 pub const CONFIG_MAGIC: &[u8; 8] = b"CAIRNCFG";
 pub const CONFIG_VERSION: u32 = 1;

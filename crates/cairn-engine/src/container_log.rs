@@ -14,7 +14,7 @@ use cairn_format::container::{
     self, ContainerMeta, ContainerWriter, Descriptor, TailDecode, TAIL_READ_HINT,
 };
 
-use crate::{id_mark, keys};
+use crate::{id_mark, object_names};
 
 /// The container log as the engine sees it: append whole containers, read a
 /// metadata section alone, read a whole container. [`ContainerLog`] stores
@@ -115,9 +115,9 @@ impl ContainerLog {
 
     pub fn list_ids(backend: &dyn Backend) -> Result<Vec<ContainerId>> {
         let mut ids: Vec<ContainerId> = backend
-            .list(keys::CONTAINERS)?
+            .list(object_names::CONTAINERS)?
             .iter()
-            .filter_map(|k| keys::parse_container(k))
+            .filter_map(|k| object_names::parse_container(k))
             .collect();
         ids.sort();
         Ok(ids)
@@ -187,7 +187,8 @@ impl ContainerStore for ContainerLog {
             self.raise_mark(ContainerId(id.0 + 1 + id_mark::MARK_AHEAD))?;
         }
         let bytes = writer.finish();
-        self.backend.write_atomic(&keys::container(id), &bytes)?;
+        self.backend
+            .write_atomic(&object_names::container(id), &bytes)?;
         bump(&self.counters.containers_written, 1);
         Ok(())
     }
@@ -196,7 +197,7 @@ impl ContainerStore for ContainerLog {
     /// read of `TAIL_READ_HINT` bytes, a second only for unusually large
     /// metadata sections.
     fn read_meta(&self, id: ContainerId) -> Result<ContainerMeta> {
-        let key = keys::container(id);
+        let key = object_names::container(id);
         bump(&self.counters.container_meta_reads, 1);
         let (size, tail) = self.backend.read_tail(&key, TAIL_READ_HINT)?;
         let meta = match container::decode_tail(size, &tail).map_err(|e| with_container(e, id))? {
@@ -224,7 +225,8 @@ impl ContainerStore for ContainerLog {
     /// fails to authenticate, zero-filled by the backend): its chunks are
     /// verified one by one on the way out.
     fn read(&self, id: ContainerId) -> Result<LoadedContainer> {
-        let Salvaged { bytes, damaged } = self.backend.read_salvaging(&keys::container(id))?;
+        let Salvaged { bytes, damaged } =
+            self.backend.read_salvaging(&object_names::container(id))?;
         bump(&self.counters.containers_read, 1);
         // Blocks that failed to authenticate say more than the checksum
         // their zero-filling then breaks.
@@ -265,9 +267,11 @@ impl ContainerStore for ContainerLog {
                 format!("chunk {} lies outside the data section", d.fp),
             ));
         }
-        let bytes =
-            self.backend
-                .read_at(&keys::container(meta.id), r.start, d.stored_len as usize)?;
+        let bytes = self.backend.read_at(
+            &object_names::container(meta.id),
+            r.start,
+            d.stored_len as usize,
+        )?;
         bump(&self.counters.chunk_reads, 1);
         Ok(bytes)
     }
@@ -276,11 +280,14 @@ impl ContainerStore for ContainerLog {
         if range.end > meta.data_offset + meta.data_len || range.start > range.end {
             return Err(Error::corrupt(
                 format!("container {}", meta.id),
-                format!("range {range:?} lies outside the data section"),
+                format!(
+                    "bytes {}..{} lie outside the data section",
+                    range.start, range.end
+                ),
             ));
         }
         let bytes = self.backend.read_at(
-            &keys::container(meta.id),
+            &object_names::container(meta.id),
             range.start,
             (range.end - range.start) as usize,
         )?;
@@ -289,7 +296,7 @@ impl ContainerStore for ContainerLog {
     }
 
     fn delete(&self, id: ContainerId) -> Result<()> {
-        self.backend.delete(&keys::container(id))
+        self.backend.delete(&object_names::container(id))
     }
 
     fn read_parallelism(&self) -> usize {
@@ -309,7 +316,7 @@ fn slice_of(bytes: &[u8], id: ContainerId, range: Range<u64>) -> Result<Vec<u8>>
         .ok_or_else(|| {
             Error::corrupt(
                 format!("container {id}"),
-                format!("range {range:?} lies past its end"),
+                format!("bytes {}..{} lie past its end", range.start, range.end),
             )
         })
 }
@@ -373,7 +380,8 @@ mod tests {
 
         // A foreign container above the mark is not listed: the mark rules.
         let stray = ContainerId(mark.0 + 1000);
-        mem.write_atomic(&keys::container(stray), b"x").unwrap();
+        mem.write_atomic(&object_names::container(stray), b"x")
+            .unwrap();
         let b = log_over(&mem);
         b.refresh_next_id(ContainerId(1)).unwrap();
         assert_eq!(b.next_id(), mark);

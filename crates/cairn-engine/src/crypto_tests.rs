@@ -6,6 +6,7 @@ use cairn_crypto::{Algorithm, KdfParams, KeyLabel, Password};
 use zeroize::Zeroizing;
 
 use super::*;
+use crate::key_admin::*;
 use crate::repo::Repository;
 
 fn password(s: &str) -> Password {
@@ -77,7 +78,7 @@ fn a_clear_repository_never_asks_for_a_password() {
         crate::config::CONFIG_MAGIC,
         SEALED_CONFIG_VERSION,
         "config",
-        &backend.read(crate::keys::CONFIG).unwrap(),
+        &backend.read(crate::object_names::CONFIG).unwrap(),
     )
     .unwrap();
     assert_eq!(version, crate::config::CONFIG_VERSION);
@@ -86,7 +87,7 @@ fn a_clear_repository_never_asks_for_a_password() {
 #[test]
 fn the_sealed_config_shows_only_the_id_and_algorithm() {
     let (backend, repo) = encrypted(Algorithm::Aes256Gcm);
-    let bytes = backend.read(crate::keys::CONFIG).unwrap();
+    let bytes = backend.read(crate::object_names::CONFIG).unwrap();
     let text = String::from_utf8_lossy(&bytes);
     assert!(text.contains(&repo.config.id));
     for hidden in ["fastcdc", "chunker", "zstd", "page_size", "container_size"] {
@@ -98,7 +99,7 @@ fn the_sealed_config_shows_only_the_id_and_algorithm() {
 #[test]
 fn a_tampered_config_or_key_file_is_refused() {
     let (backend, _) = encrypted(Algorithm::ChaCha20Poly1305);
-    let config = backend.read(crate::keys::CONFIG).unwrap();
+    let config = backend.read(crate::object_names::CONFIG).unwrap();
     // Flip one hex digit of the sealed part, under a valid envelope (whose
     // checksum would otherwise catch it first): authentication fails.
     let (_, payload) = cairn_format::envelope::open(
@@ -117,7 +118,7 @@ fn a_tampered_config_or_key_file_is_refused() {
     let resealed =
         cairn_format::envelope::seal(crate::config::CONFIG_MAGIC, SEALED_CONFIG_VERSION, &payload);
     backend
-        .write_atomic(crate::keys::CONFIG, &resealed)
+        .write_atomic(crate::object_names::CONFIG, &resealed)
         .unwrap();
     let e = err(Repository::open_with_password(backend.clone(), &mut || {
         Ok(password("secret"))
@@ -126,7 +127,9 @@ fn a_tampered_config_or_key_file_is_refused() {
 
     // A key file of another repository is never used and never blocks the
     // others: the repository opens, and a failed open names it.
-    backend.write_atomic(crate::keys::CONFIG, &config).unwrap();
+    backend
+        .write_atomic(crate::object_names::CONFIG, &config)
+        .unwrap();
     let master = cairn_crypto::MasterKey::generate().unwrap();
     add_key_file(
         &*backend,

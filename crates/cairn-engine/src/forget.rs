@@ -188,8 +188,8 @@ pub struct Tally {
 pub fn tally(repo: &Repository, ids: &[String]) -> Result<Tally> {
     let removing: std::collections::HashSet<&str> = ids.iter().map(String::as_str).collect();
     let mut t = Tally::default();
-    for key in repo.backend().list(crate::keys::SNAPSHOTS)? {
-        let Some(id) = key.strip_prefix(crate::keys::SNAPSHOTS) else {
+    for key in repo.backend().list(crate::object_names::SNAPSHOTS)? {
+        let Some(id) = key.strip_prefix(crate::object_names::SNAPSHOTS) else {
             continue;
         };
         if removing.contains(id) {

@@ -26,10 +26,14 @@ use parking_lot::Mutex;
 
 use cairn_core::{Backend, LockGuard, LockMode, Result};
 
-use crate::keys;
+use crate::object_names;
 
 /// The prefixes whose listings are remembered.
-const REMEMBERED: [&str; 3] = [keys::INDEX, keys::BLOOM, keys::SNAPSHOTS];
+const REMEMBERED: [&str; 3] = [
+    object_names::INDEX,
+    object_names::BLOOM,
+    object_names::SNAPSHOTS,
+];
 
 #[derive(Default)]
 struct State {
@@ -177,7 +181,7 @@ impl Backend for ListingMemo {
 
     fn lock(&self, name: &str, mode: LockMode, wait: bool) -> Result<Box<dyn LockGuard>> {
         let guard = self.inner.lock(name, mode, wait)?;
-        if name != keys::WRITE_LOCK || mode != LockMode::Exclusive {
+        if name != object_names::WRITE_LOCK || mode != LockMode::Exclusive {
             return Ok(guard);
         }
         let mut st = self.state.lock();
@@ -254,37 +258,42 @@ mod tests {
     fn listings_are_remembered_only_under_the_writer_lock() {
         let (b, c) = memo();
         b.write_atomic("index/0000000000000001", b"a").unwrap();
-        b.list(keys::INDEX).unwrap();
-        b.list(keys::INDEX).unwrap();
+        b.list(object_names::INDEX).unwrap();
+        b.list(object_names::INDEX).unwrap();
         assert_eq!(lists(&c), 2, "no lock: every listing goes to the store");
 
-        let readers = b.lock(keys::READERS_LOCK, LockMode::Shared, false).unwrap();
-        b.list(keys::INDEX).unwrap();
-        b.list(keys::INDEX).unwrap();
+        let readers = b
+            .lock(object_names::READERS_LOCK, LockMode::Shared, false)
+            .unwrap();
+        b.list(object_names::INDEX).unwrap();
+        b.list(object_names::INDEX).unwrap();
         assert_eq!(lists(&c), 4, "a reader's lock remembers nothing");
         drop(readers);
 
         let lock = b
-            .lock(keys::WRITE_LOCK, LockMode::Exclusive, false)
+            .lock(object_names::WRITE_LOCK, LockMode::Exclusive, false)
             .unwrap();
-        assert_eq!(b.list(keys::INDEX).unwrap(), ["index/0000000000000001"]);
+        assert_eq!(
+            b.list(object_names::INDEX).unwrap(),
+            ["index/0000000000000001"]
+        );
         b.write_atomic("index/0000000000000002", b"b").unwrap();
         b.delete("index/0000000000000001").unwrap();
         b.create_new("index/0000000000000003", b"c").unwrap();
         assert_eq!(
-            b.list(keys::INDEX).unwrap(),
+            b.list(object_names::INDEX).unwrap(),
             ["index/0000000000000002", "index/0000000000000003"]
         );
         assert_eq!(lists(&c), 5, "one listing under the lock, then own writes");
         // Containers are never remembered (a collection adds copies).
-        b.list(keys::CONTAINERS).unwrap();
-        b.list(keys::CONTAINERS).unwrap();
+        b.list(object_names::CONTAINERS).unwrap();
+        b.list(object_names::CONTAINERS).unwrap();
         assert_eq!(lists(&c), 7);
 
         // Released: the next listing sees what others did meanwhile.
         drop(lock);
         c.write_atomic("index/0000000000000009", b"x").unwrap();
-        assert_eq!(b.list(keys::INDEX).unwrap().len(), 3);
+        assert_eq!(b.list(object_names::INDEX).unwrap().len(), 3);
         assert_eq!(lists(&c), 8);
     }
 
@@ -292,13 +301,13 @@ mod tests {
     fn a_failed_write_forgets_the_listing() {
         let (b, c) = memo();
         let _lock = b
-            .lock(keys::WRITE_LOCK, LockMode::Exclusive, false)
+            .lock(object_names::WRITE_LOCK, LockMode::Exclusive, false)
             .unwrap();
-        b.list(keys::SNAPSHOTS).unwrap();
+        b.list(object_names::SNAPSHOTS).unwrap();
         // An invalid key fails in the store: its presence is unknown.
         assert!(b.write_atomic("snapshots/../x", b"a").is_err());
-        b.list(keys::SNAPSHOTS).unwrap();
-        b.list(keys::SNAPSHOTS).unwrap();
+        b.list(object_names::SNAPSHOTS).unwrap();
+        b.list(object_names::SNAPSHOTS).unwrap();
         assert_eq!(lists(&c), 2, "listed again once, then remembered");
     }
 }

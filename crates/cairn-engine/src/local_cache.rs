@@ -49,7 +49,7 @@ use parking_lot::Mutex;
 
 use cairn_core::{Backend, LockGuard, LockMode, Result};
 
-use crate::keys;
+use crate::object_names;
 
 /// Bytes of a container's end kept: its metadata section (a 4 MiB
 /// container of 8 KiB chunks has about 30 KiB) with room for the sealing
@@ -68,9 +68,9 @@ enum Kept {
 }
 
 fn kept(key: &str) -> Kept {
-    if key.starts_with(keys::CONTAINERS) {
+    if key.starts_with(object_names::CONTAINERS) {
         Kept::Tail
-    } else if key.starts_with(keys::INDEX) || key.starts_with(keys::SNAPSHOTS) {
+    } else if key.starts_with(object_names::INDEX) || key.starts_with(object_names::SNAPSHOTS) {
         Kept::Whole
     } else {
         Kept::Nothing
@@ -156,7 +156,7 @@ impl LocalCache {
     /// itself when it holds no repository yet (nothing to key the cache by)
     /// or the cache directory cannot be made (one notice on standard error).
     pub fn wrap(inner: Arc<dyn Backend>, root: &Path) -> Result<Arc<dyn Backend>> {
-        let config = match inner.read(keys::CONFIG) {
+        let config = match inner.read(object_names::CONFIG) {
             Ok(c) => c,
             Err(e) if e.is_not_found() => return Ok(inner),
             Err(e) => return Err(e),
@@ -317,7 +317,7 @@ impl Backend for LocalCache {
     }
 
     fn read(&self, key: &str) -> Result<Vec<u8>> {
-        if key == keys::CONFIG {
+        if key == object_names::CONFIG {
             if let Some(config) = self.config_read_at_wrap.lock().take() {
                 return Ok(config);
             }
@@ -427,7 +427,7 @@ mod tests {
     fn store() -> Arc<MemBackend> {
         let mem = Arc::new(MemBackend::new());
         mem.write_atomic(
-            keys::CONFIG,
+            object_names::CONFIG,
             &crate::RepoConfig::new("0123abcd".into()).encode(),
         )
         .unwrap();
@@ -454,7 +454,7 @@ mod tests {
     fn metadata_is_read_from_the_store_once_then_from_the_cache() {
         let tmp = tempfile::tempdir().unwrap();
         let mem = store();
-        let container = keys::container(cairn_core::ContainerId(7));
+        let container = object_names::container(cairn_core::ContainerId(7));
         let big = object(600 << 10, 1);
         mem.write_atomic(&container, &big).unwrap();
         mem.write_atomic("index/3", &object(100_000, 2)).unwrap();
@@ -497,7 +497,7 @@ mod tests {
     fn writes_fill_the_cache_and_deletes_empty_it() {
         let tmp = tempfile::tempdir().unwrap();
         let (cache, counters) = cache_of(&store(), tmp.path());
-        let container = keys::container(cairn_core::ContainerId(9));
+        let container = object_names::container(cairn_core::ContainerId(9));
         let bytes = object(100_000, 3);
         cache.write_atomic(&container, &bytes).unwrap();
         let before = reads(&counters);

@@ -42,7 +42,7 @@ use crate::check::verify_chunk;
 use crate::index::disk_index::DiskIndex;
 use crate::index::summary_vector::SummaryVector;
 use crate::index::{frugal, write_checkpoint};
-use crate::keys;
+use crate::object_names;
 use crate::repo::{Repository, WriteLock};
 
 #[derive(Debug, Default, Serialize)]
@@ -121,12 +121,16 @@ pub fn repair_index(repo: &Repository, lock: &WriteLock, read_data: bool) -> Res
 
     let backend = repo.backend();
     let last_generation = backend
-        .list(keys::INDEX)?
+        .list(object_names::INDEX)?
         .iter()
-        .filter_map(|k| keys::parse_generation(k, keys::INDEX))
+        .filter_map(|k| object_names::parse_generation(k, object_names::INDEX))
         .max()
         .unwrap_or(0);
-    for prefix in [keys::INDEX, keys::BLOOM, frugal::log::LOG_PREFIX] {
+    for prefix in [
+        object_names::INDEX,
+        object_names::BLOOM,
+        frugal::log::LOG_PREFIX,
+    ] {
         for key in backend.list(prefix)? {
             backend.delete(&key)?;
         }

@@ -11,9 +11,10 @@ use cairn_core::{Backend, ContainerId, Counters, Error, LockGuard, LockMode, Res
 use crate::catalog;
 use crate::config::{EncryptionConfig, RepoConfig};
 use crate::container_log::{ContainerLog, ContainerStore};
-use crate::crypto::{self, RepoKeys, StoredConfig};
+use crate::crypto::{self, StoredConfig};
 use crate::index::disk_index::DiskIndex;
-use crate::keys;
+use crate::object_names;
+use crate::repo_keys::RepoKeys;
 use crate::sealed_backend::SealedBackend;
 use cairn_crypto::{Algorithm, KdfParams, KeyLabel, MasterKey, Password};
 
@@ -30,8 +31,8 @@ pub struct Repository {
     lock_wait: Mutex<Option<LockWaitObserver>>,
 }
 
-/// Called with the lock's name ([`keys::WRITE_LOCK`], [`keys::READERS_LOCK`]
-/// or [`keys::GC_LOCK`]) and the mode asked for when a waiting lock call of
+/// Called with the lock's name ([`object_names::WRITE_LOCK`], [`object_names::READERS_LOCK`]
+/// or [`object_names::GC_LOCK`]) and the mode asked for when a waiting lock call of
 /// a [`Repository`] finds the lock held, just before it blocks: a command
 /// says that it waits instead of hanging silently, and a test learns that
 /// the waiter is blocked without guessing from elapsed time.
@@ -87,7 +88,7 @@ fn new_repo_id() -> String {
 
 /// The `config` object as stored (a missing one: not a repository).
 fn read_stored_config(backend: &dyn Backend) -> Result<StoredConfig> {
-    match backend.read(keys::CONFIG) {
+    match backend.read(object_names::CONFIG) {
         Ok(b) => StoredConfig::decode(&b),
         Err(e) if e.is_not_found() => Err(Error::NotARepository(PathBuf::from(backend.describe()))),
         Err(e) => Err(e),
@@ -152,13 +153,13 @@ impl Repository {
         });
         config.validate()?;
         let present = backend.list("")?;
-        if present.iter().any(|k| k == keys::CONFIG) {
+        if present.iter().any(|k| k == object_names::CONFIG) {
             return Err(already_a_repository(&*backend));
         }
         if let Some(stray) = present.first() {
             // Key files without a config: another `init` is between its key
             // file and its config (or one was interrupted there).
-            if present.iter().all(|k| k.starts_with(keys::KEYS)) {
+            if present.iter().all(|k| k.starts_with(object_names::KEYS)) {
                 return Err(Error::invalid(format!(
                     "{} already holds a cairn repository, or the start of one: \
                      {stray} but no config yet (another init running, or an interrupted one)",
@@ -204,18 +205,18 @@ impl Repository {
             ));
         }
         let present = backend.list("")?;
-        if present.iter().any(|k| k == keys::CONFIG) {
+        if present.iter().any(|k| k == object_names::CONFIG) {
             return Ok(false);
         }
         // An encrypted repository's key file is written just before.
-        let expected = |k: &String| keys.is_some() && k.starts_with(keys::KEYS);
+        let expected = |k: &String| keys.is_some() && k.starts_with(object_names::KEYS);
         if let Some(stray) = present.iter().find(|k| !expected(k)) {
             return Err(Error::invalid(format!(
                 "{} is not empty and not a cairn repository (found {stray})",
                 backend.describe(),
             )));
         }
-        backend.create_new(keys::CONFIG, &crypto::encode_config(config, keys)?)
+        backend.create_new(object_names::CONFIG, &crypto::encode_config(config, keys)?)
     }
 
     /// Creates a repository whose containers live in a store of the caller's
@@ -228,7 +229,7 @@ impl Repository {
         store: Arc<dyn ContainerStore>,
     ) -> Result<Self> {
         config.validate()?;
-        backend.write_atomic(keys::CONFIG, &crypto::encode_config(&config, None)?)?;
+        backend.write_atomic(object_names::CONFIG, &crypto::encode_config(&config, None)?)?;
         let backend: Arc<dyn Backend> = Arc::new(CountingBackend::new(backend, counters.clone()));
         Ok(Repository {
             backend,
@@ -379,7 +380,7 @@ impl Repository {
         path: &Path,
         config: impl FnOnce() -> std::result::Result<RepoConfig, E>,
     ) -> std::result::Result<(Self, bool), E> {
-        if path.join(keys::CONFIG).is_file() {
+        if path.join(object_names::CONFIG).is_file() {
             return Ok((Self::open_local(path)?, false));
         }
         let config = config()?;
@@ -436,7 +437,7 @@ impl Repository {
     }
 
     fn lock_writer_beside(&self, holds_gc_lock: bool, wait: bool) -> Result<WriteLock> {
-        let guard = self.take_lock(keys::WRITE_LOCK, LockMode::Exclusive, wait)?;
+        let guard = self.take_lock(object_names::WRITE_LOCK, LockMode::Exclusive, wait)?;
         crate::interrupt::arm();
         let stored = read_stored_config(&*self.backend)?.open(self.keys.as_deref())?;
         if stored != self.config {
@@ -470,21 +471,21 @@ impl Repository {
     /// Whether no collection is running (its lock is free right now).
     fn collector_idle(&self) -> bool {
         self.backend
-            .lock(keys::GC_LOCK, LockMode::Exclusive, false)
+            .lock(object_names::GC_LOCK, LockMode::Exclusive, false)
             .is_ok()
     }
 
     /// Takes the shared readers lock. With `wait == false` it fails with
     /// [`Error::Locked`] while a writer is deleting.
     pub fn lock_reader(&self, wait: bool) -> Result<ReadLock> {
-        let guard = self.take_lock(keys::READERS_LOCK, LockMode::Shared, wait)?;
+        let guard = self.take_lock(object_names::READERS_LOCK, LockMode::Shared, wait)?;
         Ok(ReadLock { _guard: guard })
     }
 
     /// Takes the collector lock. With `wait == false` it fails with
     /// [`Error::Locked`] while another collection runs.
     pub fn lock_gc(&self, wait: bool) -> Result<GcLock> {
-        let guard = self.take_lock(keys::GC_LOCK, LockMode::Exclusive, wait)?;
+        let guard = self.take_lock(object_names::GC_LOCK, LockMode::Exclusive, wait)?;
         crate::interrupt::arm();
         Ok(GcLock { _guard: guard })
     }
@@ -492,7 +493,7 @@ impl Repository {
     /// Excludes readers while the holder of `_proof` deletes objects they
     /// might be using (the type proves the caller may delete).
     pub fn lock_out_readers(&self, _proof: &dyn MayDelete, wait: bool) -> Result<DeleteLock> {
-        let guard = self.take_lock(keys::READERS_LOCK, LockMode::Exclusive, wait)?;
+        let guard = self.take_lock(object_names::READERS_LOCK, LockMode::Exclusive, wait)?;
         Ok(DeleteLock { _guard: guard })
     }
 

@@ -33,8 +33,8 @@ use std::sync::Arc;
 use cairn_core::{Backend, Error, Result, Salvaged};
 use parking_lot::Mutex;
 
-use crate::crypto::RepoKeys;
-use crate::keys;
+use crate::object_names;
+use crate::repo_keys::RepoKeys;
 
 /// Plaintext bytes per sealed block.
 pub const BLOCK: usize = 16 * 1024;
@@ -78,7 +78,7 @@ impl SealedBackend {
     /// Objects stored as they are: the config (its secret part is sealed
     /// inside it) and the key files.
     fn is_clear(name: &str) -> bool {
-        name == keys::CONFIG || name.starts_with(keys::KEYS)
+        name == object_names::CONFIG || name.starts_with(object_names::KEYS)
     }
 
     fn seal_into(&self, name: &str, data: &[u8], out: &mut Vec<u8>) -> Result<()> {
@@ -131,7 +131,7 @@ impl SealedBackend {
     }
 
     fn sealed_size(&self, name: &str) -> Result<u64> {
-        if name.starts_with(keys::CONTAINERS) {
+        if name.starts_with(object_names::CONTAINERS) {
             if let Some(&s) = self.container_sizes.lock().get(name) {
                 return Ok(s);
             }
@@ -222,7 +222,7 @@ impl SealedBackend {
     }
 
     fn forget_size(&self, name: &str) {
-        if name.starts_with(keys::CONTAINERS) {
+        if name.starts_with(object_names::CONTAINERS) {
             self.container_sizes.lock().remove(name);
         }
     }

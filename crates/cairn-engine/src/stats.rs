@@ -25,7 +25,7 @@ use crate::index::disk_index::DiskIndex;
 use crate::index::frugal::cuckoo::CuckooTable;
 use crate::index::frugal::FrugalConfig;
 use crate::index::summary_vector::SummaryVector;
-use crate::keys;
+use crate::object_names;
 use crate::reachability::{At, Reachability, Visitor};
 use crate::repo::Repository;
 
@@ -145,7 +145,7 @@ pub fn stats(repo: &Repository) -> Result<RepoStats> {
         let meta = repo.log.read_meta(id)?;
         // Encrypted, a container takes its sealed size on disk.
         container_bytes += if sealed {
-            repo.backend().stored_size(&keys::container(id))?
+            repo.backend().stored_size(&object_names::container(id))?
         } else {
             meta.file_size
         };
@@ -170,7 +170,7 @@ pub fn stats(repo: &Repository) -> Result<RepoStats> {
     let bloom_bytes = match repo.config.index.kind {
         IndexKind::Paged => repo
             .backend()
-            .read(&keys::bloom(disk.generation()))
+            .read(&object_names::bloom(disk.generation()))
             .ok()
             .and_then(|b| SummaryVector::from_checkpoint(&b).ok())
             .map_or(0, |(sv, _)| sv.ram_bytes()),
@@ -282,7 +282,7 @@ fn on_disk(repo: &Repository, data: u64, container_bytes: u64) -> Result<OnDisk>
         ..OnDisk::default()
     };
     for key in backend.list("")? {
-        if key.starts_with(keys::CONTAINERS) {
+        if key.starts_with(object_names::CONTAINERS) {
             continue;
         }
         let size = match backend.stored_size(&key) {
@@ -291,13 +291,13 @@ fn on_disk(repo: &Repository, data: u64, container_bytes: u64) -> Result<OnDisk>
             Err(e) if e.is_not_found() => continue,
             Err(e) => return Err(e),
         };
-        let slot = if key.starts_with(keys::INDEX)
+        let slot = if key.starts_with(object_names::INDEX)
             || key.starts_with(crate::index::frugal::log::LOG_PREFIX)
         {
             &mut d.index
-        } else if key.starts_with(keys::BLOOM) {
+        } else if key.starts_with(object_names::BLOOM) {
             &mut d.filter
-        } else if key.starts_with(keys::SNAPSHOTS) {
+        } else if key.starts_with(object_names::SNAPSHOTS) {
             &mut d.snapshots
         } else {
             &mut d.other

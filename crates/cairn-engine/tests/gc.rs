@@ -277,7 +277,7 @@ fn level_checksums_stop_a_collection_over_a_damaged_tree() {
     ] {
         let (_dir, plan, backend, repo) = damaged_setup(false);
         let (container, node) = a_tree_node(&repo);
-        let key = cairn_engine::keys::container(container);
+        let key = cairn_engine::object_names::container(container);
         if case == "missing" {
             // The node's container loses the node: rewrite it without it.
             let meta = repo.log.read_meta(container).unwrap();

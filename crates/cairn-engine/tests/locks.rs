@@ -10,7 +10,7 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use cairn_core::{Error, LockMode};
-use cairn_engine::{keys, Repository};
+use cairn_engine::{object_names, Repository};
 
 /// Waits until the kernel lists a waiter blocked on a flock of `lock_file`
 /// (a `->` line of `/proc/locks` naming its inode): the proof that a
@@ -89,11 +89,11 @@ fn readers_share_backups_pass_deleters_exclude() {
     let hang = Duration::from_secs(120);
     assert_eq!(
         blocked.recv_timeout(hang).expect("the reader never waited"),
-        (keys::READERS_LOCK.to_string(), LockMode::Shared)
+        (object_names::READERS_LOCK.to_string(), LockMode::Shared)
     );
     // The report comes just before the wait; the kernel then shows the
     // reader blocked on the lock file.
-    wait_until_flock_blocked(&path.join("locks").join(keys::READERS_LOCK), hang);
+    wait_until_flock_blocked(&path.join("locks").join(object_names::READERS_LOCK), hang);
     assert!(
         got_in.try_recv().is_err(),
         "a reader got in while the deleter held the lock"

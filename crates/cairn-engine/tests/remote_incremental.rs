@@ -100,7 +100,7 @@ fn the_config_is_read_once_to_open_and_again_under_the_writer_lock() {
             .0
             .lock()
             .iter()
-            .filter(|k| *k == cairn_engine::keys::CONFIG)
+            .filter(|k| *k == cairn_engine::object_names::CONFIG)
             .count()
     };
 

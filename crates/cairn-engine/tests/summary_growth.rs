@@ -20,7 +20,9 @@ fn random_file(path: &std::path::Path, rng: &mut common::Rng, bytes: usize) {
 }
 
 fn checkpoint_bytes(backend: &dyn Backend) -> u64 {
-    let keys = backend.list(cairn_engine::keys::BLOOM).unwrap_or_default();
+    let keys = backend
+        .list(cairn_engine::object_names::BLOOM)
+        .unwrap_or_default();
     keys.iter()
         .map(|k| backend.read(k).map(|b| b.len() as u64).unwrap_or(0))
         .max()

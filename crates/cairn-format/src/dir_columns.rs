@@ -43,7 +43,7 @@
 use cairn_core::{Error, Result};
 
 use crate::bytes::{put_u64, put_varint, Reader};
-use crate::dir::{
+use crate::dir_entry::{
     push_decoded, BlobRef, DirEntry, EntryKind, Extras, FLAG_CONTENT, FLAG_CONTENT_SIZE,
     FLAG_EXTRAS, FLAG_INLINE, FLAG_TARGET, MAX_INLINE_DEPTH, WHAT,
 };

@@ -9,7 +9,7 @@ use cairn_core::Result;
 use crate::bytes::Reader;
 #[cfg(test)]
 use crate::bytes::{put_u64, put_varint};
-use crate::dir::{
+use crate::dir_entry::{
     push_decoded, BlobRef, DirEntry, EntryKind, Extras, FLAG_CONTENT, FLAG_EXTRAS, FLAG_INLINE,
     FLAG_TARGET, MAX_INLINE_DEPTH,
 };

@@ -8,6 +8,7 @@
 
 use super::*;
 use crate::extras::Extent;
+use cairn_core::Fingerprint;
 
 const W: usize = 32;
 

@@ -1,4 +1,6 @@
 use super::*;
+use crate::dir_entry::FLAG_CONTENT_SIZE;
+use cairn_core::Fingerprint;
 use proptest::prelude::*;
 
 fn fp(w: usize, b: u8) -> Fingerprint {
@@ -304,9 +306,18 @@ fn decoder_rejects_invalid_listings() {
     assert!(decode_dir(&b, 4).unwrap_err().is_corruption());
     let mut f = file("f", 4);
     f.children = Some(vec![]);
+    // Kinds are named as a person reads them, not as the Rust enum's Debug.
     check(
         std::slice::from_ref(&f),
-        "File entry with an inline listing",
+        "entry 0 (\"f\"): file entry with an inline listing",
+    );
+    let mut c = file("c", 4);
+    c.kind = EntryKind::CharDevice;
+    c.content = None;
+    c.target = Some(b"x".to_vec());
+    check(
+        std::slice::from_ref(&c),
+        "char device entry with a link target",
     );
     let mut d = inline_dir("d", vec![], 4);
     d.content = file("x", 4).content;

@@ -24,6 +24,7 @@ pub mod compress;
 pub mod container;
 pub mod dir;
 mod dir_columns;
+mod dir_entry;
 mod dir_rows;
 pub mod envelope;
 pub mod extras;

@@ -11,8 +11,8 @@ use serde_json::json;
 
 use cairn_crypto::password::process_env;
 use cairn_crypto::{KeyFile, Password, PasswordSource, PromptMode};
-use cairn_engine::crypto as keys;
 use cairn_engine::Repository;
+use cairn_engine::{crypto, key_admin};
 
 use crate::encryption::{announcing_lock_waits, backend, password, KdfArgs};
 use crate::globals::Globals;
@@ -94,23 +94,23 @@ pub fn run(cli: &Globals, path: &Path, command: &KeyCommand) -> Result<ExitCode>
             let new = new_password(a)?;
             let params = a.kdf.params()?;
             let _lock = repo.lock_writer(a.wait)?;
-            let opened = keys::opened_key(&repo, &current)?;
-            let name = keys::add_key_file(
+            let opened = key_admin::opened_key(&repo, &current)?;
+            let name = crypto::add_key_file(
                 &**repo.backend(),
                 &repo.config.id,
                 &opened.master,
                 &new,
                 params,
-                keys::local_key_label(),
+                crypto::local_key_label(),
             )?;
-            let id = cairn_engine::keys::key_file_id(&name);
+            let id = cairn_engine::object_names::key_file_id(&name);
             report(cli, "added", id)
         }
         KeyCommand::Remove { id, force, wait } => {
             let lock = repo.lock_writer(*wait)?;
-            let opened = keys::opened_key(&repo, &current)?;
+            let opened = key_admin::opened_key(&repo, &current)?;
             let in_use = (!force).then(|| opened.key_file.id());
-            let removed = keys::remove_key(&repo, &lock, id, in_use)?;
+            let removed = key_admin::remove_key(&repo, &lock, id, in_use)?;
             crate::key_cache_hook::forget_cached_key(&repo.config.id)?;
             report(cli, "removed", &removed)
         }
@@ -118,13 +118,13 @@ pub fn run(cli: &Globals, path: &Path, command: &KeyCommand) -> Result<ExitCode>
             let new = new_password(a)?;
             let params = a.kdf.params()?;
             let lock = repo.lock_writer(a.wait)?;
-            let opened = keys::opened_key(&repo, &current)?;
+            let opened = key_admin::opened_key(&repo, &current)?;
             let target = match id {
-                Some(id) => keys::find_key_file(&repo, id)?,
+                Some(id) => key_admin::find_key_file(&repo, id)?,
                 None => (opened.name.clone(), opened.key_file.clone()),
             };
             let changed =
-                keys::change_password(&repo, &lock, &opened.master, &target, &new, params)?;
+                key_admin::change_password(&repo, &lock, &opened.master, &target, &new, params)?;
             crate::key_cache_hook::forget_cached_key(&repo.config.id)?;
             report(cli, "changed the password of", changed.id())
         }
@@ -164,8 +164,8 @@ fn key_json(kf: &KeyFile, current: bool) -> serde_json::Value {
 }
 
 fn list(cli: &Globals, repo: &Repository, current: &Password) -> Result<ExitCode> {
-    let opened = keys::opened_key(repo, current)?;
-    let files = keys::key_files(&**repo.backend(), &repo.config.id)?;
+    let opened = key_admin::opened_key(repo, current)?;
+    let files = crypto::key_files(&**repo.backend(), &repo.config.id)?;
     if cli.json {
         let mut rows: Vec<_> = files
             .good
@@ -173,7 +173,7 @@ fn list(cli: &Globals, repo: &Repository, current: &Password) -> Result<ExitCode
             .map(|(name, kf)| key_json(kf, *name == opened.name))
             .collect();
         rows.extend(files.damaged.iter().map(
-            |(name, why)| json!({ "id": cairn_engine::keys::key_file_id(name), "damaged": why }),
+            |(name, why)| json!({ "id": cairn_engine::object_names::key_file_id(name), "damaged": why }),
         ));
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(ExitCode::SUCCESS);
@@ -199,7 +199,7 @@ fn list(cli: &Globals, repo: &Repository, current: &Password) -> Result<ExitCode
     for (name, why) in &files.damaged {
         println!(
             "! {:<16}  damaged: {}",
-            crate::output::display_name(cairn_engine::keys::key_file_id(name)),
+            crate::output::display_name(cairn_engine::object_names::key_file_id(name)),
             why
         );
     }

@@ -133,7 +133,7 @@ pub fn lock(cli: &Globals, path: Option<&Path>, a: &LockArgs) -> Result<ExitCode
         (true, _) => cache.forget_all()?,
         (false, Some(path)) => {
             // Only the id is needed, and it is readable without a key.
-            let bytes = encryption::backend(cli, path)?.read(cairn_engine::keys::CONFIG)?;
+            let bytes = encryption::backend(cli, path)?.read(cairn_engine::object_names::CONFIG)?;
             let id = StoredConfig::decode(&bytes)?.id().to_string();
             usize::from(cache.forget(&id)?)
         }

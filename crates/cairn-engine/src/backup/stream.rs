@@ -27,7 +27,7 @@ use super::tree_builder::{NodeSink, TreeBuilder};
 use crate::config::RepoConfig;
 use crate::container_log::ContainerStore;
 use crate::dedup::Dedup;
-use crate::dedup::{strategy, Decision, Location, LookupStrategy};
+use crate::dedup::{choose, Decision, Location, LookupStrategy};
 
 /// Below this many bytes a batch is hashed on the stream's own thread (a
 /// quarter of it for compression, which is slower per byte). Handing a
@@ -217,7 +217,7 @@ impl<'a> Stream<'a> {
             seal_tx: shared.seal_tx.lock().clone(),
             writer: None,
             fps: Vec::new(),
-            lookup: strategy::for_backup(shared.dedup_mode, &shared.cfg.index.lookup),
+            lookup: choose::for_backup(shared.dedup_mode, &shared.cfg.index.lookup),
             decisions: Vec::new(),
             held: HashMap::new(),
             held_bytes: 0,

@@ -2,13 +2,12 @@
 //! through the dedup steps, and when each is decided. Chosen once per
 //! stream from `index.lookup.strategy`; the backup stream calls it only
 //! through [`LookupStrategy`]. A new strategy is a new file in `dedup/`
-//! plus one arm in [`for_config`] (or, like deferred dedup, a backup
-//! option chosen in [`for_backup`]).
+//! plus one arm in `choose::for_config` (or, like deferred dedup, a backup
+//! option chosen in `choose::for_backup`).
 
 use cairn_core::{Fingerprint, Result};
 
 use super::{Dedup, Location};
-use crate::config::{LookupConfig, LookupStrategy as Choice};
 
 /// What a strategy decided for one submitted fingerprint.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,23 +38,4 @@ pub trait LookupStrategy: Send {
 
     /// Fingerprints buffered now.
     fn buffered(&self) -> usize;
-}
-
-/// The strategy of a backup in `mode`: deferred dedup replaces the
-/// configured lookup (it looks nothing up); inline runs `cfg`'s.
-pub fn for_backup(mode: super::deferred::DedupMode, cfg: &LookupConfig) -> Box<dyn LookupStrategy> {
-    match mode {
-        super::deferred::DedupMode::Deferred => {
-            Box::new(super::eager::Eager::with(super::deferred::resolve))
-        }
-        super::deferred::DedupMode::Inline => for_config(cfg),
-    }
-}
-
-/// The strategy `cfg` names. `auto` is resolved before a backup starts.
-pub fn for_config(cfg: &LookupConfig) -> Box<dyn LookupStrategy> {
-    match cfg.strategy {
-        Choice::Lazy => Box::new(super::lazy::LazyBuffer::new(cfg)),
-        Choice::Eager | Choice::Auto => Box::new(super::eager::Eager::default()),
-    }
 }

@@ -35,7 +35,7 @@ fn container_damage(id: ContainerId, e: Error) -> Error {
         other => return other,
     };
     Error::corrupt(
-        format!("container file {}", crate::keys::container(id)),
+        format!("container file {}", crate::object_names::container(id)),
         format!(
             "{detail}; it is damaged or not a cairn container, and garbage collection \
              stopped before deleting anything (`cairn check` names what it held; move the \

@@ -23,7 +23,7 @@ use cairn_core::{Backend, ContainerId, Counters, Error, Fingerprint, Result};
 use cairn_format::index::{self as codec, IndexEntry, IndexHeader};
 
 use crate::canonical::canonical;
-use crate::keys;
+use crate::object_names;
 
 pub use super::overlay::IndexUpdate;
 use super::overlay::{Change, Overlay};
@@ -93,7 +93,7 @@ impl DiskIndex {
         f: impl FnOnce(&[u8], usize) -> T,
     ) -> Result<T> {
         let h = &cur.header;
-        let key = keys::index(cur.generation);
+        let key = object_names::index(cur.generation);
         let read = || -> Result<(Vec<u8>, usize)> {
             let page =
                 self.backend
@@ -115,15 +115,15 @@ impl DiskIndex {
     }
 
     fn load_latest(backend: &dyn Backend) -> Result<Option<Current>> {
-        let listing = backend.list(keys::INDEX)?;
+        let listing = backend.list(object_names::INDEX)?;
         let Some(generation) = listing
             .iter()
-            .filter_map(|k| keys::parse_generation(k, keys::INDEX))
+            .filter_map(|k| object_names::parse_generation(k, object_names::INDEX))
             .max()
         else {
             return Ok(None);
         };
-        let key = keys::index(generation);
+        let key = object_names::index(generation);
         let page0 = backend.read_at(
             &key,
             0,
@@ -304,7 +304,7 @@ impl DiskIndex {
         let Some((cur, bytes)) = self.read_file()? else {
             return Ok(0);
         };
-        let key = keys::index(cur.generation);
+        let key = object_names::index(cur.generation);
         let mut n = 0;
         let mut emitted = 0;
         let mut combined = FpSet::default();
@@ -343,7 +343,7 @@ impl DiskIndex {
         let Some((cur, bytes)) = self.read_file()? else {
             return Ok(0);
         };
-        let key = keys::index(cur.generation);
+        let key = object_names::index(cur.generation);
         let h = &cur.header;
         let mut n = 0u64;
         for page_no in 0..h.page_count {
@@ -358,7 +358,12 @@ impl DiskIndex {
     /// The current generation's header and file bytes (re-reading the newest
     /// generation if a concurrent writer replaced this one).
     fn read_file(&self) -> Result<Option<(Current, Vec<u8>)>> {
-        self.with_current(|c| Ok((c.clone(), self.backend.read(&keys::index(c.generation))?)))
+        self.with_current(|c| {
+            Ok((
+                c.clone(),
+                self.backend.read(&object_names::index(c.generation))?,
+            ))
+        })
     }
 
     /// [`Self::merge`] of puts only.
@@ -432,7 +437,7 @@ impl DiskIndex {
         };
         let bytes = cairn_format::index_delta::encode_index_delta(&delta)?;
         self.backend
-            .write_atomic(&keys::index_delta(cur.generation, seq), &bytes)?;
+            .write_atomic(&object_names::index_delta(cur.generation, seq), &bytes)?;
         let mut overlay = (*cur.overlay).clone();
         overlay.apply(&delta.removes, &delta.puts);
         overlay.seq = seq;
@@ -565,16 +570,16 @@ impl DiskIndex {
         };
         drop(old);
         self.backend
-            .write_atomic(&keys::index(generation), &bytes)?;
+            .write_atomic(&object_names::index(generation), &bytes)?;
         let header = codec::decode_index_header(&bytes)?;
         *self.current.write() = Some(Current {
             generation,
             header,
             overlay: Arc::default(),
         });
-        for key in self.backend.list(keys::INDEX)? {
-            let g = keys::parse_generation(&key, keys::INDEX)
-                .or_else(|| keys::parse_index_delta(&key).map(|(g, _)| g));
+        for key in self.backend.list(object_names::INDEX)? {
+            let g = object_names::parse_generation(&key, object_names::INDEX)
+                .or_else(|| object_names::parse_index_delta(&key).map(|(g, _)| g));
             match g {
                 Some(g) if g < generation => self.backend.delete(&key)?,
                 _ => {}
@@ -654,7 +659,7 @@ fn merge_into_pages(
     let mut out = Vec::with_capacity((page_count as usize + 1) * page_size);
     out.resize(page_size, 0); // the header page, written last
     let key = old
-        .map(|(c, _)| keys::index(c.generation))
+        .map(|(c, _)| object_names::index(c.generation))
         .unwrap_or_default();
     let mut old_pages = old.map(|(c, bytes)| Pages::new(&c.header, bytes, &key));
     let mut old_buf: std::vec::IntoIter<IndexEntry> = Vec::new().into_iter();

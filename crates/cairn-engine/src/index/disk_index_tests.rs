@@ -26,7 +26,7 @@ fn a_merge_that_forgets_most_entries_shrinks_the_file() {
     let ix = DiskIndex::open(backend.clone(), Arc::new(Counters::default())).unwrap();
     ix.write_merged(entries(0..20_000, 1), ContainerId(2), 32, 4096)
         .unwrap();
-    let size = |b: &Arc<dyn Backend>, g| b.size(&keys::index(g)).unwrap();
+    let size = |b: &Arc<dyn Backend>, g| b.size(&object_names::index(g)).unwrap();
     let full = size(&backend, 1);
     let update = IndexUpdate {
         removes: (0..16_000).map(fp).collect(),
@@ -72,7 +72,10 @@ fn merge_keeps_every_entry_and_lookups_find_them() {
     );
     assert_eq!(ix.lookup(&fp(5999)).unwrap(), Some(ContainerId(2)));
     assert_eq!(ix.lookup(&fp(6000)).unwrap(), None);
-    assert_eq!(backend.list(keys::INDEX).unwrap(), vec![keys::index(2)]);
+    assert_eq!(
+        backend.list(object_names::INDEX).unwrap(),
+        vec![object_names::index(2)]
+    );
     // A reader opened on the old state reloads after the generation moved on.
     let reader = DiskIndex::open(backend.clone(), counters).unwrap();
     ix.write_merged(entries(7000..7001, 3), ContainerId(4), 32, 4096)
@@ -242,7 +245,7 @@ mod update_properties {
                             },
                         )
                         .unwrap();
-                        backend.write_atomic(&keys::index_delta(before, 1), &stale).unwrap();
+                        backend.write_atomic(&object_names::index_delta(before, 1), &stale).unwrap();
                     }
                 } else {
                     ix.write_delta(update, covered, 32).unwrap();
@@ -272,19 +275,19 @@ mod update_properties {
             .unwrap();
         ix.write_delta(IndexUpdate::puts(vec![e(3)]), ContainerId(4), 32)
             .unwrap();
-        let copy = backend.read(&keys::index_delta(1, 1)).unwrap();
-        backend.delete(&keys::index_delta(1, 1)).unwrap();
+        let copy = backend.read(&object_names::index_delta(1, 1)).unwrap();
+        backend.delete(&object_names::index_delta(1, 1)).unwrap();
         let err = DiskIndex::open(backend.clone(), Arc::new(Counters::default()))
             .err()
             .expect("a gap is damage");
         assert!(crate::index::is_damage(&err), "{err}");
         backend
-            .write_atomic(&keys::index_delta(1, 1), &copy)
+            .write_atomic(&object_names::index_delta(1, 1), &copy)
             .unwrap();
         backend
             .write_atomic(
-                &keys::index_delta(1, 3),
-                &backend.read(&keys::index_delta(1, 2)).unwrap(),
+                &object_names::index_delta(1, 3),
+                &backend.read(&object_names::index_delta(1, 2)).unwrap(),
             )
             .unwrap();
         let err = DiskIndex::open(backend, Arc::new(Counters::default()))

@@ -18,7 +18,7 @@ use cairn_format::index::IndexEntry;
 
 use crate::config::{IndexConfig, IndexKind};
 use crate::container_log::ContainerStore;
-use crate::keys;
+use crate::object_names;
 use crate::warnings::Warnings;
 use disk_index::DiskIndex;
 use frugal::{FrugalConfig, FrugalIndex};
@@ -56,9 +56,9 @@ pub fn open_for_write(
         Err(e) if is_damage(&e) => {
             warnings.push(format!("{e}; rebuilding the index from container metadata"));
             for key in backend
-                .list(keys::INDEX)?
+                .list(object_names::INDEX)?
                 .into_iter()
-                .chain(backend.list(keys::BLOOM)?)
+                .chain(backend.list(object_names::BLOOM)?)
             {
                 backend.delete(&key)?;
             }
@@ -213,7 +213,7 @@ fn load_checkpoint(
             cfg.bloom_bits_per_chunk,
         ));
     }
-    let bytes = backend.read(&keys::bloom(generation)).ok()?;
+    let bytes = backend.read(&object_names::bloom(generation)).ok()?;
     let (sv, sv_covered) = SummaryVector::from_checkpoint(&bytes).ok()?;
     // A checkpoint of another mark, or one too full for the index, is rebuilt.
     (sv_covered == covered && !sv.is_overfull(indexed * 2, cfg.bloom_bits_per_chunk)).then_some(sv)
@@ -226,14 +226,17 @@ pub fn write_checkpoint(
     generation: u64,
     covered: ContainerId,
 ) -> Result<()> {
-    backend.write_atomic(&keys::bloom(generation), &summary.checkpoint(covered))?;
+    backend.write_atomic(
+        &object_names::bloom(generation),
+        &summary.checkpoint(covered),
+    )?;
     delete_checkpoints_before(backend, generation)
 }
 
 /// Removes the checkpoints of generations before `generation`.
 pub fn delete_checkpoints_before(backend: &dyn Backend, generation: u64) -> Result<()> {
-    for key in backend.list(keys::BLOOM)? {
-        match keys::parse_generation(&key, keys::BLOOM) {
+    for key in backend.list(object_names::BLOOM)? {
+        match object_names::parse_generation(&key, object_names::BLOOM) {
             Some(g) if g < generation => backend.delete(&key)?,
             _ => {}
         }

@@ -14,7 +14,7 @@ use cairn_format::index::IndexEntry;
 use cairn_format::index_delta::{decode_index_delta, IndexDelta};
 
 use crate::canonical::canonical;
-use crate::keys;
+use crate::object_names;
 
 /// What the deltas say about one fingerprint.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -117,14 +117,14 @@ impl Overlay {
     ) -> Result<Self> {
         let mut seqs: Vec<u32> = listing
             .iter()
-            .filter_map(|k| keys::parse_index_delta(k))
+            .filter_map(|k| object_names::parse_index_delta(k))
             .filter(|(g, _)| *g == generation)
             .map(|(_, s)| s)
             .collect();
         seqs.sort_unstable();
         let mut overlay = Overlay::default();
         for (i, seq) in seqs.into_iter().enumerate() {
-            let key = keys::index_delta(generation, seq);
+            let key = object_names::index_delta(generation, seq);
             if seq != i as u32 + 1 {
                 return Err(Error::corrupt(
                     key,

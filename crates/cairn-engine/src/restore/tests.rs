@@ -10,6 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use cairn_backend::MemBackend;
+use cairn_core::rng::SplitMix64;
 
 use super::target::{RestoreOptions, Target, TEMP_PREFIX};
 use crate::read::{CacheOptions, PolicyKind, Reader};
@@ -132,7 +133,7 @@ fn planning_reads_recipe_nodes_without_reading_whole_containers() {
     let tmp = tempfile::tempdir().unwrap();
     let tree = tmp.path().join("tree");
     fs::create_dir(&tree).unwrap();
-    let data = xorshift_bytes(&mut 0x9e37_79b9_7f4a_7c15u64, 24 << 20);
+    let data = random_bytes(&mut SplitMix64::new(1), 24 << 20);
     fs::write(tree.join("big"), &data).unwrap();
     let (repo, id) = repo_with(&tree);
     let snap = catalog::resolve(&**repo.backend(), &id).unwrap();
@@ -152,15 +153,10 @@ fn planning_reads_recipe_nodes_without_reading_whole_containers() {
     assert!(c.chunk_reads > 0, "recipe nodes come by range reads");
 }
 
-fn xorshift_bytes(state: &mut u64, n: usize) -> Vec<u8> {
-    (0..n)
-        .map(|_| {
-            *state ^= *state << 13;
-            *state ^= *state >> 7;
-            *state ^= *state << 17;
-            *state as u8
-        })
-        .collect()
+fn random_bytes(rng: &mut SplitMix64, n: usize) -> Vec<u8> {
+    let mut v = vec![0u8; n];
+    rng.fill_bytes(&mut v);
+    v
 }
 
 fn data_containers(repo: &Repository) -> Vec<cairn_core::ContainerId> {
@@ -199,13 +195,13 @@ fn restore_with(
 fn small_file_tree(root: &Path) -> Vec<(String, Vec<u8>)> {
     let tree = root.join("tree");
     fs::create_dir_all(&tree).unwrap();
-    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut rng = SplitMix64::new(2);
     let mut files: Vec<(String, Vec<u8>)> = Vec::new();
     for i in 0..300 {
         let data = if i >= 250 {
             files[i - 250].1.clone()
         } else {
-            xorshift_bytes(&mut state, if i == 200 { 1_501 } else { 1_500 })
+            random_bytes(&mut rng, if i == 200 { 1_501 } else { 1_500 })
         };
         fs::write(tree.join(format!("f{i:03}")), &data).unwrap();
         files.push((format!("f{i:03}"), data));
@@ -262,7 +258,7 @@ fn a_damaged_chunk_fails_its_file_only_and_the_batch_goes_on() {
         })
         .expect("f200's chunk");
     let at = cairn_format::container::CONTAINER_HEADER_LEN + (d.offset + d.stored_len / 2) as usize;
-    assert!(backend.tamper(&crate::keys::container(cid), |b| b[at] ^= 0x40));
+    assert!(backend.tamper(&crate::object_names::container(cid), |b| b[at] ^= 0x40));
 
     for policy in PolicyKind::ALL {
         let out = tmp.path().join(format!("out-{policy}"));

@@ -373,7 +373,7 @@ pub fn analyze(
     for file in &tree.files {
         study.add_file(file, progress);
     }
-    let mut report = study.finish(paths, opts, &tree);
+    let mut report = report::build(study, paths, opts, &tree);
     report.seconds = started.elapsed().as_secs_f64();
     Ok(report)
 }

@@ -26,7 +26,7 @@ use cairn_chunk::{fingerprint, CutKind, FastCdcChunker, RabinChunker, Regression
 use cairn_core::{mix64, Chunker, CompressionConfig, Fingerprint, FingerprintAlgo, FpMap, FpSet};
 
 use super::walk::{FileEntry, Tree};
-use super::{AnalyzeOptions, AnalyzeReport, ChunkSizes, MemoryUse};
+use super::{AnalyzeOptions, ChunkSizes, MemoryUse};
 
 /// Buffers of at least this many bytes are cut by the consumers in parallel.
 const PARALLEL_BYTES: usize = 64 * 1024;
@@ -497,15 +497,5 @@ impl Study {
                 bytes as f64 / entries as f64
             },
         }
-    }
-
-    /// Builds the report (see `report.rs`).
-    pub(super) fn finish(
-        self,
-        paths: &[std::path::PathBuf],
-        opts: &AnalyzeOptions,
-        tree: &Tree,
-    ) -> AnalyzeReport {
-        super::report::build(self, paths, opts, tree)
     }
 }

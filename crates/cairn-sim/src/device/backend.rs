@@ -20,7 +20,7 @@
 //! out of automatic charging ([`DeviceCharger::with_manual`]) and charge the
 //! logical sizes itself ([`DeviceCharger::charge`], through `observer()`).
 //!
-//! The key prefixes are those of `cairn-engine/src/keys.rs`. The split into
+//! The key prefixes are those of `cairn-engine/src/object_names.rs`. The split into
 //! index page reads and metadata prefetches is the disk part of the eager
 //! fingerprint lookup of `000_d04706aa48332137.txt` §2.2 (eq. (3),
 //! `V_disk x F_disk`).
@@ -31,9 +31,9 @@ use super::model::{DeviceModel, Stage, STAGES};
 
 pub use cairn_backend::IoOp;
 
-/// Container objects (`cairn-engine` `keys::CONTAINERS`).
+/// Container objects (`cairn-engine` `object_names::CONTAINERS`).
 pub const CONTAINERS_PREFIX: &str = "containers/";
-/// On-disk index generations (`cairn-engine` `keys::INDEX`).
+/// On-disk index generations (`cairn-engine` `object_names::INDEX`).
 pub const INDEX_PREFIX: &str = "index/";
 
 /// The stage a call of `op` on `key` is charged to.

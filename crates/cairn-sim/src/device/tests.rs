@@ -9,7 +9,9 @@ use cairn_backend::MemBackend;
 use cairn_core::{Backend, Counters};
 use cairn_engine::meta_store::MetaOnlyStore;
 use cairn_engine::read::Reader;
-use cairn_engine::{catalog, keys, BackupOptions, Progress, RepoConfig, Repository, Source};
+use cairn_engine::{
+    catalog, object_names, BackupOptions, Progress, RepoConfig, Repository, Source,
+};
 
 use super::backend::{CONTAINERS_PREFIX, INDEX_PREFIX};
 use super::{DeviceBackend, DeviceClass, DeviceModel, DeviceStore, Stage};
@@ -59,8 +61,8 @@ fn backup(repo: &Repository, path: &Path) -> String {
 
 #[test]
 fn key_prefixes_match_the_engine() {
-    assert_eq!(CONTAINERS_PREFIX, keys::CONTAINERS);
-    assert_eq!(INDEX_PREFIX, keys::INDEX);
+    assert_eq!(CONTAINERS_PREFIX, object_names::CONTAINERS);
+    assert_eq!(INDEX_PREFIX, object_names::INDEX);
 }
 
 #[test]

@@ -29,51 +29,14 @@ use std::sync::Arc;
 use cairn_backend::MemBackend;
 use cairn_core::{Backend, Result};
 use cairn_engine::gc::{self, Collector, GcOptions, GcReport, NoProgress};
-use cairn_engine::{catalog, keys, BackupOptions, RepoConfig, Repository, Source};
+use cairn_engine::{catalog, object_names, BackupOptions, RepoConfig, Repository, Source};
 use serde_json::{json, Value};
 
+use super::gc_variants::{Variant, VARIANTS};
 use super::tabulate::{f, s, u};
 use super::{plot_format, ExperimentOptions, ExperimentOutput};
 use crate::device::DeviceClass;
 use crate::workload::{self, Workload};
-
-/// One collector configuration of the comparison.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Variant {
-    pub label: &'static str,
-    collector: Collector,
-    /// Memory for about a third of the fingerprints: two mark passes.
-    two_pass: bool,
-}
-
-/// The variants, in the order rows and legends show them.
-pub(crate) const VARIANTS: [Variant; 5] = [
-    Variant {
-        label: "lgc",
-        collector: Collector::Lgc,
-        two_pass: false,
-    },
-    Variant {
-        label: "lgc-2",
-        collector: Collector::Lgc,
-        two_pass: true,
-    },
-    Variant {
-        label: "pgc",
-        collector: Collector::Pgc,
-        two_pass: false,
-    },
-    Variant {
-        label: "pgc-2",
-        collector: Collector::Pgc,
-        two_pass: true,
-    },
-    Variant {
-        label: "pgc+",
-        collector: Collector::PgcPlus,
-        two_pass: false,
-    },
-];
 
 /// Share of the fingerprints LGC-2 and PGC-2 have filter memory for
 /// (003 §3.4: "25-40% of the total fingerprints").
@@ -205,7 +168,7 @@ impl State {
             st.files += snap.record.stats.files;
         }
         let b = repo.backend();
-        for key in b.list(keys::CONTAINERS)? {
+        for key in b.list(object_names::CONTAINERS)? {
             st.physical += b.size(&key)?;
             st.containers += 1;
         }

@@ -9,7 +9,7 @@ use cairn_core::Result;
 use plotters::prelude::*;
 use serde_json::Value;
 
-use super::gc::VARIANTS;
+use super::gc_variants::VARIANTS;
 use super::tabulate::{f, s, u};
 use crate::figure::{Area, Drawn, T};
 

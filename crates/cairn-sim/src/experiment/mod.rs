@@ -23,6 +23,7 @@
 
 mod gc;
 mod gc_plot;
+mod gc_variants;
 mod index_io;
 pub mod index_ram;
 pub mod lookup_strategy;

@@ -34,7 +34,7 @@ use cairn_core::{ContainerId, Fingerprint, FpMap};
 
 use super::budget::{adjust_t_dc, Budget};
 use super::{Action, RewritePolicy};
-use crate::dedup::Location;
+use crate::dedup::location::Location;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum State {

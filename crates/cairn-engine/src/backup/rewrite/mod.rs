@@ -14,7 +14,7 @@
 //! | the bounds both FCRC and LBW use | `budget.rs` |
 
 mod budget;
-mod config;
+pub(crate) mod config;
 mod lbw;
 mod segment;
 #[cfg(test)]
@@ -25,7 +25,7 @@ use cairn_core::{ContainerId, Fingerprint};
 pub use budget::History;
 pub use config::RewriteConfig;
 
-use crate::dedup::Location;
+use crate::dedup::location::Location;
 
 /// A decision on a held duplicate, by its sequence number in the stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -17,7 +17,7 @@ use cairn_core::{ContainerId, Fingerprint};
 
 use super::budget::{fcrc_threshold, Budget};
 use super::{Action, RewritePolicy};
-use crate::dedup::Location;
+use crate::dedup::location::Location;
 
 pub enum Select {
     Capping { cap: u32 },

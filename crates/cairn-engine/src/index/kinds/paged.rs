@@ -12,7 +12,7 @@ use super::FingerprintIndex;
 use crate::index::disk_index::{DiskIndex, IndexUpdate};
 use crate::index::summary_vector::SummaryVector;
 use crate::index::{delete_checkpoints_before, write_checkpoint};
-use crate::keys;
+use crate::object_names;
 
 pub struct PagedIndex {
     pub disk: DiskIndex,
@@ -86,7 +86,7 @@ pub(crate) fn commit_paged(
     }
     let next = disk.generation() + 1;
     if let Some(sv) = summary {
-        backend.write_atomic(&keys::bloom(next), &sv.checkpoint(covered))?;
+        backend.write_atomic(&object_names::bloom(next), &sv.checkpoint(covered))?;
     }
     let written = disk.merge(update, covered, fp_width, page_size)?;
     debug_assert_eq!(written, next);

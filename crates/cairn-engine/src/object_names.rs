@@ -1,4 +1,7 @@
-//! Object key names in the repository namespace (see docs/FORMAT.md, "Layout").
+//! Storage object names: where each object lives in the repository namespace
+//! (`config`, `containers/<id>`, `index/`, `snapshots/`, `keys/<id>`, locks),
+//! the paths a `Backend` stores them under (docs/FORMAT.md, "Layout"). Not
+//! encryption keys: those are `crypto.rs` and `repo_keys.rs`.
 
 use cairn_core::ContainerId;
 
