@@ -99,6 +99,20 @@ fn interruption(e: &anyhow::Error) -> Option<&cairn_core::Error> {
         .find(|e| e.is_interrupted())
 }
 
+/// What to add to a "not a repository" error: how to create one.
+fn how_to_create(e: &anyhow::Error) -> String {
+    e.chain()
+        .filter_map(|c| c.downcast_ref::<cairn_core::Error>())
+        .find_map(|e| match e {
+            cairn_core::Error::NotARepository(path) => Some(format!(
+                " (create one with `cairn init --repo {}`)",
+                path.display()
+            )),
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
         c.downcast_ref::<std::io::Error>()
@@ -203,7 +217,11 @@ fn main() -> ExitCode {
                 ExitCode::from(EXIT_INTERRUPTED)
             }
             None => {
-                eprintln!("cairn: error: {}", output::one_line(&e));
+                eprintln!(
+                    "cairn: error: {}{}",
+                    output::one_line(&e),
+                    how_to_create(&e)
+                );
                 ExitCode::from(1)
             }
         },

@@ -462,3 +462,93 @@ fn misspelled_policies_fail_before_any_password() {
         assert!(!marker.exists(), "{args:?}: the password was asked for");
     }
 }
+
+/// A backup into a location without a repository fails with one line
+/// naming it and saying how to create one, and creates nothing; with
+/// --init it creates the repository, and a second `backup --init` reuses
+/// it.
+#[test]
+fn backup_never_creates_a_repository_without_init() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = tmp.path().join("tree");
+    write_file(&tree.join("a"), b"a", 0o644);
+    let mistyped = tmp.path().join("repo-typo");
+    let out = base_command()
+        .arg("--repo")
+        .arg(&mistyped)
+        .args(["backup", s(&tree)])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("repo-typo") && err.contains("cairn init"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(!mistyped.exists(), "a mistyped path became a repository");
+    for _ in 0..2 {
+        let out = base_command()
+            .arg("--repo")
+            .arg(&mistyped)
+            .args(["backup", "--init", s(&tree)])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert_eq!(snapshot_ids(&mistyped).len(), 2);
+    // Readers name the missing repository and how to create one too.
+    let e = cairn(&tmp.path().join("nothing"), &["snapshots"]).one_line_error();
+    assert!(
+        e.contains("nothing") && e.contains("cairn init --repo"),
+        "{e}"
+    );
+}
+
+/// Options that only shape a new repository are an error on an existing
+/// one (before any password), not silently ignored.
+#[test]
+fn creation_options_on_an_existing_repository_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    let tree = tmp.path().join("tree");
+    write_file(&tree.join("a"), b"a", 0o644);
+    cairn(&repo, &["backup", s(&tree)]).ok();
+    for args in [
+        ["backup", "--chunker", "rabin", s(&tree)],
+        ["backup", "--init", "--chunker=rabin", s(&tree)],
+    ] {
+        let e = cairn(&repo, &args).one_line_error();
+        assert!(
+            e.contains("--chunker") && e.contains("already holds one"),
+            "{e}"
+        );
+    }
+    assert_eq!(snapshot_ids(&repo).len(), 1);
+}
+
+/// A lookup setting that differs from the repository's is refused in words,
+/// not as a Rust structure (`LookupConfig { strategy: Lazy, .. }`).
+#[test]
+fn differing_index_settings_are_described_in_words() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    let tree = tmp.path().join("tree");
+    write_file(&tree.join("a"), b"a", 0o644);
+    cairn(&repo, &["backup", s(&tree)]).ok();
+    let e = cairn(&repo, &["backup", "--lookup", "lazy", s(&tree)]).one_line_error();
+    assert!(
+        e.contains("lazy lookup") && e.contains("eager lookup"),
+        "{e}"
+    );
+    assert!(
+        !e.contains('{') && !e.contains("Lazy"),
+        "a Debug structure: {e}"
+    );
+}

@@ -243,11 +243,32 @@ pub fn encrypting() -> bool {
     encryption_override().is_none_or(|algorithm| algorithm != "none")
 }
 
-/// A `cairn` command with `--repo repo` in the test environment.
+/// A `cairn` command with `--repo repo` in the test environment; a first
+/// `backup` gets `--init` ([`init_if_missing`]).
 pub fn command(repo: &Path, args: &[&str]) -> Command {
     let mut c = base_command();
-    c.arg("--repo").arg(repo).args(args);
+    c.arg("--repo").arg(repo).args(init_if_missing(repo, args));
     c
+}
+
+/// `args`, with `--init` right after a leading `backup` when the local
+/// `repo` holds no repository yet: the shorthand helpers ([`command`],
+/// [`cairn`], [`cairn_stdin`], [`cairn_env`] with `CAIRN_REPO`) make a
+/// test's first backup create the repository, as `backup` did before it
+/// needed `--init`. Tests of the refusal run `base_command` themselves.
+pub fn init_if_missing<'a>(repo: &Path, args: &[&'a str]) -> Vec<&'a str> {
+    match args.split_first() {
+        Some((&"backup", rest))
+            if !rest.contains(&"--init")
+                && !repo.join("config").exists()
+                && !repo.to_string_lossy().starts_with("s3:") =>
+        {
+            let mut v = vec!["backup", "--init"];
+            v.extend_from_slice(rest);
+            v
+        }
+        _ => args.to_vec(),
+    }
 }
 
 fn arg_list(repo: Option<&Path>, args: &[&str]) -> Vec<String> {
@@ -290,7 +311,11 @@ pub fn cairn_stdin(repo: &Path, args: &[&str], input: &[u8]) -> Run {
 /// Runs `cairn args...` without `--repo`, with extra environment variables.
 pub fn cairn_env(args: &[&str], env: &[(&str, &Path)]) -> Run {
     let mut c = base_command();
-    c.args(args).stdin(Stdio::null());
+    match env.iter().find(|(k, _)| *k == "CAIRN_REPO") {
+        Some((_, repo)) => c.args(init_if_missing(repo, args)),
+        None => c.args(args),
+    };
+    c.stdin(Stdio::null());
     for (k, v) in env {
         c.env(k, v);
     }
