@@ -52,6 +52,17 @@ pub struct Globals {
     )]
     pub password_file: Option<PathBuf>,
 
+    /// Run COMMAND with `sh -c` and read the repository password from the
+    /// first line of its output (as CAIRN_PASSWORD_COMMAND; after
+    /// --password-file and CAIRN_PASSWORD).
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Repository",
+        value_name = "COMMAND"
+    )]
+    pub password_command: Option<String>,
+
     /// The settings given on the command line of `backup`, `trace` or `sim`
     /// (argument ids), filled in by `main` from clap's value sources.
     #[arg(skip)]

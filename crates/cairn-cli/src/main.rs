@@ -58,7 +58,7 @@ mod values;
 
 use std::process::ExitCode;
 
-use clap::{CommandFactory, FromArgMatches};
+use clap::FromArgMatches;
 
 use exit_codes::EXIT_INTERRUPTED;
 
@@ -177,7 +177,9 @@ fn install_sigpipe_handler() {
 
 fn main() -> ExitCode {
     install_sigpipe_handler();
-    let matches = cli::Cli::command().get_matches();
+    let mut definition = cli::command();
+    let matches = definition.clone().get_matches();
+    cli::refuse_repository_options(&mut definition, &matches);
     let mut cli = match cli::Cli::from_arg_matches(&matches) {
         Ok(c) => c,
         Err(e) => e.exit(),

@@ -461,6 +461,18 @@ fn misspelled_policies_fail_before_any_password() {
         assert!(err.contains(option), "{args:?}: {err}");
         assert!(!marker.exists(), "{args:?}: the password was asked for");
     }
+    // `--password-command` is the flag form of CAIRN_PASSWORD_COMMAND.
+    let out = command(&repo, &["--password-command", &ask, "snapshots"])
+        .env_remove("CAIRN_PASSWORD")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(marker.exists(), "the password command did not run");
 }
 
 /// A backup into a location without a repository fails with one line
@@ -551,4 +563,35 @@ fn differing_index_settings_are_described_in_words() {
         !e.contains('{') && !e.contains("Lazy"),
         "a Debug structure: {e}"
     );
+}
+
+/// Commands that open no repository refuse a repository option given on
+/// their command line (before or after the command name) instead of
+/// ignoring it; CAIRN_REPO in the environment is no error.
+#[test]
+fn commands_without_a_repository_refuse_repository_options() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    for args in [
+        vec!["--repo", s(&repo), "sim", "--workload", "ddfs"],
+        vec!["sim", "--repo", s(&repo), "--workload", "ddfs"],
+        vec!["analyze", "--no-cache", s(tmp.path())],
+        vec!["completions", "bash", "--password-file", "/nonexistent"],
+    ] {
+        let out = base_command()
+            .args(&args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("does not apply"), "{args:?}: {err}");
+    }
+    let out = base_command()
+        .args(["completions", "bash"])
+        .env("CAIRN_REPO", &repo)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(!repo.exists());
 }
