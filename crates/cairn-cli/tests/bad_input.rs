@@ -354,6 +354,9 @@ fn remote_repository_urls_are_refused() {
         "rest:http://host:8000/",
         "gs:bucket:/",
         "azure:container:/",
+        "b2:bucket:repo",
+        "rclone:remote:repo",
+        "user@host:/srv/repo",
     ] {
         for args in [vec!["init"], vec!["backup", s(&f)], vec!["snapshots"]] {
             let r = std::process::Command::new(env!("CARGO_BIN_EXE_cairn"))
@@ -367,6 +370,7 @@ fn remote_repository_urls_are_refused() {
             assert_eq!(r.status.code(), Some(1), "{url} {args:?}");
             let err = String::from_utf8_lossy(&r.stderr);
             assert!(err.contains("not supported"), "{url}: {err}");
+            assert!(err.contains("cairn supports local paths and s3:"), "{url}: {err}");
             assert_eq!(err.lines().count(), 1, "{url}: {err}");
         }
         let scheme = url.split(':').next().unwrap();
