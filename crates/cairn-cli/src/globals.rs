@@ -10,7 +10,7 @@ use clap::Args;
 
 #[derive(Args, Debug, Clone, Default)]
 pub struct Globals {
-    /// Repository directory (created by `init`, or by the first `backup`),
+    /// Repository directory (created by `init`, or by `backup --init`),
     /// or an S3 bucket prefix: s3:https://HOST[:PORT]/BUCKET/PREFIX, s3://BUCKET/PREFIX.
     #[arg(
         short,

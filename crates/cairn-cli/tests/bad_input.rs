@@ -370,7 +370,10 @@ fn remote_repository_urls_are_refused() {
             assert_eq!(r.status.code(), Some(1), "{url} {args:?}");
             let err = String::from_utf8_lossy(&r.stderr);
             assert!(err.contains("not supported"), "{url}: {err}");
-            assert!(err.contains("cairn supports local paths and s3:"), "{url}: {err}");
+            assert!(
+                err.contains("cairn supports local paths and s3:"),
+                "{url}: {err}"
+            );
             assert_eq!(err.lines().count(), 1, "{url}: {err}");
         }
         let scheme = url.split(':').next().unwrap();
