@@ -123,3 +123,61 @@ pub enum Command {
     /// Write man pages (cairn.1 and one cairn-COMMAND.1 per subcommand) into DIR.
     Man(man::ManArgs),
 }
+
+/// The commands that open no repository: the repository options (global,
+/// so that `cairn --repo R backup` and `cairn backup --repo R` both work)
+/// are refused on their command line, where they would be ignored.
+pub const NO_REPOSITORY: [&str; 6] = [
+    "trace",
+    "sim",
+    "analyze",
+    "experiment",
+    "completions",
+    "man",
+];
+
+/// The argument ids of the repository options (`Globals`, `S3Args`).
+pub const REPOSITORY_OPTIONS: [&str; 11] = [
+    "repo",
+    "password_file",
+    "password_command",
+    "s3_endpoint",
+    "s3_path_style",
+    "s3_uploads",
+    "s3_downloads",
+    "s3_lease_secs",
+    "s3_timeout",
+    "cache_dir",
+    "no_cache",
+];
+
+/// The command line's definition.
+pub fn command() -> clap::Command {
+    <Cli as clap::CommandFactory>::command()
+}
+
+/// A usage error (exit 2) if a command of [`NO_REPOSITORY`] was given a
+/// repository option on the command line.
+pub fn refuse_repository_options(cmd: &mut clap::Command, matches: &clap::ArgMatches) {
+    let Some((name, sub)) = matches.subcommand() else {
+        return;
+    };
+    if !NO_REPOSITORY.contains(&name) {
+        return;
+    }
+    let given = REPOSITORY_OPTIONS.iter().find(|id| {
+        [matches, sub]
+            .iter()
+            .any(|m| m.value_source(id) == Some(clap::parser::ValueSource::CommandLine))
+    });
+    if let Some(id) = given {
+        cmd.error(
+            clap::error::ErrorKind::ArgumentConflict,
+            format!(
+                "--{} does not apply to `cairn {name}`: it opens no repository",
+                id.replace('_', "-")
+            ),
+        )
+        .exit();
+    }
+}

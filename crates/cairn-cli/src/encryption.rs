@@ -84,7 +84,15 @@ pub fn password(cli: &Globals, mode: PromptMode) -> cairn_core::Result<Password>
         .password_file
         .as_deref()
         .filter(|p| !(p.as_os_str().is_empty() && from_empty_env));
-    resolve_password(file, &process_env, mode)
+    // `--password-command` stands for CAIRN_PASSWORD_COMMAND: same place in
+    // the order of sources, same handling of its output.
+    let env = |name: &str| match &cli.password_command {
+        Some(command) if name == cairn_crypto::password::PASSWORD_COMMAND_ENV => {
+            Some(std::ffi::OsString::from(command))
+        }
+        _ => process_env(name),
+    };
+    resolve_password(file, &env, mode)
 }
 
 /// The password of a new repository at `--repo` (asked twice on a terminal).

@@ -10,7 +10,7 @@ use clap::Args;
 
 #[derive(Args, Debug, Clone, Default)]
 pub struct Globals {
-    /// Repository directory (created by `init`, or by the first `backup`),
+    /// Repository directory (created by `init`, or by `backup --init`),
     /// or an S3 bucket prefix: s3:https://HOST[:PORT]/BUCKET/PREFIX, s3://BUCKET/PREFIX.
     #[arg(
         short,
@@ -57,6 +57,17 @@ pub struct Globals {
         value_parser = clap::builder::OsStringValueParser::new().map(PathBuf::from)
     )]
     pub password_file: Option<PathBuf>,
+
+    /// Run COMMAND with `sh -c` and read the repository password from the
+    /// first line of its output (as CAIRN_PASSWORD_COMMAND; after
+    /// --password-file and CAIRN_PASSWORD).
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Repository",
+        value_name = "COMMAND"
+    )]
+    pub password_command: Option<String>,
 
     /// The settings given on the command line of `backup`, `trace` or `sim`
     /// (argument ids), filled in by `main` from clap's value sources.

@@ -62,7 +62,7 @@ mod values;
 
 use std::process::ExitCode;
 
-use clap::{CommandFactory, FromArgMatches};
+use clap::FromArgMatches;
 
 use exit_codes::EXIT_INTERRUPTED;
 
@@ -101,6 +101,20 @@ fn interruption(e: &anyhow::Error) -> Option<&cairn_core::Error> {
     e.chain()
         .filter_map(|c| c.downcast_ref::<cairn_core::Error>())
         .find(|e| e.is_interrupted())
+}
+
+/// What to add to a "not a repository" error: how to create one.
+fn how_to_create(e: &anyhow::Error) -> String {
+    e.chain()
+        .filter_map(|c| c.downcast_ref::<cairn_core::Error>())
+        .find_map(|e| match e {
+            cairn_core::Error::NotARepository(path) => Some(format!(
+                " (create one with `cairn init --repo {}`)",
+                path.display()
+            )),
+            _ => None,
+        })
+        .unwrap_or_default()
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
@@ -167,7 +181,9 @@ fn install_sigpipe_handler() {
 
 fn main() -> ExitCode {
     install_sigpipe_handler();
-    let matches = cli::Cli::command().get_matches();
+    let mut definition = cli::command();
+    let matches = definition.clone().get_matches();
+    cli::refuse_repository_options(&mut definition, &matches);
     let mut cli = match cli::Cli::from_arg_matches(&matches) {
         Ok(c) => c,
         Err(e) => e.exit(),
@@ -208,7 +224,11 @@ fn main() -> ExitCode {
                 ExitCode::from(EXIT_INTERRUPTED)
             }
             None => {
-                eprintln!("cairn: error: {}", output::one_line(&e));
+                eprintln!(
+                    "cairn: error: {}{}",
+                    output::one_line(&e),
+                    how_to_create(&e)
+                );
                 ExitCode::from(1)
             }
         },

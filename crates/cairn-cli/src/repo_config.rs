@@ -157,50 +157,48 @@ pub fn new_repository(mut cfg: RepoConfig) -> RepoConfig {
     cfg
 }
 
-/// The settings `init` fixes, as a backup into an existing repository was
-/// given them on its command line (`given`: argument ids): each one given
-/// must equal the repository's, or the backup is refused before anything
-/// is written; a flag that silently did nothing would be a defect.
+/// The settings `init` fixes that a backup may name too (the Advanced
+/// index options), as a backup into an existing repository was given them
+/// on its command line (`given`: argument ids): each one given must equal
+/// the repository's, or the backup is refused before anything is written;
+/// a flag that silently did nothing would be a defect. (The creation
+/// options proper are refused outright on an existing repository,
+/// `commands/backup.rs`.) Values are described in words, never as Rust
+/// structures.
 pub fn refuse_differing_init_flags(
     given: &[String],
     flags: &RepoConfig,
     stored: &RepoConfig,
 ) -> Result<()> {
+    let on_off = |on: bool| if on { "on" } else { "off" }.to_string();
+    let lookup = |c: &RepoConfig| {
+        let l = &c.index.lookup;
+        format!(
+            "{} lookup (bucket threshold {}, ring size {}, buffer {}, device {})",
+            l.strategy.name(),
+            l.bucket_threshold,
+            l.ring_size,
+            l.buffer_fingerprints,
+            l.device.as_deref().unwrap_or("none")
+        )
+    };
     let (g, r) = (flags, stored);
-    let show = |v: &dyn std::fmt::Debug| format!("{v:?}");
-    let checks: [(&[&str], String, String); 9] = [
-        (
-            &["chunker", "avg_size", "min_size", "max_size"],
-            show(&g.chunker),
-            show(&r.chunker),
-        ),
-        (&["fingerprint"], show(&g.fingerprint), show(&r.fingerprint)),
-        (
-            &["compression", "zstd_level", "min_savings"],
-            show(&g.compression),
-            show(&r.compression),
-        ),
-        (
-            &["container_size"],
-            show(&g.container_size),
-            show(&r.container_size),
-        ),
+    let checks: [(&[&str], String, String); 4] = [
         (
             &["cache_containers"],
-            show(&g.index.cache_containers),
-            show(&r.index.cache_containers),
+            format!("{} containers", g.index.cache_containers),
+            format!("{} containers", r.index.cache_containers),
         ),
         (
             &["no_summary_vector"],
-            show(&g.index.summary_vector),
-            show(&r.index.summary_vector),
+            format!("summary vector {}", on_off(g.index.summary_vector)),
+            format!("summary vector {}", on_off(r.index.summary_vector)),
         ),
         (
             &["no_locality_cache"],
-            show(&g.index.locality_cache),
-            show(&r.index.locality_cache),
+            format!("locality cache {}", on_off(g.index.locality_cache)),
+            format!("locality cache {}", on_off(r.index.locality_cache)),
         ),
-        (&["index"], show(&g.index.kind), show(&r.index.kind)),
         (
             &[
                 "lookup",
@@ -209,8 +207,8 @@ pub fn refuse_differing_init_flags(
                 "lookup_buffer",
                 "lookup_device",
             ],
-            show(&g.index.lookup),
-            show(&r.index.lookup),
+            lookup(g),
+            lookup(r),
         ),
     ];
     for (ids, want, have) in checks {

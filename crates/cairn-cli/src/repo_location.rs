@@ -228,33 +228,35 @@ pub fn has_config(repo: &Path, opts: &S3Args) -> Result<bool> {
     })
 }
 
-/// URL schemes of remote repositories (cairn's and its peers'): a `--repo`
-/// naming one is refused rather than created as a local directory of that name.
-const REMOTE_SCHEMES: &[&str] = &[
-    "s3", "sftp", "rest", "gs", "azure", "b2", "swift", "rclone", "http", "https", "ftp", "ssh",
-    "file",
-];
-
-/// Refuses a `--repo` that is a URL of a kind cairn cannot open (S3 is
-/// `repo_location`'s).
+/// Refuses a `--repo` (or `copy --to`) that names a remote store cairn
+/// cannot open, rather than creating a local directory of that name: any
+/// `scheme:` prefix other than `s3:` (`sftp:`, `rest:`, `b2:`, `azure:`,
+/// `gs:`, `swift:`, `rclone:`, `https:`, ...) and ssh's `user@host:path`.
+/// A path with a `/` before its first `:` (`./a:b`) is local.
 pub fn refuse_url(path: &Path) -> Result<()> {
     let s = path.to_string_lossy();
     if s.starts_with("s3:") {
         return Ok(());
     }
-    let Some((scheme, _)) = s.split_once(':') else {
+    let Some((head, _)) = s.split_once(':') else {
         return Ok(());
     };
-    let is_scheme = !scheme.is_empty()
-        && scheme.starts_with(|c: char| c.is_ascii_alphabetic())
-        && scheme
+    let is_scheme = head.starts_with(|c: char| c.is_ascii_alphabetic())
+        && head
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c));
-    if is_scheme
-        && (REMOTE_SCHEMES.contains(&scheme.to_ascii_lowercase().as_str())
-            || s[scheme.len()..].starts_with("://"))
-    {
-        bail!("unsupported repository {s:?}: {scheme}: repositories are not supported, only local directories and S3 (s3:https://HOST/BUCKET/PREFIX, s3://BUCKET/PREFIX)");
+    let is_ssh = head.contains('@') && !head.contains('/');
+    if is_scheme || is_ssh {
+        bail!(
+            "unsupported repository {s}: {} repositories are not supported; cairn supports local \
+             paths and s3: locations (s3:https://HOST[:PORT]/BUCKET/PREFIX, s3://BUCKET/PREFIX; \
+             docs/object-storage.md)",
+            if is_ssh {
+                "ssh (user@host:path)".to_string()
+            } else {
+                format!("{head}:")
+            }
+        );
     }
     Ok(())
 }
@@ -307,6 +309,24 @@ mod tests {
                 parse(Path::new(local), &none).unwrap(),
                 RepoLocation::Local(_)
             ));
+        }
+        for remote in [
+            "sftp:user@host:/srv/repo",
+            "rest:http://host:8000/",
+            "b2:bucket:path",
+            "azure:container:/",
+            "gs:bucket:/",
+            "swift:container:/",
+            "rclone:remote:path",
+            "https://host/repo",
+            "user@host:/srv/repo",
+            "backup@nas:repo",
+            "anything:else",
+        ] {
+            assert!(refuse_url(Path::new(remote)).is_err(), "{remote}");
+        }
+        for local in ["/srv/repo", "repo", "./odd:name", "/mnt/a:b", "s3://bucket"] {
+            assert!(refuse_url(Path::new(local)).is_ok(), "{local}");
         }
         for bad in [
             "s3:",

@@ -354,6 +354,9 @@ fn remote_repository_urls_are_refused() {
         "rest:http://host:8000/",
         "gs:bucket:/",
         "azure:container:/",
+        "b2:bucket:repo",
+        "rclone:remote:repo",
+        "user@host:/srv/repo",
     ] {
         for args in [vec!["init"], vec!["backup", s(&f)], vec!["snapshots"]] {
             let r = std::process::Command::new(env!("CARGO_BIN_EXE_cairn"))
@@ -367,6 +370,10 @@ fn remote_repository_urls_are_refused() {
             assert_eq!(r.status.code(), Some(1), "{url} {args:?}");
             let err = String::from_utf8_lossy(&r.stderr);
             assert!(err.contains("not supported"), "{url}: {err}");
+            assert!(
+                err.contains("cairn supports local paths and s3:"),
+                "{url}: {err}"
+            );
             assert_eq!(err.lines().count(), 1, "{url}: {err}");
         }
         let scheme = url.split(':').next().unwrap();
@@ -461,4 +468,137 @@ fn misspelled_policies_fail_before_any_password() {
         assert!(err.contains(option), "{args:?}: {err}");
         assert!(!marker.exists(), "{args:?}: the password was asked for");
     }
+    // `--password-command` is the flag form of CAIRN_PASSWORD_COMMAND.
+    let out = command(&repo, &["--password-command", &ask, "snapshots"])
+        .env_remove("CAIRN_PASSWORD")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(marker.exists(), "the password command did not run");
+}
+
+/// A backup into a location without a repository fails with one line
+/// naming it and saying how to create one, and creates nothing; with
+/// --init it creates the repository, and a second `backup --init` reuses
+/// it.
+#[test]
+fn backup_never_creates_a_repository_without_init() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = tmp.path().join("tree");
+    write_file(&tree.join("a"), b"a", 0o644);
+    let mistyped = tmp.path().join("repo-typo");
+    let out = base_command()
+        .arg("--repo")
+        .arg(&mistyped)
+        .args(["backup", s(&tree)])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("repo-typo") && err.contains("cairn init"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(!mistyped.exists(), "a mistyped path became a repository");
+    for _ in 0..2 {
+        let out = base_command()
+            .arg("--repo")
+            .arg(&mistyped)
+            .args(["backup", "--init", s(&tree)])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert_eq!(snapshot_ids(&mistyped).len(), 2);
+    // Readers name the missing repository and how to create one too.
+    let e = cairn(&tmp.path().join("nothing"), &["snapshots"]).one_line_error();
+    assert!(
+        e.contains("nothing") && e.contains("cairn init --repo"),
+        "{e}"
+    );
+}
+
+/// Options that only shape a new repository are an error on an existing
+/// one (before any password), not silently ignored.
+#[test]
+fn creation_options_on_an_existing_repository_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    let tree = tmp.path().join("tree");
+    write_file(&tree.join("a"), b"a", 0o644);
+    cairn(&repo, &["backup", s(&tree)]).ok();
+    for args in [
+        ["backup", "--chunker", "rabin", s(&tree)],
+        ["backup", "--init", "--chunker=rabin", s(&tree)],
+    ] {
+        let e = cairn(&repo, &args).one_line_error();
+        assert!(
+            e.contains("--chunker") && e.contains("already holds one"),
+            "{e}"
+        );
+    }
+    assert_eq!(snapshot_ids(&repo).len(), 1);
+}
+
+/// A lookup setting that differs from the repository's is refused in words,
+/// not as a Rust structure (`LookupConfig { strategy: Lazy, .. }`).
+#[test]
+fn differing_index_settings_are_described_in_words() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    let tree = tmp.path().join("tree");
+    write_file(&tree.join("a"), b"a", 0o644);
+    cairn(&repo, &["backup", s(&tree)]).ok();
+    let e = cairn(&repo, &["backup", "--lookup", "lazy", s(&tree)]).one_line_error();
+    assert!(
+        e.contains("lazy lookup") && e.contains("eager lookup"),
+        "{e}"
+    );
+    assert!(
+        !e.contains('{') && !e.contains("Lazy"),
+        "a Debug structure: {e}"
+    );
+}
+
+/// Commands that open no repository refuse a repository option given on
+/// their command line (before or after the command name) instead of
+/// ignoring it; CAIRN_REPO in the environment is no error.
+#[test]
+fn commands_without_a_repository_refuse_repository_options() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    for args in [
+        vec!["--repo", s(&repo), "sim", "--workload", "ddfs"],
+        vec!["sim", "--repo", s(&repo), "--workload", "ddfs"],
+        vec!["analyze", "--no-cache", s(tmp.path())],
+        vec!["completions", "bash", "--password-file", "/nonexistent"],
+    ] {
+        let out = base_command()
+            .args(&args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("does not apply"), "{args:?}: {err}");
+    }
+    let out = base_command()
+        .args(["completions", "bash"])
+        .env("CAIRN_REPO", &repo)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(!repo.exists());
 }

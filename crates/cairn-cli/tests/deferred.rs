@@ -80,8 +80,10 @@ fn a_bad_dedup_mode_is_one_error_line() {
     let repo = dir.path().join("repo");
     let data = dir.path().join("f.txt");
     write_file(&data, b"hello\n", 0o644);
-    let r = cairn(&repo, &["backup", "--dedup", "later", s(&data)]).code(1);
-    let err = r.one_line_error();
-    assert!(err.contains("dedup mode") && err.contains("later"), "{err}");
+    // A usage error (exit 2) naming the option, the value and the valid ones.
+    let r = cairn(&repo, &["backup", "--dedup", "later", s(&data)]).code(2);
+    let err = r.refusal();
+    assert!(err.contains("--dedup") && err.contains("later"), "{err}");
+    assert!(r.stderr.contains("inline, deferred"), "{}", r.stderr);
     assert!(!repo.exists(), "a bad flag leaves no repository behind");
 }

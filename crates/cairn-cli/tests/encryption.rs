@@ -346,7 +346,7 @@ fn init_refuses_bad_encryption_options_before_creating_anything() {
     for (args, want) in [
         (
             &["init", "--encryption", "rot13"][..],
-            "unknown --encryption \"rot13\"",
+            "invalid value 'rot13' for '--encryption",
         ),
         (
             &[
@@ -361,7 +361,7 @@ fn init_refuses_bad_encryption_options_before_creating_anything() {
             "Argon2id parameters out of range",
         ),
     ] {
-        let e = cairn_pw(&t.repo, "secret", args).one_line_error();
+        let e = cairn_pw(&t.repo, "secret", args).refusal();
         assert!(e.contains(want), "{args:?}: {e}");
         assert!(!t.repo.exists(), "{args:?} created the repository");
     }

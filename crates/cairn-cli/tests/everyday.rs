@@ -230,7 +230,7 @@ fn names_that_are_not_utf8_work_as_arguments_and_stay_faithful_in_json() {
     write_file(&file, b"not utf-8", 0o644);
     write_file(&src.join("plain.txt"), b"plain", 0o644);
     let src_b = src.as_os_str().as_bytes();
-    cairn_bytes(&repo, &[b"backup", b"-q", src_b]);
+    cairn_bytes(&repo, &[b"backup", b"--init", b"-q", src_b]);
 
     // The source path is recorded escaped, and --path finds it as bytes.
     let snaps = cairn_bytes(&repo, &[b"snapshots", b"--json", b"--path", src_b]).json();

@@ -15,10 +15,11 @@ use std::process::Stdio;
 use common::fuse::mount;
 use common::*;
 
-/// `cairn --repo repo args...` as the user types it: the test password in
-/// `CAIRN_PASSWORD`, times in UTC.
+/// `cairn --repo repo args...` as the user types it (no `--init` added by
+/// the harness): the test password in `CAIRN_PASSWORD`, times in UTC.
 fn run(repo: &Path, args: &[&str]) -> Run {
-    let mut c = command(repo, args);
+    let mut c = base_command();
+    c.arg("--repo").arg(repo).args(args);
     c.env("TZ", "UTC").stdin(Stdio::null());
     finish(
         c.stdout(Stdio::piped())

@@ -82,9 +82,11 @@ impl Remote {
         self.run(&["snapshots", "--json"]).snapshot_ids()
     }
 
+    /// A backup of `tree`, creating the repository (`--init`) if this is
+    /// the first.
     fn backup(&self, tree: &Path) -> String {
         let run = self
-            .run(&["backup", "--wait", "-q", "--json", s(tree)])
+            .run(&["backup", "--init", "--wait", "-q", "--json", s(tree)])
             .ok();
         run.json()["id"].as_str().unwrap().to_owned()
     }
@@ -284,7 +286,7 @@ fn a_backup_killed_at_each_commit_step_leaves_committed_snapshots_whole() {
             }
             Action::Forward
         });
-        let args = ["backup", "--wait", "-q", s(&tree)];
+        let args = ["backup", "--init", "--wait", "-q", s(&tree)];
         let mut child = remote.command(&args).spawn().unwrap();
         let held = remote.proxy.wait_for_held(Duration::from_secs(120));
         child.kill().unwrap(); // SIGKILL

@@ -65,12 +65,62 @@ pub struct BackupArgs {
     /// no repository is opened or created, nothing is written.
     #[arg(long, conflicts_with = "stdin")]
     pub dry_run: bool,
-    /// Settings used if the repository does not exist yet.
-    #[command(flatten, next_help_heading = "Repository creation")]
+    /// Create the repository if there is none at --repo (with the options
+    /// under "Repository creation"); without it, a missing repository is
+    /// an error, so a mistyped path never becomes a new repository.
+    #[arg(long = "init")]
+    pub create_repository: bool,
+    /// Settings of a repository this backup creates (--init).
+    #[command(flatten, next_help_heading = "Repository creation (with --init)")]
     pub init: InitArgs,
-    /// Encryption of the repository if this backup creates it.
-    #[command(flatten)]
+    /// Encryption of a repository this backup creates (--init).
+    #[command(flatten, next_help_heading = "Repository creation (with --init)")]
     pub encryption: crate::encryption::EncryptionArgs,
+}
+
+/// The argument ids of the options that only shape a new repository
+/// (`--rewrite` is not one: on an existing repository it is that backup's
+/// scheme).
+const CREATION_OPTIONS: &[&str] = &[
+    "chunker",
+    "avg_size",
+    "min_size",
+    "max_size",
+    "fingerprint",
+    "compression",
+    "zstd_level",
+    "min_savings",
+    "container_size",
+    "index",
+    "encryption",
+    "kdf_memory_kib",
+    "kdf_passes",
+];
+
+/// Refuses, before any password is asked, a backup into a location that
+/// holds no repository unless `--init` asks for one (a mistyped path must
+/// not become a new repository), and creation options given for an
+/// existing repository (they would do nothing).
+fn refuse_surprise_repository(cli: &Globals, path: &Path, a: &BackupArgs) -> Result<()> {
+    let exists = crate::repo_location::has_config(path, &cli.s3)?;
+    if !exists && !a.create_repository {
+        bail!(
+            "no repository at {}: create one with `cairn init --repo {}`, or add --init to this backup",
+            path.display(),
+            path.display()
+        );
+    }
+    let given = CREATION_OPTIONS
+        .iter()
+        .find(|id| cli.given_init_flags.iter().any(|g| g == *id));
+    if let (true, Some(id)) = (exists, given) {
+        bail!(
+            "--{} only applies when a repository is created, and {} already holds one; drop it",
+            id.replace('_', "-"),
+            path.display()
+        );
+    }
+    Ok(())
 }
 
 /// Opens the repository at `path`, or creates it with `config()` and
@@ -164,6 +214,7 @@ pub fn run(cli: &Globals, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
     if a.dry_run {
         return crate::backup_select::dry_run(cli, path, &sources, selection);
     }
+    refuse_surprise_repository(cli, path, a)?;
     let given = cfg.clone();
     let cfg_rewrite = a.init.rewrite.is_some().then_some(cfg.rewrite);
     // A backup into a path without a repository creates one, encrypted

@@ -8,7 +8,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{anyhow, Result};
-use clap::CommandFactory;
 
 use cairn_engine::tag::TagChange;
 
@@ -165,7 +164,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                 &a.filter.filter()?,
             )
         }
-        Command::Completions(a) => completions::run(Cli::command(), a.shell),
-        Command::Man(a) => man::man_pages(cli, Cli::command(), &a.out),
+        Command::Completions(a) => completions::run(crate::cli::command(), a.shell),
+        Command::Man(a) => man::man_pages(cli, crate::cli::command(), &a.out),
     }
 }

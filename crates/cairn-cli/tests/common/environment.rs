@@ -133,7 +133,7 @@ pub fn on_terminal(repo: &Path, args: &[&str]) -> Option<String> {
         return None;
     }
     let mut line = format!("{} --repo {}", super::BIN, super::s(repo));
-    for a in args {
+    for a in super::init_if_missing(repo, args) {
         line += &format!(" '{a}'");
     }
     let mut script = std::process::Command::new("script");

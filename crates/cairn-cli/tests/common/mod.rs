@@ -144,6 +144,19 @@ impl Run {
     }
 
     /// Standard output and standard error together (for "is it mentioned" checks).
+    /// The error of a refused command: its one `cairn: error:` line, or the
+    /// first line of a usage error clap reported (exit 2: an unknown option,
+    /// a value outside the option's list, a size that does not parse).
+    #[track_caller]
+    pub fn refusal(&self) -> String {
+        if self.code != Some(2) {
+            return self.one_line_error();
+        }
+        let line = self.stderr.lines().next().unwrap_or_default();
+        assert!(line.starts_with("error: "), "{}", self.describe());
+        line.to_string()
+    }
+
     pub fn all_output(&self) -> String {
         format!("{}\n{}", self.stdout_str(), self.stderr)
     }
@@ -251,11 +264,52 @@ pub fn encrypting() -> bool {
     encryption_override().is_none_or(|algorithm| algorithm != "none")
 }
 
-/// A `cairn` command with `--repo repo` in the test environment.
+/// The commands that open no repository, and refuse `--repo`.
+const NO_REPOSITORY: [&str; 6] = [
+    "trace",
+    "sim",
+    "analyze",
+    "experiment",
+    "completions",
+    "man",
+];
+
+/// A `cairn` command with `--repo repo` in the test environment; a first
+/// `backup` gets `--init` ([`init_if_missing`]). A command that opens no
+/// repository (`sim`, `trace`, ...) gets no `--repo`: it refuses one.
 pub fn command(repo: &Path, args: &[&str]) -> Command {
     let mut c = base_command();
-    c.arg("--repo").arg(repo).args(args);
+    let name = args.iter().find(|a| !a.starts_with('-'));
+    if name.is_some_and(|a| NO_REPOSITORY.contains(a)) {
+        c.args(args);
+    } else {
+        c.arg("--repo").arg(repo).args(init_if_missing(repo, args));
+    }
     c
+}
+
+/// `args`, with `--init` right after a leading `backup` when the local
+/// `repo` holds no repository yet: the shorthand helpers ([`command`],
+/// [`cairn`], [`cairn_stdin`], [`cairn_env`] with `CAIRN_REPO`) make a
+/// test's first backup create the repository, as `backup` did before it
+/// needed `--init`. Tests of the refusal run `base_command` themselves.
+pub fn init_if_missing<'a>(repo: &Path, args: &[&'a str]) -> Vec<&'a str> {
+    // The command name comes after any global flags (`--json backup`).
+    let at = args.iter().position(|a| !a.starts_with('-'));
+    match at {
+        Some(at)
+            if args[at] == "backup"
+                && !args.contains(&"--init")
+                && !repo.join("config").exists()
+                && !repo.to_string_lossy().starts_with("s3:") =>
+        {
+            let mut v = args[..=at].to_vec();
+            v.push("--init");
+            v.extend_from_slice(&args[at + 1..]);
+            v
+        }
+        _ => args.to_vec(),
+    }
 }
 
 fn arg_list(repo: Option<&Path>, args: &[&str]) -> Vec<String> {
@@ -298,7 +352,11 @@ pub fn cairn_stdin(repo: &Path, args: &[&str], input: &[u8]) -> Run {
 /// Runs `cairn args...` without `--repo`, with extra environment variables.
 pub fn cairn_env(args: &[&str], env: &[(&str, &Path)]) -> Run {
     let mut c = base_command();
-    c.args(args).stdin(Stdio::null());
+    match env.iter().find(|(k, _)| *k == "CAIRN_REPO") {
+        Some((_, repo)) => c.args(init_if_missing(repo, args)),
+        None => c.args(args),
+    };
+    c.stdin(Stdio::null());
     for (k, v) in env {
         c.env(k, v);
     }
