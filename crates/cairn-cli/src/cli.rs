@@ -171,13 +171,13 @@ pub fn refuse_repository_options(cmd: &mut clap::Command, matches: &clap::ArgMat
             .any(|m| m.value_source(id) == Some(clap::parser::ValueSource::CommandLine))
     });
     if let Some(id) = given {
-        cmd.error(
+        let e = cmd.error(
             clap::error::ErrorKind::ArgumentConflict,
             format!(
                 "--{} does not apply to `cairn {name}`: it opens no repository",
                 id.replace('_', "-")
             ),
-        )
-        .exit();
+        );
+        crate::exit_codes::exit_on_usage_error(e);
     }
 }

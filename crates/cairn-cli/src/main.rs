@@ -182,11 +182,14 @@ fn install_sigpipe_handler() {
 fn main() -> ExitCode {
     install_sigpipe_handler();
     let mut definition = cli::command();
-    let matches = definition.clone().get_matches();
+    let matches = definition
+        .clone()
+        .try_get_matches()
+        .unwrap_or_else(|e| exit_codes::exit_on_usage_error(e));
     cli::refuse_repository_options(&mut definition, &matches);
     let mut cli = match cli::Cli::from_arg_matches(&matches) {
         Ok(c) => c,
-        Err(e) => e.exit(),
+        Err(e) => exit_codes::exit_on_usage_error(e),
     };
     tune_allocator(matches.subcommand_name());
     local_time::show_in_utc(cli.globals.utc);

@@ -82,7 +82,7 @@ fn a_bad_dedup_mode_is_one_error_line() {
     write_file(&data, b"hello\n", 0o644);
     // A usage error (exit 2) naming the option, the value and the valid ones.
     let r = cairn(&repo, &["backup", "--dedup", "later", s(&data)]).code(2);
-    let err = r.refusal();
+    let err = r.one_line_error();
     assert!(err.contains("--dedup") && err.contains("later"), "{err}");
     assert!(r.stderr.contains("inline, deferred"), "{}", r.stderr);
     assert!(!repo.exists(), "a bad flag leaves no repository behind");

@@ -361,7 +361,7 @@ fn init_refuses_bad_encryption_options_before_creating_anything() {
             "Argon2id parameters out of range",
         ),
     ] {
-        let e = cairn_pw(&t.repo, "secret", args).refusal();
+        let e = cairn_pw(&t.repo, "secret", args).one_line_error();
         assert!(e.contains(want), "{args:?}: {e}");
         assert!(!t.repo.exists(), "{args:?} created the repository");
     }

@@ -224,7 +224,7 @@ fn bad_input_is_one_error_line_and_creates_nothing() {
             if dry {
                 args.push("--dry-run");
             }
-            let e = cairn(&repo, &args).refusal();
+            let e = cairn(&repo, &args).one_line_error();
             assert!(e.contains(needle), "{flags:?}: {e}");
             assert!(!repo.exists(), "{flags:?} created the repository");
         }

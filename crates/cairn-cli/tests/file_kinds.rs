@@ -28,20 +28,7 @@ fn restore(repo: &Path, target: &Path) -> Run {
 fn fifo_socket_and_char_device_round_trip() {
     let dir = tempfile::tempdir().unwrap();
     let (repo, src) = (dir.path().join("repo"), dir.path().join("src"));
-    fs::create_dir(&src).unwrap();
-    assert!(Command::new("mkfifo")
-        .args(["-m", "0640", s(&src.join("fifo"))])
-        .status()
-        .unwrap()
-        .success());
-    let _sock = std::os::unix::net::UnixListener::bind(src.join("sock")).unwrap();
-    let dev = Command::new("mknod")
-        .args([s(&src.join("null")), "c", "1", "3"])
-        .status()
-        .is_ok_and(|st| st.success());
-    if !dev {
-        skip_or_fail("mknod not permitted here (not root): the char device part of this test");
-    }
+    let (_sock, dev) = special_files(&src, "the char device part of this test");
     cairn(&repo, &["init"]).ok();
     backup_json(&repo, &src);
     let ls = cairn(&repo, &["ls", "latest", "src"]).ok().stdout_str();

@@ -555,7 +555,7 @@ fn refused_backups_create_no_repository() {
     ];
     for args in bad {
         let args = [&["backup"][..], args].concat();
-        cairn(&repo, &args).refusal();
+        cairn(&repo, &args).one_line_error();
         assert!(!repo.exists(), "{args:?} created the repository");
     }
 }

@@ -129,7 +129,7 @@ fn bad_gc_and_forget_input_is_one_line() {
     ] {
         // A value outside an option's list or a size that does not parse
         // is clap's usage error (exit 2); the rest is one line (exit 1).
-        let e = cairn(&repo, &args).refusal();
+        let e = cairn(&repo, &args).one_line_error();
         assert!(!e.is_empty(), "{args:?}");
     }
     assert_eq!(snapshot_ids(&repo).len(), 5);

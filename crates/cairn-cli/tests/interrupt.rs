@@ -7,7 +7,7 @@
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
@@ -58,7 +58,23 @@ fn interrupt(child: &Child) {
 
 /// Many small containers of random data: the first appears early in a
 /// backup that runs for a while.
-fn big_tree(dir: &Path, seed: u64) -> std::path::PathBuf {
+/// A clear source repository holding one backup of a [`big_tree`] (small
+/// containers) and an empty destination made for copies from it (`init
+/// --from-repo --copy-chunker-params`): (source, destination, tree).
+fn copy_pair(dir: &Path, seed: u64) -> (PathBuf, PathBuf, PathBuf) {
+    let src = dir.join("src");
+    let dst = dir.join("dst");
+    let tree = big_tree(dir, seed);
+    cairn(&src, &["init", "-q", "--container-size", "256KiB"]).ok();
+    cairn(&src, &["backup", "-q", s(&tree)]).ok();
+    let from = ["--from-repo", s(&src), "--copy-chunker-params"];
+    let mut init = vec!["init", "-q", "--container-size", "256KiB"];
+    init.extend(from);
+    cairn(&dst, &init).ok();
+    (src, dst, tree)
+}
+
+fn big_tree(dir: &Path, seed: u64) -> PathBuf {
     let tree = dir.join("tree");
     let mut rng = Rng::new(seed);
     build_random_files(&tree, &mut rng, 8, 2 << 20);
@@ -131,24 +147,7 @@ fn check_after_an_interrupted_copy_reports_a_healthy_destination() {
     // Clear: the destination then needs no password of its own.
     set_encryption("none");
     let tmp = tempfile::tempdir().unwrap();
-    let src = tmp.path().join("src");
-    let dst = tmp.path().join("dst");
-    let tree = big_tree(tmp.path(), 91);
-    cairn(&src, &["init", "-q", "--container-size", "256KiB"]).ok();
-    cairn(&src, &["backup", "-q", s(&tree)]).ok();
-    cairn(
-        &dst,
-        &[
-            "init",
-            "-q",
-            "--container-size",
-            "256KiB",
-            "--from-repo",
-            s(&src),
-            "--copy-chunker-params",
-        ],
-    )
-    .ok();
+    let (src, dst, tree) = copy_pair(tmp.path(), 91);
     let mut child = spawn(&src, &["copy", "-q", "--to", s(&dst)]);
     kill_once_a_container_is_written(&mut child, &dst);
     assert!(snapshot_ids(&dst).is_empty(), "nothing was committed");
@@ -282,24 +281,7 @@ fn ctrl_c_during_gc_says_what_was_deleted_and_exits_130() {
 fn ctrl_c_during_a_copy_says_which_snapshots_were_committed() {
     set_encryption("none");
     let tmp = tempfile::tempdir().unwrap();
-    let src = tmp.path().join("src");
-    let dst = tmp.path().join("dst");
-    let tree = big_tree(tmp.path(), 94);
-    cairn(&src, &["init", "-q", "--container-size", "256KiB"]).ok();
-    cairn(&src, &["backup", "-q", s(&tree)]).ok();
-    cairn(
-        &dst,
-        &[
-            "init",
-            "-q",
-            "--container-size",
-            "256KiB",
-            "--from-repo",
-            s(&src),
-            "--copy-chunker-params",
-        ],
-    )
-    .ok();
+    let (src, dst, tree) = copy_pair(tmp.path(), 94);
     let (code, stderr) = interrupt_when(&src, &["copy", "-q", "--to", s(&dst)], || {
         has_container(&dst)
     });

@@ -24,20 +24,7 @@ fn in_zone(repo: &Path, tz: &str, args: &[&str]) -> Run {
 fn ls_long_shows_special_files_by_type() {
     let dir = tempfile::tempdir().unwrap();
     let (repo, src) = (dir.path().join("repo"), dir.path().join("src"));
-    fs::create_dir(&src).unwrap();
-    assert!(Command::new("mkfifo")
-        .args(["-m", "0640", s(&src.join("fifo"))])
-        .status()
-        .unwrap()
-        .success());
-    let _sock = std::os::unix::net::UnixListener::bind(src.join("sock")).unwrap();
-    let dev = Command::new("mknod")
-        .args([s(&src.join("null")), "c", "1", "3"])
-        .status()
-        .is_ok_and(|st| st.success());
-    if !dev {
-        skip_or_fail("mknod not permitted here (not root): the device line of this test");
-    }
+    let (_sock, dev) = special_files(&src, "the device line of this test");
     cairn(&repo, &["init", "-q"]).ok();
     cairn(&repo, &["backup", "-q", s(&src)]).ok();
     let ls = cairn(&repo, &["ls", "-l", "latest", "src"])

@@ -144,19 +144,6 @@ impl Run {
     }
 
     /// Standard output and standard error together (for "is it mentioned" checks).
-    /// The error of a refused command: its one `cairn: error:` line, or the
-    /// first line of a usage error clap reported (exit 2: an unknown option,
-    /// a value outside the option's list, a size that does not parse).
-    #[track_caller]
-    pub fn refusal(&self) -> String {
-        if self.code != Some(2) {
-            return self.one_line_error();
-        }
-        let line = self.stderr.lines().next().unwrap_or_default();
-        assert!(line.starts_with("error: "), "{}", self.describe());
-        line.to_string()
-    }
-
     pub fn all_output(&self) -> String {
         format!("{}\n{}", self.stdout_str(), self.stderr)
     }
@@ -667,6 +654,30 @@ pub fn symlink(target: &str, link: &Path) {
         fs::create_dir_all(p).unwrap();
     }
     std::os::unix::fs::symlink(target, link).unwrap();
+}
+
+/// Makes `src` holding a FIFO `fifo` (mode 0640), a socket `sock` (kept
+/// while the returned listener lives) and, where `mknod` is permitted, the
+/// character device `null` (1, 3); returns the listener and whether the
+/// device was made (if not, [`skip_or_fail`] with `device_part`).
+pub fn special_files(src: &Path, device_part: &str) -> (std::os::unix::net::UnixListener, bool) {
+    fs::create_dir(src).unwrap();
+    assert!(Command::new("mkfifo")
+        .args(["-m", "0640", s(&src.join("fifo"))])
+        .status()
+        .unwrap()
+        .success());
+    let sock = std::os::unix::net::UnixListener::bind(src.join("sock")).unwrap();
+    let dev = Command::new("mknod")
+        .args([s(&src.join("null")), "c", "1", "3"])
+        .status()
+        .is_ok_and(|st| st.success());
+    if !dev {
+        skip_or_fail(&format!(
+            "mknod not permitted here (not root): {device_part}"
+        ));
+    }
+    (sock, dev)
 }
 
 /// Sets the mtime (and atime) of any entry without following symlinks.
