@@ -7,9 +7,7 @@
 
 mod common;
 
-use std::fs;
 use std::path::Path;
-use std::process::Command;
 
 use common::*;
 
