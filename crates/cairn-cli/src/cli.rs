@@ -29,8 +29,9 @@ pub enum Command {
     /// Create a repository with the given algorithms (stored in its config).
     Init(init::InitCommandArgs),
     /// Copy snapshots into another repository (a directory or S3) that
-    /// shares this one's identity, moving only the chunks it lacks; a
-    /// destination holding no repository is created so. See docs/copy.md.
+    /// shares this one's identity, moving only the chunks it lacks; create
+    /// the destination first with `cairn init --from-repo SRC
+    /// --copy-chunker-params`. See docs/copy.md.
     Copy(copy::CopyArgs),
     /// Back up paths (each its own stream) or standard input.
     Backup(backup::BackupArgs),
