@@ -492,15 +492,9 @@ fn backup_never_creates_a_repository_without_init() {
     let tree = tmp.path().join("tree");
     write_file(&tree.join("a"), b"a", 0o644);
     let mistyped = tmp.path().join("repo-typo");
-    let out = base_command()
-        .arg("--repo")
-        .arg(&mistyped)
-        .args(["backup", s(&tree)])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    let out = cairn_as_typed(&mistyped, &["backup", s(&tree)], &[]);
+    let err = &out.stderr;
+    assert_eq!(out.code, Some(1), "{err}");
     assert!(
         err.contains("repo-typo") && err.contains("cairn init"),
         "{err}"
@@ -508,18 +502,7 @@ fn backup_never_creates_a_repository_without_init() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(!mistyped.exists(), "a mistyped path became a repository");
     for _ in 0..2 {
-        let out = base_command()
-            .arg("--repo")
-            .arg(&mistyped)
-            .args(["backup", "--init", s(&tree)])
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        cairn_as_typed(&mistyped, &["backup", "--init", s(&tree)], &[]).ok();
     }
     assert_eq!(snapshot_ids(&mistyped).len(), 2);
     // Readers name the missing repository and how to create one too.

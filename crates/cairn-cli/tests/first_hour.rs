@@ -18,16 +18,7 @@ use common::*;
 /// `cairn --repo repo args...` as the user types it (no `--init` added by
 /// the harness): the test password in `CAIRN_PASSWORD`, times in UTC.
 fn run(repo: &Path, args: &[&str]) -> Run {
-    let mut c = base_command();
-    c.arg("--repo").arg(repo).args(args);
-    c.env("TZ", "UTC").stdin(Stdio::null());
-    finish(
-        c.stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("running cairn"),
-        args,
-    )
+    cairn_as_typed(repo, args, &[("TZ", "UTC")])
 }
 
 /// The lines of standard output.
@@ -143,38 +134,23 @@ fn a_restic_users_first_hour_reads_right() {
     // real one restores just the included folder, byte for byte.
     let target = home.join("restored");
     let taxes = format!("{src_s}/taxes");
-    let out = lines(
-        &run(
-            &repo,
-            &[
-                "restore",
-                "latest",
-                "--target",
-                s(&target),
-                "--include",
-                &taxes,
-                "--dry-run",
-            ],
-        )
-        .ok(),
-    );
+    let restore = |extra: &[&str]| {
+        let mut args = vec![
+            "restore",
+            "latest",
+            "--target",
+            s(&target),
+            "--include",
+            &taxes,
+        ];
+        args.extend_from_slice(extra);
+        lines(&run(&repo, &args).ok())
+    };
+    let out = restore(&["--dry-run"]);
     has_line(&out, &["dry run: would restore 1 files"]);
     has_line(&out, &["nothing was changed"]);
     assert!(!target.exists(), "a dry run created the target");
-    let out = lines(
-        &run(
-            &repo,
-            &[
-                "restore",
-                "latest",
-                "--target",
-                s(&target),
-                "--include",
-                &taxes,
-            ],
-        )
-        .ok(),
-    );
+    let out = restore(&[]);
     has_line(&out, &["restored 1 files"]);
     assert_eq!(
         fs::read(target.join("Documents/taxes/2025.pdf")).unwrap(),

@@ -275,6 +275,20 @@ pub fn command(repo: &Path, args: &[&str]) -> Command {
     c
 }
 
+/// Runs `cairn --repo repo args...` exactly as typed (no `--init` added,
+/// unlike the shorthand helpers), with an empty standard input and `env`
+/// set: for tests of what a person's command line does to a location that
+/// holds no repository.
+pub fn cairn_as_typed(repo: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
+    let mut c = base_command();
+    c.arg("--repo").arg(repo).args(args).stdin(Stdio::null());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let out = c.output().expect("running cairn");
+    Run::from_output(arg_list(Some(repo), args), out)
+}
+
 /// `args`, with `--init` right after a leading `backup` when the local
 /// `repo` holds no repository yet: the shorthand helpers ([`command`],
 /// [`cairn`], [`cairn_stdin`], [`cairn_env`] with `CAIRN_REPO`) make a
