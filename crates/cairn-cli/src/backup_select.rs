@@ -18,7 +18,7 @@ use serde_json::json;
 use cairn_engine::{Selection, Source};
 
 use crate::globals::Globals;
-use crate::output::{bytes, parse_size_u64};
+use crate::output::bytes;
 
 /// The options choosing what a backup reads (flattened into `backup`).
 #[derive(Args, Debug)]
@@ -47,7 +47,7 @@ pub struct SelectArgs {
     pub exclude_caches: bool,
     /// Leave out files larger than SIZE (e.g. 10MiB).
     #[arg(long, value_name = "SIZE", value_parser = crate::values::size)]
-    pub exclude_larger_than: Option<String>,
+    pub exclude_larger_than: Option<u64>,
     /// Do not cross into other file systems mounted below a path.
     #[arg(long)]
     pub one_file_system: bool,
@@ -76,12 +76,8 @@ pub fn selection(a: &SelectArgs) -> Result<Arc<Selection>> {
     for n in &a.exclude_if_present {
         b.if_present(n)?;
     }
-    let limit = match &a.exclude_larger_than {
-        Some(s) => Some(parse_size_u64(s).map_err(|e| anyhow!("--exclude-larger-than: {e}"))?),
-        None => None,
-    };
     b.exclude_caches(a.exclude_caches)
-        .larger_than(limit)
+        .larger_than(a.exclude_larger_than)
         .one_file_system(a.one_file_system);
     Ok(Arc::new(b.build()?))
 }

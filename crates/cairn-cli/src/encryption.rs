@@ -16,7 +16,7 @@ use clap::Args;
 use cairn_backend::LocalBackend;
 use cairn_core::{Backend, LockMode};
 use cairn_crypto::password::process_env;
-use cairn_crypto::{resolve_password, Algorithm, KdfParams, Password, PromptMode};
+use cairn_crypto::{resolve_password, Algorithm, Encryption, KdfParams, Password, PromptMode};
 use cairn_engine::crypto::{self, StoredConfig};
 use cairn_engine::key_admin;
 use cairn_engine::{RepoConfig, Repository};
@@ -31,16 +31,16 @@ const KDF_TARGET: Duration = Duration::from_millis(500);
 /// that creates one).
 #[derive(Args, Debug, Clone)]
 pub struct EncryptionArgs {
-    /// Encryption of a new repository: aes-256-gcm, chacha20poly1305 or
-    /// none (a clear repository: only for scratch data on a trusted disk).
+    /// Encryption of a new repository: an algorithm, or none (a clear
+    /// repository: only for scratch data on a trusted disk).
     #[arg(
         long,
         env = "CAIRN_ENCRYPTION",
-        default_value = "aes-256-gcm",
-        value_parser = crate::values::one_of(&crate::values::ENCRYPTIONS),
+        default_value_t = Encryption::default(),
+        value_parser = crate::values::choice::<Encryption>(&Encryption::NAMES),
         value_name = "ALGORITHM"
     )]
-    pub encryption: String,
+    pub encryption: Encryption,
     #[command(flatten)]
     pub kdf: KdfArgs,
 }
@@ -242,18 +242,12 @@ pub fn init_repository(
         RepoLocation::Local(_) => None,
         RepoLocation::S3(s3) => Some(s3),
     };
-    if a.encryption == "none" {
+    let Some(algorithm) = a.encryption.algorithm() else {
         return Ok(announcing_lock_waits(match s3 {
             Some(s3) => Repository::init(repo_location::s3_backend(*s3)?, config)?,
             None => Repository::init_local(path, config)?,
         }));
-    }
-    let algorithm: Algorithm = a.encryption.parse().map_err(|_| {
-        anyhow!(
-            "unknown --encryption {:?} (aes-256-gcm, chacha20poly1305 or none)",
-            a.encryption
-        )
-    })?;
+    };
     // Everything that can fail is settled before the directory is created.
     let password = password(cli, PromptMode::Confirm)?;
     let params = a.kdf.params()?;

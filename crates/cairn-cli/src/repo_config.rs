@@ -5,44 +5,47 @@
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
 
-use cairn_core::{ChunkerConfig, CompressionCodec, CompressionConfig, FingerprintAlgo};
-use cairn_engine::config::{IndexKind, LookupStrategy, RewriteConfig};
+use cairn_core::{
+    ChunkerConfig, ChunkerKind, CompressionCodec, CompressionConfig, FingerprintAlgo,
+};
+use cairn_engine::config::{IndexConfig, IndexKind, LookupConfig, LookupStrategy, RewriteConfig};
 use cairn_engine::{RepoConfig, Repository};
+use cairn_sim::device::DeviceClass;
 
 use crate::globals::Globals;
-use crate::output::parse_size;
+use crate::values::{choice, size_default};
 
 #[derive(Args, Debug, Clone)]
 pub struct InitArgs {
-    /// Chunker: fastcdc, rabin, regression or fixed.
-    #[arg(long, default_value = "fastcdc", value_parser = crate::values::one_of(&crate::values::CHUNKERS))]
-    pub chunker: String,
+    /// Chunker.
+    #[arg(long, default_value_t = ChunkerKind::default(), value_parser = choice::<ChunkerKind>(&ChunkerKind::NAMES))]
+    pub chunker: ChunkerKind,
     /// Average chunk size (fixed: the block size), e.g. 8KiB.
-    #[arg(long, default_value = "8KiB", value_parser = crate::values::size32)]
-    pub avg_size: String,
+    #[arg(long, default_value = size_default!(ChunkerConfig::default().avg_size()), value_parser = crate::values::size32)]
+    pub avg_size: u32,
     /// Minimum chunk size (default avg/4).
     #[arg(long, value_parser = crate::values::size32)]
-    pub min_size: Option<String>,
+    pub min_size: Option<u32>,
     /// Maximum chunk size (default avg*8).
     #[arg(long, value_parser = crate::values::size32)]
-    pub max_size: Option<String>,
-    /// Fingerprint: blake3, sha256 or sha1.
-    #[arg(long, default_value = "blake3", value_parser = crate::values::one_of(&crate::values::FINGERPRINTS))]
-    pub fingerprint: String,
-    /// Compression: zstd, lz4 or none.
-    #[arg(long, default_value = "zstd", value_parser = crate::values::one_of(&crate::values::COMPRESSIONS))]
-    pub compression: String,
+    pub max_size: Option<u32>,
+    /// Fingerprint.
+    #[arg(long, default_value_t = FingerprintAlgo::default(), value_parser = choice::<FingerprintAlgo>(&FingerprintAlgo::NAMES))]
+    pub fingerprint: FingerprintAlgo,
+    /// Compression.
+    #[arg(long, default_value_t = CompressionConfig::default().codec, value_parser = choice::<CompressionCodec>(&CompressionCodec::NAMES))]
+    pub compression: CompressionCodec,
     /// zstd level.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = CompressionConfig::default().level)]
     pub zstd_level: i32,
     /// Store a chunk raw unless compression saves at least this percentage.
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u8).range(0..=99))]
+    #[arg(long, default_value_t = CompressionConfig::default().min_savings_pct, value_parser = clap::value_parser!(u8).range(0..=99))]
     pub min_savings: u8,
     /// Container size, e.g. 4MiB.
-    #[arg(long, default_value = "4MiB", value_parser = crate::values::size32)]
-    pub container_size: String,
+    #[arg(long, default_value = size_default!(RepoConfig::DEFAULT_CONTAINER_SIZE), value_parser = crate::values::size32)]
+    pub container_size: u32,
     /// Locality cache capacity in containers.
-    #[arg(long, default_value_t = 256, help_heading = "Advanced")]
+    #[arg(long, default_value_t = IndexConfig::default().cache_containers, help_heading = "Advanced")]
     pub cache_containers: u32,
     /// Rewrite scheme for restore speed (docs/restore-speed.md): none, capping, fcrc or
     /// lbw, with parameters, e.g. `capping:segment=20MiB,cap=20`,
@@ -59,35 +62,33 @@ pub struct InitArgs {
     pub no_locality_cache: bool,
     /// Dedup index: paged (DDFS Summary Vector + paged on-disk index) or
     /// frugal (cuckoo table of 6 bytes per chunk over an on-disk chunk log).
-    #[arg(long, default_value = "paged", value_parser = crate::values::one_of(&crate::values::INDEXES), help_heading = "Advanced")]
-    pub index: String,
+    #[arg(long, default_value_t = IndexKind::default(), value_parser = choice::<IndexKind>(&IndexKind::NAMES), help_heading = "Advanced")]
+    pub index: IndexKind,
     /// Fingerprint lookup: eager (DDFS), lazy (buffered, batched index page
     /// reads) or auto (chosen by the device model for --lookup-device; in
     /// `cairn sim`, for --device).
-    #[arg(long, default_value = "eager", value_parser = crate::values::one_of(&crate::values::LOOKUPS), help_heading = "Advanced")]
-    pub lookup: String,
+    #[arg(long, default_value_t = LookupStrategy::default(), value_parser = choice::<LookupStrategy>(&LookupStrategy::NAMES), help_heading = "Advanced")]
+    pub lookup: LookupStrategy,
     /// Lazy lookup: fingerprints per buffer bucket before its index page is read.
-    #[arg(long, default_value_t = 16, help_heading = "Advanced")]
+    #[arg(long, default_value_t = LookupConfig::default().bucket_threshold, help_heading = "Advanced")]
     pub bucket_threshold: u32,
     /// Lazy lookup: fingerprints per locality ring.
-    #[arg(long, default_value_t = 2048, help_heading = "Advanced")]
+    #[arg(long, default_value_t = LookupConfig::default().ring_size, help_heading = "Advanced")]
     pub ring_size: u32,
     /// Lazy lookup: most fingerprints (and their chunks) buffered per stream.
-    #[arg(long, default_value_t = 8192, help_heading = "Advanced")]
+    #[arg(long, default_value_t = LookupConfig::default().buffer_fingerprints, help_heading = "Advanced")]
     pub lookup_buffer: u32,
     /// Device class the repository's index is on, for --lookup auto (init,
     /// backup).
-    #[arg(long, value_parser = crate::values::one_of(&crate::values::LOOKUP_DEVICES), help_heading = "Advanced")]
+    #[arg(long, value_parser = crate::values::one_of(&DeviceClass::INDEX_DEVICE_NAMES), help_heading = "Advanced")]
     pub lookup_device: Option<String>,
 }
 
 pub fn config_from(a: &InitArgs) -> Result<RepoConfig> {
     let mut cfg = Repository::default_config();
-    let avg = parse_size(&a.avg_size)?;
-    let mut chunker = ChunkerConfig::from_name(&a.chunker, avg)?;
+    let mut chunker = ChunkerConfig::with_kind(a.chunker, a.avg_size)?;
     if a.min_size.is_some() || a.max_size.is_some() {
-        let min = a.min_size.as_deref().map(parse_size).transpose()?;
-        let max = a.max_size.as_deref().map(parse_size).transpose()?;
+        let (min, max) = (a.min_size, a.max_size);
         chunker = match chunker {
             ChunkerConfig::Fixed { .. } => {
                 bail!("--min-size/--max-size do not apply to fixed chunking")
@@ -122,22 +123,22 @@ pub fn config_from(a: &InitArgs) -> Result<RepoConfig> {
         };
     }
     cfg.chunker = chunker;
-    cfg.fingerprint = FingerprintAlgo::from_name(&a.fingerprint)?;
+    cfg.fingerprint = a.fingerprint;
     cfg.compression = CompressionConfig {
-        codec: CompressionCodec::from_name(&a.compression)?,
+        codec: a.compression,
         level: a.zstd_level,
         min_savings_pct: a.min_savings,
     };
     if a.min_savings > 99 {
         bail!("--min-savings must be a percentage below 100");
     }
-    cfg.container_size = parse_size(&a.container_size)?;
+    cfg.container_size = a.container_size;
     cfg.index.cache_containers = a.cache_containers;
     cfg.index.summary_vector = !a.no_summary_vector;
     cfg.index.locality_cache = !a.no_locality_cache;
-    cfg.index.kind = IndexKind::parse(&a.index)?;
+    cfg.index.kind = a.index;
     let lookup = &mut cfg.index.lookup;
-    lookup.strategy = LookupStrategy::parse(&a.lookup)?;
+    lookup.strategy = a.lookup;
     lookup.bucket_threshold = a.bucket_threshold;
     lookup.ring_size = a.ring_size;
     lookup.buffer_fingerprints = a.lookup_buffer;

@@ -1,11 +1,31 @@
-//! The restore cache options shared by `restore` and `sim --restore`.
+//! The restore cache options shared by `restore` and `sim --restore`: the
+//! policy and its memory, typed and defaulted by the engine's
+//! `CacheOptions`.
 
-use anyhow::Result;
+use clap::Args;
 
-/// `--restore-policy` and `--restore-cache` as the engine's options.
-pub fn restore_cache_options(policy: &str, size: &str) -> Result<cairn_engine::read::CacheOptions> {
-    Ok(cairn_engine::read::CacheOptions {
-        policy: policy.parse()?,
-        bytes: crate::output::parse_size_u64(size)?,
-    })
+use cairn_engine::read::{policy::DEFAULT_CACHE_BYTES, CacheOptions, PolicyKind};
+
+use crate::values::{choice, size_default};
+
+#[derive(Args, Debug, Clone)]
+pub struct RestoreCacheArgs {
+    /// Restore policy: container-lru, chunk-lru, faa (forward assembly),
+    /// alacc (assembly + look-ahead chunk cache) or belady (the optimal
+    /// bound); see docs/restore-speed.md.
+    #[arg(long, default_value_t = PolicyKind::default(), value_parser = choice::<PolicyKind>(&PolicyKind::NAMES))]
+    pub restore_policy: PolicyKind,
+    /// Memory of the restore policy: raw chunk bytes it may hold.
+    #[arg(long, value_name = "SIZE", default_value = size_default!(DEFAULT_CACHE_BYTES), value_parser = crate::values::size)]
+    pub restore_cache: u64,
+}
+
+impl RestoreCacheArgs {
+    /// `--restore-policy` and `--restore-cache` as the engine's options.
+    pub fn options(&self) -> CacheOptions {
+        CacheOptions {
+            policy: self.restore_policy,
+            bytes: self.restore_cache,
+        }
+    }
 }

@@ -328,7 +328,8 @@ fn bad_trace_input_is_one_clear_line() {
     assert!(line.contains("offset") || line.contains("byte"), "{line}");
     let r = cairn(tmp.path(), &["sim", s(&tmp.path().join("missing.trace"))]).code(1);
     r.one_line_error();
-    let r = cairn(tmp.path(), &["sim", "--workload", "nope"]).code(1);
+    // An unknown workload is a usage error listing the workloads.
+    let r = cairn(tmp.path(), &["sim", "--workload", "nope"]).code(2);
     assert!(r.one_line_error().contains("ddfs"));
     let r = cairn(
         tmp.path(),
@@ -414,7 +415,7 @@ fn experiment_index_io_quick() {
     );
     assert!(out.join("index-io.csv").exists() && out.join("index-io.svg").exists());
     cairn(tmp.path(), &["experiment", "nope"])
-        .code(1)
+        .code(2)
         .one_line_error();
 }
 

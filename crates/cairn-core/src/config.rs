@@ -4,9 +4,63 @@
 //! config enums ... matched once, then a generic or dyn call"); hot loops never
 //! dispatch on them per byte.
 
+use std::fmt;
+use std::str::FromStr;
+
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+
+/// Which content chunking algorithm, without its sizes: what `--chunker`
+/// names. [`ChunkerConfig::with_kind`] gives it sizes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ChunkerKind {
+    #[default]
+    FastCdc,
+    Rabin,
+    Regression,
+    Fixed,
+}
+
+impl ChunkerKind {
+    pub const ALL: [ChunkerKind; 4] = [
+        ChunkerKind::FastCdc,
+        ChunkerKind::Rabin,
+        ChunkerKind::Regression,
+        ChunkerKind::Fixed,
+    ];
+    /// The names [`FromStr`] accepts, in the order of [`Self::ALL`].
+    pub const NAMES: [&'static str; 4] = ["fastcdc", "rabin", "regression", "fixed"];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ChunkerKind::FastCdc => "fastcdc",
+            ChunkerKind::Rabin => "rabin",
+            ChunkerKind::Regression => "regression",
+            ChunkerKind::Fixed => "fixed",
+        }
+    }
+}
+
+impl fmt::Display for ChunkerKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for ChunkerKind {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        ChunkerKind::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "unknown chunker {s:?} (expected fixed, rabin, fastcdc or regression)"
+                ))
+            })
+    }
+}
 
 /// Content chunking algorithm and its size parameters (bytes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -37,11 +91,15 @@ impl Default for ChunkerConfig {
 
 impl ChunkerConfig {
     pub fn name(&self) -> &'static str {
+        self.kind().name()
+    }
+
+    pub fn kind(&self) -> ChunkerKind {
         match self {
-            ChunkerConfig::Fixed { .. } => "fixed",
-            ChunkerConfig::Rabin { .. } => "rabin",
-            ChunkerConfig::FastCdc { .. } => "fastcdc",
-            ChunkerConfig::Regression { .. } => "regression",
+            ChunkerConfig::Fixed { .. } => ChunkerKind::Fixed,
+            ChunkerConfig::Rabin { .. } => ChunkerKind::Rabin,
+            ChunkerConfig::FastCdc { .. } => ChunkerKind::FastCdc,
+            ChunkerConfig::Regression { .. } => ChunkerKind::Regression,
         }
     }
 
@@ -68,17 +126,17 @@ impl ChunkerConfig {
     /// Builds a variable-size config by name with the given average; min is
     /// avg/4 and max is avg*8 (FastCDC's customary ratios).
     pub fn from_name(name: &str, avg: u32) -> Result<Self> {
+        Self::with_kind(name.parse()?, avg)
+    }
+
+    /// [`Self::from_name`] for a chunker already named.
+    pub fn with_kind(kind: ChunkerKind, avg: u32) -> Result<Self> {
         let (min, max) = (avg / 4, avg.saturating_mul(8));
-        let c = match name {
-            "fixed" => ChunkerConfig::Fixed { size: avg },
-            "rabin" => ChunkerConfig::Rabin { min, avg, max },
-            "fastcdc" => ChunkerConfig::FastCdc { min, avg, max },
-            "regression" => ChunkerConfig::Regression { min, avg, max },
-            other => {
-                return Err(Error::invalid(format!(
-                    "unknown chunker {other:?} (expected fixed, rabin, fastcdc or regression)"
-                )))
-            }
+        let c = match kind {
+            ChunkerKind::Fixed => ChunkerConfig::Fixed { size: avg },
+            ChunkerKind::Rabin => ChunkerConfig::Rabin { min, avg, max },
+            ChunkerKind::FastCdc => ChunkerConfig::FastCdc { min, avg, max },
+            ChunkerKind::Regression => ChunkerConfig::Regression { min, avg, max },
         };
         c.validate()?;
         Ok(c)
@@ -128,6 +186,9 @@ pub enum FingerprintAlgo {
 }
 
 impl FingerprintAlgo {
+    /// The names [`Self::from_name`] accepts.
+    pub const NAMES: [&'static str; 3] = ["blake3", "sha256", "sha1"];
+
     pub fn width(&self) -> usize {
         match self {
             FingerprintAlgo::Blake3 | FingerprintAlgo::Sha256 => 32,
@@ -167,6 +228,9 @@ pub enum CompressionCodec {
 }
 
 impl CompressionCodec {
+    /// The names [`Self::from_name`] accepts.
+    pub const NAMES: [&'static str; 3] = ["zstd", "lz4", "none"];
+
     pub fn from_u8(v: u8) -> Option<Self> {
         match v {
             0 => Some(CompressionCodec::None),
@@ -196,6 +260,32 @@ impl CompressionCodec {
     }
 }
 
+impl fmt::Display for FingerprintAlgo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for FingerprintAlgo {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        Self::from_name(s)
+    }
+}
+
+impl fmt::Display for CompressionCodec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for CompressionCodec {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        Self::from_name(s)
+    }
+}
+
 /// Local compression with selective storage (`004_62bf1a5ddd5ed253.txt`):
 /// a chunk whose compressed form does not save at least `min_savings_pct`
 /// percent of its size is stored raw.
@@ -214,5 +304,27 @@ impl Default for CompressionConfig {
             level: 3,
             min_savings_pct: 10,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_name_parses_and_displays_as_itself() {
+        for (name, kind) in ChunkerKind::NAMES.into_iter().zip(ChunkerKind::ALL) {
+            assert_eq!(name.parse::<ChunkerKind>().unwrap(), kind);
+            assert_eq!(kind.to_string(), name);
+            assert_eq!(ChunkerConfig::with_kind(kind, 8192).unwrap().kind(), kind);
+        }
+        assert_eq!(ChunkerConfig::default().kind(), ChunkerKind::default());
+        for name in FingerprintAlgo::NAMES {
+            assert_eq!(name.parse::<FingerprintAlgo>().unwrap().to_string(), name);
+        }
+        for name in CompressionCodec::NAMES {
+            assert_eq!(name.parse::<CompressionCodec>().unwrap().to_string(), name);
+        }
+        assert!("fastcdc2".parse::<ChunkerKind>().is_err());
     }
 }

@@ -20,7 +20,9 @@ pub mod trace;
 
 pub use backend::{Backend, LockGuard, LockMode, Salvaged};
 pub use chunker::Chunker;
-pub use config::{ChunkerConfig, CompressionCodec, CompressionConfig, FingerprintAlgo};
+pub use config::{
+    ChunkerConfig, ChunkerKind, CompressionCodec, CompressionConfig, FingerprintAlgo,
+};
 pub use counters::{Counters, CountersSnapshot};
 pub use error::{Error, Result};
 pub use ids::{

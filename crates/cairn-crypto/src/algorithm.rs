@@ -66,9 +66,70 @@ impl FromStr for Algorithm {
     }
 }
 
+/// A new repository's encryption as `--encryption` names it: one of the
+/// algorithms, or none (a clear repository).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Encryption {
+    Clear,
+    With(Algorithm),
+}
+
+impl Encryption {
+    /// The names [`FromStr`] accepts: the algorithms', then `none`.
+    pub const NAMES: [&'static str; 3] = ["aes-256-gcm", "chacha20poly1305", "none"];
+
+    /// The algorithm, or `None` for a clear repository.
+    pub fn algorithm(self) -> Option<Algorithm> {
+        match self {
+            Encryption::Clear => None,
+            Encryption::With(a) => Some(a),
+        }
+    }
+}
+
+impl Default for Encryption {
+    /// New repositories are encrypted, with AES-256-GCM.
+    fn default() -> Self {
+        Encryption::With(Algorithm::Aes256Gcm)
+    }
+}
+
+impl fmt::Display for Encryption {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Encryption::Clear => f.write_str("none"),
+            Encryption::With(a) => a.fmt(f),
+        }
+    }
+}
+
+impl FromStr for Encryption {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Encryption> {
+        if s == "none" {
+            return Ok(Encryption::Clear);
+        }
+        s.parse().map(Encryption::With).map_err(|_| {
+            Error::invalid(format!(
+                "unknown encryption {s:?} (expected aes-256-gcm, chacha20poly1305 or none)"
+            ))
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn encryption_names_round_trip() {
+        for name in Encryption::NAMES {
+            assert_eq!(name.parse::<Encryption>().unwrap().to_string(), name);
+        }
+        assert_eq!(Encryption::default().to_string(), "aes-256-gcm");
+        assert!("rot13".parse::<Encryption>().is_err());
+    }
 
     #[test]
     fn names_and_ids_round_trip_and_are_pinned() {

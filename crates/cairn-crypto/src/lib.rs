@@ -26,7 +26,7 @@ pub mod keyfile;
 pub mod password;
 mod random;
 
-pub use algorithm::Algorithm;
+pub use algorithm::{Algorithm, Encryption};
 pub use cipher::{ObjectCipher, NONCE_LEN, OVERHEAD, TAG_LEN};
 pub use key::MasterKey;
 pub use key_cache::KeyCache;

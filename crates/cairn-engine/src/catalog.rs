@@ -365,7 +365,7 @@ impl GroupBy {
                 "tags" => g.tags = true,
                 other => {
                     return Err(Error::invalid(format!(
-                        "--group-by: unknown field {other:?} (host, paths, tags)"
+                        "unknown field {other:?} to group by (host, paths, tags)"
                     )))
                 }
             }
@@ -388,6 +388,26 @@ impl GroupBy {
                 .then(|| sorted(r.paths.iter().map(|p| clean_path(p)).collect())),
             tags: self.tags.then(|| sorted(r.tags.clone())),
         }
+    }
+}
+
+/// The fields as [`GroupBy::parse`] reads them (`host,paths`; empty for none).
+impl std::fmt::Display for GroupBy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let fields = [
+            (self.host, "host"),
+            (self.paths, "paths"),
+            (self.tags, "tags"),
+        ];
+        let names: Vec<&str> = fields.iter().filter(|(on, _)| *on).map(|f| f.1).collect();
+        f.write_str(&names.join(","))
+    }
+}
+
+impl std::str::FromStr for GroupBy {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        Self::parse(s)
     }
 }
 
@@ -449,6 +469,14 @@ pub(crate) mod tests {
     use super::*;
     use cairn_backend::MemBackend;
     use cairn_format::snapshot::BlobRefRecord;
+
+    #[test]
+    fn group_by_displays_as_it_parses() {
+        for text in ["host,paths", "", "tags", "host,paths,tags"] {
+            assert_eq!(GroupBy::parse(text).unwrap().to_string(), text);
+        }
+        assert_eq!(GroupBy::default().to_string(), "host,paths");
+    }
 
     /// A record of a tree that is never read (for catalog-level tests).
     pub(crate) fn record(t: i64, host: &str, paths: &[&str], tags: &[&str]) -> SnapshotRecord {

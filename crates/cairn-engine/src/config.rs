@@ -2,6 +2,8 @@
 //! the `config` object (an envelope with magic `CAIRNCFG` and a JSON payload)
 //! when the repository is created, and read back by every later process.
 
+use std::fmt;
+use std::str::FromStr;
 use std::sync::Arc;
 
 use cairn_core::{ChunkerConfig, CompressionConfig, Error, Fingerprint, FingerprintAlgo, Result};
@@ -124,6 +126,9 @@ pub enum IndexKind {
 }
 
 impl IndexKind {
+    /// The names [`Self::parse`] accepts (any case; `ddfs` too, as an alias).
+    pub const NAMES: [&'static str; 2] = ["paged", "frugal"];
+
     pub fn name(self) -> &'static str {
         match self {
             IndexKind::Paged => "paged",
@@ -139,6 +144,19 @@ impl IndexKind {
                 "index kind {s:?}: must be paged or frugal"
             ))),
         }
+    }
+}
+
+impl fmt::Display for IndexKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for IndexKind {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        Self::parse(s)
     }
 }
 
@@ -162,6 +180,9 @@ pub enum LookupStrategy {
 }
 
 impl LookupStrategy {
+    /// The names [`Self::parse`] accepts (any case).
+    pub const NAMES: [&'static str; 3] = ["eager", "lazy", "auto"];
+
     pub fn name(self) -> &'static str {
         match self {
             LookupStrategy::Eager => "eager",
@@ -228,6 +249,19 @@ pub struct LookupConfig {
     pub device: Option<String>,
 }
 
+impl fmt::Display for LookupStrategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for LookupStrategy {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        Self::parse(s)
+    }
+}
+
 impl Default for LookupConfig {
     fn default() -> Self {
         LookupConfig {
@@ -288,6 +322,9 @@ impl Default for TreeConfig {
 }
 
 impl RepoConfig {
+    /// Container size of a new repository unless told otherwise.
+    pub const DEFAULT_CONTAINER_SIZE: u32 = 4 * 1024 * 1024;
+
     pub fn new(id: String) -> Self {
         RepoConfig {
             id,
@@ -295,7 +332,7 @@ impl RepoConfig {
             fingerprint: FingerprintAlgo::default(),
             fingerprint_width: None,
             compression: CompressionConfig::default(),
-            container_size: 4 * 1024 * 1024,
+            container_size: Self::DEFAULT_CONTAINER_SIZE,
             index: IndexConfig::default(),
             tree: TreeConfig::default(),
             rewrite: RewriteConfig::default_for_new_repositories(),
@@ -432,6 +469,16 @@ impl RepoConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn index_and_lookup_names_parse_and_display_as_themselves() {
+        for name in IndexKind::NAMES {
+            assert_eq!(name.parse::<IndexKind>().unwrap().to_string(), name);
+        }
+        for name in LookupStrategy::NAMES {
+            assert_eq!(name.parse::<LookupStrategy>().unwrap().to_string(), name);
+        }
+    }
 
     /// Rewriting needs eager lookup: lazy lookup refuses every scheme but
     /// `none`, in one line naming the scheme; a lookup that may turn out lazy

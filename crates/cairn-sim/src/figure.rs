@@ -212,14 +212,32 @@ pub(crate) fn pdf(svg: &str, what: &str) -> Result<Vec<u8>> {
 }
 
 /// The figure file formats.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum PlotFormat {
+    #[default]
     Svg,
     Png,
     Pdf,
 }
 
+impl std::fmt::Display for PlotFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.ext())
+    }
+}
+
+impl std::str::FromStr for PlotFormat {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        Self::from_ext(s)
+            .ok_or_else(|| Error::invalid(format!("plot format {s:?}: must be svg, png or pdf")))
+    }
+}
+
 impl PlotFormat {
+    /// The names [`Self::from_ext`] accepts (any case).
+    pub const NAMES: [&'static str; 3] = ["svg", "png", "pdf"];
+
     /// The format named by a file extension or `--plot-format` (any case).
     pub fn from_ext(ext: &str) -> Option<Self> {
         match ext.to_ascii_lowercase().as_str() {

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use anyhow::Result;
 use clap::Args;
 
+use cairn_core::FingerprintAlgo;
 use cairn_engine::Progress;
 
 use crate::globals::Globals;
@@ -29,15 +30,19 @@ pub struct AnalyzeArgs {
     /// Do not measure local compression (about halves the run time).
     #[arg(long)]
     pub no_compression: bool,
-    /// Fingerprint: blake3, sha256 or sha1.
-    #[arg(long, default_value = "blake3", value_parser = crate::values::one_of(&crate::values::FINGERPRINTS))]
-    pub fingerprint: String,
+    /// Fingerprint.
+    #[arg(
+        long,
+        default_value_t = cairn_sim::analyze::AnalyzeOptions::default().fingerprint,
+        value_parser = crate::values::choice::<FingerprintAlgo>(&FingerprintAlgo::NAMES)
+    )]
+    pub fingerprint: FingerprintAlgo,
 }
 
 pub fn run(cli: &Globals, a: &AnalyzeArgs) -> Result<ExitCode> {
     use cairn_sim::analyze::{self as study, AnalyzeOptions};
     let mut opts = AnalyzeOptions {
-        fingerprint: cairn_core::FingerprintAlgo::from_name(&a.fingerprint)?,
+        fingerprint: a.fingerprint,
         max_files: a.max_files,
         exclude_names: a.exclude.clone(),
         ..AnalyzeOptions::default()

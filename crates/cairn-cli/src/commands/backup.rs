@@ -57,8 +57,8 @@ pub struct BackupArgs {
     /// stored) or deferred (every chunk is stored now, a chunk repeated
     /// within this backup once; the next `cairn gc` removes the older
     /// copies). See docs/deferred-dedup.md.
-    #[arg(long, default_value = "inline", value_parser = crate::values::one_of(&crate::values::DEDUP_MODES), help_heading = "Advanced")]
-    pub dedup: String,
+    #[arg(long, default_value_t = DedupMode::default(), value_parser = crate::values::choice::<DedupMode>(&DedupMode::NAMES), help_heading = "Advanced")]
+    pub dedup: DedupMode,
     #[command(flatten)]
     pub select: crate::backup_select::SelectArgs,
     /// Only walk and report what would be backed up and what is left out;
@@ -178,7 +178,7 @@ pub fn run(cli: &Globals, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
     // Validated before anything is created, so bad flags or missing sources
     // never leave a repository behind.
     let cfg = new_repository(config_from(&a.init)?);
-    let dedup: DedupMode = a.dedup.parse()?;
+    let dedup = a.dedup;
     let selection = crate::backup_select::selection(&a.select)?;
     cairn_engine::backup::check_sources(&sources)?;
     if let (Some(id), false) = (&a.parent, a.dry_run) {

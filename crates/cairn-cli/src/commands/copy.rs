@@ -15,7 +15,7 @@ use clap::Args;
 use serde_json::json;
 
 use cairn_crypto::password::process_env;
-use cairn_crypto::{resolve_other_password, Algorithm, Password, PromptMode};
+use cairn_crypto::{resolve_other_password, Password, PromptMode};
 use cairn_engine::catalog::{self, SnapshotInfo};
 use cairn_engine::copy::{self, CopyOptions, CopyWatch, Identity};
 use cairn_engine::{Progress, RepoConfig, Repository};
@@ -267,16 +267,14 @@ pub fn init_with_identity(
         Ok(p)
     })?;
     let given_encryption = cli.given_init_flags.iter().any(|f| f == "encryption");
-    let algorithm = match (src.keys().is_some(), encryption_args.encryption.as_str()) {
-        (true, "none") => bail!(
+    let algorithm = match (src.keys().is_some(), encryption_args.encryption.algorithm()) {
+        (true, None) => bail!(
             "{} is encrypted: a repository sharing its identity shares its key and is \
              encrypted too (drop --encryption none)",
             from.display()
         ),
-        (true, name) => Some(name.parse::<Algorithm>().map_err(|_| {
-            anyhow!("unknown --encryption {name:?} (aes-256-gcm, chacha20poly1305 or none)")
-        })?),
-        (false, "none") => None,
+        (true, Some(algorithm)) => Some(algorithm),
+        (false, None) => None,
         (false, _) if given_encryption => bail!(
             "{} is not encrypted: a repository sharing its identity fingerprints chunks \
              unkeyed and cannot be encrypted (drop --encryption)",

@@ -6,12 +6,16 @@ use std::process::ExitCode;
 use anyhow::{anyhow, Result};
 use clap::Args;
 
+use cairn_sim::experiment::{Experiment, PlotFormat};
+
 use crate::globals::Globals;
+use crate::values::choice;
 
 #[derive(Args, Debug)]
 pub struct ExperimentArgs {
-    /// Experiment name: index-io, index-ram, eager-vs-lazy, ring-size, partition, restore or gc.
-    pub name: String,
+    /// Experiment name.
+    #[arg(value_parser = choice::<Experiment>(&Experiment::NAMES))]
+    pub name: Experiment,
     /// Small sizes (seconds instead of minutes).
     #[arg(long)]
     pub quick: bool,
@@ -21,21 +25,10 @@ pub struct ExperimentArgs {
     /// Directory for the CSV and the plot.
     #[arg(long, default_value = "experiments-out")]
     pub out: PathBuf,
-    /// Plot format: svg, png or pdf.
-    #[arg(long, default_value = "svg")]
-    pub plot_format: String,
+    /// Plot format.
+    #[arg(long, default_value_t = PlotFormat::default(), value_parser = choice::<PlotFormat>(&PlotFormat::NAMES))]
+    pub plot_format: PlotFormat,
 }
-
-/// Experiments `cairn experiment NAME` runs.
-pub const EXPERIMENTS: [&str; 7] = [
-    "index-io",
-    "index-ram",
-    "eager-vs-lazy",
-    "ring-size",
-    "partition",
-    "restore",
-    "gc",
-];
 
 pub fn run(cli: &Globals, a: &ExperimentArgs) -> Result<ExitCode> {
     use cairn_sim::experiment::{
@@ -46,36 +39,30 @@ pub fn run(cli: &Globals, a: &ExperimentArgs) -> Result<ExitCode> {
         quick: a.quick,
         traces: a.traces.clone(),
         out_dir: a.out.clone(),
-        plot_ext: a.plot_format.clone(),
+        plot_ext: a.plot_format.ext().to_string(),
     };
-    let out = match a.name.as_str() {
-        "index-io" => index_io(&opts)?,
-        "index-ram" if !a.traces.is_empty() => {
+    let out = match a.name {
+        Experiment::IndexIo => index_io(&opts)?,
+        Experiment::IndexRam if !a.traces.is_empty() => {
             return Err(anyhow!(
                 "index-ram measures indexes on generated fingerprints; it takes no --trace"
             ))
         }
-        "index-ram" => index_ram(&IndexRamOptions {
+        Experiment::IndexRam => index_ram(&IndexRamOptions {
             quick: a.quick,
             out_dir: a.out.clone(),
-            plot_ext: a.plot_format.clone(),
+            plot_ext: a.plot_format.ext().to_string(),
         })?,
-        "eager-vs-lazy" => eager_vs_lazy(&opts)?,
-        "ring-size" => ring_size(&opts)?,
-        "partition" => partition(&opts)?,
-        "restore" => restore(&opts)?,
-        "gc" if !a.traces.is_empty() => {
+        Experiment::EagerVsLazy => eager_vs_lazy(&opts)?,
+        Experiment::RingSize => ring_size(&opts)?,
+        Experiment::Partition => partition(&opts)?,
+        Experiment::Restore => restore(&opts)?,
+        Experiment::Gc if !a.traces.is_empty() => {
             return Err(anyhow!(
                 "gc backs up generated files (DDFS and lineage workloads); it takes no --trace"
             ))
         }
-        "gc" => gc(&opts)?,
-        other => {
-            return Err(anyhow!(
-                "unknown experiment {other:?} (available: {})",
-                EXPERIMENTS.join(", ")
-            ))
-        }
+        Experiment::Gc => gc(&opts)?,
     };
     if cli.json {
         println!("{}", serde_json::to_string_pretty(&out.to_json())?);

@@ -33,15 +33,16 @@ pub struct ForgetArgs {
     #[arg(long, default_value_t = 0)]
     pub keep_yearly: u32,
     /// Keep snapshots younger than this, counted from the newest of the
-    /// group: e.g. 1y6m, 14d, 36h.
-    #[arg(long)]
-    pub keep_within: Option<String>,
+    /// group: e.g. 1y6m, 14d, 36h (years of 365 days, months of 30).
+    #[arg(long, value_name = "DURATION", value_parser = forget::parse_within)]
+    pub keep_within: Option<i64>,
     /// Keep snapshots with this tag (repeatable).
     #[arg(long)]
     pub keep_tag: Vec<String>,
-    /// Group snapshots by these fields before applying the policy.
-    #[arg(long, default_value = "host,paths")]
-    pub group_by: String,
+    /// Group snapshots by these fields before applying the policy: any of
+    /// host, paths, tags, comma-separated (empty: one group).
+    #[arg(long, value_name = "FIELDS", default_value_t = GroupBy::default(), value_parser = GroupBy::parse)]
+    pub group_by: GroupBy,
     /// Show what would be removed and why; remove nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -55,21 +56,17 @@ pub struct ForgetArgs {
     pub tuning: GcTuning,
 }
 
-fn retention(a: &ForgetArgs) -> Result<Retention> {
-    Ok(Retention {
+fn retention(a: &ForgetArgs) -> Retention {
+    Retention {
         last: a.keep_last,
         hourly: a.keep_hourly,
         daily: a.keep_daily,
         weekly: a.keep_weekly,
         monthly: a.keep_monthly,
         yearly: a.keep_yearly,
-        within_ns: a
-            .keep_within
-            .as_deref()
-            .map(forget::parse_within)
-            .transpose()?,
+        within_ns: a.keep_within,
         tags: a.keep_tag.clone(),
-    })
+    }
 }
 
 /// The snapshots `forget` was given by id (or `latest`), each once. An id
@@ -117,9 +114,9 @@ fn is_corruption(e: &anyhow::Error) -> bool {
 }
 
 pub fn run(cli: &Globals, repo: &Repository, a: &ForgetArgs) -> Result<ExitCode> {
-    let policy = retention(a)?;
+    let policy = retention(a);
     let filter = a.filter.filter()?;
-    let group_by = GroupBy::parse(&a.group_by)?;
+    let group_by = a.group_by;
     let gc_opts = a
         .prune
         .then(|| gc_options(&a.tuning, a.dry_run))

@@ -12,26 +12,27 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::globals::Globals;
-use crate::output::{bytes, parse_size_u64};
+use crate::output::bytes;
+use crate::values::size_default;
 
 /// How a garbage collection runs (shared by `gc` and `forget --prune`).
 #[derive(Args, Debug, Clone)]
 pub struct GcTuning {
     /// Collector: lgc (logical), pgc (physical) or pgc+ (physical with a
     /// perfect-hash live vector); see docs/gc.md.
-    #[arg(long, default_value = "pgc+", value_parser = crate::values::one_of(&crate::values::COLLECTORS), help_heading = "Advanced")]
-    pub collector: String,
+    #[arg(long, default_value_t = Collector::default(), value_parser = crate::values::choice::<Collector>(&Collector::NAMES), help_heading = "Advanced")]
+    pub collector: Collector,
     /// Share of the dead space to reclaim, in percent: containers are
     /// cleaned mostly dead first until this much is covered.
-    #[arg(long, default_value_t = 100.0, conflicts_with = "max_seconds")]
+    #[arg(long, default_value_t = GcOptions::DEFAULT_RECLAIM_PERCENT, conflicts_with = "max_seconds")]
     pub reclaim: f64,
     /// Stop copying after this many seconds; what is left waits for the next run.
     #[arg(long)]
     pub max_seconds: Option<f64>,
     /// Memory for the mark structures; LGC and PGC clean in two passes
     /// (focused cleaning) and PGC+ falls back to PGC when they do not fit.
-    #[arg(long, default_value = "1GiB", value_parser = crate::values::size, help_heading = "Advanced")]
-    pub memory: String,
+    #[arg(long, value_name = "SIZE", default_value = size_default!(GcOptions::DEFAULT_MEMORY_BYTES), value_parser = crate::values::size, help_heading = "Advanced")]
+    pub memory: u64,
     /// Wait for a running backup instead of failing at once.
     #[arg(long)]
     pub wait: bool,
@@ -54,10 +55,10 @@ pub fn gc_options(t: &GcTuning, dry_run: bool) -> Result<GcOptions> {
         bail!("--max-seconds must be a non-negative number");
     }
     Ok(GcOptions {
-        collector: Collector::parse(&t.collector)?,
+        collector: t.collector,
         reclaim_percent: t.reclaim,
         max_seconds: t.max_seconds,
-        memory_bytes: parse_size_u64(&t.memory)?,
+        memory_bytes: t.memory,
         dry_run,
         seed: None,
         wait: t.wait,

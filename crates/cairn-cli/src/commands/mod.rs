@@ -62,7 +62,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Lock(a) => unlock::lock(cli, cli.repo.as_deref(), a),
         Command::Backup(a) => backup::run(cli, &repo_path()?, a),
         Command::Snapshots(a) => {
-            snapshots::snapshots(cli, &open()?, a.group_by.as_deref(), a.latest, &a.filter)
+            snapshots::snapshots(cli, &open()?, a.group_by, a.latest, &a.filter)
         }
         Command::Ls(a) => {
             let path = a.path.as_deref().map(snapshot_os_path).transpose()?;

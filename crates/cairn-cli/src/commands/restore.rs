@@ -12,14 +12,14 @@ use std::path::{Path, PathBuf};
 
 use cairn_engine::read::Reader;
 use cairn_engine::restore::verify::VerifyReport;
-use cairn_engine::restore::{EntryLogFn, Placed, RestoreOptions, RestoreSelection};
+use cairn_engine::restore::{EntryLogFn, Overwrite, Placed, RestoreOptions, RestoreSelection};
 use cairn_engine::{Progress, Repository};
 
 use crate::encryption::read_lock;
 use crate::globals::Globals;
 use crate::output::{bytes, display_name};
 use crate::progress::{Display, Unit};
-use crate::restore_cache::restore_cache_options;
+use crate::restore_cache::RestoreCacheArgs;
 use crate::snapshot_args::FilterArgs;
 
 #[derive(Args, Debug)]
@@ -63,14 +63,8 @@ pub struct RestoreArgs {
     /// steps served from memory, index page reads (all in --json too).
     #[arg(long)]
     pub stats: bool,
-    /// Restore policy: container-lru, chunk-lru, faa (forward assembly),
-    /// alacc (assembly + look-ahead chunk cache) or belady (the optimal
-    /// bound); see docs/restore-speed.md.
-    #[arg(long, default_value = "alacc", value_parser = crate::values::one_of(&crate::values::RESTORE_POLICIES), help_heading = "Advanced")]
-    pub restore_policy: String,
-    /// Memory of the restore policy: raw chunk bytes it may hold.
-    #[arg(long, default_value = "64MiB", value_parser = crate::values::size, help_heading = "Advanced")]
-    pub restore_cache: String,
+    #[command(flatten, next_help_heading = "Advanced")]
+    pub cache: RestoreCacheArgs,
     /// Entries already in the target where the snapshot has one: `always`
     /// replaces files, symlinks and empty directories (a non-empty
     /// directory only with --delete; otherwise it is reported as an error
@@ -79,8 +73,8 @@ pub struct RestoreArgs {
     /// mtime is not older than the snapshot's; `never` keeps every existing
     /// entry (counted as skipped) and still descends into existing
     /// directories.
-    #[arg(long, default_value = "always", value_parser = ["always", "if-changed", "if-newer", "never"])]
-    pub overwrite: String,
+    #[arg(long, default_value_t = Overwrite::default(), value_parser = crate::values::choice::<Overwrite>(&Overwrite::NAMES))]
+    pub overwrite: Overwrite,
     /// Also remove entries of the restored directories that the snapshot
     /// does not have (a full restore: of the whole target), and allow
     /// replacing a non-empty directory by a file or symlink. Removes only
@@ -114,9 +108,9 @@ fn selection(a: &RestoreArgs) -> Result<RestoreSelection> {
 
 pub fn restore(cli: &Globals, repo: &Repository, a: &RestoreArgs) -> Result<ExitCode> {
     let sel = selection(a)?;
-    let cache = restore_cache_options(&a.restore_policy, &a.restore_cache)?;
+    let cache = a.cache.options();
     let opts = RestoreOptions {
-        overwrite: a.overwrite.parse()?,
+        overwrite: a.overwrite,
         delete: a.delete,
         dry_run: a.dry_run,
     };

@@ -8,30 +8,31 @@ use anyhow::{anyhow, Context, Result};
 use clap::Args;
 use std::path::PathBuf;
 
-use cairn_sim::device::{find_class, load_classes, DeviceModel};
+use cairn_sim::device::{find_class, load_classes, DeviceClass, DeviceModel};
 use cairn_sim::sim::{self, GenerationInput, GenerationRow, SimOptions};
 use cairn_sim::trace::TraceFormat;
-use cairn_sim::workload;
+use cairn_sim::workload::{self, WorkloadKind};
 
 use crate::globals::Globals;
 use crate::output::bytes;
 use crate::repo_config::{config_from, refuse_unused, InitArgs};
+use crate::values::choice;
 
 #[derive(Args, Debug)]
 pub struct SimArgs {
     /// Trace files, one per generation, in order.
     pub traces: Vec<PathBuf>,
-    /// Trace format (default: detected from content): destor, fsl or cairn.
-    #[arg(long)]
-    pub format: Option<String>,
-    /// Synthetic workload instead of traces: ddfs or lineage.
-    #[arg(long, conflicts_with = "traces")]
-    pub workload: Option<String>,
+    /// Trace format (default: detected from content).
+    #[arg(long, value_parser = choice::<TraceFormat>(&TraceFormat::NAMES))]
+    pub format: Option<TraceFormat>,
+    /// Synthetic workload instead of traces.
+    #[arg(long, conflicts_with = "traces", value_parser = choice::<WorkloadKind>(&WorkloadKind::NAMES))]
+    pub workload: Option<WorkloadKind>,
     /// Workload parameter k=v (repeatable), e.g. --param generations=10.
     #[arg(long = "param")]
     pub params: Vec<String>,
     /// Device class of the model: hdd, ssd, optane, pm, dram, or one from --device-file.
-    #[arg(long, default_value = "hdd")]
+    #[arg(long, default_value = DeviceClass::DEFAULT_NAME)]
     pub device: String,
     /// TOML file with custom device classes.
     #[arg(long)]
@@ -39,13 +40,9 @@ pub struct SimArgs {
     /// Also simulate a restore of each generation (containers read, speed factor).
     #[arg(long)]
     pub restore: bool,
-    /// Policy of the simulated restore: container-lru, chunk-lru, faa,
-    /// alacc or belady.
-    #[arg(long, default_value = "alacc", value_parser = crate::values::one_of(&crate::values::RESTORE_POLICIES))]
-    pub restore_policy: String,
-    /// Memory of the simulated restore's policy (raw chunk bytes).
-    #[arg(long, default_value = "64MiB", value_parser = crate::values::size)]
-    pub restore_cache: String,
+    /// The policy of the simulated restore and its memory.
+    #[command(flatten)]
+    pub cache: crate::restore_cache::RestoreCacheArgs,
     /// Rows as CSV.
     #[arg(long, conflicts_with = "json")]
     pub csv: bool,
@@ -89,19 +86,16 @@ pub fn sim(cli: &Globals, a: &SimArgs) -> Result<ExitCode> {
     };
     let class = find_class(&a.device, &custom).ok_or_else(|| {
         anyhow!(
-            "unknown device class {:?} (built in: hdd, ssd, optane, pm, dram)",
-            a.device
+            "unknown device class {:?} (built in: {})",
+            a.device,
+            DeviceClass::BUILTIN_NAMES.join(", ")
         )
     })?;
-    let format = a
-        .format
-        .as_deref()
-        .map(|f| f.parse::<TraceFormat>().map_err(|e| anyhow!("{e}")))
-        .transpose()?;
-    let inputs: Vec<GenerationInput> = match &a.workload {
-        Some(name) => {
+    let format = a.format;
+    let inputs: Vec<GenerationInput> = match a.workload {
+        Some(kind) => {
             let w: Arc<dyn workload::Workload> =
-                Arc::from(workload::from_name(name, &parse_params(&a.params)?)?);
+                Arc::from(workload::from_kind(kind, &parse_params(&a.params)?)?);
             if let Some(dir) = &a.write_bytes {
                 return write_bytes(cli, &*w, dir);
             }
@@ -131,10 +125,7 @@ pub fn sim(cli: &Globals, a: &SimArgs) -> Result<ExitCode> {
             config,
             device: DeviceModel::for_device(class),
             restore: a.restore,
-            restore_cache: crate::restore_cache::restore_cache_options(
-                &a.restore_policy,
-                &a.restore_cache,
-            )?,
+            restore_cache: a.cache.options(),
             also_restore: Vec::new(),
         },
     )?;

@@ -19,8 +19,8 @@ use crate::snapshot_args::FilterArgs;
 pub struct SnapshotsArgs {
     /// Group the listing by these fields: any of host, paths, tags
     /// (comma-separated), e.g. `--group-by host,paths`.
-    #[arg(long, value_name = "FIELDS")]
-    pub group_by: Option<String>,
+    #[arg(long, value_name = "FIELDS", value_parser = GroupBy::parse)]
+    pub group_by: Option<GroupBy>,
     /// Only the N newest snapshots of each group (host and paths, or
     /// the --group-by fields).
     #[arg(long, value_name = "N")]
@@ -96,11 +96,10 @@ fn print_table(cli: &Globals, snaps: &[SnapshotInfo]) {
 pub fn snapshots(
     cli: &Globals,
     repo: &Repository,
-    group_by: Option<&str>,
+    group_by: Option<GroupBy>,
     latest: Option<usize>,
     filter: &FilterArgs,
 ) -> Result<ExitCode> {
-    let group_by = group_by.map(GroupBy::parse).transpose()?;
     let filter = filter.filter()?;
     let (mut snaps, bad) = catalog::list_filtered(&**repo.backend(), &filter)?;
     if let Some(n) = latest {

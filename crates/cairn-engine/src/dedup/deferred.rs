@@ -50,6 +50,9 @@ pub enum DedupMode {
 }
 
 impl DedupMode {
+    /// The names [`FromStr`] accepts.
+    pub const NAMES: [&'static str; 2] = ["inline", "deferred"];
+
     pub fn name(self) -> &'static str {
         match self {
             DedupMode::Inline => "inline",

@@ -66,15 +66,19 @@ pub(crate) use read::{meta_of, whole_container};
 pub use report::{GcReport, MemoryReport, PhaseReport, Plan};
 
 /// The collector (003 §3.1, §3.2, §3.4).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Collector {
     Lgc,
     Pgc,
+    #[default]
     PgcPlus,
 }
 
 impl Collector {
+    /// The names [`Self::parse`] accepts (`pgc-plus` too, as an alias).
+    pub const NAMES: [&'static str; 3] = ["lgc", "pgc", "pgc+"];
+
     pub fn parse(s: &str) -> Result<Self> {
         match s {
             "lgc" => Ok(Collector::Lgc),
@@ -92,6 +96,19 @@ impl Collector {
             Collector::Pgc => "pgc",
             Collector::PgcPlus => "pgc+",
         }
+    }
+}
+
+impl std::fmt::Display for Collector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Collector {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        Self::parse(s)
     }
 }
 
@@ -115,13 +132,20 @@ pub struct GcOptions {
     pub assume_forgotten: Vec<String>,
 }
 
+impl GcOptions {
+    /// Memory for the mark structures unless told otherwise.
+    pub const DEFAULT_MEMORY_BYTES: u64 = 1 << 30;
+    /// Reclaim all the dead space unless told otherwise.
+    pub const DEFAULT_RECLAIM_PERCENT: f64 = 100.0;
+}
+
 impl Default for GcOptions {
     fn default() -> Self {
         GcOptions {
-            collector: Collector::PgcPlus,
-            reclaim_percent: 100.0,
+            collector: Collector::default(),
+            reclaim_percent: Self::DEFAULT_RECLAIM_PERCENT,
             max_seconds: None,
-            memory_bytes: 1 << 30,
+            memory_bytes: Self::DEFAULT_MEMORY_BYTES,
             dry_run: false,
             seed: None,
             wait: false,

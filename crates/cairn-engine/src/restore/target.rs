@@ -71,19 +71,44 @@ pub enum Overwrite {
     IfNewer,
 }
 
+impl Overwrite {
+    pub const ALL: [Overwrite; 4] = [
+        Overwrite::Always,
+        Overwrite::IfChanged,
+        Overwrite::IfNewer,
+        Overwrite::Never,
+    ];
+    /// The names [`std::str::FromStr`] accepts, in the order of [`Self::ALL`].
+    pub const NAMES: [&'static str; 4] = ["always", "if-changed", "if-newer", "never"];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Overwrite::Always => "always",
+            Overwrite::IfChanged => "if-changed",
+            Overwrite::IfNewer => "if-newer",
+            Overwrite::Never => "never",
+        }
+    }
+}
+
+impl std::fmt::Display for Overwrite {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 impl std::str::FromStr for Overwrite {
     type Err = Error;
 
     fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "always" => Ok(Overwrite::Always),
-            "if-changed" => Ok(Overwrite::IfChanged),
-            "never" => Ok(Overwrite::Never),
-            "if-newer" => Ok(Overwrite::IfNewer),
-            _ => Err(Error::invalid(format!(
-                "unknown --overwrite mode {s:?} (always, if-changed, if-newer or never)"
-            ))),
-        }
+        Overwrite::ALL
+            .into_iter()
+            .find(|o| o.name() == s)
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "unknown --overwrite mode {s:?} (always, if-changed, if-newer or never)"
+                ))
+            })
     }
 }
 

@@ -60,6 +60,15 @@ const BUILTINS: [(&str, f64, f64, &[&str]); 5] = [
 ];
 
 impl DeviceClass {
+    /// The built-in classes' names as the command line writes them, slowest
+    /// first ([`Self::by_name`] accepts them and a few aliases, any case).
+    pub const BUILTIN_NAMES: [&'static str; 5] = ["hdd", "ssd", "optane", "pm", "dram"];
+    /// The classes a real repository's index can be on (`--lookup-device`):
+    /// the built-ins but DRAM.
+    pub const INDEX_DEVICE_NAMES: [&'static str; 4] = ["hdd", "ssd", "optane", "pm"];
+    /// The class `cairn sim` models unless told otherwise.
+    pub const DEFAULT_NAME: &'static str = "hdd";
+
     /// A validated class: a non-empty name, a positive finite latency and bandwidth.
     pub fn new(
         name: impl Into<String>,

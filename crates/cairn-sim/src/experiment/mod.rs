@@ -41,12 +41,81 @@ use std::path::{Path, PathBuf};
 use cairn_core::error::IoContext;
 use cairn_core::Result;
 
+/// The plot file formats (`--plot-format`).
+pub use crate::figure::PlotFormat;
 pub use gc::gc;
 pub use index_io::{ddfs_params, index_io, CASES, DDFS_TABLE4};
 pub use index_ram::{index_ram, IndexRamOptions};
 pub use lookup_strategy::{eager_vs_lazy, ring_size};
 pub use partition::partition;
 pub use restore::restore;
+
+/// The experiments `cairn experiment NAME` runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Experiment {
+    IndexIo,
+    IndexRam,
+    EagerVsLazy,
+    RingSize,
+    Partition,
+    Restore,
+    Gc,
+}
+
+impl Experiment {
+    pub const ALL: [Experiment; 7] = [
+        Experiment::IndexIo,
+        Experiment::IndexRam,
+        Experiment::EagerVsLazy,
+        Experiment::RingSize,
+        Experiment::Partition,
+        Experiment::Restore,
+        Experiment::Gc,
+    ];
+    /// The names [`std::str::FromStr`] accepts, in the order of [`Self::ALL`].
+    pub const NAMES: [&'static str; 7] = [
+        "index-io",
+        "index-ram",
+        "eager-vs-lazy",
+        "ring-size",
+        "partition",
+        "restore",
+        "gc",
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Experiment::IndexIo => "index-io",
+            Experiment::IndexRam => "index-ram",
+            Experiment::EagerVsLazy => "eager-vs-lazy",
+            Experiment::RingSize => "ring-size",
+            Experiment::Partition => "partition",
+            Experiment::Restore => "restore",
+            Experiment::Gc => "gc",
+        }
+    }
+}
+
+impl std::fmt::Display for Experiment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Experiment {
+    type Err = cairn_core::Error;
+    fn from_str(s: &str) -> Result<Self> {
+        Experiment::ALL
+            .into_iter()
+            .find(|e| e.name() == s)
+            .ok_or_else(|| {
+                cairn_core::Error::invalid(format!(
+                    "unknown experiment {s:?} (available: {})",
+                    Experiment::NAMES.join(", ")
+                ))
+            })
+    }
+}
 
 /// Options of the experiments that run a workload: `index-io`,
 /// `eager-vs-lazy`, `ring-size`, `partition`.
@@ -69,7 +138,7 @@ impl Default for ExperimentOptions {
             quick: false,
             traces: Vec::new(),
             out_dir: PathBuf::from("."),
-            plot_ext: "svg".into(),
+            plot_ext: crate::figure::PlotFormat::default().ext().into(),
         }
     }
 }
@@ -117,12 +186,10 @@ impl ExperimentOutput {
 /// The plot format named by `plot_ext`: `svg`, `png` or `pdf` (any case).
 /// Checked before an experiment runs, so a bad name costs nothing.
 fn plot_format(plot_ext: &str) -> Result<String> {
-    match crate::figure::PlotFormat::from_ext(plot_ext) {
-        Some(f) => Ok(f.ext().to_string()),
-        None => Err(cairn_core::Error::invalid(format!(
-            "plot format {plot_ext:?}: must be svg, png or pdf"
-        ))),
-    }
+    Ok(plot_ext
+        .parse::<crate::figure::PlotFormat>()?
+        .ext()
+        .to_string())
 }
 
 impl ExperimentOutput {

@@ -33,6 +33,9 @@ pub enum TraceFormat {
 }
 
 impl TraceFormat {
+    /// The names [`FromStr`] accepts (any case).
+    pub const NAMES: [&'static str; 3] = ["destor", "fsl", "cairn"];
+
     /// The lowercase name used on command lines and in messages.
     pub fn name(self) -> &'static str {
         match self {

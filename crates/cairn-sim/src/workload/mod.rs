@@ -60,31 +60,73 @@ pub trait Workload: Send + Sync {
 }
 
 /// The workload names [`from_name`] accepts.
-pub const WORKLOADS: &[&str] = &["ddfs", "lineage"];
+pub const WORKLOADS: &[&str] = &WorkloadKind::NAMES;
+
+/// The synthetic workload generators, as `sim --workload` names them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorkloadKind {
+    Ddfs,
+    Lineage,
+}
+
+impl WorkloadKind {
+    pub const ALL: [WorkloadKind; 2] = [WorkloadKind::Ddfs, WorkloadKind::Lineage];
+    /// The names [`std::str::FromStr`] accepts, in the order of [`Self::ALL`].
+    pub const NAMES: [&'static str; 2] = ["ddfs", "lineage"];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            WorkloadKind::Ddfs => "ddfs",
+            WorkloadKind::Lineage => "lineage",
+        }
+    }
+}
+
+impl std::fmt::Display for WorkloadKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for WorkloadKind {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        WorkloadKind::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "unknown workload {s:?} (accepted: {})",
+                    WORKLOADS.join(", ")
+                ))
+            })
+    }
+}
 
 /// Builds a workload by name from `key=value` parameters (unset keys keep
 /// their defaults; a later duplicate key wins). Unknown names, unknown keys
 /// and out-of-range values are [`Error::InvalidInput`] listing what is
 /// accepted.
 pub fn from_name(name: &str, params: &[(String, String)]) -> Result<Box<dyn Workload>> {
-    match name {
-        "ddfs" => {
+    from_kind(name.parse()?, params)
+}
+
+/// [`from_name`] for a workload already named.
+pub fn from_kind(kind: WorkloadKind, params: &[(String, String)]) -> Result<Box<dyn Workload>> {
+    match kind {
+        WorkloadKind::Ddfs => {
             let mut p = DdfsParams::default();
             for (k, v) in params {
                 p.set(k, v)?;
             }
             Ok(Box::new(DdfsGenerations::new(p)?))
         }
-        "lineage" => {
+        WorkloadKind::Lineage => {
             let mut p = LineageParams::default();
             for (k, v) in params {
                 p.set(k, v)?;
             }
             Ok(Box::new(LineageGenerations::new(p)?))
         }
-        other => Err(Error::invalid(format!(
-            "unknown workload {other:?} (accepted: {})",
-            WORKLOADS.join(", ")
-        ))),
     }
 }

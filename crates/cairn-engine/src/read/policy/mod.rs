@@ -163,6 +163,8 @@ impl PolicyKind {
         PolicyKind::Alacc,
         PolicyKind::Belady,
     ];
+    /// The names [`FromStr`] accepts, in the order of [`Self::ALL`].
+    pub const NAMES: [&'static str; 5] = ["container-lru", "chunk-lru", "faa", "alacc", "belady"];
 
     pub fn name(self) -> &'static str {
         match self {
