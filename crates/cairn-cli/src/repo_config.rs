@@ -52,8 +52,8 @@ pub struct InitArgs {
     /// `fcrc:loss=5,cap=20`, `lbw:window=8,loss=5,cap=20,candidates=16MiB`.
     /// At init (or a backup that creates the repository): the repository's
     /// default; on a later backup: that backup's scheme.
-    #[arg(long, help_heading = "Advanced")]
-    pub rewrite: Option<String>,
+    #[arg(long, value_name = "SCHEME", value_parser = RewriteConfig::parse, help_heading = "Advanced")]
+    pub rewrite: Option<RewriteConfig>,
     /// Disable the Summary Vector (ablation).
     #[arg(long, help_heading = "Advanced")]
     pub no_summary_vector: bool,
@@ -143,10 +143,9 @@ pub fn config_from(a: &InitArgs) -> Result<RepoConfig> {
     lookup.ring_size = a.ring_size;
     lookup.buffer_fingerprints = a.lookup_buffer;
     lookup.device = a.lookup_device.clone();
-    match &a.rewrite {
-        Some(r) => cfg.rewrite = RewriteConfig::parse(r)?,
-        None => cfg.rewrite = lookup.strategy.default_rewrite(),
-    }
+    cfg.rewrite = a
+        .rewrite
+        .unwrap_or_else(|| lookup.strategy.default_rewrite());
     cfg.validate()?;
     Ok(cfg)
 }
@@ -245,10 +244,17 @@ fn choose_lookup(cli: &Globals, mut cfg: RepoConfig, a: &InitArgs) -> Result<Rep
         return Ok(cfg);
     }
     let name = a.lookup_device.as_deref().ok_or_else(|| {
-        anyhow!("--lookup auto needs --lookup-device (hdd, ssd, optane or pm): the device the index is on")
+        anyhow!(
+            "--lookup auto needs --lookup-device ({}): the device the index is on",
+            DeviceClass::INDEX_DEVICE_NAMES.join(", ")
+        )
     })?;
-    let device = cairn_sim::device::DeviceClass::by_name(name)
-        .ok_or_else(|| anyhow!("unknown device class {name:?} (hdd, ssd, optane, pm, dram)"))?;
+    let device = DeviceClass::by_name(name).ok_or_else(|| {
+        anyhow!(
+            "unknown device class {name:?} ({})",
+            DeviceClass::INDEX_DEVICE_NAMES.join(", ")
+        )
+    })?;
     let choice = cairn_sim::sim::auto::choose_for_new_repository(&cfg, &device)?;
     if !cli.quiet && !cli.json {
         eprintln!("lookup auto: {}", choice.reason);

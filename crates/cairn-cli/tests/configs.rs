@@ -496,8 +496,10 @@ fn rewrite_schemes_round_trip_and_lazy_lookup_refuses_them() {
         b["stats"]["rewrite"].as_str().unwrap().starts_with("fcrc:"),
         "{b}"
     );
+    // A scheme that does not parse is a usage error, checked with the
+    // command line.
     let err = cairn(&repo, &["backup", "--rewrite", "lbw:window=1", s(&tree)])
-        .code(1)
+        .code(2)
         .one_line_error();
     assert!(err.contains("window"), "{err}");
 }
