@@ -25,8 +25,15 @@ fn bad_names_and_durations_are_usage_errors_before_any_password() {
     let ask = format!("touch {} && echo {TEST_PASSWORD}", s(&marker));
     let exp_out = tmp.path().join("out");
     // (command line, the option named, the valid values listed if any)
-    let cases: [(&[&str], &str, Option<&str>); 7] = [
+    let tree = tmp.path().join("tree");
+    write_file(&tree.join("a"), b"a", 0o644);
+    let cases: [(&[&str], &str, Option<&str>); 8] = [
         (&["forget", "--keep-within", "3x"], "--keep-within", None),
+        (
+            &["backup", s(&tree), "--rewrite", "lbw:window=1"],
+            "--rewrite",
+            None,
+        ),
         (
             &["forget", "--keep-last", "1", "--group-by", "hostname"],
             "--group-by",
