@@ -18,6 +18,10 @@ const SHARDS: usize = 256;
 pub struct InodeLocks {
     shards: Vec<Mutex<()>>,
     open: Mutex<HashMap<u64, OpenCount>>,
+    /// Per inode, how many content changes (writes, truncates) the mount
+    /// has made since it started: an optimization switches a file only if
+    /// this is what it was when the file was scanned.
+    changes: Mutex<HashMap<u64, u64>>,
 }
 
 /// How many handles have an inode open, and how many of those the kernel
@@ -33,6 +37,7 @@ impl Default for InodeLocks {
         InodeLocks {
             shards: (0..SHARDS).map(|_| Mutex::new(())).collect(),
             open: Mutex::new(HashMap::new()),
+            changes: Mutex::new(HashMap::new()),
         }
     }
 }
@@ -68,6 +73,17 @@ impl InodeLocks {
         }
     }
 
+    /// The content of `ino` changed (called under its lock, before the
+    /// change is made).
+    pub fn changed(&self, ino: u64) {
+        *self.changes.lock().entry(ino).or_default() += 1;
+    }
+
+    /// How many times [`InodeLocks::changed`] was called for `ino`.
+    pub fn change_count(&self, ino: u64) -> u64 {
+        self.changes.lock().get(&ino).copied().unwrap_or(0)
+    }
+
     /// The handles `ino` has open now.
     pub fn open_count(&self, ino: u64) -> OpenCount {
         self.open.lock().get(&ino).copied().unwrap_or_default()
@@ -94,5 +110,8 @@ mod tests {
         l.closed(5, false);
         assert_eq!(l.open_count(5), OpenCount::default());
         drop(l.lock(5));
+        assert_eq!(l.change_count(5), 0);
+        l.changed(5);
+        assert_eq!(l.change_count(5), 1);
     }
 }
