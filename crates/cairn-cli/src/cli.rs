@@ -300,8 +300,9 @@ fn refuse_repository_options(definition: &mut clap::Command, matches: &ArgMatche
 /// clap's error for a repository option written after the name of a
 /// command that opens no repository (`cairn sim --repo R`), which it knows
 /// only as an unexpected argument (and may answer with a look-alike such as
-/// `--restore`), becomes the error `cairn --repo R sim` gets. Any other
-/// error is returned as it is.
+/// `--restore`), becomes the error `cairn --repo R sim` gets; written
+/// between `key` or `repair` and their subcommand, it becomes a pointer to
+/// where it goes. Any other error is returned as it is.
 pub fn explain_misplaced_option(definition: &clap::Command, e: clap::Error) -> clap::Error {
     use clap::error::{ContextKind, ContextValue, ErrorKind};
     if e.kind() != ErrorKind::UnknownArgument {
@@ -338,17 +339,24 @@ pub fn explain_misplaced_option(definition: &clap::Command, e: clap::Error) -> c
     else {
         return e;
     };
-    let opens_repository = definition
-        .find_subcommand(&name)
-        .is_none_or(|c| c.get_arguments().any(|a| a.get_id() == "repo"));
-    if opens_repository {
+    let takes_it = |c: &clap::Command| c.get_arguments().any(|a| a.get_id() == "repo");
+    let Some(command) = definition.find_subcommand(&name) else {
         return e;
-    }
-    let mut definition = definition.clone();
-    definition.error(
-        ErrorKind::ArgumentConflict,
-        format!("--{long} does not apply to `cairn {name}`: it opens no repository"),
-    )
+    };
+    let message = if takes_it(command) {
+        return e;
+    } else if command.get_subcommands().any(takes_it) {
+        // `cairn key --repo R list`: the options belong to `list`.
+        format!(
+            "--{long} goes after the subcommand of `cairn {name}` \
+             (`cairn {name} SUBCOMMAND --{long} ...`) or before `{name}`"
+        )
+    } else {
+        format!("--{long} does not apply to `cairn {name}`: it opens no repository")
+    };
+    definition
+        .clone()
+        .error(ErrorKind::ArgumentConflict, message)
 }
 
 #[cfg(test)]

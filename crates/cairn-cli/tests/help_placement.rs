@@ -196,4 +196,12 @@ fn commands_without_a_repository_refuse_repository_options_after_their_name() {
             "{args:?}: {line}"
         );
     }
+    // Between `key` and its subcommand, the error says where it goes.
+    let run = cairn_env(&["key", "--repo", "/nonexistent", "list"], &[]);
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    let line = run.one_line_error();
+    assert!(
+        line.contains("goes after the subcommand of `cairn key`"),
+        "{line}"
+    );
 }
