@@ -24,6 +24,8 @@ use crate::snapshot_args::FilterArgs;
 
 #[derive(Args, Debug)]
 pub struct RestoreArgs {
+    #[command(flatten)]
+    pub repository: crate::globals::RepoArgs,
     /// Snapshot id (a unique prefix of at least 4 hex digits) or `latest`.
     pub snapshot: String,
     #[command(flatten)]
