@@ -253,3 +253,23 @@ fn delete_prunes_only_inside_the_target_against_the_subfolder() {
     assert_tree_matches(&f.expected("sub"), &out);
     assert_eq!(fs::read(&beside).unwrap(), b"outside the target");
 }
+
+#[test]
+fn a_target_that_is_a_symlink_gives_the_folder_s_metadata_to_its_directory() {
+    let f = fixture();
+    let real = f.target("real");
+    fs::create_dir(&real).unwrap();
+    let link = f.target("link");
+    symlink(s(&real), &link);
+    f.restore(
+        "latest:/docs/sub",
+        &link,
+        &["-q", "--overwrite", "if-changed"],
+    )
+    .ok();
+    assert_tree_matches(&f.expected("sub"), &real);
+    assert!(fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+}
