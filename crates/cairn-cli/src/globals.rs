@@ -1,29 +1,22 @@
-//! The options every command sees (`--json`, `--quiet`, `--verbose`) and
-//! those of the repository it works on, as the commands read them. Below
-//! the commands: the shared modules (repository opening, output) take a
-//! `&Globals`, never the whole command line.
+//! The options every command sees (`--json`, `--quiet`, `--verbose`,
+//! `--utc`) and those of the repository it works on, as the commands read
+//! them. Below the commands: the shared modules (repository opening,
+//! output) take a `&Globals`, never the whole command line.
+//!
+//! The repository options are parsed as [`RepoArgs`], which only the
+//! commands that open a repository carry (and the top level, for `cairn
+//! --repo R COMMAND`); `cli::settle_repository_options` copies the
+//! options in force into the `Globals` the command reads.
 
 use std::path::PathBuf;
 
 use clap::builder::TypedValueParser;
 use clap::Args;
 
+use crate::repo_location::S3Args;
+
 #[derive(Args, Debug, Clone, Default)]
 pub struct Globals {
-    /// Repository directory (created by `init`, or by `backup --init`),
-    /// or an S3 bucket prefix: s3:https://HOST[:PORT]/BUCKET/PREFIX, s3://BUCKET/PREFIX.
-    #[arg(
-        short,
-        long,
-        env = "CAIRN_REPO",
-        global = true,
-        help_heading = "Repository"
-    )]
-    pub repo: Option<PathBuf>,
-
-    #[command(flatten)]
-    pub s3: crate::repo_location::S3Args,
-
     /// Machine-readable JSON on standard output.
     #[arg(long, global = true)]
     pub json: bool,
@@ -44,6 +37,57 @@ pub struct Globals {
     #[arg(long, global = true)]
     pub utc: bool,
 
+    /// `--repo` in force (see [`RepoArgs`]).
+    #[arg(skip)]
+    pub repo: Option<PathBuf>,
+
+    /// The S3 and metadata-cache options in force.
+    #[arg(skip)]
+    pub s3: S3Args,
+
+    /// `--password-file` in force.
+    #[arg(skip)]
+    pub password_file: Option<PathBuf>,
+
+    /// `--password-command` in force.
+    #[arg(skip)]
+    pub password_command: Option<String>,
+
+    /// The settings given on the command line of `backup`, `trace` or `sim`
+    /// (argument ids), filled in by `main` from clap's value sources.
+    #[arg(skip)]
+    pub given_init_flags: Vec<String>,
+}
+
+impl Globals {
+    /// Makes `options` the repository options the command reads.
+    pub fn set_repository(&mut self, options: RepoArgs) {
+        let RepoArgs {
+            repo,
+            password_file,
+            password_command,
+            s3,
+        } = options;
+        self.repo = repo;
+        self.password_file = password_file;
+        self.password_command = password_command;
+        self.s3 = s3;
+    }
+}
+
+/// The options of the repository a command opens, under the headings
+/// "Repository", "S3 repositories" and "Metadata cache": flattened into
+/// the options of every command that opens one (not global, so the
+/// commands that open none do not list them and clap refuses them there),
+/// and into the top level for `cairn --repo R COMMAND`. The commands read
+/// them through [`Globals`].
+#[derive(Args, Debug, Clone, Default)]
+pub struct RepoArgs {
+    /// Repository directory (created by `init`, or by `backup --init`),
+    /// or an S3 bucket prefix: s3:https://HOST[:PORT]/BUCKET/PREFIX, s3://BUCKET/PREFIX.
+    #[arg(short, long, env = "CAIRN_REPO", help_heading = "Repository")]
+    pub repo: Option<PathBuf>,
+
     /// Read the repository password from the first line of PATH (an
     /// encrypted repository only; see docs/security.md).
     // An empty CAIRN_PASSWORD_FILE counts as unset (`encryption::password`),
@@ -51,7 +95,6 @@ pub struct Globals {
     #[arg(
         long,
         env = "CAIRN_PASSWORD_FILE",
-        global = true,
         help_heading = "Repository",
         value_name = "PATH",
         value_parser = clap::builder::OsStringValueParser::new().map(PathBuf::from)
@@ -61,16 +104,9 @@ pub struct Globals {
     /// Run COMMAND with `sh -c` and read the repository password from the
     /// first line of its output (as CAIRN_PASSWORD_COMMAND; after
     /// --password-file and CAIRN_PASSWORD).
-    #[arg(
-        long,
-        global = true,
-        help_heading = "Repository",
-        value_name = "COMMAND"
-    )]
+    #[arg(long, help_heading = "Repository", value_name = "COMMAND")]
     pub password_command: Option<String>,
 
-    /// The settings given on the command line of `backup`, `trace` or `sim`
-    /// (argument ids), filled in by `main` from clap's value sources.
-    #[arg(skip)]
-    pub given_init_flags: Vec<String>,
+    #[command(flatten)]
+    pub s3: S3Args,
 }

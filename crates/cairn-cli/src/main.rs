@@ -182,15 +182,14 @@ fn install_sigpipe_handler() {
 fn main() -> ExitCode {
     install_sigpipe_handler();
     let mut definition = cli::command();
-    let matches = definition
-        .clone()
-        .try_get_matches()
-        .unwrap_or_else(|e| exit_codes::exit_on_usage_error(e));
-    cli::refuse_repository_options(&mut definition, &matches);
+    let matches = definition.clone().try_get_matches().unwrap_or_else(|e| {
+        exit_codes::exit_on_usage_error(cli::explain_misplaced_option(&definition, e))
+    });
     let mut cli = match cli::Cli::from_arg_matches(&matches) {
         Ok(c) => c,
         Err(e) => exit_codes::exit_on_usage_error(e),
     };
+    cli::settle_repository_options(&mut definition, &matches, &mut cli);
     tune_allocator(matches.subcommand_name());
     local_time::show_in_utc(cli.globals.utc);
     if let Some((_, m)) = matches

@@ -19,7 +19,8 @@ use clap::Args;
 use cairn_backend::{S3Backend, S3Config};
 use cairn_core::Backend;
 
-/// Options of S3 repositories (`--repo s3://...`).
+/// Options of S3 repositories (`--repo s3://...`) and of the local
+/// metadata cache: part of the repository options (`globals::RepoArgs`).
 #[derive(Args, Debug, Clone)]
 pub struct S3Args {
     /// Endpoint of the S3 server of an `s3://BUCKET/PREFIX` repository
@@ -28,13 +29,12 @@ pub struct S3Args {
         help_heading = "S3 repositories",
         long,
         env = "AWS_ENDPOINT_URL",
-        global = true,
         value_name = "URL"
     )]
     pub s3_endpoint: Option<String>,
     /// Address buckets path-style (`ENDPOINT/BUCKET/KEY`) rather than as
     /// virtual hosts, as most self-hosted servers need.
-    #[arg(help_heading = "S3 repositories", long, global = true)]
+    #[arg(help_heading = "S3 repositories", long)]
     pub s3_path_style: bool,
     /// Containers a backup uploads to S3 at once (requests in flight;
     /// each holds a container, about 4 MiB, in memory).
@@ -42,7 +42,6 @@ pub struct S3Args {
         help_heading = "S3 repositories",
         long,
         env = "CAIRN_S3_UPLOADS",
-        global = true,
         value_name = "N",
         default_value_t = cairn_backend::s3::DEFAULT_UPLOADS_IN_FLIGHT,
         value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=256)
@@ -55,7 +54,6 @@ pub struct S3Args {
         help_heading = "S3 repositories",
         long,
         env = "CAIRN_S3_DOWNLOADS",
-        global = true,
         value_name = "N",
         default_value_t = cairn_backend::s3::DEFAULT_DOWNLOADS_IN_FLIGHT,
         value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=256)
@@ -69,7 +67,6 @@ pub struct S3Args {
         help_heading = "S3 repositories",
         long,
         env = "CAIRN_S3_LEASE_SECS",
-        global = true,
         value_name = "SECONDS",
         default_value_t = cairn_backend::s3::DEFAULT_LEASE.as_secs(),
         value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(10..=86_400)
@@ -81,7 +78,6 @@ pub struct S3Args {
         help_heading = "S3 repositories",
         long,
         env = "CAIRN_S3_TIMEOUT",
-        global = true,
         value_name = "SECONDS",
         default_value_t = cairn_backend::s3::DEFAULT_REQUEST_TIMEOUT.as_secs(),
         value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(1..=86_400)
@@ -94,13 +90,12 @@ pub struct S3Args {
         help_heading = "Metadata cache",
         long,
         env = "CAIRN_CACHE_DIR",
-        global = true,
         value_name = "DIR"
     )]
     pub cache_dir: Option<PathBuf>,
     /// Read every object of a remote repository from the store: no local
     /// metadata cache.
-    #[arg(help_heading = "Metadata cache", long, global = true)]
+    #[arg(help_heading = "Metadata cache", long)]
     pub no_cache: bool,
 }
 

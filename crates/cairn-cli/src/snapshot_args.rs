@@ -76,13 +76,13 @@ impl FilterArgs {
 /// unique id prefix (which must pass the filter). An unreadable record
 /// makes `latest` fail unless `--skip-damaged`; the records it then
 /// skipped are reported once each (one may have been the newest).
-/// `ID:subfolder` is refused here: only the browsing commands take it
-/// ([`resolve_at`]).
+/// `ID:subfolder` is refused here: only the browsing commands and
+/// `restore` take it ([`resolve_at`]); the others act on whole snapshots.
 pub fn resolve(repo: &Repository, spec: &str, filter: &SnapshotFilter) -> Result<SnapshotInfo> {
     if let (id, Some(sub)) = snapshot_paths::split_spec(spec) {
         bail!(
-            "{spec:?}: `ID:subfolder` is taken by ls, cat, dump and diff; here give the \
-             snapshot alone ({id}), and for restore select the folder with --include {sub}"
+            "{spec:?}: `ID:subfolder` is taken by ls, cat, dump, diff and restore; this \
+             command acts on whole snapshots: give {id} alone, without :{sub}"
         );
     }
     resolve_plain(repo, spec, filter)

@@ -22,6 +22,8 @@ use crate::repo_config::{
 
 #[derive(Args, Debug)]
 pub struct BackupArgs {
+    #[command(flatten)]
+    pub repository: crate::globals::RepoArgs,
     /// Files and directories to back up.
     pub paths: Vec<PathBuf>,
     /// Also print the internal figures: chunks, lookups (cache hits, Bloom

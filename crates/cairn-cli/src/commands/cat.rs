@@ -16,6 +16,8 @@ use crate::snapshot_args::{position, resolve_at, FilterArgs};
 
 #[derive(Args, Debug)]
 pub struct CatArgs {
+    #[command(flatten)]
+    pub repository: crate::globals::RepoArgs,
     /// Snapshot id (a unique prefix of at least 4 hex digits) or `latest`.
     pub snapshot: String,
     /// The file, from the snapshot's root (a leading `/` is optional).

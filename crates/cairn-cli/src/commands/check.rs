@@ -15,6 +15,8 @@ use crate::progress::Display;
 
 #[derive(Args, Debug)]
 pub struct CheckArgs {
+    #[command(flatten)]
+    pub repository: crate::globals::RepoArgs,
     /// Also read every container and rehash every chunk.
     #[arg(long)]
     pub read_data: bool,

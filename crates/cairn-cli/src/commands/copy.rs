@@ -28,6 +28,8 @@ use crate::snapshot_args::{resolve_all, FilterArgs};
 
 #[derive(Args, Debug)]
 pub struct CopyArgs {
+    #[command(flatten)]
+    pub repository: crate::globals::RepoArgs,
     /// Snapshot ids, unique prefixes or `latest` (default: every snapshot
     /// the filter lets through).
     pub snapshots: Vec<String>,

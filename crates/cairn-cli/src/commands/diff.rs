@@ -28,6 +28,8 @@ use cairn_engine::catalog::short_id as short;
 
 #[derive(Args, Debug)]
 pub struct DiffArgs {
+    #[command(flatten)]
+    pub repository: crate::globals::RepoArgs,
     /// Snapshot id (a unique prefix of at least 4 hex digits) or `latest`.
     pub old: String,
     pub new: String,

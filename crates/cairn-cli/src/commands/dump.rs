@@ -15,6 +15,8 @@ use crate::snapshot_args::FilterArgs;
 
 #[derive(Args, Debug)]
 pub struct DumpArgs {
+    #[command(flatten)]
+    pub repository: crate::globals::RepoArgs,
     /// Snapshot id (a unique prefix of at least 4 hex digits) or `latest`.
     pub snapshot: String,
     /// Path inside the snapshot (default: the whole snapshot).

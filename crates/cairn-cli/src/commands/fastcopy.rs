@@ -14,6 +14,8 @@ use crate::snapshot_args::FilterArgs;
 
 #[derive(Args, Debug)]
 pub struct FastcopyArgs {
+    #[command(flatten)]
+    pub repository: crate::globals::RepoArgs,
     pub snapshot: String,
     /// Tags of the copy (default: the source's).
     #[arg(long)]

@@ -25,6 +25,8 @@ use crate::snapshot_args::FilterArgs;
 
 #[derive(Args, Debug)]
 pub struct FindArgs {
+    #[command(flatten)]
+    pub repository: crate::globals::RepoArgs,
     pub pattern: OsString,
     /// Match letters in any case.
     #[arg(short = 'i', long)]

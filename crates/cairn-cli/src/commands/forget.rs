@@ -16,6 +16,8 @@ use crate::snapshot_args::FilterArgs;
 
 #[derive(Args, Debug, Clone)]
 pub struct ForgetArgs {
+    #[command(flatten)]
+    pub repository: crate::globals::RepoArgs,
     /// Snapshot ids (unique prefixes) to remove; or give a policy instead.
     pub snapshots: Vec<String>,
     /// Keep the N newest snapshots (of each group).

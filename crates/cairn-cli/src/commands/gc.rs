@@ -41,6 +41,8 @@ pub struct GcTuning {
 #[derive(Args, Debug, Clone)]
 pub struct GcArgs {
     #[command(flatten)]
+    pub repository: crate::globals::RepoArgs,
+    #[command(flatten)]
     pub tuning: GcTuning,
     /// Print the plan; copy and delete nothing.
     #[arg(long)]

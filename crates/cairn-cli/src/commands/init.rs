@@ -15,6 +15,8 @@ use crate::repo_config::{config_from, new_repository, resolve_auto, InitArgs};
 #[derive(Args, Debug)]
 pub struct InitCommandArgs {
     #[command(flatten)]
+    pub repository: crate::globals::RepoArgs,
+    #[command(flatten)]
     pub settings: InitArgs,
     #[command(flatten)]
     pub encryption: crate::encryption::EncryptionArgs,

@@ -15,7 +15,7 @@ use cairn_engine::Repository;
 use cairn_engine::{crypto, key_admin};
 
 use crate::encryption::{announcing_lock_waits, backend, password, KdfArgs};
-use crate::globals::Globals;
+use crate::globals::{Globals, RepoArgs};
 use crate::output::time;
 
 /// Where the new password of `key add|passwd` comes from.
@@ -36,12 +36,19 @@ pub struct NewKeyArgs {
 #[derive(Subcommand, Debug)]
 pub enum KeyCommand {
     /// List the key files (the one the password opened is marked `*`).
-    List,
+    List(RepoArgs),
     /// Add a key file: a new password for the same repository.
-    Add(NewKeyArgs),
+    Add {
+        #[command(flatten)]
+        repository: RepoArgs,
+        #[command(flatten)]
+        new: NewKeyArgs,
+    },
     /// Remove a key file (its id, or a unique prefix); the last one never
     /// is, and the one the password in use opened only with --force.
     Remove {
+        #[command(flatten)]
+        repository: RepoArgs,
         id: String,
         /// Remove the key file even if it is the one the password in use
         /// opened (that password then stops working).
@@ -54,6 +61,8 @@ pub enum KeyCommand {
     /// Change the password of a key file (default: the one the current
     /// password opens); the old password stops working.
     Passwd {
+        #[command(flatten)]
+        repository: RepoArgs,
         /// Key id or a unique prefix.
         id: Option<String>,
         #[command(flatten)]
@@ -89,8 +98,8 @@ pub fn run(cli: &Globals, path: &Path, command: &KeyCommand) -> Result<ExitCode>
     let current =
         given.ok_or_else(|| anyhow!("the repository is not encrypted: it has no key files"))?;
     match command {
-        KeyCommand::List => list(cli, &repo, &current),
-        KeyCommand::Add(a) => {
+        KeyCommand::List(_) => list(cli, &repo, &current),
+        KeyCommand::Add { new: a, .. } => {
             let new = new_password(a)?;
             let params = a.kdf.params()?;
             let _lock = repo.lock_writer(a.wait)?;
@@ -106,7 +115,9 @@ pub fn run(cli: &Globals, path: &Path, command: &KeyCommand) -> Result<ExitCode>
             let id = cairn_engine::object_names::key_file_id(&name);
             report(cli, "added", id)
         }
-        KeyCommand::Remove { id, force, wait } => {
+        KeyCommand::Remove {
+            id, force, wait, ..
+        } => {
             let lock = repo.lock_writer(*wait)?;
             let opened = key_admin::opened_key(&repo, &current)?;
             let in_use = (!force).then(|| opened.key_file.id());
@@ -114,7 +125,7 @@ pub fn run(cli: &Globals, path: &Path, command: &KeyCommand) -> Result<ExitCode>
             crate::key_cache_hook::forget_cached_key(&repo.config.id)?;
             report(cli, "removed", &removed)
         }
-        KeyCommand::Passwd { id, new: a } => {
+        KeyCommand::Passwd { id, new: a, .. } => {
             let new = new_password(a)?;
             let params = a.kdf.params()?;
             let lock = repo.lock_writer(a.wait)?;

@@ -20,6 +20,8 @@ use crate::snapshot_args::{position, resolve_at, FilterArgs};
 
 #[derive(Args, Debug)]
 pub struct LsArgs {
+    #[command(flatten)]
+    pub repository: crate::globals::RepoArgs,
     /// Snapshot id (a unique prefix of at least 4 hex digits) or `latest`.
     pub snapshot: String,
     /// Path inside the snapshot to list (default: everything); a

@@ -42,7 +42,9 @@ pub mod trace;
 pub mod unlock;
 
 pub fn run(cli: Cli) -> Result<ExitCode> {
-    let Cli { globals, command } = cli;
+    let Cli {
+        globals, command, ..
+    } = cli;
     let cli = &globals;
     let repo_path = || -> Result<PathBuf> {
         let path = cli
@@ -86,11 +88,11 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             &a.filter.filter()?,
         ),
         Command::Mount(a) => crate::mount::mount(cli, &a.mountpoint, &open),
-        Command::Stats => stats::run(cli, &open()?),
+        Command::Stats(_) => stats::run(cli, &open()?),
         Command::Check(a) => check::run(cli, &open_uncached()?, a.read_data),
-        Command::Repair(repair::RepairCommand::Index { read_data, wait }) => {
-            repair::repair_index(cli, &open_uncached()?, *read_data, *wait)
-        }
+        Command::Repair(repair::RepairCommand::Index {
+            read_data, wait, ..
+        }) => repair::repair_index(cli, &open_uncached()?, *read_data, *wait),
         Command::Repair(repair::RepairCommand::Snapshots {
             snapshots,
             forget,
@@ -98,6 +100,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             read_data,
             wait,
             filter,
+            ..
         }) => {
             let opts = cairn_engine::repair_snapshots::RepairSnapshotsOptions {
                 snapshots: repair::snapshot_ids(&open_uncached()?, snapshots, &filter.filter()?)?,

@@ -6,6 +6,8 @@ use clap::Args;
 
 #[derive(Args, Debug)]
 pub struct MountArgs {
+    #[command(flatten)]
+    pub repository: crate::globals::RepoArgs,
     /// An existing directory to mount on.
     pub mountpoint: PathBuf,
 }

@@ -18,6 +18,8 @@ pub enum RepairCommand {
     /// from the containers' metadata sections. Chunks of lost or damaged
     /// containers leave the index, so the next backup stores them again.
     Index {
+        #[command(flatten)]
+        repository: crate::globals::RepoArgs,
         /// Read every container whole and leave damaged chunks out too.
         #[arg(long)]
         read_data: bool,
@@ -30,6 +32,8 @@ pub enum RepairCommand {
     /// else is kept as stored. The new snapshot keeps the original's time,
     /// host and paths and is tagged `repaired`.
     Snapshots {
+        #[command(flatten)]
+        repository: crate::globals::RepoArgs,
         /// Snapshot ids, prefixes or `latest` (default: every snapshot).
         snapshots: Vec<String>,
         /// Remove each original snapshot record once its repaired copy is

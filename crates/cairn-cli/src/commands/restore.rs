@@ -1,5 +1,6 @@
-//! `cairn restore` (with `--include`/`--exclude` and `--verify`):
-//! parse the selection, run the engine, print (docs/restore-target.md).
+//! `cairn restore` (with `--include`/`--exclude`, `--verify` and restic's
+//! `ID:subfolder`): parse the selection, run the engine, print
+//! (docs/restore-target.md, docs/restore-select.md).
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -10,6 +11,7 @@ use serde_json::json;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+use cairn_engine::catalog::SnapshotInfo;
 use cairn_engine::read::Reader;
 use cairn_engine::restore::verify::VerifyReport;
 use cairn_engine::restore::{EntryLogFn, Overwrite, Placed, RestoreOptions, RestoreSelection};
@@ -20,11 +22,15 @@ use crate::globals::Globals;
 use crate::output::{bytes, display_name};
 use crate::progress::{Display, Unit};
 use crate::restore_cache::RestoreCacheArgs;
-use crate::snapshot_args::FilterArgs;
+use crate::snapshot_args::{position, resolve_at, FilterArgs};
 
 #[derive(Args, Debug)]
 pub struct RestoreArgs {
-    /// Snapshot id (a unique prefix of at least 4 hex digits) or `latest`.
+    #[command(flatten)]
+    pub repository: crate::globals::RepoArgs,
+    /// Snapshot id (a unique prefix of at least 4 hex digits) or `latest`;
+    /// `ID:SUBFOLDER` restores the folder's contents directly into the
+    /// target (a file: as TARGET/NAME), patterns then relative to it.
     pub snapshot: String,
     #[command(flatten)]
     pub filter: FilterArgs,
@@ -116,10 +122,14 @@ pub fn restore(cli: &Globals, repo: &Repository, a: &RestoreArgs) -> Result<Exit
     };
     let target = a.target.as_path();
     let _reading = read_lock(repo)?;
-    let snap = crate::snapshot_args::resolve(repo, &a.snapshot, &a.filter.filter()?)?;
+    let (snap, sub) = resolve_at(repo, &a.snapshot, &a.filter.filter()?)?;
     let before = repo.counters.snapshot();
     let started = std::time::Instant::now();
     let mut reader = Reader::open(repo, cache)?;
+    let sel = match &sub {
+        None => sel,
+        Some(sub) => sel.within(&subfolder(&mut reader, &snap, sub)?),
+    };
     let show = !cli.quiet && !cli.json;
     let mut print_entry = |dest: &Path, placed: &Placed| {
         let what = match placed {
@@ -161,7 +171,7 @@ pub fn restore(cli: &Globals, repo: &Repository, a: &RestoreArgs) -> Result<Exit
         println!(
             "{}",
             serde_json::to_string_pretty(&json!({
-                "snapshot": snap.id, "target": target, "summary": sum, "seconds": secs,
+                "snapshot": snap.id, "subfolder": sub, "target": target, "summary": sum, "seconds": secs,
                 "containers_read": c.containers_read, "container_range_reads": c.container_range_reads,
                 "container_fetches": sum.policy.container_reads,
                 "index_page_reads": c.index_page_reads, "bytes_read": c.bytes_read,
@@ -218,6 +228,21 @@ pub fn restore(cli: &Globals, repo: &Repository, a: &RestoreArgs) -> Result<Exit
         }
     }
     verdict(sum.errors.len(), verified.as_ref())
+}
+
+/// The snapshot path that `ID:sub`'s `sub` (either path form) names in
+/// `snap`; one error line naming both when it is not there, before the
+/// target is touched.
+fn subfolder(reader: &mut Reader, snap: &SnapshotInfo, sub: &str) -> Result<String> {
+    let path = position(reader, snap, Some(sub), None)?;
+    match reader.find(&snap.record, &path) {
+        Ok(_) => Ok(path),
+        Err(cairn_core::Error::NotFound(_)) => Err(anyhow!(
+            "{sub}: not in snapshot {}",
+            cairn_engine::catalog::short_id(&snap.id)
+        )),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// The exit: an error line if entries failed or files differ.

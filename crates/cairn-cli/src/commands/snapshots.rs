@@ -17,6 +17,8 @@ use crate::snapshot_args::FilterArgs;
 
 #[derive(Args, Debug)]
 pub struct SnapshotsArgs {
+    #[command(flatten)]
+    pub repository: crate::globals::RepoArgs,
     /// Group the listing by these fields: any of host, paths, tags
     /// (comma-separated), e.g. `--group-by host,paths`.
     #[arg(long, value_name = "FIELDS", value_parser = GroupBy::parse)]

@@ -17,6 +17,8 @@ use crate::snapshot_args::FilterArgs;
 
 #[derive(Args, Debug)]
 pub struct TagArgs {
+    #[command(flatten)]
+    pub repository: crate::globals::RepoArgs,
     /// Snapshots to change (id prefixes or `latest`); none given: every
     /// snapshot the filter (--host, --tag, --path; one is required then)
     /// lets through.

@@ -28,6 +28,8 @@ use crate::repo_location::{self, RepoLocation};
 /// `cairn unlock`.
 #[derive(Args, Debug, Clone)]
 pub struct UnlockArgs {
+    #[command(flatten)]
+    pub repository: crate::globals::RepoArgs,
     /// How long the repository stays unlocked: 30s, 10m, 2h, 1d (at most 7d).
     #[arg(long = "for", value_name = "DURATION", value_parser = parse_lifetime)]
     pub lifetime: Duration,
@@ -36,6 +38,8 @@ pub struct UnlockArgs {
 /// `cairn lock`.
 #[derive(Args, Debug, Clone)]
 pub struct LockArgs {
+    #[command(flatten)]
+    pub repository: crate::globals::RepoArgs,
     /// Forget the unlocked keys of every repository, not only --repo's.
     #[arg(long)]
     pub all: bool,

@@ -100,6 +100,27 @@ pub(super) struct Merged {
     /// Dry run: containers the index does not cover yet (not committed).
     pub uncovered: FpMap<ContainerId>,
     pub warnings: Vec<String>,
+    /// The Bloom seed this state gives ([`state_seed`]).
+    pub seed: u64,
+}
+
+/// The seed of the Bloom hash functions for a collection that sees `roots`
+/// with `next` the first container id not yet handed out. 003 §3.1 seeds
+/// the filters afresh on every run so that a dead chunk taken for live
+/// (a false positive) does not stay so: every run that may copy reserves
+/// container ids at Merge, which moves `next`, so two such runs never
+/// share a seed. A dry run reserves nothing, so it plans with the seed of
+/// the run that follows it on the same repository, and prints that run's
+/// plan.
+pub(super) fn state_seed(roots: &[(String, BlobRef)], next: ContainerId) -> u64 {
+    let mut h = blake3::Hasher::new();
+    h.update(&next.0.to_le_bytes());
+    for (id, root) in roots {
+        h.update(id.as_bytes());
+        h.update(&[0]);
+        h.update(root.root.as_bytes());
+    }
+    u64::from_le_bytes(h.finalize().as_bytes()[..8].try_into().unwrap())
 }
 
 /// Merge (§3.1 step 1). A dry run only reads what Merge would index
@@ -116,6 +137,7 @@ pub(super) fn merge(
         let mut roots = live_roots(repo)?;
         roots.retain(|(id, _)| !opts.assume_forgotten.contains(id));
         return Ok(Merged {
+            seed: state_seed(&roots, repo.log.next_id()),
             roots,
             ids: repo.log.ids()?,
             reservation: None,
@@ -192,6 +214,7 @@ pub(super) fn merge(
     repo.log.reserve_ids(reserved.end)?;
     drop(writer);
     Ok(Merged {
+        seed: state_seed(&roots, start),
         roots,
         ids,
         reservation: Some(reserved),
@@ -417,4 +440,29 @@ pub(super) fn commit(
         reservation::clear(&**backend)?;
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cairn_core::Fingerprint;
+
+    #[test]
+    fn the_seed_follows_the_state_and_moves_with_every_reservation() {
+        let root = |b: u8| BlobRef {
+            root: Fingerprint::from_slice(&[b; 32]),
+            level: 0,
+            size: 1,
+        };
+        let roots = vec![("a".to_string(), root(1)), ("b".to_string(), root(2))];
+        let seed = state_seed(&roots, ContainerId(7));
+        // A dry run and the run after it see the same state.
+        assert_eq!(seed, state_seed(&roots.clone(), ContainerId(7)));
+        // A run that reserved ids, a new backup, a forgotten snapshot.
+        assert_ne!(seed, state_seed(&roots, ContainerId(8)));
+        let mut more = roots.clone();
+        more.push(("c".to_string(), root(3)));
+        assert_ne!(seed, state_seed(&more, ContainerId(7)));
+        assert_ne!(seed, state_seed(&roots[..1], ContainerId(7)));
+    }
 }

@@ -122,7 +122,8 @@ pub struct GcOptions {
     pub memory_bytes: u64,
     /// Plan only: nothing is written or deleted.
     pub dry_run: bool,
-    /// Seed of the Bloom hash functions (fresh per run by default).
+    /// Seed of the Bloom hash functions (by default one per repository
+    /// state, new on every run that may copy: `commit::state_seed`).
     pub seed: Option<u64>,
     /// Wait for a running backup at Merge instead of failing (the commit
     /// always waits: the work is done by then).
@@ -235,13 +236,6 @@ impl Entries {
     fn len(&self) -> u64 {
         self.disk.entry_count() + self.pending.len() as u64
     }
-}
-
-fn fresh_seed() -> u64 {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    cairn_core::mix64(now.as_nanos() as u64 ^ u64::from(std::process::id()))
 }
 
 /// What the mark phase leaves for Copy.
@@ -566,7 +560,7 @@ pub fn collect(
             Locator::Disk(DiskIndex::open(backend.clone(), repo.counters.clone())?),
             codec.clone(),
         ),
-        seed: opts.seed.unwrap_or_else(fresh_seed),
+        seed: opts.seed.unwrap_or(merged.seed),
         peak: 0,
     };
     let keys = ctx.keys();

@@ -13,9 +13,11 @@
 //!
 //! ```text
 //! restore(snapshot, target, selection, options):
-//!     plan <- the selection resolved against the snapshot (select.rs):
+//!     start <- the root listing, or the subfolder's (start.rs: `ID:sub`;
+//!              the target then stands for the subfolder)
+//!     plan <- the selection resolved against the start (select.rs):
 //!             the parents of included entries, the totals
-//!     for entry in root listing: visit(entry, target/name, scope)
+//!     for entry in start listing: visit(entry, target/name, scope)
 //!     visit(entry, dest, scope):          (scope: skip / whole / parent)
 //!         excluded, or neither included nor a parent -> nothing
 //!         dir     -> mkdir, or enter an existing real directory;
@@ -38,6 +40,7 @@ mod batch;
 pub mod dump;
 mod run;
 pub mod select;
+mod start;
 pub mod target;
 mod temp;
 #[cfg(test)]
@@ -59,6 +62,7 @@ use crate::read::{join, Reader};
 use run::Run;
 use select::{Plan, Scope};
 pub use select::{RestoreSelection, RestoreSelectionBuilder};
+use start::Start;
 use target::{DirState, Target};
 pub use target::{Overwrite, Placed, RestoreOptions};
 
@@ -178,10 +182,11 @@ impl Reader {
         log: Option<&mut EntryLogFn>,
     ) -> Result<RestoreSummary> {
         // Resolve what to restore before touching the target, so that
-        // includes matching nothing create nothing.
-        let plan = Plan::new(self, snap, sel)?;
+        // includes matching nothing, or a missing subfolder, create nothing.
+        let start = Start::read(self, snap, sel.root_path())?;
+        let plan = Plan::new(self, snap, sel, &start)?;
         progress.set_totals(plan.files, plan.bytes);
-        let root_entries = self.root_entries(snap)?;
+        let root_existed = std::fs::metadata(root).is_ok();
         // The target itself is the user's path: created with its parents,
         // and followed if it is a symlink, like any path argument. Below it,
         // nothing pre-existing is followed.
@@ -199,12 +204,15 @@ impl Reader {
             later_links: Vec::new(),
         };
         let top = plan.root();
-        if t.opts.delete && top == Scope::Whole && t.exists_now(root) {
-            let keep = root_entries.iter().map(|e| e.name.as_slice()).collect();
+        if let Some(dir) = start.dir {
+            run.adopt_root(root, dir, root_existed)?;
+        }
+        if t.opts.delete && top == Scope::Whole && start.whole_listing && t.exists_now(root) {
+            let keep = start.entries.iter().map(|e| e.name.as_slice()).collect();
             run.sum.deleted += t.prune(root, &keep, &mut run.sum.errors);
         }
         let outcome = self
-            .restore_children("", root_entries, root, top, &mut run)
+            .restore_children("", start.entries, root, top, &mut run)
             .and_then(|()| self.flush(&mut run))
             .and_then(|()| self.place_links(&mut run));
         // Deepest directories first, so a parent's mtime is set last. Done

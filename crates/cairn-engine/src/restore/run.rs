@@ -9,11 +9,12 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
+use cairn_core::error::IoContext;
 use cairn_core::{Error, Result};
 use cairn_format::dir::DirEntry;
 
 use super::select::Plan;
-use super::target::{self, Placed, Target};
+use super::target::{self, Overwrite, Placed, Target};
 use super::{batch, EntryLogFn, RestoreSummary};
 use crate::progress::Progress;
 use crate::read::Reader;
@@ -51,6 +52,27 @@ pub(super) struct Run<'a> {
 }
 
 impl Run<'_> {
+    /// The target stands for directory `dir` (a restore re-rooted at a
+    /// subfolder): it gets `dir`'s metadata at the end, as every restored
+    /// directory does, unless it existed and `--overwrite never` keeps its
+    /// own. A target that is a symlink to a directory (the user's path is
+    /// followed) gives the metadata to that directory, never the symlink.
+    pub(super) fn adopt_root(&mut self, root: &Path, dir: DirEntry, existed: bool) -> Result<()> {
+        if existed && self.target.opts.overwrite == Overwrite::Never {
+            self.sum.skipped += 1;
+            return Ok(());
+        }
+        let real = if self.target.opts.dry_run {
+            root.to_path_buf()
+        } else {
+            std::fs::canonicalize(root).ctx(|| format!("resolving {}", root.display()))?
+        };
+        self.target.open_dir_for_filling(&real);
+        self.sum.dirs += 1;
+        self.dirs.push((real, dir));
+        Ok(())
+    }
+
     /// Makes `dest` another name of `source`, a file this restore wrote.
     pub(super) fn place_link(&mut self, dest: &Path, e: &DirEntry, source: &Path) -> Result<()> {
         match self.target.place_hard_link(dest, e, source) {

@@ -18,6 +18,11 @@
 //! in backup. A pattern also matches the path it spells literally, so a
 //! name holding glob characters (`a[1].txt`) is reachable as written.
 //!
+//! A restore re-rooted at a subfolder ([`RestoreSelection::within`], restic's
+//! `restore ID:sub`) matches patterns against paths relative to the
+//! subfolder, as restic does: `--include /a` is `sub/a`. An anchored pattern
+//! is still also tried against the backed-up path (`/home/me/tree/sub/a`).
+//!
 //! A directory is a parent only if something below it is taken, which needs
 //! a look below it: [`Plan::new`] walks the listings once before the restore
 //! (skipping excluded subtrees) and records the parents, and the totals of
@@ -31,6 +36,7 @@ use cairn_core::{Error, Result};
 use cairn_format::dir::{DirEntry, EntryKind};
 use cairn_format::snapshot::SnapshotRecord;
 
+use super::start::Start;
 use crate::patterns::{clean_pattern, compile};
 use crate::read::{join, Reader};
 
@@ -134,6 +140,9 @@ struct At<'a> {
 pub struct RestoreSelection {
     include: Option<Patterns>,
     exclude: Patterns,
+    /// The snapshot path the restore is re-rooted at (`""`: the root); see
+    /// [`RestoreSelection::within`].
+    root: String,
 }
 
 /// Builds a [`RestoreSelection`]; each pattern is checked as it is added.
@@ -162,10 +171,32 @@ impl RestoreSelection {
         RestoreSelection {
             include: Some(b.build("include").expect("no globs to build")),
             exclude: Patterns::default(),
+            root: String::new(),
         }
     }
 
-    /// Whether this selection takes every entry.
+    /// This selection re-rooted at snapshot path `path` (restic's
+    /// `restore ID:sub`): a directory's contents are restored directly into
+    /// the target, which gets the directory's metadata; a file, symlink or
+    /// special entry is restored as `target/<name>`. Patterns are then
+    /// relative to the directory (for a single entry: to its parent).
+    /// `""` or `/` is the snapshot's root.
+    pub fn within(mut self, path: &str) -> RestoreSelection {
+        let comps: Vec<&str> = path
+            .split('/')
+            .filter(|c| !c.is_empty() && *c != ".")
+            .collect();
+        self.root = comps.join("/");
+        self
+    }
+
+    /// The snapshot path the restore starts at (`""`: the root).
+    pub fn root_path(&self) -> &str {
+        &self.root
+    }
+
+    /// Whether this selection's patterns take every entry (of the snapshot,
+    /// or of the subtree it is re-rooted at).
     pub fn is_everything(&self) -> bool {
         self.include.is_none() && self.exclude.is_empty()
     }
@@ -194,6 +225,7 @@ impl RestoreSelectionBuilder {
                 .map(|b| b.build("include"))
                 .transpose()?,
             exclude: self.exclude.build("exclude")?,
+            root: String::new(),
         })
     }
 }
@@ -216,6 +248,8 @@ pub(crate) struct Plan<'s> {
     /// Top-level entry name -> the absolute path it was backed up from
     /// (names shared by two sources are left out: ambiguous).
     sources: HashMap<String, String>,
+    /// The snapshot path in front of the walk's paths ([`Start::base`]).
+    base: String,
     parents: HashSet<String>,
     /// Regular files and their bytes that the restore takes.
     pub files: u64,
@@ -223,27 +257,31 @@ pub(crate) struct Plan<'s> {
 }
 
 impl<'s> Plan<'s> {
-    /// Resolves `sel` against `snap`: walks the listings unless the
-    /// selection takes everything. Fails, before anything is created, if
-    /// include patterns match nothing.
+    /// Resolves `sel` against `snap`, walking from `start` (read for
+    /// `sel`): walks the listings unless the selection takes the whole
+    /// snapshot. Fails, before anything is created, if include patterns
+    /// match nothing.
     pub(crate) fn new(
         reader: &mut Reader,
         snap: &SnapshotRecord,
         sel: &'s RestoreSelection,
+        start: &Start,
     ) -> Result<Plan<'s>> {
         let mut plan = Plan {
             sel,
             sources: sources(snap),
+            base: start.base.clone(),
             parents: HashSet::new(),
             files: snap.stats.files,
             bytes: snap.stats.logical_bytes,
         };
-        if sel.is_everything() {
+        // The record's totals are the whole snapshot's.
+        if sel.is_everything() && sel.root.is_empty() {
             return Ok(plan);
         }
         plan.files = 0;
         plan.bytes = 0;
-        let root = reader.root_entries(snap)?;
+        let root = start.entries.clone();
         let top = if sel.include.is_some() {
             Scope::Parent
         } else {
@@ -252,8 +290,13 @@ impl<'s> Plan<'s> {
         let any = plan.look(reader, "", root, top);
         if let Some(inc) = &sel.include {
             if !any {
+                let place = if sel.root.is_empty() {
+                    "the snapshot".to_string()
+                } else {
+                    sel.root.clone()
+                };
                 return Err(Error::NotFound(format!(
-                    "nothing in the snapshot matches --include {}",
+                    "nothing in {place} matches --include {}",
                     inc.shown.join(", ")
                 )));
             }
@@ -299,7 +342,12 @@ impl<'s> Plan<'s> {
     }
 
     fn at<'r>(&self, rel: &'r str) -> At<'r> {
-        let (top, rest) = rel.split_once('/').unwrap_or((rel, ""));
+        let full = if self.base.is_empty() {
+            rel.to_string()
+        } else {
+            format!("{}/{rel}", self.base)
+        };
+        let (top, rest) = full.split_once('/').unwrap_or((&full, ""));
         let orig = self.sources.get(top).map(|src| {
             if rest.is_empty() {
                 src.clone()
@@ -389,6 +437,7 @@ mod tests {
         Plan {
             sel,
             sources,
+            base: String::new(),
             parents: HashSet::new(),
             files: 0,
             bytes: 0,

@@ -33,6 +33,7 @@ use cairn_format::snapshot::SnapshotRecord;
 use serde::Serialize;
 
 use super::select::{Plan, RestoreSelection, Scope};
+use super::start::Start;
 use crate::long_path::Dirs;
 use crate::progress::Progress;
 use crate::read::{join, plan, Reader};
@@ -68,9 +69,12 @@ impl Reader {
         sel: &RestoreSelection,
         progress: &Progress,
     ) -> Result<VerifyReport> {
-        let plan = Plan::new(self, snap, sel)?;
+        // From where the restore started: the root, or the subfolder whose
+        // contents are the target's.
+        let start = Start::read(self, snap, sel.root_path())?;
+        let plan = Plan::new(self, snap, sel, &start)?;
         progress.set_totals(plan.files, plan.bytes);
-        let entries = self.root_entries(snap)?;
+        let entries = start.entries;
         let mut run = Run {
             plan: &plan,
             progress,
