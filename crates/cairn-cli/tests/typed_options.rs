@@ -147,4 +147,16 @@ fn help_shows_the_engine_defaults_and_names() {
             assert!(text.contains(w), "{args:?} lacks {w:?}:\n{text}");
         }
     }
+    // The restore cache options are Advanced; --overwrite and --delete are not.
+    let text = help(&["restore", "--help"]);
+    let at = |needle: &str| {
+        text.find(needle)
+            .unwrap_or_else(|| panic!("{needle}:\n{text}"))
+    };
+    let advanced = at("Advanced:");
+    assert!(
+        at("--overwrite <") < advanced && at("--delete") < advanced,
+        "{text}"
+    );
+    assert!(at("--restore-policy <") > advanced, "{text}");
 }

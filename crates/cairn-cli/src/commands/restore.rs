@@ -69,8 +69,6 @@ pub struct RestoreArgs {
     /// steps served from memory, index page reads (all in --json too).
     #[arg(long)]
     pub stats: bool,
-    #[command(flatten, next_help_heading = "Advanced")]
-    pub cache: RestoreCacheArgs,
     /// Entries already in the target where the snapshot has one: `always`
     /// replaces files, symlinks and empty directories (a non-empty
     /// directory only with --delete; otherwise it is reported as an error
@@ -88,6 +86,10 @@ pub struct RestoreArgs {
     /// Directories restored only to reach --include matches are not pruned.
     #[arg(long)]
     pub delete: bool,
+    /// The restore policy and its memory (last: the heading it sets
+    /// would carry on to any option after it).
+    #[command(flatten, next_help_heading = "Advanced")]
+    pub cache: RestoreCacheArgs,
 }
 
 /// The `--include`/`--exclude` flags (and their any-case forms) as one
