@@ -155,7 +155,7 @@ fn help_shows_the_engine_defaults_and_names() {
     };
     let advanced = at("Advanced:");
     assert!(
-        at("--overwrite <") < advanced && at("--delete") < advanced,
+        at("--overwrite <") < advanced && at("\n      --delete\n") < advanced,
         "{text}"
     );
     assert!(at("--restore-policy <") > advanced, "{text}");
