@@ -157,15 +157,16 @@ impl VolumeFs {
         if passthrough {
             if writable {
                 // The daemon will not see these writes: count them now
-                // (and again at release), and have the kernel drop pages
-                // it cached before them at the next cached open.
+                // (and again at release).
                 self.locks.changed(bino);
-                self.handles.cache_stale.lock().insert(bino);
             }
-        } else if !self.handles.cache_stale.lock().remove(&bino) {
-            // Everything else that changes the file goes through the
-            // kernel, which keeps its cache right; a job's switch keeps the
-            // bytes. So the cached pages stay valid across opens.
+        } else {
+            // Everything that changes the file goes through the kernel,
+            // which keeps its cache right, and a job's switch keeps the
+            // bytes, so cached pages stay valid across cached opens. A
+            // passthrough open is made without this flag: the kernel drops
+            // what it cached before, so pages cached before passthrough
+            // writes are never served after them.
             flags |= FopenFlags::FOPEN_KEEP_CACHE;
         }
         self.locks.opened(bino, passthrough);

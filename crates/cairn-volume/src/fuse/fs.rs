@@ -152,12 +152,7 @@ impl Filesystem for VolumeFs {
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
-        if self.inodes.forget(ino.0, nlookup) {
-            self.handles
-                .cache_stale
-                .lock()
-                .remove(&self.backing_ino(ino.0));
-        }
+        self.inodes.forget(ino.0, nlookup);
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {

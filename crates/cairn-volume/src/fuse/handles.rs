@@ -59,9 +59,6 @@ pub(super) struct Handles {
     /// Regular files whose last name was removed while a handle held them:
     /// the content state forgets them when the last handle goes.
     pub unlinked: Mutex<HashSet<u64>>,
-    /// Inodes written through passthrough since the kernel last cached
-    /// their pages: the next cached open drops the kernel's cached pages.
-    pub cache_stale: Mutex<HashSet<u64>>,
     next: AtomicU64,
 }
 
