@@ -17,9 +17,9 @@ use fuser::{BackingId, Errno, FileAttr, FileType, FopenFlags, TimeOrNow};
 use rustix::fs::{AtFlags, FallocateFlags, Gid, Mode, OFlags, Timespec, Timestamps, Uid, CWD};
 
 use super::attr::{errno, io_errno};
-use super::fs::{Caller, VolumeFs};
 use super::handles::{IoMode, OpenFile};
 use super::inodes::{component, proc_path, stat_fd};
+use super::state::{Caller, VolumeFs};
 
 /// Registers a backing file for passthrough (the reply's `open_backing`).
 pub(super) type OpenBacking<'a> = &'a dyn Fn(&File) -> std::io::Result<BackingId>;

@@ -1,14 +1,12 @@
 //! The `fuser::Filesystem` the kernel talks to: one method per request,
-//! each calling the operation in `namespace` or `data` and replying with
-//! its result or errno. Requests arrive on several threads at once; the
-//! tables are behind their own short locks, and a regular file's content
-//! calls run under its inode lock.
+//! each calling the operation in `namespace` or `data` on the state
+//! (`state::VolumeFs`) and replying with its result or errno. Requests
+//! arrive on several threads at once; the tables are behind their own short
+//! locks, and a regular file's content calls run under its inode lock.
 
 use std::ffi::OsStr;
-use std::os::fd::OwnedFd;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::SystemTime;
 
 use fuser::{
@@ -19,81 +17,8 @@ use fuser::{
 };
 
 use super::attr::TTL;
-use super::handles::Handles;
-use super::inodes::Inodes;
-use super::{MountOptions, Space};
-use crate::content::Content;
-use crate::inode_locks::InodeLocks;
-
-/// The caller of a request: who owns what it creates.
-#[derive(Clone, Copy)]
-pub(super) struct Caller {
-    pub uid: u32,
-    pub gid: u32,
-}
-
-impl Caller {
-    fn of(req: &Request) -> Self {
-        Caller {
-            uid: req.uid(),
-            gid: req.gid(),
-        }
-    }
-}
-
-pub(crate) struct VolumeFs {
-    pub(super) inodes: Inodes,
-    pub(super) handles: Handles,
-    pub(super) content: Arc<dyn Content>,
-    pub(super) locks: Arc<InodeLocks>,
-    pub(super) space: Arc<dyn Space>,
-    /// Passthrough asked for by the options.
-    passthrough_wanted: bool,
-    /// Passthrough granted by the kernel and still working (cleared, with
-    /// one warning, if registering a backing file fails).
-    pub(super) passthrough: AtomicBool,
-    stack_depth: u32,
-    /// The daemon runs as root: new files then belong to their creator.
-    pub(super) root: bool,
-}
-
-impl VolumeFs {
-    pub(super) fn new(
-        root: OwnedFd,
-        content: Arc<dyn Content>,
-        locks: Arc<InodeLocks>,
-        options: &MountOptions,
-        stack_depth: u32,
-    ) -> std::io::Result<Self> {
-        Ok(VolumeFs {
-            inodes: Inodes::new(root)?,
-            handles: Handles::default(),
-            content,
-            locks,
-            space: options.space.clone(),
-            passthrough_wanted: options.passthrough,
-            passthrough: AtomicBool::new(false),
-            stack_depth,
-            root: rustix::process::geteuid().is_root(),
-        })
-    }
-
-    /// The backing inode number of FUSE inode `ino`: the key of the
-    /// content state and of the inode locks.
-    pub(super) fn backing_ino(&self, ino: u64) -> u64 {
-        self.inodes.fuse_ino(ino)
-    }
-
-    /// Stops using passthrough after the kernel refused it once.
-    pub(super) fn passthrough_failed(&self, e: &std::io::Error) {
-        if self.passthrough.swap(false, Ordering::Relaxed) {
-            eprintln!(
-                "cairn: warning: FUSE passthrough refused ({e}); plain files are served \
-                 through the daemon"
-            );
-        }
-    }
-}
+use super::data::AttrChange;
+use super::state::{Caller, VolumeFs};
 
 fn reply_entry(reply: ReplyEntry, r: Result<fuser::FileAttr, Errno>) {
     match r {
@@ -180,7 +105,7 @@ impl Filesystem for VolumeFs {
         _flags: Option<BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        let change = super::data::AttrChange {
+        let change = AttrChange {
             mode,
             uid,
             gid,

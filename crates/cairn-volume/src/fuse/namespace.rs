@@ -23,10 +23,10 @@ use fuser::{
 use rustix::fs::{AtFlags, Gid, Mode, OFlags, Stat, Uid, XattrFlags, CWD};
 
 use super::attr::{backing_dev, errno, file_type, libc_mode, to_attr, TTL};
-use super::fs::{Caller, VolumeFs};
 use super::handles::{DirRow, OpenDir};
 use super::inodes::{component, proc_path, stat_fd};
-use super::SpaceStats;
+use super::options::SpaceStats;
+use super::state::{Caller, VolumeFs};
 
 /// The largest xattr value or name list the kernel asks for (`XATTR_SIZE_MAX`).
 const XATTR_MAX: usize = 64 * 1024;
