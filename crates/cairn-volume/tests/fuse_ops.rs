@@ -362,3 +362,60 @@ fn a_non_plain_file_is_read_written_and_truncated_through_content() {
     assert!(content.released.lock().contains(&ino));
     assert!(content.files.lock().is_empty());
 }
+
+#[test]
+fn serve_runs_until_unmounted_and_bad_paths_are_one_line_errors() {
+    use cairn_volume::fuse::{mount, serve, FuseError};
+    use cairn_volume::inode_locks::InodeLocks;
+    let tmp = tempfile::tempdir().unwrap();
+    let plain = || Arc::new(cairn_volume::content::Plain);
+    let try_mount = |backing: &std::path::Path, mnt: &std::path::Path| {
+        mount(
+            backing,
+            mnt,
+            plain(),
+            InodeLocks::new(),
+            MountOptions::default(),
+        )
+        .err()
+        .expect("mounted a bad path")
+    };
+    fs::write(tmp.path().join("file"), b"").unwrap();
+    let e = try_mount(&tmp.path().join("missing"), tmp.path());
+    assert!(matches!(e, FuseError::Backing { .. }), "{e}");
+    let e = try_mount(tmp.path(), &tmp.path().join("missing"));
+    assert!(matches!(e, FuseError::Mountpoint { .. }), "{e}");
+    let e = try_mount(tmp.path(), &tmp.path().join("file"));
+    assert!(e.to_string().ends_with("not a directory"), "{e}");
+    assert!(!e.to_string().contains('\n'));
+
+    if let Some(why) = fuse_support::fuse_missing() {
+        return fuse_support::skip_or_fail(&format!("FUSE unavailable: {why}"));
+    }
+    let (backing, mnt) = (tmp.path().join("b"), tmp.path().join("m"));
+    fs::create_dir(&backing).unwrap();
+    fs::create_dir(&mnt).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (b, m) = (backing.clone(), mnt.clone());
+    let server = std::thread::spawn(move || {
+        serve(
+            &b,
+            &m,
+            plain(),
+            InodeLocks::new(),
+            MountOptions::default(),
+            |u| tx.send(u).unwrap(),
+        )
+    });
+    let mut unmounter = rx
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("serve mounted");
+    fs::write(mnt.join("x"), b"served").unwrap();
+    assert_eq!(fs::read(backing.join("x")).unwrap(), b"served");
+    unmounter.unmount().unwrap();
+    server
+        .join()
+        .unwrap()
+        .expect("serve ends cleanly when unmounted");
+    assert!(!mnt.join("x").exists(), "still mounted");
+}

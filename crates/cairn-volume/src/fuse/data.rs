@@ -103,10 +103,19 @@ fn timespec(t: Option<TimeOrNow>) -> Timespec {
 }
 
 impl VolumeFs {
-    /// Opens inode `fd`'s backing file for a handle.
+    /// Opens inode `fd`'s backing file for a handle. A daemon that is not
+    /// root may not read a write-only file: it is then opened write-only
+    /// (the kernel sends no reads for a write-only handle).
     fn open_backing_file(fd: &OwnedFd, flags: OFlags) -> Result<File, Errno> {
-        let f = rustix::fs::open(proc_path(fd), flags, Mode::empty()).map_err(errno)?;
-        Ok(File::from(f))
+        let path = proc_path(fd);
+        let f = match rustix::fs::open(&path, flags, Mode::empty()) {
+            Err(rustix::io::Errno::ACCESS) if flags.contains(OFlags::RDWR) => {
+                let write_only = (flags - OFlags::RDWR) | OFlags::WRONLY;
+                rustix::fs::open(&path, write_only, Mode::empty())
+            }
+            r => r,
+        };
+        Ok(File::from(f.map_err(errno)?))
     }
 
     /// Makes the handle for `file`, the backing file of `ino` just opened:
