@@ -37,11 +37,12 @@ pub(super) struct DirRow {
     pub kind: Option<FileType>,
 }
 
-/// An open directory: the listing read at `opendir` (re-read when the
-/// kernel starts over at offset 0, as `rewinddir` expects).
+/// An open directory: its listing, read when the kernel reads from offset
+/// 0 (the first read, or again after `rewinddir`), so later reads at other
+/// offsets continue one consistent listing.
 pub(super) struct OpenDir {
     pub dir: File,
-    pub rows: Mutex<Vec<DirRow>>,
+    pub rows: Mutex<Option<Vec<DirRow>>>,
 }
 
 /// How the open handles of one inode are served.

@@ -280,10 +280,9 @@ impl VolumeFs {
             Mode::empty(),
         )
         .map_err(errno)?;
-        let rows = list(&dir)?;
         Ok(self.handles.add_dir(OpenDir {
             dir: File::from(dir),
-            rows: parking_lot::Mutex::new(rows),
+            rows: parking_lot::Mutex::new(None),
         }))
     }
 
@@ -296,23 +295,26 @@ impl VolumeFs {
         }
     }
 
-    /// The rows of open directory `fh` from `offset` on (re-read from the
-    /// backing directory when the kernel starts over).
-    fn rows_from(&self, fh: u64, offset: u64) -> Result<(std::sync::Arc<OpenDir>, usize), Errno> {
+    /// Open directory `fh`, its rows read from the backing directory if
+    /// the kernel starts (over) at offset 0 or has not read any yet.
+    fn rows_from(&self, fh: u64, offset: u64) -> Result<std::sync::Arc<OpenDir>, Errno> {
         let d = self.handles.dir(fh)?;
-        if offset == 0 {
-            let rows = list(&d.dir)?;
-            *d.rows.lock() = rows;
+        let mut rows = d.rows.lock();
+        if offset == 0 || rows.is_none() {
+            *rows = Some(list(&d.dir)?);
         }
-        Ok((d, offset as usize))
+        drop(rows);
+        Ok(d)
     }
 
     pub(super) fn read_dir(&self, ino: u64, fh: u64, offset: u64, mut reply: ReplyDirectory) {
-        let (d, start) = match self.rows_from(fh, offset) {
-            Ok(x) => x,
+        let d = match self.rows_from(fh, offset) {
+            Ok(d) => d,
             Err(e) => return reply.error(e),
         };
+        let start = offset as usize;
         let rows = d.rows.lock();
+        let rows = rows.as_deref().unwrap_or_default();
         // Row `i` has offset `i + 1`: where the next call resumes.
         for (i, row) in rows.iter().enumerate().skip(start) {
             let kind = match row.kind {
@@ -341,12 +343,14 @@ impl VolumeFs {
         offset: u64,
         mut reply: ReplyDirectoryPlus,
     ) {
-        let (d, start) = match self.rows_from(fh, offset) {
-            Ok(x) => x,
+        let d = match self.rows_from(fh, offset) {
+            Ok(d) => d,
             Err(e) => return reply.error(e),
         };
+        let start = offset as usize;
         let dir_fd = &d.dir;
         let rows = d.rows.lock();
+        let rows = rows.as_deref().unwrap_or_default();
         for (i, row) in rows.iter().enumerate().skip(start) {
             let next = i as u64 + 1;
             let full = if matches!(row.name.as_bytes(), b"." | b"..") {
