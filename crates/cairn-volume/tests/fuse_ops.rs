@@ -279,6 +279,21 @@ fn metadata_owners_times_xattrs_and_statfs() {
     assert!(out.status.success(), "{out:?}");
     let b = fs::metadata(v.b("pub/made")).unwrap();
     assert_eq!((b.uid(), b.gid()), (65534, 65534));
+    // In a set-group-ID directory: the directory's group, and a directory
+    // made there is set-group-ID too.
+    fs::create_dir(v.m("pub/g")).unwrap();
+    std::os::unix::fs::chown(v.m("pub/g"), None, Some(5678)).unwrap();
+    fs::set_permissions(v.m("pub/g"), fs::Permissions::from_mode(0o2777)).unwrap();
+    let script = format!("echo hi > {0}/f && mkdir {0}/sub", v.m("pub/g").display());
+    let out = nobody(&["sh", "-c", &script]);
+    assert!(out.status.success(), "{out:?}");
+    let f = fs::metadata(v.b("pub/g/f")).unwrap();
+    assert_eq!((f.uid(), f.gid()), (65534, 5678));
+    let sub = fs::metadata(v.b("pub/g/sub")).unwrap();
+    assert_eq!(sub.gid(), 5678);
+    assert_ne!(sub.mode() & 0o2000, 0, "subdirectory lost set-group-ID");
+    // fsyncdir.
+    File::open(v.m("pub")).unwrap().sync_all().unwrap();
     fs::write(v.m("secret"), b"s").unwrap();
     fs::set_permissions(v.m("secret"), fs::Permissions::from_mode(0o600)).unwrap();
     let out = nobody(&["cat", v.m("secret").to_str().unwrap()]);
@@ -357,6 +372,26 @@ fn a_non_plain_file_is_read_written_and_truncated_through_content() {
     eventually("the unlinked file's release", || {
         content.released.lock().contains(&ino3)
     });
+    // Punching a hole into an optimized file recalls the range first.
+    fs::write(v.b("opt4"), &data[..20_000]).unwrap();
+    content.optimize(&v.b("opt4"));
+    let recalls = content.count("recall");
+    let f = OpenOptions::new().write(true).open(v.m("opt4")).unwrap();
+    let punch = FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE;
+    rustix::fs::fallocate(&f, punch, 8192, 4096).unwrap();
+    drop(f);
+    assert_eq!(content.count("recall"), recalls + 1);
+    let mut want = data[..20_000].to_vec();
+    want[8192..12_288].fill(0);
+    assert_eq!(fs::read(v.m("opt4")).unwrap(), want);
+
+    // A rename over an optimized file removes its last name.
+    fs::write(v.b("opt5"), &data[..5000]).unwrap();
+    content.optimize(&v.b("opt5"));
+    let ino5 = fs::metadata(v.b("opt5")).unwrap().ino();
+    fs::rename(v.m("opt4"), v.m("opt5")).unwrap();
+    assert!(content.released.lock().contains(&ino5));
+
     // Unlinked with no handle open: forgotten at once.
     fs::remove_file(v.m("opt")).unwrap();
     assert!(content.released.lock().contains(&ino));
