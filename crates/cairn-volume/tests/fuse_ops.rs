@@ -342,9 +342,11 @@ fn a_non_plain_file_is_read_written_and_truncated_through_content() {
     assert!(v.locks.change_count(ino) > changes);
     assert_eq!(fs::read(v.m("opt")).unwrap(), data[..200_000]);
 
-    // A write recalls first, then lands in the backing file.
+    // A write counts a change, recalls, then lands in the backing file.
+    let changes = v.locks.change_count(ino);
     f.write_all_at(b"0123456789", 1000).unwrap();
     assert_eq!(content.count("recall"), 1);
+    assert!(v.locks.change_count(ino) > changes);
     let mut want = data[..200_000].to_vec();
     want[1000..1010].copy_from_slice(b"0123456789");
     assert_eq!(fs::read(v.m("opt")).unwrap(), want);
