@@ -137,30 +137,38 @@ impl VolumeFs {
             file.set_len(0).map_err(io_errno)?;
             self.content.truncated(bino, &file, 0).map_err(io_errno)?;
         }
-        let backing = {
-            let mut modes = self.handles.modes.lock();
-            let backing = match modes.get(&bino) {
-                Some(m) => m.backing.clone(),
-                None if self.passthrough.load(std::sync::atomic::Ordering::Relaxed)
-                    && self.content.is_plain(bino) =>
-                {
-                    match open_backing(&file) {
-                        Ok(id) => Some(Arc::new(id)),
-                        Err(e) => {
-                            self.passthrough_failed(&e);
-                            None
-                        }
+        // The modes of `bino` change only under its lock, held here: the
+        // table's own lock is not held across the calls below.
+        let current = self
+            .handles
+            .modes
+            .lock()
+            .get(&bino)
+            .map(|m| m.backing.clone());
+        let backing = match current {
+            Some(backing) => backing,
+            None if self.passthrough.load(std::sync::atomic::Ordering::Relaxed)
+                && self.content.is_plain(bino) =>
+            {
+                match open_backing(&file) {
+                    Ok(id) => Some(Arc::new(id)),
+                    Err(e) => {
+                        self.passthrough_failed(&e);
+                        None
                     }
                 }
-                None => None,
-            };
-            let mode = modes.entry(bino).or_insert(IoMode {
+            }
+            None => None,
+        };
+        self.handles
+            .modes
+            .lock()
+            .entry(bino)
+            .or_insert(IoMode {
                 handles: 0,
                 backing: backing.clone(),
-            });
-            mode.handles += 1;
-            backing
-        };
+            })
+            .handles += 1;
         let passthrough = backing.is_some();
         let mut flags = FopenFlags::empty();
         if passthrough {
