@@ -275,3 +275,46 @@ fn a_file_written_by_passthrough_is_not_served_stale_from_the_page_cache() {
     want[100..111].copy_from_slice(b"passthrough");
     assert!(fs::read(v.m("f")).unwrap() == want, "stale page cache");
 }
+
+#[test]
+fn a_file_open_cached_stays_cached_for_later_opens_when_it_becomes_plain() {
+    // The kernel fails an open (EIO) that mixes passthrough and cached
+    // handles of one inode: a file recalled while open cached must be
+    // opened cached again until its handles close.
+    let content = Arc::new(MemContent::default());
+    let c = content.clone();
+    let Some(v) = mount_with(content.clone(), options(true), move |b| {
+        fs::write(b.join("f"), pattern(2, 10_000)).unwrap();
+        c.optimize(&b.join("f"));
+    }) else {
+        return;
+    };
+    let ino = fs::metadata(v.b("f")).unwrap().ino();
+    let first = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(v.m("f"))
+        .unwrap();
+    first.write_all_at(b"recalled", 0).unwrap();
+    assert!(content.files.lock().is_empty(), "the write recalled it");
+    let second = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(v.m("f"))
+        .expect("a second open of a file open cached");
+    assert_eq!(v.locks.open_count(ino).passthrough, 0);
+    second.write_all_at(b"second", 100).unwrap();
+    let mut want = pattern(2, 10_000);
+    want[..8].copy_from_slice(b"recalled");
+    want[100..106].copy_from_slice(b"second");
+    let mut got = vec![0u8; 10_000];
+    first.read_exact_at(&mut got, 0).unwrap();
+    assert!(got == want);
+    drop((first, second));
+    if is_root() {
+        // All closed: the next open is passthrough.
+        fuse_support::eventually("handles released", || v.locks.open_count(ino).handles == 0);
+        let _third = File::open(v.m("f")).unwrap();
+        assert_eq!(v.locks.open_count(ino).passthrough, 1);
+    }
+}
