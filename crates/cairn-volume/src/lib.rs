@@ -12,4 +12,5 @@
 //! that answers, one file at a time, under [`inode_locks::InodeLocks`].
 
 pub mod content;
+pub mod fuse;
 pub mod inode_locks;

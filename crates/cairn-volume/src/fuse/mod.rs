@@ -1,0 +1,237 @@
+//! The volume's read-write FUSE layer: serves the backing tree (names,
+//! directories, metadata, links, xattrs) through the kernel, and asks
+//! [`Content`] for the bytes of every regular file the daemon reads or
+//! writes, under the file's lock in [`InodeLocks`].
+//!
+//! - `inodes`: the inode table (FUSE inode = backing `st_ino`, an `O_PATH`
+//!   descriptor and lookup count per inode);
+//! - `handles`: open files and directories, and each inode's I/O mode
+//!   (passthrough or cached);
+//! - `state`: what the layer serves from (tables, content seam, locks);
+//! - `namespace` (names, metadata, xattrs) and `data` (open, read, write,
+//!   truncate, sync, release): the operations on that state;
+//! - `fs`: the `fuser::Filesystem` the kernel talks to, replying with them;
+//! - `options`: [`MountOptions`] and the `statfs` hook [`Space`];
+//! - `attr`: backing `stat`s as FUSE attributes, errnos.
+//!
+//! A plain file (all its bytes in the backing file) is opened in
+//! passthrough mode where the kernel offers it: the kernel reads and writes
+//! the backing file itself and the daemon sees only open, fsync and
+//! release. Everything else goes through the daemon and the kernel's page
+//! cache (no direct I/O, so `mmap` works; no writeback cache, so each write
+//! reaches the daemon when it is made: docs/volume.md, "FUSE layer").
+
+mod attr;
+mod data;
+mod fs;
+mod handles;
+mod inodes;
+mod namespace;
+mod options;
+mod state;
+
+pub use options::{BackingSpace, MountOptions, Space, SpaceStats};
+
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use fuser::{BackgroundSession, Config, MountOption, Session, SessionACL, SessionUnmounter};
+use rustix::fs::{Mode, OFlags};
+
+use crate::content::Content;
+use crate::inode_locks::InodeLocks;
+use state::VolumeFs;
+
+/// Why the mount could not start or serve.
+#[derive(Debug, thiserror::Error)]
+pub enum FuseError {
+    #[error("backing tree {path}: {source}")]
+    Backing { path: PathBuf, source: io::Error },
+    #[error("mountpoint {path}: {why}")]
+    Mountpoint { path: PathBuf, why: String },
+    #[error("FUSE unavailable: {0}")]
+    Unavailable(String),
+    #[error("mounting {path}: {source}")]
+    Mount { path: PathBuf, source: io::Error },
+    #[error("serving {path}: {source}")]
+    Serve { path: PathBuf, source: io::Error },
+    #[error("unmounting {path}: {source}")]
+    Unmount { path: PathBuf, source: io::Error },
+}
+
+/// A running mount served by background threads: [`MountHandle::unmount`]
+/// or dropping it unmounts (lazily, if files on it are still in use).
+pub struct MountHandle {
+    session: Option<BackgroundSession>,
+    mountpoint: PathBuf,
+}
+
+impl MountHandle {
+    pub fn mountpoint(&self) -> &Path {
+        &self.mountpoint
+    }
+
+    /// Unmounts and waits for the serving threads to end. Fails (still
+    /// mounted) while a file on the mount is in use.
+    pub fn unmount(mut self) -> Result<(), FuseError> {
+        let session = self.session.take().expect("mounted until unmounted");
+        session
+            .umount_and_join()
+            .map_err(|source| FuseError::Unmount {
+                path: self.mountpoint.clone(),
+                source,
+            })
+    }
+}
+
+impl Drop for MountHandle {
+    fn drop(&mut self) {
+        if let Some(session) = self.session.take() {
+            if session.umount_and_join().is_err() {
+                // Busy: detach it; the threads end when its last user does.
+                let _ =
+                    rustix::mount::unmount(&self.mountpoint, rustix::mount::UnmountFlags::DETACH);
+            }
+        }
+    }
+}
+
+/// Unmounts a mount served by [`serve`] from another thread (a signal
+/// handler); `serve` then returns.
+pub struct Unmounter(SessionUnmounter);
+
+impl Unmounter {
+    pub fn unmount(&mut self) -> io::Result<()> {
+        self.0.unmount()
+    }
+}
+
+/// Mounts the backing tree `backing_root` at `mountpoint` and serves it on
+/// background threads until the handle is unmounted or dropped.
+pub fn mount(
+    backing_root: &Path,
+    mountpoint: &Path,
+    content: Arc<dyn Content>,
+    locks: Arc<InodeLocks>,
+    options: MountOptions,
+) -> Result<MountHandle, FuseError> {
+    let session = session(backing_root, mountpoint, content, locks, options)?;
+    let mountpoint = mountpoint.to_path_buf();
+    let session = session.spawn().map_err(|source| FuseError::Serve {
+        path: mountpoint.clone(),
+        source,
+    })?;
+    Ok(MountHandle {
+        session: Some(session),
+        mountpoint,
+    })
+}
+
+/// Mounts as [`mount`] does and serves on the calling thread (and its
+/// helpers) until the file system is unmounted, from outside or through the
+/// [`Unmounter`] handed to `on_mounted` once the mount is up.
+pub fn serve(
+    backing_root: &Path,
+    mountpoint: &Path,
+    content: Arc<dyn Content>,
+    locks: Arc<InodeLocks>,
+    options: MountOptions,
+    on_mounted: impl FnOnce(Unmounter),
+) -> Result<(), FuseError> {
+    let mut session = session(backing_root, mountpoint, content, locks, options)?;
+    on_mounted(Unmounter(session.unmount_callable()));
+    session.run().map_err(|source| FuseError::Serve {
+        path: mountpoint.to_path_buf(),
+        source,
+    })
+}
+
+/// The character device every FUSE mount talks through.
+const FUSE_DEVICE: &str = "/dev/fuse";
+
+fn session(
+    backing_root: &Path,
+    mountpoint: &Path,
+    content: Arc<dyn Content>,
+    locks: Arc<InodeLocks>,
+    options: MountOptions,
+) -> Result<Session<VolumeFs>, FuseError> {
+    let backing = |source: io::Error| FuseError::Backing {
+        path: backing_root.to_path_buf(),
+        source,
+    };
+    let root = rustix::fs::open(
+        backing_root,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| backing(e.into()))?;
+    match std::fs::metadata(mountpoint) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => {
+            return Err(FuseError::Mountpoint {
+                path: mountpoint.to_path_buf(),
+                why: "not a directory".into(),
+            })
+        }
+        Err(e) => {
+            return Err(FuseError::Mountpoint {
+                path: mountpoint.to_path_buf(),
+                why: e.to_string(),
+            })
+        }
+    }
+    if !Path::new(FUSE_DEVICE).exists() {
+        return Err(FuseError::Unavailable(format!(
+            "{FUSE_DEVICE} does not exist"
+        )));
+    }
+    raise_open_file_limit();
+    let stack_depth = passthrough_stack_depth(root.as_fd());
+    let fs = VolumeFs::new(root, content, locks, &options, stack_depth).map_err(backing)?;
+
+    let mut config = Config::default();
+    config.mount_options = vec![
+        MountOption::FSName("cairn-volume".into()),
+        MountOption::Subtype("cairn-volume".into()),
+        MountOption::DefaultPermissions,
+        MountOption::RW,
+        MountOption::NoSuid,
+    ];
+    config.acl = if options.allow_other {
+        SessionACL::All
+    } else {
+        SessionACL::Owner
+    };
+    config.n_threads = Some(options.threads.max(1));
+    config.clone_fd = true;
+    Session::new(fs, mountpoint, &config).map_err(|source| FuseError::Mount {
+        path: mountpoint.to_path_buf(),
+        source,
+    })
+}
+
+/// The inode table holds a descriptor per inode the kernel knows, so the
+/// daemon may need many: the soft limit is raised to the hard one.
+fn raise_open_file_limit() {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let mut lim = getrlimit(Resource::Nofile);
+    if lim.current < lim.maximum {
+        lim.current = lim.maximum;
+        let _ = setrlimit(Resource::Nofile, lim);
+    }
+}
+
+/// The file-system stacking depth passthrough needs: 1 over an ordinary
+/// file system (so the mount may itself be the lower layer of an overlay),
+/// 2 when the backing tree is itself on an overlay (as in many containers).
+fn passthrough_stack_depth(root: BorrowedFd<'_>) -> u32 {
+    const OVERLAYFS_SUPER_MAGIC: u64 = 0x794c_7630;
+    match rustix::fs::fstatfs(root) {
+        #[allow(clippy::unnecessary_cast)]
+        Ok(s) if s.f_type as u64 == OVERLAYFS_SUPER_MAGIC => 2,
+        _ => 1,
+    }
+}
