@@ -90,7 +90,7 @@ pub struct RepoArgs {
 
     /// Read the repository password from the first line of PATH (an
     /// encrypted repository only; see docs/security.md).
-    // An empty CAIRN_PASSWORD_FILE counts as unset (`encryption::password`),
+    // An empty CAIRN_PASSWORD_FILE counts as unset (`repo_open::password`),
     // so clap must accept the empty value its default path parser refuses.
     #[arg(
         long,

@@ -44,7 +44,6 @@ fn tune_allocator(command: Option<&str>) {
 mod backup_select;
 mod cli;
 mod commands;
-mod encryption;
 mod exit_codes;
 mod globals;
 mod key_cache_hook;
@@ -55,6 +54,7 @@ mod output;
 mod progress;
 mod repo_config;
 mod repo_location;
+mod repo_open;
 mod report;
 mod restore_cache;
 mod snapshot_args;

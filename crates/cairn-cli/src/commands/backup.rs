@@ -77,7 +77,7 @@ pub struct BackupArgs {
     pub init: InitArgs,
     /// Encryption of a repository this backup creates (--init).
     #[command(flatten, next_help_heading = "Repository creation (with --init)")]
-    pub encryption: crate::encryption::EncryptionArgs,
+    pub encryption: crate::repo_open::EncryptionArgs,
 }
 
 /// The argument ids of the options that only shape a new repository
@@ -132,13 +132,13 @@ fn open_or_create(
     cli: &Globals,
     path: &Path,
     config: impl FnOnce() -> Result<RepoConfig>,
-    encryption: &crate::encryption::EncryptionArgs,
+    encryption: &crate::repo_open::EncryptionArgs,
 ) -> Result<(Repository, bool)> {
     let exists = || crate::repo_location::has_config(path, &cli.s3);
     if let crate::repo_location::RepoLocation::S3(_) = crate::repo_location::parse(path, &cli.s3)? {
         // On object storage, asking first costs two round trips more than
         // opening and finding no config.
-        match crate::encryption::open_repository(cli, path) {
+        match crate::repo_open::open_repository(cli, path) {
             Err(e)
                 if matches!(
                     e.downcast_ref::<cairn_core::Error>(),
@@ -147,16 +147,16 @@ fn open_or_create(
             opened => return Ok((opened?, false)),
         }
     } else if exists()? {
-        return Ok((crate::encryption::open_repository(cli, path)?, false));
+        return Ok((crate::repo_open::open_repository(cli, path)?, false));
     }
-    match crate::encryption::init_repository(cli, path, config()?, encryption) {
+    match crate::repo_open::init_repository(cli, path, config()?, encryption) {
         Ok(repo) => Ok((repo, true)),
         Err(e) => {
             // A concurrent creator writes its key file, then its config: give
             // it a moment before reporting what we found.
             for _ in 0..250 {
                 if exists().unwrap_or(false) {
-                    return Ok((crate::encryption::open_repository(cli, path)?, false));
+                    return Ok((crate::repo_open::open_repository(cli, path)?, false));
                 }
                 std::thread::sleep(std::time::Duration::from_millis(20));
             }
@@ -187,7 +187,7 @@ pub fn run(cli: &Globals, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
         // Refused before `open_or_init` would create the repository.
         let absent = match crate::repo_location::parse(path, &cli.s3)? {
             crate::repo_location::RepoLocation::Local(path) => {
-                Repository::open_local(path).is_err() && !crate::encryption::is_encrypted_at(path)
+                Repository::open_local(path).is_err() && !crate::repo_open::is_encrypted_at(path)
             }
             crate::repo_location::RepoLocation::S3(_) => {
                 !crate::repo_location::has_config(path, &cli.s3)?

@@ -11,7 +11,7 @@ use cairn_engine::catalog::SnapshotFilter;
 use cairn_engine::read::Reader;
 use cairn_engine::Repository;
 
-use crate::encryption::read_lock;
+use crate::repo_open::read_lock;
 use crate::snapshot_args::{position, resolve_at, FilterArgs};
 
 #[derive(Args, Debug)]

@@ -8,10 +8,10 @@ use clap::Args;
 
 use cairn_engine::{Progress, Repository};
 
-use crate::encryption::read_lock;
 use crate::globals::Globals;
 use crate::output::bytes;
 use crate::progress::Display;
+use crate::repo_open::read_lock;
 
 #[derive(Args, Debug)]
 pub struct CheckArgs {

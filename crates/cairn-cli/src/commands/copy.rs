@@ -20,10 +20,10 @@ use cairn_engine::catalog::{self, SnapshotInfo};
 use cairn_engine::copy::{self, CopyOptions, CopyWatch, Identity};
 use cairn_engine::{Progress, RepoConfig, Repository};
 
-use crate::encryption;
 use crate::globals::Globals;
 use crate::output::bytes;
 use crate::progress::{Display, Unit};
+use crate::repo_open;
 use crate::snapshot_args::{resolve_all, FilterArgs};
 
 #[derive(Args, Debug)]
@@ -115,7 +115,7 @@ fn same_identity_config(src: &Repository, mut base: RepoConfig) -> RepoConfig {
 /// `cairn copy`.
 pub fn copy(cli: &Globals, src_path: &Path, a: &CopyArgs) -> Result<ExitCode> {
     crate::repo_location::refuse_url(&a.to)?;
-    let src = encryption::open_repository(cli, src_path)?;
+    let src = repo_open::open_repository(cli, src_path)?;
     // No surprise repositories: the destination is created by `init`,
     // with the source's chunker (and key) so the two deduplicate alike.
     if !crate::repo_location::has_config(&a.to, &cli.s3)? {
@@ -128,7 +128,7 @@ pub fn copy(cli: &Globals, src_path: &Path, a: &CopyArgs) -> Result<ExitCode> {
             src_path.display()
         );
     }
-    let dest = encryption::open_at(cli, &a.to, false, &mut || to_password(a, PromptMode::Once))?;
+    let dest = repo_open::open_at(cli, &a.to, false, &mut || to_password(a, PromptMode::Once))?;
     if src.config.id == dest.config.id && src.backend().describe() == dest.backend().describe() {
         bail!("the source and the destination are the same repository");
     }
@@ -235,7 +235,7 @@ pub fn init_with_identity(
     cli: &Globals,
     path: &Path,
     config: RepoConfig,
-    encryption_args: &encryption::EncryptionArgs,
+    encryption_args: &repo_open::EncryptionArgs,
     identity: &IdentityArgs,
 ) -> Result<Repository> {
     let from = identity
@@ -256,7 +256,7 @@ pub fn init_with_identity(
         );
     }
     let mut src_password: Option<Password> = None;
-    let src = encryption::open_at(cli, from, false, &mut || {
+    let src = repo_open::open_at(cli, from, false, &mut || {
         let p = resolve_other_password(
             identity.from_password_file.as_deref(),
             "--from-password-file",
@@ -285,13 +285,13 @@ pub fn init_with_identity(
         (false, _) => None,
     };
     let config = same_identity_config(&src, config);
-    encryption::init_sharing_identity(
+    repo_open::init_sharing_identity(
         cli,
         path,
         config,
         (&src, src_password.as_ref()),
         algorithm,
-        &mut || encryption::new_repository_password(cli),
+        &mut || repo_open::new_repository_password(cli),
         &encryption_args.kdf,
     )
 }

@@ -19,9 +19,9 @@ use cairn_engine::read::Reader;
 use cairn_engine::Repository;
 use cairn_format::dir::DirEntry;
 
-use crate::encryption::read_lock;
 use crate::globals::Globals;
 use crate::output::{bytes, display_name, kind_name, time};
+use crate::repo_open::read_lock;
 use crate::snapshot_args::{resolve_at, FilterArgs};
 
 use cairn_engine::catalog::short_id as short;

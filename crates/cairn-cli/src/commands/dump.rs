@@ -10,7 +10,7 @@ use clap::Args;
 use cairn_engine::read::Reader;
 use cairn_engine::Repository;
 
-use crate::encryption::read_lock;
+use crate::repo_open::read_lock;
 use crate::snapshot_args::FilterArgs;
 
 #[derive(Args, Debug)]

@@ -16,9 +16,9 @@ use cairn_engine::read::Reader;
 use cairn_engine::Repository;
 
 use super::diff::entry_json;
-use crate::encryption::read_lock;
 use crate::globals::Globals;
 use crate::output::{bytes, display_name, kind_name};
+use crate::repo_open::read_lock;
 use crate::snapshot_args::resolve_all;
 
 use crate::snapshot_args::FilterArgs;

@@ -19,7 +19,7 @@ pub struct InitCommandArgs {
     #[command(flatten)]
     pub settings: InitArgs,
     #[command(flatten)]
-    pub encryption: crate::encryption::EncryptionArgs,
+    pub encryption: crate::repo_open::EncryptionArgs,
     #[command(flatten)]
     pub identity: IdentityArgs,
 }
@@ -28,14 +28,14 @@ pub fn run(
     cli: &Globals,
     path: &Path,
     a: &InitArgs,
-    encryption: &crate::encryption::EncryptionArgs,
+    encryption: &crate::repo_open::EncryptionArgs,
     identity: &IdentityArgs,
 ) -> Result<ExitCode> {
     let cfg = resolve_auto(cli, new_repository(config_from(a)?), a)?;
     let repo = if identity.source().is_some() {
         super::copy::init_with_identity(cli, path, cfg, encryption, identity)?
     } else {
-        crate::encryption::init_repository(cli, path, cfg, encryption)?
+        crate::repo_open::init_repository(cli, path, cfg, encryption)?
     };
     if cli.json {
         println!(

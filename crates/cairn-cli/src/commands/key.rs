@@ -14,9 +14,9 @@ use cairn_crypto::{KeyFile, Password, PasswordSource, PromptMode};
 use cairn_engine::Repository;
 use cairn_engine::{crypto, key_admin};
 
-use crate::encryption::{announcing_lock_waits, backend, password, KdfArgs};
 use crate::globals::{Globals, RepoArgs};
 use crate::output::time;
+use crate::repo_open::{announcing_lock_waits, backend, password, KdfArgs};
 
 /// Where the new password of `key add|passwd` comes from.
 #[derive(Args, Debug, Clone)]

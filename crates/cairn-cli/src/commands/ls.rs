@@ -13,9 +13,9 @@ use cairn_engine::names::name_text;
 use cairn_engine::read::Reader;
 use cairn_engine::Repository;
 
-use crate::encryption::read_lock;
 use crate::globals::Globals;
 use crate::output::{display_name, kind_name, mode_string, time};
+use crate::repo_open::read_lock;
 use crate::snapshot_args::{position, resolve_at, FilterArgs};
 
 #[derive(Args, Debug)]

@@ -54,8 +54,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         crate::repo_location::refuse_url(&path)?;
         Ok(path)
     };
-    let open = || crate::encryption::open_repository(cli, &repo_path()?);
-    let open_uncached = || crate::encryption::open_repository_uncached(cli, &repo_path()?);
+    let open = || crate::repo_open::open_repository(cli, &repo_path()?);
+    let open_uncached = || crate::repo_open::open_repository_uncached(cli, &repo_path()?);
     match &command {
         Command::Init(a) => init::run(cli, &repo_path()?, &a.settings, &a.encryption, &a.identity),
         Command::Copy(a) => copy::copy(cli, &repo_path()?, a),

@@ -17,10 +17,10 @@ use cairn_engine::restore::verify::VerifyReport;
 use cairn_engine::restore::{EntryLogFn, Overwrite, Placed, RestoreOptions, RestoreSelection};
 use cairn_engine::{Progress, Repository};
 
-use crate::encryption::read_lock;
 use crate::globals::Globals;
 use crate::output::{bytes, display_name};
 use crate::progress::{Display, Unit};
+use crate::repo_open::read_lock;
 use crate::restore_cache::RestoreCacheArgs;
 use crate::snapshot_args::{position, resolve_at, FilterArgs};
 

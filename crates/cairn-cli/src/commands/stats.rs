@@ -6,8 +6,8 @@ use anyhow::Result;
 
 use cairn_engine::Repository;
 
-use crate::encryption::read_lock;
 use crate::globals::Globals;
+use crate::repo_open::read_lock;
 
 pub fn run(cli: &Globals, repo: &Repository) -> Result<ExitCode> {
     let _reading = read_lock(repo)?;

@@ -20,10 +20,10 @@ use cairn_crypto::{KeyCache, MasterKey, PromptMode};
 use cairn_engine::crypto::{self as repo_crypto, StoredConfig};
 use cairn_engine::Repository;
 
-use crate::encryption;
 use crate::globals::Globals;
 use crate::output::time;
 use crate::repo_location::{self, RepoLocation};
+use crate::repo_open;
 
 /// `cairn unlock`.
 #[derive(Args, Debug, Clone)]
@@ -76,9 +76,9 @@ pub fn unlock(cli: &Globals, path: &Path, a: &UnlockArgs) -> Result<ExitCode> {
     }
     // The password is asked for even if a key is cached: unlock proves it.
     let mut unlocked: Option<MasterKey> = None;
-    let repo = encryption::announcing_lock_waits(open_local_or_s3(cli, path, &mut |b, s| {
+    let repo = repo_open::announcing_lock_waits(open_local_or_s3(cli, path, &mut |b, s| {
         let master = repo_crypto::unlock_with_password(b, s, &mut || {
-            encryption::password(cli, PromptMode::Once)
+            repo_open::password(cli, PromptMode::Once)
         })?;
         unlocked = Some(master.clone());
         Ok(master)
@@ -137,7 +137,7 @@ pub fn lock(cli: &Globals, path: Option<&Path>, a: &LockArgs) -> Result<ExitCode
         (true, _) => cache.forget_all()?,
         (false, Some(path)) => {
             // Only the id is needed, and it is readable without a key.
-            let bytes = encryption::backend(cli, path)?.read(cairn_engine::object_names::CONFIG)?;
+            let bytes = repo_open::backend(cli, path)?.read(cairn_engine::object_names::CONFIG)?;
             let id = StoredConfig::decode(&bytes)?.id().to_string();
             usize::from(cache.forget(&id)?)
         }

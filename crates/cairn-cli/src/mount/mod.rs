@@ -26,8 +26,8 @@ use cairn_engine::random_access::{CacheLimits, RandomAccess};
 use cairn_engine::Repository;
 use fuser::{Config, MountOption, Session};
 
-use crate::encryption::read_lock;
 use crate::globals::Globals;
+use crate::repo_open::read_lock;
 use fs::{SnapshotFs, VirtualMeta};
 use layout::Layout;
 

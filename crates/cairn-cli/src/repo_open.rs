@@ -1,6 +1,8 @@
-//! Encrypted repositories on the command line (docs/security.md, issue 13):
-//! opening any repository with a password (resolved only when it is
-//! encrypted), `init --encryption`, and `cairn key list|add|remove|passwd`.
+//! Opening a repository, in one place for every command: its location
+//! (`repo_location`), the password (resolved only when the repository is
+//! encrypted: a cached unlocked key, `--password-file`, `CAIRN_PASSWORD`,
+//! `--password-command`, the prompt; docs/security.md), the readers lock;
+//! and creating one (`init --encryption`).
 //!
 //! New repositories are encrypted unless `--encryption none` (or
 //! `CAIRN_ENCRYPTION=none`) says otherwise, whether `init` or a first
