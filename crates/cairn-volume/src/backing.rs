@@ -1,0 +1,52 @@
+//! Operations on backing files: freeing the bytes a stream map holds
+//! (punching holes), and what a file occupies on disk.
+
+use std::fs::{File, Metadata};
+use std::io;
+use std::os::unix::fs::MetadataExt;
+
+use rustix::fs::{fallocate, FallocateFlags};
+
+use crate::state::Entry;
+
+/// Frees the backing bytes `entry` says come from its stream map:
+/// `[0, valid)` outside the recalled ranges. The file's length never
+/// changes (`FALLOC_FL_KEEP_SIZE`), so a crash at any point leaves a file
+/// whose bytes there are either the old ones or zeros, both unread while
+/// the entry exists; punching again is harmless. (docs/volume.md: a
+/// truncate to 0 and extension would open a window where the length is
+/// lost, which recovery could not tell from a real truncate.)
+pub fn punch_stream_map_ranges(file: &File, entry: &Entry) -> io::Result<()> {
+    for (start, end) in entry.recalled.gaps(0, entry.valid) {
+        fallocate(
+            file,
+            FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE,
+            start,
+            end - start,
+        )
+        .map_err(io::Error::from)?;
+    }
+    Ok(())
+}
+
+/// Bytes the file occupies on disk (its allocated blocks).
+pub fn allocated_bytes(meta: &Metadata) -> u64 {
+    meta.blocks() * 512
+}
+
+/// Sets the access and modification times `meta` recorded back on `file`
+/// (a punch updates them).
+pub fn restore_times(file: &File, meta: &Metadata) -> io::Result<()> {
+    let atime = filetime::FileTime::from_last_access_time(meta);
+    let mtime = filetime::FileTime::from_last_modification_time(meta);
+    filetime::set_file_handle_times(file, Some(atime), Some(mtime))
+}
+
+/// A file's modification and status-change times, ns since the epoch.
+pub fn mtime_ctime_ns(meta: &Metadata) -> (i64, i64) {
+    let ns = |secs: i64, nsec: i64| secs.saturating_mul(1_000_000_000).saturating_add(nsec);
+    (
+        ns(meta.mtime(), meta.mtime_nsec()),
+        ns(meta.ctime(), meta.ctime_nsec()),
+    )
+}

@@ -1,0 +1,309 @@
+//! The optimization job: 004's Phase I (find the duplicate data) and
+//! Phase II (optimize the target files), steps numbered as in
+//! docs/volume.md, "Optimization job".
+//!
+//! Steps 2 to 5 are the engine's own backup pipeline run on the eligible
+//! files: regression chunking, frugal-index lookups with its prefetch
+//! cache, new chunks in file-stream order into containers, selective
+//! compression, and the crash-safe commit ending in a snapshot tagged
+//! [`OPTIMIZE_TAG`]. That snapshot's listings hold each file's recipe (its
+//! stream map) and the size and times it was read with. Until the volume
+//! has its own garbage collection, every such snapshot is kept: they are
+//! what keeps the stream maps' chunks alive against `cairn gc` on the
+//! store, and no stream map loses its root.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::OpenOptions;
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+
+use cairn_core::{Error, Result};
+use cairn_engine::backup::{backup, BackupOptions, ParentChoice, Source};
+use cairn_engine::read::{CacheOptions, Reader};
+use cairn_format::dir::{BlobRef, EntryKind};
+
+use crate::backing;
+use crate::policy::Policy;
+use crate::state::{Entry, Identity};
+use crate::volume::Volume;
+use crate::walk;
+
+/// The tag of the snapshots the job commits.
+pub const OPTIMIZE_TAG: &str = "volume-optimize";
+
+/// The points of a file's switch (step 6) where a test may stop the job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SwitchStep {
+    /// 6a done: the checks passed, nothing written.
+    Checked,
+    /// 6b done: the entry is committed, the backing file still holds data.
+    EntryWritten,
+    /// 6c done: the backing file punched, its times not yet restored.
+    Punched,
+}
+
+/// How a test stop ends the job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailMode {
+    /// The job returns an error.
+    Error,
+    /// The process aborts (a crash: nothing after it runs, no destructors).
+    Abort,
+}
+
+/// A test hook: stop at `step` of the `file`-th switch (0-based).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FailAt {
+    pub file: usize,
+    pub step: SwitchStep,
+    pub mode: FailMode,
+}
+
+/// How one run goes.
+#[derive(Default)]
+pub struct OptimizeOptions<'a> {
+    /// The policy instead of `volume.json`'s (`--min-age`, `--min-size`).
+    pub policy: Option<Policy>,
+    /// A test hook (see [`FailAt`]).
+    pub fail_at: Option<FailAt>,
+    /// Called between the ingest (step 5) and the first switch (step 6):
+    /// a test changes a file there.
+    pub before_switch: Option<&'a dyn Fn()>,
+}
+
+/// What a run did.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct OptimizeReport {
+    /// Regular files looked at.
+    pub files_scanned: u64,
+    pub files_optimized: u64,
+    pub files_skipped: u64,
+    /// Why files were skipped, with counts.
+    pub skipped: BTreeMap<String, u64>,
+    /// Logical bytes of the files optimized.
+    pub bytes_optimized: u64,
+    /// Bytes of new chunks the store took (as stored, after compression).
+    pub new_chunk_bytes: u64,
+    /// The snapshot holding this run's stream maps (none if nothing was eligible).
+    pub snapshot: Option<String>,
+    pub seconds: f64,
+}
+
+impl OptimizeReport {
+    fn skip(&mut self, reason: &str) {
+        self.files_skipped += 1;
+        *self.skipped.entry(reason.to_string()).or_default() += 1;
+    }
+}
+
+/// A file the scan found eligible, as it was then.
+struct Scanned {
+    path: PathBuf,
+    ino: u64,
+    size: u64,
+    mtime_ns: i64,
+    ctime_ns: i64,
+    changes: u64,
+}
+
+/// What the ingest recorded of a file: its stream map and the size and
+/// times it was read with.
+struct Ingested {
+    blob: BlobRef,
+    size: u64,
+    mtime_ns: i64,
+    ctime_ns: i64,
+    sparse: bool,
+}
+
+/// Runs the job once over the volume's backing tree.
+pub fn optimize(vol: &Volume, opts: &OptimizeOptions<'_>) -> Result<OptimizeReport> {
+    let started = Instant::now();
+    let policy = opts
+        .policy
+        .clone()
+        .unwrap_or_else(|| vol.config().policy.clone())
+        .compile()?;
+    let mut report = OptimizeReport::default();
+
+    // Step 1: the policy scan. Times are compared with one clock reading,
+    // taken before the walk, so a file changed during it is too young.
+    let now_ns = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64);
+    let min_age_ns = policy.policy.min_age().as_nanos() as i64;
+    let mut eligible = Vec::new();
+    walk::regular_files(&vol.dir().files(), &mut |f| {
+        report.files_scanned += 1;
+        let ino = f.meta.ino();
+        let (mtime_ns, ctime_ns) = backing::mtime_ctime_ns(&f.meta);
+        let reason = if vol.table().contains(ino) {
+            Some("already optimized")
+        } else if policy.excludes(&f.rel) {
+            Some("excluded")
+        } else if f.meta.len() < policy.policy.min_size.max(1) {
+            Some("smaller than the minimum size")
+        } else if now_ns - mtime_ns.max(ctime_ns) < min_age_ns {
+            Some("changed within the minimum age")
+        } else if backing::allocated_bytes(&f.meta) < f.meta.len() {
+            Some("sparse")
+        } else if vol.locks().open_count(ino).handles > 0 {
+            Some("open")
+        } else {
+            None
+        };
+        match reason {
+            Some(r) => report.skip(r),
+            None => eligible.push(Scanned {
+                path: f.path,
+                ino,
+                size: f.meta.len(),
+                mtime_ns,
+                ctime_ns,
+                changes: vol.locks().change_count(ino),
+            }),
+        }
+        Ok(())
+    })?;
+    if eligible.is_empty() {
+        report.seconds = started.elapsed().as_secs_f64();
+        return Ok(report);
+    }
+
+    // Steps 2-5: chunk, look up, store new chunks with selective
+    // compression, commit the recipes (the engine's backup).
+    let ingested = ingest(vol, &eligible, &mut report)?;
+    if let Some(hook) = opts.before_switch {
+        hook();
+    }
+
+    // Step 6: switch each file.
+    for (n, file) in eligible.iter().enumerate() {
+        let Some(rec) = ingested.get(&file.ino) else {
+            report.skip("not read by the ingest");
+            continue;
+        };
+        match switch(vol, file, rec, n, opts.fail_at)? {
+            None => {
+                report.files_optimized += 1;
+                report.bytes_optimized += file.size;
+            }
+            Some(reason) => report.skip(reason),
+        }
+    }
+    report.seconds = started.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+/// Steps 2-5 on the eligible files; returns what the new snapshot recorded
+/// of each, by inode.
+fn ingest(
+    vol: &Volume,
+    eligible: &[Scanned],
+    report: &mut OptimizeReport,
+) -> Result<HashMap<u64, Ingested>> {
+    let repo = vol.repo();
+    let lock = repo.lock_writer(false)?;
+    let outcome = backup(
+        repo,
+        &lock,
+        BackupOptions {
+            sources: eligible
+                .iter()
+                .map(|f| Source::Path(f.path.clone()))
+                .collect(),
+            tags: vec![OPTIMIZE_TAG.to_string()],
+            parent: ParentChoice::None,
+            ..Default::default()
+        },
+    )?;
+    drop(lock);
+    report.new_chunk_bytes = outcome.record.stats.new_stored_bytes;
+    report.snapshot = Some(outcome.snapshot_id.clone());
+    let mut by_ino = HashMap::new();
+    let mut reader = Reader::open(repo, CacheOptions::default())?;
+    reader.walk(&outcome.record, "", &mut |w| {
+        let e = w.entry;
+        if e.kind == EntryKind::File && e.inode != 0 {
+            if let Some(blob) = e.content {
+                by_ino.insert(
+                    e.inode,
+                    Ingested {
+                        blob,
+                        size: e.size,
+                        mtime_ns: e.mtime_ns,
+                        ctime_ns: e.ctime_ns,
+                        sparse: e.extras.extents.is_some(),
+                    },
+                );
+            }
+        }
+        Ok(())
+    })?;
+    Ok(by_ino)
+}
+
+/// Step 6 for one file, under its inode lock: `None` when switched, else
+/// why it was left as it is.
+fn switch(
+    vol: &Volume,
+    file: &Scanned,
+    rec: &Ingested,
+    n: usize,
+    fail_at: Option<FailAt>,
+) -> Result<Option<&'static str>> {
+    let stop = |step: SwitchStep| -> Result<()> {
+        match fail_at {
+            Some(f) if f.file == n && f.step == step => match f.mode {
+                FailMode::Error => Err(Error::Interrupted(format!(
+                    "test stop after {step:?} of file {n}"
+                ))),
+                FailMode::Abort => std::process::abort(),
+            },
+            _ => Ok(()),
+        }
+    };
+    let _guard = vol.locks().lock(file.ino);
+    // 6a: the file must be what the scan saw and the ingest read.
+    let f = match OpenOptions::new().write(true).open(&file.path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Some("removed")),
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            return Ok(Some("not writable"))
+        }
+        Err(e) => return Err(Error::io(format!("opening {}", file.path.display()), e)),
+    };
+    let meta = f
+        .metadata()
+        .map_err(|e| Error::io(format!("reading {}", file.path.display()), e))?;
+    let (mtime_ns, ctime_ns) = backing::mtime_ctime_ns(&meta);
+    let now = (meta.ino(), meta.len(), mtime_ns, ctime_ns);
+    if now != (file.ino, file.size, file.mtime_ns, file.ctime_ns)
+        || (rec.size, rec.mtime_ns, rec.ctime_ns) != (file.size, file.mtime_ns, file.ctime_ns)
+        || vol.locks().change_count(file.ino) != file.changes
+    {
+        return Ok(Some("changed since the scan"));
+    }
+    if rec.sparse || rec.blob.size != file.size {
+        return Ok(Some("sparse"));
+    }
+    if vol.locks().open_count(file.ino).passthrough > 0 {
+        return Ok(Some("open"));
+    }
+    stop(SwitchStep::Checked)?;
+    // 6b: the entry, durable. From here the file reads from its stream map.
+    let entry = Entry::new(Identity::of(&meta), rec.blob);
+    vol.table().put(entry.clone())?;
+    stop(SwitchStep::EntryWritten)?;
+    // 6c: free the backing bytes; the length stays. Not fsynced: a punch
+    // lost in a crash is redone by recovery when the volume is opened.
+    let io = |e| Error::io(format!("punching {}", file.path.display()), e);
+    backing::punch_stream_map_ranges(&f, &entry).map_err(io)?;
+    stop(SwitchStep::Punched)?;
+    // 6d: the times the punch moved, back as they were.
+    backing::restore_times(&f, &meta).map_err(io)?;
+    Ok(None)
+}
