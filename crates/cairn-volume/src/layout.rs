@@ -67,10 +67,12 @@ impl VolumeConfig {
         let path = dir.config();
         let bytes = match fs::read(&path) {
             Ok(b) => b,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(Error::invalid(format!(
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(Error::invalid(format!(
                 "{} is not a cairn volume (no volume.json; create one with `cairn volume create`)",
                 dir.root().display()
-            ))),
+            )))
+            }
             Err(e) => return Err(Error::io(format!("reading {}", path.display()), e)),
         };
         let config: VolumeConfig = serde_json::from_slice(&bytes)

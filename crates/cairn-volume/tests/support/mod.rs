@@ -103,9 +103,16 @@ pub fn write_tree(
 /// Sets every file's times an hour back and waits until its ctime is over
 /// 1 s old: the files are then eligible under a 1 s minimum age.
 pub fn age(files_dir: &Path) {
+    age_all(&[files_dir]);
+}
+
+/// [`age`] for several trees, waiting once.
+pub fn age_all(files_dirs: &[&Path]) {
     let old = filetime::FileTime::from_system_time(SystemTime::now() - Duration::from_secs(3600));
-    for e in walk(files_dir) {
-        filetime::set_file_times(&e, old, old).unwrap();
+    for dir in files_dirs {
+        for e in walk(dir) {
+            filetime::set_file_times(&e, old, old).unwrap();
+        }
     }
     std::thread::sleep(Duration::from_millis(1100));
 }
