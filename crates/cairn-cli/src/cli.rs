@@ -123,6 +123,10 @@ pub enum Command {
     Completions(completions::CompletionsArgs),
     /// Write man pages (cairn.1 and one cairn-COMMAND.1 per subcommand) into DIR.
     Man(man::ManArgs),
+    /// A primary volume (docs/volume.md): files deduplicated in place
+    /// after they cool down. create, optimize, status.
+    #[command(subcommand)]
+    Volume(crate::commands::volume::VolumeCommand),
 }
 
 /// The commands that open no repository: the repository options (global,
