@@ -2,8 +2,9 @@
 //! Phase II (optimize the target files), steps numbered as in
 //! docs/volume.md, "Optimization job".
 //!
-//! Steps 2 to 5 are the engine's own backup pipeline run on the eligible
-//! files: regression chunking, frugal-index lookups with its prefetch
+//! Steps 2 to 5 are the engine's own backup pipeline run on the backing
+//! tree with a selection of just the eligible files (one stream, so new
+//! chunks of many small files share containers): regression chunking, frugal-index lookups with its prefetch
 //! cache, new chunks in file-stream order into containers, selective
 //! compression, and the crash-safe commit ending in a snapshot tagged
 //! [`OPTIMIZE_TAG`]. That snapshot's listings hold each file's recipe (its
@@ -16,12 +17,13 @@ use std::collections::{BTreeMap, HashMap};
 use std::fs::OpenOptions;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
 use cairn_core::{Error, Result};
-use cairn_engine::backup::{backup, BackupOptions, ParentChoice, Source};
+use cairn_engine::backup::{backup, BackupOptions, ParentChoice, Selection, Source};
 use cairn_engine::read::{CacheOptions, Reader};
 use cairn_format::dir::{BlobRef, EntryKind};
 
@@ -102,6 +104,7 @@ impl OptimizeReport {
 /// A file the scan found eligible, as it was then.
 struct Scanned {
     path: PathBuf,
+    dev: u64,
     ino: u64,
     size: u64,
     mtime_ns: i64,
@@ -159,6 +162,7 @@ pub fn optimize(vol: &Volume, opts: &OptimizeOptions<'_>) -> Result<OptimizeRepo
             Some(r) => report.skip(r),
             None => eligible.push(Scanned {
                 path: f.path,
+                dev: f.meta.dev(),
                 ino,
                 size: f.meta.len(),
                 mtime_ns,
@@ -206,17 +210,17 @@ fn ingest(
     report: &mut OptimizeReport,
 ) -> Result<HashMap<u64, Ingested>> {
     let repo = vol.repo();
+    let mut selection = Selection::builder();
+    selection.only_files(eligible.iter().map(|f| (f.dev, f.ino)).collect());
     let lock = repo.lock_writer(false)?;
     let outcome = backup(
         repo,
         &lock,
         BackupOptions {
-            sources: eligible
-                .iter()
-                .map(|f| Source::Path(f.path.clone()))
-                .collect(),
+            sources: vec![Source::Path(vol.dir().files())],
             tags: vec![OPTIMIZE_TAG.to_string()],
             parent: ParentChoice::None,
+            selection: Arc::new(selection.build()?),
             ..Default::default()
         },
     )?;
