@@ -199,3 +199,57 @@ fn a_file_changed_between_scan_and_switch_is_left_plain() {
     assert!(support::read_all(&content, &changed) == rewritten);
     assert_eq!(std::fs::read(&changed).unwrap(), rewritten);
 }
+
+#[test]
+fn opening_clips_and_drops_entries_the_backing_tree_outgrew() {
+    let dir = tempfile::tempdir().unwrap();
+    let tree;
+    {
+        let vol = support::create(dir.path());
+        tree = small_tree(&vol.dir().files(), 5);
+        support::age(&vol.dir().files());
+        assert_eq!(
+            optimize(&vol, &OptimizeOptions::default())
+                .unwrap()
+                .files_optimized as usize,
+            tree.len()
+        );
+    }
+    // As a crash leaves them: f0 cut to 1000 bytes with its entry not yet
+    // clipped (the mount truncates the backing file, then commits the
+    // entry), f1 removed, f2 replaced by a new file (a new inode, or the
+    // old number with another birth time).
+    let files_dir = dir.path().join("files");
+    let f0 = std::fs::OpenOptions::new()
+        .write(true)
+        .open(files_dir.join("f0"))
+        .unwrap();
+    f0.set_len(1000).unwrap();
+    drop(f0);
+    std::fs::remove_file(files_dir.join("f1")).unwrap();
+    std::fs::remove_file(files_dir.join("f2")).unwrap();
+    std::fs::write(files_dir.join("f2"), b"a new file").unwrap();
+
+    let vol = support::open(dir.path());
+    let r = vol.recovery();
+    assert_eq!((r.clipped, r.dropped), (1, 2), "{r:?}");
+    let content = vol.content().unwrap();
+    let f0 = files_dir.join("f0");
+    assert!(support::read_all(&content, &f0) == tree[Path::new("f0")][..1000]);
+    // Extended now, through the content state as the mount does: zeros.
+    let f = std::fs::OpenOptions::new().write(true).open(&f0).unwrap();
+    f.set_len(5000).unwrap();
+    cairn_volume::content::Content::truncated(&content, support::ino(&f0), &f, 5000).unwrap();
+    let mut want0 = tree[Path::new("f0")][..1000].to_vec();
+    want0.resize(5000, 0);
+    assert!(support::read_all(&content, &f0) == want0);
+    assert_eq!(
+        support::read_all(&content, &files_dir.join("f2")),
+        b"a new file"
+    );
+    for i in 3..5 {
+        let rel = PathBuf::from(format!("f{i}"));
+        assert!(support::read_all(&content, &files_dir.join(&rel)) == tree[&rel]);
+    }
+    assert_eq!(vol.table().len(), 3, "f0, f3, f4 stay optimized");
+}

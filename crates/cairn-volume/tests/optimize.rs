@@ -43,6 +43,24 @@ fn an_optimized_tree_reads_back_identical_and_takes_less_space() {
         }
     }
 
+    // Several threads read through one content state at once, as the
+    // mount's threads do.
+    std::thread::scope(|scope| {
+        for t in 0..4u64 {
+            let (content, tree, files_dir) = (&content, &tree, &files_dir);
+            scope.spawn(move || {
+                let mut rng = rand::rngs::StdRng::seed_from_u64(100 + t);
+                for _ in 0..50 {
+                    let (rel, want) = tree.iter().nth(rng.gen_range(0..tree.len())).unwrap();
+                    let off = rng.gen_range(0..want.len());
+                    let len = rng.gen_range(1..100_000);
+                    let got = support::read(content, &files_dir.join(rel), off as u64, len);
+                    assert!(got == want[off..(off + len).min(want.len())], "{rel:?}");
+                }
+            });
+        }
+    });
+
     let s = status(&vol).unwrap();
     assert_eq!(s.logical_bytes, logical);
     assert_eq!(s.optimized_files, tree.len() as u64);
