@@ -19,6 +19,10 @@ pub use entry::{Entry, Identity};
 /// The file in `DIR/state/` holding the table.
 pub const TABLE_FILE: &str = "stream-maps.redb";
 
+/// Memory the database may use for caching pages (its default is far
+/// larger; entries are also held in memory here).
+const TABLE_CACHE_BYTES: usize = 16 << 20;
+
 /// inode number -> encoded [`Entry`] (docs/FORMAT.md, "Volume").
 const ENTRIES: TableDefinition<u64, &[u8]> = TableDefinition::new("stream_maps");
 
@@ -53,7 +57,13 @@ impl StreamMapTable {
     /// every entry (each checked as it is decoded).
     pub fn open(state_dir: &Path) -> Result<Self> {
         let path = state_dir.join(TABLE_FILE);
-        let db = Database::create(&path).map_err(|e| db_error(&path, e))?;
+        let mut db = Database::builder()
+            .set_cache_size(TABLE_CACHE_BYTES)
+            .create(&path)
+            .map_err(|e| db_error(&path, e))?;
+        // Copy-on-write commits leave free pages behind; giving them back
+        // on open keeps the file near the entries' size.
+        db.compact().map_err(|e| db_error(&path, e))?;
         let table = StreamMapTable {
             db,
             path,
