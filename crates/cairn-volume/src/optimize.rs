@@ -153,8 +153,11 @@ pub fn optimize(vol: &Volume, opts: &OptimizeOptions<'_>) -> Result<OptimizeRepo
             Some("changed within the minimum age")
         } else if backing::allocated_bytes(&f.meta) < f.meta.len() {
             Some("sparse")
-        } else if vol.locks().open_count(ino).handles > 0 {
-            Some("open")
+        } else if vol.locks().open_count(ino).passthrough > 0 {
+            // The kernel serves such a handle's I/O without asking the
+            // content state: the file must stay plain while it is open.
+            // Other handles go through the content state, under the lock.
+            Some("open for passthrough")
         } else {
             None
         };
@@ -295,7 +298,7 @@ fn switch(
         return Ok(Some("sparse"));
     }
     if vol.locks().open_count(file.ino).passthrough > 0 {
-        return Ok(Some("open"));
+        return Ok(Some("open for passthrough"));
     }
     stop(SwitchStep::Checked)?;
     // 6b: the entry, durable. From here the file reads from its stream map.

@@ -253,3 +253,41 @@ fn opening_clips_and_drops_entries_the_backing_tree_outgrew() {
     }
     assert_eq!(vol.table().len(), 3, "f0, f3, f4 stay optimized");
 }
+
+#[test]
+fn a_file_open_for_passthrough_stays_plain() {
+    let dir = tempfile::tempdir().unwrap();
+    let vol = support::create(dir.path());
+    let files_dir = vol.dir().files();
+    let tree = small_tree(&files_dir, 42);
+    support::age(&files_dir);
+    // f0 open for passthrough before the scan, f3 opened during the run.
+    let (f0, f3) = (
+        support::ino(&files_dir.join("f0")),
+        support::ino(&files_dir.join("f3")),
+    );
+    vol.locks().opened(f0, true);
+    // A handle served through the content state does not stop the switch.
+    vol.locks()
+        .opened(support::ino(&files_dir.join("f1")), false);
+    let hook = || vol.locks().opened(f3, true);
+    let report = optimize(
+        &vol,
+        &OptimizeOptions {
+            before_switch: Some(&hook),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        report.skipped.get("open for passthrough"),
+        Some(&2),
+        "{report:?}"
+    );
+    assert_eq!(report.files_optimized as usize, tree.len() - 2);
+    assert!(!vol.table().contains(f0) && !vol.table().contains(f3));
+    let content = vol.content().unwrap();
+    for (rel, bytes) in &tree {
+        assert!(&support::read_all(&content, &files_dir.join(rel)) == bytes);
+    }
+}
