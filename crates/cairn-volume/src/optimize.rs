@@ -189,6 +189,11 @@ pub fn optimize(vol: &Volume, opts: &OptimizeOptions<'_>) -> Result<OptimizeRepo
 
     // Step 6: switch each file.
     for (n, file) in eligible.iter().enumerate() {
+        // Ctrl-C stops between two switches: each file is whole either way.
+        let done = report.files_optimized;
+        cairn_engine::interrupt::check(|| {
+            format!("{done} files optimized; the rest are as they were")
+        })?;
         let Some(rec) = ingested.get(&file.ino) else {
             report.skip("not read by the ingest");
             continue;
