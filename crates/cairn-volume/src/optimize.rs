@@ -28,9 +28,11 @@ use cairn_engine::read::{CacheOptions, Reader};
 use cairn_format::dir::{BlobRef, EntryKind};
 
 use crate::backing;
+use crate::content::Content;
 use crate::policy::Policy;
 use crate::state::{Entry, Identity};
 use crate::volume::Volume;
+use crate::volume_content::VolumeContent;
 use crate::walk;
 
 /// The tag of the snapshots the job commits.
@@ -85,6 +87,9 @@ pub struct OptimizeReport {
     pub files_skipped: u64,
     /// Why files were skipped, with counts.
     pub skipped: BTreeMap<String, u64>,
+    /// Optimized files partly recalled or appended to, made plain again
+    /// by this run to be optimized anew.
+    pub files_made_plain: u64,
     /// Logical bytes of the files optimized.
     pub bytes_optimized: u64,
     /// Bytes of new chunks the store took (as stored, after compression).
@@ -139,11 +144,16 @@ pub fn optimize(vol: &Volume, opts: &OptimizeOptions<'_>) -> Result<OptimizeRepo
         .map_or(0, |d| d.as_nanos() as i64);
     let min_age_ns = policy.policy.min_age().as_nanos() as i64;
     let mut eligible = Vec::new();
+    let mut content = None;
     walk::regular_files(&vol.dir().files(), &mut |f| {
         report.files_scanned += 1;
         let ino = f.meta.ino();
         let (mtime_ns, ctime_ns) = backing::mtime_ctime_ns(&f.meta);
-        let reason = if vol.table().contains(ino) {
+        let entry = vol.table().get(ino);
+        let reason = if entry
+            .as_ref()
+            .is_some_and(|e| e.recalled.is_empty() && f.meta.len() <= e.valid)
+        {
             Some("already optimized")
         } else if policy.excludes(&f.rel) {
             Some("excluded")
@@ -151,7 +161,7 @@ pub fn optimize(vol: &Volume, opts: &OptimizeOptions<'_>) -> Result<OptimizeRepo
             Some("smaller than the minimum size")
         } else if now_ns - mtime_ns.max(ctime_ns) < min_age_ns {
             Some("changed within the minimum age")
-        } else if backing::allocated_bytes(&f.meta) < f.meta.len() {
+        } else if entry.is_none() && backing::allocated_bytes(&f.meta) < f.meta.len() {
             Some("sparse")
         } else if vol.locks().open_count(ino).passthrough > 0 {
             // The kernel serves such a handle's I/O without asking the
@@ -161,18 +171,41 @@ pub fn optimize(vol: &Volume, opts: &OptimizeOptions<'_>) -> Result<OptimizeRepo
         } else {
             None
         };
-        match reason {
-            Some(r) => report.skip(r),
-            None => eligible.push(Scanned {
-                path: f.path,
-                dev: f.meta.dev(),
-                ino,
-                size: f.meta.len(),
-                mtime_ns,
-                ctime_ns,
-                changes: vol.locks().change_count(ino),
-            }),
+        if let Some(r) = reason {
+            report.skip(r);
+            return Ok(());
         }
+        // A file partly recalled or appended to since it was optimized, and
+        // cold again: made plain first, then optimized anew with the others.
+        let meta = match entry {
+            None => f.meta,
+            Some(_) => {
+                let content = match &mut content {
+                    Some(c) => c,
+                    None => content.insert(vol.content()?),
+                };
+                match make_plain(vol, content, &f.path, &f.meta)? {
+                    Some(meta) => {
+                        report.files_made_plain += 1;
+                        meta
+                    }
+                    None => {
+                        report.skip("changed since the scan");
+                        return Ok(());
+                    }
+                }
+            }
+        };
+        let (mtime_ns, ctime_ns) = backing::mtime_ctime_ns(&meta);
+        eligible.push(Scanned {
+            path: f.path,
+            dev: meta.dev(),
+            ino,
+            size: meta.len(),
+            mtime_ns,
+            ctime_ns,
+            changes: vol.locks().change_count(ino),
+        });
         Ok(())
     })?;
     if eligible.is_empty() {
@@ -208,6 +241,38 @@ pub fn optimize(vol: &Volume, opts: &OptimizeOptions<'_>) -> Result<OptimizeRepo
     }
     report.seconds = started.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// Makes an optimized file plain again, under its lock: every byte still
+/// in its stream map copied into the backing file and fsynced, then its
+/// entry dropped (`VolumeContent::prepare_write` over the whole file), and
+/// its times put back. Returns its metadata then, or `None` when it is not
+/// what the scan saw (`scanned`). A crash midway leaves the entry and a
+/// backing file holding the same bytes: recovery punches them again.
+fn make_plain(
+    vol: &Volume,
+    content: &VolumeContent,
+    path: &std::path::Path,
+    scanned: &std::fs::Metadata,
+) -> Result<Option<std::fs::Metadata>> {
+    let ino = scanned.ino();
+    let _guard = vol.locks().lock(ino);
+    let io = |e| Error::io(format!("recalling {}", path.display()), e);
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(io)?;
+    let meta = f.metadata().map_err(io)?;
+    let now = (meta.ino(), meta.len(), backing::mtime_ctime_ns(&meta));
+    if now != (ino, scanned.len(), backing::mtime_ctime_ns(scanned)) {
+        return Ok(None);
+    }
+    if let Some(entry) = vol.table().get(ino) {
+        content.prepare_write(ino, &f, 0, entry.valid).map_err(io)?;
+    }
+    backing::restore_times(&f, &meta).map_err(io)?;
+    f.metadata().map(Some).map_err(io)
 }
 
 /// Steps 2-5 on the eligible files; returns what the new snapshot recorded

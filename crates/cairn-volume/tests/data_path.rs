@@ -184,3 +184,61 @@ fn a_small_write_into_a_large_optimized_file_recalls_only_its_granule() {
     content.prepare_write(ino, &f, 80 * g, 10).unwrap();
     assert_eq!(content.recalled_bytes(), 3 * g);
 }
+
+#[test]
+fn a_file_written_after_optimization_is_optimized_anew_when_cold() {
+    let dir = tempfile::tempdir().unwrap();
+    let vol = support::create(dir.path());
+    let files_dir = vol.dir().files();
+    let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(8);
+    let mut model = support::text(&mut rng, 1 << 20);
+    let path = files_dir.join("doc.txt");
+    std::fs::write(&path, &model).unwrap();
+    std::fs::write(files_dir.join("untouched.txt"), &model[..500_000]).unwrap();
+    support::age(&files_dir);
+    assert_eq!(
+        optimize(&vol, &OptimizeOptions::default())
+            .unwrap()
+            .files_optimized,
+        2
+    );
+    let content = vol.content().unwrap();
+    let ino = support::ino(&path);
+
+    // A write in the middle (recalls a granule) and an append.
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .unwrap();
+    content.prepare_write(ino, &f, 300_000, 100).unwrap();
+    f.write_all_at(&[b'#'; 100], 300_000).unwrap();
+    content
+        .prepare_write(ino, &f, model.len() as u64, 5000)
+        .unwrap();
+    f.write_all_at(&[b'+'; 5000], model.len() as u64).unwrap();
+    model[300_000..300_100].fill(b'#');
+    model.extend_from_slice(&[b'+'; 5000]);
+    assert!(!vol.table().get(ino).unwrap().recalled.is_empty());
+
+    // Too young: left as it is, partly recalled.
+    let report = optimize(&vol, &OptimizeOptions::default()).unwrap();
+    assert_eq!(report.files_optimized, 0, "{report:?}");
+    assert_eq!(report.skipped.get("already optimized"), Some(&1));
+
+    support::age(&files_dir);
+    let report = optimize(&vol, &OptimizeOptions::default()).unwrap();
+    assert_eq!(
+        (report.files_made_plain, report.files_optimized),
+        (1, 1),
+        "{report:?}"
+    );
+    let entry = vol.table().get(ino).unwrap();
+    assert!(entry.recalled.is_empty());
+    assert_eq!(entry.valid, model.len() as u64);
+    let blocks = std::os::unix::fs::MetadataExt::blocks(&std::fs::metadata(&path).unwrap());
+    assert!(blocks * 512 <= 4096, "punched again");
+    assert!(support::read_all(&content, &path) == model);
+    // Only the new bytes were stored: the rest deduplicated.
+    assert!(report.new_chunk_bytes < 300_000, "{report:?}");
+}
