@@ -7,7 +7,7 @@ use std::os::unix::fs::MetadataExt;
 
 use rustix::fs::{fallocate, FallocateFlags};
 
-use crate::state::Entry;
+use crate::state::{Entry, FileTimes};
 
 /// Frees the backing bytes `entry` says come from its stream map:
 /// `[0, valid)` outside the recalled ranges. The file's length never
@@ -37,9 +37,27 @@ pub fn allocated_bytes(meta: &Metadata) -> u64 {
 /// Sets the access and modification times `meta` recorded back on `file`
 /// (a punch updates them).
 pub fn restore_times(file: &File, meta: &Metadata) -> io::Result<()> {
-    let atime = filetime::FileTime::from_last_access_time(meta);
-    let mtime = filetime::FileTime::from_last_modification_time(meta);
-    filetime::set_file_handle_times(file, Some(atime), Some(mtime))
+    set_times(file, times_of(meta))
+}
+
+/// A file's access and modification times as `meta` records them.
+pub fn times_of(meta: &Metadata) -> FileTimes {
+    let ns = |secs: i64, nsec: i64| secs.saturating_mul(1_000_000_000).saturating_add(nsec);
+    FileTimes {
+        atime_ns: ns(meta.atime(), meta.atime_nsec()),
+        mtime_ns: ns(meta.mtime(), meta.mtime_nsec()),
+    }
+}
+
+/// Sets `file`'s access and modification times.
+pub fn set_times(file: &File, t: FileTimes) -> io::Result<()> {
+    let ft = |ns: i64| {
+        filetime::FileTime::from_unix_time(
+            ns.div_euclid(1_000_000_000),
+            ns.rem_euclid(1_000_000_000) as u32,
+        )
+    };
+    filetime::set_file_handle_times(file, Some(ft(t.atime_ns)), Some(ft(t.mtime_ns)))
 }
 
 /// A file's modification and status-change times, ns since the epoch.

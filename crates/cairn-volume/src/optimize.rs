@@ -239,6 +239,7 @@ pub fn optimize(vol: &Volume, opts: &OptimizeOptions<'_>) -> Result<OptimizeRepo
             Some(reason) => report.skip(reason),
         }
     }
+    vol.table().flush()?;
     report.seconds = started.elapsed().as_secs_f64();
     Ok(report)
 }
@@ -371,8 +372,10 @@ fn switch(
         return Ok(Some("open for passthrough"));
     }
     stop(SwitchStep::Checked)?;
-    // 6b: the entry, durable. From here the file reads from its stream map.
-    let entry = Entry::new(Identity::of(&meta), rec.blob);
+    // 6b: the entry, durable, with the times to put back after the punch.
+    // From here the file reads from its stream map.
+    let mut entry = Entry::new(Identity::of(&meta), rec.blob);
+    entry.times_pending = Some(backing::times_of(&meta));
     vol.table().put(entry.clone())?;
     stop(SwitchStep::EntryWritten)?;
     // 6c: free the backing bytes; the length stays. Not fsynced: a punch
@@ -380,7 +383,12 @@ fn switch(
     let io = |e| Error::io(format!("punching {}", file.path.display()), e);
     backing::punch_stream_map_ranges(&f, &entry).map_err(io)?;
     stop(SwitchStep::Punched)?;
-    // 6d: the times the punch moved, back as they were.
+    // 6d: the times the punch moved, back as they were; then the entry no
+    // longer needs them. That commit is made durable by the next durable
+    // one (at the latest the end of the run): lost in a crash, recovery
+    // puts the same times back again.
     backing::restore_times(&f, &meta).map_err(io)?;
+    entry.times_pending = None;
+    vol.table().put_lazily(entry)?;
     Ok(None)
 }

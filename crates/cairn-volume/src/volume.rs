@@ -58,6 +58,7 @@ pub struct Recovery {
     /// Entries whose backing file still held stream-map bytes: punched.
     pub punched: u64,
     /// Entries whose `valid` passed the backing file's length: clipped.
+    /// (A file's times recorded by an unfinished switch are put back too.)
     pub clipped: u64,
     /// Entries whose file is gone (or whose inode now holds another file),
     /// or that no longer hold a stream-map byte: dropped.
@@ -218,18 +219,26 @@ impl Volume {
                 report.dropped += 1;
                 continue;
             }
-            if backing::allocated_bytes(&file.meta) > 0
-                && holds_data(&file.path, &entry, file.meta.blksize())?
-            {
+            let punch = backing::allocated_bytes(&file.meta) > 0
+                && holds_data(&file.path, &entry, file.meta.blksize())?;
+            if punch || entry.times_pending.is_some() {
                 let f = OpenOptions::new()
                     .write(true)
                     .open(&file.path)
                     .map_err(|e| Error::io(format!("opening {}", file.path.display()), e))?;
-                backing::punch_stream_map_ranges(&f, &entry)
-                    .and_then(|()| backing::restore_times(&f, &file.meta))
+                let times = entry
+                    .times_pending
+                    .take()
+                    .unwrap_or_else(|| backing::times_of(&file.meta));
+                if punch {
+                    backing::punch_stream_map_ranges(&f, &entry)
+                        .map_err(|e| Error::io(format!("punching {}", file.path.display()), e))?;
+                    report.punched += 1;
+                }
+                backing::set_times(&f, times)
                     .and_then(|()| f.sync_all())
-                    .map_err(|e| Error::io(format!("punching {}", file.path.display()), e))?;
-                report.punched += 1;
+                    .map_err(|e| Error::io(format!("restoring {}", file.path.display()), e))?;
+                changes.push(Change::Put(entry));
             }
         }
         self.table.apply(&changes)?;

@@ -62,11 +62,16 @@ fn check_after_stop(dir: &Path, tree: &BTreeMap<PathBuf, Vec<u8>>, step: SwitchS
     };
     assert_eq!(optimized_before, want, "{step:?}");
     let content = vol.content().unwrap();
+    let an_hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3000);
     for (rel, bytes) in tree {
+        let path = files_dir.join(rel);
         assert!(
-            &support::read_all(&content, &files_dir.join(rel)) == bytes,
+            &support::read_all(&content, &path) == bytes,
             "{step:?}: {rel:?}"
         );
+        // The times the aging set, whatever step the stop came at.
+        let mtime = std::fs::metadata(&path).unwrap().modified().unwrap();
+        assert!(mtime < an_hour_ago, "{step:?}: {rel:?} mtime moved");
     }
     let alloc = std::fs::metadata(files_dir.join(format!("f{STOPPED_FILE}"))).unwrap();
     if optimized_before > STOPPED_FILE {

@@ -14,6 +14,8 @@ use crate::ranges::RangeSet;
 const ENTRY_VERSION: u8 = 1;
 /// Flag bit: the identity's birth time is known.
 const FLAG_BIRTH: u8 = 1;
+/// Flag bit: the switch's times are recorded, not yet known restored.
+const FLAG_TIMES: u8 = 2;
 
 /// Which file an entry belongs to: its inode number and, where the file
 /// system records one, its birth time, so a file that later gets the same
@@ -56,6 +58,17 @@ pub struct Entry {
     /// Ranges written since the switch: the backing file's bytes. Always
     /// inside `[0, valid)` (ranges past `valid` are the backing file's anyway).
     pub recalled: RangeSet,
+    /// The file's access and modification times (ns since the epoch) when
+    /// it was switched, while the switch has not yet put them back after
+    /// its punch: recovery puts them back (docs/volume.md, step 6).
+    pub times_pending: Option<FileTimes>,
+}
+
+/// A file's access and modification times, ns since the epoch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileTimes {
+    pub atime_ns: i64,
+    pub mtime_ns: i64,
 }
 
 impl Entry {
@@ -66,6 +79,7 @@ impl Entry {
             blob,
             valid: blob.size,
             recalled: RangeSet::new(),
+            times_pending: None,
         }
     }
 
@@ -88,11 +102,14 @@ impl Entry {
         let ranges = self.recalled.ranges();
         let mut out = Vec::with_capacity(44 + fp.len() + 16 * ranges.len());
         out.push(ENTRY_VERSION);
-        out.push(if self.identity.birth_ns.is_some() {
-            FLAG_BIRTH
-        } else {
-            0
-        });
+        let mut flags = 0;
+        if self.identity.birth_ns.is_some() {
+            flags |= FLAG_BIRTH;
+        }
+        if self.times_pending.is_some() {
+            flags |= FLAG_TIMES;
+        }
+        out.push(flags);
         out.push(self.blob.level);
         out.push(fp.len() as u8);
         out.extend_from_slice(fp);
@@ -100,6 +117,10 @@ impl Entry {
         out.extend_from_slice(&self.valid.to_le_bytes());
         out.extend_from_slice(&self.identity.ino.to_le_bytes());
         out.extend_from_slice(&self.identity.birth_ns.unwrap_or(0).to_le_bytes());
+        if let Some(t) = self.times_pending {
+            out.extend_from_slice(&t.atime_ns.to_le_bytes());
+            out.extend_from_slice(&t.mtime_ns.to_le_bytes());
+        }
         out.extend_from_slice(&(ranges.len() as u32).to_le_bytes());
         for &(s, e) in ranges {
             out.extend_from_slice(&s.to_le_bytes());
@@ -117,7 +138,7 @@ impl Entry {
             return Err(bad("unknown entry version"));
         }
         let flags = r.u8()?;
-        if flags & !FLAG_BIRTH != 0 {
+        if flags & !(FLAG_BIRTH | FLAG_TIMES) != 0 {
             return Err(bad("unknown flags"));
         }
         let level = r.u8()?;
@@ -130,6 +151,14 @@ impl Entry {
         let valid = r.u64()?;
         let ino = r.u64()?;
         let birth = r.u64()? as i64;
+        let times_pending = if flags & FLAG_TIMES != 0 {
+            Some(FileTimes {
+                atime_ns: r.u64()? as i64,
+                mtime_ns: r.u64()? as i64,
+            })
+        } else {
+            None
+        };
         let n = r.u32()? as usize;
         let mut ranges = Vec::with_capacity(n.min(bytes.len() / 16));
         for _ in 0..n {
@@ -153,6 +182,7 @@ impl Entry {
             blob: BlobRef { root, level, size },
             valid,
             recalled,
+            times_pending,
         })
     }
 }
@@ -223,6 +253,34 @@ mod tests {
         .concat();
         assert_eq!(bytes, want);
         assert_eq!(Entry::decode(&bytes).unwrap(), sample());
+    }
+
+    /// Flag bit 1: the pending times follow the birth time.
+    #[test]
+    fn golden_bytes_with_pending_times() {
+        let mut e = sample();
+        e.identity.birth_ns = None;
+        e.times_pending = Some(FileTimes {
+            atime_ns: -1,
+            mtime_ns: 9,
+        });
+        let bytes = e.encode();
+        let want: Vec<u8> = [
+            &[1u8, 2, 2, 4][..],
+            &[0xab; 4],
+            &300u64.to_le_bytes(),
+            &200u64.to_le_bytes(),
+            &0x0102u64.to_le_bytes(),
+            &0u64.to_le_bytes(),
+            &(-1i64).to_le_bytes(),
+            &9i64.to_le_bytes(),
+            &1u32.to_le_bytes(),
+            &16u64.to_le_bytes(),
+            &32u64.to_le_bytes(),
+        ]
+        .concat();
+        assert_eq!(bytes, want);
+        assert_eq!(Entry::decode(&bytes).unwrap(), e);
     }
 
     #[test]

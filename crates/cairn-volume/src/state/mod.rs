@@ -10,11 +10,11 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use parking_lot::{Mutex, RwLock};
-use redb::{Database, ReadableTable, TableDefinition};
+use redb::{Database, Durability, ReadableTable, TableDefinition};
 
 use cairn_core::{Error, Result};
 
-pub use entry::{Entry, Identity};
+pub use entry::{Entry, FileTimes, Identity};
 
 /// The file in `DIR/state/` holding the table.
 pub const TABLE_FILE: &str = "stream-maps.redb";
@@ -133,8 +133,27 @@ impl StreamMapTable {
 
     /// Commits `changes` as one transaction: all or none survive a crash.
     pub fn apply(&self, changes: &[Change]) -> Result<()> {
+        self.commit(changes, Durability::Immediate)
+    }
+
+    /// Writes `entry` without waiting for the disk: the next durable commit
+    /// (any [`StreamMapTable::apply`], or [`StreamMapTable::flush`]) makes
+    /// it durable; a crash before may lose it, leaving the entry as the
+    /// last durable commit wrote it. For changes whose loss only repeats
+    /// harmless work.
+    pub fn put_lazily(&self, entry: Entry) -> Result<()> {
+        self.commit(&[Change::Put(entry)], Durability::None)
+    }
+
+    /// Makes every commit so far durable.
+    pub fn flush(&self) -> Result<()> {
+        self.apply(&[])
+    }
+
+    fn commit(&self, changes: &[Change], durability: Durability) -> Result<()> {
         let _writer = self.writer.lock();
-        let tx = self.db.begin_write().map_err(|e| self.err(e))?;
+        let mut tx = self.db.begin_write().map_err(|e| self.err(e))?;
+        tx.set_durability(durability);
         {
             let mut t = tx.open_table(ENTRIES).map_err(|e| self.err(e))?;
             for c in changes {
