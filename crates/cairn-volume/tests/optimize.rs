@@ -92,6 +92,38 @@ fn an_optimized_tree_reads_back_identical_and_takes_less_space() {
 }
 
 #[test]
+fn hard_links_share_one_entry_and_symlinks_stay_as_they_are() {
+    let dir = tempfile::tempdir().unwrap();
+    let vol = support::create(dir.path());
+    let files_dir = vol.dir().files();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(4);
+    let bytes = support::text(&mut rng, 200_000);
+    std::fs::create_dir(files_dir.join("d")).unwrap();
+    std::fs::write(files_dir.join("a"), &bytes).unwrap();
+    std::fs::hard_link(files_dir.join("a"), files_dir.join("d/b")).unwrap();
+    std::os::unix::fs::symlink("a", files_dir.join("link")).unwrap();
+    support::age(&files_dir);
+    let report = optimize(&vol, &OptimizeOptions::default()).unwrap();
+    assert_eq!(
+        (report.files_scanned, report.files_optimized),
+        (1, 1),
+        "{report:?}"
+    );
+    assert_eq!(vol.table().len(), 1);
+    let content = vol.content().unwrap();
+    for name in ["a", "d/b"] {
+        assert!(
+            support::read_all(&content, &files_dir.join(name)) == bytes,
+            "{name}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_link(files_dir.join("link")).unwrap(),
+        std::path::Path::new("a")
+    );
+}
+
+#[test]
 fn a_second_opener_is_refused_with_one_line() {
     let dir = tempfile::tempdir().unwrap();
     let _vol = support::create(dir.path());
