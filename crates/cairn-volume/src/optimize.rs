@@ -144,7 +144,7 @@ pub fn optimize(vol: &Volume, opts: &OptimizeOptions<'_>) -> Result<OptimizeRepo
         .map_or(0, |d| d.as_nanos() as i64);
     let min_age_ns = policy.policy.min_age().as_nanos() as i64;
     let mut eligible = Vec::new();
-    let mut content = None;
+    let content = vol.content()?;
     walk::regular_files(&vol.dir().files(), &mut |f| {
         report.files_scanned += 1;
         let ino = f.meta.ino();
@@ -179,22 +179,16 @@ pub fn optimize(vol: &Volume, opts: &OptimizeOptions<'_>) -> Result<OptimizeRepo
         // cold again: made plain first, then optimized anew with the others.
         let meta = match entry {
             None => f.meta,
-            Some(_) => {
-                let content = match &mut content {
-                    Some(c) => c,
-                    None => content.insert(vol.content()?),
-                };
-                match make_plain(vol, content, &f.path, &f.meta)? {
-                    Some(meta) => {
-                        report.files_made_plain += 1;
-                        meta
-                    }
-                    None => {
-                        report.skip("changed since the scan");
-                        return Ok(());
-                    }
+            Some(_) => match make_plain(vol, &content, &f.path, &f.meta)? {
+                Some(meta) => {
+                    report.files_made_plain += 1;
+                    meta
                 }
-            }
+                None => {
+                    report.skip("changed since the scan");
+                    return Ok(());
+                }
+            },
         };
         let (mtime_ns, ctime_ns) = backing::mtime_ctime_ns(&meta);
         eligible.push(Scanned {
@@ -216,6 +210,8 @@ pub fn optimize(vol: &Volume, opts: &OptimizeOptions<'_>) -> Result<OptimizeRepo
     // Steps 2-5: chunk, look up, store new chunks with selective
     // compression, commit the recipes (the engine's backup).
     let ingested = ingest(vol, &eligible, &mut report)?;
+    // Switched files read their new chunks through the content state.
+    content.refresh(vol.repo())?;
     if let Some(hook) = opts.before_switch {
         hook();
     }

@@ -72,6 +72,8 @@ pub struct Volume {
     repo: Repository,
     table: Arc<StreamMapTable>,
     locks: Arc<InodeLocks>,
+    /// The content state, made on first use and shared from then on.
+    content: parking_lot::Mutex<Option<Arc<VolumeContent>>>,
     recovery: Recovery,
     _lock: VolumeLock,
 }
@@ -129,6 +131,7 @@ impl Volume {
             repo,
             table: Arc::new(table),
             locks: InodeLocks::new(),
+            content: parking_lot::Mutex::new(None),
             recovery: Recovery::default(),
             _lock: lock,
         })
@@ -150,6 +153,7 @@ impl Volume {
             repo,
             table,
             locks: InodeLocks::new(),
+            content: parking_lot::Mutex::new(None),
             recovery: Recovery::default(),
             _lock: lock,
         };
@@ -177,9 +181,16 @@ impl Volume {
         &self.recovery
     }
 
-    /// The content state the FUSE layer and tests read files through.
-    pub fn content(&self) -> Result<VolumeContent> {
-        VolumeContent::new(&self.repo, self.table.clone())
+    /// The content state the FUSE layer and tests read files through: one
+    /// per open volume, kept current by the optimization job.
+    pub fn content(&self) -> Result<Arc<VolumeContent>> {
+        let mut slot = self.content.lock();
+        if let Some(c) = &*slot {
+            return Ok(c.clone());
+        }
+        let c = Arc::new(VolumeContent::new(&self.repo, self.table.clone())?);
+        *slot = Some(c.clone());
+        Ok(c)
     }
 
     /// Recovery, run by `open` before anything reads the volume. For each

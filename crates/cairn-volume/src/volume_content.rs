@@ -54,6 +54,16 @@ impl VolumeContent {
         })
     }
 
+    /// Reopens the chunk reader on the store as it is now: a reader finds
+    /// only the chunks its index (or its one-time map of the containers)
+    /// knew when it first looked, so the optimization job calls this after
+    /// committing new chunks and before switching files to them.
+    pub fn refresh(&self, repo: &cairn_engine::Repository) -> Result<()> {
+        let fresh = RandomAccess::open(repo, CacheLimits::default())?;
+        *self.store.lock() = fresh;
+        Ok(())
+    }
+
     /// Bytes copied from the store into backing files by recalls so far.
     pub fn recalled_bytes(&self) -> u64 {
         self.recalled_bytes.load(Ordering::Relaxed)

@@ -244,7 +244,7 @@ fn opening_clips_and_drops_entries_the_backing_tree_outgrew() {
     // Extended now, through the content state as the mount does: zeros.
     let f = std::fs::OpenOptions::new().write(true).open(&f0).unwrap();
     f.set_len(5000).unwrap();
-    cairn_volume::content::Content::truncated(&content, support::ino(&f0), &f, 5000).unwrap();
+    cairn_volume::content::Content::truncated(&*content, support::ino(&f0), &f, 5000).unwrap();
     let mut want0 = tree[Path::new("f0")][..1000].to_vec();
     want0.resize(5000, 0);
     assert!(support::read_all(&content, &f0) == want0);

@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
+use rand::Rng;
 
 use cairn_volume::content::Content;
 use cairn_volume::volume_content::granule;
@@ -241,4 +242,30 @@ fn a_file_written_after_optimization_is_optimized_anew_when_cold() {
     assert!(support::read_all(&content, &path) == model);
     // Only the new bytes were stored: the rest deduplicated.
     assert!(report.new_chunk_bytes < 300_000, "{report:?}");
+}
+
+#[test]
+fn one_content_state_reads_files_of_every_later_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let vol = support::create(dir.path());
+    let files_dir = vol.dir().files();
+    let content = vol.content().unwrap();
+    let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(9);
+    let mut written = Vec::new();
+    for run in 0..3 {
+        // Each run's file has bytes no earlier run stored.
+        let bytes: Vec<u8> = (0..300_000).map(|_| rng.gen()).collect();
+        let path = files_dir.join(format!("run{run}"));
+        std::fs::write(&path, &bytes).unwrap();
+        written.push((path, bytes));
+        support::age(&files_dir);
+        let report = optimize(&vol, &OptimizeOptions::default()).unwrap();
+        assert_eq!(report.files_optimized, 1, "run {run}: {report:?}");
+        for (path, bytes) in &written {
+            assert!(
+                &support::read_all(&content, path) == bytes,
+                "run {run}: {path:?}"
+            );
+        }
+    }
 }
