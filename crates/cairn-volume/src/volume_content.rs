@@ -34,34 +34,67 @@ pub fn granule(size: u64) -> u64 {
         .clamp(MIN_GRANULE, MAX_GRANULE)
 }
 
+/// Chunk readers of one content state: a read takes a free one, so reads
+/// on several FUSE threads decode chunks in parallel.
+const READERS: usize = 4;
+
 /// Reads optimized ranges through the chunk store, whose decoded chunks
-/// stay in a bounded cache (004: hot chunks), and keeps the stream-map
-/// table in step with writes. Shared by every FUSE thread: the chunk
-/// reader is behind one mutex, the table has its own locking, and the
+/// stay in bounded caches (004: hot chunks), and keeps the stream-map
+/// table in step with writes. Shared by every FUSE thread: each chunk
+/// reader is behind its own mutex, the table has its own locking, and the
 /// caller holds the file's inode lock around each call (`crate::content`).
 pub struct VolumeContent {
     table: Arc<StreamMapTable>,
-    store: Mutex<RandomAccess>,
+    readers: Vec<Mutex<RandomAccess>>,
     recalled_bytes: AtomicU64,
+}
+
+/// One reader's share of the decoded-chunk cache.
+fn reader_limits() -> CacheLimits {
+    let all = CacheLimits::default();
+    CacheLimits {
+        chunk_bytes: all.chunk_bytes / READERS,
+        ..all
+    }
 }
 
 impl VolumeContent {
     pub fn new(repo: &cairn_engine::Repository, table: Arc<StreamMapTable>) -> Result<Self> {
+        let readers = (0..READERS)
+            .map(|_| RandomAccess::open(repo, reader_limits()).map(Mutex::new))
+            .collect::<Result<_>>()?;
         Ok(VolumeContent {
             table,
-            store: Mutex::new(RandomAccess::open(repo, CacheLimits::default())?),
+            readers,
             recalled_bytes: AtomicU64::new(0),
         })
     }
 
-    /// Reopens the chunk reader on the store as it is now: a reader finds
+    /// Reopens the chunk readers on the store as it is now: a reader finds
     /// only the chunks its index (or its one-time map of the containers)
     /// knew when it first looked, so the optimization job calls this after
     /// committing new chunks and before switching files to them.
     pub fn refresh(&self, repo: &cairn_engine::Repository) -> Result<()> {
-        let fresh = RandomAccess::open(repo, CacheLimits::default())?;
-        *self.store.lock() = fresh;
+        for r in &self.readers {
+            let fresh = RandomAccess::open(repo, reader_limits())?;
+            *r.lock() = fresh;
+        }
         Ok(())
+    }
+
+    /// Runs `f` with a chunk reader: the first free one (so a lone
+    /// sequential reader keeps using the first and its cache), else waits
+    /// for the one this thread's id picks.
+    fn with_reader<R>(&self, f: impl FnOnce(&mut RandomAccess) -> R) -> R {
+        for r in &self.readers {
+            if let Some(mut reader) = r.try_lock() {
+                return f(&mut reader);
+            }
+        }
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        std::hash::Hash::hash(&std::thread::current().id(), &mut h);
+        let i = (std::hash::Hasher::finish(&h) as usize) % self.readers.len();
+        f(&mut self.readers[i].lock())
     }
 
     /// Bytes copied from the store into backing files by recalls so far.
@@ -72,9 +105,7 @@ impl VolumeContent {
     /// Copies the stream map's bytes `[offset, offset + out.len())` into `out`.
     fn read_stream_map(&self, entry: &Entry, offset: u64, out: &mut [u8]) -> io::Result<()> {
         let mut bytes = Vec::with_capacity(out.len());
-        self.store
-            .lock()
-            .read_at(&entry.blob, offset, out.len(), &mut bytes)
+        self.with_reader(|r| r.read_at(&entry.blob, offset, out.len(), &mut bytes))
             .map_err(io::Error::other)?;
         if bytes.len() != out.len() {
             return Err(io::Error::other(format!(
