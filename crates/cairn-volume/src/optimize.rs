@@ -161,8 +161,6 @@ pub fn optimize(vol: &Volume, opts: &OptimizeOptions<'_>) -> Result<OptimizeRepo
             Some("smaller than the minimum size")
         } else if now_ns - mtime_ns.max(ctime_ns) < min_age_ns {
             Some("changed within the minimum age")
-        } else if entry.is_none() && backing::allocated_bytes(&f.meta) < f.meta.len() {
-            Some("sparse")
         } else if vol.locks().open_count(ino).passthrough > 0 {
             // The kernel serves such a handle's I/O without asking the
             // content state: the file must stay plain while it is open.
@@ -291,6 +289,9 @@ fn ingest(
             tags: vec![OPTIMIZE_TAG.to_string()],
             parent: ParentChoice::None,
             selection: Arc::new(selection.build()?),
+            // A file's stream map holds every byte, holes as zeros (they
+            // deduplicate to one chunk), so offsets map one to one.
+            holes_as_data: true,
             ..Default::default()
         },
     )?;
@@ -362,7 +363,8 @@ fn switch(
         return Ok(Some("changed since the scan"));
     }
     if rec.sparse || rec.blob.size != file.size {
-        return Ok(Some("sparse"));
+        // Not what the ingest was asked for (`holes_as_data`): left plain.
+        return Ok(Some("stored with extents"));
     }
     if vol.locks().open_count(file.ino).passthrough > 0 {
         return Ok(Some("open for passthrough"));

@@ -134,3 +134,32 @@ fn a_second_opener_is_refused_with_one_line() {
     assert!(err.contains("is open elsewhere"), "{err}");
     assert!(!err.contains('\n'));
 }
+
+#[test]
+fn a_file_with_holes_is_optimized_and_reads_zeros_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let vol = support::create(dir.path());
+    let files_dir = vol.dir().files();
+    let path = files_dir.join("disk.img");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(6);
+    let data = support::text(&mut rng, 300_000);
+    let mut model = vec![0u8; 8 << 20];
+    model[3 << 20..][..data.len()].copy_from_slice(&data);
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::File::create(&path).unwrap();
+        f.set_len(model.len() as u64).unwrap();
+        f.write_all_at(&data, 3 << 20).unwrap();
+    }
+    support::age(&files_dir);
+    let report = optimize(&vol, &OptimizeOptions::default()).unwrap();
+    assert_eq!(report.files_optimized, 1, "{report:?}");
+    // The holes' zeros cost one chunk, not 8 MiB.
+    assert!(report.new_chunk_bytes < 1 << 20, "{report:?}");
+    let content = vol.content().unwrap();
+    assert!(support::read_all(&content, &path) == model);
+    assert_eq!(
+        support::read(&content, &path, (3 << 20) + 10, 5),
+        data[10..15]
+    );
+}
