@@ -138,6 +138,10 @@ pub enum Command {
     Completions(completions::CompletionsArgs),
     /// Write man pages (cairn.1 and one cairn-COMMAND.1 per subcommand) into DIR.
     Man(man::ManArgs),
+    /// A primary volume (docs/volume.md): files deduplicated in place
+    /// after they cool down. create, optimize, status.
+    #[command(subcommand)]
+    Volume(crate::commands::volume::VolumeCommand),
 }
 
 impl Command {

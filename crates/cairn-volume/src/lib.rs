@@ -14,3 +14,20 @@
 pub mod content;
 pub mod fuse;
 pub mod inode_locks;
+
+pub mod backing;
+pub mod layout;
+pub mod optimize;
+pub mod policy;
+pub mod ranges;
+pub mod state;
+pub mod status;
+pub mod volume;
+pub mod volume_content;
+pub mod walk;
+
+pub use optimize::{optimize, OptimizeOptions, OptimizeReport};
+pub use policy::Policy;
+pub use status::{status, Status};
+pub use volume::{StoreEncryption, Volume, VolumeSettings};
+pub use volume_content::VolumeContent;

@@ -40,6 +40,7 @@ pub mod stats;
 pub mod tag;
 pub mod trace;
 pub mod unlock;
+pub mod volume;
 
 pub fn run(cli: Cli) -> Result<ExitCode> {
     let Cli {
@@ -169,5 +170,6 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Completions(a) => completions::run(crate::cli::command(), a.shell),
         Command::Man(a) => man::man_pages(cli, crate::cli::command(), &a.out),
+        Command::Volume(v) => volume::run(cli, v),
     }
 }

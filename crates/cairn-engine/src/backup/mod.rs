@@ -87,6 +87,11 @@ pub struct BackupOptions {
     /// walker's thread.
     /// What is stored does not depend on it.
     pub read_threads: Option<usize>,
+    /// Read a file with holes as the plain bytes it reads as (holes as
+    /// zeros, which deduplicate), with no extents recorded: its content is
+    /// then its whole length (a volume's stream map maps file offsets to
+    /// content offsets one to one). Off: only the data extents are stored.
+    pub holes_as_data: bool,
     /// Told of each file and directory stored, with its state against the
     /// parent snapshot (`backup -v`); `None`: nobody listens.
     pub entry_log: Option<events::EntryLog>,
@@ -357,6 +362,7 @@ struct RunState {
     left_out_repository: AtomicBool,
     selection: Arc<Selection>,
     read_threads: Option<usize>,
+    holes_as_data: bool,
     read_ns: Arc<AtomicU64>,
     commit_started: Mutex<Instant>,
     progress: Arc<Progress>,
@@ -391,6 +397,7 @@ impl RunState {
             left_out_repository: AtomicBool::new(false),
             selection: opts.selection.clone(),
             read_threads: opts.read_threads,
+            holes_as_data: opts.holes_as_data,
             entry_log: opts.entry_log.clone(),
             read_ns: Arc::new(AtomicU64::new(0)),
             commit_started: Mutex::new(Instant::now()),
@@ -727,6 +734,7 @@ fn run_stream(
             if let Some(n) = run.read_threads {
                 w.read_ahead(n);
             }
+            w.holes_as_data(run.holes_as_data);
             if let Some((tree, top)) = parent {
                 w.parent(tree, top);
             }

@@ -15,12 +15,14 @@
 //! counted. The sources themselves are never tested: a path given to
 //! `backup` is always backed up.
 
+use std::collections::HashSet;
 use std::ffi::OsStr;
 use std::fs::Metadata;
 use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 use globset::{GlobSet, GlobSetBuilder};
 
@@ -47,6 +49,8 @@ pub enum ExcludeReason {
     Larger(u64),
     /// A directory on another file system than its source (`--one-file-system`).
     OtherFileSystem,
+    /// Not one of the files a caller chose ([`SelectionBuilder::only_files`]).
+    NotChosen,
 }
 
 impl std::fmt::Display for ExcludeReason {
@@ -57,6 +61,7 @@ impl std::fmt::Display for ExcludeReason {
             ExcludeReason::CacheDir => write!(f, "holds a valid {CACHEDIR_TAG}"),
             ExcludeReason::Larger(n) => write!(f, "{n} bytes, over the size limit"),
             ExcludeReason::OtherFileSystem => write!(f, "on another file system"),
+            ExcludeReason::NotChosen => write!(f, "not among the files chosen"),
         }
     }
 }
@@ -73,6 +78,9 @@ pub struct Selection {
     exclude_caches: bool,
     larger_than: Option<u64>,
     one_file_system: bool,
+    /// When set, every entry but a directory is left out unless its
+    /// (device, inode) is here.
+    only_files: Option<Arc<HashSet<(u64, u64)>>>,
 }
 
 /// Builds a [`Selection`]; every pattern is checked as it is added, so a bad
@@ -84,6 +92,7 @@ pub struct SelectionBuilder {
     exclude_caches: bool,
     larger_than: Option<u64>,
     one_file_system: bool,
+    only_files: Option<Arc<HashSet<(u64, u64)>>>,
 }
 
 impl Selection {
@@ -98,6 +107,7 @@ impl Selection {
             && !self.exclude_caches
             && self.larger_than.is_none()
             && !self.one_file_system
+            && self.only_files.is_none()
     }
 
     pub fn one_file_system(&self) -> bool {
@@ -117,6 +127,11 @@ impl Selection {
     /// Tests an entry's metadata: the size limit for files, the device for
     /// directories (`source_dev`: the device of the source being walked).
     pub fn excluded_by_meta(&self, meta: &Metadata, source_dev: u64) -> Option<ExcludeReason> {
+        if let Some(only) = &self.only_files {
+            if !meta.is_dir() && !only.contains(&(meta.dev(), meta.ino())) {
+                return Some(ExcludeReason::NotChosen);
+            }
+        }
         if meta.is_file() {
             if let Some(limit) = self.larger_than {
                 if meta.len() > limit {
@@ -176,6 +191,7 @@ impl Default for SelectionBuilder {
             exclude_caches: false,
             larger_than: None,
             one_file_system: false,
+            only_files: None,
         }
     }
 }
@@ -250,6 +266,15 @@ impl SelectionBuilder {
         self
     }
 
+    /// Keeps, below the sources, only the directories and the entries whose
+    /// (device, inode) is in `files` (a caller that picked its files by
+    /// its own rules, such as a volume's optimization policy). Every name of
+    /// a chosen inode is kept: pick one inode per file.
+    pub fn only_files(&mut self, files: HashSet<(u64, u64)>) -> &mut Self {
+        self.only_files = Some(Arc::new(files));
+        self
+    }
+
     pub fn build(&self) -> Result<Selection> {
         let set = self
             .set
@@ -262,6 +287,7 @@ impl SelectionBuilder {
             exclude_caches: self.exclude_caches,
             larger_than: self.larger_than,
             one_file_system: self.one_file_system,
+            only_files: self.only_files.clone(),
         })
     }
 }

@@ -299,3 +299,25 @@ fn documented_syntax_details() {
     assert!(hit(&s, "/p/lit*") && !hit(&s, "/p/litx"));
     assert!(hit(&s, "/p/!keep") && !hit(&s, "/p/keep"));
 }
+
+#[test]
+fn only_files_keeps_directories_and_the_chosen_inodes() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let chosen = dir.path().join("chosen");
+    let other = dir.path().join("other");
+    std::fs::write(&chosen, b"a").unwrap();
+    std::fs::write(&other, b"b").unwrap();
+    let m = |p: &Path| std::fs::symlink_metadata(p).unwrap();
+    let dev = m(dir.path()).dev();
+    let mut b = Selection::builder();
+    b.only_files([(m(&chosen).dev(), m(&chosen).ino())].into_iter().collect());
+    let s = b.build().unwrap();
+    assert!(!s.is_empty());
+    assert_eq!(s.excluded_by_meta(&m(&chosen), dev), None);
+    assert_eq!(s.excluded_by_meta(&m(dir.path()), dev), None);
+    assert_eq!(
+        s.excluded_by_meta(&m(&other), dev),
+        Some(ExcludeReason::NotChosen)
+    );
+}

@@ -114,6 +114,8 @@ pub struct Walker {
     pub excluded: Vec<String>,
     /// Send files by their metadata alone, never opening them.
     dry_run: bool,
+    /// Files with holes read whole, no extents recorded (`BackupOptions`).
+    holes_as_data: bool,
     /// The parent snapshot's tree and its entry for this source: unchanged
     /// files keep their content unread (`super::parent`).
     parent: Option<(ParentTree, DirEntry)>,
@@ -184,6 +186,7 @@ impl Walker {
             selection: Arc::default(),
             excluded: Vec::new(),
             dry_run: false,
+            holes_as_data: false,
             parent: None,
             files: FileCounts::default(),
             read_buf: Vec::new(),
@@ -219,6 +222,13 @@ impl Walker {
     /// with their size in the metadata and no `Data`.
     pub fn dry_run(&mut self, yes: bool) -> &mut Self {
         self.dry_run = yes;
+        self
+    }
+
+    /// Reads files with holes whole (zeros for the holes), recording no
+    /// extents.
+    pub fn holes_as_data(&mut self, yes: bool) -> &mut Self {
+        self.holes_as_data = yes;
         self
     }
 
@@ -627,7 +637,10 @@ impl Walker {
             };
             // Only a file with fewer blocks than bytes can have holes (the
             // test cp and tar make): the others cost no SEEK_DATA/SEEK_HOLE.
-            if !self.dry_run && meta.blocks().saturating_mul(512) < meta.len() {
+            if !self.dry_run
+                && !self.holes_as_data
+                && meta.blocks().saturating_mul(512) < meta.len()
+            {
                 now.extras.extents = data_extents(&file, meta.len());
             }
             let extents = now.extras.extents.clone();

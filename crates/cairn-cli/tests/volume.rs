@@ -1,0 +1,105 @@
+//! `cairn volume create|optimize|status` through the binary: a volume is
+//! created (encrypted, with the test password), files put into DIR/files,
+//! optimized once they are a second old, and `status --json` shows them
+//! optimized and the space saved.
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use common::{cairn_env, s, Rng};
+
+fn volume(args: &[&str]) -> common::Run {
+    cairn_env(args, &[])
+}
+
+/// Sets every file below `dir` an hour back, then waits until their ctimes
+/// are over a second old.
+fn age(dir: &Path) {
+    let old = filetime::FileTime::from_system_time(SystemTime::now() - Duration::from_secs(3600));
+    for e in std::fs::read_dir(dir).unwrap() {
+        filetime::set_file_times(e.unwrap().path(), old, old).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(1100));
+}
+
+#[test]
+fn optimized_files_show_in_status_with_their_savings() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("vol");
+    let out = volume(&["volume", "create", s(&dir)]).ok();
+    assert!(
+        out.stdout_str().contains("created cairn volume"),
+        "{}",
+        out.stdout_str()
+    );
+    let files = dir.join("files");
+    let mut rng = Rng::new(32);
+    let base = rng.text(2 << 20);
+    let mut logical = 0u64;
+    for i in 0..4 {
+        let mut bytes = base.clone();
+        bytes.extend_from_slice(&rng.text(50_000 + i * 100));
+        logical += bytes.len() as u64;
+        std::fs::write(files.join(format!("copy{i}.txt")), &bytes).unwrap();
+    }
+    std::fs::write(files.join("small.txt"), b"below the minimum size").unwrap();
+    logical += 22;
+
+    // Too young at first: nothing is optimized.
+    let out = volume(&["volume", "optimize", s(&dir), "--min-age", "1h"]).ok();
+    assert!(
+        out.stdout_str().contains("optimized 0 of 5 files"),
+        "{}",
+        out.stdout_str()
+    );
+
+    age(&files);
+    let out = volume(&["volume", "optimize", s(&dir), "--min-age", "1s"]).ok();
+    let text = out.stdout_str();
+    assert!(text.contains("optimized 4 of 5 files"), "{text}");
+    assert!(text.contains("1 smaller than the minimum size"), "{text}");
+
+    let st = volume(&["volume", "status", s(&dir), "--json"]).ok().json();
+    assert_eq!(st["optimized_files"], 4, "{st}");
+    assert_eq!(st["unoptimized_files"], 1, "{st}");
+    assert_eq!(st["logical_bytes"], logical, "{st}");
+    let physical = st["physical_bytes"].as_u64().unwrap();
+    assert!(physical < logical / 2, "{st}");
+    assert!(st["savings_rate"].as_f64().unwrap() > 0.5, "{st}");
+
+    // The files keep their content and their times in the backing tree's
+    // metadata; the human status names the savings rate.
+    let out = volume(&["volume", "status", s(&dir)]).ok();
+    assert!(
+        out.stdout_str().contains("savings rate"),
+        "{}",
+        out.stdout_str()
+    );
+    let meta = std::fs::metadata(files.join("copy0.txt")).unwrap();
+    assert!(meta.modified().unwrap() < SystemTime::now() - Duration::from_secs(3000));
+}
+
+#[test]
+fn bad_volume_commands_fail_with_one_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("vol");
+    let err = volume(&["volume", "status", s(&dir)])
+        .code(1)
+        .one_line_error();
+    assert!(err.contains("is not a cairn volume"), "{err}");
+    volume(&["volume", "create", s(&dir), "--encryption", "none"]).ok();
+    let err = volume(&["volume", "optimize", s(&dir), "--min-age", "500ms"])
+        .code(2)
+        .one_line_error();
+    assert!(err.contains("at least 1s"), "{err}");
+    let err = volume(&["volume", "optimize", s(&dir), "--min-size", "lots"])
+        .code(2)
+        .one_line_error();
+    assert!(err.contains("--min-size"), "{err}");
+    let err = volume(&["volume", "create", s(&dir)])
+        .code(1)
+        .one_line_error();
+    assert!(err.contains("not empty"), "{err}");
+}

@@ -1,0 +1,392 @@
+//! The optimization job: 004's Phase I (find the duplicate data) and
+//! Phase II (optimize the target files), steps numbered as in
+//! docs/volume.md, "Optimization job".
+//!
+//! Steps 2 to 5 are the engine's own backup pipeline run on the backing
+//! tree with a selection of just the eligible files (one stream, so new
+//! chunks of many small files share containers): regression chunking, frugal-index lookups with its prefetch
+//! cache, new chunks in file-stream order into containers, selective
+//! compression, and the crash-safe commit ending in a snapshot tagged
+//! [`OPTIMIZE_TAG`]. That snapshot's listings hold each file's recipe (its
+//! stream map) and the size and times it was read with. Until the volume
+//! has its own garbage collection, every such snapshot is kept: they are
+//! what keeps the stream maps' chunks alive against `cairn gc` on the
+//! store, and no stream map loses its root.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::OpenOptions;
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+
+use cairn_core::{Error, Result};
+use cairn_engine::backup::{backup, BackupOptions, ParentChoice, Selection, Source};
+use cairn_engine::read::{CacheOptions, Reader};
+use cairn_format::dir::{BlobRef, EntryKind};
+
+use crate::backing;
+use crate::content::Content;
+use crate::policy::Policy;
+use crate::state::{Entry, Identity};
+use crate::volume::Volume;
+use crate::volume_content::VolumeContent;
+use crate::walk;
+
+/// The tag of the snapshots the job commits.
+pub const OPTIMIZE_TAG: &str = "volume-optimize";
+
+/// The points of a file's switch (step 6) where a test may stop the job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SwitchStep {
+    /// 6a done: the checks passed, nothing written.
+    Checked,
+    /// 6b done: the entry is committed, the backing file still holds data.
+    EntryWritten,
+    /// 6c done: the backing file punched, its times not yet restored.
+    Punched,
+}
+
+/// How a test stop ends the job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailMode {
+    /// The job returns an error.
+    Error,
+    /// The process aborts (a crash: nothing after it runs, no destructors).
+    Abort,
+}
+
+/// A test hook: stop at `step` of the `file`-th switch (0-based).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FailAt {
+    pub file: usize,
+    pub step: SwitchStep,
+    pub mode: FailMode,
+}
+
+/// How one run goes.
+#[derive(Default)]
+pub struct OptimizeOptions<'a> {
+    /// The policy instead of `volume.json`'s (`--min-age`, `--min-size`).
+    pub policy: Option<Policy>,
+    /// A test hook (see [`FailAt`]).
+    pub fail_at: Option<FailAt>,
+    /// Called between the ingest (step 5) and the first switch (step 6):
+    /// a test changes a file there.
+    pub before_switch: Option<&'a dyn Fn()>,
+}
+
+/// What a run did.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct OptimizeReport {
+    /// Regular files looked at.
+    pub files_scanned: u64,
+    pub files_optimized: u64,
+    pub files_skipped: u64,
+    /// Why files were skipped, with counts.
+    pub skipped: BTreeMap<String, u64>,
+    /// Optimized files partly recalled or appended to, made plain again
+    /// by this run to be optimized anew.
+    pub files_made_plain: u64,
+    /// Logical bytes of the files optimized.
+    pub bytes_optimized: u64,
+    /// Bytes of new chunks the store took (as stored, after compression).
+    pub new_chunk_bytes: u64,
+    /// The snapshot holding this run's stream maps (none if nothing was eligible).
+    pub snapshot: Option<String>,
+    pub seconds: f64,
+}
+
+impl OptimizeReport {
+    fn skip(&mut self, reason: &str) {
+        self.files_skipped += 1;
+        *self.skipped.entry(reason.to_string()).or_default() += 1;
+    }
+}
+
+/// A file the scan found eligible, as it was then.
+struct Scanned {
+    path: PathBuf,
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime_ns: i64,
+    ctime_ns: i64,
+    changes: u64,
+}
+
+/// What the ingest recorded of a file: its stream map and the size and
+/// times it was read with.
+struct Ingested {
+    blob: BlobRef,
+    size: u64,
+    mtime_ns: i64,
+    ctime_ns: i64,
+    sparse: bool,
+}
+
+/// Runs the job once over the volume's backing tree.
+pub fn optimize(vol: &Volume, opts: &OptimizeOptions<'_>) -> Result<OptimizeReport> {
+    let started = Instant::now();
+    let policy = opts
+        .policy
+        .clone()
+        .unwrap_or_else(|| vol.config().policy.clone())
+        .compile()?;
+    let mut report = OptimizeReport::default();
+
+    // Step 1: the policy scan. Times are compared with one clock reading,
+    // taken before the walk, so a file changed during it is too young.
+    let now_ns = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64);
+    let min_age_ns = policy.policy.min_age().as_nanos() as i64;
+    let mut eligible = Vec::new();
+    let content = vol.content()?;
+    walk::regular_files(&vol.dir().files(), &mut |f| {
+        report.files_scanned += 1;
+        let ino = f.meta.ino();
+        let (mtime_ns, ctime_ns) = backing::mtime_ctime_ns(&f.meta);
+        let entry = vol.table().get(ino);
+        let reason = if entry
+            .as_ref()
+            .is_some_and(|e| e.recalled.is_empty() && f.meta.len() <= e.valid)
+        {
+            Some("already optimized")
+        } else if policy.excludes(&f.rel) {
+            Some("excluded")
+        } else if f.meta.len() < policy.policy.min_size.max(1) {
+            Some("smaller than the minimum size")
+        } else if now_ns - mtime_ns.max(ctime_ns) < min_age_ns {
+            Some("changed within the minimum age")
+        } else if vol.locks().open_count(ino).passthrough > 0 {
+            // The kernel serves such a handle's I/O without asking the
+            // content state: the file must stay plain while it is open.
+            // Other handles go through the content state, under the lock.
+            Some("open for passthrough")
+        } else {
+            None
+        };
+        if let Some(r) = reason {
+            report.skip(r);
+            return Ok(());
+        }
+        // A file partly recalled or appended to since it was optimized, and
+        // cold again: made plain first, then optimized anew with the others.
+        let meta = match entry {
+            None => f.meta,
+            Some(_) => match make_plain(vol, &content, &f.path, &f.meta)? {
+                Some(meta) => {
+                    report.files_made_plain += 1;
+                    meta
+                }
+                None => {
+                    report.skip("changed since the scan");
+                    return Ok(());
+                }
+            },
+        };
+        let (mtime_ns, ctime_ns) = backing::mtime_ctime_ns(&meta);
+        eligible.push(Scanned {
+            path: f.path,
+            dev: meta.dev(),
+            ino,
+            size: meta.len(),
+            mtime_ns,
+            ctime_ns,
+            changes: vol.locks().change_count(ino),
+        });
+        Ok(())
+    })?;
+    if eligible.is_empty() {
+        report.seconds = started.elapsed().as_secs_f64();
+        return Ok(report);
+    }
+
+    // Steps 2-5: chunk, look up, store new chunks with selective
+    // compression, commit the recipes (the engine's backup).
+    let ingested = ingest(vol, &eligible, &mut report)?;
+    // Switched files read their new chunks through the content state.
+    content.refresh(vol.repo())?;
+    if let Some(hook) = opts.before_switch {
+        hook();
+    }
+
+    // Step 6: switch each file.
+    for (n, file) in eligible.iter().enumerate() {
+        // Ctrl-C stops between two switches: each file is whole either way.
+        let done = report.files_optimized;
+        cairn_engine::interrupt::check(|| {
+            format!("{done} files optimized; the rest are as they were")
+        })?;
+        let Some(rec) = ingested.get(&file.ino) else {
+            report.skip("not read by the ingest");
+            continue;
+        };
+        match switch(vol, file, rec, n, opts.fail_at)? {
+            None => {
+                report.files_optimized += 1;
+                report.bytes_optimized += file.size;
+            }
+            Some(reason) => report.skip(reason),
+        }
+    }
+    vol.table().flush()?;
+    report.seconds = started.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+/// Makes an optimized file plain again, under its lock: every byte still
+/// in its stream map copied into the backing file and fsynced, then its
+/// entry dropped (`VolumeContent::prepare_write` over the whole file), and
+/// its times put back. Returns its metadata then, or `None` when it is not
+/// what the scan saw (`scanned`). A crash midway leaves the entry and a
+/// backing file holding the same bytes: recovery punches them again.
+fn make_plain(
+    vol: &Volume,
+    content: &VolumeContent,
+    path: &std::path::Path,
+    scanned: &std::fs::Metadata,
+) -> Result<Option<std::fs::Metadata>> {
+    let ino = scanned.ino();
+    let _guard = vol.locks().lock(ino);
+    let io = |e| Error::io(format!("recalling {}", path.display()), e);
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(io)?;
+    let meta = f.metadata().map_err(io)?;
+    let now = (meta.ino(), meta.len(), backing::mtime_ctime_ns(&meta));
+    if now != (ino, scanned.len(), backing::mtime_ctime_ns(scanned)) {
+        return Ok(None);
+    }
+    if let Some(entry) = vol.table().get(ino) {
+        content.prepare_write(ino, &f, 0, entry.valid).map_err(io)?;
+    }
+    backing::restore_times(&f, &meta).map_err(io)?;
+    f.metadata().map(Some).map_err(io)
+}
+
+/// Steps 2-5 on the eligible files; returns what the new snapshot recorded
+/// of each, by inode.
+fn ingest(
+    vol: &Volume,
+    eligible: &[Scanned],
+    report: &mut OptimizeReport,
+) -> Result<HashMap<u64, Ingested>> {
+    let repo = vol.repo();
+    let mut selection = Selection::builder();
+    selection.only_files(eligible.iter().map(|f| (f.dev, f.ino)).collect());
+    let lock = repo.lock_writer(false)?;
+    let outcome = backup(
+        repo,
+        &lock,
+        BackupOptions {
+            sources: vec![Source::Path(vol.dir().files())],
+            tags: vec![OPTIMIZE_TAG.to_string()],
+            parent: ParentChoice::None,
+            selection: Arc::new(selection.build()?),
+            // A file's stream map holds every byte, holes as zeros (they
+            // deduplicate to one chunk), so offsets map one to one.
+            holes_as_data: true,
+            ..Default::default()
+        },
+    )?;
+    drop(lock);
+    report.new_chunk_bytes = outcome.record.stats.new_stored_bytes;
+    report.snapshot = Some(outcome.snapshot_id.clone());
+    let mut by_ino = HashMap::new();
+    let mut reader = Reader::open(repo, CacheOptions::default())?;
+    reader.walk(&outcome.record, "", &mut |w| {
+        let e = w.entry;
+        if e.kind == EntryKind::File && e.inode != 0 {
+            if let Some(blob) = e.content {
+                by_ino.insert(
+                    e.inode,
+                    Ingested {
+                        blob,
+                        size: e.size,
+                        mtime_ns: e.mtime_ns,
+                        ctime_ns: e.ctime_ns,
+                        sparse: e.extras.extents.is_some(),
+                    },
+                );
+            }
+        }
+        Ok(())
+    })?;
+    Ok(by_ino)
+}
+
+/// Step 6 for one file, under its inode lock: `None` when switched, else
+/// why it was left as it is.
+fn switch(
+    vol: &Volume,
+    file: &Scanned,
+    rec: &Ingested,
+    n: usize,
+    fail_at: Option<FailAt>,
+) -> Result<Option<&'static str>> {
+    let stop = |step: SwitchStep| -> Result<()> {
+        match fail_at {
+            Some(f) if f.file == n && f.step == step => match f.mode {
+                FailMode::Error => Err(Error::Interrupted(format!(
+                    "test stop after {step:?} of file {n}"
+                ))),
+                FailMode::Abort => std::process::abort(),
+            },
+            _ => Ok(()),
+        }
+    };
+    let _guard = vol.locks().lock(file.ino);
+    // 6a: the file must be what the scan saw and the ingest read.
+    let f = match OpenOptions::new().write(true).open(&file.path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Some("removed")),
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            return Ok(Some("not writable"))
+        }
+        Err(e) => return Err(Error::io(format!("opening {}", file.path.display()), e)),
+    };
+    let meta = f
+        .metadata()
+        .map_err(|e| Error::io(format!("reading {}", file.path.display()), e))?;
+    let (mtime_ns, ctime_ns) = backing::mtime_ctime_ns(&meta);
+    let now = (meta.ino(), meta.len(), mtime_ns, ctime_ns);
+    if now != (file.ino, file.size, file.mtime_ns, file.ctime_ns)
+        || (rec.size, rec.mtime_ns, rec.ctime_ns) != (file.size, file.mtime_ns, file.ctime_ns)
+        || vol.locks().change_count(file.ino) != file.changes
+    {
+        return Ok(Some("changed since the scan"));
+    }
+    if rec.sparse || rec.blob.size != file.size {
+        // Not what the ingest was asked for (`holes_as_data`): left plain.
+        return Ok(Some("stored with extents"));
+    }
+    if vol.locks().open_count(file.ino).passthrough > 0 {
+        return Ok(Some("open for passthrough"));
+    }
+    stop(SwitchStep::Checked)?;
+    // 6b: the entry, durable, with the times to put back after the punch.
+    // From here the file reads from its stream map.
+    let mut entry = Entry::new(Identity::of(&meta), rec.blob);
+    entry.times_pending = Some(backing::times_of(&meta));
+    vol.table().put(entry.clone())?;
+    stop(SwitchStep::EntryWritten)?;
+    // 6c: free the backing bytes; the length stays. Not fsynced: a punch
+    // lost in a crash is redone by recovery when the volume is opened.
+    let io = |e| Error::io(format!("punching {}", file.path.display()), e);
+    backing::punch_stream_map_ranges(&f, &entry).map_err(io)?;
+    stop(SwitchStep::Punched)?;
+    // 6d: the times the punch moved, back as they were; then the entry no
+    // longer needs them. That commit is made durable by the next durable
+    // one (at the latest the end of the run): lost in a crash, recovery
+    // puts the same times back again.
+    backing::restore_times(&f, &meta).map_err(io)?;
+    entry.times_pending = None;
+    vol.table().put_lazily(entry)?;
+    Ok(None)
+}

@@ -1,0 +1,240 @@
+//! The volume's content state ([`Content`]): a file's bytes from its
+//! stream map or its backing file (docs/volume.md, "What a file's bytes
+//! are" and "Data path"), recall of the granules a write touches, and the
+//! entry changes of truncates and removals.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use cairn_core::Result;
+use cairn_engine::random_access::{CacheLimits, RandomAccess};
+
+use crate::content::{read_full_at, Content};
+use crate::state::{Entry, StreamMapTable};
+
+/// Smallest and largest recall granule (docs/volume.md, "Write").
+pub const MIN_GRANULE: u64 = 64 << 10;
+pub const MAX_GRANULE: u64 = 16 << 20;
+
+/// Bytes copied from the store per step of a recall.
+const RECALL_STEP: u64 = 1 << 20;
+
+/// The recall granularity of a file of `size` bytes:
+/// `clamp(next_power_of_two(size / 1024), 64 KiB, 16 MiB)` (004: it grows
+/// with the file, so a 1 GiB file recalls 1 MiB around a small write).
+pub fn granule(size: u64) -> u64 {
+    (size / 1024)
+        .max(1)
+        .next_power_of_two()
+        .clamp(MIN_GRANULE, MAX_GRANULE)
+}
+
+/// Chunk readers of one content state: a read takes a free one, so reads
+/// on several FUSE threads decode chunks in parallel.
+const READERS: usize = 4;
+
+/// Reads optimized ranges through the chunk store, whose decoded chunks
+/// stay in bounded caches (004: hot chunks), and keeps the stream-map
+/// table in step with writes. Shared by every FUSE thread: each chunk
+/// reader is behind its own mutex, the table has its own locking, and the
+/// caller holds the file's inode lock around each call (`crate::content`).
+pub struct VolumeContent {
+    table: Arc<StreamMapTable>,
+    readers: Vec<Mutex<RandomAccess>>,
+    recalled_bytes: AtomicU64,
+}
+
+/// One reader's share of the decoded-chunk cache.
+fn reader_limits() -> CacheLimits {
+    let all = CacheLimits::default();
+    CacheLimits {
+        chunk_bytes: all.chunk_bytes / READERS,
+        ..all
+    }
+}
+
+impl VolumeContent {
+    pub fn new(repo: &cairn_engine::Repository, table: Arc<StreamMapTable>) -> Result<Self> {
+        let readers = (0..READERS)
+            .map(|_| RandomAccess::open(repo, reader_limits()).map(Mutex::new))
+            .collect::<Result<_>>()?;
+        Ok(VolumeContent {
+            table,
+            readers,
+            recalled_bytes: AtomicU64::new(0),
+        })
+    }
+
+    /// Reopens the chunk readers on the store as it is now: a reader finds
+    /// only the chunks its index (or its one-time map of the containers)
+    /// knew when it first looked, so the optimization job calls this after
+    /// committing new chunks and before switching files to them.
+    pub fn refresh(&self, repo: &cairn_engine::Repository) -> Result<()> {
+        for r in &self.readers {
+            let fresh = RandomAccess::open(repo, reader_limits())?;
+            *r.lock() = fresh;
+        }
+        Ok(())
+    }
+
+    /// Runs `f` with a chunk reader: the first free one (so a lone
+    /// sequential reader keeps using the first and its cache), else waits
+    /// for the one this thread's id picks.
+    fn with_reader<R>(&self, f: impl FnOnce(&mut RandomAccess) -> R) -> R {
+        for r in &self.readers {
+            if let Some(mut reader) = r.try_lock() {
+                return f(&mut reader);
+            }
+        }
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        std::hash::Hash::hash(&std::thread::current().id(), &mut h);
+        let i = (std::hash::Hasher::finish(&h) as usize) % self.readers.len();
+        f(&mut self.readers[i].lock())
+    }
+
+    /// Bytes copied from the store into backing files by recalls so far.
+    pub fn recalled_bytes(&self) -> u64 {
+        self.recalled_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Copies the stream map's bytes `[offset, offset + out.len())` into `out`.
+    fn read_stream_map(&self, entry: &Entry, offset: u64, out: &mut [u8]) -> io::Result<()> {
+        let mut bytes = Vec::with_capacity(out.len());
+        self.with_reader(|r| r.read_at(&entry.blob, offset, out.len(), &mut bytes))
+            .map_err(io::Error::other)?;
+        if bytes.len() != out.len() {
+            return Err(io::Error::other(format!(
+                "stream map of inode {} ends at {} bytes, before byte {}",
+                entry.identity.ino,
+                entry.blob.size,
+                offset + out.len() as u64
+            )));
+        }
+        out.copy_from_slice(&bytes);
+        Ok(())
+    }
+
+    /// Commits `entry` after a change: dropped once no byte comes from its
+    /// stream map any more (the file is plain again).
+    fn commit(&self, entry: Entry) -> io::Result<()> {
+        if entry.is_spent() {
+            self.table.remove(entry.identity.ino)
+        } else {
+            self.table.put(entry)
+        }
+        .map_err(io::Error::other)
+    }
+}
+
+impl Content for VolumeContent {
+    fn read_at(&self, ino: u64, file: &File, offset: u64, buf: &mut [u8]) -> io::Result<usize> {
+        let Some(entry) = self.table.get(ino) else {
+            return read_full_at(file, offset, buf);
+        };
+        let len = file.metadata()?.len();
+        if offset >= len {
+            return Ok(0);
+        }
+        let end = len.min(offset + buf.len() as u64);
+        let mut pos = offset;
+        while pos < end {
+            let at = (pos - offset) as usize;
+            let from_store = pos < entry.valid && entry.recalled.containing(pos).is_none();
+            let run_end = if from_store {
+                let next_recalled = entry.recalled.next_start_after(pos).unwrap_or(u64::MAX);
+                end.min(entry.valid).min(next_recalled)
+            } else {
+                match entry.recalled.containing(pos) {
+                    Some((_, e)) if pos < entry.valid => end.min(e),
+                    _ => end,
+                }
+            };
+            let part = &mut buf[at..at + (run_end - pos) as usize];
+            if from_store {
+                self.read_stream_map(&entry, pos, part)?;
+            } else {
+                // The backing file is `len` long, so it holds the whole run
+                // unless it shrank under us: then the rest reads as zeros.
+                let got = read_full_at(file, pos, part)?;
+                part[got..].fill(0);
+            }
+            pos = run_end;
+        }
+        Ok((end - offset) as usize)
+    }
+
+    fn prepare_write(&self, ino: u64, file: &File, offset: u64, len: u64) -> io::Result<()> {
+        let Some(mut entry) = self.table.get(ino) else {
+            return Ok(());
+        };
+        let end = offset.saturating_add(len).min(entry.valid);
+        if offset >= end {
+            // An append or a write past `valid`: the backing file's bytes.
+            return Ok(());
+        }
+        let g = granule(file.metadata()?.len());
+        let first = offset / g * g;
+        let last = end.div_ceil(g).saturating_mul(g).min(entry.valid);
+        let gaps = entry.recalled.gaps(first, last);
+        if gaps.is_empty() {
+            return Ok(());
+        }
+        let mut chunk = Vec::new();
+        for (start, stop) in gaps {
+            let mut pos = start;
+            while pos < stop {
+                let n = (stop - pos).min(RECALL_STEP) as usize;
+                chunk.resize(n, 0);
+                self.read_stream_map(&entry, pos, &mut chunk)?;
+                file.write_all_at(&chunk, pos)?;
+                self.recalled_bytes.fetch_add(n as u64, Ordering::Relaxed);
+                pos += n as u64;
+            }
+        }
+        // The bytes are durable before the entry says they are there.
+        file.sync_data()?;
+        entry.recalled.insert(first, last);
+        self.commit(entry)
+    }
+
+    fn truncated(&self, ino: u64, _file: &File, new_size: u64) -> io::Result<()> {
+        let Some(mut entry) = self.table.get(ino) else {
+            return Ok(());
+        };
+        if entry.valid <= new_size {
+            return Ok(());
+        }
+        entry.clip(new_size);
+        self.commit(entry)
+    }
+
+    fn released(&self, ino: u64) -> io::Result<()> {
+        if self.table.contains(ino) {
+            self.table.remove(ino).map_err(io::Error::other)?;
+        }
+        Ok(())
+    }
+
+    fn is_plain(&self, ino: u64) -> bool {
+        !self.table.contains(ino)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn granules_grow_with_the_file() {
+        assert_eq!(granule(0), MIN_GRANULE);
+        assert_eq!(granule(10 << 20), MIN_GRANULE);
+        assert_eq!(granule(1 << 30), 1 << 20);
+        assert_eq!(granule((1 << 30) + 1024), 2 << 20);
+        assert_eq!(granule(1 << 40), MAX_GRANULE);
+    }
+}

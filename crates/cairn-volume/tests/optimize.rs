@@ -1,0 +1,165 @@
+//! The optimization job on a tree of source-like versions and large files
+//! sharing content: every file reads back byte-identical through the
+//! content state, the store is smaller than the data, and the status
+//! figures add up.
+
+mod support;
+
+use rand::{Rng, SeedableRng};
+
+use cairn_volume::{optimize, status, OptimizeOptions};
+
+#[test]
+fn an_optimized_tree_reads_back_identical_and_takes_less_space() {
+    let dir = tempfile::tempdir().unwrap();
+    let vol = support::create(dir.path());
+    let files_dir = vol.dir().files();
+    let tree = support::write_tree(&files_dir, 3, 12, 7);
+    support::age(&files_dir);
+
+    let report = optimize(&vol, &OptimizeOptions::default()).unwrap();
+    assert_eq!(report.files_scanned, tree.len() as u64);
+    assert_eq!(report.files_optimized, tree.len() as u64, "{report:?}");
+    let logical: u64 = tree.values().map(|b| b.len() as u64).sum();
+    assert_eq!(report.bytes_optimized, logical);
+    assert!(report.new_chunk_bytes < logical / 2, "{report:?}");
+
+    let content = vol.content().unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+    for (rel, want) in &tree {
+        let path = files_dir.join(rel);
+        assert!(vol.table().contains(support::ino(&path)));
+        assert_eq!(&support::read_all(&content, &path), want, "{rel:?}");
+        for _ in 0..8 {
+            let off = rng.gen_range(0..want.len() as u64 + 10);
+            let len = rng.gen_range(0..70_000);
+            let lo = (off as usize).min(want.len());
+            let hi = (off as usize + len).min(want.len());
+            assert_eq!(
+                support::read(&content, &path, off, len),
+                want[lo..hi],
+                "{rel:?} at {off}+{len}"
+            );
+        }
+    }
+
+    // Several threads read through one content state at once, as the
+    // mount's threads do.
+    std::thread::scope(|scope| {
+        for t in 0..4u64 {
+            let (content, tree, files_dir) = (&content, &tree, &files_dir);
+            scope.spawn(move || {
+                let mut rng = rand::rngs::StdRng::seed_from_u64(100 + t);
+                for _ in 0..50 {
+                    let (rel, want) = tree.iter().nth(rng.gen_range(0..tree.len())).unwrap();
+                    let off = rng.gen_range(0..want.len());
+                    let len = rng.gen_range(1..100_000);
+                    let got = support::read(content, &files_dir.join(rel), off as u64, len);
+                    assert!(got == want[off..(off + len).min(want.len())], "{rel:?}");
+                }
+            });
+        }
+    });
+
+    let s = status(&vol).unwrap();
+    assert_eq!(s.logical_bytes, logical);
+    assert_eq!(s.optimized_files, tree.len() as u64);
+    assert_eq!((s.unoptimized_files, s.unoptimized_bytes), (0, 0));
+    assert_eq!(s.optimized_bytes, logical);
+    assert!(s.store_bytes < logical / 2, "{s:?}");
+    // Punched: at most the partial block at each file's end stays allocated.
+    assert!(s.backing_bytes <= 4096 * tree.len() as u64, "{s:?}");
+    assert!(
+        s.physical_bytes < logical / 2 && s.savings_rate > 0.5,
+        "{s:?}"
+    );
+
+    // A second run finds nothing to do; reopening repairs nothing.
+    let again = optimize(&vol, &OptimizeOptions::default()).unwrap();
+    assert_eq!(again.files_optimized, 0);
+    assert_eq!(
+        again.skipped.get("already optimized"),
+        Some(&(tree.len() as u64))
+    );
+    drop(content);
+    drop(vol);
+    let vol = support::open(dir.path());
+    assert_eq!(vol.recovery(), &Default::default());
+    let content = vol.content().unwrap();
+    for (rel, want) in tree.iter().take(5) {
+        assert_eq!(&support::read_all(&content, &files_dir.join(rel)), want);
+    }
+}
+
+#[test]
+fn hard_links_share_one_entry_and_symlinks_stay_as_they_are() {
+    let dir = tempfile::tempdir().unwrap();
+    let vol = support::create(dir.path());
+    let files_dir = vol.dir().files();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(4);
+    let bytes = support::text(&mut rng, 200_000);
+    std::fs::create_dir(files_dir.join("d")).unwrap();
+    std::fs::write(files_dir.join("a"), &bytes).unwrap();
+    std::fs::hard_link(files_dir.join("a"), files_dir.join("d/b")).unwrap();
+    std::os::unix::fs::symlink("a", files_dir.join("link")).unwrap();
+    support::age(&files_dir);
+    let report = optimize(&vol, &OptimizeOptions::default()).unwrap();
+    assert_eq!(
+        (report.files_scanned, report.files_optimized),
+        (1, 1),
+        "{report:?}"
+    );
+    assert_eq!(vol.table().len(), 1);
+    let content = vol.content().unwrap();
+    for name in ["a", "d/b"] {
+        assert!(
+            support::read_all(&content, &files_dir.join(name)) == bytes,
+            "{name}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_link(files_dir.join("link")).unwrap(),
+        std::path::Path::new("a")
+    );
+}
+
+#[test]
+fn a_second_opener_is_refused_with_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let _vol = support::create(dir.path());
+    let err = cairn_volume::Volume::open(dir.path(), &mut |_, _| unreachable!())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("is open elsewhere"), "{err}");
+    assert!(!err.contains('\n'));
+}
+
+#[test]
+fn a_file_with_holes_is_optimized_and_reads_zeros_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let vol = support::create(dir.path());
+    let files_dir = vol.dir().files();
+    let path = files_dir.join("disk.img");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(6);
+    let data = support::text(&mut rng, 300_000);
+    let mut model = vec![0u8; 8 << 20];
+    model[3 << 20..][..data.len()].copy_from_slice(&data);
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::File::create(&path).unwrap();
+        f.set_len(model.len() as u64).unwrap();
+        f.write_all_at(&data, 3 << 20).unwrap();
+    }
+    support::age(&files_dir);
+    let report = optimize(&vol, &OptimizeOptions::default()).unwrap();
+    assert_eq!(report.files_optimized, 1, "{report:?}");
+    // The holes' zeros cost one chunk, not 8 MiB.
+    assert!(report.new_chunk_bytes < 1 << 20, "{report:?}");
+    let content = vol.content().unwrap();
+    assert!(support::read_all(&content, &path) == model);
+    assert_eq!(
+        support::read(&content, &path, (3 << 20) + 10, 5),
+        data[10..15]
+    );
+}
