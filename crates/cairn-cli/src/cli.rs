@@ -12,7 +12,7 @@ use crate::commands::{
     analyze, backup, cat, check, completions, copy, diff, dump, experiment, fastcopy, find, forget,
     gc, init, key, ls, man, mount, repair, restore, sim, snapshots, tag, trace, unlock,
 };
-use crate::globals::{Globals, RepoArgs};
+use crate::globals::{Globals, PasswordArgs, RepoArgs};
 use crate::repo_location::S3Args;
 
 #[derive(Parser, Debug)]
@@ -186,6 +186,9 @@ impl Command {
             | Command::Experiment(_)
             | Command::Completions(_)
             | Command::Man(_) => return None,
+            // A volume's store is found in its directory, never by --repo;
+            // its commands take the password options themselves.
+            Command::Volume(_) => return None,
         })
     }
 }
@@ -264,8 +267,10 @@ fn merged(
     };
     RepoArgs {
         repo: pick("repo").repo.clone(),
-        password_file: pick("password_file").password_file.clone(),
-        password_command: pick("password_command").password_command.clone(),
+        password: PasswordArgs {
+            password_file: pick("password_file").password.password_file.clone(),
+            password_command: pick("password_command").password.password_command.clone(),
+        },
         s3: S3Args {
             s3_endpoint: pick("s3_endpoint").s3.s3_endpoint.clone(),
             s3_path_style: pick("s3_path_style").s3.s3_path_style,

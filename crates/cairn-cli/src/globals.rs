@@ -60,17 +60,17 @@ pub struct Globals {
 }
 
 impl Globals {
+    /// Makes `options` the password sources the command reads.
+    pub fn set_password(&mut self, options: PasswordArgs) {
+        self.password_file = options.password_file;
+        self.password_command = options.password_command;
+    }
+
     /// Makes `options` the repository options the command reads.
     pub fn set_repository(&mut self, options: RepoArgs) {
-        let RepoArgs {
-            repo,
-            password_file,
-            password_command,
-            s3,
-        } = options;
+        let RepoArgs { repo, password, s3 } = options;
         self.repo = repo;
-        self.password_file = password_file;
-        self.password_command = password_command;
+        self.set_password(password);
         self.s3 = s3;
     }
 }
@@ -88,6 +88,19 @@ pub struct RepoArgs {
     #[arg(short, long, env = "CAIRN_REPO", help_heading = "Repository")]
     pub repo: Option<PathBuf>,
 
+    #[command(flatten)]
+    pub password: PasswordArgs,
+
+    #[command(flatten)]
+    pub s3: S3Args,
+}
+
+/// Where the password of an encrypted repository comes from, besides
+/// `CAIRN_PASSWORD`, the unlocked-key cache and the prompt: part of
+/// [`RepoArgs`], and of the `volume` commands (a volume's chunk store is
+/// a repository).
+#[derive(Args, Debug, Clone, Default)]
+pub struct PasswordArgs {
     /// Read the repository password from the first line of PATH (an
     /// encrypted repository only; see docs/security.md).
     // An empty CAIRN_PASSWORD_FILE counts as unset (`repo_open::password`),
@@ -106,7 +119,4 @@ pub struct RepoArgs {
     /// --password-file and CAIRN_PASSWORD).
     #[arg(long, help_heading = "Repository", value_name = "COMMAND")]
     pub password_command: Option<String>,
-
-    #[command(flatten)]
-    pub s3: S3Args,
 }

@@ -103,3 +103,88 @@ fn bad_volume_commands_fail_with_one_line() {
         .one_line_error();
     assert!(err.contains("not empty"), "{err}");
 }
+
+/// Runs `cairn volume mount` while `check` uses the mount, then ends it
+/// with SIGTERM, as a person's Ctrl-C would: it unmounts and exits 0.
+fn while_mounted(dir: &Path, mnt: &Path, check: impl FnOnce(&Path)) -> bool {
+    let Some(m) = common::fuse::volume_mount(dir, mnt) else {
+        return false;
+    };
+    check(mnt);
+    // Another command on the volume while it is mounted: refused, one line.
+    let err = volume(&["volume", "optimize", s(dir)])
+        .code(1)
+        .one_line_error();
+    assert!(err.contains("open elsewhere"), "{err}");
+    let pid = m.pid().to_string();
+    std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    m.wait_exit().ok();
+    assert!(!common::fuse::is_mounted(mnt));
+    true
+}
+
+#[test]
+fn a_mounted_volume_serves_optimized_files_and_recalls_what_is_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("vol");
+    let mnt = tmp.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    volume(&["volume", "create", s(&dir)]).ok();
+    let files = dir.join("files");
+    let mut rng = Rng::new(33);
+    let shared = rng.bytes(1 << 20);
+    let mut big = shared.clone();
+    big.extend_from_slice(&rng.bytes(3 << 20));
+    std::fs::write(files.join("big"), &big).unwrap();
+    std::fs::write(files.join("twin"), &shared).unwrap();
+    age(&files);
+    volume(&["volume", "optimize", s(&dir), "--min-age", "1s"]).ok();
+
+    let mut expected = big.clone();
+    let write_at = 2 << 20;
+    let patch = rng.bytes(4096);
+    expected[write_at..write_at + 4096].copy_from_slice(&patch);
+    let mounted = while_mounted(&dir, &mnt, |mnt| {
+        assert!(std::fs::read(mnt.join("big")).unwrap() == big);
+        assert!(std::fs::read(mnt.join("twin")).unwrap() == shared);
+        // A 4 KiB write into the middle of the optimized file.
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(mnt.join("big"))
+            .unwrap();
+        f.write_all_at(&patch, write_at as u64).unwrap();
+        f.sync_all().unwrap();
+        drop(f);
+        assert!(std::fs::read(mnt.join("big")).unwrap() == expected);
+        // New files, renames and appends work as on any file system.
+        std::fs::write(mnt.join("new.txt"), b"written through the mount").unwrap();
+        std::fs::rename(mnt.join("twin"), mnt.join("twin2")).unwrap();
+        assert!(std::fs::read(mnt.join("twin2")).unwrap() == shared);
+    });
+    if !mounted {
+        return;
+    }
+    // Only the granule around the write was recalled: the backing file
+    // holds far less than the file's length.
+    let allocated = {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(files.join("big")).unwrap().blocks() * 512
+    };
+    assert!(allocated <= 256 << 10, "{allocated} bytes allocated");
+    let st = volume(&["volume", "status", s(&dir), "--json"]).ok().json();
+    assert_eq!(st["optimized_files"], 2, "{st}");
+    assert_eq!(st["unoptimized_files"], 1, "{st}");
+    // Mounted again, the volume reads what was written.
+    while_mounted(&dir, &mnt, |mnt| {
+        assert!(std::fs::read(mnt.join("big")).unwrap() == expected);
+        assert!(std::fs::read(mnt.join("twin2")).unwrap() == shared);
+        assert_eq!(
+            std::fs::read(mnt.join("new.txt")).unwrap(),
+            b"written through the mount"
+        );
+    });
+}

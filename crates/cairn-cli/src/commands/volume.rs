@@ -1,22 +1,24 @@
-//! `cairn volume create|optimize|status`: the primary volume of
-//! docs/volume.md, offline (each command opens the volume itself and holds
-//! its lock while it runs; the mount daemon comes later).
+//! `cairn volume create|optimize|status|mount`: the primary volume of
+//! docs/volume.md. `optimize` and `status` open the volume themselves and
+//! hold its lock while they run, so they refuse a mounted volume; `mount`
+//! serves it read-write until it is unmounted (the jobs move into the
+//! mount daemon in a later increment).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::{anyhow, Result};
+use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use cairn_crypto::{Algorithm, PromptMode};
+use cairn_crypto::PromptMode;
 use cairn_volume::policy::MIN_AGE_FLOOR;
 use cairn_volume::{OptimizeOptions, Policy, StoreEncryption, Volume, VolumeSettings};
 
-use crate::encryption::EncryptionArgs;
-use crate::globals::Globals;
+use crate::globals::{Globals, PasswordArgs};
 use crate::output::bytes;
+use crate::repo_open::EncryptionArgs;
 
 /// `cairn volume ...`.
 #[derive(Subcommand, Debug)]
@@ -33,6 +35,11 @@ pub enum VolumeCommand {
     /// Logical and physical bytes, optimized and unoptimized files and
     /// bytes, the savings rate and the chunk store's size.
     Status(StatusArgs),
+    /// Serve the volume read-write through FUSE at MOUNTPOINT until Ctrl-C,
+    /// SIGTERM or `fusermount -u MOUNTPOINT`: optimized files are read from
+    /// the chunk store and recalled range by range when written; plain files
+    /// are served by the kernel directly where it can (FUSE passthrough).
+    Mount(MountArgs),
 }
 
 /// The policy options of `create` (recorded in DIR/volume.json) and
@@ -63,6 +70,8 @@ pub struct CreateArgs {
     pub exclude: Vec<String>,
     #[command(flatten)]
     pub encryption: EncryptionArgs,
+    #[command(flatten)]
+    pub password: PasswordArgs,
 }
 
 /// `cairn volume optimize`.
@@ -72,6 +81,8 @@ pub struct OptimizeArgs {
     pub dir: PathBuf,
     #[command(flatten)]
     pub policy: PolicyArgs,
+    #[command(flatten)]
+    pub password: PasswordArgs,
 }
 
 /// `cairn volume status`.
@@ -79,6 +90,26 @@ pub struct OptimizeArgs {
 pub struct StatusArgs {
     /// The volume directory.
     pub dir: PathBuf,
+    #[command(flatten)]
+    pub password: PasswordArgs,
+}
+
+/// `cairn volume mount`.
+#[derive(Args, Debug)]
+pub struct MountArgs {
+    /// The volume directory.
+    pub dir: PathBuf,
+    /// An existing directory to serve the volume at.
+    pub mountpoint: PathBuf,
+    /// Serve every read and write of plain files through cairn instead of
+    /// letting the kernel serve them directly (to measure the difference).
+    #[arg(long)]
+    pub no_passthrough: bool,
+    /// Let users other than the one who mounted use the mount.
+    #[arg(long)]
+    pub allow_other: bool,
+    #[command(flatten)]
+    pub password: PasswordArgs,
 }
 
 /// A minimum age: a duration of whole seconds, at least 1 s.
@@ -100,10 +131,20 @@ fn parse_size(text: &str) -> std::result::Result<u64, String> {
 }
 
 pub fn run(cli: &Globals, cmd: &VolumeCommand) -> Result<ExitCode> {
+    let mut cli = cli.clone();
+    let password = match cmd {
+        VolumeCommand::Create(a) => &a.password,
+        VolumeCommand::Optimize(a) => &a.password,
+        VolumeCommand::Status(a) => &a.password,
+        VolumeCommand::Mount(a) => &a.password,
+    };
+    cli.set_password(password.clone());
+    let cli = &cli;
     match cmd {
         VolumeCommand::Create(a) => create(cli, a),
         VolumeCommand::Optimize(a) => optimize(cli, a),
         VolumeCommand::Status(a) => status(cli, &a.dir),
+        VolumeCommand::Mount(a) => mount(cli, a),
     }
 }
 
@@ -126,20 +167,13 @@ fn create(cli: &Globals, a: &CreateArgs) -> Result<ExitCode> {
     let policy = with_options(policy, &a.policy);
     // Everything that can fail is settled before the directory is touched.
     policy.compile()?;
-    let encryption = if a.encryption.encryption == "none" {
-        None
-    } else {
-        let algorithm: Algorithm = a.encryption.encryption.parse().map_err(|_| {
-            anyhow!(
-                "unknown --encryption {:?} (aes-256-gcm, chacha20poly1305 or none)",
-                a.encryption.encryption
-            )
-        })?;
-        Some(StoreEncryption {
+    let encryption = match a.encryption.encryption.algorithm() {
+        None => None,
+        Some(algorithm) => Some(StoreEncryption {
             algorithm,
-            password: crate::encryption::new_repository_password(cli)?,
+            password: crate::repo_open::new_repository_password(cli)?,
             kdf: a.encryption.kdf.params()?,
-        })
+        }),
     };
     let vol = Volume::create(&a.dir, VolumeSettings { policy, encryption })?;
     if cli.json {
@@ -164,7 +198,7 @@ fn create(cli: &Globals, a: &CreateArgs) -> Result<ExitCode> {
 /// Opens the volume at `dir`; an encrypted store's key comes from the
 /// unlocked-key cache or the password sources every command uses.
 fn open(cli: &Globals, dir: &Path) -> Result<Volume> {
-    let mut password = || crate::encryption::password(cli, PromptMode::Once);
+    let mut password = || crate::repo_open::password(cli, PromptMode::Once);
     let mut master_key = crate::key_cache_hook::cached_or_password(&mut password);
     Ok(Volume::open(dir, &mut master_key)?)
 }
@@ -249,5 +283,45 @@ fn status(cli: &Globals, dir: &Path) -> Result<ExitCode> {
             100.0 * s.savings_rate
         );
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn mount(cli: &Globals, a: &MountArgs) -> Result<ExitCode> {
+    crate::mount::check_mountpoint(&a.mountpoint)?;
+    // The volume stays open (its lock held) while it is served.
+    let vol = open(cli, &a.dir)?;
+    let content = vol.content()?;
+    let options = cairn_volume::fuse::MountOptions {
+        passthrough: !a.no_passthrough,
+        allow_other: a.allow_other,
+        ..Default::default()
+    };
+    let shown = a.mountpoint.display().to_string();
+    let mut installed = Ok(());
+    cairn_volume::fuse::serve(
+        &vol.dir().files(),
+        &a.mountpoint,
+        content,
+        vol.locks().clone(),
+        options,
+        |mut unmounter| {
+            let name = shown.clone();
+            installed = ctrlc::set_handler(move || {
+                if let Err(e) = unmounter.unmount() {
+                    eprintln!(
+                        "cairn: error: unmounting {name}: {e}; still mounted until \
+                         `fusermount -u {name}` succeeds"
+                    );
+                }
+            });
+            if !cli.quiet {
+                eprintln!(
+                    "mounted volume {} at {shown} (read-write); Ctrl-C or `fusermount -u {shown}` unmounts",
+                    a.dir.display()
+                );
+            }
+        },
+    )?;
+    installed.context("installing the signal handler")?;
     Ok(ExitCode::SUCCESS)
 }

@@ -36,7 +36,7 @@ const FUSE_DEVICE: &str = "/dev/fuse";
 
 /// Checks the mountpoint before anything else: it must be an existing
 /// directory, and the FUSE device must exist.
-fn check_mountpoint(mountpoint: &Path) -> Result<std::fs::Metadata> {
+pub(crate) fn check_mountpoint(mountpoint: &Path) -> Result<std::fs::Metadata> {
     let meta = match std::fs::metadata(mountpoint) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {

@@ -101,28 +101,44 @@ impl Background {
 /// [`skip_or_fail`]) when FUSE is unavailable; a mount that fails for any
 /// other reason fails the test.
 pub fn mount(repo: &Path, mnt: &Path) -> Option<Background> {
+    let mnt = fs::canonicalize(mnt).unwrap();
+    let c = command(repo, &["mount", s(&mnt)]);
+    mount_with(c, &["mount"], &mnt)
+}
+
+/// Starts `cairn volume mount DIR MNT` and waits until the mount is there,
+/// as [`mount`].
+pub fn volume_mount(dir: &Path, mnt: &Path) -> Option<Background> {
+    let mnt = fs::canonicalize(mnt).unwrap();
+    let mut c = super::base_command();
+    c.args(["volume", "mount", s(dir), s(&mnt)]);
+    mount_with(c, &["volume", "mount"], &mnt)
+}
+
+/// Runs the mount command `c` (named `args` in messages) in the
+/// background until `mnt` is mounted.
+fn mount_with(mut c: Command, args: &'static [&'static str], mnt: &Path) -> Option<Background> {
     if let Some(why) = fuse_missing() {
         skip_or_fail(&format!("FUSE unavailable: {why}"));
         return None;
     }
-    let mnt = fs::canonicalize(mnt).unwrap();
-    let child = command(repo, &["mount", s(&mnt)])
+    let child = c
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("spawning cairn mount");
+        .expect("spawning the mount");
     let mut m = Background {
-        args: &["mount"],
+        args,
         child: Some(child),
-        mnt: mnt.clone(),
+        mnt: mnt.to_path_buf(),
     };
     let deadline = Instant::now() + Duration::from_secs(30);
-    while !is_mounted(&mnt) {
+    while !is_mounted(mnt) {
         let child = m.child.as_mut().unwrap();
         if child.try_wait().unwrap().is_some() {
-            let run = finish(m.child.take().unwrap(), &["mount"]);
-            panic!("cairn mount exited early: {:?}\n{}", run.code, run.stderr);
+            let run = finish(m.child.take().unwrap(), args);
+            panic!("{args:?} exited early: {:?}\n{}", run.code, run.stderr);
         }
         assert!(Instant::now() < deadline, "the mount did not appear");
         std::thread::sleep(Duration::from_millis(50));

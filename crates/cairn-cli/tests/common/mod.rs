@@ -252,7 +252,8 @@ pub fn encrypting() -> bool {
 }
 
 /// The commands that open no repository, and refuse `--repo`.
-const NO_REPOSITORY: [&str; 6] = [
+const NO_REPOSITORY: [&str; 7] = [
+    "volume",
     "trace",
     "sim",
     "analyze",
