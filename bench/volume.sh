@@ -11,6 +11,9 @@
 # 2. Optimization throughput of `cairn volume optimize` on duplicate-heavy
 #    disk images (logical MB per wall second and per CPU second), the page
 #    cache dropped first.
+# 3. Writes: a 4 KiB write into the middle of an optimized WRITE_MIB file
+#    through the mount: latency of the write and of its fsync, and bytes
+#    recalled (the backing file's allocated bytes before and after).
 # 4. Reads: sequential MB/s of a large optimized file through the mount
 #    against the same bytes unoptimized through the same mount and the
 #    backing file directly (and the mount without passthrough), fastest of
@@ -18,19 +21,18 @@
 #    each (so the daemon's decoded-chunk cache starts empty); random 4 KiB
 #    reads (fixed seed): IOPS, p50 and p99 latency. The mount daemon's CPU
 #    time during the fastest sequential run is printed beside it.
-# 3. Writes: a 4 KiB write into the middle of an optimized WRITE_MIB file
-#    through the mount: latency of the write and of its fsync, and bytes
-#    recalled (the backing file's allocated bytes before and after).
 #
-#   QUICK=1          ~2 minute version (smaller data, 1 run)
+#   QUICK=1          ~40 s version (smaller data, a 256 MiB file written, 1 run)
 #   SRC_MIB (32)     one version of the source tree; VERSIONS (5) of them
 #   IMAGE_MIB (48)   each of IMAGES (4) disk images of the mixed dataset
 #   DOC_MIB (32)     documents
 #   VM_MIB (128)     each of VMS (4) images of the throughput dataset
-#   WRITE_MIB (1024) the optimized file written into (also optimized in 2)
-#   READ_MIB (256)   the file read in 3
+#   WRITE_MIB (1024) the optimized file written into (also optimized in 2;
+#                    a multiple of VM_MIB)
+#   READ_MIB (256)   the file read in 4
 #   RUNS (3)  RANDOM_READS (4000)
-#   WORK (a directory under $TMPDIR, removed at the end)  CAIRN (the release binary)
+#   TMPDIR (/tmp)    where the run's work directory is made (removed at the end)
+#   CAIRN (default: builds and uses target/release/cairn)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -47,13 +49,16 @@ SRC_MIB=${SRC_MIB:-32} VERSIONS=${VERSIONS:-5} IMAGE_MIB=${IMAGE_MIB:-48} IMAGES
 DOC_MIB=${DOC_MIB:-32} VM_MIB=${VM_MIB:-128} VMS=${VMS:-4} WRITE_MIB=${WRITE_MIB:-1024}
 READ_MIB=${READ_MIB:-256} RUNS=${RUNS:-3} RANDOM_READS=${RANDOM_READS:-4000}
 
+if [ $((WRITE_MIB % VM_MIB)) != 0 ]; then
+    echo "volume.sh: WRITE_MIB ($WRITE_MIB) must be a multiple of VM_MIB ($VM_MIB)" >&2
+    exit 1
+fi
 TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 if [ -z "${CAIRN:-}" ]; then
     cargo build --release -q -p cairn-cli
     CAIRN="$TARGET_DIR/release/cairn"
 fi
-WORK="${WORK:-$(mktemp -d "${TMPDIR:-/tmp}/cairn-volume-bench.XXXXXX")}"
-mkdir -p "$WORK"
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/cairn-volume-bench.XXXXXX")"
 HELPER="$WORK/helper.py"
 MNT="$WORK/mnt"
 MOUNT_PID=
@@ -429,7 +434,7 @@ rm -rf "$VOL" "$WORK/repo-default" "$WORK/repo-regression"
 
 # ----------------------------------------------- 2. throughput, 3. writes
 say ""
-say "2. Optimization throughput: ${VMS} VM images of ${VM_MIB} MiB sharing 97% of their bytes, and one of ${WRITE_MIB} MiB"
+say "2. Optimization throughput: ${VMS} VM images of ${VM_MIB} MiB and one of ${WRITE_MIB} MiB, all copies of one base with 3% rewritten"
 VOL="$WORK/vms"
 "$CAIRN" volume create "$VOL" --encryption none >/dev/null
 python3 "$HELPER" images "$VOL/files/vms" vm "$VMS" "$VM_MIB" 0.03 31
