@@ -17,7 +17,8 @@ use crate::state::{Entry, FileTimes};
 /// truncate to 0 and extension would open a window where the length is
 /// lost, which recovery could not tell from a real truncate.)
 pub fn punch_stream_map_ranges(file: &File, entry: &Entry) -> io::Result<()> {
-    for (start, end) in entry.recalled.gaps(0, entry.valid) {
+    let meta = file.metadata()?;
+    for (start, end) in punch_ranges(entry, meta.len(), meta.blksize()) {
         fallocate(
             file,
             FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE,
@@ -27,6 +28,21 @@ pub fn punch_stream_map_ranges(file: &File, entry: &Entry) -> io::Result<()> {
         .map_err(io::Error::from)?;
     }
     Ok(())
+}
+
+/// The byte ranges [`punch_stream_map_ranges`] frees in a backing file of
+/// `len` bytes on a file system of `block`-byte blocks. A range that ends
+/// at the end of the file is carried to the end of its last block: a punch
+/// frees only whole blocks, and the file's partial last block (bytes past
+/// `len` are no file's) would otherwise stay allocated in every file.
+fn punch_ranges(entry: &Entry, len: u64, block: u64) -> Vec<(u64, u64)> {
+    let mut ranges = entry.recalled.gaps(0, entry.valid);
+    if let Some(last) = ranges.last_mut() {
+        if last.1 >= len && block > 0 {
+            last.1 = last.1.div_ceil(block) * block;
+        }
+    }
+    ranges
 }
 
 /// Bytes the file occupies on disk (its allocated blocks).
@@ -67,4 +83,53 @@ pub fn mtime_ctime_ns(meta: &Metadata) -> (i64, i64) {
         ns(meta.mtime(), meta.mtime_nsec()),
         ns(meta.ctime(), meta.ctime_nsec()),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ranges::RangeSet;
+    use crate::state::Identity;
+    use cairn_core::Fingerprint;
+    use cairn_format::dir::BlobRef;
+
+    fn entry(valid: u64, recalled: &[(u64, u64)]) -> Entry {
+        Entry {
+            identity: Identity {
+                ino: 1,
+                birth_ns: None,
+            },
+            blob: BlobRef {
+                root: Fingerprint::from_slice(&[1; 32]),
+                level: 0,
+                size: valid,
+            },
+            valid,
+            recalled: RangeSet::from_ranges(recalled.iter().copied()),
+            times_pending: None,
+        }
+    }
+
+    #[test]
+    fn the_partial_last_block_is_freed_but_never_bytes_past_valid() {
+        // A 40,000-byte file: the punch reaches its last block's end.
+        assert_eq!(
+            punch_ranges(&entry(40_000, &[]), 40_000, 4096),
+            [(0, 40_960)]
+        );
+        // A recalled tail: the punch stops where the recalled range starts.
+        assert_eq!(
+            punch_ranges(&entry(40_000, &[(32_768, 40_000)]), 40_000, 4096),
+            [(0, 32_768)]
+        );
+        // Bytes appended past `valid` are the backing file's: untouched.
+        assert_eq!(
+            punch_ranges(&entry(40_000, &[]), 50_000, 4096),
+            [(0, 40_000)]
+        );
+        assert_eq!(
+            punch_ranges(&entry(65_536, &[]), 65_536, 4096),
+            [(0, 65_536)]
+        );
+    }
 }
