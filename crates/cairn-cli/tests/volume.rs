@@ -81,7 +81,7 @@ fn optimized_files_show_in_status_with_their_savings() {
     assert!(meta.modified().unwrap() < SystemTime::now() - Duration::from_secs(3000));
     // The backing file keeps no block at all, its partial last one included.
     use std::os::unix::fs::MetadataExt;
-    assert!(meta.len() % 4096 != 0);
+    assert!(!meta.len().is_multiple_of(4096));
     assert_eq!(meta.blocks(), 0, "blocks left in an optimized backing file");
 }
 
