@@ -144,14 +144,14 @@ impl Content for VolumeContent {
         let mut pos = offset;
         while pos < end {
             let at = (pos - offset) as usize;
-            let from_store = pos < entry.valid && entry.recalled.containing(pos).is_none();
-            let run_end = if from_store {
-                let next_recalled = entry.recalled.next_start_after(pos).unwrap_or(u64::MAX);
-                end.min(entry.valid).min(next_recalled)
-            } else {
-                match entry.recalled.containing(pos) {
-                    Some((_, e)) if pos < entry.valid => end.min(e),
-                    _ => end,
+            // A run ends where the source of its bytes changes: at `valid`,
+            // or where a recalled range starts or ends.
+            let (from_store, run_end) = match entry.recalled.containing(pos) {
+                _ if pos >= entry.valid => (false, end),
+                Some((_, e)) => (false, end.min(e)),
+                None => {
+                    let next_recalled = entry.recalled.next_start_after(pos).unwrap_or(u64::MAX);
+                    (true, end.min(entry.valid).min(next_recalled))
                 }
             };
             let part = &mut buf[at..at + (run_end - pos) as usize];
