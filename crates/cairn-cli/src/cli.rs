@@ -386,7 +386,10 @@ mod tests {
         let g = &cli.globals;
         format!(
             "{:?} {:?} {:?} {:?}",
-            g.repo, g.password_file, g.password_command, g.s3
+            g.repository.repo,
+            g.repository.password.password_file,
+            g.repository.password.password_command,
+            g.repository.s3
         )
     }
 

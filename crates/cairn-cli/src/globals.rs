@@ -37,21 +37,10 @@ pub struct Globals {
     #[arg(long, global = true)]
     pub utc: bool,
 
-    /// `--repo` in force (see [`RepoArgs`]).
+    /// The repository options in force, wherever they were written
+    /// (`cli::settle_repository_options`).
     #[arg(skip)]
-    pub repo: Option<PathBuf>,
-
-    /// The S3 and metadata-cache options in force.
-    #[arg(skip)]
-    pub s3: S3Args,
-
-    /// `--password-file` in force.
-    #[arg(skip)]
-    pub password_file: Option<PathBuf>,
-
-    /// `--password-command` in force.
-    #[arg(skip)]
-    pub password_command: Option<String>,
+    pub repository: RepoArgs,
 
     /// The settings given on the command line of `backup`, `trace` or `sim`
     /// (argument ids), filled in by `main` from clap's value sources.
@@ -62,16 +51,22 @@ pub struct Globals {
 impl Globals {
     /// Makes `options` the password sources the command reads.
     pub fn set_password(&mut self, options: PasswordArgs) {
-        self.password_file = options.password_file;
-        self.password_command = options.password_command;
+        self.repository.password = options;
     }
 
     /// Makes `options` the repository options the command reads.
     pub fn set_repository(&mut self, options: RepoArgs) {
-        let RepoArgs { repo, password, s3 } = options;
-        self.repo = repo;
-        self.set_password(password);
-        self.s3 = s3;
+        self.repository = options;
+    }
+
+    /// `--repo` in force.
+    pub fn repo(&self) -> Option<&std::path::Path> {
+        self.repository.repo.as_deref()
+    }
+
+    /// The S3 and metadata-cache options in force.
+    pub fn s3(&self) -> &S3Args {
+        &self.repository.s3
     }
 }
 

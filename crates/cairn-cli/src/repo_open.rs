@@ -83,12 +83,14 @@ pub fn password(cli: &Globals, mode: PromptMode) -> cairn_core::Result<Password>
     // other password variables do; an empty `--password-file ''` fails to read.
     let from_empty_env = process_env("CAIRN_PASSWORD_FILE").is_some_and(|v| v.is_empty());
     let file = cli
+        .repository
+        .password
         .password_file
         .as_deref()
         .filter(|p| !(p.as_os_str().is_empty() && from_empty_env));
     // `--password-command` stands for CAIRN_PASSWORD_COMMAND: same place in
     // the order of sources, same handling of its output.
-    let env = |name: &str| match &cli.password_command {
+    let env = |name: &str| match &cli.repository.password.password_command {
         Some(command) if name == cairn_crypto::password::PASSWORD_COMMAND_ENV => {
             Some(std::ffi::OsString::from(command))
         }
@@ -142,10 +144,10 @@ fn open_with_master_key(
     master_key: &mut cairn_engine::MasterKeySource<'_>,
 ) -> Result<Repository> {
     Ok(announcing_lock_waits(
-        match repo_location::parse(path, &cli.s3)? {
+        match repo_location::parse(path, cli.s3())? {
             RepoLocation::Local(path) => Repository::open_local_with_master_key(path, master_key)?,
             RepoLocation::S3(config) => {
-                let mut opts = cli.s3.clone();
+                let mut opts = cli.s3().clone();
                 opts.no_cache |= bypass_cache;
                 let backend = repo_location::s3_backend_cached(*config, &opts)?;
                 Repository::open_with_master_key(backend, master_key)?
@@ -186,7 +188,7 @@ pub fn init_sharing_identity(
     new_password: &mut dyn FnMut() -> cairn_core::Result<Password>,
     kdf: &KdfArgs,
 ) -> Result<Repository> {
-    let backend: Arc<dyn Backend> = match repo_location::parse(path, &cli.s3)? {
+    let backend: Arc<dyn Backend> = match repo_location::parse(path, cli.s3())? {
         RepoLocation::Local(path) => Arc::new(LocalBackend::create(path)?),
         RepoLocation::S3(s3) => repo_location::s3_backend(*s3)?,
     };
@@ -211,7 +213,7 @@ pub fn init_sharing_identity(
 
 /// The backend of the repository at `path` (local or S3).
 pub fn backend(cli: &Globals, path: &Path) -> Result<Arc<dyn Backend>> {
-    match repo_location::parse(path, &cli.s3)? {
+    match repo_location::parse(path, cli.s3())? {
         RepoLocation::Local(path) => Ok(local(path)?),
         RepoLocation::S3(config) => repo_location::s3_backend(*config),
     }
@@ -240,7 +242,7 @@ pub fn init_repository(
     config: RepoConfig,
     a: &EncryptionArgs,
 ) -> Result<Repository> {
-    let s3 = match repo_location::parse(path, &cli.s3)? {
+    let s3 = match repo_location::parse(path, cli.s3())? {
         RepoLocation::Local(_) => None,
         RepoLocation::S3(s3) => Some(s3),
     };

@@ -104,7 +104,7 @@ const CREATION_OPTIONS: &[&str] = &[
 /// not become a new repository), and creation options given for an
 /// existing repository (they would do nothing).
 fn refuse_surprise_repository(cli: &Globals, path: &Path, a: &BackupArgs) -> Result<()> {
-    let exists = crate::repo_location::has_config(path, &cli.s3)?;
+    let exists = crate::repo_location::has_config(path, cli.s3())?;
     if !exists && !a.create_repository {
         bail!(
             "no repository at {}: create one with `cairn init --repo {}`, or add --init to this backup",
@@ -134,8 +134,9 @@ fn open_or_create(
     config: impl FnOnce() -> Result<RepoConfig>,
     encryption: &crate::repo_open::EncryptionArgs,
 ) -> Result<(Repository, bool)> {
-    let exists = || crate::repo_location::has_config(path, &cli.s3);
-    if let crate::repo_location::RepoLocation::S3(_) = crate::repo_location::parse(path, &cli.s3)? {
+    let exists = || crate::repo_location::has_config(path, cli.s3());
+    if let crate::repo_location::RepoLocation::S3(_) = crate::repo_location::parse(path, cli.s3())?
+    {
         // On object storage, asking first costs two round trips more than
         // opening and finding no config.
         match crate::repo_open::open_repository(cli, path) {
@@ -185,12 +186,12 @@ pub fn run(cli: &Globals, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
     cairn_engine::backup::check_sources(&sources)?;
     if let (Some(id), false) = (&a.parent, a.dry_run) {
         // Refused before `open_or_init` would create the repository.
-        let absent = match crate::repo_location::parse(path, &cli.s3)? {
+        let absent = match crate::repo_location::parse(path, cli.s3())? {
             crate::repo_location::RepoLocation::Local(path) => {
                 Repository::open_local(path).is_err() && !crate::repo_open::is_encrypted_at(path)
             }
             crate::repo_location::RepoLocation::S3(_) => {
-                !crate::repo_location::has_config(path, &cli.s3)?
+                !crate::repo_location::has_config(path, cli.s3())?
             }
         };
         if absent {

@@ -118,7 +118,7 @@ pub fn copy(cli: &Globals, src_path: &Path, a: &CopyArgs) -> Result<ExitCode> {
     let src = repo_open::open_repository(cli, src_path)?;
     // No surprise repositories: the destination is created by `init`,
     // with the source's chunker (and key) so the two deduplicate alike.
-    if !crate::repo_location::has_config(&a.to, &cli.s3)? {
+    if !crate::repo_location::has_config(&a.to, cli.s3())? {
         bail!(
             "{} holds no repository: create it first with `cairn init --repo {} \
              --from-repo {} --copy-chunker-params` (its own password, the source's \

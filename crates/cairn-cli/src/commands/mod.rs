@@ -49,8 +49,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     let cli = &globals;
     let repo_path = || -> Result<PathBuf> {
         let path = cli
-            .repo
-            .clone()
+            .repo()
+            .map(PathBuf::from)
             .ok_or_else(|| anyhow!("no repository given: pass --repo PATH or set CAIRN_REPO"))?;
         crate::repo_location::refuse_url(&path)?;
         Ok(path)
@@ -62,7 +62,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Copy(a) => copy::copy(cli, &repo_path()?, a),
         Command::Key(k) => key::run(cli, &repo_path()?, k),
         Command::Unlock(a) => unlock::unlock(cli, &repo_path()?, a),
-        Command::Lock(a) => unlock::lock(cli, cli.repo.as_deref(), a),
+        Command::Lock(a) => unlock::lock(cli, cli.repo(), a),
         Command::Backup(a) => backup::run(cli, &repo_path()?, a),
         Command::Snapshots(a) => {
             snapshots::snapshots(cli, &open()?, a.group_by, a.latest, &a.filter)

@@ -121,10 +121,10 @@ fn open_local_or_s3(
     path: &Path,
     master_key: &mut cairn_engine::MasterKeySource<'_>,
 ) -> Result<Repository> {
-    Ok(match repo_location::parse(path, &cli.s3)? {
+    Ok(match repo_location::parse(path, cli.s3())? {
         RepoLocation::Local(path) => Repository::open_local_with_master_key(path, master_key)?,
         RepoLocation::S3(config) => Repository::open_with_master_key(
-            repo_location::s3_backend_cached(*config, &cli.s3)?,
+            repo_location::s3_backend_cached(*config, cli.s3())?,
             master_key,
         )?,
     })

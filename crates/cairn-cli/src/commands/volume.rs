@@ -52,7 +52,7 @@ pub struct PolicyArgs {
     pub min_age: Option<Duration>,
     /// Optimize only files at least this long, e.g. 32KiB (default: the
     /// volume's, 32KiB at creation).
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = crate::values::size)]
     pub min_size: Option<u64>,
 }
 
@@ -124,10 +124,6 @@ fn parse_min_age(text: &str) -> std::result::Result<Duration, String> {
         ));
     }
     Ok(Duration::from_secs(d.as_secs()))
-}
-
-fn parse_size(text: &str) -> std::result::Result<u64, String> {
-    crate::output::parse_size_u64(text).map_err(|e| e.to_string())
 }
 
 pub fn run(cli: &Globals, cmd: &VolumeCommand) -> Result<ExitCode> {
