@@ -330,15 +330,21 @@ impl Backend for LocalBackend {
         if offset.checked_add(len as u64).is_none_or(|end| end > size) {
             return Err(truncated(key, offset, len, size));
         }
-        let mut buf = vec![0; len];
-        // One positioned read (pread), no separate seek.
-        file.read_exact_at(&mut buf, offset).map_err(|e| {
-            if e.kind() == io::ErrorKind::UnexpectedEof {
-                truncated(key, offset, len, size)
-            } else {
-                self.read_err(key, e)
+        // Positioned reads (pread, no separate seek) into the buffer's
+        // spare capacity: it is never zeroed first, only written (a hot
+        // path: every chunk a volume or mount reads comes through here).
+        let mut buf = Vec::with_capacity(len);
+        while buf.len() < len {
+            let at = offset + buf.len() as u64;
+            match rustix::io::pread(&file, rustix::buffer::spare_capacity(&mut buf), at) {
+                Ok(0) => return Err(truncated(key, offset, len, size)),
+                Ok(_) => {}
+                Err(rustix::io::Errno::INTR) => {}
+                Err(e) => return Err(self.read_err(key, e.into())),
             }
-        })?;
+        }
+        // The capacity may exceed what was asked.
+        buf.truncate(len);
         Ok(buf)
     }
 
