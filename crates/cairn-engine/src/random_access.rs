@@ -8,15 +8,19 @@
 //! the data chunks under them are read. Chunks are read one by one with a
 //! range read through the metadata-section cache ([`MetaChunks`]), never by
 //! loading whole containers, and decoded, verified chunks are kept in an LRU
-//! bounded in bytes, so a sequential `cat` through many small reads reads
-//! each chunk once. Decoded tree nodes and directory listings have LRUs of
-//! their own, bounded in entries.
+//! bounded in bytes ([`SharedChunks`]), so a sequential `cat` through many
+//! small reads reads each chunk once. Several readers (threads) may share
+//! one such cache: a chunk one of them is decoding is waited for, not
+//! decoded twice, and [`RandomAccess::warm`] fills it ahead of the reads
+//! (read-ahead). Decoded tree nodes and directory listings have LRUs of
+//! their own per reader, bounded in entries.
 //!
 //! Every node's level and children's sizes are checked against what its
 //! parent recorded, and every data chunk's length against its recorded size,
 //! as the restore path does (`read::plan`), so a damaged recipe is an
 //! error, never wrong bytes.
 
+use std::collections::HashSet;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 
@@ -24,6 +28,7 @@ use cairn_core::{Error, Fingerprint, Result};
 use cairn_format::dir::{decode_dir, BlobRef, DirEntry};
 use cairn_format::tree::decode_tree_node;
 use lru::LruCache;
+use parking_lot::{Condvar, Mutex};
 
 use crate::read::blob_reader::BlobReader;
 use crate::read::cache::{ChunkStore, MetaChunks, RestoreCache};
@@ -69,9 +74,7 @@ type ListingKey = (Fingerprint, u8, u64);
 pub struct RandomAccess {
     store: ChunkStore,
     meta: MetaChunks,
-    chunks: LruCache<Fingerprint, Arc<[u8]>>,
-    chunk_bytes: usize,
-    chunk_budget: usize,
+    chunks: Arc<SharedChunks>,
     nodes: LruCache<Fingerprint, Arc<Node>>,
     listings: LruCache<ListingKey, Arc<Vec<DirEntry>>>,
     buf: Vec<u8>,
@@ -85,6 +88,17 @@ impl RandomAccess {
     /// Opens the repository's chunk locator (the index, or the containers'
     /// metadata when the index is damaged, as restore does).
     pub fn open(repo: &Repository, limits: CacheLimits) -> Result<Self> {
+        Self::open_shared(repo, limits, SharedChunks::new(limits.chunk_bytes))
+    }
+
+    /// As [`RandomAccess::open`], keeping decoded chunks in `chunks`
+    /// (shared with other readers of the same repository) instead of a
+    /// cache of its own; `limits.chunk_bytes` is then unused.
+    pub fn open_shared(
+        repo: &Repository,
+        limits: CacheLimits,
+        chunks: Arc<SharedChunks>,
+    ) -> Result<Self> {
         let store = ChunkStore::new(
             repo.log.clone(),
             crate::read::open_locator(repo)?,
@@ -93,9 +107,7 @@ impl RandomAccess {
         Ok(RandomAccess {
             store,
             meta: MetaChunks::new(limits.metadata_sections),
-            chunks: LruCache::unbounded(),
-            chunk_bytes: 0,
-            chunk_budget: limits.chunk_bytes,
+            chunks,
             nodes: LruCache::new(cap(limits.nodes)),
             listings: LruCache::new(cap(limits.listings)),
             buf: Vec::new(),
@@ -180,7 +192,43 @@ impl RandomAccess {
             return Ok(());
         }
         out.reserve((hi - offset) as usize);
-        self.range(blob.root, blob.level, blob.size, 0, offset, hi, out)
+        let mut sink = Sink::Append(out);
+        self.range(blob.root, blob.level, blob.size, 0, offset, hi, &mut sink)
+    }
+
+    /// Copies the blob's bytes at `offset` into `out`, as many as there
+    /// are before its end; returns how many (no intermediate buffer).
+    pub fn read_into(&mut self, blob: &BlobRef, offset: u64, out: &mut [u8]) -> Result<usize> {
+        let hi = offset.saturating_add(out.len() as u64).min(blob.size);
+        if offset >= hi {
+            return Ok(0);
+        }
+        let mut sink = Sink::Fill(out, 0);
+        self.range(blob.root, blob.level, blob.size, 0, offset, hi, &mut sink)?;
+        match sink {
+            Sink::Fill(_, n) => Ok(n),
+            _ => unreachable!("the sink stays what it was made"),
+        }
+    }
+
+    /// Reads, verifies and caches the chunks under the blob's bytes
+    /// `[offset, offset + len)` without copying them anywhere (read-ahead:
+    /// a later read of the range finds them decoded, if the cache still
+    /// holds them).
+    pub fn warm(&mut self, blob: &BlobRef, offset: u64, len: u64) -> Result<()> {
+        let hi = offset.saturating_add(len).min(blob.size);
+        if offset >= hi {
+            return Ok(());
+        }
+        self.range(
+            blob.root,
+            blob.level,
+            blob.size,
+            0,
+            offset,
+            hi,
+            &mut Sink::Discard,
+        )
     }
 
     /// Copies `[lo, hi)` (absolute offsets) out of the subtree `fp` of
@@ -195,13 +243,13 @@ impl RandomAccess {
         base: u64,
         lo: u64,
         hi: u64,
-        out: &mut Vec<u8>,
+        out: &mut Sink<'_>,
     ) -> Result<()> {
         if level == 0 {
             let chunk = self.chunk(&fp, size)?;
             let from = (lo.max(base) - base) as usize;
             let to = (hi.min(base + size) - base) as usize;
-            out.extend_from_slice(&chunk[from..to]);
+            out.put(&chunk[from..to]);
             return Ok(());
         }
         let node = self.node(&fp, level, size)?;
@@ -260,18 +308,17 @@ impl RandomAccess {
 
     /// A decoded, verified data chunk of the recorded `size`.
     fn chunk(&mut self, fp: &Fingerprint, size: u64) -> Result<Arc<[u8]>> {
-        let chunk = match self.chunks.get(fp) {
-            Some(c) => c.clone(),
+        let chunk = match self.chunks.get_or_claim(fp) {
+            Some(c) => c,
             None => {
+                // Claimed: this reader decodes it; others asking wait.
+                let claim = Claim {
+                    chunks: &self.chunks,
+                    fp: *fp,
+                };
                 self.meta.read_chunk(fp, &self.store, &mut self.buf)?;
                 let c: Arc<[u8]> = Arc::from(self.buf.as_slice());
-                self.chunk_bytes += c.len();
-                self.chunks.put(*fp, c.clone());
-                while self.chunk_bytes > self.chunk_budget && self.chunks.len() > 1 {
-                    if let Some((_, old)) = self.chunks.pop_lru() {
-                        self.chunk_bytes -= old.len();
-                    }
-                }
+                claim.fill(c.clone());
                 c
             }
         };
@@ -284,9 +331,117 @@ impl RandomAccess {
         Ok(chunk)
     }
 
-    /// Bytes of decoded data chunks held now.
+    /// Bytes of decoded data chunks held now (by every reader sharing
+    /// this one's cache).
     pub fn cached_chunk_bytes(&self) -> usize {
-        self.chunk_bytes
+        self.chunks.bytes()
+    }
+}
+
+/// Where [`RandomAccess::range`] puts the bytes it finds.
+enum Sink<'a> {
+    Append(&'a mut Vec<u8>),
+    /// A slice and how much of it is filled.
+    Fill(&'a mut [u8], usize),
+    /// Read-ahead: only the cache keeps them.
+    Discard,
+}
+
+impl Sink<'_> {
+    fn put(&mut self, bytes: &[u8]) {
+        match self {
+            Sink::Append(v) => v.extend_from_slice(bytes),
+            Sink::Fill(out, n) => {
+                out[*n..*n + bytes.len()].copy_from_slice(bytes);
+                *n += bytes.len();
+            }
+            Sink::Discard => {}
+        }
+    }
+}
+
+/// Decoded, verified data chunks in an LRU bounded in bytes, shared by the
+/// readers ([`RandomAccess::open_shared`]) of one repository on any number
+/// of threads. A chunk is decoded by one reader at a time: the first to
+/// miss claims it, the others wait for it (read-ahead and the read that
+/// catches up with it do the work once).
+pub struct SharedChunks {
+    state: Mutex<ChunkLru>,
+    /// Signalled whenever a claim ends (filled or given up).
+    claims_ended: Condvar,
+}
+
+struct ChunkLru {
+    chunks: LruCache<Fingerprint, Arc<[u8]>>,
+    /// Bytes held in `chunks`; at most `budget` but for the most recent
+    /// chunk (one chunk more may be held while it is being copied out).
+    bytes: usize,
+    budget: usize,
+    /// Chunks some reader is decoding now (never also in `chunks`).
+    claimed: HashSet<Fingerprint>,
+}
+
+impl SharedChunks {
+    /// An empty cache of `budget` bytes.
+    pub fn new(budget: usize) -> Arc<Self> {
+        Arc::new(SharedChunks {
+            state: Mutex::new(ChunkLru {
+                chunks: LruCache::unbounded(),
+                bytes: 0,
+                budget,
+                claimed: HashSet::new(),
+            }),
+            claims_ended: Condvar::new(),
+        })
+    }
+
+    /// Bytes of decoded chunks held now.
+    pub fn bytes(&self) -> usize {
+        self.state.lock().bytes
+    }
+
+    /// The chunk if held (waiting while another reader decodes it), else
+    /// `None` with `fp` claimed by the caller, who must end the claim
+    /// ([`Claim`]).
+    fn get_or_claim(&self, fp: &Fingerprint) -> Option<Arc<[u8]>> {
+        let mut st = self.state.lock();
+        loop {
+            if let Some(c) = st.chunks.get(fp) {
+                return Some(c.clone());
+            }
+            if st.claimed.insert(*fp) {
+                return None;
+            }
+            self.claims_ended.wait(&mut st);
+        }
+    }
+}
+
+/// A claim on one chunk: filled with its bytes, or (dropped unfilled, the
+/// read failed) given up so that a waiting reader tries itself.
+struct Claim<'a> {
+    chunks: &'a SharedChunks,
+    fp: Fingerprint,
+}
+
+impl Claim<'_> {
+    fn fill(self, chunk: Arc<[u8]>) {
+        let mut st = self.chunks.state.lock();
+        st.bytes += chunk.len();
+        st.chunks.put(self.fp, chunk);
+        while st.bytes > st.budget && st.chunks.len() > 1 {
+            if let Some((_, old)) = st.chunks.pop_lru() {
+                st.bytes -= old.len();
+            }
+        }
+        // The claim ends in `drop`, with the chunk already in place.
+    }
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        self.chunks.state.lock().claimed.remove(&self.fp);
+        self.chunks.claims_ended.notify_all();
     }
 }
 

@@ -1,7 +1,8 @@
 //! Tests of [`RandomAccess`] on a real backup in memory: any range reads the
 //! file's bytes, sequential small reads read each chunk once (checked with
 //! the repository's `chunk_reads` counter), and the chunk cache stays within
-//! its byte budget.
+//! its byte budget; readers sharing one cache find what another decoded
+//! (read-ahead), and concurrent ones decode each chunk about once.
 
 use std::fs;
 use std::path::Path;
@@ -10,7 +11,7 @@ use std::sync::Arc;
 use cairn_backend::MemBackend;
 use cairn_format::dir::{BlobRef, EntryKind};
 
-use super::{CacheLimits, RandomAccess};
+use super::{CacheLimits, RandomAccess, SharedChunks};
 use crate::read::Reader;
 use crate::{catalog, BackupOptions, Repository, Source};
 
@@ -185,4 +186,80 @@ fn listings_are_decoded_once() {
     assert!(Arc::ptr_eq(&first, &again));
     assert_eq!(chunk_reads(&repo), before);
     assert!(ra.read_dir(None).unwrap().is_empty());
+}
+
+#[test]
+fn readers_sharing_a_cache_find_the_chunks_one_of_them_warmed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (repo, snap, big) = setup(dir.path());
+    let b = blob(&repo, &snap, "tree/big");
+    let mut alone = RandomAccess::open(&repo, CacheLimits::default()).unwrap();
+    let before = chunk_reads(&repo);
+    let mut out = Vec::new();
+    alone.read_at(&b, 0, BIG, &mut out).unwrap();
+    let one_pass = chunk_reads(&repo) - before;
+
+    let shared = SharedChunks::new(64 << 20);
+    let open = || RandomAccess::open_shared(&repo, CacheLimits::default(), shared.clone()).unwrap();
+    let mut ahead = open();
+    let before = chunk_reads(&repo);
+    ahead.warm(&b, 0, BIG as u64).unwrap();
+    assert_eq!(chunk_reads(&repo) - before, one_pass);
+    assert!(shared.bytes() >= BIG);
+    // Another reader finds every data chunk decoded: it reads only the
+    // recipe's tree nodes (its own cache), and no copy goes through a Vec.
+    let mut reader = open();
+    let before = chunk_reads(&repo);
+    let mut got = vec![0u8; BIG + 10];
+    assert_eq!(reader.read_into(&b, 0, &mut got).unwrap(), BIG);
+    assert!(got[..BIG] == big[..]);
+    let reads = chunk_reads(&repo) - before;
+    assert!(reads * 10 < one_pass, "{reads} reads of {one_pass}");
+    let mut tail = [0u8; 100];
+    assert_eq!(
+        reader.read_into(&b, (BIG - 30) as u64, &mut tail).unwrap(),
+        30
+    );
+    assert_eq!(tail[..30], big[BIG - 30..]);
+    assert_eq!(reader.read_into(&b, BIG as u64, &mut tail).unwrap(), 0);
+}
+
+#[test]
+fn concurrent_readers_of_one_cache_decode_each_chunk_about_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (repo, snap, big) = setup(dir.path());
+    let b = blob(&repo, &snap, "tree/big");
+    let mut alone = RandomAccess::open(&repo, CacheLimits::default()).unwrap();
+    let before = chunk_reads(&repo);
+    let mut out = Vec::new();
+    alone.read_at(&b, 0, BIG, &mut out).unwrap();
+    let one_pass = chunk_reads(&repo) - before;
+
+    let shared = SharedChunks::new(64 << 20);
+    let before = chunk_reads(&repo);
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                let mut r =
+                    RandomAccess::open_shared(&repo, CacheLimits::default(), shared.clone())
+                        .unwrap();
+                let mut got = vec![0u8; BIG];
+                for off in (0..BIG).step_by(65_536) {
+                    let end = (off + 65_536).min(BIG);
+                    assert_eq!(
+                        r.read_into(&b, off as u64, &mut got[off..end]).unwrap(),
+                        end - off
+                    );
+                }
+                assert!(got == big);
+            });
+        }
+    });
+    // Each data chunk once (a claimed chunk is waited for, not decoded
+    // again); each reader reads the tree nodes for itself.
+    let reads = chunk_reads(&repo) - before;
+    assert!(
+        reads < 2 * one_pass,
+        "{reads} reads, one pass is {one_pass}"
+    );
 }
