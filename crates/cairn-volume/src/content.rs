@@ -3,8 +3,10 @@
 //! content state (which files are optimized, which ranges were recalled).
 //!
 //! Every method is called with the file's inode lock held
-//! ([`crate::inode_locks::InodeLocks`]), so an optimization switching the
-//! file never interleaves with a read, write or truncate of it.
+//! ([`crate::inode_locks::InodeLocks`]): shared around `read_at` (reads of
+//! one file may run at once, so an implementation's state is behind its
+//! own locks), exclusive around the others, so an optimization switching
+//! the file never interleaves with a read, write or truncate of it.
 
 use std::fs::File;
 use std::io;

@@ -3,20 +3,29 @@
 //! only under its lock and only while no handle has it open for
 //! passthrough; the FUSE layer takes the same lock around every content
 //! call (`crate::content`).
+//!
+//! A lock is a read/write lock: reads of a file's bytes take it shared
+//! ([`InodeLocks::read`]), so the kernel's concurrent requests for one file
+//! (its read-ahead) are served together; everything that changes the file
+//! or what its bytes come from (a write and its recall, a truncate, an
+//! open that truncates, a release, a job's switch) takes it exclusive
+//! ([`InodeLocks::lock`]), so no read runs across such a change and no two
+//! changes interleave. A waiting exclusive locker is not starved by a
+//! stream of reads (the lock is fair to it).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-/// Shards of the lock table: inodes hash onto one of these mutexes, so the
+/// Shards of the lock table: inodes hash onto one of these locks, so the
 /// table needs no entry per inode and never grows.
 const SHARDS: usize = 256;
 
 /// The lock table and the open counts.
 #[derive(Debug)]
 pub struct InodeLocks {
-    shards: Vec<Mutex<()>>,
+    shards: Vec<RwLock<()>>,
     open: Mutex<HashMap<u64, OpenCount>>,
     /// Per inode, how many content changes (writes, truncates) the mount
     /// has made since it started: an optimization switches a file only if
@@ -35,7 +44,7 @@ pub struct OpenCount {
 impl Default for InodeLocks {
     fn default() -> Self {
         InodeLocks {
-            shards: (0..SHARDS).map(|_| Mutex::new(())).collect(),
+            shards: (0..SHARDS).map(|_| RwLock::new(())).collect(),
             open: Mutex::new(HashMap::new()),
             changes: Mutex::new(HashMap::new()),
         }
@@ -47,10 +56,22 @@ impl InodeLocks {
         Arc::new(Self::default())
     }
 
-    /// Holds `ino`'s lock until the guard drops. Two inodes may share a
-    /// shard: never hold one inode's guard while taking another's.
-    pub fn lock(&self, ino: u64) -> MutexGuard<'_, ()> {
-        self.shards[(cairn_core::mix64(ino) as usize) % SHARDS].lock()
+    fn shard(&self, ino: u64) -> &RwLock<()> {
+        &self.shards[(cairn_core::mix64(ino) as usize) % SHARDS]
+    }
+
+    /// Holds `ino`'s lock exclusively until the guard drops: for any change
+    /// of the file's content or of where it comes from. Two inodes may
+    /// share a shard: never hold one inode's guard (of either kind) while
+    /// taking another's, nor take a guard twice on one thread.
+    pub fn lock(&self, ino: u64) -> RwLockWriteGuard<'_, ()> {
+        self.shard(ino).write()
+    }
+
+    /// Holds `ino`'s lock shared until the guard drops: for reading its
+    /// bytes, beside other reads but never beside a change.
+    pub fn read(&self, ino: u64) -> RwLockReadGuard<'_, ()> {
+        self.shard(ino).read()
     }
 
     /// A handle on `ino` was opened (`passthrough`: served by the kernel).
@@ -113,5 +134,21 @@ mod tests {
         assert_eq!(l.change_count(5), 0);
         l.changed(5);
         assert_eq!(l.change_count(5), 1);
+    }
+
+    #[test]
+    fn reads_share_a_lock_and_a_change_excludes_them() {
+        let l = InodeLocks::new();
+        let first = l.read(9);
+        // A second read is let in while the first holds the lock.
+        let second = l.shard(9).try_read();
+        assert!(second.is_some());
+        assert!(l.shard(9).try_write().is_none(), "a change waits for reads");
+        drop(second);
+        drop(first);
+        let change = l.lock(9);
+        assert!(l.shard(9).try_read().is_none(), "a read waits for a change");
+        drop(change);
+        assert!(l.shard(9).try_read().is_some());
     }
 }

@@ -16,10 +16,12 @@ pub mod fuse;
 pub mod inode_locks;
 
 pub mod backing;
+pub mod chunk_readers;
 pub mod layout;
 pub mod optimize;
 pub mod policy;
 pub mod ranges;
+pub mod read_ahead;
 pub mod state;
 pub mod status;
 pub mod volume;

@@ -2,6 +2,13 @@
 //! stream map or its backing file (docs/volume.md, "What a file's bytes
 //! are" and "Data path"), recall of the granules a write touches, and the
 //! entry changes of truncates and removals.
+//!
+//! Reads of optimized ranges go through a pool of chunk readers sharing one
+//! bounded cache of decoded chunks (`crate::chunk_readers`, 004: a cache
+//! for decompressed data), filled ahead of sequential readers
+//! (`crate::read_ahead`). Reads of one file may run at once (the FUSE
+//! layer holds its inode lock shared around them); everything else here
+//! runs under the exclusive lock.
 
 use std::fs::File;
 use std::io;
@@ -9,12 +16,11 @@ use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
-
 use cairn_core::Result;
-use cairn_engine::random_access::{CacheLimits, RandomAccess};
 
+use crate::chunk_readers::ChunkReaders;
 use crate::content::{read_full_at, Content};
+use crate::read_ahead::ReadAhead;
 use crate::state::{Entry, StreamMapTable};
 
 /// Smallest and largest recall granule (docs/volume.md, "Write").
@@ -34,38 +40,27 @@ pub fn granule(size: u64) -> u64 {
         .clamp(MIN_GRANULE, MAX_GRANULE)
 }
 
-/// Chunk readers of one content state: a read takes a free one, so reads
-/// on several FUSE threads decode chunks in parallel.
-const READERS: usize = 4;
-
-/// Reads optimized ranges through the chunk store, whose decoded chunks
-/// stay in bounded caches (004: hot chunks), and keeps the stream-map
-/// table in step with writes. Shared by every FUSE thread: each chunk
-/// reader is behind its own mutex, the table has its own locking, and the
-/// caller holds the file's inode lock around each call (`crate::content`).
+/// Reads optimized ranges through the chunk store and keeps the
+/// stream-map table in step with writes. Shared by every FUSE thread: the
+/// chunk readers and the read-ahead have their own locking, the table its
+/// own, and the caller holds the file's inode lock around each call,
+/// shared for reads, exclusive for the rest (`crate::content`).
 pub struct VolumeContent {
     table: Arc<StreamMapTable>,
-    readers: Vec<Mutex<RandomAccess>>,
+    readers: Arc<ChunkReaders>,
+    read_ahead: ReadAhead,
     recalled_bytes: AtomicU64,
-}
-
-/// One reader's share of the decoded-chunk cache.
-fn reader_limits() -> CacheLimits {
-    let all = CacheLimits::default();
-    CacheLimits {
-        chunk_bytes: all.chunk_bytes / READERS,
-        ..all
-    }
 }
 
 impl VolumeContent {
     pub fn new(repo: &cairn_engine::Repository, table: Arc<StreamMapTable>) -> Result<Self> {
-        let readers = (0..READERS)
-            .map(|_| RandomAccess::open(repo, reader_limits()).map(Mutex::new))
-            .collect::<Result<_>>()?;
+        let readers = Arc::new(ChunkReaders::open(repo)?);
+        let read_ahead = ReadAhead::start(readers.clone())
+            .map_err(|e| cairn_core::Error::io("starting the read-ahead threads", e))?;
         Ok(VolumeContent {
             table,
             readers,
+            read_ahead,
             recalled_bytes: AtomicU64::new(0),
         })
     }
@@ -75,26 +70,7 @@ impl VolumeContent {
     /// knew when it first looked, so the optimization job calls this after
     /// committing new chunks and before switching files to them.
     pub fn refresh(&self, repo: &cairn_engine::Repository) -> Result<()> {
-        for r in &self.readers {
-            let fresh = RandomAccess::open(repo, reader_limits())?;
-            *r.lock() = fresh;
-        }
-        Ok(())
-    }
-
-    /// Runs `f` with a chunk reader: the first free one (so a lone
-    /// sequential reader keeps using the first and its cache), else waits
-    /// for the one this thread's id picks.
-    fn with_reader<R>(&self, f: impl FnOnce(&mut RandomAccess) -> R) -> R {
-        for r in &self.readers {
-            if let Some(mut reader) = r.try_lock() {
-                return f(&mut reader);
-            }
-        }
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        std::hash::Hash::hash(&std::thread::current().id(), &mut h);
-        let i = (std::hash::Hasher::finish(&h) as usize) % self.readers.len();
-        f(&mut self.readers[i].lock())
+        self.readers.refresh(repo)
     }
 
     /// Bytes copied from the store into backing files by recalls so far.
@@ -104,10 +80,11 @@ impl VolumeContent {
 
     /// Copies the stream map's bytes `[offset, offset + out.len())` into `out`.
     fn read_stream_map(&self, entry: &Entry, offset: u64, out: &mut [u8]) -> io::Result<()> {
-        let mut bytes = Vec::with_capacity(out.len());
-        self.with_reader(|r| r.read_at(&entry.blob, offset, out.len(), &mut bytes))
+        let got = self
+            .readers
+            .with_reader(|r| r.read_into(&entry.blob, offset, out))
             .map_err(io::Error::other)?;
-        if bytes.len() != out.len() {
+        if got != out.len() {
             return Err(io::Error::other(format!(
                 "stream map of inode {} ends at {} bytes, before byte {}",
                 entry.identity.ino,
@@ -115,7 +92,6 @@ impl VolumeContent {
                 offset + out.len() as u64
             )));
         }
-        out.copy_from_slice(&bytes);
         Ok(())
     }
 
@@ -136,11 +112,23 @@ impl Content for VolumeContent {
         let Some(entry) = self.table.get(ino) else {
             return read_full_at(file, offset, buf);
         };
-        let len = file.metadata()?.len();
-        if offset >= len {
-            return Ok(0);
+        let want_end = offset.saturating_add(buf.len() as u64);
+        // The backing file is never shorter than `valid` while a read runs
+        // (a truncate shortens it and lowers `valid` under the exclusive
+        // lock), so a read inside `[0, valid)` needs no `fstat`.
+        let end = if want_end <= entry.valid {
+            want_end
+        } else {
+            let len = file.metadata()?.len();
+            if offset >= len {
+                return Ok(0);
+            }
+            len.min(want_end)
+        };
+        if offset < entry.valid {
+            self.read_ahead
+                .note(ino, &entry.blob, entry.valid, offset, end);
         }
-        let end = len.min(offset + buf.len() as u64);
         let mut pos = offset;
         while pos < end {
             let at = (pos - offset) as usize;

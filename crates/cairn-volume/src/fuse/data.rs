@@ -1,11 +1,13 @@
 //! The operations on a regular file's bytes and attributes: open and
 //! create (choosing passthrough or cached I/O), read, write, truncate,
 //! `fallocate`, fsync and release. Every call into [`Content`] is made with
-//! the file's inode lock held, and every change of content counts
+//! the file's inode lock held (shared for a read, exclusive for the rest:
+//! [`InodeLocks`]), and every change of content counts
 //! (`InodeLocks::changed`) before it is made, so an optimization that
 //! scanned the file sees it changed and leaves it for the next run.
 //!
 //! [`Content`]: crate::content::Content
+//! [`InodeLocks`]: crate::inode_locks::InodeLocks
 
 use std::ffi::OsStr;
 use std::fs::File;
@@ -292,7 +294,9 @@ impl VolumeFs {
         let bino = self.backing_ino(h.ino);
         let mut buf = vec![0u8; size as usize];
         let n = {
-            let _lock = self.locks.lock(bino);
+            // Shared: other reads of the file run beside this one, never a
+            // change of it.
+            let _lock = self.locks.read(bino);
             self.content.read_at(bino, &h.file, offset, &mut buf)
         }
         .map_err(io_errno)?;
