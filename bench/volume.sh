@@ -31,6 +31,8 @@
 #                    a multiple of VM_MIB)
 #   READ_MIB (256)   the file read in 4
 #   RUNS (3)  RANDOM_READS (4000)
+#   PHASES (space,optimize,reads)  which phases run, comma-separated (optimize:
+#                    2 and 3); e.g. PHASES=reads to measure the reads alone
 #   TMPDIR (/tmp)    where the run's work directory is made (removed at the end)
 #   CAIRN (default: builds and uses target/release/cairn)
 set -euo pipefail
@@ -48,6 +50,18 @@ fi
 SRC_MIB=${SRC_MIB:-32} VERSIONS=${VERSIONS:-5} IMAGE_MIB=${IMAGE_MIB:-48} IMAGES=${IMAGES:-4}
 DOC_MIB=${DOC_MIB:-32} VM_MIB=${VM_MIB:-128} VMS=${VMS:-4} WRITE_MIB=${WRITE_MIB:-1024}
 READ_MIB=${READ_MIB:-256} RUNS=${RUNS:-3} RANDOM_READS=${RANDOM_READS:-4000}
+PHASES=${PHASES:-space,optimize,reads}
+# Whether phase $1 is one of those asked for.
+phase() { [[ ",$PHASES," == *",$1,"* ]]; }
+for p in ${PHASES//,/ }; do
+    case $p in
+    space | optimize | reads) ;;
+    *)
+        echo "volume.sh: unknown phase '$p' in PHASES (space, optimize, reads)" >&2
+        exit 1
+        ;;
+    esac
+done
 
 if [ $((WRITE_MIB % VM_MIB)) != 0 ]; then
     echo "volume.sh: WRITE_MIB ($WRITE_MIB) must be a multiple of VM_MIB ($VM_MIB)" >&2
@@ -378,6 +392,7 @@ echo "cairn volume benchmark: $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs, $("$CA
 echo "work directory: $WORK"
 
 # ---------------------------------------------------------------- 1. space
+if phase space; then
 say ""
 say "1. Space: mixed dataset (${VERSIONS} versions of a ${SRC_MIB} MiB source tree, ${IMAGES} disk images of ${IMAGE_MIB} MiB, ${DOC_MIB} MiB of documents)"
 VOL="$WORK/mixed"
@@ -431,8 +446,10 @@ PY
 say "   optimize, mixed data: $(mib "$LOGICAL") MiB in ${MIXED_WALL} s wall, ${MIXED_CPU} s CPU," \
     "peak RSS $((MIXED_RSS / 1024)) MiB"
 rm -rf "$VOL" "$WORK/repo-default" "$WORK/repo-regression"
+fi
 
 # ----------------------------------------------- 2. throughput, 3. writes
+if phase optimize; then
 say ""
 say "2. Optimization throughput: ${VMS} VM images of ${VM_MIB} MiB and one of ${WRITE_MIB} MiB, all copies of one base with 3% rewritten"
 VOL="$WORK/vms"
@@ -478,8 +495,10 @@ n=$BIG_SIZE; g=1
 while g < n // 1024: g *= 2
 print(min(max(g, 64 << 10), 16 << 20))") bytes; the bytes around each write read back as expected)"
 rm -rf "$VOL" "$WORK/saved-range"
+fi
 
 # -------------------------------------------------------------- 4. reads
+if phase reads; then
 say ""
 say "4. Reads: ${READ_MIB} MiB of incompressible bytes, optimized and not; fastest of ${RUNS} alternated runs, page cache dropped and mount restarted before each"
 VOL="$WORK/reads"
@@ -548,6 +567,7 @@ done
     echo "   the mount daemon's user + sys time over the fastest sequential read's wall time)"
 } | tee -a "$REPORT"
 rm -rf "$VOL"
+fi
 
 if [ -d "$ROOT/bench/out" ] || mkdir -p "$ROOT/bench/out"; then
     cp "$REPORT" "$ROOT/bench/out/volume-$(date -u +%Y-%m-%d).txt"
