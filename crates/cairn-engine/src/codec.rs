@@ -103,6 +103,29 @@ impl ChunkCodec {
         Ok(())
     }
 
+    /// [`Self::decode_stored_verified`] of stored bytes the caller owns: an
+    /// uncompressed chunk's bytes become `out` as they are (no copy).
+    pub fn decode_owned_verified(
+        &self,
+        stored: Vec<u8>,
+        meta: &ContainerMeta,
+        d: &Descriptor,
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        if d.codec != CompressionCodec::None || stored.len() != d.raw_len as usize {
+            return self.decode_stored_verified(&stored, meta, d, out);
+        }
+        *out = stored;
+        if self.fingerprint(out) != d.fp {
+            out.clear();
+            return Err(Error::corrupt(
+                format!("container {}", meta.id),
+                format!("chunk {} does not match its fingerprint", d.fp),
+            ));
+        }
+        Ok(())
+    }
+
     /// [`Self::decode_verified`] for a report: the reason, if the chunk is bad.
     pub fn check(&self, bytes: &[u8], meta: &ContainerMeta, d: &Descriptor) -> Option<String> {
         let mut raw = Vec::new();
@@ -188,6 +211,34 @@ mod tests {
         let (bytes, meta) = container(&plain, &[raw]);
         let why = keyed.check(&bytes, &meta, &meta.descriptors[0]).unwrap();
         assert!(why.contains("does not match its fingerprint"), "{why}");
+    }
+
+    /// Owned stored bytes decode as borrowed ones do: an uncompressed
+    /// chunk is handed over as it is, a compressed one decompressed, and a
+    /// flipped byte of either is refused with `out` left empty.
+    #[test]
+    fn owned_stored_bytes_decode_and_verify_as_borrowed_ones() {
+        let c = codec();
+        let mut noise = vec![0u8; 5000];
+        blake3::Hasher::new()
+            .update(b"incompressible")
+            .finalize_xof()
+            .fill(&mut noise);
+        let text = b"the same words again and again ".repeat(100);
+        let (bytes, meta) = container(&c, &[noise.clone(), text.clone()]);
+        assert_eq!(meta.descriptors[0].codec, CompressionCodec::None);
+        assert_ne!(meta.descriptors[1].codec, CompressionCodec::None);
+        for (d, raw) in meta.descriptors.iter().zip([&noise, &text]) {
+            let stored = stored_chunk(&bytes, &meta, d).unwrap().to_vec();
+            let mut out = Vec::new();
+            c.decode_owned_verified(stored.clone(), &meta, d, &mut out)
+                .unwrap();
+            assert_eq!(&out, raw);
+            let mut bad = stored;
+            bad[10] ^= 1;
+            let e = c.decode_owned_verified(bad, &meta, d, &mut out);
+            assert!(e.is_err() && out.is_empty());
+        }
     }
 
     proptest! {

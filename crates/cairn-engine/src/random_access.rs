@@ -307,7 +307,7 @@ impl RandomAccess {
     }
 
     /// A decoded, verified data chunk of the recorded `size`.
-    fn chunk(&mut self, fp: &Fingerprint, size: u64) -> Result<Arc<[u8]>> {
+    fn chunk(&mut self, fp: &Fingerprint, size: u64) -> Result<Arc<Vec<u8>>> {
         let chunk = match self.chunks.get_or_claim(fp) {
             Some(c) => c,
             None => {
@@ -316,8 +316,10 @@ impl RandomAccess {
                     chunks: &self.chunks,
                     fp: *fp,
                 };
-                self.meta.read_chunk(fp, &self.store, &mut self.buf)?;
-                let c: Arc<[u8]> = Arc::from(self.buf.as_slice());
+                let mut bytes = Vec::new();
+                self.meta.read_chunk(fp, &self.store, &mut bytes)?;
+                // Moved, not copied, into the cache.
+                let c = Arc::new(bytes);
                 claim.fill(c.clone());
                 c
             }
@@ -372,7 +374,7 @@ pub struct SharedChunks {
 }
 
 struct ChunkLru {
-    chunks: LruCache<Fingerprint, Arc<[u8]>>,
+    chunks: LruCache<Fingerprint, Arc<Vec<u8>>>,
     /// Bytes held in `chunks`; at most `budget` but for the most recent
     /// chunk (one chunk more may be held while it is being copied out).
     bytes: usize,
@@ -403,7 +405,7 @@ impl SharedChunks {
     /// The chunk if held (waiting while another reader decodes it), else
     /// `None` with `fp` claimed by the caller, who must end the claim
     /// ([`Claim`]).
-    fn get_or_claim(&self, fp: &Fingerprint) -> Option<Arc<[u8]>> {
+    fn get_or_claim(&self, fp: &Fingerprint) -> Option<Arc<Vec<u8>>> {
         let mut st = self.state.lock();
         loop {
             if let Some(c) = st.chunks.get(fp) {
@@ -425,7 +427,7 @@ struct Claim<'a> {
 }
 
 impl Claim<'_> {
-    fn fill(self, chunk: Arc<[u8]>) {
+    fn fill(self, chunk: Arc<Vec<u8>>) {
         let mut st = self.chunks.state.lock();
         st.bytes += chunk.len();
         st.chunks.put(self.fp, chunk);

@@ -238,9 +238,7 @@ impl RestoreCache for MetaChunks {
         self.lru.insert(self.tick, id);
         let d = c.meta.descriptors[i];
         let stored = store.log.read_chunk(&c.meta, &d)?;
-        store
-            .codec
-            .decode_stored_verified(&stored, &c.meta, &d, out)
+        store.codec.decode_owned_verified(stored, &c.meta, &d, out)
     }
 
     /// On a store with parallel reads, reads the chunks with that many
