@@ -212,23 +212,87 @@ impl RandomAccess {
     }
 
     /// Reads, verifies and caches the chunks under the blob's bytes
-    /// `[offset, offset + len)` without copying them anywhere (read-ahead:
-    /// a later read of the range finds them decoded, if the cache still
-    /// holds them).
+    /// `[offset, offset + len)` that the cache neither holds nor sees
+    /// being decoded by another reader (read-ahead: a later read of the
+    /// range finds them decoded, if the cache still holds them). Chunks
+    /// stored back to back in one container are read with one range read
+    /// (content is stored in the order it was written, so a stream's
+    /// read-ahead reads its containers in large pieces, not chunk by chunk).
     pub fn warm(&mut self, blob: &BlobRef, offset: u64, len: u64) -> Result<()> {
         let hi = offset.saturating_add(len).min(blob.size);
         if offset >= hi {
             return Ok(());
         }
-        self.range(
-            blob.root,
-            blob.level,
-            blob.size,
-            0,
-            offset,
-            hi,
-            &mut Sink::Discard,
-        )
+        let mut leaves = Vec::new();
+        self.leaves(blob.root, blob.level, blob.size, 0, offset, hi, &mut leaves)?;
+        let chunks = self.chunks.clone();
+        let mut wanted = Vec::new();
+        for fp in leaves {
+            let Some(claim) = chunks.try_claim(&fp) else {
+                continue;
+            };
+            let (meta, d) = self.meta.locate(&fp, &self.store)?;
+            wanted.push((claim, meta.id, d));
+        }
+        while !wanted.is_empty() {
+            // The run of chunks stored back to back in the first's container.
+            let mut n = 1;
+            while n < wanted.len()
+                && wanted[n].1 == wanted[0].1
+                && u64::from(wanted[n].2.offset)
+                    == u64::from(wanted[n - 1].2.offset) + u64::from(wanted[n - 1].2.stored_len)
+            {
+                n += 1;
+            }
+            let run: Vec<_> = wanted.drain(..n).collect();
+            let (meta, _) = self.meta.locate(&run[0].0.fp, &self.store)?;
+            let first = run[0].2;
+            let start = cairn_format::container::chunk_file_range(meta, &first).start;
+            let end = cairn_format::container::chunk_file_range(meta, &run[n - 1].2).end;
+            let bytes = self.store.log.read_range(meta, start..end)?;
+            for (claim, _, d) in run {
+                let at = (u64::from(d.offset) - u64::from(first.offset)) as usize;
+                let stored = bytes.get(at..at + d.stored_len as usize).ok_or_else(|| {
+                    Error::corrupt(format!("container {}", meta.id), "range read came short")
+                })?;
+                let mut out = Vec::new();
+                self.store
+                    .codec
+                    .decode_stored_verified(stored, meta, &d, &mut out)?;
+                claim.fill(Arc::new(out));
+            }
+        }
+        Ok(())
+    }
+
+    /// Appends to `out` the data chunks of subtree `fp` (as in
+    /// [`RandomAccess::range`]) that hold bytes of `[lo, hi)`.
+    #[allow(clippy::too_many_arguments)]
+    fn leaves(
+        &mut self,
+        fp: Fingerprint,
+        level: u8,
+        size: u64,
+        base: u64,
+        lo: u64,
+        hi: u64,
+        out: &mut Vec<Fingerprint>,
+    ) -> Result<()> {
+        if level == 0 {
+            out.push(fp);
+            return Ok(());
+        }
+        let node = self.node(&fp, level, size)?;
+        let first = node.ends.partition_point(|&end| base + end <= lo);
+        for i in first..node.fps.len() {
+            let start = base + if i == 0 { 0 } else { node.ends[i - 1] };
+            if start >= hi {
+                break;
+            }
+            let child_size = node.ends[i] - (start - base);
+            self.leaves(node.fps[i], level - 1, child_size, start, lo, hi, out)?;
+        }
+        Ok(())
     }
 
     /// Copies `[lo, hi)` (absolute offsets) out of the subtree `fp` of
@@ -345,8 +409,6 @@ enum Sink<'a> {
     Append(&'a mut Vec<u8>),
     /// A slice and how much of it is filled.
     Fill(&'a mut [u8], usize),
-    /// Read-ahead: only the cache keeps them.
-    Discard,
 }
 
 impl Sink<'_> {
@@ -357,7 +419,6 @@ impl Sink<'_> {
                 out[*n..*n + bytes.len()].copy_from_slice(bytes);
                 *n += bytes.len();
             }
-            Sink::Discard => {}
         }
     }
 }
@@ -400,6 +461,18 @@ impl SharedChunks {
     /// Bytes of decoded chunks held now.
     pub fn bytes(&self) -> usize {
         self.state.lock().bytes
+    }
+
+    /// `fp` claimed by the caller, unless it is held or being decoded.
+    fn try_claim(&self, fp: &Fingerprint) -> Option<Claim<'_>> {
+        let mut st = self.state.lock();
+        if st.chunks.contains(fp) || !st.claimed.insert(*fp) {
+            return None;
+        }
+        Some(Claim {
+            chunks: self,
+            fp: *fp,
+        })
     }
 
     /// The chunk if held (waiting while another reader decodes it), else

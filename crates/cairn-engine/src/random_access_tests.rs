@@ -204,7 +204,10 @@ fn readers_sharing_a_cache_find_the_chunks_one_of_them_warmed() {
     let mut ahead = open();
     let before = chunk_reads(&repo);
     ahead.warm(&b, 0, BIG as u64).unwrap();
-    assert_eq!(chunk_reads(&repo) - before, one_pass);
+    // The data chunks, stored back to back, come in range reads (not
+    // counted as chunk reads): only the tree nodes were read one by one.
+    let reads = chunk_reads(&repo) - before;
+    assert!(reads * 10 < one_pass, "{reads} reads of {one_pass}");
     assert!(shared.bytes() >= BIG);
     // Another reader finds every data chunk decoded: it reads only the
     // recipe's tree nodes (its own cache), and no copy goes through a Vec.

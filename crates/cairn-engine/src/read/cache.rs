@@ -203,42 +203,9 @@ impl RestoreCache for MetaChunks {
             out.extend_from_slice(&b);
             return Ok(());
         }
-        if !self.by_fp.contains_key(fp) {
-            let id = store.locate(fp)?;
-            // The index is derived data: if the container it names is gone,
-            // damaged or lacks the chunk, the containers themselves decide.
-            match self.load(id, store) {
-                Err(e) if e.is_not_found() || crate::index::is_damage(&e) => {
-                    match store.locate_in_containers(fp, Some(id)) {
-                        Ok(other) => self.load(other, store)?,
-                        Err(_) => return Err(e),
-                    }
-                }
-                r => r?,
-            }
-            if !self.by_fp.contains_key(fp) {
-                if let Ok(other) = store.locate_in_containers(fp, Some(id)) {
-                    self.load(other, store)?;
-                }
-            }
-        }
-        let Some(&(id, i)) = self.by_fp.get(fp) else {
-            return Err(Error::corrupt(
-                "repository",
-                format!("index places chunk {fp} in a container that does not hold it"),
-            ));
-        };
-        let c = self
-            .metas
-            .get_mut(&id)
-            .expect("indexed container is cached");
-        self.lru.remove(&c.tick);
-        self.tick += 1;
-        c.tick = self.tick;
-        self.lru.insert(self.tick, id);
-        let d = c.meta.descriptors[i];
-        let stored = store.log.read_chunk(&c.meta, &d)?;
-        store.codec.decode_owned_verified(stored, &c.meta, &d, out)
+        let (meta, d) = self.locate(fp, store)?;
+        let stored = store.log.read_chunk(meta, &d)?;
+        store.codec.decode_owned_verified(stored, meta, &d, out)
     }
 
     /// On a store with parallel reads, reads the chunks with that many
@@ -274,6 +241,50 @@ impl RestoreCache for MetaChunks {
 }
 
 impl MetaChunks {
+    /// The container holding chunk `fp` (its metadata section loaded and
+    /// made the most recently used) and the chunk's descriptor in it.
+    pub fn locate(
+        &mut self,
+        fp: &Fingerprint,
+        store: &ChunkStore,
+    ) -> Result<(&ContainerMeta, Descriptor)> {
+        if !self.by_fp.contains_key(fp) {
+            let id = store.locate(fp)?;
+            // The index is derived data: if the container it names is gone,
+            // damaged or lacks the chunk, the containers themselves decide.
+            match self.load(id, store) {
+                Err(e) if e.is_not_found() || crate::index::is_damage(&e) => {
+                    match store.locate_in_containers(fp, Some(id)) {
+                        Ok(other) => self.load(other, store)?,
+                        Err(_) => return Err(e),
+                    }
+                }
+                r => r?,
+            }
+            if !self.by_fp.contains_key(fp) {
+                if let Ok(other) = store.locate_in_containers(fp, Some(id)) {
+                    self.load(other, store)?;
+                }
+            }
+        }
+        let Some(&(id, i)) = self.by_fp.get(fp) else {
+            return Err(Error::corrupt(
+                "repository",
+                format!("index places chunk {fp} in a container that does not hold it"),
+            ));
+        };
+        let c = self
+            .metas
+            .get_mut(&id)
+            .expect("indexed container is cached");
+        self.lru.remove(&c.tick);
+        self.tick += 1;
+        c.tick = self.tick;
+        self.lru.insert(self.tick, id);
+        let d = c.meta.descriptors[i];
+        Ok((&c.meta, d))
+    }
+
     /// Reads `chunks` (those not held already) with `threads` requests in
     /// flight: their containers located, the metadata sections not cached
     /// read, then the chunks, each verified. `None` for a chunk held
