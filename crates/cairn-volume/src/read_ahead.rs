@@ -1,6 +1,7 @@
 //! Sequential read-ahead of optimized files: each read of an optimized
-//! range is noted per inode; once two reads follow each other (a
-//! sequential stream), the next [`WINDOW`] bytes of its stream map are
+//! range is noted per inode; once three reads follow each other (a
+//! sequential stream: random reads that land near each other by chance
+//! rarely do it three times), the next [`WINDOW`] bytes of its stream map are
 //! decoded into the shared chunk cache (`crate::chunk_readers`) by
 //! background workers, so the reads that follow find their chunks decoded
 //! (004 "Data path": the read path reads through a cache of decompressed
@@ -36,7 +37,9 @@ const STREAMS: usize = 64;
 /// A read starting this close to where the stream's reads reached (before
 /// or after: the kernel's requests for one stream arrive on several
 /// threads, not always in order) continues the stream.
-const SLACK: u64 = 1 << 20;
+const SLACK: u64 = 256 << 10;
+/// Reads that continue a stream before it is read ahead.
+const HITS: u32 = 2;
 
 /// One inode's stream: where its reads reached, and how far its stream
 /// map was queued for decoding.
@@ -44,6 +47,8 @@ const SLACK: u64 = 1 << 20;
 struct Stream {
     next: u64,
     ahead: u64,
+    /// Reads that continued it.
+    hits: u32,
 }
 
 /// A range of a stream map to decode.
@@ -95,12 +100,18 @@ impl ReadAhead {
                 Stream {
                     next: end,
                     ahead: end,
+                    hits: 0,
                 },
             );
             return;
         }
         let s = streams.get_mut(&ino).expect("checked above");
         s.next = s.next.max(end);
+        s.hits = s.hits.saturating_add(1);
+        if s.hits < HITS {
+            s.ahead = s.ahead.max(s.next);
+            return;
+        }
         let want = s.next.saturating_add(WINDOW).min(valid);
         let mut pos = s.ahead.max(s.next);
         while pos < want {
@@ -162,11 +173,12 @@ mod tests {
     }
 
     #[test]
-    fn a_second_sequential_read_queues_the_window_in_steps() {
+    fn a_third_sequential_read_queues_the_window_in_steps() {
         let (ra, queue) = idle();
         let b = blob();
-        ra.note(7, &b, 1 << 30, 0, 128 << 10);
-        assert!(queue.try_recv().is_err(), "one read is not a stream yet");
+        ra.note(7, &b, 1 << 30, 0, 64 << 10);
+        ra.note(7, &b, 1 << 30, 64 << 10, 128 << 10);
+        assert!(queue.try_recv().is_err(), "two reads are not a stream yet");
         ra.note(7, &b, 1 << 30, 128 << 10, 256 << 10);
         let jobs: Vec<(u64, u64)> = queue.try_iter().map(|j| (j.offset, j.len)).collect();
         assert_eq!(jobs.len() as u64, WINDOW / STEP);
@@ -183,7 +195,8 @@ mod tests {
         let (ra, queue) = idle();
         let b = blob();
         ra.note(1, &b, 3 << 20, 0, 1 << 20);
-        ra.note(1, &b, 3 << 20, 1 << 20, 2 << 20);
+        ra.note(1, &b, 3 << 20, 1 << 20, 3 << 19);
+        ra.note(1, &b, 3 << 20, 3 << 19, 2 << 20);
         let jobs: Vec<(u64, u64)> = queue.try_iter().map(|j| (j.offset, j.len)).collect();
         assert_eq!(jobs, [(2 << 20, 1 << 20)]);
         ra.note(1, &b, 3 << 20, 100 << 20, (100 << 20) + 4096);
@@ -198,7 +211,8 @@ mod tests {
         // Two streams fill the queue first (a window is 8 steps).
         for ino in [2, 3, 4] {
             ra.note(ino, &b, 1 << 30, 0, 4096);
-            ra.note(ino, &b, 1 << 30, 4096, 8192);
+            ra.note(ino, &b, 1 << 30, 4096, 6144);
+            ra.note(ino, &b, 1 << 30, 6144, 8192);
         }
         assert_eq!(queue.try_iter().count(), QUEUE);
         assert_eq!(ra.stream(4), Some((8192, 8192)), "no room for stream 4");
