@@ -70,6 +70,8 @@ impl Drop for Background {
         }
         if is_mounted(&self.mnt) {
             let _ = Command::new("umount").arg("-l").arg(&self.mnt).status();
+        }
+        if is_mounted(&self.mnt) {
             if let Some(f) = fusermount() {
                 let _ = Command::new(f).arg("-u").arg("-z").arg(&self.mnt).status();
             }

@@ -1,0 +1,199 @@
+//! SIGKILL of the volume's mount daemon (issue 32, "Correctness under
+//! load"): a writer fsyncs writes into optimized and plain files through
+//! `cairn volume mount` while the daemon is killed at a random moment;
+//! then the volume is mounted again. No byte a returned fsync covered is
+//! lost; the write in flight at the kill holds, byte by byte, its old or
+//! its new content; the files are optimized again between rounds (so the
+//! next round's writes recall granules), and the chunk store passes
+//! `check --read-data` at the end.
+//!
+//! CI runs a few rounds; `CAIRN_VOLUME_KILL_ROUNDS=200` runs the long one.
+
+mod common;
+
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+use common::{cairn_env, s, Rng};
+
+fn volume(args: &[&str]) -> common::Run {
+    cairn_env(args, &[])
+}
+
+/// Sets every file below `dir` an hour back, then waits until their ctimes
+/// are over a second old.
+fn age(dir: &Path) {
+    let old = filetime::FileTime::from_system_time(SystemTime::now() - Duration::from_secs(3600));
+    for e in std::fs::read_dir(dir).unwrap() {
+        filetime::set_file_times(e.unwrap().path(), old, old).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(1100));
+}
+
+/// A write started and not known to be durable: after the kill its range
+/// may hold the old bytes or the new ones.
+struct InFlight {
+    file: usize,
+    offset: usize,
+    data: Vec<u8>,
+}
+
+/// What the writer knows: each file's bytes as its last returned fsync
+/// left them, and the write in flight.
+struct Model {
+    files: Vec<Vec<u8>>,
+    in_flight: Option<InFlight>,
+}
+
+const FILES: usize = 4;
+
+/// Writes and fsyncs at random until the mount stops answering.
+fn write_until_killed(mnt: &Path, model: &Mutex<Model>, seed: u64) -> usize {
+    let mut rng = Rng::new(seed);
+    let mut done = 0;
+    loop {
+        let file = rng.range(0, FILES as u64) as usize;
+        let len = model.lock().unwrap().files[file].len();
+        let n = rng.range(1, 64 << 10) as usize;
+        let offset = rng.range(0, len as u64 + 4096) as usize;
+        let data = rng.bytes(n);
+        model.lock().unwrap().in_flight = Some(InFlight {
+            file,
+            offset,
+            data: data.clone(),
+        });
+        let path = mnt.join(format!("f{file}"));
+        let written = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .and_then(|f| {
+                f.write_all_at(&data, offset as u64)?;
+                f.sync_all()
+            });
+        if written.is_err() {
+            return done;
+        }
+        let mut m = model.lock().unwrap();
+        let bytes = &mut m.files[file];
+        if bytes.len() < offset + n {
+            bytes.resize(offset + n, 0);
+        }
+        bytes[offset..offset + n].copy_from_slice(&data);
+        m.in_flight = None;
+        done += 1;
+    }
+}
+
+/// Reads every file through the mount and checks it against the model
+/// (the write in flight: old or new bytes, each); the model then takes
+/// what was read, so the next round starts from it.
+fn check_and_settle(mnt: &Path, model: &mut Model) {
+    let in_flight = model.in_flight.take();
+    for (i, want) in model.files.iter_mut().enumerate() {
+        let got = std::fs::read(mnt.join(format!("f{i}"))).unwrap();
+        let flight = in_flight.as_ref().filter(|f| f.file == i);
+        let new_len = flight.map_or(0, |f| f.offset + f.data.len());
+        let len_ok = got.len() == want.len() || (flight.is_some() && got.len() == new_len);
+        assert!(
+            len_ok,
+            "f{i}: length {} after the kill, {} fsynced",
+            got.len(),
+            want.len()
+        );
+        for (at, b) in got.iter().enumerate() {
+            let old = want.get(at).copied().unwrap_or(0);
+            let new = flight
+                .filter(|f| (f.offset..f.offset + f.data.len()).contains(&at))
+                .map(|f| f.data[at - f.offset]);
+            assert!(
+                *b == old || Some(*b) == new,
+                "f{i} byte {at}: {b}, fsynced {old}, in flight {new:?}"
+            );
+        }
+        *want = got;
+    }
+}
+
+#[test]
+fn fsynced_bytes_survive_a_killed_volume_daemon() {
+    if let Some(why) = common::fuse::fuse_missing() {
+        common::skip_or_fail(&format!("FUSE unavailable: {why}"));
+        return;
+    }
+    let rounds: usize = std::env::var("CAIRN_VOLUME_KILL_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(4);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("vol");
+    let mnt = tmp.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    volume(&["volume", "create", s(&dir), "--encryption", "none"]).ok();
+    let files: PathBuf = dir.join("files");
+    let mut rng = Rng::new(77);
+    let shared = rng.bytes(1 << 20);
+    let mut contents = Vec::new();
+    for i in 0..FILES {
+        let mut bytes = shared.clone();
+        bytes.extend_from_slice(&rng.bytes((i + 1) << 19));
+        std::fs::write(files.join(format!("f{i}")), &bytes).unwrap();
+        contents.push(bytes);
+    }
+    let optimize = |dir: &Path| {
+        age(&dir.join("files"));
+        volume(&["volume", "optimize", s(dir), "--min-age", "1s", "--json"])
+            .ok()
+            .json()
+    };
+    let report = optimize(&dir);
+    assert_eq!(report["files_optimized"], FILES as u64, "{report}");
+
+    let model = Mutex::new(Model {
+        files: contents,
+        in_flight: None,
+    });
+    let mut writes = 0;
+    for round in 0..rounds {
+        let Some(m) = common::fuse::volume_mount(&dir, &mnt) else {
+            return;
+        };
+        check_and_settle(&mnt, &mut model.lock().unwrap());
+        let pid = m.pid().to_string();
+        let delay = Duration::from_millis(rng.range(100, 700));
+        writes += std::thread::scope(|sc| {
+            let writer = sc.spawn(|| write_until_killed(&mnt, &model, round as u64));
+            std::thread::sleep(delay);
+            std::process::Command::new("kill")
+                .args(["-KILL", &pid])
+                .status()
+                .unwrap();
+            writer.join().unwrap()
+        });
+        // Reaps the killed daemon and detaches its dead mount.
+        drop(m);
+        assert!(
+            !common::fuse::is_mounted(&mnt),
+            "round {round}: still mounted"
+        );
+        if round % 2 == 1 {
+            optimize(&dir);
+        }
+    }
+    let Some(m) = common::fuse::volume_mount(&dir, &mnt) else {
+        return;
+    };
+    check_and_settle(&mnt, &mut model.lock().unwrap());
+    drop(m);
+    println!("{writes} fsynced writes in {rounds} rounds");
+    assert!(
+        writes > rounds,
+        "only {writes} fsynced writes in {rounds} rounds"
+    );
+    cairn_env(
+        &["check", "--repo", s(&dir.join("store")), "--read-data"],
+        &[],
+    )
+    .ok();
+}
