@@ -68,7 +68,7 @@ pub fn status(vol: &Volume) -> Result<Status> {
 }
 
 /// Allocated bytes of everything below `dir` (directories included).
-fn disk_usage(dir: &Path) -> Result<u64> {
+pub(crate) fn disk_usage(dir: &Path) -> Result<u64> {
     let io = |e| Error::io(format!("measuring {}", dir.display()), e);
     let mut total = 0;
     for entry in fs::read_dir(dir).map_err(io)? {

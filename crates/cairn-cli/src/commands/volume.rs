@@ -290,6 +290,7 @@ fn mount(cli: &Globals, a: &MountArgs) -> Result<ExitCode> {
     let options = cairn_volume::fuse::MountOptions {
         passthrough: !a.no_passthrough,
         allow_other: a.allow_other,
+        space: std::sync::Arc::new(cairn_volume::space::VolumeSpace::new(&vol)),
         ..Default::default()
     };
     let shown = a.mountpoint.display().to_string();
