@@ -1,4 +1,4 @@
-//! `cairn volume create|optimize|status|mount`: the primary volume of
+//! `cairn volume create|optimize|status|snapshot|mount`: the primary volume of
 //! docs/volume.md. `optimize` and `status` open the volume themselves and
 //! hold its lock while they run, so they refuse a mounted volume; `mount`
 //! serves it read-write until it is unmounted (the jobs move into the
@@ -35,6 +35,10 @@ pub enum VolumeCommand {
     /// Logical and physical bytes, optimized and unoptimized files and
     /// bytes, the savings rate and the chunk store's size.
     Status(StatusArgs),
+    /// Record the volume's files as a snapshot in its chunk store: an
+    /// optimized file by its stream map, unread; the rest read. Restore,
+    /// list or mount it with `cairn restore|ls|mount --repo DIR/store`.
+    Snapshot(SnapshotArgs),
     /// Serve the volume read-write through FUSE at MOUNTPOINT until Ctrl-C,
     /// SIGTERM or `fusermount -u MOUNTPOINT`: optimized files are read from
     /// the chunk store and recalled range by range when written; plain files
@@ -94,6 +98,18 @@ pub struct StatusArgs {
     pub password: PasswordArgs,
 }
 
+/// `cairn volume snapshot`.
+#[derive(Args, Debug)]
+pub struct SnapshotArgs {
+    /// The volume directory.
+    pub dir: PathBuf,
+    /// A tag for the snapshot besides `volume-snapshot`. Repeatable.
+    #[arg(long = "tag", value_name = "TAG")]
+    pub tags: Vec<String>,
+    #[command(flatten)]
+    pub password: PasswordArgs,
+}
+
 /// `cairn volume mount`.
 #[derive(Args, Debug)]
 pub struct MountArgs {
@@ -132,6 +148,7 @@ pub fn run(cli: &Globals, cmd: &VolumeCommand) -> Result<ExitCode> {
         VolumeCommand::Create(a) => &a.password,
         VolumeCommand::Optimize(a) => &a.password,
         VolumeCommand::Status(a) => &a.password,
+        VolumeCommand::Snapshot(a) => &a.password,
         VolumeCommand::Mount(a) => &a.password,
     };
     cli.set_password(password.clone());
@@ -140,6 +157,7 @@ pub fn run(cli: &Globals, cmd: &VolumeCommand) -> Result<ExitCode> {
         VolumeCommand::Create(a) => create(cli, a),
         VolumeCommand::Optimize(a) => optimize(cli, a),
         VolumeCommand::Status(a) => status(cli, &a.dir),
+        VolumeCommand::Snapshot(a) => snapshot(cli, a),
         VolumeCommand::Mount(a) => mount(cli, a),
     }
 }
@@ -280,6 +298,39 @@ fn status(cli: &Globals, dir: &Path) -> Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn snapshot(cli: &Globals, a: &SnapshotArgs) -> Result<ExitCode> {
+    let vol = open(cli, &a.dir)?;
+    let report = cairn_volume::snapshot::snapshot(
+        &vol,
+        &cairn_volume::snapshot::SnapshotOptions {
+            tags: a.tags.clone(),
+        },
+    )?;
+    if cli.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else if !cli.quiet {
+        println!(
+            "snapshot {} of volume {}: {} optimized files ({}) recorded by their stream \
+             maps, {} partly optimized assembled, {} new in the chunk store, in {:.1} s",
+            &report.snapshot[..8.min(report.snapshot.len())],
+            a.dir.display(),
+            report.files_by_stream_map,
+            bytes(report.bytes_by_stream_map),
+            report.files_assembled,
+            bytes(report.new_bytes),
+            report.seconds
+        );
+    }
+    for path in &report.skipped {
+        eprintln!("cairn: warning: not in the snapshot: {path}");
+    }
+    if report.skipped.is_empty() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        Ok(ExitCode::from(crate::exit_codes::EXIT_INCOMPLETE))
+    }
 }
 
 fn mount(cli: &Globals, a: &MountArgs) -> Result<ExitCode> {
