@@ -96,6 +96,10 @@ pub struct OptimizeReport {
     pub new_chunk_bytes: u64,
     /// The snapshot holding this run's stream maps (none if nothing was eligible).
     pub snapshot: Option<String>,
+    /// RAM of the fingerprint index per indexed chunk (the frugal index:
+    /// about 6 bytes, 004), as the ingest measured it; 0 if nothing was
+    /// ingested.
+    pub index_ram_bytes_per_chunk: f64,
     pub seconds: f64,
 }
 
@@ -298,6 +302,7 @@ fn ingest(
     drop(lock);
     report.new_chunk_bytes = outcome.record.stats.new_stored_bytes;
     report.snapshot = Some(outcome.snapshot_id.clone());
+    report.index_ram_bytes_per_chunk = outcome.index_ram_bytes_per_chunk;
     let mut by_ino = HashMap::new();
     let mut reader = Reader::open(repo, CacheOptions::default())?;
     reader.walk(&outcome.record, "", &mut |w| {
