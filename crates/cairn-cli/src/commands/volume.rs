@@ -55,7 +55,7 @@ pub struct PolicyArgs {
     #[arg(long, value_name = "DURATION", value_parser = parse_min_age)]
     pub min_age: Option<Duration>,
     /// Optimize only files at least this long, e.g. 32KiB (default: the
-    /// volume's, 32KiB at creation).
+    /// volume's; every non-empty file at creation).
     #[arg(long, value_name = "SIZE", value_parser = crate::values::size)]
     pub min_size: Option<u64>,
 }
