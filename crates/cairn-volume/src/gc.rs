@@ -75,14 +75,17 @@ pub struct GcFailAt {
 }
 
 /// How one collection runs.
-#[derive(Clone, Debug, Default)]
-pub struct GcOptions {
+#[derive(Default)]
+pub struct GcOptions<'a> {
     /// The engine's collector (`None`: its default, PGC+).
     pub collector: Option<Collector>,
     /// Plan only: commit, forget, copy and delete nothing.
     pub dry_run: bool,
     /// A test hook (see [`GcFailAt`]).
     pub fail_at: Option<GcFailAt>,
+    /// Called between steps 4 and 5 (collected, readers not yet
+    /// refreshed): a test reads files there.
+    pub after_collect: Option<&'a dyn Fn()>,
 }
 
 /// What a collection did.
@@ -118,7 +121,7 @@ pub struct GcReport {
 
 /// Collects the volume's chunk store (steps in the module doc). The
 /// caller has the volume open, and no optimization runs meanwhile.
-pub fn gc(vol: &Volume, opts: &GcOptions) -> Result<GcReport> {
+pub fn gc(vol: &Volume, opts: &GcOptions<'_>) -> Result<GcReport> {
     let started = Instant::now();
     let repo = vol.repo();
     let stop = |step: GcStep| -> Result<()> {
@@ -206,6 +209,12 @@ pub fn gc(vol: &Volume, opts: &GcOptions) -> Result<GcReport> {
     drop(writer);
 
     // Step 4: the engine's collector (it takes the writer lock itself).
+    // Reads failing from here to step 5 wait for it and retry.
+    let refresh = if opts.dry_run {
+        None
+    } else {
+        Some(Refresh::start(vol)?)
+    };
     let engine_opts = engine_gc::GcOptions {
         collector: opts.collector.unwrap_or_default(),
         dry_run: opts.dry_run,
@@ -215,11 +224,14 @@ pub fn gc(vol: &Volume, opts: &GcOptions) -> Result<GcReport> {
     let collected = engine_gc::collect(repo, &gc_lock, &engine_opts, &NoProgress)?;
     drop(gc_lock);
     stop(GcStep::Collected)?;
+    if let Some(hook) = opts.after_collect {
+        hook();
+    }
 
     // Step 5: readers opened before the collection may name containers it
     // deleted.
-    if !opts.dry_run {
-        vol.content()?.refresh(repo)?;
+    if let Some(r) = refresh {
+        r.finish()?;
     }
     report.collector = collected.collector.clone();
     report.reclaimed_bytes = if opts.dry_run {
@@ -238,6 +250,41 @@ pub fn gc(vol: &Volume, opts: &GcOptions) -> Result<GcReport> {
     report.collection = collected;
     report.seconds = started.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// Steps 4 and 5 seen by the content state: begun, a collection is under
+/// way (failing reads wait); ended by [`Refresh::finish`], or when dropped
+/// on an error, with the readers refreshed, so no read waits for good.
+struct Refresh<'v> {
+    vol: &'v Volume,
+    content: Option<std::sync::Arc<crate::VolumeContent>>,
+}
+
+impl<'v> Refresh<'v> {
+    fn start(vol: &'v Volume) -> Result<Self> {
+        let content = vol.content()?;
+        content.collection_started();
+        Ok(Refresh {
+            vol,
+            content: Some(content),
+        })
+    }
+
+    fn finish(mut self) -> Result<()> {
+        match self.content.take() {
+            Some(c) => c.refresh(self.vol.repo()),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Refresh<'_> {
+    fn drop(&mut self) {
+        if let Some(c) = self.content.take() {
+            // The collection failed: its error is the one reported.
+            let _ = c.refresh(self.vol.repo());
+        }
+    }
 }
 
 /// The directory entry a roots snapshot lists its files in.

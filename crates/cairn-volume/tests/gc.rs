@@ -122,7 +122,35 @@ fn gc_frees_deleted_files_and_a_content_state_opened_before_reads_after() {
     assert_eq!(dry.roots, tree.len() as u64);
     assert!(dry.roots_snapshot.is_none());
 
-    let report = gc(&vol, &GcOptions::default()).unwrap();
+    // A read after the collection deleted containers and before the
+    // readers are refreshed (on another thread, as the mount's) waits for
+    // the refresh and succeeds.
+    let racing = std::sync::Mutex::new(None);
+    let hook = || {
+        let (content, files) = (content.clone(), vol.dir().files());
+        let tree = tree.clone();
+        *racing.lock().unwrap() = Some(std::thread::spawn(move || {
+            for (rel, want) in &tree {
+                let path = files.join(rel);
+                let mut got = vec![0; want.len()];
+                let f = fs::File::open(&path).unwrap();
+                let n = content
+                    .read_at(support::ino(&path), &f, 0, &mut got)
+                    .unwrap_or_else(|e| panic!("{rel:?} during the collection: {e}"));
+                assert!(n == want.len() && &got == want, "{rel:?}");
+            }
+        }));
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    };
+    let report = gc(
+        &vol,
+        &GcOptions {
+            after_collect: Some(&hook),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    racing.lock().unwrap().take().unwrap().join().unwrap();
     assert_eq!(report.roots, tree.len() as u64, "{report:?}");
     assert_eq!(report.snapshots_forgotten, 2, "{report:?}");
     assert!(report.containers_deleted > 0, "{report:?}");
