@@ -257,7 +257,7 @@ pub fn gc(vol: &Volume, opts: &GcOptions<'_>) -> Result<GcReport> {
 /// on an error, with the readers refreshed, so no read waits for good.
 struct Refresh<'v> {
     vol: &'v Volume,
-    content: Option<std::sync::Arc<crate::VolumeContent>>,
+    content: Option<std::sync::Arc<crate::volume_content::VolumeContent>>,
 }
 
 impl<'v> Refresh<'v> {
