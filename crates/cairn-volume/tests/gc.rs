@@ -192,6 +192,11 @@ fn gc_frees_deleted_files_and_a_content_state_opened_before_reads_after() {
     drop((content, vol));
     let vol = support::open(dir.path());
     check_files(&vol, &tree, "after three collections");
+    // The store is a sound repository: its roots snapshot, index and
+    // containers check clean, every chunk read.
+    let checked = cairn_engine::check::check(vol.repo(), true).unwrap();
+    assert!(checked.problems.is_empty(), "{:?}", checked.problems);
+    assert_eq!(checked.snapshots, 1);
 }
 
 /// Reopens the volume after a stopped collection: every file reads back,
