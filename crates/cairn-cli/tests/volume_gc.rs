@@ -105,9 +105,15 @@ fn gc_frees_the_chunks_of_deleted_files_and_keeps_the_others() {
         "physical {physical} -> {physical_after}"
     );
 
-    // A second collection finds nothing more to free.
+    // A second collection frees at most what the first one's Bloom filter
+    // (PGC's Live Instance filter) took for live by a false positive and
+    // the first roots snapshot's listing: far less than a file.
     let again = volume(&["volume", "gc", s(&dir), "--json"]).ok().json();
-    assert!(again["reclaimed_bytes"].as_i64().unwrap() <= 0, "{again}");
+    assert!(
+        again["reclaimed_bytes"].as_i64().unwrap() < 300_000,
+        "{again}"
+    );
+    assert_eq!(again["roots"], 4, "{again}");
 
     while_mounted(&dir, &mnt, |mnt| {
         for (i, c) in contents.iter().enumerate() {

@@ -172,11 +172,12 @@ fn gc_frees_deleted_files_and_a_content_state_opened_before_reads_after() {
         assert!(&support::read_all(&content, &path) == want, "{rel:?}");
     }
 
-    // A second collection frees nothing more and keeps every file; one
+    // A second collection frees at most the first roots snapshot's
+    // listing (far less than a file) and keeps every file; one
     // optimization later, a third keeps both its files and the others.
     let again = gc(&vol, &GcOptions::default()).unwrap();
     assert_eq!(again.snapshots_forgotten, 1, "{again:?}");
-    assert!(again.reclaimed_bytes <= 0, "{again:?}");
+    assert!(again.reclaimed_bytes < 300_000, "{again:?}");
     let mut tree = tree;
     tree.extend(random_files(&vol.dir().files(), 2, 3, 9));
     support::age(&vol.dir().files());

@@ -41,6 +41,19 @@ pub fn run(cli: &Globals, vol: &Volume, a: &GcArgs) -> Result<ExitCode> {
             ..Default::default()
         },
     )?;
+    let collection = &report.collection;
+    if let Some(why) = &collection.fell_back {
+        eprintln!("cairn: note: using PGC instead of PGC+: {why}");
+    }
+    for w in &collection.warnings {
+        eprintln!("cairn: warning: {w}");
+    }
+    for d in &collection.damaged {
+        eprintln!(
+            "cairn: warning: {d}; the container was left in place (run `cairn check --read-data` \
+             on DIR/store)"
+        );
+    }
     if cli.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(ExitCode::SUCCESS);
