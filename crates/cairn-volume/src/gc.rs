@@ -2,10 +2,9 @@
 //! "Garbage collection"): the live stream maps become the store's roots,
 //! the optimization job's older snapshots are forgotten, and the engine's
 //! own collector (`cairn_engine::gc`, paper 003's LGC, PGC, PGC+) frees
-//! every chunk no root reaches. 004 runs the same job on Windows: chunks
-//! no stream map references any more are found by a mark pass over the
-//! stream maps and their space reclaimed by compacting the chunk
-//! containers.
+//! every chunk no root reaches. 004 has garbage collection in the chunk
+//! store as one of its background jobs, cleaning up the chunks no file
+//! references any more after writes; the mechanism here is cairn's.
 //!
 //! ```text
 //! 1  list      S <- the snapshots tagged volume-optimize or volume-roots
