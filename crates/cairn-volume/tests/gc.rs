@@ -1,9 +1,10 @@
 //! Garbage collection of the volume's store: the chunks of deleted files
 //! are freed and the store shrinks, every remaining file reads back
 //! byte-identical (through a content state opened before the collection
-//! too), a dry run changes nothing, and a collection stopped at each of
-//! its steps (an error, or the process aborted in a child) leaves every
-//! file whole and a later one completes.
+//! too), a dry run changes nothing, a collection stopped at each of its
+//! steps (an error, or the process aborted in a child) leaves every file
+//! whole and a later one completes, and the chunks of an optimization
+//! stopped before its switches are garbage.
 
 mod support;
 
@@ -276,4 +277,40 @@ fn gc_crash_child() {
     };
     let _ = gc(&vol, &opts);
     unreachable!("the collection aborts at the stop");
+}
+
+#[test]
+fn an_optimization_stopped_before_its_switches_leaves_garbage_gc_frees() {
+    let dir = tempfile::tempdir().unwrap();
+    let vol = support::create(dir.path());
+    let files_dir = vol.dir().files();
+    let tree = random_files(&files_dir, 0, 4, 60);
+    support::age(&files_dir);
+    let stopped = OptimizeOptions {
+        fail_at: Some(cairn_volume::optimize::FailAt {
+            file: 0,
+            step: cairn_volume::optimize::SwitchStep::Checked,
+            mode: FailMode::Error,
+        }),
+        ..Default::default()
+    };
+    assert!(optimize(&vol, &stopped).is_err());
+    // Its snapshot holds every file's chunks, and no file was switched.
+    assert!(vol.table().is_empty());
+    let before = status(&vol).unwrap().store_bytes;
+    let logical: u64 = tree.values().map(|b| b.len() as u64).sum();
+    assert!(before > logical, "{before} <= {logical}");
+
+    let report = gc(&vol, &GcOptions::default()).unwrap();
+    assert_eq!((report.roots, report.snapshots_forgotten), (0, 1));
+    let after = status(&vol).unwrap().store_bytes;
+    assert!(
+        after + logical * 9 / 10 < before,
+        "store {before} -> {after}"
+    );
+    let content = vol.content().unwrap();
+    for (rel, want) in &tree {
+        let path = files_dir.join(rel);
+        assert!(&support::read_all(&content, &path) == want, "{rel:?}");
+    }
 }
