@@ -1,8 +1,8 @@
 //! `cairn volume create|optimize|gc|status|mount`: the primary volume of
-//! docs/volume.md. `optimize`, `gc` (`volume_gc.rs`) and `status` open the volume themselves and
-//! hold its lock while they run, so they refuse a mounted volume; `mount`
-//! serves it read-write until it is unmounted (the jobs move into the
-//! mount daemon in a later increment).
+//! docs/volume.md. `optimize`, `gc` (`volume_gc.rs`) and `status` open the
+//! volume themselves and hold its lock while they run, so they refuse a
+//! mounted volume; `mount` serves it read-write until it is unmounted
+//! (the jobs move into the mount daemon in a later increment).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
