@@ -16,6 +16,7 @@ pub mod fuse;
 pub mod inode_locks;
 
 pub mod backing;
+pub mod gc;
 pub mod layout;
 pub mod optimize;
 pub mod policy;
@@ -28,6 +29,7 @@ pub mod volume;
 pub mod volume_content;
 pub mod walk;
 
+pub use gc::{gc, GcOptions, GcReport};
 pub use optimize::{optimize, OptimizeOptions, OptimizeReport};
 pub use policy::Policy;
 pub use status::{status, Status};

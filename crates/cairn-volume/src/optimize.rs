@@ -8,10 +8,10 @@
 //! cache, new chunks in file-stream order into containers, selective
 //! compression, and the crash-safe commit ending in a snapshot tagged
 //! [`OPTIMIZE_TAG`]. That snapshot's listings hold each file's recipe (its
-//! stream map) and the size and times it was read with. Until the volume
-//! has its own garbage collection, every such snapshot is kept: they are
-//! what keeps the stream maps' chunks alive against `cairn gc` on the
-//! store, and no stream map loses its root.
+//! stream map) and the size and times it was read with. That snapshot
+//! keeps the new stream maps' chunks alive until the volume's garbage
+//! collection ([`crate::gc`]) lists them in a roots snapshot and forgets it,
+//! so no stream map loses its root.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::OpenOptions;

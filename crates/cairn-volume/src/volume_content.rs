@@ -47,6 +47,17 @@ pub struct VolumeContent {
     table: Arc<StreamMapTable>,
     readers: Vec<Mutex<RandomAccess>>,
     recalled_bytes: AtomicU64,
+    /// Whether a collection of the store is under way, and how many
+    /// refreshes there have been: a read that fails while one runs, or
+    /// across a refresh, waits for the refresh and retries once.
+    collection: Mutex<Collection>,
+    refreshed: parking_lot::Condvar,
+}
+
+#[derive(Default)]
+struct Collection {
+    running: bool,
+    refreshes: u64,
 }
 
 /// One reader's share of the decoded-chunk cache.
@@ -67,6 +78,8 @@ impl VolumeContent {
             table,
             readers,
             recalled_bytes: AtomicU64::new(0),
+            collection: Mutex::new(Collection::default()),
+            refreshed: parking_lot::Condvar::new(),
         })
     }
 
@@ -74,12 +87,27 @@ impl VolumeContent {
     /// only the chunks its index (or its one-time map of the containers)
     /// knew when it first looked, so the optimization job calls this after
     /// committing new chunks and before switching files to them.
+    /// A garbage collection calls it once the collection is over (it
+    /// deletes containers the readers may name), and so ends what
+    /// [`VolumeContent::collection_started`] began, even when it fails.
     pub fn refresh(&self, repo: &cairn_engine::Repository) -> Result<()> {
-        for r in &self.readers {
+        let reopened = self.readers.iter().try_for_each(|r| {
             let fresh = RandomAccess::open(repo, reader_limits())?;
             *r.lock() = fresh;
-        }
-        Ok(())
+            Ok(())
+        });
+        let mut c = self.collection.lock();
+        c.running = false;
+        c.refreshes += 1;
+        self.refreshed.notify_all();
+        reopened
+    }
+
+    /// Marks a garbage collection of the store under way, until the next
+    /// [`VolumeContent::refresh`]: a chunk read that fails meanwhile (its
+    /// container deleted) waits for the refresh and is tried again.
+    pub fn collection_started(&self) {
+        self.collection.lock().running = true;
     }
 
     /// Runs `f` with a chunk reader: the first free one (so a lone
@@ -105,8 +133,22 @@ impl VolumeContent {
     /// Copies the stream map's bytes `[offset, offset + out.len())` into `out`.
     fn read_stream_map(&self, entry: &Entry, offset: u64, out: &mut [u8]) -> io::Result<()> {
         let mut bytes = Vec::with_capacity(out.len());
-        self.with_reader(|r| r.read_at(&entry.blob, offset, out.len(), &mut bytes))
-            .map_err(io::Error::other)?;
+        let refreshes = self.collection.lock().refreshes;
+        let read = |bytes: &mut Vec<u8>| {
+            bytes.clear();
+            self.with_reader(|r| r.read_at(&entry.blob, offset, out.len(), bytes))
+        };
+        if let Err(e) = read(&mut bytes) {
+            // A collection may have deleted a container the reader named:
+            // once it is over and the readers refreshed, try once more.
+            let mut c = self.collection.lock();
+            if !c.running && c.refreshes == refreshes {
+                return Err(io::Error::other(e));
+            }
+            self.refreshed.wait_while(&mut c, |c| c.running);
+            drop(c);
+            read(&mut bytes).map_err(io::Error::other)?;
+        }
         if bytes.len() != out.len() {
             return Err(io::Error::other(format!(
                 "stream map of inode {} ends at {} bytes, before byte {}",

@@ -1,8 +1,8 @@
-//! `cairn volume create|optimize|status|snapshot|mount`: the primary volume of
-//! docs/volume.md. `optimize` and `status` open the volume themselves and
-//! hold its lock while they run, so they refuse a mounted volume; `mount`
-//! serves it read-write until it is unmounted (the jobs move into the
-//! mount daemon in a later increment).
+//! `cairn volume create|optimize|gc|status|snapshot|mount`: the primary
+//! volume of docs/volume.md. `optimize`, `gc` (`volume_gc.rs`), `status`
+//! and `snapshot` open the volume themselves and hold its lock while they
+//! run, so they refuse a mounted volume; `mount` serves it read-write
+//! until it is unmounted.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -20,6 +20,8 @@ use crate::globals::{Globals, PasswordArgs};
 use crate::output::bytes;
 use crate::repo_open::EncryptionArgs;
 
+use super::volume_gc::{self, GcArgs};
+
 /// `cairn volume ...`.
 #[derive(Subcommand, Debug)]
 pub enum VolumeCommand {
@@ -32,6 +34,10 @@ pub enum VolumeCommand {
     /// and replace each file's data by its stream map. A file changed
     /// during the run is left for the next one.
     Optimize(OptimizeArgs),
+    /// Free the chunks no optimized file uses any more (files deleted,
+    /// truncated or rewritten): the live stream maps become the chunk
+    /// store's roots and its garbage collector runs.
+    Gc(GcArgs),
     /// Logical and physical bytes, optimized and unoptimized files and
     /// bytes, the savings rate and the chunk store's size.
     Status(StatusArgs),
@@ -147,6 +153,7 @@ pub fn run(cli: &Globals, cmd: &VolumeCommand) -> Result<ExitCode> {
     let password = match cmd {
         VolumeCommand::Create(a) => &a.password,
         VolumeCommand::Optimize(a) => &a.password,
+        VolumeCommand::Gc(a) => &a.password,
         VolumeCommand::Status(a) => &a.password,
         VolumeCommand::Snapshot(a) => &a.password,
         VolumeCommand::Mount(a) => &a.password,
@@ -156,6 +163,7 @@ pub fn run(cli: &Globals, cmd: &VolumeCommand) -> Result<ExitCode> {
     match cmd {
         VolumeCommand::Create(a) => create(cli, a),
         VolumeCommand::Optimize(a) => optimize(cli, a),
+        VolumeCommand::Gc(a) => volume_gc::run(cli, &open(cli, &a.dir)?, a),
         VolumeCommand::Status(a) => status(cli, &a.dir),
         VolumeCommand::Snapshot(a) => snapshot(cli, a),
         VolumeCommand::Mount(a) => mount(cli, a),

@@ -1,0 +1,90 @@
+//! `cairn volume gc`: garbage collection of a volume's chunk store with
+//! the live stream maps as roots (docs/volume.md, "Garbage collection").
+//! `commands/volume.rs` opens the volume (offline: its lock held) and
+//! calls [`run`].
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::Args;
+
+use cairn_engine::gc::Collector;
+use cairn_volume::{GcOptions, Volume};
+
+use crate::globals::{Globals, PasswordArgs};
+use crate::output::bytes;
+
+/// `cairn volume gc`.
+#[derive(Args, Debug)]
+pub struct GcArgs {
+    /// The volume directory.
+    pub dir: PathBuf,
+    /// Plan only: commit, forget, copy and delete nothing (the estimate
+    /// counts a snapshot holding both live and dead stream maps as kept).
+    #[arg(long)]
+    pub dry_run: bool,
+    /// The store's collector: lgc (logical), pgc (physical) or pgc+
+    /// (default); see docs/gc.md.
+    #[arg(long, value_parser = crate::values::choice::<Collector>(&Collector::NAMES), help_heading = "Advanced")]
+    pub collector: Option<Collector>,
+    #[command(flatten)]
+    pub password: PasswordArgs,
+}
+
+pub fn run(cli: &Globals, vol: &Volume, a: &GcArgs) -> Result<ExitCode> {
+    let report = cairn_volume::gc(
+        vol,
+        &GcOptions {
+            collector: a.collector,
+            dry_run: a.dry_run,
+            ..Default::default()
+        },
+    )?;
+    let collection = &report.collection;
+    if let Some(why) = &collection.fell_back {
+        eprintln!("cairn: note: using PGC instead of PGC+: {why}");
+    }
+    for w in &collection.warnings {
+        eprintln!("cairn: warning: {w}");
+    }
+    for d in &collection.damaged {
+        eprintln!(
+            "cairn: warning: {d}; the container was left in place (run `cairn check --read-data` \
+             on DIR/store)"
+        );
+    }
+    if cli.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if cli.quiet {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let forgotten = if a.dry_run { "would forget" } else { "forgot" };
+    println!(
+        "{} stream maps as roots ({}); {forgotten} {} older job snapshots",
+        report.roots,
+        bytes(report.root_bytes),
+        report.snapshots_forgotten
+    );
+    let reclaimed = bytes(report.reclaimed_bytes.max(0) as u64);
+    if a.dry_run {
+        println!(
+            "dry run ({}): would reclaim about {reclaimed}; nothing was changed",
+            report.collector
+        );
+    } else {
+        println!(
+            "collected ({}): reclaimed {reclaimed}, {} containers deleted, {} written \
+             ({} of live chunks copied), {} chunks left, in {:.1} s",
+            report.collector,
+            report.containers_deleted,
+            report.containers_written,
+            bytes(report.copied_bytes),
+            report.chunks_after,
+            report.seconds
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
