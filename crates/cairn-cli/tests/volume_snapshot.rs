@@ -115,4 +115,14 @@ fn a_volume_snapshot_records_stream_maps_unread_and_restores_every_file() {
     assert_eq!(second["parent"], first["snapshot"], "{second}");
     assert_eq!(second["files_by_stream_map"], 0, "{second}");
     assert_eq!(second["files_assembled"], 0, "{second}");
+
+    // The twin deleted (offline: opening the volume drops its entry) and
+    // the store collected: the snapshots still hold its chunks.
+    std::fs::remove_file(files.join("twin")).unwrap();
+    volume(&["volume", "gc", s(&dir)]).ok();
+    let again = tmp.path().join("again");
+    volume(&["restore", "--repo", s(&store), &id, "--target", s(&again)]).ok();
+    assert!(std::fs::read(find(&again, "twin")).unwrap() == shared);
+    assert!(std::fs::read(find(&again, "big")).unwrap() == big);
+    volume(&["check", "--repo", s(&store), "--read-data"]).ok();
 }
