@@ -20,6 +20,7 @@ pub mod layout;
 pub mod optimize;
 pub mod policy;
 pub mod ranges;
+pub mod scrub;
 pub mod state;
 pub mod status;
 pub mod volume;
@@ -28,6 +29,7 @@ pub mod walk;
 
 pub use optimize::{optimize, OptimizeOptions, OptimizeReport};
 pub use policy::Policy;
+pub use scrub::{scrub, ScrubOptions, ScrubReport};
 pub use status::{status, Status};
 pub use volume::{StoreEncryption, Volume, VolumeSettings};
 pub use volume_content::VolumeContent;
