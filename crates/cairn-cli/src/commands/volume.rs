@@ -1,4 +1,5 @@
-//! `cairn volume create|optimize|status|mount`: the primary volume of
+//! `cairn volume create|optimize|status|mount|scrub` (`scrub` in
+//! `volume_scrub.rs`): the primary volume of
 //! docs/volume.md. `optimize` and `status` open the volume themselves and
 //! hold its lock while they run, so they refuse a mounted volume; `mount`
 //! serves it read-write until it is unmounted (the jobs move into the
@@ -40,6 +41,11 @@ pub enum VolumeCommand {
     /// the chunk store and recalled range by range when written; plain files
     /// are served by the kernel directly where it can (FUSE passthrough).
     Mount(MountArgs),
+    /// Read and verify every chunk of the chunk store, keep a second copy
+    /// of chunks referenced more than N times (DIR/copies), repair damaged
+    /// chunks from their copies; name each file that needs a chunk it
+    /// cannot repair (exit 1).
+    Scrub(super::volume_scrub::ScrubArgs),
 }
 
 /// The policy options of `create` (recorded in DIR/volume.json) and
@@ -133,6 +139,7 @@ pub fn run(cli: &Globals, cmd: &VolumeCommand) -> Result<ExitCode> {
         VolumeCommand::Optimize(a) => &a.password,
         VolumeCommand::Status(a) => &a.password,
         VolumeCommand::Mount(a) => &a.password,
+        VolumeCommand::Scrub(a) => &a.password,
     };
     cli.set_password(password.clone());
     let cli = &cli;
@@ -141,6 +148,7 @@ pub fn run(cli: &Globals, cmd: &VolumeCommand) -> Result<ExitCode> {
         VolumeCommand::Optimize(a) => optimize(cli, a),
         VolumeCommand::Status(a) => status(cli, &a.dir),
         VolumeCommand::Mount(a) => mount(cli, a),
+        VolumeCommand::Scrub(a) => super::volume_scrub::run(cli, &open(cli, &a.dir)?, a),
     }
 }
 
