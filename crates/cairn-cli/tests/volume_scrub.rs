@@ -1,6 +1,7 @@
 //! `cairn volume scrub` through the binary: a byte flipped in the chunk
-//! every file starts with is repaired from its second copy (the files read
-//! back through the mount, a second scrub finds nothing); without a copy
+//! every file starts with is read from its second copy through the mount,
+//! then repaired from it by the scrub (the files read back through the
+//! mount, a second scrub finds nothing); without a copy
 //! the scrub names every file that needs the chunk, one line each, and
 //! exits 1.
 
@@ -68,6 +69,28 @@ fn damage_first_chunk(dir: &Path) {
     f.write_all_at(&[b[0] ^ 0xff], 4096).unwrap();
 }
 
+/// Mounts the volume at `mnt` and reads every file of `tree` through it
+/// (nothing when FUSE is unavailable: the test is skipped there).
+fn assert_reads_through_mount(dir: &Path, mnt: &Path, tree: &BTreeMap<String, Vec<u8>>) {
+    std::fs::create_dir(mnt).unwrap();
+    let Some(m) = common::fuse::volume_mount(dir, mnt) else {
+        return;
+    };
+    for (name, bytes) in tree {
+        let read = std::fs::read(mnt.join(name));
+        assert!(
+            read.as_ref().is_ok_and(|r| r == bytes),
+            "{name} reads back: {:?}",
+            read.err()
+        );
+    }
+    std::process::Command::new("kill")
+        .args(["-TERM", &m.pid().to_string()])
+        .status()
+        .unwrap();
+    m.wait_exit().ok();
+}
+
 #[test]
 fn scrub_repairs_a_popular_chunk_from_its_second_copy() {
     let tmp = tempfile::tempdir().unwrap();
@@ -82,6 +105,9 @@ fn scrub_repairs_a_popular_chunk_from_its_second_copy() {
     assert!(dir.join("copies").is_dir());
 
     damage_first_chunk(&dir);
+    // Until the scrub repairs it, reads of the damaged chunk are served
+    // from its second copy.
+    assert_reads_through_mount(&dir, &tmp.path().join("mnt"), &tree);
     let out = volume(&["volume", "scrub", s(&dir), "--copies-above", "2"]).ok();
     let text = out.stdout_str();
     assert!(
@@ -98,22 +124,7 @@ fn scrub_repairs_a_popular_chunk_from_its_second_copy() {
     assert_eq!(again["copies_kept"], first["copies_kept"], "{again}");
 
     // Every file reads back byte-identically through the mount.
-    let mnt = tmp.path().join("mnt");
-    std::fs::create_dir(&mnt).unwrap();
-    let Some(m) = common::fuse::volume_mount(&dir, &mnt) else {
-        return;
-    };
-    for (name, bytes) in &tree {
-        assert!(
-            std::fs::read(mnt.join(name)).unwrap() == *bytes,
-            "{name} reads back"
-        );
-    }
-    std::process::Command::new("kill")
-        .args(["-TERM", &m.pid().to_string()])
-        .status()
-        .unwrap();
-    m.wait_exit().ok();
+    assert_reads_through_mount(&dir, &tmp.path().join("mnt2"), &tree);
 }
 
 #[test]

@@ -14,7 +14,9 @@
 //!   containers they replace (the order `repair index --read-data`'s salvage
 //!   keeps: a crash leaves duplicates, never a chunk unindexed);
 //! - [`RecipeWalker`]: every chunk of a recipe (`BlobRef`) with the byte
-//!   range of the blob it covers.
+//!   range of the blob it covers, and byte ranges of a recipe read with a
+//!   fallback to a side store for chunks the store cannot give sound (the
+//!   volume's reads served from second copies).
 //!
 //! Chunks move between logs as they are stored (compressed, not
 //! re-encoded), so a copy is byte for byte the primary's payload.
@@ -126,17 +128,29 @@ pub fn verify_stored(repo: &Repository, chunk: &StoredChunk) -> Option<String> {
         .then(|| format!("chunk {} does not match its fingerprint", chunk.fp))
 }
 
-/// A container log in `dir` (created if absent) for chunks kept beside the
-/// repository: the repository's container format, sealed with its keys if
-/// it is encrypted, ids of its own (with their own mark in `dir`).
-pub fn open_side_store(repo: &Repository, dir: &Path) -> Result<Arc<dyn ContainerStore>> {
-    let local: Arc<dyn Backend> = Arc::new(LocalBackend::create(dir)?);
+/// A container log in `dir` for chunks kept beside the repository: the
+/// repository's container format, sealed with its keys if it is
+/// encrypted, ids of its own (with their own mark in `dir`). `for_writing`:
+/// `dir` is created if absent and the log learns its next id; else `dir`
+/// must exist and nothing is written.
+pub fn open_side_store(
+    repo: &Repository,
+    dir: &Path,
+    for_writing: bool,
+) -> Result<Arc<dyn ContainerStore>> {
+    let local: Arc<dyn Backend> = Arc::new(if for_writing {
+        LocalBackend::create(dir)?
+    } else {
+        LocalBackend::open(dir)?
+    });
     let backend: Arc<dyn Backend> = match repo.keys() {
         Some(keys) => Arc::new(SealedBackend::new(local, keys.clone())),
         None => local,
     };
     let log = ContainerLog::open(backend, repo.counters.clone())?;
-    log.refresh_next_id(ContainerId(1))?;
+    if for_writing {
+        log.refresh_next_id(ContainerId(1))?;
+    }
     Ok(Arc::new(log))
 }
 
@@ -243,11 +257,58 @@ pub struct RecipeChunk {
 }
 
 /// Walks recipes, reading their tree nodes (each verified) through the
-/// index; data chunks are named, never read.
+/// index; and reads byte ranges of them. With a side store
+/// ([`RecipeWalker::with_side_store`]), a chunk that the store cannot give
+/// sound is read from the side store instead (the volume's second copies).
 pub struct RecipeWalker {
     store: ChunkStore,
     meta: MetaChunks,
     buf: Vec<u8>,
+    side: Option<SideChunks>,
+}
+
+/// The chunks of a side store, found through its metadata sections.
+struct SideChunks {
+    log: Arc<dyn ContainerStore>,
+    /// Fingerprint -> side container, read when a chunk is first missed
+    /// and again when a chunk is not in it (the side store grows).
+    map: Option<cairn_core::FpMap<ContainerId>>,
+}
+
+impl SideChunks {
+    fn load(&mut self) -> Result<()> {
+        let mut map = cairn_core::FpMap::default();
+        for id in self.log.ids()? {
+            // A side container whose metadata is damaged holds nothing usable.
+            if let Ok(meta) = self.log.read_meta(id) {
+                for d in meta.descriptors {
+                    crate::canonical::place(&mut map, d.fp, id);
+                }
+            }
+        }
+        self.map = Some(map);
+        Ok(())
+    }
+
+    /// Chunk `fp` decoded and verified into `out`.
+    fn read(&mut self, fp: &Fingerprint, codec: &ChunkCodec, out: &mut Vec<u8>) -> Result<()> {
+        if !self.map.as_ref().is_some_and(|m| m.contains_key(fp)) {
+            self.load()?;
+        }
+        let id = self
+            .map
+            .as_ref()
+            .and_then(|m| m.get(fp).copied())
+            .ok_or_else(|| crate::index::missing_chunk(fp))?;
+        let meta = self.log.read_meta(id)?;
+        let d = meta
+            .descriptors
+            .iter()
+            .find(|d| d.fp == *fp)
+            .ok_or_else(|| crate::index::missing_chunk(fp))?;
+        let stored = self.log.read_chunk(&meta, d)?;
+        codec.decode_stored_verified(&stored, &meta, d, out)
+    }
 }
 
 impl RecipeWalker {
@@ -260,7 +321,28 @@ impl RecipeWalker {
             ),
             meta: MetaChunks::new(8),
             buf: Vec::new(),
+            side: None,
         })
+    }
+
+    /// Chunks the store cannot give sound are read from `log` instead.
+    pub fn with_side_store(mut self, log: Arc<dyn ContainerStore>) -> Self {
+        self.side = Some(SideChunks { log, map: None });
+        self
+    }
+
+    /// Chunk `fp`, decoded and verified, into `self.buf`: from the store,
+    /// else from the side store (the store's error if neither has it).
+    fn chunk(&mut self, fp: &Fingerprint) -> Result<()> {
+        let primary = self.meta.read_chunk(fp, &self.store, &mut self.buf);
+        match (primary, &mut self.side) {
+            (Ok(()), _) => Ok(()),
+            (Err(e), None) => Err(e),
+            (Err(e), Some(side)) => {
+                let codec = self.store.codec.clone();
+                side.read(fp, &codec, &mut self.buf).map_err(|_| e)
+            }
+        }
     }
 
     /// Calls `visit` for every chunk of `blob`, parents before children, in
@@ -288,7 +370,23 @@ impl RecipeWalker {
         if level == 0 {
             return Ok(());
         }
-        self.meta.read_chunk(&fp, &self.store, &mut self.buf)?;
+        let node = self.tree_node(&fp, level, size)?;
+        let mut at = offset;
+        for c in node.children {
+            self.node(c.fp, level - 1, at, c.size, visit)?;
+            at += c.size;
+        }
+        Ok(())
+    }
+
+    /// Tree node `fp`, checked against what its parent recorded.
+    fn tree_node(
+        &mut self,
+        fp: &Fingerprint,
+        level: u8,
+        size: u64,
+    ) -> Result<cairn_format::tree::TreeNode> {
+        self.chunk(fp)?;
         let node = decode_tree_node(&self.buf, self.store.fp_width())?;
         if node.level != level || node.size() != size {
             return Err(Error::corrupt(
@@ -300,9 +398,56 @@ impl RecipeWalker {
                 ),
             ));
         }
-        let mut at = offset;
+        Ok(node)
+    }
+
+    /// Appends to `out` the bytes `[offset, offset + len)` of `blob`, cut
+    /// at its end, reading only the chunks that cover them.
+    pub fn read_at(
+        &mut self,
+        blob: &BlobRef,
+        offset: u64,
+        len: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        let hi = offset.saturating_add(len as u64).min(blob.size);
+        if offset < hi {
+            self.range(blob.root, blob.level, 0, blob.size, (offset, hi), out)?;
+        }
+        Ok(())
+    }
+
+    fn range(
+        &mut self,
+        fp: Fingerprint,
+        level: u8,
+        base: u64,
+        size: u64,
+        (lo, hi): (u64, u64),
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        if level == 0 {
+            self.chunk(&fp)?;
+            if self.buf.len() as u64 != size {
+                return Err(Error::corrupt(
+                    format!("chunk {fp}"),
+                    format!("recorded as {size} bytes, holds {}", self.buf.len()),
+                ));
+            }
+            let from = (lo.max(base) - base) as usize;
+            let to = (hi.min(base + size) - base) as usize;
+            out.extend_from_slice(&self.buf[from..to]);
+            return Ok(());
+        }
+        let node = self.tree_node(&fp, level, size)?;
+        let mut at = base;
         for c in node.children {
-            self.node(c.fp, level - 1, at, c.size, visit)?;
+            if at >= hi {
+                break;
+            }
+            if at + c.size > lo {
+                self.range(c.fp, level - 1, at, c.size, (lo, hi), out)?;
+            }
             at += c.size;
         }
         Ok(())

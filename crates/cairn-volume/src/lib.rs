@@ -16,6 +16,7 @@ pub mod fuse;
 pub mod inode_locks;
 
 pub mod backing;
+pub mod copy_fallback;
 pub mod layout;
 pub mod optimize;
 pub mod policy;

@@ -47,6 +47,9 @@ pub struct VolumeContent {
     table: Arc<StreamMapTable>,
     readers: Vec<Mutex<RandomAccess>>,
     recalled_bytes: AtomicU64,
+    /// Where a read the store cannot serve sound falls back to: the
+    /// scrub's second copies (`copy_fallback.rs`; `None`: no copies).
+    fallback: Mutex<Option<cairn_engine::chunk_repair::RecipeWalker>>,
 }
 
 /// One reader's share of the decoded-chunk cache.
@@ -67,6 +70,7 @@ impl VolumeContent {
             table,
             readers,
             recalled_bytes: AtomicU64::new(0),
+            fallback: Mutex::new(crate::copy_fallback::copy_reader(repo)?),
         })
     }
 
@@ -79,6 +83,7 @@ impl VolumeContent {
             let fresh = RandomAccess::open(repo, reader_limits())?;
             *r.lock() = fresh;
         }
+        *self.fallback.lock() = crate::copy_fallback::copy_reader(repo)?;
         Ok(())
     }
 
@@ -105,8 +110,18 @@ impl VolumeContent {
     /// Copies the stream map's bytes `[offset, offset + out.len())` into `out`.
     fn read_stream_map(&self, entry: &Entry, offset: u64, out: &mut [u8]) -> io::Result<()> {
         let mut bytes = Vec::with_capacity(out.len());
-        self.with_reader(|r| r.read_at(&entry.blob, offset, out.len(), &mut bytes))
-            .map_err(io::Error::other)?;
+        let read = self.with_reader(|r| r.read_at(&entry.blob, offset, out.len(), &mut bytes));
+        if let Err(e) = read {
+            bytes.clear();
+            crate::copy_fallback::read_through_copies(
+                &self.fallback,
+                &entry.blob,
+                offset,
+                out.len(),
+                &mut bytes,
+            )
+            .map_err(|_| io::Error::other(e))?;
+        }
         if bytes.len() != out.len() {
             return Err(io::Error::other(format!(
                 "stream map of inode {} ends at {} bytes, before byte {}",

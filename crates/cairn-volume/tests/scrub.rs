@@ -1,5 +1,6 @@
-//! The scrub (docs/volume.md, "Scrub"): a damaged popular chunk is
-//! repaired from its second copy and every file reads back; a damaged
+//! The scrub (docs/volume.md, "Scrub"): a damaged popular chunk reads
+//! from its second copy until the scrub repairs it from that copy, and
+//! every file reads back; a damaged
 //! chunk with no copy names exactly the files (and ranges) that need it; a
 //! stop (an error, or the process aborted in a child) between writing the
 //! repair and deleting the damaged container leaves the store readable; a
@@ -152,16 +153,8 @@ fn a_damaged_popular_chunk_is_repaired_from_its_copy() {
 
     let vol = support::open(&dir);
     damage(&vol, &popular, false);
-    let content = vol.content().unwrap();
-    let f0 = vol.dir().files().join("f0");
-    let f = std::fs::File::open(&f0).unwrap();
-    let mut buf = vec![0u8; BASE];
-    assert!(
-        cairn_volume::content::Content::read_at(&*content, support::ino(&f0), &f, 0, &mut buf)
-            .is_err(),
-        "the damage shows before the scrub"
-    );
-    drop(content);
+    // Before any repair, reads fall back to the second copy.
+    assert_files(&vol, &tree);
     let repaired = scrub(&vol, &opts()).unwrap();
     assert_eq!(repaired.damaged_chunks, 1, "{repaired:?}");
     assert_eq!(repaired.repaired_chunks, 1, "{repaired:?}");
@@ -215,8 +208,16 @@ fn a_damaged_chunk_without_a_copy_names_exactly_the_files_that_need_it() {
     for f in &report.affected_files {
         assert_eq!(f.chunks, vec![shared.to_string()], "{f:?}");
     }
-    // The other files still read back.
+    // With no copy, reading the chunk fails (one clear error, no wrong
+    // bytes); the other files still read back.
     let content = vol.content().unwrap();
+    let (start, end) = ranges["f0"][0];
+    let f0 = vol.dir().files().join("f0");
+    let f = std::fs::File::open(&f0).unwrap();
+    let mut buf = vec![0u8; (end - start) as usize];
+    let read =
+        cairn_volume::content::Content::read_at(&*content, support::ino(&f0), &f, start, &mut buf);
+    assert!(read.is_err(), "{read:?}");
     for (rel, bytes) in tree
         .iter()
         .filter(|(r, _)| !ranges.contains_key(r.to_str().unwrap()))

@@ -21,10 +21,8 @@ use cairn_engine::container_log::ContainerStore;
 
 use super::refs::References;
 use super::ScrubReport;
+use crate::copy_fallback::COPIES_DIR;
 use crate::volume::Volume;
-
-/// The directory of the copies, below the volume directory.
-pub const COPIES_DIR: &str = "copies";
 
 pub(super) struct Copies {
     log: Arc<dyn ContainerStore>,
@@ -49,7 +47,7 @@ impl Copies {
         report: &mut ScrubReport,
     ) -> Result<Self> {
         let repo = vol.repo();
-        let log = chunk_repair::open_side_store(repo, &vol.dir().root().join(COPIES_DIR))?;
+        let log = chunk_repair::open_side_store(repo, &vol.dir().root().join(COPIES_DIR), true)?;
         let mut copies = Copies {
             log,
             sound: FpMap::default(),

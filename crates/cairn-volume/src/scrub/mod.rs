@@ -50,7 +50,7 @@ use crate::volume::Volume;
 use copies::Copies;
 use refs::{References, Seen};
 
-pub use copies::COPIES_DIR;
+pub use crate::copy_fallback::COPIES_DIR;
 pub use refs::AffectedFile;
 
 /// Chunks referenced more than this many times get a second copy by
@@ -202,8 +202,6 @@ pub fn scrub(vol: &Volume, opts: &ScrubOptions) -> Result<ScrubReport> {
         if !restored.is_empty() {
             chunk_repair::rewrite_chunks(repo, &lock, &restored, &[], &[], &mut stop)?;
         }
-        // Readers of the content state learn the new containers.
-        vol.content()?.refresh(repo)?;
     }
     report.lost_chunks = lost.len() as u64;
     // 5.
@@ -214,6 +212,13 @@ pub fn scrub(vol: &Volume, opts: &ScrubOptions) -> Result<ScrubReport> {
     copies.flush(vol)?;
     report.copy_containers_dropped = copies.drop_stale()?;
     report.copies_kept = copies.kept_count();
+    if !report.replaced_containers.is_empty()
+        || report.repaired_chunks > 0
+        || report.copies_made > 0
+    {
+        // Readers of the content state learn the new containers and copies.
+        vol.content()?.refresh(repo)?;
+    }
     report.seconds = started.elapsed().as_secs_f64();
     Ok(report)
 }
