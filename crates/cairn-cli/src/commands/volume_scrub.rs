@@ -21,7 +21,7 @@ pub struct ScrubArgs {
     /// The volume directory.
     pub dir: std::path::PathBuf,
     /// Keep a second copy of every chunk the files reference more than N
-    /// times (default 100, as Windows Server Data Deduplication keeps its
+    /// times (100: Windows Server Data Deduplication's threshold for its
     /// "hotspot" chunks).
     #[arg(long, value_name = "N", default_value_t = DEFAULT_COPIES_ABOVE)]
     pub copies_above: u64,
