@@ -409,3 +409,29 @@ fn an_encrypted_store_keeps_sealed_copies_and_repairs_from_them() {
     let again = scrub(&vol, &opts()).unwrap();
     assert_eq!(again.damaged_chunks, 0, "{again:?}");
 }
+
+/// A damaged recipe node (a file's own, referenced once: no copy) loses
+/// the file from that node on: the scrub names that file alone, the whole
+/// of it, and the others read back.
+#[test]
+fn a_damaged_recipe_node_names_its_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("vol");
+    let tree = setup(&dir);
+    let vol = support::open(&dir);
+    let f0 = vol.dir().files().join("f0");
+    let entry = vol.table().get(support::ino(&f0)).unwrap();
+    assert!(entry.blob.level >= 1, "f0's recipe has a tree node");
+    damage(&vol, &entry.blob.root, false);
+    let report = scrub(&vol, &opts()).unwrap();
+    assert_eq!(report.lost_chunks, 1, "{report:?}");
+    assert_eq!(report.affected_files.len(), 1, "{report:?}");
+    let f = &report.affected_files[0];
+    assert_eq!(f.path, "f0");
+    assert_eq!(f.ranges, vec![(0, tree[Path::new("f0")].len() as u64)]);
+    assert_eq!(f.chunks[0], entry.blob.root.to_string(), "{f:?}");
+    let content = vol.content().unwrap();
+    for (rel, bytes) in tree.iter().filter(|(r, _)| *r != Path::new("f0")) {
+        assert!(support::read_all(&content, &vol.dir().files().join(rel)) == *bytes);
+    }
+}
