@@ -35,6 +35,8 @@ pub(super) struct Copies {
     /// Copies made this run, not yet written.
     pending: Vec<StoredChunk>,
     pending_bytes: usize,
+    /// Copies queued this run.
+    made: u64,
 }
 
 impl Copies {
@@ -55,6 +57,7 @@ impl Copies {
             stale: BTreeSet::new(),
             pending: Vec::new(),
             pending_bytes: 0,
+            made: 0,
         };
         for id in copies.log.ids()? {
             let scanned = match chunk_repair::scan_container(repo, &*copies.log, id) {
@@ -99,14 +102,23 @@ impl Copies {
         self.kept.contains_key(fp)
     }
 
+    /// Copies made this run.
+    pub(super) fn made(&self) -> u64 {
+        self.made
+    }
+
     /// Chunks with a copy that stays.
     pub(super) fn kept_count(&self) -> u64 {
         self.kept.len() as u64
     }
 
-    /// Queues a sound primary's copy; written once a container's worth is
-    /// queued, or by [`Copies::flush`].
+    /// Queues a sound chunk's copy (once); written once a container's
+    /// worth is queued, or by [`Copies::flush`].
     pub(super) fn add(&mut self, vol: &Volume, chunk: StoredChunk) -> Result<()> {
+        if self.pending.iter().any(|c| c.fp == chunk.fp) {
+            return Ok(());
+        }
+        self.made += 1;
         self.pending_bytes += chunk.stored.len();
         self.pending.push(chunk);
         if self.pending_bytes >= vol.repo().config.container_size as usize {

@@ -212,6 +212,7 @@ pub fn scrub(vol: &Volume, opts: &ScrubOptions) -> Result<ScrubReport> {
     copies.flush(vol)?;
     report.copy_containers_dropped = copies.drop_stale()?;
     report.copies_kept = copies.kept_count();
+    report.copies_made = copies.made();
     if !report.replaced_containers.is_empty()
         || report.repaired_chunks > 0
         || report.copies_made > 0
@@ -263,7 +264,6 @@ fn verify_store(
             let Some(r) = r else { continue };
             r.seen = Seen::Sound(id);
             if u64::from(r.count) > opts.copies_above && !copies.has_kept(&chunk.fp) {
-                report.copies_made += 1;
                 copies.add(vol, chunk)?;
             }
         }
