@@ -52,6 +52,9 @@ pub struct VolumeContent {
     /// across a refresh, waits for the refresh and retries once.
     collection: Mutex<Collection>,
     refreshed: parking_lot::Condvar,
+    /// Where a read the store cannot serve sound falls back to: the
+    /// scrub's second copies (`copy_fallback.rs`; `None`: no copies).
+    fallback: Mutex<Option<cairn_engine::chunk_repair::RecipeWalker>>,
 }
 
 #[derive(Default)]
@@ -80,6 +83,7 @@ impl VolumeContent {
             recalled_bytes: AtomicU64::new(0),
             collection: Mutex::new(Collection::default()),
             refreshed: parking_lot::Condvar::new(),
+            fallback: Mutex::new(crate::copy_fallback::copy_reader(repo)?),
         })
     }
 
@@ -96,11 +100,15 @@ impl VolumeContent {
             *r.lock() = fresh;
             Ok(())
         });
+        let copies = crate::copy_fallback::copy_reader(repo);
         let mut c = self.collection.lock();
         c.running = false;
         c.refreshes += 1;
         self.refreshed.notify_all();
-        reopened
+        drop(c);
+        reopened?;
+        *self.fallback.lock() = copies?;
+        Ok(())
     }
 
     /// Marks a garbage collection of the store under way, until the next
@@ -141,13 +149,29 @@ impl VolumeContent {
         if let Err(e) = read(&mut bytes) {
             // A collection may have deleted a container the reader named:
             // once it is over and the readers refreshed, try once more.
-            let mut c = self.collection.lock();
-            if !c.running && c.refreshes == refreshes {
-                return Err(io::Error::other(e));
+            let retried = {
+                let mut c = self.collection.lock();
+                if !c.running && c.refreshes == refreshes {
+                    Err(e)
+                } else {
+                    self.refreshed.wait_while(&mut c, |c| c.running);
+                    drop(c);
+                    read(&mut bytes)
+                }
+            };
+            // Else a chunk the store cannot serve sound: its second copy,
+            // if the scrub keeps one.
+            if let Err(e) = retried {
+                bytes.clear();
+                crate::copy_fallback::read_through_copies(
+                    &self.fallback,
+                    &entry.blob,
+                    offset,
+                    out.len(),
+                    &mut bytes,
+                )
+                .map_err(|_| io::Error::other(e))?;
             }
-            self.refreshed.wait_while(&mut c, |c| c.running);
-            drop(c);
-            read(&mut bytes).map_err(io::Error::other)?;
         }
         if bytes.len() != out.len() {
             return Err(io::Error::other(format!(

@@ -42,6 +42,7 @@ pub mod trace;
 pub mod unlock;
 pub mod volume;
 pub mod volume_gc;
+pub mod volume_scrub;
 
 pub fn run(cli: Cli) -> Result<ExitCode> {
     let Cli {

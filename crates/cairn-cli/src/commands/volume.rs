@@ -1,8 +1,8 @@
-//! `cairn volume create|optimize|gc|status|snapshot|mount`: the primary
-//! volume of docs/volume.md. `optimize`, `gc` (`volume_gc.rs`), `status`
-//! and `snapshot` open the volume themselves and hold its lock while they
-//! run, so they refuse a mounted volume; `mount` serves it read-write
-//! until it is unmounted.
+//! `cairn volume create|optimize|gc|scrub|status|snapshot|mount`: the
+//! primary volume of docs/volume.md (`gc` in `volume_gc.rs`, `scrub` in
+//! `volume_scrub.rs`). The jobs open the volume themselves and hold its
+//! lock while they run, so they refuse a mounted volume; `mount` serves it
+//! read-write until it is unmounted.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -50,6 +50,11 @@ pub enum VolumeCommand {
     /// the chunk store and recalled range by range when written; plain files
     /// are served by the kernel directly where it can (FUSE passthrough).
     Mount(MountArgs),
+    /// Read and verify every chunk of the chunk store, keep a second copy
+    /// of chunks referenced more than N times (DIR/copies), repair damaged
+    /// chunks from their copies; name each file that needs a chunk it
+    /// cannot repair (exit 1).
+    Scrub(super::volume_scrub::ScrubArgs),
 }
 
 /// The policy options of `create` (recorded in DIR/volume.json) and
@@ -157,6 +162,7 @@ pub fn run(cli: &Globals, cmd: &VolumeCommand) -> Result<ExitCode> {
         VolumeCommand::Status(a) => &a.password,
         VolumeCommand::Snapshot(a) => &a.password,
         VolumeCommand::Mount(a) => &a.password,
+        VolumeCommand::Scrub(a) => &a.password,
     };
     cli.set_password(password.clone());
     let cli = &cli;
@@ -167,6 +173,7 @@ pub fn run(cli: &Globals, cmd: &VolumeCommand) -> Result<ExitCode> {
         VolumeCommand::Status(a) => status(cli, &a.dir),
         VolumeCommand::Snapshot(a) => snapshot(cli, a),
         VolumeCommand::Mount(a) => mount(cli, a),
+        VolumeCommand::Scrub(a) => super::volume_scrub::run(cli, &open(cli, &a.dir)?, a),
     }
 }
 
