@@ -16,6 +16,8 @@ pub mod fuse;
 pub mod inode_locks;
 
 pub mod backing;
+pub mod daemon;
+pub mod job_state;
 pub mod layout;
 pub mod optimize;
 pub mod policy;
