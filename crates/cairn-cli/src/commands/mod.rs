@@ -41,6 +41,7 @@ pub mod tag;
 pub mod trace;
 pub mod unlock;
 pub mod volume;
+pub mod volume_client;
 
 pub fn run(cli: Cli) -> Result<ExitCode> {
     let Cli {

@@ -1,11 +1,13 @@
 //! `cairn volume create|optimize|status|mount`: the primary volume of
-//! docs/volume.md. `optimize` and `status` open the volume themselves and
-//! hold its lock while they run, so they refuse a mounted volume; `mount`
-//! serves it read-write until it is unmounted (the jobs move into the
-//! mount daemon in a later increment).
+//! docs/volume.md. `mount` serves it read-write until it is unmounted, and
+//! runs its jobs (on a schedule, and on request through its control
+//! socket). `optimize` and `status` ask that daemon when the volume is
+//! mounted (`volume_client`), else open the volume themselves and hold its
+//! lock while they run; both paths print the same report.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -13,9 +15,11 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 
 use cairn_crypto::PromptMode;
+use cairn_volume::job_state::JobState;
 use cairn_volume::policy::MIN_AGE_FLOOR;
 use cairn_volume::{OptimizeOptions, Policy, StoreEncryption, Volume, VolumeSettings};
 
+use super::volume_client;
 use crate::globals::{Globals, PasswordArgs};
 use crate::output::bytes;
 use crate::repo_open::EncryptionArgs;
@@ -108,6 +112,10 @@ pub struct MountArgs {
     /// Let users other than the one who mounted use the mount.
     #[arg(long)]
     pub allow_other: bool,
+    /// Optimize with the volume's policy this often while mounted: 30s,
+    /// 10m, 1h, or `off` (runs on request only). Default: 1h.
+    #[arg(long, value_name = "DURATION", value_parser = parse_every, default_value = "1h")]
+    pub optimize_every: Every,
     #[command(flatten)]
     pub password: PasswordArgs,
 }
@@ -126,6 +134,23 @@ fn parse_min_age(text: &str) -> std::result::Result<Duration, String> {
     Ok(Duration::from_secs(d.as_secs()))
 }
 
+/// How often a mount runs a job: a period, or never.
+#[derive(Clone, Copy, Debug)]
+pub struct Every(pub Option<Duration>);
+
+/// `off`, or a duration of at least 1 s.
+fn parse_every(text: &str) -> std::result::Result<Every, String> {
+    if text == "off" {
+        return Ok(Every(None));
+    }
+    let d = humantime::parse_duration(text)
+        .map_err(|e| format!("{e} (write a duration such as 30s, 10m or 1h, or off)"))?;
+    if d < Duration::from_secs(1) {
+        return Err("the period is at least 1s (or off)".into());
+    }
+    Ok(Every(Some(d)))
+}
+
 pub fn run(cli: &Globals, cmd: &VolumeCommand) -> Result<ExitCode> {
     let mut cli = cli.clone();
     let password = match cmd {
@@ -138,8 +163,18 @@ pub fn run(cli: &Globals, cmd: &VolumeCommand) -> Result<ExitCode> {
     let cli = &cli;
     match cmd {
         VolumeCommand::Create(a) => create(cli, a),
-        VolumeCommand::Optimize(a) => optimize(cli, a),
-        VolumeCommand::Status(a) => status(cli, &a.dir),
+        VolumeCommand::Optimize(a) => match volume_client::daemon(&a.dir)? {
+            Some(daemon) => {
+                let p = &a.policy;
+                let report = volume_client::optimize(cli, daemon, p.min_age, p.min_size)?;
+                print_optimize(cli, &report)
+            }
+            None => optimize(cli, a),
+        },
+        VolumeCommand::Status(a) => match volume_client::daemon(&a.dir)? {
+            Some(daemon) => print_status(cli, &a.dir, &volume_client::status(cli, daemon)?),
+            None => status(cli, &a.dir),
+        },
         VolumeCommand::Mount(a) => mount(cli, a),
     }
 }
@@ -209,8 +244,12 @@ fn optimize(cli: &Globals, a: &OptimizeArgs) -> Result<ExitCode> {
             ..Default::default()
         },
     )?;
+    print_optimize(cli, &report)
+}
+
+fn print_optimize(cli: &Globals, report: &cairn_volume::OptimizeReport) -> Result<ExitCode> {
     if cli.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        println!("{}", serde_json::to_string_pretty(report)?);
     } else if !cli.quiet {
         println!(
             "optimized {} of {} files ({}), {} new in the chunk store, in {:.1} s",
@@ -238,9 +277,14 @@ fn optimize(cli: &Globals, a: &OptimizeArgs) -> Result<ExitCode> {
 
 fn status(cli: &Globals, dir: &Path) -> Result<ExitCode> {
     let vol = open(cli, dir)?;
-    let s = cairn_volume::status(&vol)?;
+    let mut s = cairn_volume::status(&vol)?;
+    s.jobs = cairn_volume::daemon::idle_jobs();
+    print_status(cli, dir, &s)
+}
+
+fn print_status(cli: &Globals, dir: &Path, s: &cairn_volume::Status) -> Result<ExitCode> {
     if cli.json {
-        println!("{}", serde_json::to_string_pretty(&s)?);
+        println!("{}", serde_json::to_string_pretty(s)?);
     } else {
         let pct = |n: u64| {
             if s.logical_bytes == 0 {
@@ -278,15 +322,26 @@ fn status(cli: &Globals, dir: &Path) -> Result<ExitCode> {
             bytes(s.saved_bytes),
             100.0 * s.savings_rate
         );
+        for (name, job) in &s.jobs {
+            println!("  {name} job: {}", volume_client::job_line(job));
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
 
 fn mount(cli: &Globals, a: &MountArgs) -> Result<ExitCode> {
     crate::mount::check_mountpoint(&a.mountpoint)?;
-    // The volume stays open (its lock held) while it is served.
-    let vol = open(cli, &a.dir)?;
+    // The volume stays open (its lock held) while it is served; its jobs
+    // run in this process, asked for through the control socket.
+    let vol = Arc::new(open(cli, &a.dir)?);
     let content = vol.content()?;
+    let daemon = cairn_volume::daemon::Daemon::start(
+        vol.clone(),
+        cairn_volume::daemon::DaemonOptions {
+            optimize_every: a.optimize_every.0,
+            ..Default::default()
+        },
+    )?;
     let options = cairn_volume::fuse::MountOptions {
         passthrough: !a.no_passthrough,
         allow_other: a.allow_other,
@@ -294,7 +349,9 @@ fn mount(cli: &Globals, a: &MountArgs) -> Result<ExitCode> {
     };
     let shown = a.mountpoint.display().to_string();
     let mut installed = Ok(());
-    cairn_volume::fuse::serve(
+    // Set once unmounted: a signal then stops the running job instead.
+    let unmounted = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let served = cairn_volume::fuse::serve(
         &vol.dir().files(),
         &a.mountpoint,
         content,
@@ -302,7 +359,13 @@ fn mount(cli: &Globals, a: &MountArgs) -> Result<ExitCode> {
         options,
         |mut unmounter| {
             let name = shown.clone();
+            let unmounted = unmounted.clone();
             installed = ctrlc::set_handler(move || {
+                if unmounted.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                    // The running job stops at its next safe point.
+                    cairn_engine::interrupt::request();
+                    return;
+                }
                 if let Err(e) = unmounter.unmount() {
                     eprintln!(
                         "cairn: error: unmounting {name}: {e}; still mounted until \
@@ -315,9 +378,34 @@ fn mount(cli: &Globals, a: &MountArgs) -> Result<ExitCode> {
                     "mounted volume {} at {shown} (read-write); Ctrl-C or `fusermount -u {shown}` unmounts",
                     a.dir.display()
                 );
+                let every = a
+                    .optimize_every
+                    .0
+                    .map_or("on request only".to_string(), |d| {
+                        format!("every {}", humantime::format_duration(d))
+                    });
+                eprintln!(
+                    "jobs: optimize {every}; `cairn volume optimize|status {}` asks this process",
+                    a.dir.display()
+                );
             }
         },
-    )?;
+    );
+    // Unmounted (or the mount failed): the running job ends before the
+    // volume closes; a signal now stops it at its next safe point.
+    unmounted.store(true, std::sync::atomic::Ordering::SeqCst);
+    let running = daemon
+        .jobs()
+        .into_iter()
+        .find(|(_, j)| j.state == JobState::Running);
+    if let (Some((name, _)), false) = (running, cli.quiet) {
+        eprintln!(
+            "cairn: waiting for the running {name} job to end (Ctrl-C stops it at its next \
+             safe point; every file is whole either way)"
+        );
+    }
+    daemon.stop();
+    served?;
     installed.context("installing the signal handler")?;
     Ok(ExitCode::SUCCESS)
 }
