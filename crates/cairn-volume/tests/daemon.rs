@@ -405,6 +405,21 @@ fn a_stale_socket_is_replaced_and_bad_requests_get_one_error_line() {
     daemon.stop();
 }
 
+/// A volume deep enough that its socket's path does not fit a socket
+/// address (108 bytes) still has one.
+#[test]
+fn a_deep_volume_has_its_socket() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("a-rather-long-directory-name".repeat(5));
+    assert!(dir.join("control.sock").as_os_str().len() > 110);
+    let vol = Arc::new(support::create(&dir));
+    let daemon = Daemon::start(vol.clone(), options(None)).unwrap();
+    assert!(dir.join("control.sock").exists());
+    assert_eq!(status(&dir)["jobs"]["optimize"]["state"], "idle");
+    daemon.stop();
+    assert!(!dir.join("control.sock").exists());
+}
+
 /// With `optimize_every`, the daemon optimizes on its own with the
 /// volume's policy.
 #[test]

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use cairn_core::{Error, Result};
 
-use super::protocol::{ProgressLine, Reply, Request, SOCKET_NAME};
+use super::protocol::{with_socket_path, ProgressLine, Reply, Request, SOCKET_NAME};
 use crate::layout::VolumeDir;
 
 /// Who has a volume.
@@ -34,7 +34,7 @@ pub struct Client {
 /// Finds out who has the volume at `dir`.
 pub fn reach(dir: &Path) -> Result<Reach> {
     let vdir = VolumeDir::new(dir);
-    if let Ok(stream) = UnixStream::connect(dir.join(SOCKET_NAME)) {
+    if let Ok(stream) = with_socket_path(&dir.join(SOCKET_NAME), |p| UnixStream::connect(p)) {
         return Ok(Reach::Daemon(Client { stream }));
     }
     let path = vdir.lock();
@@ -59,7 +59,7 @@ impl Client {
     /// Connects to the daemon of the volume at `dir`.
     pub fn connect(dir: &Path) -> Result<Client> {
         let path = dir.join(SOCKET_NAME);
-        UnixStream::connect(&path)
+        with_socket_path(&path, |p| UnixStream::connect(p))
             .map(|stream| Client { stream })
             .map_err(|e| Error::io(format!("connecting to {}", path.display()), e))
     }

@@ -140,7 +140,9 @@ impl Daemon {
         }
         self.stop_accept.store(true, Ordering::SeqCst);
         // Wakes the accept loop, which then sees the flag.
-        let _ = std::os::unix::net::UnixStream::connect(&self.socket);
+        let _ = protocol::with_socket_path(&self.socket, |p| {
+            std::os::unix::net::UnixStream::connect(p)
+        });
         let _ = std::fs::remove_file(&self.socket);
         self.runner.stop();
         for t in self.threads.drain(..) {

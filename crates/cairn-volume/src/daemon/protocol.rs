@@ -4,6 +4,9 @@
 //! `{"progress":{...}}`, then one final `{"ok":RESULT}` or
 //! `{"error":"one line"}`, and closes the connection.
 
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -17,6 +20,25 @@ pub const MAX_REQUEST_BYTES: u64 = 64 << 10;
 
 /// The request that measures the volume and shows the jobs.
 pub const STATUS: &str = "status";
+
+/// Runs `f` with a path to `path` that fits a Unix socket's address (108
+/// bytes with its NUL): `path` itself when short enough, else
+/// `/proc/self/fd/N/NAME` through a descriptor of its directory, so a
+/// volume deep in the tree still has its socket.
+pub fn with_socket_path<T>(
+    path: &Path,
+    f: impl FnOnce(&Path) -> std::io::Result<T>,
+) -> std::io::Result<T> {
+    const SUN_PATH_ROOM: usize = 100;
+    if path.as_os_str().len() < SUN_PATH_ROOM {
+        return f(path);
+    }
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return f(path);
+    };
+    let dir = std::fs::File::open(dir)?;
+    f(&PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd())).join(name))
+}
 
 /// One request: its name and its options.
 #[derive(Clone, Debug, PartialEq)]

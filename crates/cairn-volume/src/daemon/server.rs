@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use cairn_core::{Error, Result};
 
-use super::protocol::{ProgressLine, Reply, Request, MAX_REQUEST_BYTES, STATUS};
+use super::protocol::{with_socket_path, ProgressLine, Reply, Request, MAX_REQUEST_BYTES, STATUS};
 use super::registry;
 use super::runner::Runner;
 use crate::job_state::Trigger;
@@ -36,7 +36,7 @@ const HEARTBEAT: Duration = Duration::from_secs(5);
 pub fn bind(path: &Path) -> Result<UnixListener> {
     let io = |what: &str, e| Error::io(format!("{what} {}", path.display()), e);
     if fs::symlink_metadata(path).is_ok() {
-        if UnixStream::connect(path).is_ok() {
+        if with_socket_path(path, |p| UnixStream::connect(p)).is_ok() {
             return Err(Error::invalid(format!(
                 "{} already answers: another daemon serves this volume",
                 path.display()
@@ -46,7 +46,8 @@ pub fn bind(path: &Path) -> Result<UnixListener> {
     }
     let tmp = temporary_name(path);
     let _ = fs::remove_file(&tmp);
-    let listener = UnixListener::bind(&tmp).map_err(|e| io("binding", e))?;
+    let listener =
+        with_socket_path(&tmp, |p| UnixListener::bind(p)).map_err(|e| io("binding", e))?;
     let placed = fs::set_permissions(&tmp, fs::Permissions::from_mode(0o600))
         .and_then(|()| fs::rename(&tmp, path));
     if let Err(e) = placed {
