@@ -342,3 +342,33 @@ fn a_volume_held_without_a_daemon_names_its_holder() {
     drop(held);
     volume(&["volume", "status", s(&dir)]).ok();
 }
+
+/// A mount killed outright leaves its socket behind: the commands then
+/// open the volume themselves, and the next mount replaces the socket.
+#[test]
+fn a_killed_mount_leaves_a_socket_the_next_mount_replaces() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("vol");
+    let mnt = tmp.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    volume(&["volume", "create", s(&dir), "--encryption", "none"]).ok();
+    std::fs::write(dir.join("files/a"), b"kept").unwrap();
+    let Some(m) = common::fuse::volume_mount(&dir, &mnt) else {
+        return;
+    };
+    std::process::Command::new("kill")
+        .args(["-KILL", &m.pid().to_string()])
+        .status()
+        .unwrap();
+    drop(m);
+    assert!(dir.join("control.sock").exists());
+    let st = volume(&["volume", "status", s(&dir), "--json"]).ok().json();
+    assert_eq!(st["unoptimized_files"], 1, "{st}");
+    let Some(m) = common::fuse::volume_mount(&dir, &mnt) else {
+        return;
+    };
+    let st = volume(&["volume", "status", s(&dir), "--json"]).ok().json();
+    assert_eq!(st["jobs"]["optimize"]["state"], "idle", "{st}");
+    assert_eq!(std::fs::read(mnt.join("a")).unwrap(), b"kept");
+    drop(m);
+}
