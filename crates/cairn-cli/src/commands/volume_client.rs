@@ -51,17 +51,25 @@ pub fn optimize(
     if let Some(size) = min_size {
         args.insert("min_size".into(), size.into());
     }
-    ask(cli, client, &Request::new("optimize", args))
+    job(cli, client, "optimize", args)
 }
 
 /// The daemon's `status`: the volume's figures and its jobs.
 pub fn status(cli: &Globals, client: Client) -> Result<Status> {
-    ask(cli, client, &Request::new(STATUS, Map::new()))
+    job(cli, client, STATUS, Map::new())
 }
 
-/// Sends `req` and reads its result as `T`. While the run waits behind
-/// another job, one line on stderr says so (unless --quiet or --json).
-fn ask<T: DeserializeOwned>(cli: &Globals, client: Client, req: &Request) -> Result<T> {
+/// Sends the request `name` with its options `args` (a job of the daemon's
+/// registry, or `status`) and reads its result as `T` (the job's report
+/// type). While the run waits behind another job, one line on stderr says
+/// so (unless --quiet or --json).
+pub fn job<T: DeserializeOwned>(
+    cli: &Globals,
+    client: Client,
+    name: &str,
+    args: Map<String, Value>,
+) -> Result<T> {
+    let req = Request::new(name, args);
     let mut told = false;
     let mut on_progress = |p: &ProgressLine| {
         if p.state == JobState::Queued && !told && !cli.quiet && !cli.json {
@@ -72,7 +80,7 @@ fn ask<T: DeserializeOwned>(cli: &Globals, client: Client, req: &Request) -> Res
             told = true;
         }
     };
-    let value: Value = client.request(req, &mut on_progress)?;
+    let value: Value = client.request(&req, &mut on_progress)?;
     serde_json::from_value(value).context("reading the mount daemon's answer")
 }
 
