@@ -25,7 +25,7 @@
 pub mod client;
 pub mod protocol;
 pub mod registry;
-pub mod runner;
+mod runner;
 mod server;
 
 use std::path::{Path, PathBuf};
@@ -161,14 +161,19 @@ impl Drop for Daemon {
 /// Queues `job` every `every`, unless a run of it is already queued or
 /// running, until the daemon stops.
 fn schedule(runner: &Runner, job: JobSpec, every: Duration) {
-    let mut next = Instant::now() + every;
+    // A period past what the clock can count (`100000y`) never comes.
+    let after = |t: Instant| t.checked_add(every);
+    let Some(mut next) = after(Instant::now()) else {
+        return;
+    };
     loop {
         let now = Instant::now();
         if now >= next {
             if !runner.pending(job.name) {
                 let _ = runner.submit(job, Value::Object(Default::default()), Trigger::Schedule);
             }
-            next = now + every;
+            let Some(n) = after(now) else { return };
+            next = n;
         }
         if runner.wait_stopping(next.saturating_duration_since(Instant::now())) {
             return;
