@@ -254,13 +254,13 @@ pub fn gc(vol: &Volume, opts: &GcOptions<'_>) -> Result<GcReport> {
 /// Steps 4 and 5 seen by the content state: begun, a collection is under
 /// way (failing reads wait); ended by [`Refresh::finish`], or when dropped
 /// on an error, with the readers refreshed, so no read waits for good.
-struct Refresh<'v> {
+pub(crate) struct Refresh<'v> {
     vol: &'v Volume,
     content: Option<std::sync::Arc<crate::volume_content::VolumeContent>>,
 }
 
 impl<'v> Refresh<'v> {
-    fn start(vol: &'v Volume) -> Result<Self> {
+    pub(crate) fn start(vol: &'v Volume) -> Result<Self> {
         let content = vol.content()?;
         content.collection_started();
         Ok(Refresh {

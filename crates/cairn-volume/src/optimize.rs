@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use cairn_core::{Error, Result};
 use cairn_engine::backup::{backup, BackupOptions, ParentChoice, Selection, Source};
@@ -29,6 +29,7 @@ use cairn_format::dir::{BlobRef, EntryKind};
 
 use crate::backing;
 use crate::content::Content;
+use crate::job_state::{Progress, ProgressSink};
 use crate::policy::Policy;
 use crate::state::{Entry, Identity};
 use crate::volume::Volume;
@@ -76,10 +77,13 @@ pub struct OptimizeOptions<'a> {
     /// Called between the ingest (step 5) and the first switch (step 6):
     /// a test changes a file there.
     pub before_switch: Option<&'a dyn Fn()>,
+    /// Told the files scanned, then the files switched of those eligible
+    /// (the mount daemon shows it in `status`).
+    pub progress: Option<ProgressSink<'a>>,
 }
 
 /// What a run did.
-#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct OptimizeReport {
     /// Regular files looked at.
     pub files_scanned: u64,
@@ -140,6 +144,11 @@ pub fn optimize(vol: &Volume, opts: &OptimizeOptions<'_>) -> Result<OptimizeRepo
         .unwrap_or_else(|| vol.config().policy.clone())
         .compile()?;
     let mut report = OptimizeReport::default();
+    let progress = |p: Progress| {
+        if let Some(sink) = opts.progress {
+            sink(p)
+        }
+    };
 
     // Step 1: the policy scan. Times are compared with one clock reading,
     // taken before the walk, so a file changed during it is too young.
@@ -151,6 +160,9 @@ pub fn optimize(vol: &Volume, opts: &OptimizeOptions<'_>) -> Result<OptimizeRepo
     let content = vol.content()?;
     walk::regular_files(&vol.dir().files(), &mut |f| {
         report.files_scanned += 1;
+        if report.files_scanned % 1000 == 0 {
+            progress(Progress::files("scan", report.files_scanned, None));
+        }
         let ino = f.meta.ino();
         let (mtime_ns, ctime_ns) = backing::mtime_ctime_ns(&f.meta);
         let entry = vol.table().get(ino);
@@ -209,6 +221,7 @@ pub fn optimize(vol: &Volume, opts: &OptimizeOptions<'_>) -> Result<OptimizeRepo
         return Ok(report);
     }
 
+    progress(Progress::files("ingest", 0, Some(eligible.len() as u64)));
     // Steps 2-5: chunk, look up, store new chunks with selective
     // compression, commit the recipes (the engine's backup).
     let ingested = ingest(vol, &eligible, &mut report)?;
@@ -222,6 +235,11 @@ pub fn optimize(vol: &Volume, opts: &OptimizeOptions<'_>) -> Result<OptimizeRepo
     for (n, file) in eligible.iter().enumerate() {
         // Ctrl-C stops between two switches: each file is whole either way.
         let done = report.files_optimized;
+        progress(Progress::files(
+            "switch",
+            n as u64,
+            Some(eligible.len() as u64),
+        ));
         cairn_engine::interrupt::check(|| {
             format!("{done} files optimized; the rest are as they were")
         })?;

@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use cairn_core::Result;
 use cairn_engine::backup::file_content::{FileContent, FileSource};
@@ -56,7 +56,7 @@ pub struct SnapshotOptions {
 }
 
 /// What a snapshot recorded.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct SnapshotReport {
     pub snapshot: String,
     /// The previous volume snapshot, whose unchanged files were kept unread.

@@ -1,7 +1,7 @@
 //! `cairn volume gc`: garbage collection of a volume's chunk store with
 //! the live stream maps as roots (docs/volume.md, "Garbage collection").
-//! `commands/volume.rs` opens the volume (offline: its lock held) and
-//! calls [`run`].
+//! `commands/volume.rs` gets the report from the mount daemon or runs the
+//! job offline (the volume opened, its lock held) and calls [`print`].
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -10,7 +10,10 @@ use anyhow::Result;
 use clap::Args;
 
 use cairn_engine::gc::Collector;
-use cairn_volume::{GcOptions, Volume};
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use cairn_volume::GcOptions;
 
 use crate::globals::{Globals, PasswordArgs};
 use crate::output::bytes;
@@ -32,15 +35,56 @@ pub struct GcArgs {
     pub password: PasswordArgs,
 }
 
-pub fn run(cli: &Globals, vol: &Volume, a: &GcArgs) -> Result<ExitCode> {
-    let report = cairn_volume::gc(
-        vol,
-        &GcOptions {
-            collector: a.collector,
-            dry_run: a.dry_run,
-            ..Default::default()
-        },
-    )?;
+/// The job's options from the command line.
+pub fn options(a: &GcArgs) -> GcOptions<'static> {
+    GcOptions {
+        collector: a.collector,
+        dry_run: a.dry_run,
+        ..Default::default()
+    }
+}
+
+/// The mount daemon's request options (docs/FORMAT.md, "Control socket").
+pub fn request(a: &GcArgs) -> Map<String, Value> {
+    let mut m = Map::new();
+    if let Some(c) = a.collector {
+        m.insert("collector".into(), Value::from(c.name()));
+    }
+    if a.dry_run {
+        m.insert("dry_run".into(), Value::from(true));
+    }
+    m
+}
+
+/// What the printed lines need of a report (the JSON of
+/// `cairn_volume::GcReport`, offline or from the daemon).
+#[derive(Deserialize)]
+struct Printed {
+    roots: u64,
+    root_bytes: u64,
+    snapshots_forgotten: u64,
+    collector: String,
+    reclaimed_bytes: i64,
+    containers_deleted: u64,
+    containers_written: u64,
+    chunks_after: u64,
+    copied_bytes: u64,
+    seconds: f64,
+    collection: PrintedCollection,
+}
+
+#[derive(Deserialize)]
+struct PrintedCollection {
+    fell_back: Option<String>,
+    #[serde(default)]
+    warnings: Vec<String>,
+    #[serde(default)]
+    damaged: Vec<String>,
+}
+
+/// Prints a collection's report (`--json`: as it is).
+pub fn print(cli: &Globals, a: &GcArgs, json: &Value) -> Result<ExitCode> {
+    let report = Printed::deserialize(json)?;
     let collection = &report.collection;
     if let Some(why) = &collection.fell_back {
         eprintln!("cairn: note: using PGC instead of PGC+: {why}");
@@ -55,7 +99,7 @@ pub fn run(cli: &Globals, vol: &Volume, a: &GcArgs) -> Result<ExitCode> {
         );
     }
     if cli.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        println!("{}", serde_json::to_string_pretty(json)?);
         return Ok(ExitCode::SUCCESS);
     }
     if cli.quiet {

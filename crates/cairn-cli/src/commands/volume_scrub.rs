@@ -10,7 +10,9 @@ use anyhow::{anyhow, Result};
 use clap::Args;
 
 use cairn_volume::scrub::{AffectedFile, DEFAULT_COPIES_ABOVE};
-use cairn_volume::{ScrubOptions, Volume};
+use serde_json::{Map, Value};
+
+use cairn_volume::{ScrubOptions, ScrubReport};
 
 use crate::globals::{Globals, PasswordArgs};
 use crate::output::bytes;
@@ -35,16 +37,26 @@ fn ranges(f: &AffectedFile) -> String {
     parts.join(", ")
 }
 
-pub fn run(cli: &Globals, vol: &Volume, a: &ScrubArgs) -> Result<ExitCode> {
-    let report = cairn_volume::scrub(
-        vol,
-        &ScrubOptions {
-            copies_above: a.copies_above,
-            ..Default::default()
-        },
-    )?;
+/// The job's options from the command line.
+pub fn options(a: &ScrubArgs) -> ScrubOptions {
+    ScrubOptions {
+        copies_above: a.copies_above,
+        ..Default::default()
+    }
+}
+
+/// The mount daemon's request options (docs/FORMAT.md, "Control socket").
+pub fn request(a: &ScrubArgs) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert("copies_above".into(), Value::from(a.copies_above));
+    m
+}
+
+/// Prints a scrub's report (offline or from the daemon): damage lines on
+/// stderr and an error if any is left.
+pub fn print(cli: &Globals, report: &ScrubReport) -> Result<ExitCode> {
     if cli.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        println!("{}", serde_json::to_string_pretty(report)?);
     }
     for f in &report.affected_files {
         eprintln!(

@@ -117,6 +117,14 @@ pub fn volume_mount(dir: &Path, mnt: &Path) -> Option<Background> {
     mount_with(c, &["volume", "mount"], &mnt)
 }
 
+/// [`volume_mount`] with more options (`--optimize-every 1s`).
+pub fn volume_mount_with(dir: &Path, mnt: &Path, options: &[&str]) -> Option<Background> {
+    let mnt = fs::canonicalize(mnt).unwrap();
+    let mut c = super::base_command();
+    c.args(["volume", "mount", s(dir), s(&mnt)]).args(options);
+    mount_with(c, &["volume", "mount"], &mnt)
+}
+
 /// Runs the mount command `c` (named `args` in messages) in the
 /// background until `mnt` is mounted.
 fn mount_with(mut c: Command, args: &'static [&'static str], mnt: &Path) -> Option<Background> {

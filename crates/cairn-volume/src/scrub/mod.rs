@@ -40,7 +40,7 @@ mod refs;
 
 use std::time::Instant;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use cairn_core::{ContainerId, Error, Fingerprint, FpSet, Result};
 use cairn_engine::chunk_repair::{self, StoredChunk};
@@ -79,7 +79,7 @@ impl Default for ScrubOptions {
 }
 
 /// What a scrub found and did.
-#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct ScrubReport {
     /// Containers of the store read whole.
     pub containers_verified: u64,
@@ -162,6 +162,10 @@ pub fn scrub(vol: &Volume, opts: &ScrubOptions) -> Result<ScrubReport> {
         .map(|(fp, _)| *fp)
         .collect();
     if !damaged.is_empty() || !missing.is_empty() {
+        // A repair deletes containers the mount's readers may name: reads
+        // that fail meanwhile wait for the readers' refresh and retry, as
+        // during a collection (made when this block ends, even on error).
+        let _readers = crate::gc::Refresh::start(vol)?;
         let lock = repo.lock_writer(true)?;
         let mut stop = || match opts.fail_after_repair_write {
             None => Ok(()),

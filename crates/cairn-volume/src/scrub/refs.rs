@@ -13,7 +13,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use cairn_core::{ContainerId, FpMap, FpSet, Result};
 use cairn_engine::chunk_repair::{RecipeChunk, RecipeWalker};
@@ -87,7 +87,7 @@ pub(super) fn count(vol: &Volume) -> Result<References> {
 
 /// A file the scrub could not repair: its path below `DIR/files`, and the
 /// byte ranges of it that read from lost chunks.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AffectedFile {
     pub path: String,
     pub ino: u64,
