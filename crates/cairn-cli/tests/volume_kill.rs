@@ -1,6 +1,8 @@
 //! SIGKILL of the volume's mount daemon (issue 32, "Correctness under
 //! load"): a writer fsyncs writes into optimized and plain files through
-//! `cairn volume mount` while the daemon is killed at a random moment;
+//! `cairn volume mount`, and an optimization runs inside the daemon (asked
+//! for through its control socket) on files left cold for it, while the
+//! daemon is killed at a random moment;
 //! then the volume is mounted again. No byte a returned fsync covered is
 //! lost; the write in flight at the kill holds, byte by byte, its old or
 //! its new content; the files are optimized again between rounds (so the
@@ -150,20 +152,45 @@ fn fsynced_bytes_survive_a_killed_volume_daemon() {
     let report = optimize(&dir);
     assert_eq!(report["files_optimized"], FILES as u64, "{report}");
 
+    // Files nobody writes, added cold before each round for the daemon's
+    // optimization to switch while the daemon is killed.
+    let mut cold: Vec<(String, Vec<u8>)> = Vec::new();
     let model = Mutex::new(Model {
         files: contents,
         in_flight: None,
     });
     let mut writes = 0;
+    let check_cold = |cold: &[(String, Vec<u8>)]| {
+        for (name, bytes) in cold {
+            let got = std::fs::read(mnt.join(name)).unwrap();
+            assert!(&got == bytes, "{name} differs after the kill");
+        }
+    };
     for round in 0..rounds {
+        let name = format!("cold{round}");
+        let len = rng.range(1 << 20, 3 << 20) as usize;
+        let bytes = rng.bytes(len);
+        std::fs::write(files.join(&name), &bytes).unwrap();
+        cold.push((name, bytes));
+        age(&files);
         let Some(m) = common::fuse::volume_mount(&dir, &mnt) else {
             return;
         };
         check_and_settle(&mnt, &mut model.lock().unwrap());
+        check_cold(&cold);
         let pid = m.pid().to_string();
         let delay = Duration::from_millis(rng.range(100, 700));
         writes += std::thread::scope(|sc| {
             let writer = sc.spawn(|| write_until_killed(&mnt, &model, round as u64));
+            // Through the daemon; killed with it, or done before.
+            sc.spawn(|| {
+                let mut c = common::base_command();
+                c.args(["volume", "optimize", s(&dir), "--min-age", "1s", "-q"]);
+                c.stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
+                    .status()
+                    .unwrap()
+            });
             std::thread::sleep(delay);
             std::process::Command::new("kill")
                 .args(["-KILL", &pid])
@@ -185,6 +212,7 @@ fn fsynced_bytes_survive_a_killed_volume_daemon() {
         return;
     };
     check_and_settle(&mnt, &mut model.lock().unwrap());
+    check_cold(&cold);
     drop(m);
     println!("{writes} fsynced writes in {rounds} rounds");
     assert!(

@@ -126,3 +126,60 @@ fn a_volume_snapshot_records_stream_maps_unread_and_restores_every_file() {
     assert!(std::fs::read(find(&again, "big")).unwrap() == big);
     volume(&["check", "--repo", s(&store), "--read-data"]).ok();
 }
+
+#[test]
+fn snapshot_gc_and_scrub_of_a_mounted_volume_run_in_its_daemon() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("vol");
+    volume(&["volume", "create", s(&dir), "--encryption", "none"]).ok();
+    let files = dir.join("files");
+    let mut rng = Rng::new(6);
+    let shared = rng.bytes(1 << 20);
+    std::fs::write(files.join("a"), &shared).unwrap();
+    std::fs::write(files.join("b"), &shared).unwrap();
+    age(&files);
+    volume(&["volume", "optimize", s(&dir), "--min-age", "1s"]).ok();
+    let mnt = tmp.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let Some(m) = common::fuse::volume_mount(&dir, &mnt) else {
+        return;
+    };
+    // Each job goes to the daemon (the volume is open there): none opens
+    // the store a second time, and each reports as offline.
+    let snap = volume(&["volume", "snapshot", s(&dir), "--json"])
+        .ok()
+        .json();
+    assert_eq!(snap["files_by_stream_map"], 2, "{snap}");
+    std::fs::remove_file(mnt.join("b")).unwrap();
+    let gc = volume(&["volume", "gc", s(&dir), "--json"]).ok().json();
+    assert_eq!(gc["roots"], 1, "{gc}");
+    let scrub = volume(&["volume", "scrub", s(&dir), "--json"]).ok().json();
+    assert_eq!(scrub["damaged_chunks"], 0, "{scrub}");
+    assert!(std::fs::read(mnt.join("a")).unwrap() == shared);
+    let st = volume(&["volume", "status", s(&dir), "--json"]).ok().json();
+    for job in ["snapshot", "gc", "scrub"] {
+        assert!(
+            st["jobs"][job]["last"]["report"].is_object(),
+            "{job}: {}",
+            st["jobs"]
+        );
+    }
+    std::process::Command::new("kill")
+        .args(["-TERM", &m.pid().to_string()])
+        .status()
+        .unwrap();
+    m.wait_exit().ok();
+    // The snapshot, taken while mounted, restores the file deleted since.
+    let target = tmp.path().join("restored");
+    let id = snap["snapshot"].as_str().unwrap();
+    volume(&[
+        "restore",
+        "--repo",
+        s(&dir.join("store")),
+        id,
+        "--target",
+        s(&target),
+    ])
+    .ok();
+    assert!(std::fs::read(find(&target, "b")).unwrap() == shared);
+}
