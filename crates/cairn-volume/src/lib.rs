@@ -20,6 +20,7 @@ pub mod layout;
 pub mod optimize;
 pub mod policy;
 pub mod ranges;
+pub mod scheduler;
 pub mod state;
 pub mod status;
 pub mod volume;
