@@ -81,6 +81,16 @@ pub struct OptimizeArgs {
     pub dir: PathBuf,
     #[command(flatten)]
     pub policy: PolicyArgs,
+    /// CPU the run may use, percent of one core (1 to 6400; 200: two
+    /// cores' worth): it sleeps to stay within it (default: unlimited).
+    #[arg(long, value_name = "PERCENT", value_parser = parse_job_cpu)]
+    pub job_cpu: Option<u32>,
+    /// Stop the run once the process has grown by more than this, e.g.
+    /// 512MiB (default: unlimited). A run with --job-cpu or --job-memory
+    /// also stops on the kernel's memory pressure; what it finished stays
+    /// optimized.
+    #[arg(long, value_name = "SIZE", value_parser = crate::values::size)]
+    pub job_memory: Option<u64>,
     #[command(flatten)]
     pub password: PasswordArgs,
 }
@@ -124,6 +134,30 @@ fn parse_min_age(text: &str) -> std::result::Result<Duration, String> {
         ));
     }
     Ok(Duration::from_secs(d.as_secs()))
+}
+
+/// A job's CPU budget, percent of one core.
+fn parse_job_cpu(text: &str) -> std::result::Result<u32, String> {
+    let percent = text
+        .trim_end_matches('%')
+        .parse()
+        .map_err(|_| format!("not a whole percentage: {text}"))?;
+    cairn_volume::scheduler::JobBudget::new(percent, 0).map_err(|e| e.to_string())?;
+    Ok(percent)
+}
+
+/// The pacer of an offline run with a budget (docs/volume.md,
+/// "Scheduler"); no mount, so no foreground to yield to.
+fn job_pacer(a: &OptimizeArgs) -> Option<std::sync::Arc<cairn_volume::scheduler::Pacer>> {
+    use cairn_volume::scheduler::{JobBudget, Scheduler, MAX_CPU_PERCENT};
+    if a.job_cpu.is_none() && a.job_memory.is_none() {
+        return None;
+    }
+    let scheduler = Scheduler::new(Default::default(), Default::default());
+    Some(std::sync::Arc::new(scheduler.job(JobBudget {
+        cpu_percent: a.job_cpu.unwrap_or(MAX_CPU_PERCENT),
+        memory_bytes: a.job_memory.unwrap_or(u64::MAX),
+    })))
 }
 
 pub fn run(cli: &Globals, cmd: &VolumeCommand) -> Result<ExitCode> {
@@ -206,6 +240,7 @@ fn optimize(cli: &Globals, a: &OptimizeArgs) -> Result<ExitCode> {
         &vol,
         &OptimizeOptions {
             policy: Some(policy),
+            pacer: job_pacer(a),
             ..Default::default()
         },
     )?;
@@ -232,6 +267,12 @@ fn optimize(cli: &Globals, a: &OptimizeArgs) -> Result<ExitCode> {
                 reasons.join(", ")
             );
         }
+    }
+    if let Some(why) = &report.cancelled {
+        eprintln!(
+            "cairn: warning: run stopped early, {why}; the files not reached are as they were"
+        );
+        return Ok(ExitCode::from(crate::exit_codes::EXIT_INCOMPLETE));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -238,7 +238,10 @@ fn a_job_paused_too_long_gets_one_unit_through() {
 
 #[test]
 fn cpu_pressure_over_its_threshold_pauses_and_absent_psi_does_not() {
-    let (signals, _meter, s) = setup(SchedulerConfig::default());
+    let (signals, _meter, s) = setup(SchedulerConfig {
+        cpu_psi_busy: Some(CPU_PSI_BUSY),
+        ..Default::default()
+    });
     let job = s.job(JobBudget::default());
     job.pace().unwrap();
     // 90% of each window stalled on CPU for 2 s, then none.
@@ -253,9 +256,10 @@ fn cpu_pressure_over_its_threshold_pauses_and_absent_psi_does_not() {
     job.pace().unwrap(); // pauses RESUME_AFTER (no more stall), then runs
     assert_eq!(job.stats().pauses, 1);
 
-    // Without PSI at all (the fake has no I/O file): never busy from it.
+    // Not looked at (the default): never busy from it; absent (the fake
+    // has no I/O file): the same.
     let (signals, _meter, s) = setup(SchedulerConfig {
-        cpu_psi_busy: None,
+        io_psi_busy: Some(IO_PSI_BUSY),
         ..Default::default()
     });
     signals.set(|f| f.cpu_stall_us = u64::MAX / 2);
