@@ -13,14 +13,14 @@
 //!   policy: `cairn_volume::scheduler`), fed by the mount's meter;
 //! - `unpaced`: the same job with no pacer.
 //!
-//! Modes alternate, `--runs` rounds; each mode's fastest foreground run is
-//! reported, with the ratio to `idle`, and each job's throughput (its set's
+//! Modes alternate, `--runs` rounds; each mode's fastest and median
+//! foreground runs are reported, with their ratios to `idle`'s, and each job's throughput (its set's
 //! bytes over its wall time, start to end; a paced job resumes once the
 //! foreground stops after `--seconds`). Each job run optimizes its own fresh set of
 //! `--set-mib` (duplicate-heavy, 4 MiB files); the others are excluded by
 //! its policy. `bench/volume-yield.sh` builds and runs it.
 //!
-//!     volume_yield [--seconds 10] [--runs 3] [--set-mib 1024] [--fg-mib 64] [--dir DIR]
+//!     volume_yield [--seconds 10] [--runs 5] [--set-mib 512] [--fg-mib 64] [--dir DIR]
 
 use std::fs::File;
 use std::io::Read;
@@ -45,8 +45,8 @@ struct Args {
 fn args() -> Result<Args, String> {
     let mut a = Args {
         seconds: 10.0,
-        runs: 3,
-        set_mib: 1024,
+        runs: 5,
+        set_mib: 512,
         fg_mib: 64,
         dir: PathBuf::from("target/volume-yield-bench"),
     };
@@ -328,36 +328,59 @@ fn main() {
     handle.unmount().unwrap();
 
     let best = |v: &[f64]| v.iter().cloned().fold(0.0, f64::max);
-    let idle = best(&fg[0]);
+    let median = |v: &[f64]| {
+        let mut v = v.to_vec();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (idle, idle_median) = (best(&fg[0]), median(&fg[0]));
     println!(
         "foreground: sequential reads of a {} MiB optimized and a {} MiB plain file, \
-         500 random 4 KiB reads of the optimized one, {} s a run, fastest of {}",
+         500 random 4 KiB reads of the optimized one, {} s a run, {} runs",
         a.fg_mib, a.fg_mib, a.seconds, a.runs
     );
     println!(
-        "| mode | foreground MB/s | vs idle | job MB/s | job s | pauses | paused s | throttled s |"
+        "| mode | fastest MB/s | vs no job | median MB/s | vs no job | job MB/s | job s \
+         | pauses | paused s | throttled s |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for (m, &mode) in MODES.iter().enumerate() {
-        let f = best(&fg[m]);
+        let (f, med) = (best(&fg[m]), median(&fg[m]));
         if mode == Mode::Idle {
-            println!("| {} | {f:.0} | 1.00 | - | - | - | - | - |", name(mode));
+            println!(
+                "| {} | {f:.0} | 1.00 | {med:.0} | 1.00 | - | - | - | - | - |",
+                name(mode)
+            );
             continue;
         }
-        let runs = &jobs[m - 1];
-        let j = runs
+        // The job's fastest run, with its pauses.
+        let j = jobs[m - 1]
             .iter()
             .max_by(|x, y| x.mb_s.total_cmp(&y.mb_s))
             .unwrap();
         println!(
-            "| {} | {f:.0} | {:.2} | {:.0} | {:.1} | {} | {:.1} | {:.1} |",
+            "| {} | {f:.0} | {:.2} | {med:.0} | {:.2} | {:.0} | {:.1} | {} | {:.1} | {:.1} |",
             name(mode),
             f / idle,
+            med / idle_median,
             j.mb_s,
             j.seconds,
             j.pauses,
             j.paused,
             j.throttled
+        );
+    }
+    let rounds = |v: &[f64]| {
+        v.iter()
+            .map(|x| format!("{x:.0}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    for (m, &mode) in MODES.iter().enumerate() {
+        println!(
+            "{}: foreground MB/s per round: {}",
+            name(mode),
+            rounds(&fg[m])
         );
     }
 }
