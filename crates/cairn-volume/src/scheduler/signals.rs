@@ -4,6 +4,12 @@
 //! [`Psi`]), the process's CPU time and resident set size. The readings
 //! other than the meter come through [`Signals`], so the policy's tests
 //! drive it with a fake clock and fake pressure.
+//!
+//! PSI as the Linux kernel documents it (`Documentation/accounting/psi.rst`):
+//! each file's `some` line is the share of time at least one task was
+//! stalled on the resource, as averages over 10, 60 and 300 s and a
+//! `total` of stalled microseconds since boot; the files exist from Linux
+//! 4.20 when PSI is enabled.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
