@@ -24,6 +24,7 @@ pub mod layout;
 pub mod optimize;
 pub mod policy;
 pub mod ranges;
+pub mod scheduler;
 pub mod scrub;
 pub mod snapshot;
 pub mod space;

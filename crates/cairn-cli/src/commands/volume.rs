@@ -100,6 +100,16 @@ pub struct OptimizeArgs {
     pub dir: PathBuf,
     #[command(flatten)]
     pub policy: PolicyArgs,
+    /// CPU the run may use, percent of one core (1 to 6400; 200: two
+    /// cores' worth): it sleeps to stay within it (default: unlimited).
+    #[arg(long, value_name = "PERCENT", value_parser = parse_job_cpu)]
+    pub job_cpu: Option<u32>,
+    /// Stop the run once the process has grown by more than this, e.g.
+    /// 512MiB (default: unlimited). A run with --job-cpu or --job-memory
+    /// also stops on the kernel's memory pressure; what it finished stays
+    /// optimized.
+    #[arg(long, value_name = "SIZE", value_parser = crate::values::size)]
+    pub job_memory: Option<u64>,
     #[command(flatten)]
     pub password: PasswordArgs,
 }
@@ -131,6 +141,14 @@ pub struct MountArgs {
     /// 10m, 1h, or `off` (runs on request only). Default: 1h.
     #[arg(long, value_name = "DURATION", value_parser = parse_every, default_value = "1h")]
     pub optimize_every: Every,
+    /// CPU each job of the mount may use, percent of one core (1 to 6400;
+    /// default: one core). Jobs also pause while the mount is busy.
+    #[arg(long, value_name = "PERCENT", value_parser = parse_job_cpu)]
+    pub job_cpu: Option<u32>,
+    /// Stop a job of the mount once the process has grown by more than
+    /// this since it started (default: 1GiB); what it finished stays.
+    #[arg(long, value_name = "SIZE", value_parser = crate::values::size)]
+    pub job_memory: Option<u64>,
     #[command(flatten)]
     pub password: PasswordArgs,
 }
@@ -164,6 +182,30 @@ fn parse_every(text: &str) -> std::result::Result<Every, String> {
         return Err("the period is at least 1s (or off)".into());
     }
     Ok(Every(Some(d)))
+}
+
+/// A job's CPU budget, percent of one core.
+fn parse_job_cpu(text: &str) -> std::result::Result<u32, String> {
+    let percent = text
+        .trim_end_matches('%')
+        .parse()
+        .map_err(|_| format!("not a whole percentage: {text}"))?;
+    cairn_volume::scheduler::JobBudget::new(percent, 0).map_err(|e| e.to_string())?;
+    Ok(percent)
+}
+
+/// The pacer of an offline run with a budget (docs/volume.md,
+/// "Scheduler"); no mount, so no foreground to yield to.
+fn job_pacer(a: &OptimizeArgs) -> Option<std::sync::Arc<cairn_volume::scheduler::Pacer>> {
+    use cairn_volume::scheduler::{JobBudget, Scheduler, MAX_CPU_PERCENT};
+    if a.job_cpu.is_none() && a.job_memory.is_none() {
+        return None;
+    }
+    let scheduler = Scheduler::new(Default::default(), Default::default());
+    Some(std::sync::Arc::new(scheduler.job(JobBudget {
+        cpu_percent: a.job_cpu.unwrap_or(MAX_CPU_PERCENT),
+        memory_bytes: a.job_memory.unwrap_or(u64::MAX),
+    })))
 }
 
 pub fn run(cli: &Globals, cmd: &VolumeCommand) -> Result<ExitCode> {
@@ -304,6 +346,7 @@ fn optimize(cli: &Globals, a: &OptimizeArgs) -> Result<ExitCode> {
         &vol,
         &OptimizeOptions {
             policy: Some(policy),
+            pacer: job_pacer(a),
             ..Default::default()
         },
     )?;
@@ -334,6 +377,12 @@ fn print_optimize(cli: &Globals, report: &cairn_volume::OptimizeReport) -> Resul
                 reasons.join(", ")
             );
         }
+    }
+    if let Some(why) = &report.cancelled {
+        eprintln!(
+            "cairn: warning: run stopped early, {why}; the files not reached are as they were"
+        );
+        return Ok(ExitCode::from(crate::exit_codes::EXIT_INCOMPLETE));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -398,6 +447,20 @@ fn mount(cli: &Globals, a: &MountArgs) -> Result<ExitCode> {
     // run in this process, asked for through the control socket.
     let vol = Arc::new(open(cli, &a.dir)?);
     let content = vol.content()?;
+    // The jobs yield to this mount's own requests (docs/volume.md,
+    // "Scheduler"), each within the default budget or the one given.
+    let meter = Arc::new(cairn_volume::scheduler::ForegroundMeter::default());
+    let mut budget = cairn_volume::scheduler::JobBudget::default();
+    if let Some(cpu) = a.job_cpu {
+        budget.cpu_percent = cpu;
+    }
+    if let Some(memory) = a.job_memory {
+        budget.memory_bytes = memory;
+    }
+    vol.pace_jobs(
+        cairn_volume::scheduler::Scheduler::new(Default::default(), meter.clone()),
+        budget,
+    );
     let daemon = cairn_volume::daemon::Daemon::start(
         vol.clone(),
         cairn_volume::daemon::DaemonOptions {
@@ -409,6 +472,7 @@ fn mount(cli: &Globals, a: &MountArgs) -> Result<ExitCode> {
         passthrough: !a.no_passthrough,
         allow_other: a.allow_other,
         space: Arc::new(cairn_volume::space::VolumeSpace::new(&vol)),
+        meter,
         ..Default::default()
     };
     let shown = a.mountpoint.display().to_string();

@@ -88,6 +88,7 @@ fn run_optimize(vol: &Volume, args: &Value, progress: ProgressSink<'_>) -> Resul
         &OptimizeOptions {
             policy: Some(policy),
             progress: Some(progress),
+            pacer: vol.job_pacer(),
             ..Default::default()
         },
     )?;
