@@ -195,10 +195,11 @@ pub fn optimize(vol: &Volume, opts: &OptimizeOptions<'_>) -> Result<OptimizeRepo
         let ino = f.meta.ino();
         let (mtime_ns, ctime_ns) = backing::mtime_ctime_ns(&f.meta);
         let entry = vol.table().get(ino);
-        let reason = if entry
-            .as_ref()
-            .is_some_and(|e| e.recalled.is_empty() && f.meta.len() <= e.valid)
-        {
+        let reason = if entry.as_ref().is_some_and(|e| {
+            // Truncated below its stream map: re-optimized like a
+            // recalled one, so the stream map's dead tail is freed.
+            e.recalled.is_empty() && f.meta.len() <= e.valid && e.valid == e.blob.size
+        }) {
             Some("already optimized")
         } else if policy.excludes(&f.rel) {
             Some("excluded")
@@ -218,8 +219,9 @@ pub fn optimize(vol: &Volume, opts: &OptimizeOptions<'_>) -> Result<OptimizeRepo
             report.skip(r);
             return Ok(());
         }
-        // A file partly recalled or appended to since it was optimized, and
-        // cold again: made plain first, then optimized anew with the others.
+        // A file partly recalled, appended to or truncated since it was
+        // optimized, and cold again: made plain first, then optimized anew
+        // with the others.
         let meta = match entry {
             None => f.meta,
             Some(_) => match make_plain(vol, &content, &f.path, &f.meta)? {
