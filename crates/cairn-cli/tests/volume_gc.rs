@@ -7,23 +7,9 @@
 mod common;
 
 use std::path::Path;
-use std::time::{Duration, SystemTime};
 
-use common::{cairn_env, s, Rng};
-
-fn volume(args: &[&str]) -> common::Run {
-    cairn_env(args, &[])
-}
-
-/// Sets every file below `dir` an hour back, then waits until their ctimes
-/// are over a second old.
-fn age(dir: &Path) {
-    let old = filetime::FileTime::from_system_time(SystemTime::now() - Duration::from_secs(3600));
-    for e in std::fs::read_dir(dir).unwrap() {
-        filetime::set_file_times(e.unwrap().path(), old, old).unwrap();
-    }
-    std::thread::sleep(Duration::from_millis(1100));
-}
+use common::volume::{age, volume};
+use common::{s, Rng};
 
 /// Serves the volume while `check` uses the mount, then ends the mount
 /// with SIGTERM. False when FUSE is not available here.

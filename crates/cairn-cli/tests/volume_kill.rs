@@ -16,23 +16,10 @@ mod common;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
+use common::volume::{age, volume};
 use common::{cairn_env, s, Rng};
-
-fn volume(args: &[&str]) -> common::Run {
-    cairn_env(args, &[])
-}
-
-/// Sets every file below `dir` an hour back, then waits until their ctimes
-/// are over a second old.
-fn age(dir: &Path) {
-    let old = filetime::FileTime::from_system_time(SystemTime::now() - Duration::from_secs(3600));
-    for e in std::fs::read_dir(dir).unwrap() {
-        filetime::set_file_times(e.unwrap().path(), old, old).unwrap();
-    }
-    std::thread::sleep(Duration::from_millis(1100));
-}
 
 /// A write started and not known to be durable: after the kill its range
 /// may hold the old bytes or the new ones.

@@ -10,11 +10,8 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use common::{cairn_env, s, Rng};
-
-fn volume(args: &[&str]) -> common::Run {
-    cairn_env(args, &[])
-}
+use common::volume::volume;
+use common::{s, Rng};
 
 /// A volume of `n` files of 2 MiB sharing most of their content, a second
 /// old.

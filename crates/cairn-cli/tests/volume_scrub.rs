@@ -12,13 +12,10 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use common::{cairn_env, s, Rng};
+use common::volume::volume;
+use common::{s, Rng};
 
 const FILES: usize = 6;
-
-fn volume(args: &[&str]) -> common::Run {
-    cairn_env(args, &[])
-}
 
 /// A clear volume whose files all start with the same 256 KiB of random
 /// bytes, optimized. Returns the files' bytes by name.

@@ -6,40 +6,9 @@
 mod common;
 
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
 
-use common::{cairn_env, s, Rng};
-
-fn volume(args: &[&str]) -> common::Run {
-    cairn_env(args, &[])
-}
-
-/// Sets every file below `dir` an hour back, then waits until their ctimes
-/// are over a second old.
-fn age(dir: &Path) {
-    let old = filetime::FileTime::from_system_time(SystemTime::now() - Duration::from_secs(3600));
-    for e in std::fs::read_dir(dir).unwrap() {
-        filetime::set_file_times(e.unwrap().path(), old, old).unwrap();
-    }
-    std::thread::sleep(Duration::from_millis(1100));
-}
-
-/// The regular file named `name` somewhere below `dir`.
-fn find(dir: &Path, name: &str) -> PathBuf {
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            let found = find(&p, name);
-            if !found.as_os_str().is_empty() {
-                return found;
-            }
-        } else if p.file_name().unwrap() == name {
-            return p;
-        }
-    }
-    PathBuf::new()
-}
+use common::volume::{age, find, volume};
+use common::{s, Rng};
 
 #[test]
 fn a_volume_snapshot_records_stream_maps_unread_and_restores_every_file() {
