@@ -96,24 +96,15 @@ fn bad_volume_commands_fail_with_one_line() {
     assert!(err.contains("not empty"), "{err}");
 }
 
-/// Runs `cairn volume mount` while `check` uses the mount, then ends it
-/// with SIGTERM, as a person's Ctrl-C would: it unmounts and exits 0.
+/// Runs `cairn volume mount` while `check` uses the mount and `status`
+/// asks its daemon, then ends it with SIGTERM, as a person's Ctrl-C would.
 fn while_mounted(dir: &Path, mnt: &Path, check: impl FnOnce(&Path)) -> bool {
-    let Some(m) = common::fuse::volume_mount(dir, mnt) else {
-        return false;
-    };
-    check(mnt);
-    // Another command on the volume while it is mounted asks the daemon.
-    let st = volume(&["volume", "status", s(dir), "--json"]).ok().json();
-    assert_eq!(st["jobs"]["optimize"]["state"], "idle", "{st}");
-    let pid = m.pid().to_string();
-    std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap();
-    m.wait_exit().ok();
-    assert!(!common::fuse::is_mounted(mnt));
-    true
+    common::volume::while_mounted(dir, mnt, |mnt| {
+        check(mnt);
+        // Another command on the volume while it is mounted asks the daemon.
+        let st = volume(&["volume", "status", s(dir), "--json"]).ok().json();
+        assert_eq!(st["jobs"]["optimize"]["state"], "idle", "{st}");
+    })
 }
 
 #[test]

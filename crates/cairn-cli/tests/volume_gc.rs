@@ -8,24 +8,8 @@ mod common;
 
 use std::path::Path;
 
-use common::volume::{age, volume};
+use common::volume::{age, volume, while_mounted};
 use common::{s, Rng};
-
-/// Serves the volume while `check` uses the mount, then ends the mount
-/// with SIGTERM. False when FUSE is not available here.
-fn while_mounted(dir: &Path, mnt: &Path, check: impl FnOnce(&Path)) -> bool {
-    let Some(m) = common::fuse::volume_mount(dir, mnt) else {
-        return false;
-    };
-    check(mnt);
-    std::process::Command::new("kill")
-        .args(["-TERM", &m.pid().to_string()])
-        .status()
-        .unwrap();
-    m.wait_exit().ok();
-    assert!(!common::fuse::is_mounted(mnt));
-    true
-}
 
 fn physical_and_store(dir: &Path) -> (u64, u64) {
     let st = volume(&["volume", "status", s(dir), "--json"]).ok().json();

@@ -43,11 +43,7 @@ fn a_volume_snapshot_records_stream_maps_unread_and_restores_every_file() {
         f.write_all_at(&patch, 3 << 20).unwrap();
         f.sync_all().unwrap();
         drop(f);
-        std::process::Command::new("kill")
-            .args(["-TERM", &m.pid().to_string()])
-            .status()
-            .unwrap();
-        m.wait_exit().ok();
+        common::volume::stop_mount(m);
     }
     big[3 << 20..(3 << 20) + 4096].copy_from_slice(&patch);
 
@@ -133,11 +129,7 @@ fn snapshot_gc_and_scrub_of_a_mounted_volume_run_in_its_daemon() {
             st["jobs"]
         );
     }
-    std::process::Command::new("kill")
-        .args(["-TERM", &m.pid().to_string()])
-        .status()
-        .unwrap();
-    m.wait_exit().ok();
+    common::volume::stop_mount(m);
     // The snapshot, taken while mounted, restores the file deleted since.
     let target = tmp.path().join("restored");
     let id = snap["snapshot"].as_str().unwrap();

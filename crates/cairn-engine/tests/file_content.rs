@@ -35,6 +35,22 @@ impl FileContent for ByInode {
     }
 }
 
+/// The content of the one regular file in snapshot `id`.
+fn file_blob(repo: &Repository, id: &str) -> BlobRef {
+    let snap = catalog::resolve(&**repo.backend(), id).unwrap();
+    let mut blob = None;
+    let mut reader = Reader::open(repo, CacheOptions::default()).unwrap();
+    reader
+        .walk(&snap.record, "", &mut |w| {
+            if w.entry.kind == EntryKind::File {
+                blob = w.entry.content;
+            }
+            Ok(())
+        })
+        .unwrap();
+    blob.expect("the snapshot's file")
+}
+
 #[test]
 fn stored_files_are_recorded_unread_and_replaced_ones_hold_the_readers_bytes() {
     let dir = tempfile::tempdir().unwrap();
@@ -48,18 +64,7 @@ fn stored_files_are_recorded_unread_and_replaced_ones_hold_the_readers_bytes() {
     let stored_bytes = bytes(3 << 20);
     std::fs::write(first.join("data"), &stored_bytes).unwrap();
     let id = backup(&repo, &first).unwrap();
-    let snap = catalog::resolve(&**repo.backend(), &id).unwrap();
-    let mut blob = None;
-    let mut reader = Reader::open(&repo, CacheOptions::default()).unwrap();
-    reader
-        .walk(&snap.record, "", &mut |w| {
-            if w.entry.kind == EntryKind::File {
-                blob = w.entry.content;
-            }
-            Ok(())
-        })
-        .unwrap();
-    let blob = blob.expect("the first snapshot's file");
+    let blob = file_blob(&repo, &id);
 
     // The tree: `stored` is a hole of the stored length (its bytes on
     // disk are not its content), `replaced` is read from the hook,
@@ -113,23 +118,13 @@ fn a_stored_recipe_of_another_length_leaves_the_file_out_with_a_reason() {
     std::fs::create_dir(&first).unwrap();
     std::fs::write(first.join("data"), vec![7u8; 100_000]).unwrap();
     let id = backup(&repo, &first).unwrap();
-    let snap = catalog::resolve(&**repo.backend(), &id).unwrap();
-    let mut blob = None;
-    let mut reader = Reader::open(&repo, CacheOptions::default()).unwrap();
-    reader
-        .walk(&snap.record, "", &mut |w| {
-            if w.entry.kind == EntryKind::File {
-                blob = w.entry.content;
-            }
-            Ok(())
-        })
-        .unwrap();
+    let blob = file_blob(&repo, &id);
     let src = dir.path().join("src");
     std::fs::create_dir(&src).unwrap();
     std::fs::write(src.join("short"), b"shorter than the recipe").unwrap();
     let ino = std::fs::metadata(src.join("short")).unwrap().ino();
     let hook = ByInode {
-        stored: HashMap::from([(ino, blob.unwrap())]),
+        stored: HashMap::from([(ino, blob)]),
         replaced: HashMap::new(),
     };
     let outcome = backup_opts(

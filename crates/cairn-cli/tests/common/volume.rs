@@ -37,3 +37,26 @@ pub fn find(dir: &Path, name: &str) -> PathBuf {
     }
     PathBuf::new()
 }
+
+/// Ends a `cairn volume mount` as Ctrl-C would (SIGTERM): it unmounts and
+/// exits 0.
+pub fn stop_mount(m: super::fuse::Background) {
+    let mnt = m.mnt.clone();
+    std::process::Command::new("kill")
+        .args(["-TERM", &m.pid().to_string()])
+        .status()
+        .unwrap();
+    m.wait_exit().ok();
+    assert!(!super::fuse::is_mounted(&mnt));
+}
+
+/// Serves the volume `dir` at `mnt` while `check` uses the mount, then
+/// stops the mount. False (after the skip line) when FUSE is unavailable.
+pub fn while_mounted(dir: &Path, mnt: &Path, check: impl FnOnce(&Path)) -> bool {
+    let Some(m) = super::fuse::volume_mount(dir, mnt) else {
+        return false;
+    };
+    check(mnt);
+    stop_mount(m);
+    true
+}

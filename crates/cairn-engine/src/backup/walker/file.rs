@@ -127,16 +127,8 @@ impl Walker {
         // A large file goes to the reader pool (`read_ahead.rs`), unless
         // it is hard-linked: a later name must find its first one sent.
         if let Some(FileSource::Read(reader)) = source {
-            let read = match self.read_content(reader) {
-                Ok(()) => Ok(()),
-                Err(ReadFailure::Io(e)) => Err(e),
-                Err(ReadFailure::Closed) => return Err(()),
-            };
-            let ok = self.file_read(path, &file, &meta, read);
-            if let (true, Some(m)) = (ok, hard_link) {
-                self.link_sent(&m);
-            }
-            return self.send(Event::FileEnd { ok });
+            let read = self.read_content(reader);
+            return self.file_end(path, &file, &meta, read, hard_link);
         }
         if self.read_threads > 0
             && !self.dry_run
@@ -167,12 +159,25 @@ impl Walker {
             Some(x) => self.read_content(ExtentReader::new(&file, x)),
             None => self.read_content(&file),
         };
+        self.file_end(path, &file, &meta, read, hard_link)
+    }
+
+    /// Ends a file read on this thread: checked against its metadata
+    /// before (`file_read`), its hard-link group marked sent, `FileEnd`.
+    fn file_end(
+        &mut self,
+        path: &Path,
+        file: &std::fs::File,
+        meta: &Metadata,
+        read: Result<(), ReadFailure>,
+        hard_link: Option<EntryMeta>,
+    ) -> Result<(), ()> {
         let read = match read {
             Ok(()) => Ok(()),
             Err(ReadFailure::Io(e)) => Err(e),
             Err(ReadFailure::Closed) => return Err(()),
         };
-        let ok = self.file_read(path, &file, &meta, read);
+        let ok = self.file_read(path, file, meta, read);
         if let (true, Some(m)) = (ok, hard_link) {
             self.link_sent(&m);
         }
