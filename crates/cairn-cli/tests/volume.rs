@@ -8,27 +8,15 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use common::{cairn_env, s, Rng};
-
-fn volume(args: &[&str]) -> common::Run {
-    cairn_env(args, &[])
-}
-
-/// Sets every file below `dir` an hour back, then waits until their ctimes
-/// are over a second old.
-fn age(dir: &Path) {
-    let old = filetime::FileTime::from_system_time(SystemTime::now() - Duration::from_secs(3600));
-    for e in std::fs::read_dir(dir).unwrap() {
-        filetime::set_file_times(e.unwrap().path(), old, old).unwrap();
-    }
-    std::thread::sleep(Duration::from_millis(1100));
-}
+use common::volume::{age, volume};
+use common::{s, Rng};
 
 #[test]
 fn optimized_files_show_in_status_with_their_savings() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("vol");
-    let out = volume(&["volume", "create", s(&dir)]).ok();
+    // Windows' minimum size, so the small file below stays plain.
+    let out = volume(&["volume", "create", s(&dir), "--min-size", "32KiB"]).ok();
     assert!(
         out.stdout_str().contains("created cairn volume"),
         "{}",
@@ -108,26 +96,15 @@ fn bad_volume_commands_fail_with_one_line() {
     assert!(err.contains("not empty"), "{err}");
 }
 
-/// Runs `cairn volume mount` while `check` uses the mount, then ends it
-/// with SIGTERM, as a person's Ctrl-C would: it unmounts and exits 0.
+/// Runs `cairn volume mount` while `check` uses the mount and `status`
+/// asks its daemon, then ends it with SIGTERM, as a person's Ctrl-C would.
 fn while_mounted(dir: &Path, mnt: &Path, check: impl FnOnce(&Path)) -> bool {
-    let Some(m) = common::fuse::volume_mount(dir, mnt) else {
-        return false;
-    };
-    check(mnt);
-    // Another command on the volume while it is mounted: refused, one line.
-    let err = volume(&["volume", "optimize", s(dir)])
-        .code(1)
-        .one_line_error();
-    assert!(err.contains("open elsewhere"), "{err}");
-    let pid = m.pid().to_string();
-    std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap();
-    m.wait_exit().ok();
-    assert!(!common::fuse::is_mounted(mnt));
-    true
+    common::volume::while_mounted(dir, mnt, |mnt| {
+        check(mnt);
+        // Another command on the volume while it is mounted asks the daemon.
+        let st = volume(&["volume", "status", s(dir), "--json"]).ok().json();
+        assert_eq!(st["jobs"]["optimize"]["state"], "idle", "{st}");
+    })
 }
 
 #[test]
@@ -191,4 +168,186 @@ fn a_mounted_volume_serves_optimized_files_and_recalls_what_is_written() {
             b"written through the mount"
         );
     });
+}
+
+/// `status` and `optimize` on a mounted volume go to its daemon, which
+/// needs no password; the files read back right through the mount, and
+/// `status` shows the run as the optimize job's last result.
+#[test]
+fn a_mounted_volume_optimizes_and_reports_through_its_daemon() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("vol");
+    let mnt = tmp.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    volume(&["volume", "create", s(&dir)]).ok();
+    let files = dir.join("files");
+    let mut rng = Rng::new(34);
+    let base = rng.text(1 << 20);
+    let mut expected = Vec::new();
+    for i in 0..3 {
+        let mut bytes = base.clone();
+        bytes.extend_from_slice(&rng.text(40_000 + i * 1000));
+        std::fs::write(files.join(format!("f{i}")), &bytes).unwrap();
+        expected.push((format!("f{i}"), bytes));
+    }
+    age(&files);
+    let Some(m) = common::fuse::volume_mount(&dir, &mnt) else {
+        return;
+    };
+    let no_password = |args: &[&str]| {
+        let mut c = common::base_command();
+        use std::process::Stdio;
+        c.env_remove("CAIRN_PASSWORD").args(args);
+        let child = c
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        common::finish(child, args)
+    };
+    let st = no_password(&["volume", "status", s(&dir), "--json"])
+        .ok()
+        .json();
+    assert_eq!(st["optimized_files"], 0, "{st}");
+    assert_eq!(st["unoptimized_files"], 3, "{st}");
+    assert_eq!(st["jobs"]["optimize"]["state"], "idle", "{st}");
+    assert!(st["jobs"]["optimize"].get("last").is_none(), "{st}");
+
+    let report = no_password(&["volume", "optimize", s(&dir), "--min-age", "1s", "--json"])
+        .ok()
+        .json();
+    assert_eq!(report["files_optimized"], 3, "{report}");
+    assert!(report["snapshot"].is_string(), "{report}");
+    for (name, bytes) in &expected {
+        assert!(std::fs::read(mnt.join(name)).unwrap() == *bytes, "{name}");
+    }
+    let st = volume(&["volume", "status", s(&dir), "--json"]).ok().json();
+    assert_eq!(st["optimized_files"], 3, "{st}");
+    let last = &st["jobs"]["optimize"]["last"];
+    assert_eq!(last["trigger"], "request", "{st}");
+    assert_eq!(last["report"], report, "{st}");
+    let text = volume(&["volume", "status", s(&dir)]).ok().stdout_str();
+    assert!(
+        text.contains("optimize job: idle; last run (on request) ended"),
+        "{text}"
+    );
+    // The human report of a run through the daemon is the offline one.
+    let text = volume(&["volume", "optimize", s(&dir), "--min-age", "1s"])
+        .ok()
+        .stdout_str();
+    assert!(text.contains("optimized 0 of 3 files"), "{text}");
+    assert!(text.contains("3 already optimized"), "{text}");
+
+    let pid = m.pid().to_string();
+    std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    m.wait_exit().ok();
+    assert!(!dir.join("control.sock").exists());
+    // Offline again: status opens the volume itself, every job idle.
+    let st = volume(&["volume", "status", s(&dir), "--json"]).ok().json();
+    assert_eq!(st["optimized_files"], 3, "{st}");
+    assert_eq!(st["jobs"]["optimize"]["state"], "idle", "{st}");
+}
+
+/// `--optimize-every` runs optimize with the volume's policy on its own.
+#[test]
+fn a_mount_optimizes_on_its_schedule() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("vol");
+    let mnt = tmp.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    volume(&["volume", "create", s(&dir), "--min-age", "1s"]).ok();
+    let files = dir.join("files");
+    let bytes = Rng::new(35).text(300_000);
+    std::fs::write(files.join("doc"), &bytes).unwrap();
+    age(&files);
+    let Some(m) = common::fuse::volume_mount_with(&dir, &mnt, &["--optimize-every", "1s"]) else {
+        return;
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let st = volume(&["volume", "status", s(&dir), "--json"]).ok().json();
+        // Nothing but the schedule runs optimize here.
+        if st["optimized_files"] == 1 {
+            assert_eq!(
+                st["jobs"]["optimize"]["last"]["trigger"], "schedule",
+                "{st}"
+            );
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no scheduled run: {st}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(std::fs::read(mnt.join("doc")).unwrap() == bytes);
+    let err = volume(&[
+        "volume",
+        "mount",
+        s(&dir),
+        s(&mnt),
+        "--optimize-every",
+        "0s",
+    ])
+    .code(2)
+    .one_line_error();
+    assert!(err.contains("at least 1s"), "{err}");
+    drop(m);
+}
+
+/// A volume held by a process that serves no control socket (an offline
+/// command): one error line naming that process.
+#[test]
+fn a_volume_held_without_a_daemon_names_its_holder() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("vol");
+    volume(&["volume", "create", s(&dir), "--encryption", "none"]).ok();
+    use std::io::Write;
+    let mut lock = std::fs::OpenOptions::new()
+        .write(true)
+        .open(dir.join("volume.lock"))
+        .unwrap();
+    writeln!(lock, "{}", std::process::id()).unwrap();
+    let held = nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusiveNonblock).unwrap();
+    for cmd in ["status", "optimize"] {
+        let err = volume(&["volume", cmd, s(&dir)]).code(1).one_line_error();
+        let want = format!("in use by process {}", std::process::id());
+        assert!(err.contains(&want), "{err}");
+    }
+    drop(held);
+    volume(&["volume", "status", s(&dir)]).ok();
+}
+
+/// A mount killed outright leaves its socket behind: the commands then
+/// open the volume themselves, and the next mount replaces the socket.
+#[test]
+fn a_killed_mount_leaves_a_socket_the_next_mount_replaces() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("vol");
+    let mnt = tmp.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    volume(&["volume", "create", s(&dir), "--encryption", "none"]).ok();
+    std::fs::write(dir.join("files/a"), b"kept").unwrap();
+    let Some(m) = common::fuse::volume_mount(&dir, &mnt) else {
+        return;
+    };
+    std::process::Command::new("kill")
+        .args(["-KILL", &m.pid().to_string()])
+        .status()
+        .unwrap();
+    drop(m);
+    assert!(dir.join("control.sock").exists());
+    let st = volume(&["volume", "status", s(&dir), "--json"]).ok().json();
+    assert_eq!(st["unoptimized_files"], 1, "{st}");
+    let Some(m) = common::fuse::volume_mount(&dir, &mnt) else {
+        return;
+    };
+    let st = volume(&["volume", "status", s(&dir), "--json"]).ok().json();
+    assert_eq!(st["jobs"]["optimize"]["state"], "idle", "{st}");
+    assert_eq!(std::fs::read(mnt.join("a")).unwrap(), b"kept");
+    drop(m);
 }

@@ -14,6 +14,7 @@ pub mod blocking_map;
 pub mod canonical;
 pub mod catalog;
 pub mod check;
+pub mod chunk_repair;
 pub(crate) mod codec;
 pub mod config;
 pub mod container_log;

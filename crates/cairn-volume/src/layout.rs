@@ -126,7 +126,13 @@ impl VolumeLock {
             .open(&path)
             .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
         match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
-            Ok(()) => Ok(VolumeLock { _file: file }),
+            Ok(()) => {
+                // The holder's pid, for a client told the volume is busy;
+                // best effort (the lock is what counts).
+                let _ = file.set_len(0);
+                let _ = (&file).write_all(format!("{}\n", std::process::id()).as_bytes());
+                Ok(VolumeLock { _file: file })
+            }
             Err(rustix::io::Errno::WOULDBLOCK) => Err(Error::invalid(format!(
                 "volume {} is open elsewhere (mounted, or another cairn volume command is \
                  running); try again when it is done",

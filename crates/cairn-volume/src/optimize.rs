@@ -8,19 +8,31 @@
 //! cache, new chunks in file-stream order into containers, selective
 //! compression, and the crash-safe commit ending in a snapshot tagged
 //! [`OPTIMIZE_TAG`]. That snapshot's listings hold each file's recipe (its
-//! stream map) and the size and times it was read with. Until the volume
-//! has its own garbage collection, every such snapshot is kept: they are
-//! what keeps the stream maps' chunks alive against `cairn gc` on the
-//! store, and no stream map loses its root.
+//! stream map) and the size and times it was read with. That snapshot
+//! keeps the new stream maps' chunks alive until the volume's garbage
+//! collection ([`crate::gc`]) lists them in a roots snapshot and forgets it,
+//! so no stream map loses its root.
+//!
+//! **Batches and pacing.** The eligible files are ingested and switched in
+//! batches of at most [`OPTIMIZE_BATCH_BYTES`] (each batch its own backup,
+//! snapshot and switches), so a run stopped midway (cancelled by the
+//! scheduler, interrupted, crashed) keeps every batch it finished. With a
+//! [`Pacer`] (`OptimizeOptions::pacer`), the job paces itself
+//! (`crate::scheduler`): before each batch, after each file the ingest
+//! stores (through the backup's entry log, on the engine's stream thread:
+//! a pause there holds the whole pipeline), and before each switch. A
+//! cancel before a batch or a switch stops the run there; one during an
+//! ingest lets that batch finish and switch (its chunks are stored; the
+//! switches are cheap), then stops. The report says why in `cancelled`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::OpenOptions;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use cairn_core::{Error, Result};
 use cairn_engine::backup::{backup, BackupOptions, ParentChoice, Selection, Source};
@@ -29,7 +41,9 @@ use cairn_format::dir::{BlobRef, EntryKind};
 
 use crate::backing;
 use crate::content::Content;
+use crate::job_state::{Progress, ProgressSink};
 use crate::policy::Policy;
+use crate::scheduler::Pacer;
 use crate::state::{Entry, Identity};
 use crate::volume::Volume;
 use crate::volume_content::VolumeContent;
@@ -37,6 +51,12 @@ use crate::walk;
 
 /// The tag of the snapshots the job commits.
 pub const OPTIMIZE_TAG: &str = "volume-optimize";
+
+/// The most bytes of files one batch ingests (a file larger than this is a
+/// batch alone): what a cancelled or interrupted run can lose at most, and
+/// little enough that a batch takes seconds, while a batch's fixed costs
+/// (a snapshot, a container left partly filled) stay small beside it.
+pub const OPTIMIZE_BATCH_BYTES: u64 = 256 << 20;
 
 /// The points of a file's switch (step 6) where a test may stop the job.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,10 +96,17 @@ pub struct OptimizeOptions<'a> {
     /// Called between the ingest (step 5) and the first switch (step 6):
     /// a test changes a file there.
     pub before_switch: Option<&'a dyn Fn()>,
+    /// Told the files scanned, then the files switched of those eligible
+    /// (the mount daemon shows it in `status`).
+    pub progress: Option<ProgressSink<'a>>,
+    /// The job's pacing handle from the scheduler; `None`: unpaced.
+    pub pacer: Option<Arc<Pacer>>,
+    /// Bytes per batch instead of [`OPTIMIZE_BATCH_BYTES`] (tests).
+    pub batch_bytes: Option<u64>,
 }
 
 /// What a run did.
-#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct OptimizeReport {
     /// Regular files looked at.
     pub files_scanned: u64,
@@ -94,8 +121,18 @@ pub struct OptimizeReport {
     pub bytes_optimized: u64,
     /// Bytes of new chunks the store took (as stored, after compression).
     pub new_chunk_bytes: u64,
-    /// The snapshot holding this run's stream maps (none if nothing was eligible).
+    /// The snapshot holding the stream maps of this run's last batch (none
+    /// if nothing was eligible); each batch commits one.
     pub snapshot: Option<String>,
+    /// RAM of the fingerprint index per indexed chunk (the frugal index:
+    /// about 6 bytes, 004), as the ingest measured it; 0 if nothing was
+    /// ingested.
+    pub index_ram_bytes_per_chunk: f64,
+    /// Batches ingested.
+    pub batches: u64,
+    /// Why the scheduler stopped the run early (the files not reached are
+    /// as they were); `None`: it ran to the end.
+    pub cancelled: Option<String>,
     pub seconds: f64,
 }
 
@@ -136,6 +173,11 @@ pub fn optimize(vol: &Volume, opts: &OptimizeOptions<'_>) -> Result<OptimizeRepo
         .unwrap_or_else(|| vol.config().policy.clone())
         .compile()?;
     let mut report = OptimizeReport::default();
+    let progress = |p: Progress| {
+        if let Some(sink) = opts.progress {
+            sink(p)
+        }
+    };
 
     // Step 1: the policy scan. Times are compared with one clock reading,
     // taken before the walk, so a file changed during it is too young.
@@ -147,13 +189,17 @@ pub fn optimize(vol: &Volume, opts: &OptimizeOptions<'_>) -> Result<OptimizeRepo
     let content = vol.content()?;
     walk::regular_files(&vol.dir().files(), &mut |f| {
         report.files_scanned += 1;
+        if report.files_scanned % 1000 == 0 {
+            progress(Progress::files("scan", report.files_scanned, None));
+        }
         let ino = f.meta.ino();
         let (mtime_ns, ctime_ns) = backing::mtime_ctime_ns(&f.meta);
         let entry = vol.table().get(ino);
-        let reason = if entry
-            .as_ref()
-            .is_some_and(|e| e.recalled.is_empty() && f.meta.len() <= e.valid)
-        {
+        let reason = if entry.as_ref().is_some_and(|e| {
+            // Truncated below its stream map: re-optimized like a
+            // recalled one, so the stream map's dead tail is freed.
+            e.recalled.is_empty() && f.meta.len() <= e.valid && e.valid == e.blob.size
+        }) {
             Some("already optimized")
         } else if policy.excludes(&f.rel) {
             Some("excluded")
@@ -173,8 +219,9 @@ pub fn optimize(vol: &Volume, opts: &OptimizeOptions<'_>) -> Result<OptimizeRepo
             report.skip(r);
             return Ok(());
         }
-        // A file partly recalled or appended to since it was optimized, and
-        // cold again: made plain first, then optimized anew with the others.
+        // A file partly recalled, appended to or truncated since it was
+        // optimized, and cold again: made plain first, then optimized anew
+        // with the others.
         let meta = match entry {
             None => f.meta,
             Some(_) => match make_plain(vol, &content, &f.path, &f.meta)? {
@@ -205,32 +252,57 @@ pub fn optimize(vol: &Volume, opts: &OptimizeOptions<'_>) -> Result<OptimizeRepo
         return Ok(report);
     }
 
-    // Steps 2-5: chunk, look up, store new chunks with selective
-    // compression, commit the recipes (the engine's backup).
-    let ingested = ingest(vol, &eligible, &mut report)?;
-    // Switched files read their new chunks through the content state.
-    content.refresh(vol.repo())?;
-    if let Some(hook) = opts.before_switch {
-        hook();
-    }
+    // Steps 2-6, one batch at a time.
+    let pace = || opts.pacer.as_ref().map_or(Ok(()), |p| p.pace());
+    let total = Some(eligible.len() as u64);
+    let mut n = 0; // switches so far (the test hook counts across batches)
+    'batches: for batch in batches(&eligible, opts.batch_bytes.unwrap_or(OPTIMIZE_BATCH_BYTES)) {
+        if let Err(c) = pace() {
+            report.cancelled = Some(c.to_string());
+            break;
+        }
+        progress(Progress::files("ingest", n as u64, total));
+        // Steps 2-5: chunk, look up, store new chunks with selective
+        // compression, commit the recipes (the engine's backup).
+        let (ingested, cancelled) = ingest(vol, batch, &mut report, opts.pacer.as_ref())?;
+        report.batches += 1;
+        // Switched files read their new chunks through the content state.
+        content.refresh(vol.repo())?;
+        if let Some(hook) = opts.before_switch.filter(|_| report.batches == 1) {
+            hook();
+        }
 
-    // Step 6: switch each file.
-    for (n, file) in eligible.iter().enumerate() {
-        // Ctrl-C stops between two switches: each file is whole either way.
-        let done = report.files_optimized;
-        cairn_engine::interrupt::check(|| {
-            format!("{done} files optimized; the rest are as they were")
-        })?;
-        let Some(rec) = ingested.get(&file.ino) else {
-            report.skip("not read by the ingest");
-            continue;
-        };
-        match switch(vol, file, rec, n, opts.fail_at)? {
-            None => {
-                report.files_optimized += 1;
-                report.bytes_optimized += file.size;
+        // Step 6: switch each file.
+        for file in batch {
+            // Ctrl-C stops between two switches: each file is whole either way.
+            let done = report.files_optimized;
+            progress(Progress::files("switch", n as u64, total));
+            cairn_engine::interrupt::check(|| {
+                format!("{done} files optimized; the rest are as they were")
+            })?;
+            // Cancelled during the ingest: its batch is switched unpaced.
+            if cancelled.is_none() {
+                if let Err(c) = pace() {
+                    report.cancelled = Some(c.to_string());
+                    break 'batches;
+                }
             }
-            Some(reason) => report.skip(reason),
+            let Some(rec) = ingested.get(&file.ino) else {
+                report.skip("not read by the ingest");
+                continue;
+            };
+            match switch(vol, file, rec, n, opts.fail_at)? {
+                None => {
+                    report.files_optimized += 1;
+                    report.bytes_optimized += file.size;
+                }
+                Some(reason) => report.skip(reason),
+            }
+            n += 1;
+        }
+        if let Some(c) = cancelled {
+            report.cancelled = Some(c.to_string());
+            break;
         }
     }
     vol.table().flush()?;
@@ -270,13 +342,51 @@ fn make_plain(
     f.metadata().map(Some).map_err(io)
 }
 
-/// Steps 2-5 on the eligible files; returns what the new snapshot recorded
-/// of each, by inode.
+/// Splits the eligible files, in scan order, into runs of at most
+/// `limit` bytes (a larger file alone).
+fn batches(eligible: &[Scanned], limit: u64) -> impl Iterator<Item = &[Scanned]> {
+    let mut rest = eligible;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let mut bytes = 0u64;
+        let len = rest
+            .iter()
+            .position(|f| {
+                bytes = bytes.saturating_add(f.size);
+                bytes > limit
+            })
+            .unwrap_or(rest.len())
+            .max(1);
+        let (batch, tail) = rest.split_at(len);
+        rest = tail;
+        Some(batch)
+    })
+}
+
+/// Steps 2-5 on one batch; returns what the new snapshot recorded of each
+/// file, by inode, and why the pacer cancelled the job during the ingest
+/// (the ingest still finished).
 fn ingest(
     vol: &Volume,
     eligible: &[Scanned],
     report: &mut OptimizeReport,
-) -> Result<HashMap<u64, Ingested>> {
+    pacer: Option<&Arc<Pacer>>,
+) -> Result<(HashMap<u64, Ingested>, Option<crate::scheduler::Cancelled>)> {
+    let cancelled = Arc::new(Mutex::new(None));
+    // Paces after each file the ingest stores; the first cancel is kept
+    // and later calls no longer pace (the batch finishes unpaced).
+    let entry_log = pacer.map(|p| {
+        let (p, cancelled) = (p.clone(), cancelled.clone());
+        let log: cairn_engine::backup::events::EntryLog = Arc::new(move |_| {
+            let mut c = cancelled.lock().unwrap_or_else(|e| e.into_inner());
+            if c.is_none() {
+                *c = p.pace().err();
+            }
+        });
+        log
+    });
     let repo = vol.repo();
     let mut selection = Selection::builder();
     selection.only_files(eligible.iter().map(|f| (f.dev, f.ino)).collect());
@@ -292,12 +402,14 @@ fn ingest(
             // A file's stream map holds every byte, holes as zeros (they
             // deduplicate to one chunk), so offsets map one to one.
             holes_as_data: true,
+            entry_log,
             ..Default::default()
         },
     )?;
     drop(lock);
-    report.new_chunk_bytes = outcome.record.stats.new_stored_bytes;
+    report.new_chunk_bytes += outcome.record.stats.new_stored_bytes;
     report.snapshot = Some(outcome.snapshot_id.clone());
+    report.index_ram_bytes_per_chunk = outcome.index_ram_bytes_per_chunk;
     let mut by_ino = HashMap::new();
     let mut reader = Reader::open(repo, CacheOptions::default())?;
     reader.walk(&outcome.record, "", &mut |w| {
@@ -318,7 +430,8 @@ fn ingest(
         }
         Ok(())
     })?;
-    Ok(by_ino)
+    let cancelled = cancelled.lock().unwrap_or_else(|e| e.into_inner()).take();
+    Ok((by_ino, cancelled))
 }
 
 /// Step 6 for one file, under its inode lock: `None` when switched, else

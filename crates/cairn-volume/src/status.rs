@@ -5,16 +5,17 @@
 use std::fs;
 use std::path::Path;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use cairn_core::{Error, Result};
 
 use crate::backing::allocated_bytes;
+use crate::job_state::Jobs;
 use crate::volume::Volume;
 use crate::walk;
 
 /// The volume's figures.
-#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct Status {
     /// Sum of the files' lengths (each inode once).
     pub logical_bytes: u64,
@@ -36,6 +37,10 @@ pub struct Status {
     pub saved_bytes: u64,
     /// `saved / logical`, 0 for an empty volume.
     pub savings_rate: f64,
+    /// Each job's state, progress and last result: the mount daemon's
+    /// (an offline `status` shows every job idle, with no last result).
+    #[serde(default)]
+    pub jobs: Jobs,
 }
 
 /// Measures the open volume.
@@ -68,7 +73,7 @@ pub fn status(vol: &Volume) -> Result<Status> {
 }
 
 /// Allocated bytes of everything below `dir` (directories included).
-fn disk_usage(dir: &Path) -> Result<u64> {
+pub(crate) fn disk_usage(dir: &Path) -> Result<u64> {
     let io = |e| Error::io(format!("measuring {}", dir.display()), e);
     let mut total = 0;
     for entry in fs::read_dir(dir).map_err(io)? {

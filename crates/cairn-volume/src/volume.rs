@@ -17,6 +17,7 @@ use crate::backing;
 use crate::inode_locks::InodeLocks;
 use crate::layout::{sync_dir, VolumeConfig, VolumeDir, VolumeLock, VOLUME_VERSION};
 use crate::policy::Policy;
+use crate::scheduler::{JobBudget, Pacer, Scheduler};
 use crate::state::{Change, Entry, Identity, StreamMapTable};
 use crate::volume_content::VolumeContent;
 use crate::walk;
@@ -74,6 +75,9 @@ pub struct Volume {
     locks: Arc<InodeLocks>,
     /// The content state, made on first use and shared from then on.
     content: parking_lot::Mutex<Option<Arc<VolumeContent>>>,
+    /// The scheduler that paces this volume's jobs, and each job's budget
+    /// (set by the mount daemon; `None`: jobs run unpaced).
+    scheduler: parking_lot::Mutex<Option<(Arc<Scheduler>, JobBudget)>>,
     recovery: Recovery,
     _lock: VolumeLock,
 }
@@ -132,6 +136,7 @@ impl Volume {
             table: Arc::new(table),
             locks: InodeLocks::new(),
             content: parking_lot::Mutex::new(None),
+            scheduler: parking_lot::Mutex::new(None),
             recovery: Recovery::default(),
             _lock: lock,
         })
@@ -154,6 +159,7 @@ impl Volume {
             table,
             locks: InodeLocks::new(),
             content: parking_lot::Mutex::new(None),
+            scheduler: parking_lot::Mutex::new(None),
             recovery: Recovery::default(),
             _lock: lock,
         };
@@ -176,6 +182,20 @@ impl Volume {
     pub fn locks(&self) -> &Arc<InodeLocks> {
         &self.locks
     }
+    /// Paces every job run on this volume from now on with `scheduler`,
+    /// each within `budget` (the mount daemon's, fed by its mount's meter).
+    pub fn pace_jobs(&self, scheduler: Arc<Scheduler>, budget: JobBudget) {
+        *self.scheduler.lock() = Some((scheduler, budget));
+    }
+
+    /// A pacing handle for a job starting now, if jobs are paced.
+    pub fn job_pacer(&self) -> Option<Arc<Pacer>> {
+        self.scheduler
+            .lock()
+            .as_ref()
+            .map(|(s, budget)| Arc::new(s.job(*budget)))
+    }
+
     /// What opening repaired.
     pub fn recovery(&self) -> &Recovery {
         &self.recovery

@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use cairn_core::Result;
+use parking_lot::Mutex;
 
 use crate::chunk_readers::ChunkReaders;
 use crate::content::{read_full_at, Content};
@@ -50,6 +51,20 @@ pub struct VolumeContent {
     readers: Arc<ChunkReaders>,
     read_ahead: ReadAhead,
     recalled_bytes: AtomicU64,
+    /// Whether a collection of the store is under way, and how many
+    /// refreshes there have been: a read that fails while one runs, or
+    /// across a refresh, waits for the refresh and retries once.
+    collection: Mutex<Collection>,
+    refreshed: parking_lot::Condvar,
+    /// Where a read the store cannot serve sound falls back to: the
+    /// scrub's second copies (`copy_fallback.rs`; `None`: no copies).
+    fallback: Mutex<Option<cairn_engine::chunk_repair::RecipeWalker>>,
+}
+
+#[derive(Default)]
+struct Collection {
+    running: bool,
+    refreshes: u64,
 }
 
 impl VolumeContent {
@@ -62,6 +77,9 @@ impl VolumeContent {
             readers,
             read_ahead,
             recalled_bytes: AtomicU64::new(0),
+            collection: Mutex::new(Collection::default()),
+            refreshed: parking_lot::Condvar::new(),
+            fallback: Mutex::new(crate::copy_fallback::copy_reader(repo)?),
         })
     }
 
@@ -69,8 +87,27 @@ impl VolumeContent {
     /// only the chunks its index (or its one-time map of the containers)
     /// knew when it first looked, so the optimization job calls this after
     /// committing new chunks and before switching files to them.
+    /// A garbage collection calls it once the collection is over (it
+    /// deletes containers the readers may name), and so ends what
+    /// [`VolumeContent::collection_started`] began, even when it fails.
     pub fn refresh(&self, repo: &cairn_engine::Repository) -> Result<()> {
-        self.readers.refresh(repo)
+        let reopened = self.readers.refresh(repo);
+        let copies = crate::copy_fallback::copy_reader(repo);
+        let mut c = self.collection.lock();
+        c.running = false;
+        c.refreshes += 1;
+        self.refreshed.notify_all();
+        drop(c);
+        reopened?;
+        *self.fallback.lock() = copies?;
+        Ok(())
+    }
+
+    /// Marks a garbage collection of the store under way, until the next
+    /// [`VolumeContent::refresh`]: a chunk read that fails meanwhile (its
+    /// container deleted) waits for the refresh and is tried again.
+    pub fn collection_started(&self) {
+        self.collection.lock().running = true;
     }
 
     /// Bytes copied from the store into backing files by recalls so far.
@@ -80,10 +117,48 @@ impl VolumeContent {
 
     /// Copies the stream map's bytes `[offset, offset + out.len())` into `out`.
     fn read_stream_map(&self, entry: &Entry, offset: u64, out: &mut [u8]) -> io::Result<()> {
-        let got = self
-            .readers
-            .with_reader(|r| r.read_into(&entry.blob, offset, out))
-            .map_err(io::Error::other)?;
+        let refreshes = self.collection.lock().refreshes;
+        let read = |out: &mut [u8]| {
+            self.readers
+                .with_reader(|r| r.read_into(&entry.blob, offset, out))
+        };
+        let got = match read(out) {
+            Ok(n) => n,
+            Err(e) => {
+                // A collection may have deleted a container the reader
+                // named: once it is over and the readers refreshed, try
+                // once more.
+                let retried = {
+                    let mut c = self.collection.lock();
+                    if !c.running && c.refreshes == refreshes {
+                        Err(e)
+                    } else {
+                        self.refreshed.wait_while(&mut c, |c| c.running);
+                        drop(c);
+                        read(out)
+                    }
+                };
+                match retried {
+                    Ok(n) => n,
+                    // Else a chunk the store cannot serve sound: its
+                    // second copy, if the scrub keeps one.
+                    Err(e) => {
+                        let mut bytes = Vec::with_capacity(out.len());
+                        crate::copy_fallback::read_through_copies(
+                            &self.fallback,
+                            &entry.blob,
+                            offset,
+                            out.len(),
+                            &mut bytes,
+                        )
+                        .map_err(|_| io::Error::other(e))?;
+                        let n = bytes.len().min(out.len());
+                        out[..n].copy_from_slice(&bytes[..n]);
+                        bytes.len()
+                    }
+                }
+            }
+        };
         if got != out.len() {
             return Err(io::Error::other(format!(
                 "stream map of inode {} ends at {} bytes, before byte {}",

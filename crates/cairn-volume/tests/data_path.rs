@@ -269,3 +269,36 @@ fn one_content_state_reads_files_of_every_later_run() {
         }
     }
 }
+
+#[test]
+fn a_truncated_optimized_file_is_optimized_anew_when_cold() {
+    // Its stream map's tail is no file's bytes any more: a new stream map
+    // of the file's length lets the store's collection free the tail.
+    let dir = tempfile::tempdir().unwrap();
+    let vol = support::create(dir.path());
+    let files_dir = vol.dir().files();
+    let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(9);
+    let model = support::text(&mut rng, 1 << 20);
+    let path = files_dir.join("log.txt");
+    std::fs::write(&path, &model).unwrap();
+    support::age(&files_dir);
+    optimize(&vol, &OptimizeOptions::default()).unwrap();
+    let content = vol.content().unwrap();
+    let ino = support::ino(&path);
+    let f = OpenOptions::new().write(true).open(&path).unwrap();
+    f.set_len(300_000).unwrap();
+    content.truncated(ino, &f, 300_000).unwrap();
+    drop(f);
+    assert_eq!(vol.table().get(ino).unwrap().valid, 300_000);
+
+    support::age(&files_dir);
+    let report = optimize(&vol, &OptimizeOptions::default()).unwrap();
+    assert_eq!(
+        (report.files_made_plain, report.files_optimized),
+        (1, 1),
+        "{report:?}"
+    );
+    let entry = vol.table().get(ino).unwrap();
+    assert_eq!((entry.valid, entry.blob.size), (300_000, 300_000));
+    assert!(support::read_all(&content, &path) == model[..300_000]);
+}

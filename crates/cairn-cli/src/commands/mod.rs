@@ -41,6 +41,10 @@ pub mod tag;
 pub mod trace;
 pub mod unlock;
 pub mod volume;
+pub mod volume_client;
+pub mod volume_gc;
+pub mod volume_scrub;
+pub mod volume_snapshot;
 
 pub fn run(cli: Cli) -> Result<ExitCode> {
     let Cli {

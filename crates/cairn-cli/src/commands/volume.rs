@@ -1,11 +1,15 @@
-//! `cairn volume create|optimize|status|mount`: the primary volume of
-//! docs/volume.md. `optimize` and `status` open the volume themselves and
-//! hold its lock while they run, so they refuse a mounted volume; `mount`
-//! serves it read-write until it is unmounted (the jobs move into the
-//! mount daemon in a later increment).
+//! `cairn volume create|optimize|gc|scrub|status|snapshot|mount`: the
+//! primary volume of docs/volume.md (`gc`, `scrub` and `snapshot` in
+//! `volume_gc.rs`, `volume_scrub.rs`, `volume_snapshot.rs`). `mount`
+//! serves it read-write until it is unmounted, and runs its jobs (on a
+//! schedule, and on request through its control socket). The jobs and
+//! `status` ask that daemon when the volume is mounted (`volume_client`),
+//! else open the volume themselves and hold its lock while they run; both
+//! paths print the same report.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -13,9 +17,11 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 
 use cairn_crypto::PromptMode;
+use cairn_volume::job_state::JobState;
 use cairn_volume::policy::MIN_AGE_FLOOR;
 use cairn_volume::{OptimizeOptions, Policy, StoreEncryption, Volume, VolumeSettings};
 
+use super::{volume_client, volume_gc, volume_scrub, volume_snapshot};
 use crate::globals::{Globals, PasswordArgs};
 use crate::output::bytes;
 use crate::repo_open::EncryptionArgs;
@@ -32,9 +38,22 @@ pub enum VolumeCommand {
     /// and replace each file's data by its stream map. A file changed
     /// during the run is left for the next one.
     Optimize(OptimizeArgs),
+    /// Free the chunks no optimized file uses any more (files deleted,
+    /// truncated or rewritten): the live stream maps become the chunk
+    /// store's roots and its garbage collector runs.
+    Gc(volume_gc::GcArgs),
+    /// Read and verify every chunk of the chunk store, keep a second copy
+    /// of chunks referenced more than N times (DIR/copies), repair damaged
+    /// chunks from their copies; name each file that needs a chunk it
+    /// cannot repair (exit 1).
+    Scrub(volume_scrub::ScrubArgs),
     /// Logical and physical bytes, optimized and unoptimized files and
     /// bytes, the savings rate and the chunk store's size.
     Status(StatusArgs),
+    /// Record the volume's files as a snapshot in its chunk store: an
+    /// optimized file by its stream map, unread; the rest read. Restore,
+    /// list or mount it with `cairn restore|ls|mount --repo DIR/store`.
+    Snapshot(volume_snapshot::SnapshotArgs),
     /// Serve the volume read-write through FUSE at MOUNTPOINT until Ctrl-C,
     /// SIGTERM or `fusermount -u MOUNTPOINT`: optimized files are read from
     /// the chunk store and recalled range by range when written; plain files
@@ -51,7 +70,7 @@ pub struct PolicyArgs {
     #[arg(long, value_name = "DURATION", value_parser = parse_min_age)]
     pub min_age: Option<Duration>,
     /// Optimize only files at least this long, e.g. 32KiB (default: the
-    /// volume's, 32KiB at creation).
+    /// volume's; every non-empty file at creation).
     #[arg(long, value_name = "SIZE", value_parser = crate::values::size)]
     pub min_size: Option<u64>,
 }
@@ -81,6 +100,16 @@ pub struct OptimizeArgs {
     pub dir: PathBuf,
     #[command(flatten)]
     pub policy: PolicyArgs,
+    /// CPU the run may use, percent of one core (1 to 6400; 200: two
+    /// cores' worth): it sleeps to stay within it (default: unlimited).
+    #[arg(long, value_name = "PERCENT", value_parser = parse_job_cpu)]
+    pub job_cpu: Option<u32>,
+    /// Stop the run once the process has grown by more than this, e.g.
+    /// 512MiB (default: unlimited). A run with --job-cpu or --job-memory
+    /// also stops on the kernel's memory pressure; what it finished stays
+    /// optimized.
+    #[arg(long, value_name = "SIZE", value_parser = crate::values::size)]
+    pub job_memory: Option<u64>,
     #[command(flatten)]
     pub password: PasswordArgs,
 }
@@ -108,6 +137,18 @@ pub struct MountArgs {
     /// Let users other than the one who mounted use the mount.
     #[arg(long)]
     pub allow_other: bool,
+    /// Optimize with the volume's policy this often while mounted: 30s,
+    /// 10m, 1h, or `off` (runs on request only). Default: 1h.
+    #[arg(long, value_name = "DURATION", value_parser = parse_every, default_value = "1h")]
+    pub optimize_every: Every,
+    /// CPU each job of the mount may use, percent of one core (1 to 6400;
+    /// default: one core). Jobs also pause while the mount is busy.
+    #[arg(long, value_name = "PERCENT", value_parser = parse_job_cpu)]
+    pub job_cpu: Option<u32>,
+    /// Stop a job of the mount once the process has grown by more than
+    /// this since it started (default: 1GiB); what it finished stays.
+    #[arg(long, value_name = "SIZE", value_parser = crate::values::size)]
+    pub job_memory: Option<u64>,
     #[command(flatten)]
     pub password: PasswordArgs,
 }
@@ -126,20 +167,104 @@ fn parse_min_age(text: &str) -> std::result::Result<Duration, String> {
     Ok(Duration::from_secs(d.as_secs()))
 }
 
+/// How often a mount runs a job: a period, or never.
+#[derive(Clone, Copy, Debug)]
+pub struct Every(pub Option<Duration>);
+
+/// `off`, or a duration of at least 1 s.
+fn parse_every(text: &str) -> std::result::Result<Every, String> {
+    if text == "off" {
+        return Ok(Every(None));
+    }
+    let d = humantime::parse_duration(text)
+        .map_err(|e| format!("{e} (write a duration such as 30s, 10m or 1h, or off)"))?;
+    if d < Duration::from_secs(1) {
+        return Err("the period is at least 1s (or off)".into());
+    }
+    Ok(Every(Some(d)))
+}
+
+/// A job's CPU budget, percent of one core.
+fn parse_job_cpu(text: &str) -> std::result::Result<u32, String> {
+    let percent = text
+        .trim_end_matches('%')
+        .parse()
+        .map_err(|_| format!("not a whole percentage: {text}"))?;
+    cairn_volume::scheduler::JobBudget::new(percent, 0).map_err(|e| e.to_string())?;
+    Ok(percent)
+}
+
+/// The pacer of an offline run with a budget (docs/volume.md,
+/// "Scheduler"); no mount, so no foreground to yield to.
+fn job_pacer(a: &OptimizeArgs) -> Option<std::sync::Arc<cairn_volume::scheduler::Pacer>> {
+    use cairn_volume::scheduler::{JobBudget, Scheduler, MAX_CPU_PERCENT};
+    if a.job_cpu.is_none() && a.job_memory.is_none() {
+        return None;
+    }
+    let scheduler = Scheduler::new(Default::default(), Default::default());
+    Some(std::sync::Arc::new(scheduler.job(JobBudget {
+        cpu_percent: a.job_cpu.unwrap_or(MAX_CPU_PERCENT),
+        memory_bytes: a.job_memory.unwrap_or(u64::MAX),
+    })))
+}
+
 pub fn run(cli: &Globals, cmd: &VolumeCommand) -> Result<ExitCode> {
     let mut cli = cli.clone();
     let password = match cmd {
         VolumeCommand::Create(a) => &a.password,
         VolumeCommand::Optimize(a) => &a.password,
+        VolumeCommand::Gc(a) => &a.password,
+        VolumeCommand::Scrub(a) => &a.password,
         VolumeCommand::Status(a) => &a.password,
+        VolumeCommand::Snapshot(a) => &a.password,
         VolumeCommand::Mount(a) => &a.password,
     };
     cli.set_password(password.clone());
     let cli = &cli;
     match cmd {
         VolumeCommand::Create(a) => create(cli, a),
-        VolumeCommand::Optimize(a) => optimize(cli, a),
-        VolumeCommand::Status(a) => status(cli, &a.dir),
+        VolumeCommand::Optimize(a) => match volume_client::daemon(&a.dir)? {
+            Some(daemon) => {
+                let p = &a.policy;
+                let report = volume_client::optimize(cli, daemon, p.min_age, p.min_size)?;
+                print_optimize(cli, &report)
+            }
+            None => optimize(cli, a),
+        },
+        VolumeCommand::Status(a) => match volume_client::daemon(&a.dir)? {
+            Some(daemon) => print_status(cli, &a.dir, &volume_client::status(cli, daemon)?),
+            None => status(cli, &a.dir),
+        },
+        VolumeCommand::Gc(a) => {
+            let report = job_report(cli, &a.dir, "gc", volume_gc::request(a), |vol| {
+                Ok(serde_json::to_value(cairn_volume::gc(
+                    vol,
+                    &volume_gc::options(a),
+                )?)?)
+            })?;
+            volume_gc::print(cli, a, &report)
+        }
+        VolumeCommand::Scrub(a) => {
+            let report = job_report(cli, &a.dir, "scrub", volume_scrub::request(a), |vol| {
+                Ok(cairn_volume::scrub(vol, &volume_scrub::options(a))?)
+            })?;
+            volume_scrub::print(cli, &report)
+        }
+        VolumeCommand::Snapshot(a) => {
+            let report = job_report(
+                cli,
+                &a.dir,
+                "snapshot",
+                volume_snapshot::request(a),
+                |vol| {
+                    Ok(cairn_volume::snapshot::snapshot(
+                        vol,
+                        &volume_snapshot::options(a),
+                    )?)
+                },
+            )?;
+            volume_snapshot::print(cli, a, &report)
+        }
         VolumeCommand::Mount(a) => mount(cli, a),
     }
 }
@@ -199,6 +324,21 @@ fn open(cli: &Globals, dir: &Path) -> Result<Volume> {
     Ok(Volume::open(dir, &mut master_key)?)
 }
 
+/// A job's report: from the mount daemon when one answers (the request
+/// `name` with `args`), else from `offline` on the volume opened here.
+fn job_report<T: serde::de::DeserializeOwned>(
+    cli: &Globals,
+    dir: &Path,
+    name: &str,
+    args: serde_json::Map<String, serde_json::Value>,
+    offline: impl FnOnce(&Volume) -> Result<T>,
+) -> Result<T> {
+    match volume_client::daemon(dir)? {
+        Some(daemon) => volume_client::job(cli, daemon, name, args),
+        None => offline(&open(cli, dir)?),
+    }
+}
+
 fn optimize(cli: &Globals, a: &OptimizeArgs) -> Result<ExitCode> {
     let vol = open(cli, &a.dir)?;
     let policy = with_options(vol.config().policy.clone(), &a.policy);
@@ -206,11 +346,16 @@ fn optimize(cli: &Globals, a: &OptimizeArgs) -> Result<ExitCode> {
         &vol,
         &OptimizeOptions {
             policy: Some(policy),
+            pacer: job_pacer(a),
             ..Default::default()
         },
     )?;
+    print_optimize(cli, &report)
+}
+
+fn print_optimize(cli: &Globals, report: &cairn_volume::OptimizeReport) -> Result<ExitCode> {
     if cli.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        println!("{}", serde_json::to_string_pretty(report)?);
     } else if !cli.quiet {
         println!(
             "optimized {} of {} files ({}), {} new in the chunk store, in {:.1} s",
@@ -233,14 +378,25 @@ fn optimize(cli: &Globals, a: &OptimizeArgs) -> Result<ExitCode> {
             );
         }
     }
+    if let Some(why) = &report.cancelled {
+        eprintln!(
+            "cairn: warning: run stopped early, {why}; the files not reached are as they were"
+        );
+        return Ok(ExitCode::from(crate::exit_codes::EXIT_INCOMPLETE));
+    }
     Ok(ExitCode::SUCCESS)
 }
 
 fn status(cli: &Globals, dir: &Path) -> Result<ExitCode> {
     let vol = open(cli, dir)?;
-    let s = cairn_volume::status(&vol)?;
+    let mut s = cairn_volume::status(&vol)?;
+    s.jobs = cairn_volume::daemon::idle_jobs();
+    print_status(cli, dir, &s)
+}
+
+fn print_status(cli: &Globals, dir: &Path, s: &cairn_volume::Status) -> Result<ExitCode> {
     if cli.json {
-        println!("{}", serde_json::to_string_pretty(&s)?);
+        println!("{}", serde_json::to_string_pretty(s)?);
     } else {
         let pct = |n: u64| {
             if s.logical_bytes == 0 {
@@ -278,23 +434,52 @@ fn status(cli: &Globals, dir: &Path) -> Result<ExitCode> {
             bytes(s.saved_bytes),
             100.0 * s.savings_rate
         );
+        for (name, job) in &s.jobs {
+            println!("  {name} job: {}", volume_client::job_line(job));
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
 
 fn mount(cli: &Globals, a: &MountArgs) -> Result<ExitCode> {
     crate::mount::check_mountpoint(&a.mountpoint)?;
-    // The volume stays open (its lock held) while it is served.
-    let vol = open(cli, &a.dir)?;
+    // The volume stays open (its lock held) while it is served; its jobs
+    // run in this process, asked for through the control socket.
+    let vol = Arc::new(open(cli, &a.dir)?);
     let content = vol.content()?;
+    // The jobs yield to this mount's own requests (docs/volume.md,
+    // "Scheduler"), each within the default budget or the one given.
+    let meter = Arc::new(cairn_volume::scheduler::ForegroundMeter::default());
+    let mut budget = cairn_volume::scheduler::JobBudget::default();
+    if let Some(cpu) = a.job_cpu {
+        budget.cpu_percent = cpu;
+    }
+    if let Some(memory) = a.job_memory {
+        budget.memory_bytes = memory;
+    }
+    vol.pace_jobs(
+        cairn_volume::scheduler::Scheduler::new(Default::default(), meter.clone()),
+        budget,
+    );
+    let daemon = cairn_volume::daemon::Daemon::start(
+        vol.clone(),
+        cairn_volume::daemon::DaemonOptions {
+            optimize_every: a.optimize_every.0,
+            ..Default::default()
+        },
+    )?;
     let options = cairn_volume::fuse::MountOptions {
         passthrough: !a.no_passthrough,
         allow_other: a.allow_other,
+        space: Arc::new(cairn_volume::space::VolumeSpace::new(&vol)),
+        meter,
         ..Default::default()
     };
     let shown = a.mountpoint.display().to_string();
     let mut installed = Ok(());
-    cairn_volume::fuse::serve(
+    // Set once unmounted: a signal then stops the running job instead.
+    let unmounted = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let served = cairn_volume::fuse::serve(
         &vol.dir().files(),
         &a.mountpoint,
         content,
@@ -302,7 +487,13 @@ fn mount(cli: &Globals, a: &MountArgs) -> Result<ExitCode> {
         options,
         |mut unmounter| {
             let name = shown.clone();
+            let unmounted = unmounted.clone();
             installed = ctrlc::set_handler(move || {
+                if unmounted.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                    // The running job stops at its next safe point.
+                    cairn_engine::interrupt::request();
+                    return;
+                }
                 if let Err(e) = unmounter.unmount() {
                     eprintln!(
                         "cairn: error: unmounting {name}: {e}; still mounted until \
@@ -315,9 +506,34 @@ fn mount(cli: &Globals, a: &MountArgs) -> Result<ExitCode> {
                     "mounted volume {} at {shown} (read-write); Ctrl-C or `fusermount -u {shown}` unmounts",
                     a.dir.display()
                 );
+                let every = a
+                    .optimize_every
+                    .0
+                    .map_or("on request only".to_string(), |d| {
+                        format!("every {}", humantime::format_duration(d))
+                    });
+                eprintln!(
+                    "jobs: optimize {every}; `cairn volume optimize|status {}` asks this process",
+                    a.dir.display()
+                );
             }
         },
-    )?;
+    );
+    // Unmounted (or the mount failed): the running job ends before the
+    // volume closes; a signal now stops it at its next safe point.
+    unmounted.store(true, std::sync::atomic::Ordering::SeqCst);
+    let running = daemon
+        .jobs()
+        .into_iter()
+        .find(|(_, j)| j.state == JobState::Running);
+    if let (Some((name, _)), false) = (running, cli.quiet) {
+        eprintln!(
+            "cairn: waiting for the running {name} job to end (Ctrl-C stops it at its next \
+             safe point; every file is whole either way)"
+        );
+    }
+    daemon.stop();
+    served?;
     installed.context("installing the signal handler")?;
     Ok(ExitCode::SUCCESS)
 }

@@ -70,6 +70,8 @@ impl Drop for Background {
         }
         if is_mounted(&self.mnt) {
             let _ = Command::new("umount").arg("-l").arg(&self.mnt).status();
+        }
+        if is_mounted(&self.mnt) {
             if let Some(f) = fusermount() {
                 let _ = Command::new(f).arg("-u").arg("-z").arg(&self.mnt).status();
             }
@@ -112,6 +114,14 @@ pub fn volume_mount(dir: &Path, mnt: &Path) -> Option<Background> {
     let mnt = fs::canonicalize(mnt).unwrap();
     let mut c = super::base_command();
     c.args(["volume", "mount", s(dir), s(&mnt)]);
+    mount_with(c, &["volume", "mount"], &mnt)
+}
+
+/// [`volume_mount`] with more options (`--optimize-every 1s`).
+pub fn volume_mount_with(dir: &Path, mnt: &Path, options: &[&str]) -> Option<Background> {
+    let mnt = fs::canonicalize(mnt).unwrap();
+    let mut c = super::base_command();
+    c.args(["volume", "mount", s(dir), s(&mnt)]).args(options);
     mount_with(c, &["volume", "mount"], &mnt)
 }
 

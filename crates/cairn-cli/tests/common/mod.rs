@@ -8,6 +8,7 @@
 pub mod damage;
 mod environment;
 pub mod fuse;
+pub mod volume;
 
 // Not every test file skips or needs root.
 #[allow(unused_imports)]

@@ -17,6 +17,7 @@
 
 pub mod dry_run;
 pub mod events;
+pub mod file_content;
 mod layout;
 mod listings;
 pub mod parent;
@@ -92,6 +93,10 @@ pub struct BackupOptions {
     /// then its whole length (a volume's stream map maps file offsets to
     /// content offsets one to one). Off: only the data extents are stored.
     pub holes_as_data: bool,
+    /// Asked before each regular file is read: where its bytes come from
+    /// when they are not all in the file system (`file_content.rs`);
+    /// `None`: every file is read.
+    pub file_content: Option<Arc<dyn file_content::FileContent>>,
     /// Told of each file and directory stored, with its state against the
     /// parent snapshot (`backup -v`); `None`: nobody listens.
     pub entry_log: Option<events::EntryLog>,
@@ -363,6 +368,7 @@ struct RunState {
     selection: Arc<Selection>,
     read_threads: Option<usize>,
     holes_as_data: bool,
+    file_content: Option<Arc<dyn file_content::FileContent>>,
     read_ns: Arc<AtomicU64>,
     commit_started: Mutex<Instant>,
     progress: Arc<Progress>,
@@ -398,6 +404,7 @@ impl RunState {
             selection: opts.selection.clone(),
             read_threads: opts.read_threads,
             holes_as_data: opts.holes_as_data,
+            file_content: opts.file_content.clone(),
             entry_log: opts.entry_log.clone(),
             read_ns: Arc::new(AtomicU64::new(0)),
             commit_started: Mutex::new(Instant::now()),
@@ -735,6 +742,7 @@ fn run_stream(
                 w.read_ahead(n);
             }
             w.holes_as_data(run.holes_as_data);
+            w.file_content(run.file_content.clone());
             if let Some((tree, top)) = parent {
                 w.parent(tree, top);
             }

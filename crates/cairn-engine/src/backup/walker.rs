@@ -28,15 +28,18 @@ use cairn_chunk::{ChunkBatch, ChunkReader, ChunkerSpec};
 use cairn_core::TraceSource;
 use cairn_format::dir::{DirEntry, EntryKind, HardLink};
 
-use crate::file_kinds::{data_extents, read_xattrs, ExtentReader};
+use crate::file_kinds::read_xattrs;
 use crate::long_path::Dirs;
 
-use super::parent::{dir_times_reliable, listing_unchanged, unchanged, ParentTree};
-use super::read_ahead::{next_piece, Ahead, Held, PendingFile, Piece, Pool, READ_AHEAD_MIN_BYTES};
+use super::parent::{dir_times_reliable, listing_unchanged, ParentTree};
+use super::read_ahead::{next_piece, Ahead, Held, Piece, Pool};
 use super::select::{absolute_clean, ExcludeReason, Selection};
 
 use super::events::{EntryMeta, EntryState, Event, EventSink, BATCH_BYTES};
+use super::file_content::FileContent;
 use crate::progress::Progress;
+
+mod file;
 
 /// What a walker reads.
 // One value per backup source: the size of the stored-entry variant is no cost.
@@ -116,6 +119,8 @@ pub struct Walker {
     dry_run: bool,
     /// Files with holes read whole, no extents recorded (`BackupOptions`).
     holes_as_data: bool,
+    /// Where files' bytes come from when not all in the file system.
+    file_content: Option<Arc<dyn FileContent>>,
     /// The parent snapshot's tree and its entry for this source: unchanged
     /// files keep their content unread (`super::parent`).
     parent: Option<(ParentTree, DirEntry)>,
@@ -187,6 +192,7 @@ impl Walker {
             excluded: Vec::new(),
             dry_run: false,
             holes_as_data: false,
+            file_content: None,
             parent: None,
             files: FileCounts::default(),
             read_buf: Vec::new(),
@@ -229,6 +235,12 @@ impl Walker {
     /// extents.
     pub fn holes_as_data(&mut self, yes: bool) -> &mut Self {
         self.holes_as_data = yes;
+        self
+    }
+
+    /// Asks `hook` where each regular file's bytes come from.
+    pub fn file_content(&mut self, hook: Option<Arc<dyn FileContent>>) -> &mut Self {
+        self.file_content = hook;
         self
     }
 
@@ -569,128 +581,7 @@ impl Walker {
             self.progress.files_done.fetch_add(1, Ordering::Relaxed);
             self.send(Event::FileEnd { ok: true })
         } else if ft.is_file() {
-            // Extended attributes are read below unless the file is
-            // unchanged: setting or removing one moves ctime, so a file
-            // whose ctime equals its parent entry's has the parent's.
-            let mut now = Self::stat_meta(&meta);
-            // Against the parent: unmodified is decided below (or here for
-            // a later hard-link name, which is never read).
-            let state = match &before {
-                Some(b) if b.kind == EntryKind::File => EntryState::Changed,
-                _ => EntryState::New,
-            };
-            if let Some(h) = now.extras.hard_link {
-                if self.linked.contains(&(h.dev, now.inode)) {
-                    // A later name as the parent recorded it is unmodified,
-                    // like its first name: not new on every backup.
-                    let state = match (&before, &self.parent) {
-                        (Some(b), Some((tree, _))) if unchanged(b, &now, &tree.trust) => {
-                            self.files.unmodified += 1;
-                            EntryState::Unmodified
-                        }
-                        (Some(b), _) if b.kind == EntryKind::File => {
-                            self.files.changed += 1;
-                            EntryState::Changed
-                        }
-                        _ => EntryState::New,
-                    };
-                    self.add_xattrs(path, &mut now);
-                    let mut e = super::entry(name, EntryKind::File, &now);
-                    e.size = now.size;
-                    self.progress.files_done.fetch_add(1, Ordering::Relaxed);
-                    return self.send(Event::Linked(e, state));
-                }
-            }
-            match before {
-                Some(b)
-                    if self
-                        .parent
-                        .as_ref()
-                        .is_some_and(|(t, _)| unchanged(&b, &now, &t.trust))
-                        && self.parent_holds(&b) =>
-                {
-                    self.link_sent(&now);
-                    self.files.unmodified += 1;
-                    self.files.unmodified_bytes += now.size;
-                    self.progress
-                        .bytes_done
-                        .fetch_add(now.size, Ordering::Relaxed);
-                    self.progress.files_done.fetch_add(1, Ordering::Relaxed);
-                    now.extras.xattrs = b.extras.xattrs;
-                    let mut e = super::entry(name, cairn_format::dir::EntryKind::File, &now);
-                    e.size = now.size;
-                    e.content = b.content;
-                    // The parent's extents go with its content.
-                    e.extras.extents = b.extras.extents;
-                    return self.send(Event::Kept(e));
-                }
-                Some(b) if b.kind == cairn_format::dir::EntryKind::File => self.files.changed += 1,
-                _ => {}
-            }
-            self.add_xattrs(path, &mut now);
-            let file = match self.dirs.open(path, nix::fcntl::OFlag::O_RDONLY, 0) {
-                Ok(f) => f,
-                Err(e) => {
-                    self.skip(path, e);
-                    return Ok(());
-                }
-            };
-            // Only a file with fewer blocks than bytes can have holes (the
-            // test cp and tar make): the others cost no SEEK_DATA/SEEK_HOLE.
-            if !self.dry_run
-                && !self.holes_as_data
-                && meta.blocks().saturating_mul(512) < meta.len()
-            {
-                now.extras.extents = data_extents(&file, meta.len());
-            }
-            let extents = now.extras.extents.clone();
-            let hard_link = now.extras.hard_link.map(|_| now.clone());
-            self.send(Event::FileStart {
-                name,
-                meta: now,
-                state,
-            })?;
-            // A large file goes to the reader pool (`read_ahead.rs`), unless
-            // it is hard-linked: a later name must find its first one sent.
-            if self.read_threads > 0
-                && !self.dry_run
-                && hard_link.is_none()
-                && meta.len() >= READ_AHEAD_MIN_BYTES
-            {
-                if let Ok(job_file) = file.try_clone() {
-                    let pool = self.pool.get_or_insert_with(|| {
-                        Pool::new(
-                            self.read_threads,
-                            self.chunker.clone(),
-                            self.recycle.clone(),
-                            self.progress.clone(),
-                            self.read_ns.clone(),
-                        )
-                    });
-                    let rx = pool.submit(job_file, extents);
-                    self.ahead.push_file(PendingFile {
-                        rx,
-                        path: path.to_path_buf(),
-                        file,
-                        before: meta,
-                    });
-                    return self.pump(false);
-                }
-            }
-            let read = match &extents {
-                Some(x) => self.read_content(ExtentReader::new(&file, x)),
-                None => self.read_content(&file),
-            };
-            let read = match read {
-                Ok(()) => Ok(()),
-                Err(ReadFailure::Io(e)) => Err(e),
-                Err(ReadFailure::Closed) => return Err(()),
-            };
-            let ok = self.file_read(path, &file, &meta, read);
-            if let (true, Some(m)) = (ok, hard_link) {
-                self.link_sent(&m);
-            }
-            self.send(Event::FileEnd { ok })
+            self.walk_file(path, name, meta, before)
         } else {
             let kind = if ft.is_fifo() {
                 EntryKind::Fifo

@@ -73,6 +73,7 @@ impl Filesystem for VolumeFs {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let _request = self.meter.start();
         reply_entry(reply, self.inodes.lookup(parent.0, name))
     }
 
@@ -81,6 +82,7 @@ impl Filesystem for VolumeFs {
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        let _request = self.meter.start();
         match self.inodes.attr(ino.0) {
             Ok(a) => reply.attr(&TTL, &a),
             Err(e) => reply.error(e),
@@ -105,6 +107,7 @@ impl Filesystem for VolumeFs {
         _flags: Option<BsdFileFlags>,
         reply: ReplyAttr,
     ) {
+        let _request = self.meter.start();
         let change = AttrChange {
             mode,
             uid,
@@ -208,6 +211,7 @@ impl Filesystem for VolumeFs {
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let _request = self.meter.start();
         let opened = self.open_file(ino.0, flags.0, &|f| reply.open_backing(f));
         match opened {
             Ok(o) => match &o.backing {
@@ -229,6 +233,7 @@ impl Filesystem for VolumeFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
+        let _request = self.meter.start();
         match self.read_file(fh.0, offset, size) {
             Ok(data) => reply.data(&data),
             Err(e) => reply.error(e),
@@ -247,6 +252,7 @@ impl Filesystem for VolumeFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        let _request = self.meter.start();
         match self.write_file(fh.0, offset, data) {
             Ok(n) => reply.written(n),
             Err(e) => reply.error(e),
@@ -288,6 +294,7 @@ impl Filesystem for VolumeFs {
         datasync: bool,
         reply: ReplyEmpty,
     ) {
+        let _request = self.meter.start();
         reply_empty(reply, self.sync_file(fh.0, datasync))
     }
 
@@ -306,6 +313,7 @@ impl Filesystem for VolumeFs {
         offset: u64,
         reply: ReplyDirectory,
     ) {
+        let _request = self.meter.start();
         self.read_dir(ino.0, fh.0, offset, reply)
     }
 
@@ -317,6 +325,7 @@ impl Filesystem for VolumeFs {
         offset: u64,
         reply: ReplyDirectoryPlus,
     ) {
+        let _request = self.meter.start();
         self.read_dir_plus(ino.0, fh.0, offset, reply)
     }
 
@@ -391,6 +400,7 @@ impl Filesystem for VolumeFs {
         flags: i32,
         reply: ReplyCreate,
     ) {
+        let _request = self.meter.start();
         let created = self.create_file(
             Caller::of(req),
             parent.0,

@@ -14,6 +14,10 @@
 //! - `options`: [`MountOptions`] and the `statfs` hook [`Space`];
 //! - `attr`: backing `stat`s as FUSE attributes, errnos.
 //!
+//! Every request that serves the workload is counted in the mount's
+//! `ForegroundMeter` (`MountOptions::meter`), the job scheduler's measure
+//! of foreground demand.
+//!
 //! A plain file (all its bytes in the backing file) is opened in
 //! passthrough mode where the kernel offers it: the kernel reads and writes
 //! the backing file itself and the daemon sees only open, fsync and

@@ -5,6 +5,8 @@ use std::io;
 use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 
+use crate::scheduler::ForegroundMeter;
+
 /// Space figures `statfs` reports, in the units `statvfs` uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct SpaceStats {
@@ -60,6 +62,9 @@ pub struct MountOptions {
     pub allow_other: bool,
     /// What `statfs` reports.
     pub space: Arc<dyn Space>,
+    /// Where the mount counts the workload's requests (the job
+    /// scheduler's foreground demand, `crate::scheduler`).
+    pub meter: Arc<ForegroundMeter>,
 }
 
 impl Default for MountOptions {
@@ -70,6 +75,7 @@ impl Default for MountOptions {
             passthrough: true,
             allow_other: false,
             space: Arc::new(BackingSpace),
+            meter: Arc::default(),
         }
     }
 }

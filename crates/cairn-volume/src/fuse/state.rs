@@ -14,6 +14,7 @@ use super::inodes::Inodes;
 use super::options::{MountOptions, Space};
 use crate::content::Content;
 use crate::inode_locks::InodeLocks;
+use crate::scheduler::ForegroundMeter;
 
 /// The caller of a request: who owns what it creates.
 #[derive(Clone, Copy)]
@@ -37,6 +38,8 @@ pub(crate) struct VolumeFs {
     pub(super) content: Arc<dyn Content>,
     pub(super) locks: Arc<InodeLocks>,
     pub(super) space: Arc<dyn Space>,
+    /// Counts the requests that serve the workload (`fs`).
+    pub(super) meter: Arc<ForegroundMeter>,
     /// Passthrough asked for by the options.
     pub(super) passthrough_wanted: bool,
     /// Passthrough granted by the kernel and still working (cleared, with
@@ -61,6 +64,7 @@ impl VolumeFs {
             content,
             locks,
             space: options.space.clone(),
+            meter: options.meter.clone(),
             passthrough_wanted: options.passthrough,
             passthrough: AtomicBool::new(false),
             stack_depth,

@@ -1,0 +1,179 @@
+//! `cairn volume snapshot`: the volume's state recorded as a snapshot in
+//! its own chunk store (issue 32, "Snapshots and backups of a volume";
+//! docs/volume.md "Snapshots").
+//!
+//! An optimized file's stream map is a recipe in the store, so the
+//! snapshot records it by reference and never reads it: the engine's
+//! backup of the backing tree asks [`VolumeFiles`] for each regular file
+//! (`backup::file_content`):
+//! - a file whose every byte is its stream map's (nothing recalled,
+//!   `valid` = the blob's size = the file's length): the stream map itself,
+//!   unread;
+//! - a file partly recalled, truncated below its stream map or appended
+//!   to: its bytes through the content state (stream map and backing file
+//!   as the mount serves them), under its inode lock, chunk by chunk;
+//! - a plain file: read from the backing tree as any backup reads.
+//!
+//! Files unchanged since the previous volume snapshot keep its content
+//! without being opened (the engine's parent rule). The snapshot is tagged
+//! [`SNAPSHOT_TAG`] and restores, lists and mounts with the ordinary
+//! `restore`, `ls` and `mount` on `DIR/store`. It is a job: it must not run
+//! beside optimization, gc or scrub (a file switched under the walk would
+//! read as its punched holes), which the mount daemon's job runner and the
+//! volume lock of the offline commands ensure.
+
+use std::fs::{File, Metadata};
+use std::io::{self, Read};
+use std::os::unix::fs::MetadataExt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use cairn_core::Result;
+use cairn_engine::backup::file_content::{FileContent, FileSource};
+use cairn_engine::backup::{backup, BackupOptions, ParentChoice, Source};
+use cairn_engine::catalog;
+
+use crate::content::Content;
+use crate::inode_locks::InodeLocks;
+use crate::state::StreamMapTable;
+use crate::volume::{same_file, Volume};
+use crate::volume_content::VolumeContent;
+
+/// The tag of every volume snapshot (and what finds the previous one).
+pub const SNAPSHOT_TAG: &str = "volume-snapshot";
+
+/// Largest read of a partly optimized file under its inode lock at once.
+const READ_PIECE: usize = 1 << 20;
+
+/// What `cairn volume snapshot` is asked.
+#[derive(Clone, Debug, Default)]
+pub struct SnapshotOptions {
+    /// Tags beside [`SNAPSHOT_TAG`].
+    pub tags: Vec<String>,
+}
+
+/// What a snapshot recorded.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct SnapshotReport {
+    pub snapshot: String,
+    /// The previous volume snapshot, whose unchanged files were kept unread.
+    pub parent: Option<String>,
+    /// Optimized files recorded by their stream map, unread.
+    pub files_by_stream_map: u64,
+    pub bytes_by_stream_map: u64,
+    /// Partly optimized files read through the content state.
+    pub files_assembled: u64,
+    /// Bytes the store took for the snapshot (new chunks and listings).
+    pub new_bytes: u64,
+    /// Paths that could not be read: the snapshot holds everything else
+    /// (the command then exits 3, as an incomplete backup does).
+    pub skipped: Vec<String>,
+    pub seconds: f64,
+}
+
+/// The backup's [`FileContent`] hook for the backing tree.
+struct VolumeFiles {
+    table: Arc<StreamMapTable>,
+    content: Arc<VolumeContent>,
+    locks: Arc<InodeLocks>,
+    by_stream_map: AtomicU64,
+    bytes_by_stream_map: AtomicU64,
+    assembled: AtomicU64,
+}
+
+impl FileContent for VolumeFiles {
+    fn source(&self, file: &File, meta: &Metadata) -> io::Result<Option<FileSource>> {
+        let Some(entry) = self.table.get(meta.ino()).filter(|e| same_file(e, meta)) else {
+            return Ok(None);
+        };
+        if entry.recalled.is_empty() && entry.valid == meta.len() && entry.blob.size == meta.len() {
+            self.by_stream_map.fetch_add(1, Ordering::Relaxed);
+            self.bytes_by_stream_map
+                .fetch_add(meta.len(), Ordering::Relaxed);
+            return Ok(Some(FileSource::Stored(entry.blob)));
+        }
+        self.assembled.fetch_add(1, Ordering::Relaxed);
+        Ok(Some(FileSource::Read(Box::new(Assembled {
+            content: self.content.clone(),
+            locks: self.locks.clone(),
+            ino: meta.ino(),
+            file: file.try_clone()?,
+            pos: 0,
+        }))))
+    }
+}
+
+/// A partly optimized file's bytes, as the mount serves them.
+struct Assembled {
+    content: Arc<VolumeContent>,
+    locks: Arc<InodeLocks>,
+    ino: u64,
+    file: File,
+    pos: u64,
+}
+
+impl Read for Assembled {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = buf.len().min(READ_PIECE);
+        let got = {
+            let _guard = self.locks.read(self.ino);
+            self.content
+                .read_at(self.ino, &self.file, self.pos, &mut buf[..n])?
+        };
+        self.pos += got as u64;
+        Ok(got)
+    }
+}
+
+/// The newest volume snapshot's id, if any.
+fn latest_snapshot(vol: &Volume) -> Result<Option<String>> {
+    let (snapshots, _) = catalog::list(vol.repo().backend().as_ref())?;
+    Ok(snapshots
+        .into_iter()
+        .filter(|s| s.record.tags.iter().any(|t| t == SNAPSHOT_TAG))
+        .max_by_key(|s| s.record.time_unix_ns)
+        .map(|s| s.id))
+}
+
+/// Records the volume's files as a snapshot in its store.
+pub fn snapshot(vol: &Volume, opts: &SnapshotOptions) -> Result<SnapshotReport> {
+    let started = Instant::now();
+    let hook = Arc::new(VolumeFiles {
+        table: vol.table().clone(),
+        content: vol.content()?,
+        locks: vol.locks().clone(),
+        by_stream_map: AtomicU64::new(0),
+        bytes_by_stream_map: AtomicU64::new(0),
+        assembled: AtomicU64::new(0),
+    });
+    let parent = latest_snapshot(vol)?;
+    let mut tags = vec![SNAPSHOT_TAG.to_string()];
+    tags.extend(opts.tags.iter().cloned());
+    let repo = vol.repo();
+    let lock = repo.lock_writer(false)?;
+    let outcome = backup(
+        repo,
+        &lock,
+        BackupOptions {
+            sources: vec![Source::Path(vol.dir().files())],
+            tags,
+            parent: parent.clone().map_or(ParentChoice::None, ParentChoice::Id),
+            file_content: Some(hook.clone()),
+            ..Default::default()
+        },
+    )?;
+    drop(lock);
+    Ok(SnapshotReport {
+        snapshot: outcome.snapshot_id,
+        parent,
+        files_by_stream_map: hook.by_stream_map.load(Ordering::Relaxed),
+        bytes_by_stream_map: hook.bytes_by_stream_map.load(Ordering::Relaxed),
+        files_assembled: hook.assembled.load(Ordering::Relaxed),
+        new_bytes: outcome.record.stats.new_stored_bytes,
+        skipped: outcome.skipped,
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
