@@ -89,14 +89,14 @@ impl Runner {
             .spawn(move || runner.run_queue(&vol))
     }
 
-    /// Queues a run of `job`; refused (one line) when the daemon stops or
-    /// the queue is full.
+    /// Queues a run of `job`, with where it stands in the queue then;
+    /// refused (one line) when the daemon stops or the queue is full.
     pub fn submit(
         &self,
         job: JobSpec,
         args: Value,
         trigger: Trigger,
-    ) -> Result<Arc<Ticket>, String> {
+    ) -> Result<(Arc<Ticket>, ProgressLine), String> {
         let mut st = self.state.lock();
         if st.stopping {
             return Err("the volume is being unmounted".into());
@@ -114,8 +114,14 @@ impl Runner {
             outcome: Mutex::new(None),
         });
         st.queue.push_back(ticket.clone());
+        let queued_at = ProgressLine {
+            job: job.name.to_string(),
+            state: JobState::Queued,
+            ahead: Some(st.queue.len() as u64 - 1 + u64::from(st.running.is_some())),
+            progress: None,
+        };
         self.changed.notify_all();
-        Ok(ticket)
+        Ok((ticket, queued_at))
     }
 
     /// Whether a run of `name` is queued or running.

@@ -167,11 +167,17 @@ fn respond(req: &Request, vol: &Volume, runner: &Runner, out: &mut &UnixStream) 
             known.join(", ")
         ));
     };
-    let ticket = match runner.submit(*job, req.args.clone(), Trigger::Request) {
+    let (ticket, queued_at) = match runner.submit(*job, req.args.clone(), Trigger::Request) {
         Ok(t) => t,
         Err(e) => return Reply::error(e),
     };
-    let mut sent: Option<(ProgressLine, Instant)> = None;
+    // Where it stood when it was queued is always told first, even if it
+    // has run and ended before this thread looks again.
+    let line = Reply::Progress(queued_at.clone()).to_line();
+    if out.write_all(line.as_bytes()).is_err() {
+        return Reply::error("the client went away");
+    }
+    let mut sent: Option<(ProgressLine, Instant)> = Some((queued_at, Instant::now()));
     loop {
         if let Some(outcome) = ticket.outcome() {
             return match outcome {
