@@ -109,11 +109,7 @@ fn while_mounted(dir: &Path, mnt: &Path, check: impl FnOnce(&Path)) -> bool {
 
 #[test]
 fn a_mounted_volume_serves_optimized_files_and_recalls_what_is_written() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("vol");
-    let mnt = tmp.path().join("mnt");
-    std::fs::create_dir(&mnt).unwrap();
-    volume(&["volume", "create", s(&dir)]).ok();
+    let (_tmp, dir, mnt) = common::volume::created(&[]);
     let files = dir.join("files");
     let mut rng = Rng::new(33);
     let shared = rng.bytes(1 << 20);
@@ -175,11 +171,7 @@ fn a_mounted_volume_serves_optimized_files_and_recalls_what_is_written() {
 /// `status` shows the run as the optimize job's last result.
 #[test]
 fn a_mounted_volume_optimizes_and_reports_through_its_daemon() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("vol");
-    let mnt = tmp.path().join("mnt");
-    std::fs::create_dir(&mnt).unwrap();
-    volume(&["volume", "create", s(&dir)]).ok();
+    let (_tmp, dir, mnt) = common::volume::created(&[]);
     let files = dir.join("files");
     let mut rng = Rng::new(34);
     let base = rng.text(1 << 20);
@@ -255,11 +247,7 @@ fn a_mounted_volume_optimizes_and_reports_through_its_daemon() {
 /// `--optimize-every` runs optimize with the volume's policy on its own.
 #[test]
 fn a_mount_optimizes_on_its_schedule() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("vol");
-    let mnt = tmp.path().join("mnt");
-    std::fs::create_dir(&mnt).unwrap();
-    volume(&["volume", "create", s(&dir), "--min-age", "1s"]).ok();
+    let (_tmp, dir, mnt) = common::volume::created(&["--min-age", "1s"]);
     let files = dir.join("files");
     let bytes = Rng::new(35).text(300_000);
     std::fs::write(files.join("doc"), &bytes).unwrap();
@@ -326,11 +314,7 @@ fn a_volume_held_without_a_daemon_names_its_holder() {
 /// open the volume themselves, and the next mount replaces the socket.
 #[test]
 fn a_killed_mount_leaves_a_socket_the_next_mount_replaces() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("vol");
-    let mnt = tmp.path().join("mnt");
-    std::fs::create_dir(&mnt).unwrap();
-    volume(&["volume", "create", s(&dir), "--encryption", "none"]).ok();
+    let (_tmp, dir, mnt) = common::volume::created(&["--encryption", "none"]);
     std::fs::write(dir.join("files/a"), b"kept").unwrap();
     let Some(m) = common::fuse::volume_mount(&dir, &mnt) else {
         return;

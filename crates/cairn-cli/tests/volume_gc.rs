@@ -21,11 +21,7 @@ fn physical_and_store(dir: &Path) -> (u64, u64) {
 
 #[test]
 fn gc_frees_the_chunks_of_deleted_files_and_keeps_the_others() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("vol");
-    let mnt = tmp.path().join("mnt");
-    std::fs::create_dir(&mnt).unwrap();
-    volume(&["volume", "create", s(&dir)]).ok();
+    let (_tmp, dir, mnt) = common::volume::created(&[]);
     let files = dir.join("files");
     let mut rng = Rng::new(77);
     // Incompressible and unshared: each file's chunks are its own.

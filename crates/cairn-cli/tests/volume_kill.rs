@@ -115,11 +115,7 @@ fn fsynced_bytes_survive_a_killed_volume_daemon() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(4);
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("vol");
-    let mnt = tmp.path().join("mnt");
-    std::fs::create_dir(&mnt).unwrap();
-    volume(&["volume", "create", s(&dir), "--encryption", "none"]).ok();
+    let (_tmp, dir, mnt) = common::volume::created(&["--encryption", "none"]);
     let files: PathBuf = dir.join("files");
     let mut rng = Rng::new(77);
     let shared = rng.bytes(1 << 20);

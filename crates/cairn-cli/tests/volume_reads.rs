@@ -8,11 +8,11 @@ mod common;
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
-use common::{cairn_env, s, Rng};
+use common::volume::volume;
+use common::{s, Rng};
 
 const FILE_LEN: usize = 6 << 20;
 /// The regions the writer rewrites (one across two recall granules).
@@ -20,21 +20,6 @@ const REGIONS: [(usize, usize); 2] = [(1 << 20, 64 << 10), ((4 << 20) + 40_000, 
 const ROUNDS: usize = 8;
 const PAGE: usize = 4096;
 const READ: usize = 128 << 10;
-
-fn volume(args: &[&str]) -> common::Run {
-    cairn_env(args, &[])
-}
-
-/// Sends SIGTERM to the mount and waits for it to unmount and exit 0.
-fn end(m: common::fuse::Background, mnt: &Path) {
-    let pid = m.pid().to_string();
-    std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap();
-    m.wait_exit().ok();
-    assert!(!common::fuse::is_mounted(mnt));
-}
 
 /// Every page of `buf` (read at `offset`) is one version's, or (a read
 /// racing a write into the same cached page) mixes versions byte by byte.
@@ -56,11 +41,7 @@ fn check(versions: &[Vec<u8>], offset: usize, buf: &[u8]) {
 
 #[test]
 fn an_optimized_file_read_on_several_threads_while_written_reads_right() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("vol");
-    let mnt = tmp.path().join("mnt");
-    std::fs::create_dir(&mnt).unwrap();
-    volume(&["volume", "create", s(&dir)]).ok();
+    let (_tmp, dir, mnt) = common::volume::created(&[]);
     let files = dir.join("files");
     let mut rng = Rng::new(34);
     let original = rng.bytes(FILE_LEN);
@@ -127,11 +108,11 @@ fn an_optimized_file_read_on_several_threads_while_written_reads_right() {
         });
     });
     assert!(std::fs::read(&path).unwrap() == versions[ROUNDS]);
-    end(m, &mnt);
+    common::volume::stop_mount(m);
 
     let Some(m) = common::fuse::volume_mount(&dir, &mnt) else {
         return;
     };
     assert!(std::fs::read(&path).unwrap() == versions[ROUNDS]);
-    end(m, &mnt);
+    common::volume::stop_mount(m);
 }

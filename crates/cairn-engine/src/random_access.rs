@@ -265,8 +265,40 @@ impl RandomAccess {
         Ok(())
     }
 
-    /// Appends to `out` the data chunks of subtree `fp` (as in
-    /// [`RandomAccess::range`]) that hold bytes of `[lo, hi)`.
+    /// Calls `leaf(self, fp, base, size)` for each data chunk of the
+    /// subtree `fp` (`size` bytes starting at absolute offset `base`, at
+    /// tree `level`) that holds bytes of `[lo, hi)`, in order; the caller
+    /// guarantees the two ranges overlap.
+    #[allow(clippy::too_many_arguments)]
+    fn visit_leaves(
+        &mut self,
+        fp: Fingerprint,
+        level: u8,
+        size: u64,
+        base: u64,
+        lo: u64,
+        hi: u64,
+        leaf: &mut dyn FnMut(&mut Self, Fingerprint, u64, u64) -> Result<()>,
+    ) -> Result<()> {
+        if level == 0 {
+            return leaf(self, fp, base, size);
+        }
+        let node = self.node(&fp, level, size)?;
+        // The first child ending after `lo`.
+        let first = node.ends.partition_point(|&end| base + end <= lo);
+        for i in first..node.fps.len() {
+            let start = base + if i == 0 { 0 } else { node.ends[i - 1] };
+            if start >= hi {
+                break;
+            }
+            let child_size = node.ends[i] - (start - base);
+            self.visit_leaves(node.fps[i], level - 1, child_size, start, lo, hi, leaf)?;
+        }
+        Ok(())
+    }
+
+    /// Appends to `out` the data chunks of subtree `fp` that hold bytes of
+    /// `[lo, hi)` (as [`RandomAccess::visit_leaves`]).
     #[allow(clippy::too_many_arguments)]
     fn leaves(
         &mut self,
@@ -278,21 +310,10 @@ impl RandomAccess {
         hi: u64,
         out: &mut Vec<Fingerprint>,
     ) -> Result<()> {
-        if level == 0 {
+        self.visit_leaves(fp, level, size, base, lo, hi, &mut |_, fp, _, _| {
             out.push(fp);
-            return Ok(());
-        }
-        let node = self.node(&fp, level, size)?;
-        let first = node.ends.partition_point(|&end| base + end <= lo);
-        for i in first..node.fps.len() {
-            let start = base + if i == 0 { 0 } else { node.ends[i - 1] };
-            if start >= hi {
-                break;
-            }
-            let child_size = node.ends[i] - (start - base);
-            self.leaves(node.fps[i], level - 1, child_size, start, lo, hi, out)?;
-        }
-        Ok(())
+            Ok(())
+        })
     }
 
     /// Copies `[lo, hi)` (absolute offsets) out of the subtree `fp` of
@@ -309,25 +330,13 @@ impl RandomAccess {
         hi: u64,
         out: &mut Sink<'_>,
     ) -> Result<()> {
-        if level == 0 {
-            let chunk = self.chunk(&fp, size)?;
+        self.visit_leaves(fp, level, size, base, lo, hi, &mut |me, fp, base, size| {
+            let chunk = me.chunk(&fp, size)?;
             let from = (lo.max(base) - base) as usize;
             let to = (hi.min(base + size) - base) as usize;
             out.put(&chunk[from..to]);
-            return Ok(());
-        }
-        let node = self.node(&fp, level, size)?;
-        // The first child ending after `lo`.
-        let first = node.ends.partition_point(|&end| base + end <= lo);
-        for i in first..node.fps.len() {
-            let start = base + if i == 0 { 0 } else { node.ends[i - 1] };
-            if start >= hi {
-                break;
-            }
-            let child_size = node.ends[i] - (start - base);
-            self.range(node.fps[i], level - 1, child_size, start, lo, hi, out)?;
-        }
-        Ok(())
+            Ok(())
+        })
     }
 
     /// A decoded tree node, checked against what its parent recorded.

@@ -60,3 +60,16 @@ pub fn while_mounted(dir: &Path, mnt: &Path, check: impl FnOnce(&Path)) -> bool 
     stop_mount(m);
     true
 }
+
+/// A scratch directory holding a volume `vol` made by `cairn volume create`
+/// (with `create_args` added) and an empty mount point `mnt`.
+pub fn created(create_args: &[&str]) -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("vol");
+    let mnt = tmp.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let mut args = vec!["volume", "create", super::s(&dir)];
+    args.extend_from_slice(create_args);
+    volume(&args).ok();
+    (tmp, dir, mnt)
+}
