@@ -31,21 +31,40 @@
 //! size, or with recalled ranges, keeps every chunk of the stream map
 //! until it is optimized again. Trimming it would take a new recipe (new
 //! tree nodes) per such file.
+//!
+//! **Pacing.** With a [`Pacer`] (`GcOptions::pacer`; the mount daemon
+//! gives it one) the collection paces before step 1, where a cancel stops
+//! it with nothing done, and during step 4 through the engine collector's
+//! progress hook ([`CollectorPacing`]): once per container its planning
+//! phases (analysis, select, candidates) and its copy phase go through.
+//! The engine's collection cannot be stopped safely midway from outside
+//! (it would be left for the next run's Merge to finish), so a cancel
+//! there is kept, pacing stops, the collection finishes unpaced, and the
+//! report's `cancelled` says so. The collector is never paused in its
+//! merge, commit and delete phases (they hold the store's writer lock or
+//! lock its readers out), and while it is paused the content state does
+//! not count a collection as under way, so no read waits for a paused
+//! collection (see [`CollectorPacing`]).
 
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::Instant;
+
+use parking_lot::Mutex;
 
 use serde::Serialize;
 
 use cairn_core::{Error, Fingerprint, Result};
 use cairn_engine::backup::{backup, BackupOptions, Kept, ParentChoice, Source};
 use cairn_engine::catalog::{self, SnapshotInfo};
-use cairn_engine::gc::{self as engine_gc, Collector, NoProgress};
+use cairn_engine::gc::{self as engine_gc, Collector, GcProgress};
 use cairn_engine::read::{CacheOptions, Reader};
 use cairn_format::dir::{DirEntry, EntryKind, Extras};
 
 use crate::optimize::{FailMode, OPTIMIZE_TAG};
+use crate::scheduler::{HookPacer, Pacer};
 use crate::volume::Volume;
+use crate::volume_content::VolumeContent;
 
 /// The tag of the snapshot listing the live stream maps.
 pub const ROOTS_TAG: &str = "volume-roots";
@@ -85,6 +104,8 @@ pub struct GcOptions<'a> {
     /// Called between steps 4 and 5 (collected, readers not yet
     /// refreshed): a test reads files there.
     pub after_collect: Option<&'a dyn Fn()>,
+    /// The job's pacing handle from the scheduler; `None`: unpaced.
+    pub pacer: Option<Arc<Pacer>>,
 }
 
 /// What a collection did.
@@ -115,6 +136,10 @@ pub struct GcReport {
     pub copied_bytes: u64,
     /// The engine collector's own report (phases, plan, memory).
     pub collection: engine_gc::GcReport,
+    /// Why the scheduler cancelled the run: before step 1 (nothing was
+    /// done), or during the collection (it was finished unpaced). `None`:
+    /// no cancel.
+    pub cancelled: Option<String>,
     pub seconds: f64,
 }
 
@@ -136,6 +161,11 @@ pub fn gc(vol: &Volume, opts: &GcOptions<'_>) -> Result<GcReport> {
         dry_run: opts.dry_run,
         ..Default::default()
     };
+    if let Some(Err(c)) = opts.pacer.as_ref().map(|p| p.pace()) {
+        report.cancelled = Some(format!("{c}; nothing was done"));
+        report.seconds = started.elapsed().as_secs_f64();
+        return Ok(report);
+    }
     // No other collection of the store runs while this one forgets roots.
     let gc_lock = repo.lock_gc(false)?;
 
@@ -220,8 +250,22 @@ pub fn gc(vol: &Volume, opts: &GcOptions<'_>) -> Result<GcReport> {
         assume_forgotten: if opts.dry_run { forget } else { Vec::new() },
         ..Default::default()
     };
-    let collected = engine_gc::collect(repo, &gc_lock, &engine_opts, &NoProgress)?;
+    let pacing = CollectorPacing {
+        pacer: opts.pacer.clone().map(HookPacer::new),
+        content: match (&opts.pacer, &refresh) {
+            (Some(_), Some(_)) => Some(vol.content()?),
+            _ => None,
+        },
+        repo,
+        state: Mutex::new(PhaseState::default()),
+    };
+    let collected = engine_gc::collect(repo, &gc_lock, &engine_opts, &pacing)?;
     drop(gc_lock);
+    if let Some(c) = pacing.pacer.as_ref().and_then(HookPacer::cancelled) {
+        report.cancelled = Some(format!(
+            "{c}; cancelled during the collection, which was finished unpaced"
+        ));
+    }
     stop(GcStep::Collected)?;
     if let Some(hook) = opts.after_collect {
         hook();
@@ -249,6 +293,84 @@ pub fn gc(vol: &Volume, opts: &GcOptions<'_>) -> Result<GcReport> {
     report.collection = collected;
     report.seconds = started.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// The collector's phases whose units (one container each) are paced:
+/// they read container metadata and copy live chunks into new containers,
+/// holding no lock another user of the store waits for, and delete
+/// nothing. Any other phase (merge, commit, the deletions, and any the
+/// engine adds) runs unpaused.
+const PACED_PHASES: &[&str] = &["analysis", "select", "candidates", "copy"];
+
+/// Step 4's progress hook: paces the engine's collector once per unit of
+/// its paced phases ([`PACED_PHASES`]).
+///
+/// A read that fails while a collection is under way waits for the
+/// collection's end (`VolumeContent::collection_started`), and a read in
+/// flight is a busy foreground, which pauses a paced job: a read waiting
+/// for a paused collection would hold it paused. So, when paced, the
+/// collection counts as under way only in the phases that are not paced:
+/// at the start of a paced phase the content state is refreshed (its
+/// readers reopened on the store as the collection has left it so far,
+/// which ends what `collection_started` began); at the start of any other
+/// phase it is marked under way again. A paced phase deletes nothing, so
+/// no read fails because of the collection while it runs.
+///
+/// A cancel cannot stop the engine's collection safely: the first one is
+/// kept (in the [`HookPacer`]), pacing stops, and the collection finishes
+/// as an unpaced one does (under way for the content state to its end).
+struct CollectorPacing<'r> {
+    pacer: Option<HookPacer>,
+    /// The content state to mark and refresh (a paced collection that
+    /// deletes, i.e. not a dry run).
+    content: Option<Arc<VolumeContent>>,
+    repo: &'r cairn_engine::Repository,
+    state: Mutex<PhaseState>,
+}
+
+#[derive(Default)]
+struct PhaseState {
+    /// Whether the current phase is paced.
+    paced: bool,
+    /// Whether the content state was refreshed since it was last marked.
+    refreshed: bool,
+}
+
+impl GcProgress for CollectorPacing<'_> {
+    fn phase(&self, name: &str, _total: u64) {
+        let mut st = self.state.lock();
+        // After a cancel the rest runs as an unpaced collection does.
+        let pacing = self.pacer.as_ref().is_some_and(|p| p.cancelled().is_none());
+        st.paced = pacing && PACED_PHASES.contains(&name);
+        let Some(content) = &self.content else {
+            return;
+        };
+        if st.paced && !st.refreshed {
+            if content.refresh(self.repo).is_ok() {
+                st.refreshed = true;
+            } else {
+                // Readers that could not be reopened may still name what
+                // the collection deleted: reads keep waiting for step 5
+                // (which refreshes again), and this phase is not paced.
+                content.collection_started();
+                st.paced = false;
+            }
+        } else if !st.paced && st.refreshed {
+            content.collection_started();
+            st.refreshed = false;
+        }
+    }
+
+    fn advance(&self, _n: u64) {
+        // The lock is held while pacing: the phase cannot change meanwhile
+        // (phases start on the collector's thread, between units).
+        let st = self.state.lock();
+        if st.paced {
+            if let Some(p) = &self.pacer {
+                p.pace();
+            }
+        }
+    }
 }
 
 /// Steps 4 and 5 seen by the content state: begun, a collection is under

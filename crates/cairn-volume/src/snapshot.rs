@@ -21,6 +21,14 @@
 //! beside optimization, gc or scrub (a file switched under the walk would
 //! read as its punched holes), which the mount daemon's job runner and the
 //! volume lock of the offline commands ensure.
+//!
+//! **Pacing.** With a [`Pacer`] (`SnapshotOptions::pacer`; the mount
+//! daemon gives it one) the snapshot paces after each file the backup
+//! stores, through the backup's entry log, on the engine's stream thread
+//! (a pause there holds the whole pipeline), as the optimization job's
+//! ingest does. A snapshot is all or nothing, so a cancel does not stop
+//! it: the first one is kept, the rest of the snapshot is taken unpaced,
+//! and the report's `cancelled` says so.
 
 use std::fs::{File, Metadata};
 use std::io::{self, Read};
@@ -38,6 +46,7 @@ use cairn_engine::catalog;
 
 use crate::content::Content;
 use crate::inode_locks::InodeLocks;
+use crate::scheduler::{HookPacer, Pacer};
 use crate::state::StreamMapTable;
 use crate::volume::{same_file, Volume};
 use crate::volume_content::VolumeContent;
@@ -53,6 +62,8 @@ const READ_PIECE: usize = 1 << 20;
 pub struct SnapshotOptions {
     /// Tags beside [`SNAPSHOT_TAG`].
     pub tags: Vec<String>,
+    /// The job's pacing handle from the scheduler; `None`: unpaced.
+    pub pacer: Option<Arc<Pacer>>,
 }
 
 /// What a snapshot recorded.
@@ -71,6 +82,10 @@ pub struct SnapshotReport {
     /// Paths that could not be read: the snapshot holds everything else
     /// (the command then exits 3, as an incomplete backup does).
     pub skipped: Vec<String>,
+    /// Why the scheduler cancelled the snapshot midway; it was finished
+    /// unpaced (a snapshot is whole or absent). `None`: no cancel.
+    #[serde(default)]
+    pub cancelled: Option<String>,
     pub seconds: f64,
 }
 
@@ -152,6 +167,13 @@ pub fn snapshot(vol: &Volume, opts: &SnapshotOptions) -> Result<SnapshotReport> 
     let parent = latest_snapshot(vol)?;
     let mut tags = vec![SNAPSHOT_TAG.to_string()];
     tags.extend(opts.tags.iter().cloned());
+    // Paces after each file stored; the first cancel is kept and the
+    // rest of the snapshot is taken unpaced.
+    let paced = opts.pacer.clone().map(|p| Arc::new(HookPacer::new(p)));
+    let entry_log = paced.clone().map(|p| {
+        let log: cairn_engine::backup::events::EntryLog = Arc::new(move |_| p.pace());
+        log
+    });
     let repo = vol.repo();
     let lock = repo.lock_writer(false)?;
     let outcome = backup(
@@ -162,6 +184,7 @@ pub fn snapshot(vol: &Volume, opts: &SnapshotOptions) -> Result<SnapshotReport> 
             tags,
             parent: parent.clone().map_or(ParentChoice::None, ParentChoice::Id),
             file_content: Some(hook.clone()),
+            entry_log,
             ..Default::default()
         },
     )?;
@@ -174,6 +197,9 @@ pub fn snapshot(vol: &Volume, opts: &SnapshotOptions) -> Result<SnapshotReport> 
         files_assembled: hook.assembled.load(Ordering::Relaxed),
         new_bytes: outcome.record.stats.new_stored_bytes,
         skipped: outcome.skipped,
+        cancelled: paced
+            .and_then(|p| p.cancelled())
+            .map(|c| format!("{c}; cancelled midway, the snapshot was finished unpaced")),
         seconds: started.elapsed().as_secs_f64(),
     })
 }

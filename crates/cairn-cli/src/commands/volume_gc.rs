@@ -71,6 +71,8 @@ struct Printed {
     copied_bytes: u64,
     seconds: f64,
     collection: PrintedCollection,
+    #[serde(default)]
+    cancelled: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -85,6 +87,22 @@ struct PrintedCollection {
 /// Prints a collection's report (`--json`: as it is).
 pub fn print(cli: &Globals, a: &GcArgs, json: &Value) -> Result<ExitCode> {
     let report = Printed::deserialize(json)?;
+    // Cancelled before step 1: nothing ran (no collector named).
+    if let Some(why) = report
+        .cancelled
+        .as_ref()
+        .filter(|_| report.collector.is_empty())
+    {
+        eprintln!("cairn: warning: collection stopped before it began, {why}");
+        if cli.json {
+            println!("{}", serde_json::to_string_pretty(json)?);
+        }
+        return Ok(ExitCode::from(crate::exit_codes::EXIT_INCOMPLETE));
+    }
+    if let Some(why) = &report.cancelled {
+        // Cancelled during the collection, which finished.
+        eprintln!("cairn: note: {why}");
+    }
     let collection = &report.collection;
     if let Some(why) = &collection.fell_back {
         eprintln!("cairn: note: using PGC instead of PGC+: {why}");

@@ -83,18 +83,28 @@ pub fn print(cli: &Globals, report: &ScrubReport) -> Result<ExitCode> {
             "second copies of chunks referenced more than {} times: {} kept, {} made, {} damaged copies replaced",
             report.copies_above, report.copies_kept, report.copies_made, report.copies_damaged
         );
-        if report.is_clean() {
+        if report.is_clean() && report.cancelled.is_none() {
             println!("no problems left");
         }
     }
-    if report.is_clean() {
-        Ok(ExitCode::SUCCESS)
-    } else {
+    if let Some(why) = &report.cancelled {
+        eprintln!(
+            "cairn: warning: scrub stopped early, {why}; what it verified and repaired stays, \
+             the next scrub starts over"
+        );
+    }
+    if !report.is_clean() {
         Err(anyhow!(
-            "scrub left damage: {} chunk(s) lost, {} file(s) affected, {} container(s) unreadable",
+            "scrub left damage: {} chunk(s) lost, {} file(s) affected, {} container(s) \
+             unreadable, {} damaged chunk(s) not yet repaired",
             report.lost_chunks,
             report.affected_files.len(),
-            report.unreadable_containers.len()
+            report.unreadable_containers.len(),
+            report.unrepaired_chunks()
         ))
+    } else if report.cancelled.is_some() {
+        Ok(ExitCode::from(crate::exit_codes::EXIT_INCOMPLETE))
+    } else {
+        Ok(ExitCode::SUCCESS)
     }
 }

@@ -33,6 +33,7 @@ pub struct SnapshotArgs {
 pub fn options(a: &SnapshotArgs) -> SnapshotOptions {
     SnapshotOptions {
         tags: a.tags.clone(),
+        ..Default::default()
     }
 }
 
@@ -63,6 +64,10 @@ pub fn print(cli: &Globals, a: &SnapshotArgs, report: &SnapshotReport) -> Result
     }
     for path in &report.skipped {
         eprintln!("cairn: warning: not in the snapshot: {path}");
+    }
+    if let Some(why) = &report.cancelled {
+        // The snapshot is whole: only its pacing stopped.
+        eprintln!("cairn: note: {why}");
     }
     if report.skipped.is_empty() {
         Ok(ExitCode::SUCCESS)

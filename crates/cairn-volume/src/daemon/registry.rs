@@ -118,6 +118,7 @@ fn run_gc(vol: &Volume, args: &Value, _progress: ProgressSink<'_>) -> Result<Val
         &GcOptions {
             collector,
             dry_run: req.dry_run,
+            pacer: vol.job_pacer(),
             ..Default::default()
         },
     )?;
@@ -135,7 +136,10 @@ pub struct ScrubRequest {
 
 fn run_scrub(vol: &Volume, args: &Value, _progress: ProgressSink<'_>) -> Result<Value> {
     let req: ScrubRequest = options("scrub", args)?;
-    let mut opts = ScrubOptions::default();
+    let mut opts = ScrubOptions {
+        pacer: vol.job_pacer(),
+        ..Default::default()
+    };
     if let Some(n) = req.copies_above {
         opts.copies_above = n;
     }
@@ -154,6 +158,12 @@ pub struct SnapshotRequest {
 
 fn run_snapshot(vol: &Volume, args: &Value, _progress: ProgressSink<'_>) -> Result<Value> {
     let req: SnapshotRequest = options("snapshot", args)?;
-    let report = snapshot(vol, &SnapshotOptions { tags: req.tags })?;
+    let report = snapshot(
+        vol,
+        &SnapshotOptions {
+            tags: req.tags,
+            pacer: vol.job_pacer(),
+        },
+    )?;
     Ok(serde_json::to_value(report).expect("a report serializes"))
 }

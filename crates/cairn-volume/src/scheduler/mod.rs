@@ -2,13 +2,19 @@
 //! budgets, yield to the primary workload, and are cancelled on memory
 //! pressure). One [`Scheduler`] is shared by the mount daemon and its jobs;
 //! each job gets a [`Pacer`] and calls [`Pacer::pace`] between units of
-//! work (a file switched, a file stored by the ingest). `pace`:
+//! work (a file switched, a file stored by an ingest or a snapshot, a
+//! container verified or repaired by the scrub, a container the
+//! collector plans or copies; [`HookPacer`] where the unit is reported
+//! from inside a step that cannot stop). `pace`:
 //!
 //! 1. returns [`Cancelled`] on memory pressure: the kernel's memory PSI
 //!    (`some avg10`) at or over [`MEMORY_PSI_CANCEL`], or the process's
 //!    resident set grown by more than the job's memory budget since it
 //!    started. The job then stops at that point; what it finished stays
-//!    (the optimization job commits in batches, each file switched alone);
+//!    (the optimization job commits in batches, each file switched alone;
+//!    the scrub verifies and repairs a container at a time); a step that
+//!    cannot stop midway (a backup, the engine's collection) finishes
+//!    unpaced and the job stops after it;
 //! 2. pauses while the foreground is busy: the mount's own requests
 //!    ([`ForegroundMeter`]) at [`BUSY_RATE`] a second or more, or one in
 //!    flight (and, where asked, the kernel's CPU or I/O pressure over the
@@ -347,6 +353,15 @@ struct PacerState {
     stats: PaceStats,
 }
 
+impl std::fmt::Debug for Pacer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pacer")
+            .field("budget", &self.budget)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
 impl Pacer {
     pub fn budget(&self) -> JobBudget {
         self.budget
@@ -442,6 +457,44 @@ impl Pacer {
             }
         }
         Ok(())
+    }
+}
+
+/// Paces a job from inside a step that cannot stop midway (the engine's
+/// backup, told of each file it stores through its entry log; the
+/// engine's collector, through its progress hook): the first
+/// [`Cancelled`] is kept, later calls no longer pace, and the step
+/// finishes unpaced; the job reports the cancel when the step returns.
+#[derive(Debug)]
+pub struct HookPacer {
+    pacer: Arc<Pacer>,
+    cancelled: Mutex<Option<Cancelled>>,
+}
+
+impl HookPacer {
+    pub fn new(pacer: Arc<Pacer>) -> Self {
+        HookPacer {
+            pacer,
+            cancelled: Mutex::new(None),
+        }
+    }
+
+    /// Paces once, unless a cancel was already kept.
+    pub fn pace(&self) {
+        // Held while pacing: a call after the cancel never paces.
+        let mut c = self.cancelled.lock();
+        if c.is_none() {
+            *c = self.pacer.pace().err();
+        }
+    }
+
+    /// Whether a cancel was kept, and why.
+    pub fn cancelled(&self) -> Option<Cancelled> {
+        self.cancelled.lock().clone()
+    }
+
+    pub fn pacer(&self) -> &Arc<Pacer> {
+        &self.pacer
     }
 }
 

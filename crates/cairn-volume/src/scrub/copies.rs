@@ -22,6 +22,7 @@ use cairn_engine::container_log::ContainerStore;
 use super::refs::References;
 use super::ScrubReport;
 use crate::copy_fallback::COPIES_DIR;
+use crate::scheduler::Cancelled;
 use crate::volume::Volume;
 
 pub(super) struct Copies {
@@ -41,13 +42,16 @@ pub(super) struct Copies {
 
 impl Copies {
     /// Opens `DIR/copies/` (created if absent) and verifies every copy:
-    /// which chunks have a sound copy, which containers are stale.
+    /// which chunks have a sound copy, which containers are stale. Paced
+    /// before each container: a cancel stops the verification there and
+    /// is returned beside what it found so far.
     pub(super) fn open(
         vol: &Volume,
         refs: &References,
         copies_above: u64,
         report: &mut ScrubReport,
-    ) -> Result<Self> {
+        pace: &dyn Fn() -> std::result::Result<(), Cancelled>,
+    ) -> Result<(Self, Option<Cancelled>)> {
         let repo = vol.repo();
         let log = chunk_repair::open_side_store(repo, &vol.dir().root().join(COPIES_DIR), true)?;
         let mut copies = Copies {
@@ -60,6 +64,9 @@ impl Copies {
             made: 0,
         };
         for id in copies.log.ids()? {
+            if let Err(c) = pace() {
+                return Ok((copies, Some(c)));
+            }
             let scanned = match chunk_repair::scan_container(repo, &*copies.log, id) {
                 Ok(s) => s,
                 Err(e) if e.is_corruption() || e.is_not_found() => {
@@ -94,7 +101,7 @@ impl Copies {
                 copies.stale.insert(id);
             }
         }
-        Ok(copies)
+        Ok((copies, None))
     }
 
     /// Whether `fp` has a copy that stays.

@@ -34,10 +34,23 @@
 //! names the new one; a reader never sees the damaged chunk): the next
 //! scrub finds the damaged container again and repeats its repair; the
 //! duplicates are garbage for the store's collection.
+//!
+//! Pacing: with a [`Pacer`] (`ScrubOptions::pacer`; the mount daemon gives
+//! it one) the scrub paces before each container it verifies (copies in 2,
+//! the store in 3) and before each repair (4). A cancel stops it there:
+//! what it verified counts in the report and the copies it queued are
+//! written (6); the repairs it did stay, each whole (a repair is one
+//! container written, indexed, then the damaged one deleted, as above);
+//! it repairs nothing after the cancel, looks for no missing chunk when it
+//! did not verify the whole store, and deletes no stale copy container
+//! (its chunks may still be the only sound copy a later repair needs).
+//! The report's `cancelled` says why and where; the next scrub starts
+//! over. Steps 1 and 5 (walks of the recipes) are not paced.
 
 mod copies;
 mod refs;
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
@@ -46,6 +59,7 @@ use cairn_core::{ContainerId, Error, Fingerprint, FpSet, Result};
 use cairn_engine::chunk_repair::{self, StoredChunk};
 
 use crate::optimize::FailMode;
+use crate::scheduler::{Cancelled, Pacer};
 use crate::volume::Volume;
 use copies::Copies;
 use refs::{References, Seen};
@@ -59,7 +73,7 @@ pub use refs::AffectedFile;
 pub const DEFAULT_COPIES_ABOVE: u64 = 100;
 
 /// How a scrub runs.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct ScrubOptions {
     /// Chunks the stream maps reference more than this many times are kept
     /// twice.
@@ -67,6 +81,8 @@ pub struct ScrubOptions {
     /// A test hook: stop after the first repaired container is written and
     /// indexed, before the damaged one is deleted.
     pub fail_after_repair_write: Option<FailMode>,
+    /// The job's pacing handle from the scheduler; `None`: unpaced.
+    pub pacer: Option<Arc<Pacer>>,
 }
 
 impl Default for ScrubOptions {
@@ -74,6 +90,7 @@ impl Default for ScrubOptions {
         ScrubOptions {
             copies_above: DEFAULT_COPIES_ABOVE,
             fail_after_repair_write: None,
+            pacer: None,
         }
     }
 }
@@ -120,15 +137,28 @@ pub struct ScrubReport {
     pub copy_containers_dropped: u64,
     /// Files that read from a lost chunk, with the ranges.
     pub affected_files: Vec<AffectedFile>,
+    /// Why the scheduler stopped the scrub early, and where (the counts
+    /// above cover what it reached); `None`: it ran to the end.
+    #[serde(default)]
+    pub cancelled: Option<String>,
     pub seconds: f64,
 }
 
 impl ScrubReport {
-    /// Whether the store is whole: nothing lost, every container readable.
+    /// Whether the store is whole as far as the scrub looked: nothing
+    /// lost, every container readable, every damaged chunk found repaired.
     pub fn is_clean(&self) -> bool {
         self.lost_chunks == 0
             && self.unreadable_containers.is_empty()
             && self.affected_files.is_empty()
+            && self.unrepaired_chunks() == 0
+    }
+
+    /// Damaged chunks found but neither repaired nor lost: left for the
+    /// next scrub by a cancel before their repair.
+    pub fn unrepaired_chunks(&self) -> u64 {
+        self.damaged_chunks
+            .saturating_sub(self.repaired_chunks + self.lost_chunks)
     }
 }
 
@@ -138,8 +168,8 @@ struct Damaged {
     fps: Vec<Fingerprint>,
 }
 
-/// Scrubs the volume (offline: the caller has it open, so no mount
-/// serves it meanwhile).
+/// Scrubs the volume. The caller has it open: offline, or the mount
+/// daemon, whose job runner runs no other job meanwhile.
 pub fn scrub(vol: &Volume, opts: &ScrubOptions) -> Result<ScrubReport> {
     let started = Instant::now();
     let repo = vol.repo();
@@ -147,26 +177,39 @@ pub fn scrub(vol: &Volume, opts: &ScrubOptions) -> Result<ScrubReport> {
         copies_above: opts.copies_above,
         ..Default::default()
     };
+    let pace = || opts.pacer.as_ref().map_or(Ok(()), |p| p.pace());
+    let stopped = |c: Cancelled, at: &str| format!("{c}; stopped {at}");
     // 1, 2.
     let mut refs = refs::count(vol)?;
     report.referenced_chunks = refs.chunks.len() as u64;
-    let mut copies = Copies::open(vol, &refs, opts.copies_above, &mut report)?;
+    let (mut copies, in_copies) = Copies::open(vol, &refs, opts.copies_above, &mut report, &pace)?;
+    let mut cancelled = in_copies.map(|c| stopped(c, "while verifying the second copies"));
     // 3.
-    let damaged = verify_store(vol, opts, &mut refs, &mut copies, &mut report)?;
+    let mut damaged = Vec::new();
+    if cancelled.is_none() {
+        let c = verify_store(
+            vol,
+            opts,
+            &mut refs,
+            &mut copies,
+            &mut report,
+            &mut damaged,
+            &pace,
+        )?;
+        cancelled = c.map(|c| stopped(c, "while verifying the store"));
+    }
+    report.damaged_chunks = damaged.iter().map(|d| d.fps.len() as u64).sum();
     // 4.
     let mut lost = FpSet::default();
-    let missing: Vec<Fingerprint> = refs
-        .chunks
-        .iter()
-        .filter(|(_, r)| r.seen == Seen::Not)
-        .map(|(fp, _)| *fp)
-        .collect();
-    if !damaged.is_empty() || !missing.is_empty() {
-        // A repair deletes containers the mount's readers may name: reads
-        // that fail meanwhile wait for the readers' refresh and retry, as
-        // during a collection (made when this block ends, even on error).
-        let _readers = crate::gc::Refresh::start(vol)?;
-        let lock = repo.lock_writer(true)?;
+    if cancelled.is_none() {
+        // Only a scan of the whole store knows which chunks it lacks.
+        let missing: Vec<Fingerprint> = refs
+            .chunks
+            .iter()
+            .filter(|(_, r)| r.seen == Seen::Not)
+            .map(|(fp, _)| *fp)
+            .collect();
+        report.damaged_chunks += missing.len() as u64;
         let mut stop = || match opts.fail_after_repair_write {
             None => Ok(()),
             Some(FailMode::Error) => Err(Error::Interrupted(
@@ -174,7 +217,18 @@ pub fn scrub(vol: &Volume, opts: &ScrubOptions) -> Result<ScrubReport> {
             )),
             Some(FailMode::Abort) => std::process::abort(),
         };
+        // A repair deletes a container the mount's readers may name: reads
+        // that fail meanwhile wait for the readers' refresh and retry, as
+        // during a collection. Each repair marks and refreshes on its own
+        // (the refresh made when the repair ends, even on error), so a
+        // read never waits across a pause.
         for d in &damaged {
+            if let Err(c) = pace() {
+                cancelled = Some(stopped(c, "before repairing a damaged container"));
+                break;
+            }
+            let _readers = crate::gc::Refresh::start(vol)?;
+            let lock = repo.lock_writer(true)?;
             let new = repair_container(
                 vol,
                 opts.copies_above,
@@ -190,31 +244,44 @@ pub fn scrub(vol: &Volume, opts: &ScrubOptions) -> Result<ScrubReport> {
                 .replaced_containers
                 .push((d.id.to_string(), new.map(|n| n.to_string())));
             report.repaired_chunks += d.fps.iter().filter(|fp| !lost.contains(fp)).count() as u64;
-            report.damaged_chunks += d.fps.len() as u64;
         }
-        report.damaged_chunks += missing.len() as u64;
-        let mut restored = Vec::new();
-        for fp in &missing {
-            match copies.get(vol, fp)? {
-                Some(c) => restored.push(c),
-                None => {
-                    lost.insert(*fp);
+        if cancelled.is_none() && !missing.is_empty() {
+            match pace() {
+                Err(c) => {
+                    cancelled = Some(stopped(c, "before restoring missing chunks"));
+                }
+                Ok(()) => {
+                    let _readers = crate::gc::Refresh::start(vol)?;
+                    let lock = repo.lock_writer(true)?;
+                    let mut restored = Vec::new();
+                    for fp in &missing {
+                        match copies.get(vol, fp)? {
+                            Some(c) => restored.push(c),
+                            None => {
+                                lost.insert(*fp);
+                            }
+                        }
+                    }
+                    report.repaired_chunks += restored.len() as u64;
+                    if !restored.is_empty() {
+                        chunk_repair::rewrite_chunks(repo, &lock, &restored, &[], &[], &mut stop)?;
+                    }
                 }
             }
         }
-        report.repaired_chunks += restored.len() as u64;
-        if !restored.is_empty() {
-            chunk_repair::rewrite_chunks(repo, &lock, &restored, &[], &[], &mut stop)?;
-        }
     }
+    report.cancelled = cancelled;
     report.lost_chunks = lost.len() as u64;
     // 5.
     if !lost.is_empty() || !refs.unwalkable.is_empty() {
         report.affected_files = refs::affected(vol, &lost)?;
     }
-    // 6.
+    // 6. After a cancel the copies queued are still written (they are of
+    // chunks verified sound), but no stale container is dropped.
     copies.flush(vol)?;
-    report.copy_containers_dropped = copies.drop_stale()?;
+    if report.cancelled.is_none() {
+        report.copy_containers_dropped = copies.drop_stale()?;
+    }
     report.copies_kept = copies.kept_count();
     report.copies_made = copies.made();
     if !report.replaced_containers.is_empty()
@@ -229,17 +296,22 @@ pub fn scrub(vol: &Volume, opts: &ScrubOptions) -> Result<ScrubReport> {
 }
 
 /// Step 3: every container of the store, every chunk verified; copies of
-/// popular sound chunks queued; the containers with damaged chunks.
+/// popular sound chunks queued; the containers with damaged chunks into
+/// `damaged`. Paced before each container: a cancel stops it there.
 fn verify_store(
     vol: &Volume,
     opts: &ScrubOptions,
     refs: &mut References,
     copies: &mut Copies,
     report: &mut ScrubReport,
-) -> Result<Vec<Damaged>> {
+    damaged: &mut Vec<Damaged>,
+    pace: &dyn Fn() -> std::result::Result<(), Cancelled>,
+) -> Result<Option<Cancelled>> {
     let repo = vol.repo();
-    let mut damaged = Vec::new();
     for id in repo.log.ids()? {
+        if let Err(c) = pace() {
+            return Ok(Some(c));
+        }
         let scanned = match chunk_repair::scan_container(repo, &*repo.log, id) {
             Ok(s) => s,
             Err(e) if e.is_corruption() || e.is_not_found() => {
@@ -275,7 +347,7 @@ fn verify_store(
             damaged.push(Damaged { id, fps: bad });
         }
     }
-    Ok(damaged)
+    Ok(None)
 }
 
 /// Step 4 for one container: its sound chunks and the sound copies of its
