@@ -1,15 +1,17 @@
 //! Correctness under load (issue 32): random operations through the mount
 //! (writes at any offset, reads, truncates, appends, renames, `mmap`
 //! writes, fsync, unlink and re-create), each read checked against a model
-//! of the expected contents, while the optimization job runs over and over
-//! in the same process, on the same `Volume` the mount serves. Some files
-//! are left alone long enough to be optimized, so the operations meet
-//! files in every state: plain, optimized, partly recalled, made plain
-//! again. Afterwards the volume is unmounted, reopened (recovery runs) and
-//! every file compared once more.
+//! of the expected contents, while the volume's jobs run over and over in
+//! the same process, on the same `Volume` the mount serves, one at a time
+//! as the mount daemon runs them: optimization, garbage collection and
+//! scrub, in the cycle [`JOBS`]. Some files are left alone long enough to
+//! be optimized, so the operations meet files in every state: plain,
+//! optimized, partly recalled, made plain again, their chunks moved or
+//! freed by a collection. Afterwards the volume is unmounted, reopened
+//! (recovery runs) and every file compared once more.
 //!
 //! CI runs it for a few seconds; `CAIRN_UNDER_LOAD_SECS=600` (and
-//! `CAIRN_UNDER_LOAD_SEED`) runs the long version.
+//! `CAIRN_UNDER_LOAD_SEED`) runs the long version (`bench/volume-faults.sh`).
 
 // mmap is the one unsafe call here: mapping a file this test opened and
 // keeps open, unmapped before it is closed.
@@ -29,7 +31,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use cairn_volume::fuse::{mount, MountOptions};
-use cairn_volume::{optimize, OptimizeOptions};
+use cairn_volume::{gc, optimize, scrub, GcOptions, OptimizeOptions, ScrubOptions};
 use fuse_support::{fuse_missing, skip_or_fail};
 
 /// Files the operations work on. The first `HOT` take most operations;
@@ -39,6 +41,65 @@ const FILES: usize = 8;
 const HOT: usize = 3;
 /// Largest file the operations grow.
 const MAX_LEN: u64 = 3 << 20;
+
+/// A background job of the cycle.
+#[derive(Clone, Copy, Debug)]
+enum Job {
+    Optimize,
+    Gc,
+    Scrub,
+}
+
+/// The jobs' cycle: optimization every other run (so files keep being
+/// switched), a collection and a scrub between.
+const JOBS: [Job; 4] = [Job::Optimize, Job::Gc, Job::Optimize, Job::Scrub];
+
+/// What the background jobs did, counted across runs.
+#[derive(Default)]
+struct JobCounts {
+    optimize_runs: AtomicU64,
+    switched: AtomicU64,
+    made_plain: AtomicU64,
+    gc_runs: AtomicU64,
+    gc_containers_deleted: AtomicU64,
+    scrub_runs: AtomicU64,
+    scrub_chunks_verified: AtomicU64,
+}
+
+/// Runs `job` once on `vol`, counting what it did; a scrub must find the
+/// store whole.
+fn run_job(vol: &cairn_volume::Volume, job: Job, counts: &JobCounts) {
+    match job {
+        Job::Optimize => {
+            let report = optimize(vol, &OptimizeOptions::default()).expect("optimize");
+            counts.optimize_runs.fetch_add(1, Ordering::Relaxed);
+            counts
+                .switched
+                .fetch_add(report.files_optimized, Ordering::Relaxed);
+            counts
+                .made_plain
+                .fetch_add(report.files_made_plain, Ordering::Relaxed);
+        }
+        Job::Gc => {
+            let report = gc(vol, &GcOptions::default()).expect("gc");
+            counts.gc_runs.fetch_add(1, Ordering::Relaxed);
+            counts
+                .gc_containers_deleted
+                .fetch_add(report.containers_deleted, Ordering::Relaxed);
+        }
+        Job::Scrub => {
+            let report = scrub(vol, &ScrubOptions::default()).expect("scrub");
+            assert!(
+                report.is_clean() && report.damaged_chunks == 0,
+                "scrub under load: {report:?}"
+            );
+            counts.scrub_runs.fetch_add(1, Ordering::Relaxed);
+            counts
+                .scrub_chunks_verified
+                .fetch_add(report.chunks_verified, Ordering::Relaxed);
+        }
+    }
+}
 
 /// One file of the model: its current name and bytes.
 struct Slot {
@@ -223,7 +284,7 @@ fn operate(rng: &mut StdRng, pool: &[u8], mnt: &Path, slot: &mut Slot, ops: &mut
 }
 
 #[test]
-fn random_operations_through_the_mount_while_optimization_runs() {
+fn random_operations_through_the_mount_while_optimization_gc_and_scrub_run() {
     if let Some(why) = fuse_missing() {
         skip_or_fail(&format!("FUSE unavailable: {why}"));
         return;
@@ -269,17 +330,16 @@ fn random_operations_through_the_mount_while_optimization_runs() {
         .collect();
 
     let stop = AtomicBool::new(false);
-    let runs = AtomicU64::new(0);
-    let switched = AtomicU64::new(0);
-    let made_plain = AtomicU64::new(0);
+    let counts = JobCounts::default();
     let mut ops = [0u64; 9];
     std::thread::scope(|s| {
-        let optimizer = s.spawn(|| {
-            while !stop.load(Ordering::Relaxed) {
-                let report = optimize(&vol, &OptimizeOptions::default()).expect("optimize");
-                runs.fetch_add(1, Ordering::Relaxed);
-                switched.fetch_add(report.files_optimized, Ordering::Relaxed);
-                made_plain.fetch_add(report.files_made_plain, Ordering::Relaxed);
+        // One job at a time, as the mount daemon's runner.
+        let jobs = s.spawn(|| {
+            for job in JOBS.iter().cycle() {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                run_job(&vol, *job, &counts);
                 std::thread::sleep(Duration::from_millis(150));
             }
         });
@@ -300,18 +360,26 @@ fn random_operations_through_the_mount_while_optimization_runs() {
             }
         }
         stop.store(true, Ordering::Relaxed);
-        optimizer.join().expect("the optimizer thread");
+        jobs.join().expect("the jobs' thread");
     });
-    let runs = runs.into_inner();
-    let switched = switched.into_inner();
+    let c = |n: &AtomicU64| n.load(Ordering::Relaxed);
+    let (runs, switched) = (c(&counts.optimize_runs), c(&counts.switched));
+    let (gc_runs, scrub_runs) = (c(&counts.gc_runs), c(&counts.scrub_runs));
     println!(
         "ops (write, read, whole, truncate, append, rename, mmap, fsync, recreate) {ops:?}; \
-         {runs} optimize runs switched {switched} files, made {} plain again",
-        made_plain.into_inner()
+         {runs} optimize runs switched {switched} files, made {} plain again; \
+         {gc_runs} gc runs deleted {} containers; {scrub_runs} scrub runs verified {} chunks",
+        c(&counts.made_plain),
+        c(&counts.gc_containers_deleted),
+        c(&counts.scrub_chunks_verified),
     );
     assert!(
         switched >= 2,
         "the run must meet optimized files: only {switched} switches in {runs} runs"
+    );
+    assert!(
+        gc_runs >= 1 && scrub_runs >= 1,
+        "gc and scrub must run beside the operations: {gc_runs} gc, {scrub_runs} scrub runs"
     );
 
     // Every file through the mount, then after unmount and reopen.
