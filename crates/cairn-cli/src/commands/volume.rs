@@ -365,6 +365,14 @@ fn print_optimize(cli: &Globals, report: &cairn_volume::OptimizeReport) -> Resul
             bytes(report.new_chunk_bytes),
             report.seconds
         );
+        if report.files_reoptimized > 0 {
+            println!(
+                "of which {} optimized anew after writes: {} read again, the rest of their \
+                 chunks kept",
+                report.files_reoptimized,
+                bytes(report.bytes_reread)
+            );
+        }
         if report.files_skipped > 0 {
             let reasons: Vec<String> = report
                 .skipped
