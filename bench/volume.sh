@@ -527,6 +527,7 @@ timed_optimize "$VOL"
 # label|path under the mount, or a backing path|mount options
 TARGETS=(
     "optimized, mount|$MNT/opt-big|"
+    "optimized, mount --read-ahead 0|$MNT/opt-big|--read-ahead 0"
     "unoptimized, mount (passthrough)|$MNT/plain-big|"
     "unoptimized, mount --no-passthrough|$MNT/plain-big|--no-passthrough"
     "backing file directly|$VOL/files/plain-big|none"
