@@ -6,7 +6,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use common::*;
@@ -27,19 +27,31 @@ fn prefilled(tmp: &Path, prefill: usize) -> PathBuf {
     repo
 }
 
-/// Runs `backups` small stdin backups on a thread; `done` turns true at the end.
-fn writer(repo: PathBuf, backups: usize, done: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
+/// Runs at least `backups` small stdin backups on a thread, and goes on
+/// until `readers` reports `min_rounds` reader rounds (so the readers
+/// overlap it however slowly a loaded machine runs them); `done` turns
+/// true at the end. Returns how many backups it made.
+fn writer(
+    repo: PathBuf,
+    backups: usize,
+    readers: Arc<AtomicUsize>,
+    min_rounds: usize,
+    done: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<usize> {
     std::thread::spawn(move || {
         let mut rng = Rng::new(81);
-        for _ in 0..backups {
+        let mut made = 0;
+        while made < backups || readers.load(Ordering::SeqCst) < min_rounds {
             cairn_stdin(
                 &repo,
                 &["backup", "-q", "--stdin", "--stdin-name", "w"],
                 &rng.bytes(50_000),
             )
             .ok();
+            made += 1;
         }
         done.store(true, Ordering::SeqCst);
+        made
     })
 }
 
@@ -57,7 +69,15 @@ fn readers_stay_correct_while_a_writer_commits() {
 
     let done = Arc::new(AtomicBool::new(false));
     const WRITES: usize = 40;
-    let w = writer(repo.clone(), WRITES, done.clone());
+    const MIN_ROUNDS: usize = 3;
+    let reader_rounds = Arc::new(AtomicUsize::new(0));
+    let w = writer(
+        repo.clone(),
+        WRITES,
+        reader_rounds.clone(),
+        MIN_ROUNDS,
+        done.clone(),
+    );
     let out = tmp.path().join("out");
     let mut rounds = 0;
     while !done.load(Ordering::SeqCst) {
@@ -74,13 +94,14 @@ fn readers_stay_correct_while_a_writer_commits() {
             assert_tree_matches(&m, &out.join("tree"));
         }
         rounds += 1;
+        reader_rounds.store(rounds, Ordering::SeqCst);
     }
-    w.join().unwrap();
+    let made = w.join().unwrap();
     assert!(
-        rounds >= 3,
+        rounds >= MIN_ROUNDS,
         "only {rounds} reader rounds overlapped the writer"
     );
-    assert_eq!(snapshot_ids(&repo).len(), 3 + 1 + WRITES);
+    assert_eq!(snapshot_ids(&repo).len(), 3 + 1 + made);
     cairn(&repo, &["check", "--read-data"]).ok();
 }
 
@@ -89,7 +110,7 @@ fn check_during_a_backup_reports_no_false_damage() {
     let tmp = tempfile::tempdir().unwrap();
     let repo = prefilled(tmp.path(), 40);
     let done = Arc::new(AtomicBool::new(false));
-    let w = writer(repo.clone(), 120, done.clone());
+    let w = writer(repo.clone(), 120, Arc::default(), 0, done.clone());
     let mut runs = 0;
     let mut failures = Vec::new();
     while !done.load(Ordering::SeqCst) {

@@ -125,6 +125,17 @@ fn a_mounted_volume_serves_optimized_files_and_recalls_what_is_written() {
     let patch = rng.bytes(4096);
     expected[write_at..write_at + 4096].copy_from_slice(&patch);
     let mounted = while_mounted(&dir, &mnt, |mnt| {
+        // As root, the mount reads ahead 1 MiB (the kernel's default is
+        // 128 KiB; docs/volume.md "Data path").
+        if nix::unistd::geteuid().is_root() {
+            let st = std::fs::metadata(mnt).unwrap();
+            let dev = std::os::unix::fs::MetadataExt::dev(&st);
+            let (major, minor) = (libc::major(dev), libc::minor(dev));
+            let kb =
+                std::fs::read_to_string(format!("/sys/class/bdi/{major}:{minor}/read_ahead_kb"))
+                    .unwrap();
+            assert_eq!(kb.trim(), "1024");
+        }
         assert!(std::fs::read(mnt.join("big")).unwrap() == big);
         assert!(std::fs::read(mnt.join("twin")).unwrap() == shared);
         // A 4 KiB write into the middle of the optimized file.

@@ -1,5 +1,6 @@
 //! `cairn volume snapshot`: optimized files recorded by their stream maps
-//! without reading them, partly recalled ones assembled, plain ones read;
+//! without reading them, partly recalled ones by their unchanged chunks
+//! unread and the rest read, plain ones read;
 //! the snapshot restores byte-identically with the ordinary `restore` on
 //! the volume's store, and a second snapshot keeps unchanged files.
 
@@ -52,6 +53,10 @@ fn a_volume_snapshot_records_stream_maps_unread_and_restores_every_file() {
         .json();
     assert_eq!(first["files_by_stream_map"], 1, "{first}");
     assert_eq!(first["files_assembled"], 1, "{first}");
+    // Of `big`'s 4 MiB only the recalled granule (64 KiB) was read,
+    // widened to the stream map's chunks around it.
+    let read = first["bytes_assembled"].as_u64().unwrap();
+    assert!((4096..1 << 20).contains(&read), "{first}");
     // The twin's 2 MiB were not stored again: the snapshot took the
     // recalled granule's chunks at most, and its listings.
     assert!(

@@ -34,6 +34,22 @@ use crate::read::blob_reader::BlobReader;
 use crate::read::cache::{ChunkStore, MetaChunks, RestoreCache};
 use crate::Repository;
 
+/// One data chunk of a recipe, where it lies in the blob
+/// ([`RandomAccess::leaf_ranges`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Leaf {
+    pub fp: Fingerprint,
+    /// Offset of its first byte in the blob.
+    pub start: u64,
+    pub size: u64,
+}
+
+impl Leaf {
+    pub fn end(&self) -> u64 {
+        self.start + self.size
+    }
+}
+
 /// How much a [`RandomAccess`] keeps in memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CacheLimits {
@@ -209,6 +225,33 @@ impl RandomAccess {
             Sink::Fill(_, n) => Ok(n),
             _ => unreachable!("the sink stays what it was made"),
         }
+    }
+
+    /// The data chunks of the blob that hold bytes of `[offset, offset +
+    /// len)`, in order, each with where it starts in the blob and its
+    /// size: the recipe's leaves, found by descending only the nodes over
+    /// the range (no data chunk is read). A caller that keeps some of a
+    /// stored file's chunks and replaces others (the primary volume's
+    /// incremental optimization) splices a new recipe from them.
+    pub fn leaf_ranges(&mut self, blob: &BlobRef, offset: u64, len: u64) -> Result<Vec<Leaf>> {
+        let hi = offset.saturating_add(len).min(blob.size);
+        let mut out = Vec::new();
+        if offset >= hi {
+            return Ok(out);
+        }
+        self.visit_leaves(
+            blob.root,
+            blob.level,
+            blob.size,
+            0,
+            offset,
+            hi,
+            &mut |_, fp, start, size| {
+                out.push(Leaf { fp, start, size });
+                Ok(())
+            },
+        )?;
+        Ok(out)
     }
 
     /// Reads, verifies and caches the chunks under the blob's bytes

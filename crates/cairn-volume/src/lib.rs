@@ -30,6 +30,7 @@ pub mod scheduler;
 pub mod scrub;
 pub mod snapshot;
 pub mod space;
+pub mod splice;
 pub mod state;
 pub mod status;
 pub mod volume;

@@ -13,6 +13,13 @@
 //! collection ([`crate::gc`]) lists them in a roots snapshot and forgets it,
 //! so no stream map loses its root.
 //!
+//! **Incremental optimization.** An optimized file written since (recalled
+//! granules, an appended tail, a truncate) and cold again is ingested as
+//! pieces (`crate::splice`): its stream map's unchanged chunks are kept
+//! unread, only the changed ranges are read and chunked, and its switch
+//! replaces the entry (004: "incremental dedup will later optimize the new
+//! data").
+//!
 //! **Batches and pacing.** The eligible files are ingested and switched in
 //! batches of at most [`OPTIMIZE_BATCH_BYTES`] (each batch its own backup,
 //! snapshot and switches), so a run stopped midway (cancelled by the
@@ -26,26 +33,29 @@
 //! switches are cheap), then stops. The report says why in `cancelled`.
 
 use std::collections::{BTreeMap, HashMap};
-use std::fs::OpenOptions;
+use std::fs::{File, Metadata, OpenOptions};
+use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
 use cairn_core::{Error, Result};
+use cairn_engine::backup::file_content::{FileContent, FileSource};
 use cairn_engine::backup::{backup, BackupOptions, ParentChoice, Selection, Source};
 use cairn_engine::read::{CacheOptions, Reader};
 use cairn_format::dir::{BlobRef, EntryKind};
 
 use crate::backing;
-use crate::content::Content;
+use crate::inode_locks::InodeLocks;
 use crate::job_state::{Progress, ProgressSink};
 use crate::policy::Policy;
 use crate::scheduler::Pacer;
-use crate::state::{Entry, Identity};
-use crate::volume::Volume;
+use crate::state::{Entry, Identity, StreamMapTable};
+use crate::volume::{same_file, Volume};
 use crate::volume_content::VolumeContent;
 use crate::walk;
 
@@ -114,9 +124,13 @@ pub struct OptimizeReport {
     pub files_skipped: u64,
     /// Why files were skipped, with counts.
     pub skipped: BTreeMap<String, u64>,
-    /// Optimized files partly recalled or appended to, made plain again
-    /// by this run to be optimized anew.
-    pub files_made_plain: u64,
+    /// Optimized files partly recalled, appended to or truncated since,
+    /// optimized anew by this run: their unchanged chunks kept unread,
+    /// only the rest read (`crate::splice`).
+    pub files_reoptimized: u64,
+    /// Bytes of those files read to optimize them anew: the recalled
+    /// granules, appended tails and cut chunks, never the whole file.
+    pub bytes_reread: u64,
     /// Logical bytes of the files optimized.
     pub bytes_optimized: u64,
     /// Bytes of new chunks the store took (as stored, after compression).
@@ -220,21 +234,10 @@ pub fn optimize(vol: &Volume, opts: &OptimizeOptions<'_>) -> Result<OptimizeRepo
             return Ok(());
         }
         // A file partly recalled, appended to or truncated since it was
-        // optimized, and cold again: made plain first, then optimized anew
-        // with the others.
-        let meta = match entry {
-            None => f.meta,
-            Some(_) => match make_plain(vol, &content, &f.path, &f.meta)? {
-                Some(meta) => {
-                    report.files_made_plain += 1;
-                    meta
-                }
-                None => {
-                    report.skip("changed since the scan");
-                    return Ok(());
-                }
-            },
-        };
+        // optimized, and cold again, is optimized anew with the others:
+        // the ingest keeps its unchanged chunks (`crate::splice`), and its
+        // switch replaces the entry.
+        let meta = f.meta;
         let (mtime_ns, ctime_ns) = backing::mtime_ctime_ns(&meta);
         eligible.push(Scanned {
             path: f.path,
@@ -310,38 +313,6 @@ pub fn optimize(vol: &Volume, opts: &OptimizeOptions<'_>) -> Result<OptimizeRepo
     Ok(report)
 }
 
-/// Makes an optimized file plain again, under its lock: every byte still
-/// in its stream map copied into the backing file and fsynced, then its
-/// entry dropped (`VolumeContent::prepare_write` over the whole file), and
-/// its times put back. Returns its metadata then, or `None` when it is not
-/// what the scan saw (`scanned`). A crash midway leaves the entry and a
-/// backing file holding the same bytes: recovery punches them again.
-fn make_plain(
-    vol: &Volume,
-    content: &VolumeContent,
-    path: &std::path::Path,
-    scanned: &std::fs::Metadata,
-) -> Result<Option<std::fs::Metadata>> {
-    let ino = scanned.ino();
-    let _guard = vol.locks().lock(ino);
-    let io = |e| Error::io(format!("recalling {}", path.display()), e);
-    let f = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(path)
-        .map_err(io)?;
-    let meta = f.metadata().map_err(io)?;
-    let now = (meta.ino(), meta.len(), backing::mtime_ctime_ns(&meta));
-    if now != (ino, scanned.len(), backing::mtime_ctime_ns(scanned)) {
-        return Ok(None);
-    }
-    if let Some(entry) = vol.table().get(ino) {
-        content.prepare_write(ino, &f, 0, entry.valid).map_err(io)?;
-    }
-    backing::restore_times(&f, &meta).map_err(io)?;
-    f.metadata().map(Some).map_err(io)
-}
-
 /// Splits the eligible files, in scan order, into runs of at most
 /// `limit` bytes (a larger file alone).
 fn batches(eligible: &[Scanned], limit: u64) -> impl Iterator<Item = &[Scanned]> {
@@ -387,6 +358,13 @@ fn ingest(
         });
         log
     });
+    let hook = Arc::new(Reoptimized {
+        table: vol.table().clone(),
+        content: vol.content()?,
+        locks: vol.locks().clone(),
+        files: AtomicU64::new(0),
+        bytes_read: AtomicU64::new(0),
+    });
     let repo = vol.repo();
     let mut selection = Selection::builder();
     selection.only_files(eligible.iter().map(|f| (f.dev, f.ino)).collect());
@@ -403,10 +381,13 @@ fn ingest(
             // deduplicate to one chunk), so offsets map one to one.
             holes_as_data: true,
             entry_log,
+            file_content: Some(hook.clone()),
             ..Default::default()
         },
     )?;
     drop(lock);
+    report.files_reoptimized += hook.files.load(Ordering::Relaxed);
+    report.bytes_reread += hook.bytes_read.load(Ordering::Relaxed);
     report.new_chunk_bytes += outcome.record.stats.new_stored_bytes;
     report.snapshot = Some(outcome.snapshot_id.clone());
     report.index_ram_bytes_per_chunk = outcome.index_ram_bytes_per_chunk;
@@ -432,6 +413,39 @@ fn ingest(
     })?;
     let cancelled = cancelled.lock().unwrap_or_else(|e| e.into_inner()).take();
     Ok((by_ino, cancelled))
+}
+
+/// The ingest's [`FileContent`] hook: an optimized file (partly
+/// recalled, appended to or truncated, and cold again) is given as its
+/// stream map's unchanged chunks, unread, and the ranges around them read
+/// through the content state (`crate::splice`); a plain file is read from
+/// the backing tree as usual. A write during the ingest changes the file's
+/// ctime and change count, so its switch refuses the result.
+struct Reoptimized {
+    table: Arc<StreamMapTable>,
+    content: Arc<VolumeContent>,
+    locks: Arc<InodeLocks>,
+    files: AtomicU64,
+    bytes_read: AtomicU64,
+}
+
+impl FileContent for Reoptimized {
+    fn source(&self, file: &File, meta: &Metadata) -> io::Result<Option<FileSource>> {
+        let Some(entry) = self.table.get(meta.ino()).filter(|e| same_file(e, meta)) else {
+            return Ok(None);
+        };
+        let (source, read) = crate::splice::file_source(
+            &self.content,
+            &self.locks,
+            meta.ino(),
+            file,
+            &entry,
+            meta.len(),
+        )?;
+        self.files.fetch_add(1, Ordering::Relaxed);
+        self.bytes_read.fetch_add(read, Ordering::Relaxed);
+        Ok(Some(source))
+    }
 }
 
 /// Step 6 for one file, under its inode lock: `None` when switched, else

@@ -10,8 +10,9 @@
 //!   `valid` = the blob's size = the file's length): the stream map itself,
 //!   unread;
 //! - a file partly recalled, truncated below its stream map or appended
-//!   to: its bytes through the content state (stream map and backing file
-//!   as the mount serves them), under its inode lock, chunk by chunk;
+//!   to: the chunks of its stream map that still hold its bytes, unread,
+//!   and the rest read through the content state (stream map and backing
+//!   file as the mount serves them) under its inode lock (`crate::splice`);
 //! - a plain file: read from the backing tree as any backup reads.
 //!
 //! Files unchanged since the previous volume snapshot keep its content
@@ -31,7 +32,7 @@
 //! and the report's `cancelled` says so.
 
 use std::fs::{File, Metadata};
-use std::io::{self, Read};
+use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -44,7 +45,6 @@ use cairn_engine::backup::file_content::{FileContent, FileSource};
 use cairn_engine::backup::{backup, BackupOptions, ParentChoice, Source};
 use cairn_engine::catalog;
 
-use crate::content::Content;
 use crate::inode_locks::InodeLocks;
 use crate::scheduler::{HookPacer, Pacer};
 use crate::state::StreamMapTable;
@@ -53,9 +53,6 @@ use crate::volume_content::VolumeContent;
 
 /// The tag of every volume snapshot (and what finds the previous one).
 pub const SNAPSHOT_TAG: &str = "volume-snapshot";
-
-/// Largest read of a partly optimized file under its inode lock at once.
-const READ_PIECE: usize = 1 << 20;
 
 /// What `cairn volume snapshot` is asked.
 #[derive(Clone, Debug, Default)]
@@ -75,8 +72,12 @@ pub struct SnapshotReport {
     /// Optimized files recorded by their stream map, unread.
     pub files_by_stream_map: u64,
     pub bytes_by_stream_map: u64,
-    /// Partly optimized files read through the content state.
+    /// Partly optimized files: their unchanged chunks recorded unread, the
+    /// rest read through the content state.
     pub files_assembled: u64,
+    /// Bytes of those files read (recalled, appended, cut by a truncate).
+    #[serde(default)]
+    pub bytes_assembled: u64,
     /// Bytes the store took for the snapshot (new chunks and listings).
     pub new_bytes: u64,
     /// Paths that could not be read: the snapshot holds everything else
@@ -97,6 +98,7 @@ struct VolumeFiles {
     by_stream_map: AtomicU64,
     bytes_by_stream_map: AtomicU64,
     assembled: AtomicU64,
+    bytes_assembled: AtomicU64,
 }
 
 impl FileContent for VolumeFiles {
@@ -111,35 +113,16 @@ impl FileContent for VolumeFiles {
             return Ok(Some(FileSource::Stored(entry.blob)));
         }
         self.assembled.fetch_add(1, Ordering::Relaxed);
-        Ok(Some(FileSource::Read(Box::new(Assembled {
-            content: self.content.clone(),
-            locks: self.locks.clone(),
-            ino: meta.ino(),
-            file: file.try_clone()?,
-            pos: 0,
-        }))))
-    }
-}
-
-/// A partly optimized file's bytes, as the mount serves them.
-struct Assembled {
-    content: Arc<VolumeContent>,
-    locks: Arc<InodeLocks>,
-    ino: u64,
-    file: File,
-    pos: u64,
-}
-
-impl Read for Assembled {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = buf.len().min(READ_PIECE);
-        let got = {
-            let _guard = self.locks.read(self.ino);
-            self.content
-                .read_at(self.ino, &self.file, self.pos, &mut buf[..n])?
-        };
-        self.pos += got as u64;
-        Ok(got)
+        let (source, read) = crate::splice::file_source(
+            &self.content,
+            &self.locks,
+            meta.ino(),
+            file,
+            &entry,
+            meta.len(),
+        )?;
+        self.bytes_assembled.fetch_add(read, Ordering::Relaxed);
+        Ok(Some(source))
     }
 }
 
@@ -163,6 +146,7 @@ pub fn snapshot(vol: &Volume, opts: &SnapshotOptions) -> Result<SnapshotReport> 
         by_stream_map: AtomicU64::new(0),
         bytes_by_stream_map: AtomicU64::new(0),
         assembled: AtomicU64::new(0),
+        bytes_assembled: AtomicU64::new(0),
     });
     let parent = latest_snapshot(vol)?;
     let mut tags = vec![SNAPSHOT_TAG.to_string()];
@@ -195,6 +179,7 @@ pub fn snapshot(vol: &Volume, opts: &SnapshotOptions) -> Result<SnapshotReport> 
         files_by_stream_map: hook.by_stream_map.load(Ordering::Relaxed),
         bytes_by_stream_map: hook.bytes_by_stream_map.load(Ordering::Relaxed),
         files_assembled: hook.assembled.load(Ordering::Relaxed),
+        bytes_assembled: hook.bytes_assembled.load(Ordering::Relaxed),
         new_bytes: outcome.record.stats.new_stored_bytes,
         skipped: outcome.skipped,
         cancelled: paced

@@ -170,6 +170,16 @@ impl VolumeContent {
         Ok(())
     }
 
+    /// The data chunks of `entry`'s stream map, in order, with where each
+    /// starts (its recipe's leaves; no chunk is read).
+    pub fn stream_map_leaves(
+        &self,
+        entry: &Entry,
+    ) -> Result<Vec<cairn_engine::random_access::Leaf>> {
+        self.readers
+            .with_reader(|r| r.leaf_ranges(&entry.blob, 0, entry.blob.size))
+    }
+
     /// Commits `entry` after a change: dropped once no byte comes from its
     /// stream map any more (the file is plain again).
     fn commit(&self, entry: Entry) -> io::Result<()> {

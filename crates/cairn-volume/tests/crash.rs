@@ -296,3 +296,69 @@ fn a_file_open_for_passthrough_stays_plain() {
         assert!(&support::read_all(&content, &files_dir.join(rel)) == bytes);
     }
 }
+
+/// A partly recalled file's new optimization (its unchanged chunks kept,
+/// the recalled granule read again) stopped at each step of its switch:
+/// reopened, the file reads as written, and the next run switches it.
+#[test]
+fn a_reoptimization_stopped_at_each_step_leaves_the_file_whole() {
+    use cairn_volume::content::Content;
+    use std::os::unix::fs::FileExt;
+    for step in STEPS {
+        let d = tempfile::tempdir().unwrap();
+        let vol = support::create(d.path());
+        let files_dir = vol.dir().files();
+        let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(21);
+        let mut model = support::text(&mut rng, 2 << 20);
+        let path = files_dir.join("doc");
+        std::fs::write(&path, &model).unwrap();
+        support::age(&files_dir);
+        assert_eq!(
+            optimize(&vol, &OptimizeOptions::default())
+                .unwrap()
+                .files_optimized,
+            1
+        );
+        let ino = support::ino(&path);
+        let content = vol.content().unwrap();
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        content.prepare_write(ino, &f, 1_000_000, 3).unwrap();
+        f.write_all_at(b"xyz", 1_000_000).unwrap();
+        model[1_000_000..1_000_003].copy_from_slice(b"xyz");
+        drop(f);
+        support::age(&files_dir);
+        let opts = OptimizeOptions {
+            fail_at: Some(FailAt {
+                file: 0,
+                step,
+                mode: FailMode::Error,
+            }),
+            ..Default::default()
+        };
+        assert!(optimize(&vol, &opts).is_err(), "{step:?}");
+        drop(content);
+        drop(vol);
+
+        let vol = support::open(d.path());
+        let content = vol.content().unwrap();
+        assert!(support::read_all(&content, &path) == model, "{step:?}");
+        let entry = vol.table().get(ino).unwrap();
+        // Stopped before the entry was replaced: still partly recalled.
+        assert_eq!(
+            entry.recalled.is_empty(),
+            step != SwitchStep::Checked,
+            "{step:?}: {entry:?}"
+        );
+        support::age(&files_dir);
+        let report = optimize(&vol, &OptimizeOptions::default()).unwrap();
+        let again = u64::from(step == SwitchStep::Checked);
+        assert_eq!(report.files_reoptimized, again, "{step:?}: {report:?}");
+        assert!(support::read_all(&content, &path) == model, "{step:?}");
+        let blocks = std::os::unix::fs::MetadataExt::blocks(&std::fs::metadata(&path).unwrap());
+        assert!(blocks * 512 <= 4096, "{step:?}: punched");
+    }
+}

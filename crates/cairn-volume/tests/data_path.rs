@@ -192,7 +192,7 @@ fn a_file_written_after_optimization_is_optimized_anew_when_cold() {
     let vol = support::create(dir.path());
     let files_dir = vol.dir().files();
     let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(8);
-    let mut model = support::text(&mut rng, 1 << 20);
+    let mut model = support::text(&mut rng, 4 << 20);
     let path = files_dir.join("doc.txt");
     std::fs::write(&path, &model).unwrap();
     std::fs::write(files_dir.join("untouched.txt"), &model[..500_000]).unwrap();
@@ -228,14 +228,39 @@ fn a_file_written_after_optimization_is_optimized_anew_when_cold() {
     assert_eq!(report.skipped.get("already optimized"), Some(&1));
 
     support::age(&files_dir);
+    let old_leaves = content
+        .stream_map_leaves(&vol.table().get(ino).unwrap())
+        .unwrap();
     let report = optimize(&vol, &OptimizeOptions::default()).unwrap();
     assert_eq!(
-        (report.files_made_plain, report.files_optimized),
+        (report.files_reoptimized, report.files_optimized),
         (1, 1),
+        "{report:?}"
+    );
+    // Only the recalled granule (64 KiB for 4 MiB) and the appended tail
+    // were read again, widened to the old chunks around them; the rest of
+    // the 4 MiB kept its chunks unread.
+    let granule = cairn_volume::volume_content::granule(model.len() as u64);
+    assert!(
+        report.bytes_reread >= granule + 5000 && report.bytes_reread < 1 << 20,
         "{report:?}"
     );
     let entry = vol.table().get(ino).unwrap();
     assert!(entry.recalled.is_empty());
+    let new_leaves = content.stream_map_leaves(&entry).unwrap();
+    let kept = new_leaves
+        .iter()
+        .filter(|l| {
+            old_leaves
+                .iter()
+                .any(|o| o.fp == l.fp && o.start == l.start)
+        })
+        .map(|l| l.size)
+        .sum::<u64>();
+    assert!(
+        kept + report.bytes_reread >= model.len() as u64 - 5000,
+        "{kept}"
+    );
     assert_eq!(entry.valid, model.len() as u64);
     let blocks = std::os::unix::fs::MetadataExt::blocks(&std::fs::metadata(&path).unwrap());
     assert!(blocks * 512 <= 4096, "punched again");
@@ -294,10 +319,12 @@ fn a_truncated_optimized_file_is_optimized_anew_when_cold() {
     support::age(&files_dir);
     let report = optimize(&vol, &OptimizeOptions::default()).unwrap();
     assert_eq!(
-        (report.files_made_plain, report.files_optimized),
+        (report.files_reoptimized, report.files_optimized),
         (1, 1),
         "{report:?}"
     );
+    // Only the chunk the truncate cut was read again.
+    assert!(report.bytes_reread < 300_000, "{report:?}");
     let entry = vol.table().get(ino).unwrap();
     assert_eq!((entry.valid, entry.blob.size), (300_000, 300_000));
     assert!(support::read_all(&content, &path) == model[..300_000]);

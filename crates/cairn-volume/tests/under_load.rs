@@ -6,7 +6,7 @@
 //! as the mount daemon runs them: optimization, garbage collection and
 //! scrub, in the cycle [`JOBS`]. Some files are left alone long enough to
 //! be optimized, so the operations meet files in every state: plain,
-//! optimized, partly recalled, made plain again, their chunks moved or
+//! optimized, partly recalled, optimized anew, their chunks moved or
 //! freed by a collection. Afterwards the volume is unmounted, reopened
 //! (recovery runs) and every file compared once more.
 //!
@@ -59,7 +59,7 @@ const JOBS: [Job; 4] = [Job::Optimize, Job::Gc, Job::Optimize, Job::Scrub];
 struct JobCounts {
     optimize_runs: AtomicU64,
     switched: AtomicU64,
-    made_plain: AtomicU64,
+    reoptimized: AtomicU64,
     gc_runs: AtomicU64,
     gc_containers_deleted: AtomicU64,
     scrub_runs: AtomicU64,
@@ -77,8 +77,8 @@ fn run_job(vol: &cairn_volume::Volume, job: Job, counts: &JobCounts) {
                 .switched
                 .fetch_add(report.files_optimized, Ordering::Relaxed);
             counts
-                .made_plain
-                .fetch_add(report.files_made_plain, Ordering::Relaxed);
+                .reoptimized
+                .fetch_add(report.files_reoptimized, Ordering::Relaxed);
         }
         Job::Gc => {
             let report = gc(vol, &GcOptions::default()).expect("gc");
@@ -367,9 +367,9 @@ fn random_operations_through_the_mount_while_optimization_gc_and_scrub_run() {
     let (gc_runs, scrub_runs) = (c(&counts.gc_runs), c(&counts.scrub_runs));
     println!(
         "ops (write, read, whole, truncate, append, rename, mmap, fsync, recreate) {ops:?}; \
-         {runs} optimize runs switched {switched} files, made {} plain again; \
+         {runs} optimize runs switched {switched} files, optimized {} anew; \
          {gc_runs} gc runs deleted {} containers; {scrub_runs} scrub runs verified {} chunks",
-        c(&counts.made_plain),
+        c(&counts.reoptimized),
         c(&counts.gc_containers_deleted),
         c(&counts.scrub_chunks_verified),
     );

@@ -52,12 +52,13 @@ pub fn print(cli: &Globals, a: &SnapshotArgs, report: &SnapshotReport) -> Result
     } else if !cli.quiet {
         println!(
             "snapshot {} of volume {}: {} optimized files ({}) recorded by their stream \
-             maps, {} partly optimized assembled, {} new in the chunk store, in {:.1} s",
+             maps, {} partly optimized ({} of them read), {} new in the chunk store, in {:.1} s",
             &report.snapshot[..8.min(report.snapshot.len())],
             a.dir.display(),
             report.files_by_stream_map,
             bytes(report.bytes_by_stream_map),
             report.files_assembled,
+            bytes(report.bytes_assembled),
             bytes(report.new_bytes),
             report.seconds
         );

@@ -135,7 +135,7 @@ fn count(out: &mut DryRunOutcome, rx: crate::pipe::Receiver<Vec<Event>>) -> bool
             // A FIFO, device or socket (nothing to read).
             Event::Kept(_) => top |= depth == 0,
             // Not sent by a dry walk of paths.
-            Event::Data(_) | Event::Fingerprinted(_) => {}
+            Event::Data(_) | Event::Fingerprinted(_) | Event::StoredChunks(_) => {}
         }
     }
     top

@@ -129,6 +129,9 @@ pub enum Event {
     Data(ChunkBatch),
     /// Chunks known only by fingerprint and sizes (a trace).
     Fingerprinted(Vec<TraceChunk>),
+    /// Data chunks already in the repository, the file's next ones
+    /// (`FileSource::Pieces`): recorded unread, nothing looked up or stored.
+    StoredChunks(Vec<crate::backup::file_content::StoredChunk>),
     /// An entry whose content is already stored (see [`Source::Kept`]), or
     /// that has none (a FIFO, device or socket).
     Kept(DirEntry),

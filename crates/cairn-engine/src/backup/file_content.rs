@@ -3,12 +3,16 @@
 //! files are partly or wholly stored in the repository already (the
 //! primary volume's optimized files, docs/volume.md "Snapshots") records
 //! them without the file system's bytes: a stored file by its recipe,
-//! unread (as an unchanged file keeps its parent's), and a partly stored
-//! one through a reader that assembles its bytes.
+//! unread (as an unchanged file keeps its parent's), a partly stored one
+//! through a reader that assembles its bytes, or as pieces: runs of its
+//! stored chunks kept unread and the changed ranges between them read and
+//! chunked (the volume's incremental optimization, 004: "incremental dedup
+//! will later optimize the new data").
 
 use std::fs::{File, Metadata};
 use std::io::{self, Read};
 
+use cairn_core::Fingerprint;
 use cairn_format::dir::BlobRef;
 
 /// Where a file's bytes come from.
@@ -18,6 +22,28 @@ pub enum FileSource {
     Stored(BlobRef),
     /// The file's bytes, read from here instead of the file.
     Read(Box<dyn Read + Send>),
+    /// The file's bytes as pieces, in order; their sizes add up to the
+    /// file's length.
+    Pieces(Vec<Piece>),
+}
+
+/// Part of a file given as [`FileSource::Pieces`].
+pub enum Piece {
+    /// Data chunks stored in this repository (the caller guarantees they
+    /// are, and stay until the backup commits): recorded as the file's
+    /// next chunks without reading, looking up or storing anything.
+    Stored(Vec<StoredChunk>),
+    /// Bytes to read and chunk as a file's bytes are. The piece is chunked
+    /// on its own: a chunk boundary falls at its start and at its end, so
+    /// the stored chunks around it stay chunks of the file.
+    Read(Box<dyn Read + Send>),
+}
+
+/// A data chunk already in the repository, by fingerprint and size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StoredChunk {
+    pub fp: Fingerprint,
+    pub size: u64,
 }
 
 /// Asked for each regular file a backup is about to read.

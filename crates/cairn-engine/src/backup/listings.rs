@@ -194,6 +194,14 @@ pub(super) fn consume(
                 }
                 f.chunks += chunks.len() as u64;
             }
+            Event::StoredChunks(chunks) => {
+                let f = file.as_mut().expect("chunks inside a file");
+                for c in &chunks {
+                    f.tree.push_leaf(c.fp, c.size, stream)?;
+                    f.bytes += c.size;
+                }
+                f.chunks += chunks.len() as u64;
+            }
             Event::Data(batch) => {
                 let f = file.as_mut().expect("Data inside a file");
                 let chunks: Vec<&[u8]> = batch.iter().collect();

@@ -119,7 +119,7 @@ pub fn record_trace(
                 Event::Kept(e) if e.kind.is_special() => Ok(()),
                 Event::Linked(..) => Ok(()),
                 // Stored entries carry no chunks to record.
-                Event::Kept(_) => Err(Error::invalid(
+                Event::Kept(_) | Event::StoredChunks(_) => Err(Error::invalid(
                     "a trace records files read from disk, not stored entries",
                 )),
             };

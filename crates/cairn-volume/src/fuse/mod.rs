@@ -32,9 +32,10 @@ mod handles;
 mod inodes;
 mod namespace;
 mod options;
+mod read_ahead;
 mod state;
 
-pub use options::{BackingSpace, MountOptions, Space, SpaceStats};
+pub use options::{BackingSpace, MountOptions, Space, SpaceStats, DEFAULT_READ_AHEAD_KIB};
 
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd};
@@ -211,10 +212,26 @@ fn session(
     };
     config.n_threads = Some(options.threads.max(1));
     config.clone_fd = true;
-    Session::new(fs, mountpoint, &config).map_err(|source| FuseError::Mount {
+    let session = Session::new(fs, mountpoint, &config).map_err(|source| FuseError::Mount {
         path: mountpoint.to_path_buf(),
         source,
-    })
+    })?;
+    if let Some(kib) = options.read_ahead_kib {
+        // Without it the mount works, with the kernel's default read-ahead:
+        // expected for a user other than root, or a read-only sysfs.
+        match read_ahead::set(mountpoint, kib) {
+            Ok(()) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::PermissionDenied | io::ErrorKind::ReadOnlyFilesystem
+                ) => {}
+            Err(e) => {
+                eprintln!("cairn: note: the mount's read-ahead stays the kernel's default: {e}")
+            }
+        }
+    }
+    Ok(session)
 }
 
 /// The inode table holds a descriptor per inode the kernel knows, so the

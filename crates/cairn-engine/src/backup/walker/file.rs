@@ -11,7 +11,7 @@ use std::sync::atomic::Ordering;
 use cairn_format::dir::{BlobRef, DirEntry, EntryKind};
 
 use super::super::events::{EntryMeta, EntryState, Event};
-use super::super::file_content::FileSource;
+use super::super::file_content::{FileSource, Piece};
 use super::super::parent::unchanged;
 use super::super::read_ahead::{PendingFile, Pool, READ_AHEAD_MIN_BYTES};
 use super::{ReadFailure, Walker};
@@ -130,6 +130,10 @@ impl Walker {
             let read = self.read_content(reader);
             return self.file_end(path, &file, &meta, read, hard_link);
         }
+        if let Some(FileSource::Pieces(pieces)) = source {
+            let read = self.read_pieces(pieces);
+            return self.file_end(path, &file, &meta, read, hard_link);
+        }
         if self.read_threads > 0
             && !self.dry_run
             && hard_link.is_none()
@@ -160,6 +164,23 @@ impl Walker {
             None => self.read_content(&file),
         };
         self.file_end(path, &file, &meta, read, hard_link)
+    }
+
+    /// Sends a file given as pieces: stored chunks as they are, each read
+    /// piece chunked on its own (`read_content` starts a fresh chunker).
+    fn read_pieces(&mut self, pieces: Vec<Piece>) -> Result<(), ReadFailure> {
+        for piece in pieces {
+            match piece {
+                Piece::Stored(chunks) => {
+                    let bytes: u64 = chunks.iter().map(|c| c.size).sum();
+                    self.progress.bytes_done.fetch_add(bytes, Ordering::Relaxed);
+                    self.send(Event::StoredChunks(chunks))
+                        .map_err(|()| ReadFailure::Closed)?;
+                }
+                Piece::Read(reader) => self.read_content(reader)?,
+            }
+        }
+        Ok(())
     }
 
     /// Ends a file read on this thread: checked against its metadata
