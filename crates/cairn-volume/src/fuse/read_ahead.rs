@@ -37,7 +37,7 @@ fn mount_device(mountpoint: &Path) -> io::Result<String> {
             let point = f.nth(1)?;
             (point == want).then(|| dev.to_string())
         })
-        .last()
+        .next_back()
         .ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::NotFound,
