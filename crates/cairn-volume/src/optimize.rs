@@ -50,13 +50,12 @@ use cairn_engine::read::{CacheOptions, Reader};
 use cairn_format::dir::{BlobRef, EntryKind};
 
 use crate::backing;
-use crate::inode_locks::InodeLocks;
 use crate::job_state::{Progress, ProgressSink};
 use crate::policy::Policy;
 use crate::scheduler::Pacer;
-use crate::state::{Entry, Identity, StreamMapTable};
-use crate::volume::{same_file, Volume};
-use crate::volume_content::VolumeContent;
+use crate::splice::VolumeSources;
+use crate::state::{Entry, Identity};
+use crate::volume::Volume;
 use crate::walk;
 
 /// The tag of the snapshots the job commits.
@@ -359,9 +358,7 @@ fn ingest(
         log
     });
     let hook = Arc::new(Reoptimized {
-        table: vol.table().clone(),
-        content: vol.content()?,
-        locks: vol.locks().clone(),
+        sources: VolumeSources::new(vol)?,
         files: AtomicU64::new(0),
         bytes_read: AtomicU64::new(0),
     });
@@ -422,29 +419,20 @@ fn ingest(
 /// the backing tree as usual. A write during the ingest changes the file's
 /// ctime and change count, so its switch refuses the result.
 struct Reoptimized {
-    table: Arc<StreamMapTable>,
-    content: Arc<VolumeContent>,
-    locks: Arc<InodeLocks>,
+    sources: VolumeSources,
     files: AtomicU64,
     bytes_read: AtomicU64,
 }
 
 impl FileContent for Reoptimized {
     fn source(&self, file: &File, meta: &Metadata) -> io::Result<Option<FileSource>> {
-        let Some(entry) = self.table.get(meta.ino()).filter(|e| same_file(e, meta)) else {
+        let Some(found) = self.sources.source(file, meta)? else {
             return Ok(None);
         };
-        let (source, read) = crate::splice::file_source(
-            &self.content,
-            &self.locks,
-            meta.ino(),
-            file,
-            &entry,
-            meta.len(),
-        )?;
         self.files.fetch_add(1, Ordering::Relaxed);
-        self.bytes_read.fetch_add(read, Ordering::Relaxed);
-        Ok(Some(source))
+        self.bytes_read
+            .fetch_add(found.bytes_read, Ordering::Relaxed);
+        Ok(Some(found.source))
     }
 }
 

@@ -33,7 +33,6 @@
 
 use std::fs::{File, Metadata};
 use std::io;
-use std::os::unix::fs::MetadataExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -45,11 +44,9 @@ use cairn_engine::backup::file_content::{FileContent, FileSource};
 use cairn_engine::backup::{backup, BackupOptions, ParentChoice, Source};
 use cairn_engine::catalog;
 
-use crate::inode_locks::InodeLocks;
 use crate::scheduler::{HookPacer, Pacer};
-use crate::state::StreamMapTable;
-use crate::volume::{same_file, Volume};
-use crate::volume_content::VolumeContent;
+use crate::splice::VolumeSources;
+use crate::volume::Volume;
 
 /// The tag of every volume snapshot (and what finds the previous one).
 pub const SNAPSHOT_TAG: &str = "volume-snapshot";
@@ -92,9 +89,7 @@ pub struct SnapshotReport {
 
 /// The backup's [`FileContent`] hook for the backing tree.
 struct VolumeFiles {
-    table: Arc<StreamMapTable>,
-    content: Arc<VolumeContent>,
-    locks: Arc<InodeLocks>,
+    sources: VolumeSources,
     by_stream_map: AtomicU64,
     bytes_by_stream_map: AtomicU64,
     assembled: AtomicU64,
@@ -103,26 +98,19 @@ struct VolumeFiles {
 
 impl FileContent for VolumeFiles {
     fn source(&self, file: &File, meta: &Metadata) -> io::Result<Option<FileSource>> {
-        let Some(entry) = self.table.get(meta.ino()).filter(|e| same_file(e, meta)) else {
+        let Some(found) = self.sources.source(file, meta)? else {
             return Ok(None);
         };
-        if entry.recalled.is_empty() && entry.valid == meta.len() && entry.blob.size == meta.len() {
+        if found.whole {
             self.by_stream_map.fetch_add(1, Ordering::Relaxed);
             self.bytes_by_stream_map
                 .fetch_add(meta.len(), Ordering::Relaxed);
-            return Ok(Some(FileSource::Stored(entry.blob)));
+        } else {
+            self.assembled.fetch_add(1, Ordering::Relaxed);
+            self.bytes_assembled
+                .fetch_add(found.bytes_read, Ordering::Relaxed);
         }
-        self.assembled.fetch_add(1, Ordering::Relaxed);
-        let (source, read) = crate::splice::file_source(
-            &self.content,
-            &self.locks,
-            meta.ino(),
-            file,
-            &entry,
-            meta.len(),
-        )?;
-        self.bytes_assembled.fetch_add(read, Ordering::Relaxed);
-        Ok(Some(source))
+        Ok(Some(found.source))
     }
 }
 
@@ -140,9 +128,7 @@ fn latest_snapshot(vol: &Volume) -> Result<Option<String>> {
 pub fn snapshot(vol: &Volume, opts: &SnapshotOptions) -> Result<SnapshotReport> {
     let started = Instant::now();
     let hook = Arc::new(VolumeFiles {
-        table: vol.table().clone(),
-        content: vol.content()?,
-        locks: vol.locks().clone(),
+        sources: VolumeSources::new(vol)?,
         by_stream_map: AtomicU64::new(0),
         bytes_by_stream_map: AtomicU64::new(0),
         assembled: AtomicU64::new(0),

@@ -15,8 +15,9 @@
 //! the optimization job (a recalled file's new stream map) and by volume
 //! snapshots (a partly recalled file recorded mostly unread).
 
-use std::fs::File;
+use std::fs::{File, Metadata};
 use std::io::{self, Read};
+use std::os::unix::fs::MetadataExt;
 use std::sync::Arc;
 
 use cairn_engine::backup::file_content::{FileSource, Piece, StoredChunk};
@@ -25,7 +26,8 @@ use cairn_engine::random_access::Leaf;
 use crate::content::Content;
 use crate::inode_locks::InodeLocks;
 use crate::ranges::RangeSet;
-use crate::state::Entry;
+use crate::state::{Entry, StreamMapTable};
+use crate::volume::{same_file, Volume};
 use crate::volume_content::VolumeContent;
 
 /// Largest read of a file under its inode lock at once.
@@ -96,6 +98,63 @@ pub fn bytes_read(spans: &[Span]) -> u64 {
             Span::Keep(_) => 0,
         })
         .sum()
+}
+
+/// How a backup of the backing tree (the optimization's ingest, a volume
+/// snapshot) gets the bytes of the volume's optimized files: the lookup
+/// both `FileContent` hooks share.
+pub struct VolumeSources {
+    table: Arc<StreamMapTable>,
+    content: Arc<VolumeContent>,
+    locks: Arc<InodeLocks>,
+}
+
+/// An optimized file's source for a backup.
+pub struct Sourced {
+    pub source: FileSource,
+    /// Every byte is its stream map's: the stream map itself, unread.
+    pub whole: bool,
+    /// Bytes the source will read (0 when whole).
+    pub bytes_read: u64,
+}
+
+impl VolumeSources {
+    pub fn new(vol: &Volume) -> cairn_core::Result<Self> {
+        Ok(VolumeSources {
+            table: vol.table().clone(),
+            content: vol.content()?,
+            locks: vol.locks().clone(),
+        })
+    }
+
+    /// The source of the file `file` (stat'ed as `meta`): `None` for a
+    /// plain file (read from the backing tree); its stream map when every
+    /// byte is the stream map's; else pieces ([`file_source`]).
+    pub fn source(&self, file: &File, meta: &Metadata) -> io::Result<Option<Sourced>> {
+        let Some(entry) = self.table.get(meta.ino()).filter(|e| same_file(e, meta)) else {
+            return Ok(None);
+        };
+        if entry.recalled.is_empty() && entry.valid == meta.len() && entry.blob.size == meta.len() {
+            return Ok(Some(Sourced {
+                source: FileSource::Stored(entry.blob),
+                whole: true,
+                bytes_read: 0,
+            }));
+        }
+        let (source, bytes_read) = file_source(
+            &self.content,
+            &self.locks,
+            meta.ino(),
+            file,
+            &entry,
+            meta.len(),
+        )?;
+        Ok(Some(Sourced {
+            source,
+            whole: false,
+            bytes_read,
+        }))
+    }
 }
 
 /// The file `ino` (open as `file`, `len` bytes long, optimized as `entry`)
