@@ -262,15 +262,10 @@ impl RandomAccess {
     /// (content is stored in the order it was written, so a stream's
     /// read-ahead reads its containers in large pieces, not chunk by chunk).
     pub fn warm(&mut self, blob: &BlobRef, offset: u64, len: u64) -> Result<()> {
-        let hi = offset.saturating_add(len).min(blob.size);
-        if offset >= hi {
-            return Ok(());
-        }
-        let mut leaves = Vec::new();
-        self.leaves(blob.root, blob.level, blob.size, 0, offset, hi, &mut leaves)?;
+        let leaves = self.leaf_ranges(blob, offset, len)?;
         let chunks = self.chunks.clone();
         let mut wanted = Vec::new();
-        for fp in leaves {
+        for Leaf { fp, .. } in leaves {
             let Some(claim) = chunks.try_claim(&fp) else {
                 continue;
             };
@@ -338,25 +333,6 @@ impl RandomAccess {
             self.visit_leaves(node.fps[i], level - 1, child_size, start, lo, hi, leaf)?;
         }
         Ok(())
-    }
-
-    /// Appends to `out` the data chunks of subtree `fp` that hold bytes of
-    /// `[lo, hi)` (as [`RandomAccess::visit_leaves`]).
-    #[allow(clippy::too_many_arguments)]
-    fn leaves(
-        &mut self,
-        fp: Fingerprint,
-        level: u8,
-        size: u64,
-        base: u64,
-        lo: u64,
-        hi: u64,
-        out: &mut Vec<Fingerprint>,
-    ) -> Result<()> {
-        self.visit_leaves(fp, level, size, base, lo, hi, &mut |_, fp, _, _| {
-            out.push(fp);
-            Ok(())
-        })
     }
 
     /// Copies `[lo, hi)` (absolute offsets) out of the subtree `fp` of

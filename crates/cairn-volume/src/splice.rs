@@ -48,14 +48,13 @@ pub enum Span {
 /// entry says, into kept chunks and ranges to read (module doc). The spans
 /// cover `[0, len)` exactly, in order.
 pub fn plan(leaves: &[Leaf], valid: u64, recalled: &RangeSet, len: u64) -> Vec<Span> {
+    // The leaves that start before the file's end (they are in order).
+    let leaves = &leaves[..leaves.partition_point(|l| l.start < len)];
     let mut spans = Vec::new();
     let mut keep_from: Option<usize> = None;
     let mut read_from: Option<u64> = None;
     for (i, leaf) in leaves.iter().enumerate() {
         let (start, end) = (leaf.start, leaf.end());
-        if start >= len {
-            break;
-        }
         let clean = end <= valid.min(len) && recalled.gaps(start, end) == [(start, end)];
         if clean {
             if let Some(r) = read_from.take() {
@@ -70,13 +69,7 @@ pub fn plan(leaves: &[Leaf], valid: u64, recalled: &RangeSet, len: u64) -> Vec<S
         }
     }
     if let Some(k) = keep_from {
-        let end = leaves.len().min(
-            leaves
-                .iter()
-                .position(|l| l.start >= len)
-                .unwrap_or(leaves.len()),
-        );
-        spans.push(Span::Keep(k..end));
+        spans.push(Span::Keep(k..leaves.len()));
     }
     let covered = spans.last().map_or(0, |s| match s {
         Span::Keep(r) => leaves[r.end - 1].end(),
