@@ -127,8 +127,9 @@ pub struct OptimizeReport {
     /// optimized anew by this run: their unchanged chunks kept unread,
     /// only the rest read (`crate::splice`).
     pub files_reoptimized: u64,
-    /// Bytes of those files read to optimize them anew: the recalled
-    /// granules, appended tails and cut chunks, never the whole file.
+    /// Bytes the ingest read of such files (those a change during the run
+    /// left unswitched included): the recalled granules, appended tails
+    /// and cut chunks, never the whole file.
     pub bytes_reread: u64,
     /// Logical bytes of the files optimized.
     pub bytes_optimized: u64,
@@ -293,9 +294,12 @@ pub fn optimize(vol: &Volume, opts: &OptimizeOptions<'_>) -> Result<OptimizeRepo
                 report.skip("not read by the ingest");
                 continue;
             };
+            // Optimized before: its switch replaces the entry.
+            let anew = vol.table().contains(file.ino);
             match switch(vol, file, rec, n, opts.fail_at)? {
                 None => {
                     report.files_optimized += 1;
+                    report.files_reoptimized += u64::from(anew);
                     report.bytes_optimized += file.size;
                 }
                 Some(reason) => report.skip(reason),
@@ -359,7 +363,6 @@ fn ingest(
     });
     let hook = Arc::new(Reoptimized {
         sources: VolumeSources::new(vol)?,
-        files: AtomicU64::new(0),
         bytes_read: AtomicU64::new(0),
     });
     let repo = vol.repo();
@@ -383,7 +386,6 @@ fn ingest(
         },
     )?;
     drop(lock);
-    report.files_reoptimized += hook.files.load(Ordering::Relaxed);
     report.bytes_reread += hook.bytes_read.load(Ordering::Relaxed);
     report.new_chunk_bytes += outcome.record.stats.new_stored_bytes;
     report.snapshot = Some(outcome.snapshot_id.clone());
@@ -420,7 +422,6 @@ fn ingest(
 /// ctime and change count, so its switch refuses the result.
 struct Reoptimized {
     sources: VolumeSources,
-    files: AtomicU64,
     bytes_read: AtomicU64,
 }
 
@@ -429,7 +430,6 @@ impl FileContent for Reoptimized {
         let Some(found) = self.sources.source(file, meta)? else {
             return Ok(None);
         };
-        self.files.fetch_add(1, Ordering::Relaxed);
         self.bytes_read
             .fetch_add(found.bytes_read, Ordering::Relaxed);
         Ok(Some(found.source))
