@@ -342,10 +342,9 @@ fn secret() -> cairn_crypto::Password {
 }
 
 fn open_encrypted(dir: &Path) -> Volume {
-    Volume::open(dir, &mut |backend, stored| {
+    support::open_with(dir, &mut |backend, stored| {
         cairn_engine::crypto::unlock_with_password(backend, stored, &mut || Ok(secret()))
     })
-    .unwrap()
 }
 
 /// An encrypted store: the copies are sealed with its keys, and a damaged

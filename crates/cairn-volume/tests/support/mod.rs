@@ -33,8 +33,33 @@ pub fn create(dir: &Path) -> Volume {
 }
 
 /// Opens a clear volume (its store never asks for a key).
+///
+/// A refusal as "open elsewhere" is retried for a few seconds: the
+/// volume's `flock` belongs to the open file description, and a test
+/// thread of this binary that spawns a child process (the crash tests)
+/// duplicates every descriptor into that child until its `exec` closes
+/// them, so a volume dropped during that window stays locked for as long
+/// as the spawn takes on a loaded machine.
 pub fn open(dir: &Path) -> Volume {
-    Volume::open(dir, &mut |_, _| panic!("a clear store needs no key")).unwrap()
+    open_with(dir, &mut |_, _| panic!("a clear store needs no key"))
+}
+
+/// Opens a volume whose store's key `master_key` decides, retrying a
+/// refusal as "open elsewhere" as [`open`] says.
+pub fn open_with(dir: &Path, master_key: &mut cairn_engine::MasterKeySource<'_>) -> Volume {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match Volume::open(dir, master_key) {
+            Ok(vol) => return vol,
+            Err(e)
+                if e.to_string().contains("open elsewhere")
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            Err(e) => panic!("opening {}: {e}", dir.display()),
+        }
+    }
 }
 
 /// Source-like text: lines of words from a small vocabulary (compresses).
