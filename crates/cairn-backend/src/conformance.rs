@@ -117,6 +117,14 @@ pub fn check_ranges(b: &Arc<dyn Backend>) {
         "ranges: tail longer than the object"
     );
     assert_eq!(b.read_tail("obj", 0).unwrap(), (1000, Vec::new()));
+    // Into a reused buffer: longer, shorter and empty reads after each
+    // other leave exactly the bytes asked for, whatever it held before.
+    let mut buf = vec![0xAA; 2000];
+    for (offset, len) in [(0, 1000), (10, 20), (500, 400), (1000, 0), (3, 997)] {
+        b.read_at_into("obj", offset, len, &mut buf).unwrap();
+        let want = &data[offset as usize..offset as usize + len];
+        assert_eq!(buf, want, "ranges: read_at_into {offset}+{len}");
+    }
     b.write_atomic("empty", b"").unwrap();
     assert_eq!(b.read_tail("empty", 8).unwrap(), (0, Vec::new()));
 }
@@ -125,6 +133,11 @@ pub fn check_truncated_read_at(b: &Arc<dyn Backend>) {
     b.write_atomic("containers/00/0000000000000002", &pattern(100, 2))
         .unwrap();
     for (offset, len) in [(50, 51), (100, 1), (200, 0), (0, 101), (u64::MAX, 2)] {
+        let mut buf = Vec::with_capacity(4096);
+        let into = b
+            .read_at_into("containers/00/0000000000000002", offset, len, &mut buf)
+            .expect_err("truncated_read_at: a read into a buffer past the end must fail");
+        assert!(into.is_corruption(), "truncated_read_at: into: {into}");
         let err = b
             .read_at("containers/00/0000000000000002", offset, len)
             .expect_err("truncated_read_at: a read past the end must fail");

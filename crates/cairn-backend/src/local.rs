@@ -348,6 +348,30 @@ impl Backend for LocalBackend {
         Ok(buf)
     }
 
+    fn read_at_into(&self, key: &str, offset: u64, len: usize, buf: &mut Vec<u8>) -> Result<()> {
+        if buf.capacity() < len {
+            *buf = self.read_at(key, offset, len)?;
+            return Ok(());
+        }
+        // The buffer's memory is reused as it is (already touched: no page
+        // faults); only bytes past its current length are zeroed first.
+        let (file, size) = self.open_object(key)?;
+        if offset.checked_add(len as u64).is_none_or(|end| end > size) {
+            return Err(truncated(key, offset, len, size));
+        }
+        buf.resize(len, 0);
+        let mut done = 0;
+        while done < len {
+            match rustix::io::pread(&file, &mut buf[done..], offset + done as u64) {
+                Ok(0) => return Err(truncated(key, offset, len, size)),
+                Ok(n) => done += n,
+                Err(rustix::io::Errno::INTR) => {}
+                Err(e) => return Err(self.read_err(key, e.into())),
+            }
+        }
+        Ok(())
+    }
+
     fn read_tail(&self, key: &str, len: usize) -> Result<(u64, Vec<u8>)> {
         let (file, size) = self.open_object(key)?;
         let take = (len as u64).min(size);

@@ -36,6 +36,16 @@ pub trait Backend: Send + Sync {
     /// Reads `len` bytes at `offset`; an error if the object is shorter.
     fn read_at(&self, key: &str, offset: u64, len: usize) -> Result<Vec<u8>>;
 
+    /// [`Backend::read_at`] into `out` (replacing what it held), so a
+    /// caller reading many ranges reuses one buffer's memory instead of
+    /// touching fresh pages for each read. Default: `read_at`'s own buffer
+    /// becomes `out`; a backend that reads into memory it is given (local
+    /// files) reads into `out`'s capacity.
+    fn read_at_into(&self, key: &str, offset: u64, len: usize, out: &mut Vec<u8>) -> Result<()> {
+        *out = self.read_at(key, offset, len)?;
+        Ok(())
+    }
+
     /// Reads the last `min(len, size)` bytes and returns them with the object's size.
     fn read_tail(&self, key: &str, len: usize) -> Result<(u64, Vec<u8>)> {
         let size = self.size(key)?;
@@ -140,6 +150,15 @@ macro_rules! forward_backend {
             fn read_at(&self, key: &str, offset: u64, len: usize) -> Result<Vec<u8>> {
                 (**self).read_at(key, offset, len)
             }
+            fn read_at_into(
+                &self,
+                key: &str,
+                offset: u64,
+                len: usize,
+                out: &mut Vec<u8>,
+            ) -> Result<()> {
+                (**self).read_at_into(key, offset, len, out)
+            }
             fn read_tail(&self, key: &str, len: usize) -> Result<(u64, Vec<u8>)> {
                 (**self).read_tail(key, len)
             }
@@ -211,6 +230,17 @@ macro_rules! delegate_backend {
     (@one $f:ident exists) => {
         fn exists(&self, key: &str) -> $crate::Result<bool> {
             self.$f.exists(key)
+        }
+    };
+    (@one $f:ident read_at_into) => {
+        fn read_at_into(
+            &self,
+            key: &str,
+            offset: u64,
+            len: usize,
+            out: &mut Vec<u8>,
+        ) -> $crate::Result<()> {
+            self.$f.read_at_into(key, offset, len, out)
         }
     };
     (@one $f:ident read_salvaging) => {

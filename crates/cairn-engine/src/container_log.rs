@@ -60,6 +60,17 @@ pub trait ContainerStore: Send + Sync {
         let c = self.read(meta.id)?;
         slice_of(&c.bytes, meta.id, range)
     }
+    /// [`ContainerStore::read_range`] into `out` (replacing what it held):
+    /// a reader of many ranges reuses one buffer's memory.
+    fn read_range_into(
+        &self,
+        meta: &ContainerMeta,
+        range: Range<u64>,
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        *out = self.read_range(meta, range)?;
+        Ok(())
+    }
     fn delete(&self, id: ContainerId) -> Result<()>;
     /// How many reads a restore may keep in flight from different threads
     /// ([`Backend::read_parallelism`] of the store underneath).
@@ -277,6 +288,17 @@ impl ContainerStore for ContainerLog {
     }
 
     fn read_range(&self, meta: &ContainerMeta, range: Range<u64>) -> Result<Vec<u8>> {
+        let mut bytes = Vec::new();
+        self.read_range_into(meta, range, &mut bytes)?;
+        Ok(bytes)
+    }
+
+    fn read_range_into(
+        &self,
+        meta: &ContainerMeta,
+        range: Range<u64>,
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
         if range.end > meta.data_offset + meta.data_len || range.start > range.end {
             return Err(Error::corrupt(
                 format!("container {}", meta.id),
@@ -286,13 +308,14 @@ impl ContainerStore for ContainerLog {
                 ),
             ));
         }
-        let bytes = self.backend.read_at(
+        self.backend.read_at_into(
             &object_names::container(meta.id),
             range.start,
             (range.end - range.start) as usize,
+            out,
         )?;
         bump(&self.counters.container_range_reads, 1);
-        Ok(bytes)
+        Ok(())
     }
 
     fn delete(&self, id: ContainerId) -> Result<()> {

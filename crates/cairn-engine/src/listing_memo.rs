@@ -117,7 +117,7 @@ impl Drop for MemoGuard {
 
 impl Backend for ListingMemo {
     cairn_core::delegate_backend!(
-        inner: exists, read_salvaging, describe, write_parallelism, read_parallelism,
+        inner: exists, read_at_into, read_salvaging, describe, write_parallelism, read_parallelism,
         naming_key, stored_size
     );
 

@@ -94,6 +94,9 @@ pub struct RandomAccess {
     nodes: LruCache<Fingerprint, Arc<Node>>,
     listings: LruCache<ListingKey, Arc<Vec<DirEntry>>>,
     buf: Vec<u8>,
+    /// The stored bytes of [`RandomAccess::warm`]'s range reads, reused
+    /// from read to read.
+    range_buf: Vec<u8>,
 }
 
 fn cap(n: usize) -> NonZeroUsize {
@@ -127,6 +130,7 @@ impl RandomAccess {
             nodes: LruCache::new(cap(limits.nodes)),
             listings: LruCache::new(cap(limits.listings)),
             buf: Vec::new(),
+            range_buf: Vec::new(),
         })
     }
 
@@ -287,13 +291,18 @@ impl RandomAccess {
             let first = run[0].2;
             let start = cairn_format::container::chunk_file_range(meta, &first).start;
             let end = cairn_format::container::chunk_file_range(meta, &run[n - 1].2).end;
-            let bytes = self.store.log.read_range(meta, start..end)?;
+            self.store
+                .log
+                .read_range_into(meta, start..end, &mut self.range_buf)?;
             for (claim, _, d) in run {
                 let at = (u64::from(d.offset) - u64::from(first.offset)) as usize;
-                let stored = bytes.get(at..at + d.stored_len as usize).ok_or_else(|| {
-                    Error::corrupt(format!("container {}", meta.id), "range read came short")
-                })?;
-                let mut out = Vec::new();
+                let stored = self
+                    .range_buf
+                    .get(at..at + d.stored_len as usize)
+                    .ok_or_else(|| {
+                        Error::corrupt(format!("container {}", meta.id), "range read came short")
+                    })?;
+                let mut out = chunks.spare_buffer(d.raw_len as usize);
                 self.store
                     .codec
                     .decode_stored_verified(stored, meta, &d, &mut out)?;
@@ -464,6 +473,13 @@ pub struct SharedChunks {
 
 struct ChunkLru {
     chunks: LruCache<Fingerprint, Arc<Vec<u8>>>,
+    /// Buffers of evicted chunks that no reader held any more, handed out
+    /// again for chunks about to be decoded ([`SharedChunks::spare_buffer`]):
+    /// a stream read through the cache reuses memory it has touched
+    /// instead of faulting in fresh zeroed pages for every chunk.
+    spare: Vec<Vec<u8>>,
+    /// Capacity held in `spare`; at most [`SharedChunks::spare_budget`].
+    spare_bytes: usize,
     /// Bytes held in `chunks`; at most `budget` but for the most recent
     /// chunk (one chunk more may be held while it is being copied out).
     bytes: usize,
@@ -478,6 +494,8 @@ impl SharedChunks {
         Arc::new(SharedChunks {
             state: Mutex::new(ChunkLru {
                 chunks: LruCache::unbounded(),
+                spare: Vec::new(),
+                spare_bytes: 0,
                 bytes: 0,
                 budget,
                 claimed: HashSet::new(),
@@ -489,6 +507,27 @@ impl SharedChunks {
     /// Bytes of decoded chunks held now.
     pub fn bytes(&self) -> usize {
         self.state.lock().bytes
+    }
+
+    /// Capacity of evicted chunks' buffers kept for reuse: a quarter of
+    /// the cache, at most 16 MiB (twice a volume's read-ahead window).
+    fn spare_budget(budget: usize) -> usize {
+        (budget / 4).min(16 << 20)
+    }
+
+    /// An empty buffer for a chunk of `len` bytes: a spare one that holds
+    /// it if there is one, else a new one.
+    fn spare_buffer(&self, len: usize) -> Vec<u8> {
+        let mut st = self.state.lock();
+        match st.spare.iter().rposition(|b| b.capacity() >= len) {
+            Some(i) => {
+                let mut b = st.spare.swap_remove(i);
+                st.spare_bytes -= b.capacity();
+                b.clear();
+                b
+            }
+            None => Vec::with_capacity(len),
+        }
     }
 
     /// `fp` claimed by the caller, unless it is held or being decoded.
@@ -535,6 +574,13 @@ impl Claim<'_> {
         while st.bytes > st.budget && st.chunks.len() > 1 {
             if let Some((_, old)) = st.chunks.pop_lru() {
                 st.bytes -= old.len();
+                // Kept for reuse unless a reader still copies out of it.
+                if let Ok(buf) = Arc::try_unwrap(old) {
+                    if st.spare_bytes + buf.capacity() <= SharedChunks::spare_budget(st.budget) {
+                        st.spare_bytes += buf.capacity();
+                        st.spare.push(buf);
+                    }
+                }
             }
         }
         // The claim ends in `drop`, with the chunk already in place.

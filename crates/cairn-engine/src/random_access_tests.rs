@@ -266,3 +266,33 @@ fn concurrent_readers_of_one_cache_decode_each_chunk_about_once() {
         "{reads} reads, one pass is {one_pass}"
     );
 }
+
+#[test]
+fn a_small_cache_reuses_the_buffers_it_evicts_and_reads_stay_exact() {
+    let dir = tempfile::tempdir().unwrap();
+    let (repo, snap, big) = setup(dir.path());
+    let b = blob(&repo, &snap, "tree/big");
+    let budget = 1 << 20;
+    let shared = SharedChunks::new(budget);
+    let mut reader =
+        RandomAccess::open_shared(&repo, CacheLimits::default(), shared.clone()).unwrap();
+    // A stream read in windows, each warmed ahead and then read: the
+    // evicted chunks' buffers come back for the next window's chunks.
+    let window = 256 << 10;
+    let mut got = vec![0u8; window];
+    let mut reused = 0;
+    for start in (0..BIG).step_by(window) {
+        reader.warm(&b, start as u64, window as u64).unwrap();
+        let n = reader.read_into(&b, start as u64, &mut got).unwrap();
+        assert_eq!(got[..n], big[start..start + n], "window at {start}");
+        let st = shared.state.lock();
+        assert!(st.bytes <= budget + (256 << 10), "cache {} bytes", st.bytes);
+        assert!(st.spare_bytes <= SharedChunks::spare_budget(budget));
+        assert_eq!(
+            st.spare_bytes,
+            st.spare.iter().map(|v| v.capacity()).sum::<usize>()
+        );
+        reused += usize::from(st.spare_bytes > 0);
+    }
+    assert!(reused > 0, "evicted buffers were never kept for reuse");
+}

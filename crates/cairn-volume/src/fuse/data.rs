@@ -289,19 +289,27 @@ impl VolumeFs {
         Ok((attr, opened))
     }
 
-    pub(super) fn read_file(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>, Errno> {
+    /// Reads up to `size` bytes at `offset` into the front of `buf` (grown
+    /// as needed; its bytes past the count returned are left as they were);
+    /// returns how many.
+    pub(super) fn read_file(
+        &self,
+        fh: u64,
+        offset: u64,
+        size: u32,
+        buf: &mut Vec<u8>,
+    ) -> Result<usize, Errno> {
         let h = self.handles.file(fh)?;
         let bino = self.backing_ino(h.ino);
-        let mut buf = vec![0u8; size as usize];
-        let n = {
-            // Shared: other reads of the file run beside this one, never a
-            // change of it.
-            let _lock = self.locks.read(bino);
-            self.content.read_at(bino, &h.file, offset, &mut buf)
+        if buf.len() < size as usize {
+            buf.resize(size as usize, 0);
         }
-        .map_err(io_errno)?;
-        buf.truncate(n);
-        Ok(buf)
+        // Shared: other reads of the file run beside this one, never a
+        // change of it.
+        let _lock = self.locks.read(bino);
+        self.content
+            .read_at(bino, &h.file, offset, &mut buf[..size as usize])
+            .map_err(io_errno)
     }
 
     pub(super) fn write_file(&self, fh: u64, offset: u64, data: &[u8]) -> Result<u32, Errno> {

@@ -20,6 +20,12 @@ use super::attr::TTL;
 use super::data::AttrChange;
 use super::state::{Caller, VolumeFs};
 
+thread_local! {
+    /// Each request thread's buffer for the bytes of a read: reused, so a
+    /// stream of reads neither allocates nor zeroes a buffer per request.
+    static READ_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 fn reply_entry(reply: ReplyEntry, r: Result<fuser::FileAttr, Errno>) {
     match r {
         Ok(a) => reply.entry(&TTL, &a, Generation(0)),
@@ -234,10 +240,10 @@ impl Filesystem for VolumeFs {
         reply: ReplyData,
     ) {
         let _request = self.meter.start();
-        match self.read_file(fh.0, offset, size) {
-            Ok(data) => reply.data(&data),
+        READ_BUF.with_borrow_mut(|buf| match self.read_file(fh.0, offset, size, buf) {
+            Ok(n) => reply.data(&buf[..n]),
             Err(e) => reply.error(e),
-        }
+        })
     }
 
     fn write(
