@@ -162,7 +162,7 @@ pub fn append_chunks(
     log: &dyn ContainerStore,
     chunks: &[StoredChunk],
 ) -> Result<ContainerId> {
-    let id = log.allocate();
+    let id = log.allocate()?;
     let payload: usize = chunks.iter().map(|c| c.stored.len()).sum();
     let capacity = (repo.config.container_size as usize).max(payload);
     let mut w = ContainerWriter::new(id, repo.config.fp_width(), capacity);

@@ -5,11 +5,10 @@
 //! whole container for restore. Every read and write is counted.
 
 use std::ops::Range;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use cairn_core::counters::bump;
-use cairn_core::{Backend, ContainerId, Counters, Error, Result, Salvaged};
+use cairn_core::{Backend, ContainerId, Counters, Error, LockMode, Result, Salvaged};
 use cairn_format::container::{
     self, ContainerMeta, ContainerWriter, Descriptor, TailDecode, TAIL_READ_HINT,
 };
@@ -24,8 +23,9 @@ use crate::{id_mark, object_names};
 pub trait ContainerStore: Send + Sync {
     /// Ids of the containers present, ascending.
     fn ids(&self) -> Result<Vec<ContainerId>>;
-    /// A fresh id, unique over the store's life.
-    fn allocate(&self) -> ContainerId;
+    /// A fresh id, unique over the store's life (among every writer of the
+    /// store, running together or one after another).
+    fn allocate(&self) -> Result<ContainerId>;
     /// The id the next allocation returns.
     fn next_id(&self) -> ContainerId;
     /// Re-reads the next id from the store, and never lets it fall below
@@ -36,12 +36,10 @@ pub trait ContainerStore: Send + Sync {
     fn refresh_next_id(&self, floor: ContainerId) -> Result<()>;
     /// Appends a sealed container; durable when this returns.
     fn append(&self, writer: ContainerWriter) -> Result<()>;
-    /// Ids below `end` are spoken for (a collection's copies, written
-    /// while other writers run): a store that keeps a mark of the ids used
-    /// raises it over them now, under the writer lock.
-    fn reserve_ids(&self, _end: ContainerId) -> Result<()> {
-        Ok(())
-    }
+    /// `n` fresh ids, consecutive, for a writer that hands them out itself
+    /// (a collection's copies, written while other writers run): no other
+    /// allocation, here or in any other writer, returns one of them.
+    fn reserve(&self, n: u64) -> Result<Range<ContainerId>>;
     /// The metadata section alone (DDFS §4.3: one small read).
     fn read_meta(&self, id: ContainerId) -> Result<ContainerMeta>;
     /// The whole container, checked.
@@ -87,11 +85,18 @@ pub trait ContainerStore: Send + Sync {
 pub struct ContainerLog {
     backend: Arc<dyn Backend>,
     counters: Arc<Counters>,
-    next_id: AtomicU64,
-    /// The container-id mark this process knows is stored (`id_mark.rs`;
-    /// 0: none known): a container with an id at or above it is written
-    /// only after the mark is raised past it.
-    marked: parking_lot::Mutex<u64>,
+    block: parking_lot::Mutex<Block>,
+}
+
+/// The ids this process hands out: `[next, end)` lie below the stored
+/// container-id mark, which this process raised over them under the `ids`
+/// lock, so no other writer (running now or later) is handed one
+/// (docs/concurrency.md, "Container ids in blocks"). `next == end`: none
+/// left, and the next allocation claims a new block at or above `next`.
+#[derive(Debug)]
+struct Block {
+    next: u64,
+    end: u64,
 }
 
 /// A whole container read into memory, checked against its checksums.
@@ -119,8 +124,7 @@ impl ContainerLog {
         Ok(ContainerLog {
             backend,
             counters,
-            next_id: AtomicU64::new(1),
-            marked: parking_lot::Mutex::new(0),
+            block: parking_lot::Mutex::new(Block { next: 1, end: 1 }),
         })
     }
 
@@ -136,14 +140,30 @@ impl ContainerLog {
 }
 
 impl ContainerLog {
-    /// Stores the mark `to` unless one at least as high is known stored.
-    fn raise_mark(&self, to: ContainerId) -> Result<()> {
-        let mut marked = self.marked.lock();
-        if to.0 > *marked {
-            id_mark::write(&*self.backend, to)?;
-            *marked = to.0;
-        }
-        Ok(())
+    /// The stored mark, or one past the highest container present when
+    /// there is none (or it is damaged).
+    fn stored_mark(&self) -> Result<(u64, bool)> {
+        Ok(match id_mark::read(&*self.backend)? {
+            Some(m) => (m.0, true),
+            None => (self.ids()?.last().map_or(1, |id| id.0 + 1), false),
+        })
+    }
+
+    /// Takes `n` ids at or above `floor` for this process: under the `ids`
+    /// lock (held for one read and one write of the mark), the ids from
+    /// the stored mark (or `floor`, if higher) on, and the mark raised past
+    /// them before any is used.
+    fn claim(&self, floor: u64, n: u64) -> Result<Range<u64>> {
+        let _ids = self
+            .backend
+            .lock(object_names::IDS_LOCK, LockMode::Exclusive, true)?;
+        let (mark, _) = self.stored_mark()?;
+        let start = mark.max(floor).max(1);
+        let end = start
+            .checked_add(n)
+            .ok_or_else(|| Error::invalid("container ids exhausted"))?;
+        id_mark::write(&*self.backend, ContainerId(end))?;
+        Ok(start..end)
     }
 }
 
@@ -151,39 +171,56 @@ impl ContainerStore for ContainerLog {
     /// From the container-id mark; a listing of the containers only when
     /// the mark is missing or damaged, and then the mark is written again.
     fn refresh_next_id(&self, floor: ContainerId) -> Result<()> {
-        let mark = id_mark::read(&*self.backend)?;
-        let start = match mark {
-            Some(m) => m.0,
-            None => self.ids()?.last().map(|id| id.0 + 1).unwrap_or(1),
-        };
-        let next = start.max(floor.0).max(1);
-        self.next_id.fetch_max(next, Ordering::Relaxed);
-        let mut marked = self.marked.lock();
-        if mark.is_none() {
-            id_mark::write(&*self.backend, ContainerId(next))?;
+        let (mut mark, stored) = self.stored_mark()?;
+        let next = mark.max(floor.0).max(1);
+        if !stored || mark < next {
+            // Missing, damaged, or below what the floor shows was used:
+            // raised (never lowered: read again under the lock).
+            let _ids = self
+                .backend
+                .lock(object_names::IDS_LOCK, LockMode::Exclusive, true)?;
+            let (now, _) = self.stored_mark()?;
+            mark = now.max(next);
+            id_mark::write(&*self.backend, ContainerId(mark))?;
         }
-        // Under the writer lock the stored mark is the truth, whatever this
-        // process raised it to before.
-        *marked = mark.map_or(next, |m| m.0);
+        let mut b = self.block.lock();
+        // A block with ids left stays this process's, unless the mark no
+        // longer covers it (the store was rolled back) or the floor shows
+        // its ids used; else the next allocation claims one from here on.
+        if b.next >= b.end || b.next < floor.0 || b.end > mark {
+            b.next = b.next.max(next);
+            b.end = b.next;
+        }
         Ok(())
     }
 
-    fn reserve_ids(&self, end: ContainerId) -> Result<()> {
-        self.raise_mark(end)
+    fn reserve(&self, n: u64) -> Result<Range<ContainerId>> {
+        let floor = self.block.lock().end;
+        let r = self.claim(floor, n)?;
+        Ok(ContainerId(r.start)..ContainerId(r.end))
     }
 
     fn ids(&self) -> Result<Vec<ContainerId>> {
         Self::list_ids(&*self.backend)
     }
 
-    fn allocate(&self) -> ContainerId {
-        ContainerId(self.next_id.fetch_add(1, Ordering::Relaxed))
+    fn allocate(&self) -> Result<ContainerId> {
+        let mut b = self.block.lock();
+        if b.next >= b.end {
+            let r = self.claim(b.next, id_mark::BLOCK)?;
+            b.next = r.start;
+            b.end = r.end;
+        }
+        let id = b.next;
+        b.next += 1;
+        Ok(ContainerId(id))
     }
 
-    /// The id the next allocation will return: every container below it
-    /// has been allocated (and, once all streams are sealed, written).
+    /// The id this process's next allocation starts from: every container
+    /// this process allocated lies below it (and, once all streams are
+    /// sealed, is written).
     fn next_id(&self) -> ContainerId {
-        ContainerId(self.next_id.load(Ordering::Relaxed))
+        ContainerId(self.block.lock().next)
     }
 
     /// Encodes the container and writes it whole; durable when this returns.
@@ -193,9 +230,6 @@ impl ContainerStore for ContainerLog {
             return Err(Error::invalid(format!(
                 "container {id} lacks chunk payloads and cannot be stored"
             )));
-        }
-        if id.0 >= *self.marked.lock() {
-            self.raise_mark(ContainerId(id.0 + 1 + id_mark::MARK_AHEAD))?;
         }
         let bytes = writer.finish();
         self.backend
@@ -393,12 +427,16 @@ mod tests {
         let a = log_over(&mem);
         a.refresh_next_id(ContainerId(1)).unwrap();
         assert_eq!(id_mark::read(&*mem).unwrap(), Some(ContainerId(1)));
-        let (first, second) = (a.allocate(), a.allocate());
+        let (first, second) = (a.allocate().unwrap(), a.allocate().unwrap());
+        // The block was claimed before its first id was handed out.
+        assert_eq!(
+            id_mark::read(&*mem).unwrap(),
+            Some(ContainerId(first.0 + id_mark::BLOCK))
+        );
         a.append(one_chunk(second)).unwrap();
         // Crashed here: `first` never written, `second` an orphan.
         let mark = id_mark::read(&*mem).unwrap().unwrap();
         assert!(mark > second, "{mark} <= {second}");
-        assert_eq!(mark.0, second.0 + 1 + id_mark::MARK_AHEAD);
         drop(a);
 
         // A foreign container above the mark is not listed: the mark rules.
@@ -408,10 +446,13 @@ mod tests {
         let b = log_over(&mem);
         b.refresh_next_id(ContainerId(1)).unwrap();
         assert_eq!(b.next_id(), mark);
-        assert!(b.allocate() > first.max(second));
-        // The floor (index, snapshots, a collection's reservation) still counts.
-        b.refresh_next_id(ContainerId(mark.0 + 5)).unwrap();
-        assert!(b.next_id() >= ContainerId(mark.0 + 5));
+        assert!(b.allocate().unwrap() > first.max(second));
+        // The floor (index, snapshots, a collection's reservation) still
+        // counts, for the ids not yet claimed.
+        let c = log_over(&mem);
+        c.refresh_next_id(ContainerId(mark.0 + 500)).unwrap();
+        assert!(c.next_id() >= ContainerId(mark.0 + 500));
+        assert!(c.allocate().unwrap() >= ContainerId(mark.0 + 500));
 
         // Without a mark, the containers are listed and the mark restored.
         mem.delete(id_mark::KEY).unwrap();
@@ -429,20 +470,68 @@ mod tests {
         assert_eq!(d.next_id(), ContainerId(stray.0 + 1));
     }
 
-    /// Ids reserved for a collection's copies are covered by the mark at
-    /// once, so the copies (written outside the writer lock) never raise it.
+    /// Writers running together on one store (each its own log, as
+    /// separate processes are) never hand out one id twice, whatever the
+    /// interleaving; each writer's ids increase.
     #[test]
-    fn reserved_ids_are_marked_before_they_are_used() {
+    fn writers_allocating_together_never_share_an_id() {
         let mem = Arc::new(MemBackend::new());
-        let log = log_over(&mem);
-        log.refresh_next_id(ContainerId(1)).unwrap();
-        log.reserve_ids(ContainerId(40)).unwrap();
-        assert_eq!(id_mark::read(&*mem).unwrap(), Some(ContainerId(40)));
-        mem.write_atomic(id_mark::KEY, &id_mark::encode(ContainerId(500)))
-            .unwrap();
-        // A copy inside the reservation: the mark (raised since by another
-        // writer) is left alone.
-        log.append(one_chunk(ContainerId(7))).unwrap();
-        assert_eq!(id_mark::read(&*mem).unwrap(), Some(ContainerId(500)));
+        let logs: Vec<ContainerLog> = (0..4).map(|_| log_over(&mem)).collect();
+        for l in &logs {
+            l.refresh_next_id(ContainerId(1)).unwrap();
+        }
+        let per_writer = 3 * id_mark::BLOCK as usize + 5;
+        let ids: Vec<Vec<ContainerId>> = std::thread::scope(|s| {
+            let handles: Vec<_> = logs
+                .iter()
+                .map(|l| s.spawn(move || (0..per_writer).map(|_| l.allocate().unwrap()).collect()))
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut all: Vec<ContainerId> = ids.iter().flatten().copied().collect();
+        for mine in &ids {
+            assert!(
+                mine.windows(2).all(|w| w[0] < w[1]),
+                "a writer's ids increase"
+            );
+        }
+        all.sort();
+        let n = all.len();
+        all.dedup();
+        assert_eq!(all.len(), n, "an id was handed out twice");
+        // Every id handed out lies below the mark.
+        let mark = id_mark::read(&*mem).unwrap().unwrap();
+        assert!(all.iter().all(|id| *id < mark));
+        // A writer that refreshes keeps the rest of its block.
+        let before = logs[0].next_id();
+        logs[0].refresh_next_id(ContainerId(1)).unwrap();
+        assert_eq!(logs[0].next_id(), before);
+    }
+
+    /// Ids reserved for a collection's copies are claimed at once: no
+    /// writer, before or after, is handed one of them.
+    #[test]
+    fn reserved_ids_are_claimed_before_they_are_used() {
+        let mem = Arc::new(MemBackend::new());
+        let writer = log_over(&mem);
+        let gc = log_over(&mem);
+        writer.refresh_next_id(ContainerId(1)).unwrap();
+        gc.refresh_next_id(ContainerId(1)).unwrap();
+        let mine = writer.allocate().unwrap();
+        let reserved = gc.reserve(40).unwrap();
+        assert_eq!(reserved.end.0 - reserved.start.0, 40);
+        assert!(!reserved.contains(&mine));
+        assert_eq!(id_mark::read(&*mem).unwrap(), Some(reserved.end));
+        // The writer's block goes on below the reservation; its next block
+        // and every later writer's ids lie above it.
+        for _ in 0..2 * id_mark::BLOCK {
+            let id = writer.allocate().unwrap();
+            assert!(!reserved.contains(&id), "{id} in {reserved:?}");
+        }
+        let later = log_over(&mem);
+        later.refresh_next_id(ContainerId(1)).unwrap();
+        assert!(later.allocate().unwrap() >= reserved.end);
+        // A copy inside the reservation is written as it is.
+        gc.append(one_chunk(reserved.start)).unwrap();
     }
 }

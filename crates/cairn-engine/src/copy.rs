@@ -390,7 +390,7 @@ impl<'a> Run<'a> {
             for (f, chunks) in fetches.iter().zip(fetched) {
                 for (&i, stored) in f.wanted.iter().zip(chunks) {
                     let stored = stored?;
-                    self.pack(&f.known, i, &stored);
+                    self.pack(&f.known, i, &stored)?;
                 }
             }
             self.upload(self.dest.log.write_parallelism().max(1))?;
@@ -453,7 +453,7 @@ impl<'a> Run<'a> {
 
     /// Puts chunk `i` of `known` (its stored bytes, verified) into the open
     /// destination container, closing it first when full.
-    fn pack(&mut self, known: &Known, i: usize, stored: &[u8]) {
+    fn pack(&mut self, known: &Known, i: usize, stored: &[u8]) -> Result<()> {
         let d = known.meta.descriptors[i];
         if self
             .open
@@ -462,21 +462,23 @@ impl<'a> Run<'a> {
         {
             self.close_open();
         }
-        let w = self.open.get_or_insert_with(|| {
-            let id = self.dest.log.allocate();
+        if self.open.is_none() {
+            let id = self.dest.log.allocate()?;
             self.dedup.container_opened(id);
-            ContainerWriter::new(
+            self.open = Some(ContainerWriter::new(
                 id,
                 self.dest.config.fp_width(),
                 self.dest.config.container_size as usize,
-            )
-        });
+            ));
+        }
+        let w = self.open.as_mut().expect("opened above");
         w.push(d.fp, d.kind, d.level, d.codec, d.raw_len, stored);
         self.report.chunks_copied += 1;
         self.report.stored_bytes_copied += stored.len() as u64;
         self.progress
             .bytes_done
             .fetch_add(stored.len() as u64, Ordering::Relaxed);
+        Ok(())
     }
 
     fn close_open(&mut self) {

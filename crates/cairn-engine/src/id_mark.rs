@@ -1,15 +1,16 @@
 //! The container-id mark (object `container-ids`): one past every container
-//! id a writer may have used. A writer raises it *before* it writes a
-//! container whose id is not below it, so after any crash every container
-//! present (committed or orphaned) has an id below the mark, and the next
-//! writer starts there without listing `containers/`, which on object
-//! storage costs a request per 1,000 containers.
+//! id ever handed to a writer. Writers take ids in blocks
+//! (docs/concurrency.md, "Container ids in blocks"): under the `ids` lock a
+//! writer reads the mark, writes it [`BLOCK`] ids higher, and then hands
+//! out the ids in between without asking anyone, so writers running
+//! together never pick one id, and after any crash every container present
+//! (committed or orphaned) has an id below the mark. The next writer starts
+//! there without listing `containers/`, which on object storage costs a
+//! request per 1,000 containers.
 //!
-//! The mark is raised only under the writer lock (by backups, repair, and a
-//! collection's Merge, which raises it over the ids it reserves for its
-//! copies: `gc/reservation.rs`), so it never moves down. It is raised in
-//! steps of [`MARK_AHEAD`] ids (256 MiB of 4 MiB containers): one small
-//! write per step, at most that many ids skipped after a crash. A missing
+//! The mark only rises. A collection takes the ids of its copies the same
+//! way, as one block of the size it needs (`gc/reservation.rs`). At most a
+//! block's unused ids are skipped when a writer ends or crashes. A missing
 //! or damaged mark (a repository from before it, a lost object) costs one
 //! listing, after which it is written again: like the index, it can be
 //! lost and rebuilt.
@@ -23,8 +24,8 @@ use cairn_format::envelope::{open, seal};
 pub const KEY: &str = "container-ids";
 const MAGIC: [u8; 8] = *b"CAIRNCID";
 const VERSION: u32 = 1;
-/// Ids a raise of the mark reserves beyond the id that needed it.
-pub const MARK_AHEAD: u64 = 64;
+/// Ids in one writer's block: 256 MiB of 4 MiB containers per claim.
+pub const BLOCK: u64 = 64;
 
 pub fn encode(mark: ContainerId) -> Vec<u8> {
     seal(&MAGIC, VERSION, &mark.0.to_le_bytes())

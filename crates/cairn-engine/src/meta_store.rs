@@ -57,8 +57,13 @@ impl ContainerStore for MetaOnlyStore {
         Ok(self.metas.read().keys().copied().collect())
     }
 
-    fn allocate(&self) -> ContainerId {
-        ContainerId(self.next_id.fetch_add(1, Ordering::Relaxed))
+    fn allocate(&self) -> Result<ContainerId> {
+        Ok(ContainerId(self.next_id.fetch_add(1, Ordering::Relaxed)))
+    }
+
+    fn reserve(&self, n: u64) -> Result<std::ops::Range<ContainerId>> {
+        let start = self.next_id.fetch_add(n, Ordering::Relaxed);
+        Ok(ContainerId(start)..ContainerId(start + n))
     }
 
     fn next_id(&self) -> ContainerId {

@@ -70,7 +70,6 @@ pub fn repair_index(repo: &Repository, lock: &WriteLock, read_data: bool) -> Res
     // them (`id_mark.rs`) would hand their ids out again, so it is raised.
     if let Some(top) = ids.last() {
         repo.log.refresh_next_id(ContainerId(top.0 + 1))?;
-        repo.log.reserve_ids(repo.log.next_id())?;
     }
     for id in ids {
         // A safe point until the old index is deleted below.
@@ -180,7 +179,7 @@ fn salvage(
     if sound.is_empty() {
         return Ok(None);
     }
-    let id = repo.log.allocate();
+    let id = repo.log.allocate()?;
     let capacity = (repo.config.container_size as usize).max(c.bytes.len());
     let mut w = ContainerWriter::new(id, repo.config.fp_width(), capacity);
     for d in sound {

@@ -491,15 +491,19 @@ impl<'a> Stream<'a> {
             self.seal()?;
         }
         let sh = self.shared;
-        let rewriter = &mut self.rewriter;
-        Ok(self.writer.get_or_insert_with(|| {
-            let id = sh.log.allocate();
+        if self.writer.is_none() {
+            let id = sh.log.allocate()?;
             sh.dedup.container_opened(id);
-            if let Some(rw) = rewriter.as_mut() {
+            if let Some(rw) = self.rewriter.as_mut() {
                 rw.container_opened(id);
             }
-            ContainerWriter::new(id, sh.cfg.fp_width(), sh.cfg.container_size as usize)
-        }))
+            self.writer = Some(ContainerWriter::new(
+                id,
+                sh.cfg.fp_width(),
+                sh.cfg.container_size as usize,
+            ));
+        }
+        Ok(self.writer.as_mut().expect("opened above"))
     }
 
     fn count_stored(&self, kind: ChunkKind, rewrite: bool, raw_len: u32, stored_len: usize) {

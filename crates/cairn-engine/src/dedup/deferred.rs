@@ -125,7 +125,7 @@ mod tests {
 
     /// A container holding `fps`, announced to `dedup` as a stream would.
     fn seal(dedup: &Dedup, log: &dyn ContainerStore, fps: &[Fingerprint]) -> ContainerId {
-        let id = log.allocate();
+        let id = log.allocate().unwrap();
         dedup.container_opened(id);
         let mut w = ContainerWriter::new(id, 32, 1 << 20);
         for f in fps {

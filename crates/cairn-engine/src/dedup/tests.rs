@@ -66,7 +66,7 @@ impl Packer<'_> {
     fn push(&mut self, f: Fingerprint) {
         let (dedup, log) = (self.dedup, self.log);
         let w = self.writer.get_or_insert_with(|| {
-            let id = log.allocate();
+            let id = log.allocate().unwrap();
             dedup.container_opened(id);
             ContainerWriter::new(id, 32, 1 << 20)
         });

@@ -203,15 +203,15 @@ pub(super) fn merge(
     // container a group that fits: greedy is optimal for ordered packing),
     // so one id per container present, plus one, always suffices.
     let ids = repo.log.ids()?;
-    let start = repo.log.next_id();
+    // The copies go into these ids outside the writer lock: claimed as one
+    // block, under the container-id mark, so no writer is handed one.
+    let block = repo.log.reserve(ids.len() as u64 + 1)?;
+    let start = block.start;
     let reserved = Reservation {
         start,
-        end: ContainerId(start.0 + ids.len() as u64 + 1),
+        end: block.end,
     };
     reservation::write(&**backend, &reserved)?;
-    // The copies go into the reserved ids outside the writer lock: the
-    // container-id mark covers them now, so no copy raises it later.
-    repo.log.reserve_ids(reserved.end)?;
     drop(writer);
     Ok(Merged {
         seed: state_seed(&roots, start),

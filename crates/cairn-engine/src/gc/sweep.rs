@@ -258,7 +258,7 @@ impl<'a> CopyWriter<'a> {
                         next.0 += 1;
                         id
                     }
-                    None => self.log.allocate(),
+                    None => self.log.allocate()?,
                 };
                 if self.reserved.is_some_and(|(r, _)| id >= r.end) {
                     // Cannot happen (the reservation holds one id per

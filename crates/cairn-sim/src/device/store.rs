@@ -54,8 +54,12 @@ impl<S: ContainerStore> ContainerStore for DeviceStore<S> {
         self.inner.ids()
     }
 
-    fn allocate(&self) -> ContainerId {
+    fn allocate(&self) -> Result<ContainerId> {
         self.inner.allocate()
+    }
+
+    fn reserve(&self, n: u64) -> Result<std::ops::Range<ContainerId>> {
+        self.inner.reserve(n)
     }
 
     fn next_id(&self) -> ContainerId {
@@ -93,10 +97,6 @@ impl<S: ContainerStore> ContainerStore for DeviceStore<S> {
         self.inner.delete(id)
     }
 
-    fn reserve_ids(&self, end: ContainerId) -> Result<()> {
-        self.inner.reserve_ids(end)
-    }
-
     fn read_parallelism(&self) -> usize {
         self.inner.read_parallelism()
     }
@@ -114,7 +114,7 @@ mod tests {
         let model = DeviceModel::for_device(DeviceClass::hdd());
         let counters = Arc::new(Counters::default());
         let store = DeviceStore::new(MetaOnlyStore::new(counters.clone()), model.clone());
-        let id = store.allocate();
+        let id = store.allocate().unwrap();
         let mut w = ContainerWriter::new(id, 20, 4 << 20);
         for i in 0..100u8 {
             let fp = Fingerprint::from_slice(&[i; 20]);
