@@ -226,6 +226,8 @@ fn lock_scenario(tmp: &Path) -> (std::path::PathBuf, Vec<u8>, Vec<u8>) {
     (repo, rng.bytes(2 << 20), rng.bytes(3 << 20))
 }
 
+/// A repository's first backup writes its first index file, so it runs
+/// alone: a second writer meanwhile is refused with one line.
 #[test]
 fn a_second_writer_fails_with_one_line_about_the_lock() {
     let tmp = tempfile::tempdir().unwrap();
@@ -261,6 +263,39 @@ fn a_second_writer_fails_with_one_line_about_the_lock() {
     assert!(cat.stdout == all, "the held backup stored different bytes");
     // After the first writer is gone, the second succeeds.
     cairn(&repo, &["backup", "-q", s(&tree)]).ok();
+    cairn(&repo, &["check", "--read-data"]).ok();
+}
+
+/// Once the repository has an index file, backups share the writer lock
+/// (docs/concurrency.md): a second backup commits while the first still
+/// runs, an exclusive writer (`forget`) is refused with one line, and
+/// both snapshots hold what was backed up.
+#[test]
+fn backups_run_together_once_the_repository_has_an_index() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (repo, part1, part2) = lock_scenario(tmp.path());
+    let first_tree = tmp.path().join("first");
+    build_random_files(&first_tree, &mut Rng::new(26), 2, 50_000);
+    cairn(&repo, &["backup", "-q", s(&first_tree)]).ok();
+    let tree = tmp.path().join("tree");
+    build_random_files(&tree, &mut Rng::new(27), 3, 100_000);
+
+    let (child, mut stdin) = hold_lock(&repo, &part1);
+    let second = cairn(&repo, &["backup", "--json", s(&tree)]).ok();
+    let id2 = second.json()["id"].as_str().unwrap().to_string();
+    let err = cairn(&repo, &["forget", "--keep-last", "100"]).one_line_error();
+    assert!(err.contains("lock"), "{err}");
+    stdin.write_all(&part2).unwrap();
+    drop(stdin);
+    let first = finish(child, &HELD_ARGS).ok();
+    let id1 = first.json()["id"].as_str().unwrap().to_string();
+    let mut all = part1.clone();
+    all.extend_from_slice(&part2);
+    let cat = cairn(&repo, &["cat", &id1, "held.bin"]).ok();
+    assert!(cat.stdout == all, "the held backup stored different bytes");
+    let out = tmp.path().join("out");
+    cairn(&repo, &["restore", &id2, "-t", s(&out)]).ok();
+    assert_tree_matches(&Manifest::capture(&tree), &out.join("tree"));
     cairn(&repo, &["check", "--read-data"]).ok();
 }
 

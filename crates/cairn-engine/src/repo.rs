@@ -42,10 +42,25 @@ pub type LockWaitObserver = Arc<dyn Fn(&str, LockMode) + Send + Sync>;
 /// its stored config ([`Repository::open_with_master_key`]).
 pub type MasterKeySource<'a> = dyn FnMut(&dyn Backend, &StoredConfig) -> Result<MasterKey> + 'a;
 
-/// Held by a writer for as long as it writes.
+/// Held by a writer for as long as it writes: exclusive, or shared by
+/// backups running together ([`Repository::lock_backup`]).
 pub struct WriteLock {
-    _guard: Box<dyn LockGuard>,
+    guard: parking_lot::Mutex<Box<dyn LockGuard>>,
+    shared: std::sync::atomic::AtomicBool,
 }
+
+impl WriteLock {
+    /// Whether other backups may be writing beside this holder: then it
+    /// commits the index as deltas only and deletes nothing.
+    pub fn is_shared(&self) -> bool {
+        self.shared.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// What a [`WriteLock`] holds for the moment between giving up its shared
+/// lock and taking the exclusive one.
+struct Released;
+impl LockGuard for Released {}
 
 /// Held by a reader (restore, cat, ls, check, stats) for as long as it
 /// reads: a shared lock that readers and backups never contend for; only a
@@ -71,8 +86,18 @@ pub struct GcLock {
 
 /// A lock whose holder may delete objects readers use: the writer lock, or
 /// the collector lock (a collection deletes what its commit retired).
-pub trait MayDelete {}
-impl MayDelete for WriteLock {}
+pub trait MayDelete {
+    /// Whether the holder may delete: false for a writer lock shared with
+    /// other backups (they may be using what it would delete).
+    fn may_delete(&self) -> bool {
+        true
+    }
+}
+impl MayDelete for WriteLock {
+    fn may_delete(&self) -> bool {
+        !self.is_shared()
+    }
+}
 impl MayDelete for GcLock {}
 
 fn new_repo_id() -> String {
@@ -402,13 +427,47 @@ impl Repository {
     /// stored, under the lock: a writer never writes with a config other than
     /// the repository's.
     pub fn lock_writer(&self, wait: bool) -> Result<WriteLock> {
-        self.lock_writer_beside(false, wait)
+        self.lock_writer_beside(false, false, wait)
+    }
+
+    /// The writer lock for a backup: shared with other backups, so any
+    /// number of them commit at once (docs/concurrency.md; ids come in
+    /// blocks, index deltas are created only if absent), and excluding
+    /// everything that takes it exclusively (a collection's Merge and
+    /// Commit, `forget`, `repair`). Taken exclusively instead where backups
+    /// cannot yet share: a repository with no index file (its first commit
+    /// writes one), and the frugal index (one chunk log).
+    pub fn lock_backup(&self, wait: bool) -> Result<WriteLock> {
+        let alone = self.config.index.kind == crate::config::IndexKind::Frugal
+            || !self
+                .backend
+                .list(object_names::INDEX)?
+                .iter()
+                .any(|k| object_names::parse_generation(k, object_names::INDEX).is_some());
+        self.lock_writer_beside(false, !alone, wait)
+    }
+
+    /// Makes a shared writer lock exclusive, waiting for the backups beside
+    /// it to end: for a backup that must rebuild a damaged index before it
+    /// writes anything (the lock is not held while it waits, so the caller
+    /// must not have written yet). Exclusive already: nothing to do.
+    pub fn make_exclusive(&self, lock: &WriteLock) -> Result<()> {
+        if !lock.is_shared() {
+            return Ok(());
+        }
+        let mut guard = lock.guard.lock();
+        drop(std::mem::replace(&mut *guard, Box::new(Released)));
+        let alone = self.lock_writer_beside(false, false, true)?;
+        *guard = alone.guard.into_inner();
+        lock.shared
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
     }
 
     /// The writer lock for a collection's Merge and Commit: the caller's
     /// collector lock shows no other collection is writing copies.
     pub(crate) fn lock_writer_for_gc(&self, _gc: &GcLock, wait: bool) -> Result<WriteLock> {
-        self.lock_writer_beside(true, wait)
+        self.lock_writer_beside(true, false, wait)
     }
 
     /// Sets the observer told when a waiting lock call starts to wait.
@@ -436,8 +495,18 @@ impl Repository {
         }
     }
 
-    fn lock_writer_beside(&self, holds_gc_lock: bool, wait: bool) -> Result<WriteLock> {
-        let guard = self.take_lock(object_names::WRITE_LOCK, LockMode::Exclusive, wait)?;
+    fn lock_writer_beside(
+        &self,
+        holds_gc_lock: bool,
+        shared: bool,
+        wait: bool,
+    ) -> Result<WriteLock> {
+        let mode = if shared {
+            LockMode::Shared
+        } else {
+            LockMode::Exclusive
+        };
+        let guard = self.take_lock(object_names::WRITE_LOCK, mode, wait)?;
         crate::interrupt::arm();
         let stored = read_stored_config(&*self.backend)?.open(self.keys.as_deref())?;
         if stored != self.config {
@@ -459,13 +528,18 @@ impl Repository {
         } else {
             None
         };
-        if idle == Some(true) {
+        // Another backup's temporaries may be in flight beside a shared
+        // holder: only a writer alone removes leftovers.
+        if idle == Some(true) && !shared {
             self.backend.clean_temporaries()?;
         }
         // Everything read before the lock may be stale: the config cannot
         // change, but the container log has grown if we waited for a writer.
         self.log.refresh_next_id(self.container_id_floor(idle)?)?;
-        Ok(WriteLock { _guard: guard })
+        Ok(WriteLock {
+            guard: parking_lot::Mutex::new(guard),
+            shared: std::sync::atomic::AtomicBool::new(shared),
+        })
     }
 
     /// Whether no collection is running (its lock is free right now).
@@ -492,7 +566,12 @@ impl Repository {
 
     /// Excludes readers while the holder of `_proof` deletes objects they
     /// might be using (the type proves the caller may delete).
-    pub fn lock_out_readers(&self, _proof: &dyn MayDelete, wait: bool) -> Result<DeleteLock> {
+    pub fn lock_out_readers(&self, proof: &dyn MayDelete, wait: bool) -> Result<DeleteLock> {
+        if !proof.may_delete() {
+            return Err(Error::invalid(
+                "a backup sharing the writer lock may not delete objects readers use",
+            ));
+        }
         let guard = self.take_lock(object_names::READERS_LOCK, LockMode::Exclusive, wait)?;
         Ok(DeleteLock { _guard: guard })
     }

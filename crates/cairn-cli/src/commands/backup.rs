@@ -230,7 +230,8 @@ pub fn run(cli: &Globals, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
     if !created {
         refuse_differing_init_flags(&cli.given_init_flags, &given, &repo.config)?;
     }
-    let lock = repo.lock_writer(a.wait)?;
+    // Shared with other backups (docs/concurrency.md).
+    let lock = repo.lock_backup(a.wait)?;
     let progress = Arc::new(Progress::default());
     let display = Display::start(progress.clone(), !cli.quiet && !cli.json, "backup");
     if display.active() && !a.stdin {
@@ -263,7 +264,14 @@ pub fn run(cli: &Globals, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
         },
     );
     drop(display);
+    drop(lock);
     let outcome = outcome?;
+    // Backups that ran beside others added index deltas only: the first
+    // to find itself alone afterwards merges them. The snapshot is
+    // committed either way, so a failure here is a warning.
+    if let Err(e) = cairn_engine::index::compact::compact_if_due(&repo) {
+        eprintln!("cairn: warning: the index was not compacted ({e}); the next backup tries again");
+    }
     for s in &outcome.skipped {
         eprintln!("cairn: warning: skipped {s}");
     }

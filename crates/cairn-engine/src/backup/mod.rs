@@ -184,7 +184,7 @@ fn top_level_name(source: &Source) -> Vec<u8> {
 
 /// Runs a backup; the caller holds the writer lock. The steps of the
 /// module doc's commit sequence, in order.
-pub fn backup(repo: &Repository, _lock: &WriteLock, opts: BackupOptions) -> Result<BackupOutcome> {
+pub fn backup(repo: &Repository, lock: &WriteLock, opts: BackupOptions) -> Result<BackupOutcome> {
     let started = Instant::now();
     check_sources(&opts.sources)?;
     check_lookup_resolved(&repo.config)?;
@@ -198,7 +198,7 @@ pub fn backup(repo: &Repository, _lock: &WriteLock, opts: BackupOptions) -> Resu
         previous_backup(repo)?
     };
     let (shared, seal_rx, replayed_containers) =
-        open_dedup(repo, &warnings, scheme, history, opts.dedup)?;
+        open_dedup(repo, lock, &warnings, scheme, history, opts.dedup)?;
     let open_seconds = started.elapsed().as_secs_f64();
     let mut run = RunState::new(repo, &opts, warnings.take(), started);
     run.attach_parent(repo, &opts, shared.dedup.present_containers())?;
@@ -300,19 +300,42 @@ fn check_lookup_resolved(cfg: &crate::config::RepoConfig) -> Result<()> {
 /// dedup state shared by every stream, with the sealer's queue.
 fn open_dedup(
     repo: &Repository,
+    lock: &WriteLock,
     warnings: &crate::warnings::Warnings,
     rewrite: rewrite::RewriteConfig,
     history: Option<rewrite::History>,
     dedup_mode: DedupMode,
 ) -> Result<(Shared, Receiver<stream::SealJob>, u64)> {
     let cfg = repo.config.clone();
-    let opened = index::open_for_write(
-        repo.backend().clone(),
-        repo.counters.clone(),
-        &*repo.log,
-        &cfg.index,
-        warnings,
-    )?;
+    let open_alone = || {
+        index::open_for_write(
+            repo.backend().clone(),
+            repo.counters.clone(),
+            &*repo.log,
+            &cfg.index,
+            warnings,
+        )
+    };
+    let opened = if lock.is_shared() {
+        match index::open_beside_writers(
+            repo.backend().clone(),
+            repo.counters.clone(),
+            &*repo.log,
+            &cfg.index,
+            warnings,
+        )? {
+            Some(opened) => opened,
+            // A damaged index is rebuilt by a writer alone: nothing is
+            // written yet, so this backup waits for the others and goes on
+            // alone.
+            None => {
+                repo.make_exclusive(lock)?;
+                open_alone()?
+            }
+        }
+    } else {
+        open_alone()?
+    };
     let replayed_containers = opened.replayed_containers;
     let dedup = Dedup::new(
         opened,

@@ -48,6 +48,9 @@ pub struct DiskIndex {
     floor: u64,
     /// Commits write deltas while they can ([`DiskIndex::prefer_deltas`]).
     deltas_only: std::sync::atomic::AtomicBool,
+    /// Commits always write deltas: other writers run beside this one
+    /// ([`DiskIndex::beside_other_writers`]).
+    never_merge: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Clone)]
@@ -72,6 +75,7 @@ impl DiskIndex {
             pages: None,
             floor: 0,
             deltas_only: std::sync::atomic::AtomicBool::new(false),
+            never_merge: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -357,12 +361,21 @@ impl DiskIndex {
 
     /// The current generation's header and file bytes (re-reading the newest
     /// generation if a concurrent writer replaced this one).
+    /// The current generation's file, with every delta of it now in the
+    /// store applied (a merge must not drop a delta another writer added
+    /// since this handle loaded them).
     fn read_file(&self) -> Result<Option<(Current, Vec<u8>)>> {
         self.with_current(|c| {
-            Ok((
-                c.clone(),
-                self.backend.read(&object_names::index(c.generation))?,
-            ))
+            let listing = self.backend.list(object_names::INDEX)?;
+            let mut c = c.clone();
+            c.overlay = Arc::new(Overlay::load(
+                &*self.backend,
+                &listing,
+                c.generation,
+                c.header.fp_width,
+            )?);
+            let bytes = self.backend.read(&object_names::index(c.generation))?;
+            Ok((c, bytes))
         })
     }
 
@@ -390,6 +403,14 @@ impl DiskIndex {
             .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// From now on commits only add deltas (once a file exists): other
+    /// writers may be adding theirs, and a merge deletes the deltas it
+    /// replaces, so only a writer alone merges (docs/concurrency.md).
+    pub fn beside_other_writers(&self) {
+        self.never_merge
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Whether a commit of `update` should merge (rather than add a delta):
     /// there is no file yet, the deltas reached [`MAX_DELTAS`], or they would
     /// hold more changes than 1/[`DELTA_SHARE`] of the file's entries (unless
@@ -399,6 +420,9 @@ impl DiskIndex {
         let Some(c) = cur.as_ref() else {
             return true;
         };
+        if self.never_merge.load(std::sync::atomic::Ordering::Relaxed) {
+            return false;
+        }
         if self.deltas_only.load(std::sync::atomic::Ordering::Relaxed) {
             return c.overlay.seq >= MAX_DELTAS;
         }
@@ -426,22 +450,30 @@ impl DiskIndex {
         let mut batch = Overlay::default();
         batch.apply(&[], &update.puts);
         let puts: Vec<IndexEntry> = batch.stored().collect();
-        let seq = cur.overlay.seq + 1;
-        let delta = cairn_format::index_delta::IndexDelta {
+        // The next free number: created only if absent, so a writer
+        // committing beside this one never replaces this delta, nor this
+        // one its (numbers stay 1, 2, ... without a gap either way).
+        let mut delta = cairn_format::index_delta::IndexDelta {
             fp_width,
             base_generation: cur.generation,
-            seq,
+            seq: cur.overlay.seq,
             covered_below,
             removes,
             puts,
         };
-        let bytes = cairn_format::index_delta::encode_index_delta(&delta)?;
-        self.backend
-            .write_atomic(&object_names::index_delta(cur.generation, seq), &bytes)?;
+        loop {
+            delta.seq += 1;
+            let bytes = cairn_format::index_delta::encode_index_delta(&delta)?;
+            let key = object_names::index_delta(cur.generation, delta.seq);
+            if self.backend.create_new(&key, &bytes)? {
+                break;
+            }
+        }
+        let seq = delta.seq;
         let mut overlay = (*cur.overlay).clone();
         overlay.apply(&delta.removes, &delta.puts);
         overlay.seq = seq;
-        overlay.covered_below = Some(covered_below);
+        overlay.covered_below = overlay.covered_below.max(Some(covered_below));
         *self.current.write() = Some(Current {
             overlay: Arc::new(overlay),
             ..cur

@@ -51,6 +51,48 @@ fn a_merge_that_forgets_most_entries_shrinks_the_file() {
     );
 }
 
+/// Writers committing beside each other (each its own handle, loaded
+/// before the other's delta existed) never overwrite a delta; opening
+/// applies all of them and keeps the highest coverage mark; a merge by a
+/// handle that never loaded the other's delta still keeps its entries.
+#[test]
+fn deltas_of_writers_side_by_side_are_all_kept() {
+    let backend: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let open = || DiskIndex::open(backend.clone(), Arc::new(Counters::default())).unwrap();
+    open()
+        .write_merged(entries(0..100, 1), ContainerId(2), 32, 4096)
+        .unwrap();
+    let (a, b) = (open(), open());
+    a.beside_other_writers();
+    b.beside_other_writers();
+    // B's block lies above A's: B commits first with the higher mark.
+    b.write_delta(
+        IndexUpdate::puts(entries(200..300, 70)),
+        ContainerId(71),
+        32,
+    )
+    .unwrap();
+    a.write_delta(IndexUpdate::puts(entries(100..200, 5)), ContainerId(6), 32)
+        .unwrap();
+    // Beside other writers, even piled-up deltas never ask for a merge.
+    assert!(!a.wants_merge(&IndexUpdate::puts(entries(0..100_000, 9))));
+    let fresh = open();
+    assert_eq!(fresh.delta_count(), 2);
+    assert_eq!(fresh.covered_below(), ContainerId(71));
+    for (i, c) in [(50, 1), (150, 5), (250, 70)] {
+        assert_eq!(fresh.lookup(&fp(i)).unwrap(), Some(ContainerId(c)), "{i}");
+    }
+    // `a` loaded before B's delta existed: its merge reads the store's.
+    a.merge(IndexUpdate::default(), ContainerId(71), 32, 4096)
+        .unwrap();
+    let merged = open();
+    assert_eq!(merged.delta_count(), 0);
+    assert_eq!(merged.entry_count(), 300);
+    for (i, c) in [(50, 1), (150, 5), (250, 70)] {
+        assert_eq!(merged.lookup(&fp(i)).unwrap(), Some(ContainerId(c)), "{i}");
+    }
+}
+
 #[test]
 fn merge_keeps_every_entry_and_lookups_find_them() {
     let backend: Arc<dyn Backend> = Arc::new(MemBackend::new());

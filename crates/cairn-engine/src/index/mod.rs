@@ -3,6 +3,7 @@
 //! the on-disk paged index. Opening it for writing performs DDFS §4.1's
 //! recovery: load the checkpoint, then replay containers appended since.
 
+pub mod compact;
 pub mod disk_index;
 pub mod frugal;
 pub mod kinds;
@@ -47,12 +48,45 @@ pub fn open_for_write(
     cfg: &IndexConfig,
     warnings: &Warnings,
 ) -> Result<OpenedIndex> {
+    open_index(backend, counters, log, cfg, warnings, true)?
+        .ok_or_else(|| Error::invalid("the index needs a rebuild"))
+}
+
+/// [`open_for_write`] for a backup that shares the writer lock with others
+/// (`Repository::lock_backup`): its commits add deltas only. `None` when
+/// the index is damaged: a rebuild deletes the index files other writers
+/// are adding to, so the caller rebuilds only once it holds the writer
+/// lock alone (`Repository::make_exclusive`, then [`open_for_write`]).
+pub fn open_beside_writers(
+    backend: Arc<dyn Backend>,
+    counters: Arc<Counters>,
+    log: &dyn ContainerStore,
+    cfg: &IndexConfig,
+    warnings: &Warnings,
+) -> Result<Option<OpenedIndex>> {
+    let opened = open_index(backend, counters, log, cfg, warnings, false)?;
+    if let Some(o) = &opened {
+        o.kind.beside_other_writers();
+    }
+    Ok(opened)
+}
+
+fn open_index(
+    backend: Arc<dyn Backend>,
+    counters: Arc<Counters>,
+    log: &dyn ContainerStore,
+    cfg: &IndexConfig,
+    warnings: &Warnings,
+    alone: bool,
+) -> Result<Option<OpenedIndex>> {
     // Every page is verified up front (one sequential read): a damaged index
     // is rebuilt now rather than failing a lookup half-way through a backup.
     let disk = match DiskIndex::open(backend.clone(), counters.clone())
         .and_then(|d| d.verify().map(|_| d))
     {
         Ok(d) => d,
+        // Not alone: the caller rebuilds once it is (see above).
+        Err(e) if is_damage(&e) && !alone => return Ok(None),
         Err(e) if is_damage(&e) => {
             warnings.push(format!("{e}; rebuilding the index from container metadata"));
             for key in backend
@@ -146,12 +180,12 @@ pub fn open_for_write(
             Err(e) => return Err(e),
         }
     }
-    Ok(OpenedIndex {
+    Ok(Some(OpenedIndex {
         kind,
         replayed,
         replayed_containers,
         present,
-    })
+    }))
 }
 
 /// Opens the frugal index's chunk log and table. The log is derived data,

@@ -30,7 +30,12 @@ pub enum Change {
 pub struct Overlay {
     /// The last delta applied (0: none).
     pub seq: u32,
-    /// The last delta's `covered_below`.
+    /// The highest `covered_below` of the deltas applied. Writers running
+    /// together each cover their own containers, and a delta may be
+    /// written after one with a higher mark: every container below the
+    /// highest is in some delta, or an orphan of a writer that never
+    /// committed, or still being written by one that will
+    /// (docs/concurrency.md).
     pub covered_below: Option<ContainerId>,
     pub changes: FpMap<Change>,
 }
@@ -141,7 +146,7 @@ impl Overlay {
             check_delta(&delta, &key, generation, seq, fp_width)?;
             overlay.apply(&delta.removes, &delta.puts);
             overlay.seq = seq;
-            overlay.covered_below = Some(delta.covered_below);
+            overlay.covered_below = overlay.covered_below.max(Some(delta.covered_below));
         }
         Ok(overlay)
     }

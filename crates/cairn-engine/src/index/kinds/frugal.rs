@@ -92,6 +92,10 @@ impl FingerprintIndex for FrugalKind {
         self.disk.prefer_deltas();
     }
 
+    fn beside_other_writers(&self) {
+        self.disk.beside_other_writers();
+    }
+
     fn ram_bytes(&self) -> u64 {
         let ram = self.frugal.ram();
         (ram.table_slot_bytes + ram.stash_bytes) as u64

@@ -70,6 +70,10 @@ pub trait FingerprintIndex: Send {
     /// ([`crate::index::disk_index::DiskIndex::prefer_deltas`]).
     fn prefer_deltas(&self) {}
 
+    /// Commits of this handle only add deltas: the writer runs beside
+    /// others (`DiskIndex::beside_other_writers`).
+    fn beside_other_writers(&self) {}
+
     /// Lookup RAM (filter or table), bytes.
     fn ram_bytes(&self) -> u64;
 

@@ -9,7 +9,7 @@ use cairn_core::counters::bump;
 use cairn_core::{Backend, ContainerId, Counters, Fingerprint, Result};
 
 use super::FingerprintIndex;
-use crate::index::disk_index::{DiskIndex, IndexUpdate};
+use crate::index::disk_index::{DiskIndex, IndexUpdate, MAX_DELTAS};
 use crate::index::summary_vector::SummaryVector;
 use crate::index::{delete_checkpoints_before, write_checkpoint};
 use crate::object_names;
@@ -77,7 +77,10 @@ pub(crate) fn commit_paged(
     fp_width: usize,
     page_size: usize,
 ) -> Result<Written> {
-    if update.is_empty() && covered == disk.covered_below() {
+    // Nothing to add: nothing written, unless the deltas piled up (backups
+    // that ran beside others add deltas only): then a writer alone merges.
+    let piled_up = disk.generation() > 0 && disk.delta_count() >= MAX_DELTAS;
+    if update.is_empty() && covered == disk.covered_below() && !piled_up {
         return Ok(Written::Nothing);
     }
     if !disk.wants_merge(&update) {
@@ -208,6 +211,10 @@ impl FingerprintIndex for PagedIndex {
 
     fn prefer_deltas(&self) {
         self.disk.prefer_deltas();
+    }
+
+    fn beside_other_writers(&self) {
+        self.disk.beside_other_writers();
     }
 
     fn ram_bytes(&self) -> u64 {

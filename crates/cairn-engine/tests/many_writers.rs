@@ -1,0 +1,180 @@
+//! Backups running together into one local repository (docs/concurrency.md):
+//! once the repository has an index file, backups share the writer lock,
+//! so several hold it at once and commit side by side. Each takes its own
+//! container ids and adds its own index delta; every snapshot restores,
+//! `check --read-data` is clean, the deltas are merged once a writer finds
+//! itself alone, and a collection afterwards loses nothing.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Barrier};
+
+use cairn_engine::{BackupOptions, Repository, Source};
+use common::*;
+
+/// A tree of `files` files of `size` random bytes, plus one file every
+/// tree shares (content two writers may store at the same time).
+fn tree(dir: &Path, seed: u64, files: usize, size: usize) -> PathBuf {
+    let t = dir.join(format!("tree{seed}"));
+    std::fs::create_dir_all(&t).unwrap();
+    let mut rng = Rng(seed);
+    for i in 0..files {
+        let bytes: Vec<u8> = (0..size).map(|_| rng.next() as u8).collect();
+        std::fs::write(t.join(format!("f{i}")), bytes).unwrap();
+    }
+    let mut shared = Rng(999);
+    let common: Vec<u8> = (0..150_000).map(|_| shared.next() as u8).collect();
+    std::fs::write(t.join("common"), common).unwrap();
+    t
+}
+
+fn backup_shared(repo: &Repository, lock: &cairn_engine::WriteLock, path: &Path) -> String {
+    cairn_engine::backup(
+        repo,
+        lock,
+        BackupOptions {
+            sources: vec![Source::Path(path.to_path_buf())],
+            host: Some("test".into()),
+            ..Default::default()
+        },
+    )
+    .unwrap()
+    .snapshot_id
+}
+
+fn index_deltas(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir.join("index"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains('.') && !n.ends_with(".tmp"))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn backups_hold_the_writer_lock_together_and_every_snapshot_restores() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("repo");
+    let first = Repository::init_local(&dir, tiny_config()).unwrap();
+    // The first backup writes the index's first file: it runs alone.
+    let lock = first.lock_backup(false).unwrap();
+    assert!(!lock.is_shared());
+    let base = tree(tmp.path(), 1, 2, 60_000);
+    let base_id = backup_shared(&first, &lock, &base);
+    drop(lock);
+
+    // Three writers, each its own repository handle (as separate
+    // processes are), all holding the writer lock before any backs up.
+    const WRITERS: u64 = 3;
+    let trees: Vec<PathBuf> = (0..WRITERS)
+        .map(|w| tree(tmp.path(), 10 + w, 3, 80_000))
+        .collect();
+    let all_hold = Arc::new(Barrier::new(WRITERS as usize));
+    let ids: Vec<String> = std::thread::scope(|s| {
+        let handles: Vec<_> = trees
+            .iter()
+            .map(|t| {
+                let (dir, all_hold) = (&dir, all_hold.clone());
+                s.spawn(move || {
+                    let repo = Repository::open_local(dir).unwrap();
+                    let lock = repo.lock_backup(false).unwrap();
+                    assert!(lock.is_shared());
+                    all_hold.wait();
+                    backup_shared(&repo, &lock, t)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    // One delta per writer, none overwritten.
+    assert_eq!(
+        index_deltas(&dir).len(),
+        WRITERS as usize,
+        "{:?}",
+        index_deltas(&dir)
+    );
+
+    let repo = Repository::open_local(&dir).unwrap();
+    assert_check_clean(&repo);
+    assert_restores(&repo, &base_id, &base);
+    for (id, t) in ids.iter().zip(&trees) {
+        assert_restores(&repo, id, t);
+    }
+
+    // Exclusive writers still exclude backups.
+    let alone = repo.lock_writer(false).unwrap();
+    let other = Repository::open_local(&dir).unwrap();
+    assert!(matches!(
+        other.lock_backup(false),
+        Err(cairn_core::Error::Locked(_))
+    ));
+    drop(alone);
+
+    // Deltas pile up while backups share the lock; the first writer alone
+    // afterwards merges them into a new generation.
+    assert!(!cairn_engine::index::compact::compact_if_due(&repo).unwrap());
+    let more = tree(tmp.path(), 50, 1, 20_000);
+    let mut later = Vec::new();
+    for i in 0..cairn_engine::index::disk_index::MAX_DELTAS {
+        std::fs::write(more.join("changing"), format!("version {i}")).unwrap();
+        let lock = repo.lock_backup(false).unwrap();
+        later.push(backup_shared(&repo, &lock, &more));
+    }
+    assert!(index_deltas(&dir).len() >= cairn_engine::index::disk_index::MAX_DELTAS as usize);
+    assert!(cairn_engine::index::compact::compact_if_due(&repo).unwrap());
+    assert!(index_deltas(&dir).is_empty(), "{:?}", index_deltas(&dir));
+    assert_check_clean(&repo);
+    assert_restores(&repo, later.last().unwrap(), &more);
+
+    // A collection after it all loses nothing.
+    let lock = repo.lock_writer(false).unwrap();
+    cairn_engine::forget::remove(&repo, &lock, &later[..later.len() - 1]).unwrap();
+    drop(lock);
+    gc(
+        &repo,
+        &cairn_engine::gc::GcOptions::default(),
+        &cairn_engine::gc::NoProgress,
+    )
+    .unwrap();
+    assert_check_clean(&repo);
+    for (id, t) in ids.iter().zip(&trees) {
+        assert_restores(&repo, id, t);
+    }
+}
+
+/// A backup sharing the writer lock that finds the index damaged does not
+/// rebuild it beside others (a rebuild deletes what they add): it waits to
+/// hold the lock alone, rebuilds, and commits.
+#[test]
+fn a_shared_backup_meeting_a_damaged_index_rebuilds_it_alone() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("repo");
+    let repo = Repository::init_local(&dir, tiny_config()).unwrap();
+    let base = tree(tmp.path(), 1, 2, 60_000);
+    let base_id = backup(&repo, &base).unwrap();
+    let file = std::fs::read_dir(dir.join("index"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| !p.file_name().unwrap().to_string_lossy().contains('.'))
+        .unwrap();
+    let mut bytes = std::fs::read(&file).unwrap();
+    let last = bytes.len() - 10;
+    bytes[last] ^= 0xff;
+    std::fs::write(&file, bytes).unwrap();
+
+    let other = Repository::open_local(&dir).unwrap();
+    let lock = other.lock_backup(false).unwrap();
+    assert!(lock.is_shared());
+    let t = tree(tmp.path(), 2, 2, 60_000);
+    let id = backup_shared(&other, &lock, &t);
+    assert!(
+        !lock.is_shared(),
+        "the rebuild ran under the lock held alone"
+    );
+    drop(lock);
+    assert_check_clean(&other);
+    assert_restores(&other, &base_id, &base);
+    assert_restores(&other, &id, &t);
+}
