@@ -232,7 +232,7 @@ pub fn check_with_progress(
     };
     let holds = index_against_containers(
         &index,
-        index_read.covered,
+        &index_read.covered,
         &containers,
         &retiring,
         &mut problems,
@@ -280,7 +280,7 @@ fn load_snapshots(
 
 /// What step 2 read of the index, before the containers are known.
 struct IndexRead {
-    covered: ContainerId,
+    covered: crate::index::disk_index::Coverage,
     generation: u64,
     entries: Result<Vec<cairn_format::index::IndexEntry>>,
     frugal_records: Option<Result<Vec<LogRecord>>>,
@@ -306,7 +306,7 @@ fn read_index(repo: &Repository, problems: &mut Problems) -> IndexRead {
         match open() {
             Ok(d) => {
                 // The checkpoint covers the generation's file; its deltas come on top.
-                let (covered, generation) = (d.covered_below(), d.generation());
+                let (covered, generation) = (d.coverage(), d.generation());
                 let base_covered = d.base_covered_below();
                 match d.read_all() {
                     Err(e) if retry(&e) && moved_on(generation) => continue,
@@ -314,7 +314,7 @@ fn read_index(repo: &Repository, problems: &mut Problems) -> IndexRead {
                 }
             }
             Err(e) if retry(&e) => continue,
-            Err(e) => break (ContainerId(0), 0, ContainerId(0), Err(e)),
+            Err(e) => break (Default::default(), 0, ContainerId(0), Err(e)),
         }
     };
     if repo.config.index.kind == IndexKind::Paged && generation > 0 {
@@ -516,11 +516,12 @@ fn index_map(
 }
 
 /// Step 2, comparing: every entry must name a container that holds its
-/// chunk, and every chunk of a container below the index's mark must be
-/// indexed. Returns what each container holds.
+/// chunk, and every chunk of a container the index covers must be indexed
+/// (one it does not cover, a writer's next open replays). Returns what
+/// each container holds.
 fn index_against_containers(
     index: &FpMap<ContainerId>,
-    covered: ContainerId,
+    covered: &crate::index::disk_index::Coverage,
     containers: &Containers,
     retiring: &[ContainerId],
     problems: &mut Problems,
@@ -540,7 +541,7 @@ fn index_against_containers(
         }
     }
     for (id, m) in &containers.metas {
-        if *id < covered
+        if covered.covers(*id)
             && !retiring.contains(id)
             && m.descriptors.iter().any(|d| !index.contains_key(&d.fp))
         {

@@ -178,3 +178,76 @@ fn a_shared_backup_meeting_a_damaged_index_rebuilds_it_alone() {
     assert_restores(&other, &base_id, &base);
     assert_restores(&other, &id, &t);
 }
+
+/// A writer that dies after sealing a container (in its own block of ids)
+/// leaves an orphan below the coverage
+/// mark of a writer that committed beside it. No delta names the orphan,
+/// so the index does not count it as covered: `check` is clean, the next
+/// writer alone replays it, and collections (every collector, twice) keep
+/// every snapshot whole.
+#[test]
+fn an_orphan_below_another_writers_mark_is_replayed_not_assumed_indexed() {
+    use cairn_engine::container_log::ContainerStore;
+    for collector in [
+        cairn_engine::gc::Collector::PgcPlus,
+        cairn_engine::gc::Collector::Pgc,
+        cairn_engine::gc::Collector::Lgc,
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("repo");
+        let repo = Repository::init_local(&dir, tiny_config()).unwrap();
+        let base = tree(tmp.path(), 1, 2, 60_000);
+        let base_id = backup(&repo, &base).unwrap();
+
+        // Writer A takes its block first; writer B, beside it, commits
+        // with a mark above A's ids before A writes anything; then A seals
+        // one container (a copy of a chunk the snapshot uses) and dies
+        // without a delta.
+        let a = Repository::open_local(&dir).unwrap();
+        let lock_a = a.lock_backup(false).unwrap();
+        let orphan = a.log.allocate().unwrap();
+        let b = Repository::open_local(&dir).unwrap();
+        let lock_b = b.lock_backup(false).unwrap();
+        let t = tree(tmp.path(), 2, 2, 60_000);
+        let id = backup_shared(&b, &lock_b, &t);
+        // Its own chunk (no other container holds it): were the orphan
+        // counted as covered, `check` would find it missing from the index.
+        let own: Vec<u8> = (0..3000u32).map(|i| (i * 7 + 1) as u8).collect();
+        let fp = a.config.fingerprinter(None).of(&own);
+        let mut w = cairn_format::container::ContainerWriter::new(
+            orphan,
+            a.config.fp_width(),
+            a.config.container_size as usize,
+        );
+        w.push(
+            fp,
+            cairn_core::ChunkKind::Data,
+            0,
+            cairn_core::CompressionCodec::None,
+            own.len() as u32,
+            &own,
+        );
+        a.log.append(w).unwrap();
+        drop((lock_a, lock_b));
+        let disk = cairn_engine::index::disk_index::DiskIndex::open(
+            repo.backend().clone(),
+            repo.counters.clone(),
+        )
+        .unwrap();
+        assert!(disk.covered_below() > orphan);
+        assert!(!disk.coverage().covers(orphan), "{collector:?}");
+
+        let repo = Repository::open_local(&dir).unwrap();
+        assert_check_clean(&repo);
+        for _ in 0..2 {
+            let opts = cairn_engine::gc::GcOptions {
+                collector,
+                ..Default::default()
+            };
+            gc(&repo, &opts, &cairn_engine::gc::NoProgress).unwrap();
+            assert_check_clean(&repo);
+            assert_restores(&repo, &base_id, &base);
+            assert_restores(&repo, &id, &t);
+        }
+    }
+}

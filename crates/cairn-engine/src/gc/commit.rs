@@ -228,13 +228,13 @@ pub(super) fn merge(
 /// dead collection was retiring).
 fn update_reindex(repo: &Repository, replayed: &mut FpMap<ContainerId>) -> Result<()> {
     let disk = DiskIndex::open(repo.backend().clone(), repo.counters.clone())?;
-    let covered = disk.covered_below();
+    let coverage = disk.coverage();
     let mut indexed = cairn_core::FpSet::default();
     disk.for_each_entry(&mut |e| {
         indexed.insert(e.fp);
     })?;
     for id in repo.log.ids()? {
-        if id >= covered {
+        if !coverage.covers(id) {
             continue;
         }
         for d in super::meta_of(&*repo.log, id)?.descriptors {

@@ -53,6 +53,29 @@ pub struct DiskIndex {
     never_merge: std::sync::atomic::AtomicBool,
 }
 
+/// The containers an index covers ([`DiskIndex::coverage`]); the default
+/// covers none.
+#[derive(Clone, Debug)]
+pub struct Coverage {
+    below: ContainerId,
+    named: Arc<std::collections::HashSet<ContainerId>>,
+}
+
+impl Default for Coverage {
+    fn default() -> Self {
+        Coverage {
+            below: ContainerId(0),
+            named: Arc::default(),
+        }
+    }
+}
+
+impl Coverage {
+    pub fn covers(&self, id: ContainerId) -> bool {
+        id < self.below || self.named.contains(&id)
+    }
+}
+
 #[derive(Clone)]
 struct Current {
     generation: u64,
@@ -173,6 +196,26 @@ impl DiskIndex {
         self.current.read().as_ref().map_or(ContainerId(0), |c| {
             c.overlay.covered_below.unwrap_or(c.header.covered_below)
         })
+    }
+
+    /// Which containers the index covers: every one below the file's mark,
+    /// and every one a delta's puts name. A container present and not
+    /// covered is replayed by a writer's open; with backups running
+    /// together a mark cannot say it (one writer's delta may come before
+    /// another's lower-numbered containers are indexed, or they never are:
+    /// its writer died), so the deltas say it container by container.
+    pub fn coverage(&self) -> Coverage {
+        let cur = self.current.read();
+        match cur.as_ref() {
+            Some(c) => Coverage {
+                below: c.header.covered_below,
+                named: Arc::new(c.overlay.containers.clone()),
+            },
+            None => Coverage {
+                below: ContainerId(0),
+                named: Arc::default(),
+            },
+        }
     }
 
     /// The file's own `covered_below`: what its Summary Vector checkpoint covers.

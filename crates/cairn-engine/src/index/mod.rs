@@ -101,7 +101,7 @@ fn open_index(
         Err(e) => return Err(e),
     };
     let generation = disk.generation();
-    let covered = disk.covered_below();
+    let coverage = disk.coverage();
     let indexed = disk.entry_count();
 
     let mut kind: Box<dyn FingerprintIndex> = match cfg.kind {
@@ -160,7 +160,7 @@ fn open_index(
         .filter(|id| !retiring.contains(id))
         .collect();
     for id in ids {
-        if id < covered {
+        if coverage.covers(id) {
             continue;
         }
         match log.read_meta(id) {

@@ -37,6 +37,9 @@ pub struct Overlay {
     /// committed, or still being written by one that will
     /// (docs/concurrency.md).
     pub covered_below: Option<ContainerId>,
+    /// Every container some delta's puts name: the deltas index them
+    /// (a writer's delta puts every chunk it stored), whatever their ids.
+    pub containers: std::collections::HashSet<ContainerId>,
     pub changes: FpMap<Change>,
 }
 
@@ -69,6 +72,7 @@ impl IndexUpdate {
 impl Overlay {
     /// Applies one batch: removals first, then puts.
     pub fn apply(&mut self, removes: &[Fingerprint], puts: &[IndexEntry]) {
+        self.containers.extend(puts.iter().map(|e| e.container));
         for fp in removes {
             self.changes.insert(*fp, Change::Replace(None));
         }
