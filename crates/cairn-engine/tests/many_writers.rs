@@ -187,7 +187,6 @@ fn a_shared_backup_meeting_a_damaged_index_rebuilds_it_alone() {
 /// every snapshot whole.
 #[test]
 fn an_orphan_below_another_writers_mark_is_replayed_not_assumed_indexed() {
-    use cairn_engine::container_log::ContainerStore;
     for collector in [
         cairn_engine::gc::Collector::PgcPlus,
         cairn_engine::gc::Collector::Pgc,
