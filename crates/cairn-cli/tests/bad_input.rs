@@ -219,6 +219,25 @@ fn hold_lock(repo: &Path, first_part: &[u8]) -> (Child, ChildStdin) {
     (child, stdin)
 }
 
+/// Feeds the held backup (`hold_lock`) the rest of its input, waits for
+/// it, and checks that its snapshot holds both parts; its snapshot id.
+fn finish_held(
+    repo: &Path,
+    child: Child,
+    mut stdin: ChildStdin,
+    part1: &[u8],
+    part2: &[u8],
+) -> String {
+    stdin.write_all(part2).unwrap();
+    drop(stdin);
+    let first = finish(child, &HELD_ARGS).ok();
+    let id = first.json()["id"].as_str().unwrap().to_string();
+    let all = [part1, part2].concat();
+    let cat = cairn(repo, &["cat", &id, "held.bin"]).ok();
+    assert!(cat.stdout == all, "the held backup stored different bytes");
+    id
+}
+
 fn lock_scenario(tmp: &Path) -> (std::path::PathBuf, Vec<u8>, Vec<u8>) {
     let repo = tmp.join("repo");
     cairn(&repo, &["init", "-q"]).ok();
@@ -235,7 +254,7 @@ fn a_second_writer_fails_with_one_line_about_the_lock() {
     let tree = tmp.path().join("tree");
     build_random_files(&tree, &mut Rng::new(23), 3, 100_000);
 
-    let (child, mut stdin) = hold_lock(&repo, &part1);
+    let (child, stdin) = hold_lock(&repo, &part1);
     let started = Instant::now();
     let r = cairn(&repo, &["backup", s(&tree)]);
     assert!(
@@ -253,14 +272,7 @@ fn a_second_writer_fails_with_one_line_about_the_lock() {
     assert!(snaps.is_empty());
     cairn(&repo, &["check"]).ok();
 
-    stdin.write_all(&part2).unwrap();
-    drop(stdin);
-    let first = finish(child, &HELD_ARGS).ok();
-    let id = first.json()["id"].as_str().unwrap().to_string();
-    let mut all = part1.clone();
-    all.extend_from_slice(&part2);
-    let cat = cairn(&repo, &["cat", &id, "held.bin"]).ok();
-    assert!(cat.stdout == all, "the held backup stored different bytes");
+    finish_held(&repo, child, stdin, &part1, &part2);
     // After the first writer is gone, the second succeeds.
     cairn(&repo, &["backup", "-q", s(&tree)]).ok();
     cairn(&repo, &["check", "--read-data"]).ok();
@@ -280,19 +292,12 @@ fn backups_run_together_once_the_repository_has_an_index() {
     let tree = tmp.path().join("tree");
     build_random_files(&tree, &mut Rng::new(27), 3, 100_000);
 
-    let (child, mut stdin) = hold_lock(&repo, &part1);
+    let (child, stdin) = hold_lock(&repo, &part1);
     let second = cairn(&repo, &["backup", "--json", s(&tree)]).ok();
     let id2 = second.json()["id"].as_str().unwrap().to_string();
     let err = cairn(&repo, &["forget", "--keep-last", "100"]).one_line_error();
     assert!(err.contains("lock"), "{err}");
-    stdin.write_all(&part2).unwrap();
-    drop(stdin);
-    let first = finish(child, &HELD_ARGS).ok();
-    let id1 = first.json()["id"].as_str().unwrap().to_string();
-    let mut all = part1.clone();
-    all.extend_from_slice(&part2);
-    let cat = cairn(&repo, &["cat", &id1, "held.bin"]).ok();
-    assert!(cat.stdout == all, "the held backup stored different bytes");
+    finish_held(&repo, child, stdin, &part1, &part2);
     let out = tmp.path().join("out");
     cairn(&repo, &["restore", &id2, "-t", s(&out)]).ok();
     assert_tree_matches(&Manifest::capture(&tree), &out.join("tree"));
