@@ -280,7 +280,7 @@ fn load_snapshots(
 
 /// What step 2 read of the index, before the containers are known.
 struct IndexRead {
-    covered: crate::index::disk_index::Coverage,
+    covered: crate::index::coverage::Coverage,
     generation: u64,
     entries: Result<Vec<cairn_format::index::IndexEntry>>,
     frugal_records: Option<Result<Vec<LogRecord>>>,
@@ -521,7 +521,7 @@ fn index_map(
 /// each container holds.
 fn index_against_containers(
     index: &FpMap<ContainerId>,
-    covered: &crate::index::disk_index::Coverage,
+    covered: &crate::index::coverage::Coverage,
     containers: &Containers,
     retiring: &[ContainerId],
     problems: &mut Problems,

@@ -16,6 +16,7 @@ pub mod catalog;
 pub mod check;
 pub mod chunk_repair;
 pub(crate) mod codec;
+pub mod compact;
 pub mod config;
 pub mod container_log;
 pub mod copy;

@@ -269,7 +269,7 @@ pub fn run(cli: &Globals, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
     // Backups that ran beside others added index deltas only: the first
     // to find itself alone afterwards merges them. The snapshot is
     // committed either way, so a failure here is a warning.
-    if let Err(e) = cairn_engine::index::compact::compact_if_due(&repo) {
+    if let Err(e) = cairn_engine::compact::compact_if_due(&repo) {
         eprintln!("cairn: warning: the index was not compacted ({e}); the next backup tries again");
     }
     for s in &outcome.skipped {

@@ -25,6 +25,7 @@ use cairn_format::index::{self as codec, IndexEntry, IndexHeader};
 use crate::canonical::canonical;
 use crate::object_names;
 
+use super::coverage::Coverage;
 pub use super::overlay::IndexUpdate;
 use super::overlay::{Change, Overlay};
 use super::page_cache::PageCache;
@@ -51,29 +52,6 @@ pub struct DiskIndex {
     /// Commits always write deltas: other writers run beside this one
     /// ([`DiskIndex::beside_other_writers`]).
     never_merge: std::sync::atomic::AtomicBool,
-}
-
-/// The containers an index covers ([`DiskIndex::coverage`]); the default
-/// covers none.
-#[derive(Clone, Debug)]
-pub struct Coverage {
-    below: ContainerId,
-    named: Arc<std::collections::HashSet<ContainerId>>,
-}
-
-impl Default for Coverage {
-    fn default() -> Self {
-        Coverage {
-            below: ContainerId(0),
-            named: Arc::default(),
-        }
-    }
-}
-
-impl Coverage {
-    pub fn covers(&self, id: ContainerId) -> bool {
-        id < self.below || self.named.contains(&id)
-    }
 }
 
 #[derive(Clone)]
@@ -198,23 +176,13 @@ impl DiskIndex {
         })
     }
 
-    /// Which containers the index covers: every one below the file's mark,
-    /// and every one a delta's puts name. A container present and not
-    /// covered is replayed by a writer's open; with backups running
-    /// together a mark cannot say it (one writer's delta may come before
-    /// another's lower-numbered containers are indexed, or they never are:
-    /// its writer died), so the deltas say it container by container.
+    /// Which containers the index covers (`coverage.rs`): every one below
+    /// the file's mark, and every one a delta's puts name.
     pub fn coverage(&self) -> Coverage {
         let cur = self.current.read();
         match cur.as_ref() {
-            Some(c) => Coverage {
-                below: c.header.covered_below,
-                named: Arc::new(c.overlay.containers.clone()),
-            },
-            None => Coverage {
-                below: ContainerId(0),
-                named: Arc::default(),
-            },
+            Some(c) => Coverage::new(c.header.covered_below, c.overlay.containers.clone()),
+            None => Coverage::default(),
         }
     }
 

@@ -3,7 +3,7 @@
 //! the on-disk paged index. Opening it for writing performs DDFS §4.1's
 //! recovery: load the checkpoint, then replay containers appended since.
 
-pub mod compact;
+pub mod coverage;
 pub mod disk_index;
 pub mod frugal;
 pub mod kinds;

@@ -8,8 +8,8 @@
 
 use cairn_core::{Error, Result};
 
-use super::disk_index::{DiskIndex, MAX_DELTAS};
-use super::overlay::IndexUpdate;
+use crate::index::disk_index::{DiskIndex, MAX_DELTAS};
+use crate::index::overlay::IndexUpdate;
 use crate::Repository;
 
 /// Merges the index's deltas into a new generation when they reached
@@ -32,7 +32,7 @@ pub fn compact_if_due(repo: &Repository) -> Result<bool> {
         return Ok(false);
     }
     let warnings = crate::warnings::Warnings::default();
-    let mut opened = super::open_for_write(
+    let mut opened = crate::index::open_for_write(
         repo.backend().clone(),
         repo.counters.clone(),
         &*repo.log,
