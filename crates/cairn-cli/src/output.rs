@@ -157,6 +157,12 @@ pub fn print_backup(o: &cairn_engine::BackupOutcome, dedup: cairn_engine::DedupM
     if !o.excluded.is_empty() {
         println!("  {} entries excluded", o.excluded.len());
     }
+    if o.concurrent_duplicates > 0 {
+        println!(
+            "  {} new chunks were stored by another backup at the same time; the next `cairn gc` keeps one copy",
+            o.concurrent_duplicates
+        );
+    }
     if stats {
         println!(
             "  {} chunks, {} new ({} raw, {} stored), {} containers written",

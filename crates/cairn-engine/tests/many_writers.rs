@@ -13,9 +13,10 @@ use std::sync::{Arc, Barrier};
 use cairn_engine::{BackupOptions, Repository, Source};
 use common::*;
 
-/// A tree of `files` files of `size` random bytes, plus one file every
-/// tree shares (content two writers may store at the same time).
-fn tree(dir: &Path, seed: u64, files: usize, size: usize) -> PathBuf {
+/// A tree of `files` files of `size` random bytes, plus one file of
+/// content `common` names (trees given the same one share it: content two
+/// writers may store at the same time).
+fn tree_sharing(dir: &Path, seed: u64, files: usize, size: usize, common: u64) -> PathBuf {
     let t = dir.join(format!("tree{seed}"));
     std::fs::create_dir_all(&t).unwrap();
     let mut rng = Rng(seed);
@@ -23,14 +24,25 @@ fn tree(dir: &Path, seed: u64, files: usize, size: usize) -> PathBuf {
         let bytes: Vec<u8> = (0..size).map(|_| rng.next() as u8).collect();
         std::fs::write(t.join(format!("f{i}")), bytes).unwrap();
     }
-    let mut shared = Rng(999);
+    let mut shared = Rng(common);
     let common: Vec<u8> = (0..150_000).map(|_| shared.next() as u8).collect();
     std::fs::write(t.join("common"), common).unwrap();
     t
 }
 
+/// A tree whose shared file no other tree holds.
+fn tree(dir: &Path, seed: u64, files: usize, size: usize) -> PathBuf {
+    tree_sharing(dir, seed, files, size, seed + 1000)
+}
+
 fn backup_shared(repo: &Repository, lock: &cairn_engine::WriteLock, path: &Path) -> String {
-    cairn_engine::backup(
+    backup_counted(repo, lock, path).0
+}
+
+/// The snapshot id, and how many of its new chunks another backup stored
+/// at the same time.
+fn backup_counted(repo: &Repository, lock: &cairn_engine::WriteLock, path: &Path) -> (String, u64) {
+    let o = cairn_engine::backup(
         repo,
         lock,
         BackupOptions {
@@ -39,8 +51,8 @@ fn backup_shared(repo: &Repository, lock: &cairn_engine::WriteLock, path: &Path)
             ..Default::default()
         },
     )
-    .unwrap()
-    .snapshot_id
+    .unwrap();
+    (o.snapshot_id, o.concurrent_duplicates)
 }
 
 fn index_deltas(dir: &Path) -> Vec<String> {
@@ -69,10 +81,10 @@ fn backups_hold_the_writer_lock_together_and_every_snapshot_restores() {
     // processes are), all holding the writer lock before any backs up.
     const WRITERS: u64 = 3;
     let trees: Vec<PathBuf> = (0..WRITERS)
-        .map(|w| tree(tmp.path(), 10 + w, 3, 80_000))
+        .map(|w| tree_sharing(tmp.path(), 10 + w, 3, 80_000, 999))
         .collect();
     let all_hold = Arc::new(Barrier::new(WRITERS as usize));
-    let ids: Vec<String> = std::thread::scope(|s| {
+    let outcomes: Vec<(String, u64)> = std::thread::scope(|s| {
         let handles: Vec<_> = trees
             .iter()
             .map(|t| {
@@ -82,12 +94,18 @@ fn backups_hold_the_writer_lock_together_and_every_snapshot_restores() {
                     let lock = repo.lock_backup(false).unwrap();
                     assert!(lock.is_shared());
                     all_hold.wait();
-                    backup_shared(&repo, &lock, t)
+                    backup_counted(&repo, &lock, t)
                 })
             })
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
+    // Every writer opened its index before any committed, so each stored
+    // the file all trees share: the later committers count the chunks an
+    // earlier one stored meanwhile (004: reconciled by the next gc).
+    let duplicates: u64 = outcomes.iter().map(|o| o.1).sum();
+    assert!(duplicates > 0, "{outcomes:?}");
+    let ids: Vec<String> = outcomes.into_iter().map(|o| o.0).collect();
     // One delta per writer, none overwritten.
     assert_eq!(
         index_deltas(&dir).len(),

@@ -303,6 +303,7 @@ pub fn run(cli: &Globals, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
                 "phases": outcome.phases,
                 "index_ram_bytes_per_chunk": outcome.index_ram_bytes_per_chunk,
                 "replayed_containers": outcome.replayed_containers,
+                "concurrent_duplicates": outcome.concurrent_duplicates,
             }))?
         );
     } else if !cli.quiet {

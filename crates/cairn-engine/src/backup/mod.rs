@@ -15,6 +15,8 @@
 //! index generation that covers them), which the next open replays and
 //! `check` reports as reclaimable.
 
+mod commit;
+mod concurrent;
 pub mod dry_run;
 pub mod events;
 pub mod file_content;
@@ -41,7 +43,7 @@ use serde::Serialize;
 use cairn_chunk::ChunkBatch;
 use cairn_core::{CountersSnapshot, Error, Result};
 use cairn_format::dir::{encode_dir, DirEntry};
-use cairn_format::snapshot::{SnapshotRecord, SnapshotStats};
+use cairn_format::snapshot::SnapshotRecord;
 
 use crate::catalog;
 pub use crate::dedup::deferred::DedupMode;
@@ -49,6 +51,7 @@ use crate::dedup::Dedup;
 use crate::index;
 use crate::progress::Progress;
 use crate::repo::{Repository, WriteLock};
+use commit::{commit_index, phase_report, snapshot_record};
 pub use dry_run::{dry_run, DryRunOutcome};
 use events::Event;
 pub use parent::ParentChoice;
@@ -160,6 +163,9 @@ pub struct BackupOutcome {
     pub index_ram_bytes_per_chunk: f64,
     /// Containers appended by an interrupted earlier backup and replayed now.
     pub replayed_containers: u64,
+    /// New chunks of this backup that another backup, running beside it,
+    /// stored too (004 partitioned dedup: the next `gc` keeps one copy).
+    pub concurrent_duplicates: u64,
 }
 
 #[derive(Default)]
@@ -197,7 +203,8 @@ pub fn backup(repo: &Repository, lock: &WriteLock, opts: BackupOptions) -> Resul
     } else {
         previous_backup(repo)?
     };
-    let (shared, seal_rx, replayed_containers) =
+    let deltas_at_open = concurrent::DeltasAtOpen::list(&**repo.backend())?;
+    let (shared, seal_rx, replayed_containers, replayed) =
         open_dedup(repo, lock, &warnings, scheme, history, opts.dedup)?;
     let open_seconds = started.elapsed().as_secs_f64();
     let mut run = RunState::new(repo, &opts, warnings.take(), started);
@@ -209,7 +216,13 @@ pub fn backup(repo: &Repository, lock: &WriteLock, opts: BackupOptions) -> Resul
     crate::interrupt::check(not_committed)?;
     // Steps 3-4: the index generation and its Summary Vector checkpoint.
     let covered = shared.log.next_id();
-    let index_ram_bytes_per_chunk = commit_index(&shared, &**repo.backend(), covered)?;
+    let (index_ram_bytes_per_chunk, concurrent_duplicates) = commit_index(
+        &shared,
+        &**repo.backend(),
+        covered,
+        &deltas_at_open,
+        &replayed,
+    )?;
     // Step 5: the snapshot record, the commit point.
     let counters = repo.counters.snapshot().since(&before);
     let phases = phase_report(&shared, &run, open_seconds);
@@ -229,6 +242,7 @@ pub fn backup(repo: &Repository, lock: &WriteLock, opts: BackupOptions) -> Resul
         phases,
         index_ram_bytes_per_chunk,
         replayed_containers,
+        concurrent_duplicates,
     })
 }
 
@@ -297,7 +311,8 @@ fn check_lookup_resolved(cfg: &crate::config::RepoConfig) -> Result<()> {
 }
 
 /// Opens the index for writing (checkpoint + replay, DDFS §4.1) and the
-/// dedup state shared by every stream, with the sealer's queue.
+/// dedup state shared by every stream, with the sealer's queue; also how
+/// many containers the open replayed, and which.
 fn open_dedup(
     repo: &Repository,
     lock: &WriteLock,
@@ -305,7 +320,12 @@ fn open_dedup(
     rewrite: rewrite::RewriteConfig,
     history: Option<rewrite::History>,
     dedup_mode: DedupMode,
-) -> Result<(Shared, Receiver<stream::SealJob>, u64)> {
+) -> Result<(
+    Shared,
+    Receiver<stream::SealJob>,
+    u64,
+    std::collections::HashSet<cairn_core::ContainerId>,
+)> {
     let cfg = repo.config.clone();
     let open_alone = || {
         index::open_for_write(
@@ -337,6 +357,8 @@ fn open_dedup(
         open_alone()?
     };
     let replayed_containers = opened.replayed_containers;
+    let replayed: std::collections::HashSet<cairn_core::ContainerId> =
+        opened.replayed.iter().map(|e| e.container).collect();
     let dedup = Dedup::new(
         opened,
         repo.log.clone(),
@@ -375,7 +397,7 @@ fn open_dedup(
         seal_tx: Mutex::new(Some(seal_tx)),
         seal_error: Mutex::new(None),
     };
-    Ok((shared, seal_rx, replayed_containers))
+    Ok((shared, seal_rx, replayed_containers, replayed))
 }
 
 /// What the streams of one backup share besides the dedup state: the tree
@@ -535,122 +557,6 @@ fn store_sources(
         return Err(e);
     }
     stored
-}
-
-/// Commit steps 3-4: merges this backup's chunks into a new index
-/// generation covering containers below `covered` (and its checkpoint).
-/// Returns the lookup RAM per indexed chunk.
-fn commit_index(
-    shared: &Shared,
-    backend: &dyn cairn_core::Backend,
-    covered: cairn_core::ContainerId,
-) -> Result<f64> {
-    // The in-memory part's entries move into the update (its table is freed
-    // before the merge); its RAM still counts as the backup's lookup RAM,
-    // with the Summary Vector as the commit leaves it.
-    let with_table = shared.dedup.ram_bytes();
-    let puts = shared.dedup.take_memory_entries();
-    let table_bytes = with_table.saturating_sub(shared.dedup.ram_bytes());
-    shared.dedup.commit_index(
-        backend,
-        crate::index::overlay::IndexUpdate::puts(puts),
-        covered,
-        shared.cfg.fp_width(),
-        shared.cfg.index.page_size as usize,
-    )?;
-    let indexed = shared.dedup.indexed_entries().max(1);
-    Ok((shared.dedup.ram_bytes() + table_bytes) as f64 / indexed as f64)
-}
-
-fn phase_report(shared: &Shared, run: &RunState, open_seconds: f64) -> PhaseReport {
-    let p = &shared.phases;
-    let commit_started = *run.commit_started.lock();
-    PhaseReport {
-        open_seconds,
-        read_chunk_seconds: secs(&run.read_ns),
-        hash_seconds: secs(&p.hash_ns),
-        dedup_seconds: secs(&p.dedup_ns),
-        compress_seconds: secs(&p.compress_ns),
-        write_seconds: secs(&p.write_ns),
-        commit_seconds: commit_started.elapsed().as_secs_f64(),
-        total_seconds: run.started.elapsed().as_secs_f64(),
-    }
-}
-
-/// The snapshot record of this backup (a rewrite keeps the original's time
-/// and paths).
-fn snapshot_record(
-    shared: &Shared,
-    run: &RunState,
-    opts: &BackupOptions,
-    root: cairn_format::dir::BlobRef,
-    covered: cairn_core::ContainerId,
-    counters: CountersSnapshot,
-    phases: &PhaseReport,
-) -> SnapshotRecord {
-    let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
-    let files = *run.files.lock();
-    // Computed before the literal: a lock guard taken inside it would be
-    // held to the end of the statement, and `skipped` is locked there too.
-    let listings_complete = opts.rewrite_of.is_none()
-        && run.skipped.lock().is_empty()
-        && run.excluded.lock().is_empty()
-        && !run.left_out_repository.load(Ordering::Relaxed);
-    let stats = SnapshotStats {
-        logical_bytes: load(&run.counts.logical_bytes),
-        files: load(&run.counts.files),
-        dirs: load(&run.counts.dirs),
-        symlinks: load(&run.counts.symlinks),
-        chunks: load(&shared.chunks),
-        new_chunks: load(&shared.new_chunks),
-        data_chunks: load(&shared.data_chunks),
-        new_data_chunks: load(&shared.new_data_chunks),
-        new_data_raw_bytes: load(&shared.new_data_raw_bytes),
-        new_data_stored_bytes: load(&shared.new_data_stored_bytes),
-        new_raw_bytes: load(&shared.new_raw_bytes),
-        new_stored_bytes: load(&shared.new_stored_bytes),
-        rewritten_data_chunks: load(&shared.rewritten_chunks),
-        rewritten_data_raw_bytes: load(&shared.rewritten_raw_bytes),
-        rewritten_data_stored_bytes: load(&shared.rewritten_stored_bytes),
-        rewrite: if shared.rewrite.is_none() {
-            String::new()
-        } else {
-            shared.rewrite.to_string()
-        },
-        containers_written: counters.containers_written,
-        duration_ns: run.started.elapsed().as_nanos() as u64,
-        skipped_paths: run.skipped.lock().len() as u64,
-        parent: run.parent_id.clone().unwrap_or_default(),
-        files_new: load(&run.counts.files).saturating_sub(files.changed + files.unmodified),
-        files_changed: files.changed,
-        files_unmodified: files.unmodified,
-        unmodified_bytes: files.unmodified_bytes,
-        listings_complete,
-        files_changed_while_read: run.changed_while_read.lock().len() as u64,
-        counters,
-        phases: phases.as_map(),
-    };
-    let (time_unix_ns, paths) = match &opts.rewrite_of {
-        Some(r) => (r.time_unix_ns, r.paths.clone()),
-        None => (
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos() as i64)
-                .unwrap_or(0),
-            source_paths(&opts.sources),
-        ),
-    };
-    SnapshotRecord {
-        time_unix_ns,
-        host: record_host(opts),
-        paths,
-        tags: opts.tags.clone(),
-        root: root.into(),
-        stats,
-        next_container: covered.0,
-        fastcopy_of: None,
-        original: None,
-    }
 }
 
 /// Runs every source as a stream (at most one per core at a time, each with

@@ -1,0 +1,63 @@
+//! The duplicates that running beside other backups cost (docs/concurrency.md,
+//! 004's partitioned dedup): a backup deduplicates against the index as of
+//! its open plus its own new chunks, so a chunk another backup stored
+//! meanwhile is stored again. At commit, the index deltas that appeared
+//! since the open are read and this backup's new chunks found in them are
+//! counted; garbage collection later keeps one copy of each
+//! (reconciliation: the canonical copy, snapshots unchanged).
+
+use std::collections::{BTreeSet, HashSet};
+
+use cairn_core::{Backend, ContainerId, FpSet, Result};
+use cairn_format::index::IndexEntry;
+use cairn_format::index_delta::decode_index_delta;
+
+use crate::object_names;
+
+/// The index deltas present when a backup opened its index.
+pub struct DeltasAtOpen {
+    names: BTreeSet<String>,
+}
+
+impl DeltasAtOpen {
+    pub fn list(backend: &dyn Backend) -> Result<Self> {
+        Ok(DeltasAtOpen {
+            names: delta_names(backend)?,
+        })
+    }
+
+    /// How many of `ours` (the entries this backup commits; those naming a
+    /// container in `replayed` are other writers' and do not count) name a
+    /// chunk that a delta written since [`DeltasAtOpen::list`] puts too:
+    /// stored by another backup at the same time. A delta that cannot be
+    /// read is left out (this is a report; the index is derived data).
+    pub fn duplicates(
+        &self,
+        backend: &dyn Backend,
+        ours: &[IndexEntry],
+        replayed: &HashSet<ContainerId>,
+    ) -> Result<u64> {
+        let mut theirs = FpSet::default();
+        for name in delta_names(backend)?.difference(&self.names) {
+            let Ok(delta) = backend.read(name).and_then(|b| decode_index_delta(&b)) else {
+                continue;
+            };
+            theirs.extend(delta.puts.iter().map(|e| e.fp));
+        }
+        if theirs.is_empty() {
+            return Ok(0);
+        }
+        Ok(ours
+            .iter()
+            .filter(|e| !replayed.contains(&e.container) && theirs.contains(&e.fp))
+            .count() as u64)
+    }
+}
+
+fn delta_names(backend: &dyn Backend) -> Result<BTreeSet<String>> {
+    Ok(backend
+        .list(object_names::INDEX)?
+        .into_iter()
+        .filter(|k| object_names::parse_index_delta(k).is_some())
+        .collect())
+}
