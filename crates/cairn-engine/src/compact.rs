@@ -1,10 +1,11 @@
-//! Compaction of the index after backups that ran beside others
-//! (docs/concurrency.md): a backup sharing the writer lock only adds
-//! deltas, so when the deltas of the current generation pile up past
-//! [`MAX_DELTAS`], a writer that finds itself alone afterwards merges them
+//! What a backup that shared the writer lock leaves for a writer alone
+//! (docs/concurrency.md): a shared holder only adds index deltas and
+//! removes no temporaries (another backup's may be in flight), so after a
+//! backup, if the writer lock is free, this takes it: taking it alone
+//! removes leftover temporaries (`Repository::lock_writer`), and when the
+//! deltas of the current generation reached [`MAX_DELTAS`] they are merged
 //! into the next generation, as a lone backup's commit does. Never waits:
-//! if another writer holds the lock, the next one to find itself alone
-//! compacts.
+//! if another writer holds the lock, the next one to find it free does this.
 
 use cairn_core::{Error, Result};
 
@@ -12,16 +13,18 @@ use crate::index::disk_index::{DiskIndex, MAX_DELTAS};
 use crate::index::overlay::IndexUpdate;
 use crate::Repository;
 
-/// Merges the index's deltas into a new generation when they reached
-/// [`MAX_DELTAS`] and no other writer runs; returns whether it did.
-pub fn compact_if_due(repo: &Repository) -> Result<bool> {
+/// When no other writer runs: removes leftover temporaries and merges the
+/// index's deltas into a new generation once they reached [`MAX_DELTAS`];
+/// returns whether it merged.
+pub fn tidy_if_alone(repo: &Repository) -> Result<bool> {
     let due = |repo: &Repository| -> Result<bool> {
         let disk = DiskIndex::open(repo.backend().clone(), repo.counters.clone())?;
         Ok(disk.generation() > 0 && disk.delta_count() >= MAX_DELTAS)
     };
-    if !due(repo)? {
+    if !due(repo)? && !repo.backend().leaves_temporaries() {
         return Ok(false);
     }
+    // Taken alone, the writer lock removes leftover temporaries.
     let lock = match repo.lock_writer(false) {
         Ok(l) => l,
         Err(Error::Locked(_)) => return Ok(false),

@@ -132,7 +132,7 @@ fn backups_hold_the_writer_lock_together_and_every_snapshot_restores() {
 
     // Deltas pile up while backups share the lock; the first writer alone
     // afterwards merges them into a new generation.
-    assert!(!cairn_engine::compact::compact_if_due(&repo).unwrap());
+    assert!(!cairn_engine::compact::tidy_if_alone(&repo).unwrap());
     let more = tree(tmp.path(), 50, 1, 20_000);
     let mut later = Vec::new();
     for i in 0..cairn_engine::index::disk_index::MAX_DELTAS {
@@ -141,7 +141,7 @@ fn backups_hold_the_writer_lock_together_and_every_snapshot_restores() {
         later.push(backup_shared(&repo, &lock, &more));
     }
     assert!(index_deltas(&dir).len() >= cairn_engine::index::disk_index::MAX_DELTAS as usize);
-    assert!(cairn_engine::compact::compact_if_due(&repo).unwrap());
+    assert!(cairn_engine::compact::tidy_if_alone(&repo).unwrap());
     assert!(index_deltas(&dir).is_empty(), "{:?}", index_deltas(&dir));
     assert_check_clean(&repo);
     assert_restores(&repo, later.last().unwrap(), &more);

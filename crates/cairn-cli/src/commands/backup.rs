@@ -266,10 +266,10 @@ pub fn run(cli: &Globals, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
     drop(display);
     drop(lock);
     let outcome = outcome?;
-    // Backups that ran beside others added index deltas only: the first
-    // to find itself alone afterwards merges them. The snapshot is
-    // committed either way, so a failure here is a warning.
-    if let Err(e) = cairn_engine::compact::compact_if_due(&repo) {
+    // Backups that ran beside others added index deltas only and removed
+    // no temporaries: the first to find itself alone afterwards does both.
+    // The snapshot is committed either way, so a failure here is a warning.
+    if let Err(e) = cairn_engine::compact::tidy_if_alone(&repo) {
         eprintln!("cairn: warning: the index was not compacted ({e}); the next backup tries again");
     }
     for s in &outcome.skipped {
