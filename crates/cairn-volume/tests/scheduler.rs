@@ -320,6 +320,12 @@ fn a_paced_job_pauses_while_the_mount_is_read_and_finishes_after() {
         meter.clone(),
     );
 
+    // The mount serves the tree before the workload starts (on a loaded
+    // machine a path looked up at once may still reach the empty
+    // directory beneath the mount).
+    fuse_support::eventually("the mount to serve the hot file", || {
+        mnt.path().join("hot").exists()
+    });
     // The workload: read the hot file through the mount for 1.5 s.
     let stop = Arc::new(AtomicBool::new(false));
     let reader = {
