@@ -10,9 +10,9 @@
 //! up (more than [`MAX_DELTAS`], or more changes than a [`DELTA_SHARE`] of the
 //! file's entries) the commit instead merges file, deltas and new entries into
 //! a new generation `index/<gen+1>` and deletes the older generations and their
-//! deltas. The file header records `covered_below` (every container with a
-//! smaller id is in the file), and each delta its own: the newest is the
-//! checkpoint that replay starts from.
+//! deltas (only a writer alone merges; docs/concurrency.md). The file header
+//! records `covered_below` (every container with a smaller id is in the
+//! file); the deltas cover the containers their puts name (`coverage.rs`).
 
 use std::sync::Arc;
 
@@ -31,6 +31,8 @@ use super::overlay::{Change, Overlay};
 use super::page_cache::PageCache;
 use cairn_core::FpSet;
 
+/// Times an open looks again when what it listed is gone (`load_latest`).
+const LOAD_TRIES: u32 = 5;
 /// Deltas over one generation before a commit merges them into the file.
 pub const MAX_DELTAS: u32 = 16;
 /// Changes held in deltas, as a share of the file's entries (1/8), before a
@@ -119,7 +121,19 @@ impl DiskIndex {
         }
     }
 
+    /// The newest generation with its deltas, listed again (a few times)
+    /// when what was listed is gone: a merge replaced the generation.
     fn load_latest(backend: &dyn Backend) -> Result<Option<Current>> {
+        let mut tries = 0;
+        loop {
+            match Self::load_listed(backend) {
+                Err(e) if e.is_not_found() && tries < LOAD_TRIES => tries += 1,
+                loaded => return loaded,
+            }
+        }
+    }
+
+    fn load_listed(backend: &dyn Backend) -> Result<Option<Current>> {
         let listing = backend.list(object_names::INDEX)?;
         let Some(generation) = listing
             .iter()
@@ -373,8 +387,7 @@ impl DiskIndex {
     /// The current generation's header and file bytes (re-reading the newest
     /// generation if a concurrent writer replaced this one).
     /// The current generation's file, with every delta of it now in the
-    /// store applied (a merge must not drop a delta another writer added
-    /// since this handle loaded them).
+    /// store applied (not only those this handle loaded).
     fn read_file(&self) -> Result<Option<(Current, Vec<u8>)>> {
         self.with_current(|c| {
             let listing = self.backend.list(object_names::INDEX)?;
@@ -414,9 +427,8 @@ impl DiskIndex {
             .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// From now on commits only add deltas (once a file exists): other
-    /// writers may be adding theirs, and a merge deletes the deltas it
-    /// replaces, so only a writer alone merges (docs/concurrency.md).
+    /// From now on commits only add deltas (once a file exists): a merge
+    /// deletes deltas other writers may be adding to (docs/concurrency.md).
     pub fn beside_other_writers(&self) {
         self.never_merge
             .store(true, std::sync::atomic::Ordering::Relaxed);
@@ -461,9 +473,8 @@ impl DiskIndex {
         let mut batch = Overlay::default();
         batch.apply(&[], &update.puts);
         let puts: Vec<IndexEntry> = batch.stored().collect();
-        // The next free number: created only if absent, so a writer
-        // committing beside this one never replaces this delta, nor this
-        // one its (numbers stay 1, 2, ... without a gap either way).
+        // The next free number, created only if absent: writers side by
+        // side never replace each other's deltas, and leave no gap.
         let mut delta = cairn_format::index_delta::IndexDelta {
             fp_width,
             base_generation: cur.generation,
