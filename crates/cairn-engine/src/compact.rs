@@ -9,19 +9,33 @@
 
 use cairn_core::{Error, Result};
 
-use crate::index::disk_index::{DiskIndex, MAX_DELTAS};
+use crate::index::disk_index::MAX_DELTAS;
 use crate::index::overlay::IndexUpdate;
-use crate::Repository;
+use crate::{object_names, Repository};
+
+/// Whether the newest index generation has [`MAX_DELTAS`] deltas or more,
+/// from one listing (no delta is read).
+fn deltas_piled_up(repo: &Repository) -> Result<bool> {
+    let listing = repo.backend().list(object_names::INDEX)?;
+    let Some(generation) = listing
+        .iter()
+        .filter_map(|k| object_names::parse_generation(k, object_names::INDEX))
+        .max()
+    else {
+        return Ok(false);
+    };
+    let deltas = listing
+        .iter()
+        .filter(|k| object_names::parse_index_delta(k).is_some_and(|(g, _)| g == generation))
+        .count();
+    Ok(deltas >= MAX_DELTAS as usize)
+}
 
 /// When no other writer runs: removes leftover temporaries and merges the
 /// index's deltas into a new generation once they reached [`MAX_DELTAS`];
 /// returns whether it merged.
 pub fn tidy_if_alone(repo: &Repository) -> Result<bool> {
-    let due = |repo: &Repository| -> Result<bool> {
-        let disk = DiskIndex::open(repo.backend().clone(), repo.counters.clone())?;
-        Ok(disk.generation() > 0 && disk.delta_count() >= MAX_DELTAS)
-    };
-    if !due(repo)? && !repo.backend().leaves_temporaries() {
+    if !deltas_piled_up(repo)? && !repo.backend().leaves_temporaries() {
         return Ok(false);
     }
     // Taken alone, the writer lock removes leftover temporaries.
@@ -31,7 +45,7 @@ pub fn tidy_if_alone(repo: &Repository) -> Result<bool> {
         Err(e) => return Err(e),
     };
     // Another writer may have compacted between the look and the lock.
-    if !due(repo)? {
+    if !deltas_piled_up(repo)? {
         return Ok(false);
     }
     let warnings = crate::warnings::Warnings::default();

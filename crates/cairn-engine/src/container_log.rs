@@ -152,7 +152,7 @@ impl ContainerLog {
     /// Takes `n` ids at or above `floor` for this process: under the `ids`
     /// lock (held for one read and one write of the mark), the ids from
     /// the stored mark (or `floor`, if higher) on, and the mark raised past
-    /// them before any is used.
+    /// them before any is used. `n == 0` only raises the mark to `floor`.
     fn claim(&self, floor: u64, n: u64) -> Result<Range<u64>> {
         let _ids = self
             .backend
@@ -176,12 +176,7 @@ impl ContainerStore for ContainerLog {
         if !stored || mark < next {
             // Missing, damaged, or below what the floor shows was used:
             // raised (never lowered: read again under the lock).
-            let _ids = self
-                .backend
-                .lock(object_names::IDS_LOCK, LockMode::Exclusive, true)?;
-            let (now, _) = self.stored_mark()?;
-            mark = now.max(next);
-            id_mark::write(&*self.backend, ContainerId(mark))?;
+            mark = self.claim(next, 0)?.end;
         }
         let mut b = self.block.lock();
         // A block with ids left stays this process's, unless the mark no
