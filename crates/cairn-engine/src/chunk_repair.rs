@@ -231,7 +231,7 @@ pub fn rewrite_chunks(
     }
     opened.kind.commit(
         &**repo.backend(),
-        IndexUpdate { puts, removes },
+        IndexUpdate::new(puts, removes),
         repo.log.next_id(),
         repo.config.fp_width(),
         repo.config.index.page_size as usize,

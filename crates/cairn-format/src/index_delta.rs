@@ -23,6 +23,13 @@
 //! ```
 //!
 //! Fingerprints of each list are strictly ascending (one encoding per delta).
+//!
+//! Version 2 adds, after `covered_below`, `removes_below` u64: a removal
+//! forgets an entry the earlier deltas put only if it names a container
+//! below it (a garbage collection's removals, written beside backups that
+//! may store the same chunk again in newer containers meanwhile:
+//! docs/concurrency.md). A delta whose removals are unconditional is
+//! written as version 1, so every delta has one encoding.
 
 use cairn_core::{ContainerId, Error, Fingerprint, Result};
 
@@ -32,7 +39,7 @@ use crate::index::IndexEntry;
 
 pub const INDEX_DELTA_MAGIC: [u8; 8] = *b"CAIRNIXD";
 /// The delta format version this build writes and the newest it reads.
-pub const INDEX_DELTA_VERSION: u32 = 1;
+pub const INDEX_DELTA_VERSION: u32 = 2;
 
 const WHAT: &str = "index delta";
 
@@ -42,6 +49,9 @@ pub struct IndexDelta {
     pub base_generation: u64,
     pub seq: u32,
     pub covered_below: ContainerId,
+    /// The removals forget an entry an earlier delta put only if it names
+    /// a container below this; `u64::MAX`: unconditional (version 1).
+    pub removes_below: ContainerId,
     /// Fingerprints the index forgets (before `puts` apply).
     pub removes: Vec<Fingerprint>,
     pub puts: Vec<IndexEntry>,
@@ -73,6 +83,12 @@ pub fn encode_index_delta(delta: &IndexDelta) -> Result<Vec<u8>> {
     put_u64(&mut p, delta.base_generation);
     put_u32(&mut p, delta.seq);
     put_u64(&mut p, delta.covered_below.0);
+    let version = if delta.removes_below.0 == u64::MAX {
+        1
+    } else {
+        put_u64(&mut p, delta.removes_below.0);
+        2
+    };
     put_u32(&mut p, removes.len() as u32);
     put_u32(&mut p, puts.len() as u32);
     for f in &removes {
@@ -82,11 +98,11 @@ pub fn encode_index_delta(delta: &IndexDelta) -> Result<Vec<u8>> {
         p.extend_from_slice(e.fp.as_bytes());
         put_u64(&mut p, e.container.0);
     }
-    Ok(envelope::seal(&INDEX_DELTA_MAGIC, INDEX_DELTA_VERSION, &p))
+    Ok(envelope::seal(&INDEX_DELTA_MAGIC, version, &p))
 }
 
 pub fn decode_index_delta(bytes: &[u8]) -> Result<IndexDelta> {
-    let (_, payload) = envelope::open(&INDEX_DELTA_MAGIC, INDEX_DELTA_VERSION, WHAT, bytes)?;
+    let (version, payload) = envelope::open(&INDEX_DELTA_MAGIC, INDEX_DELTA_VERSION, WHAT, bytes)?;
     let mut r = Reader::new(WHAT, payload);
     let fp_width = r.u8("fp_width")? as usize;
     check_fp_width(WHAT, fp_width)?;
@@ -96,6 +112,16 @@ pub fn decode_index_delta(bytes: &[u8]) -> Result<IndexDelta> {
         return Err(r.corrupt("sequence number 0"));
     }
     let covered_below = ContainerId(r.u64("covered_below")?);
+    let removes_below = if version >= 2 {
+        let b = r.u64("removes_below")?;
+        if b == u64::MAX {
+            // Written as version 1: one encoding per delta.
+            return Err(r.corrupt("version 2 with unconditional removals"));
+        }
+        ContainerId(b)
+    } else {
+        ContainerId(u64::MAX)
+    };
     let remove_count = r.u32("remove_count")? as usize;
     let put_count = r.u32("put_count")? as usize;
     // Checked against the bytes present before anything is allocated.
@@ -129,6 +155,7 @@ pub fn decode_index_delta(bytes: &[u8]) -> Result<IndexDelta> {
         base_generation,
         seq,
         covered_below,
+        removes_below,
         removes,
         puts,
     })
@@ -154,6 +181,7 @@ mod tests {
             base_generation: 7,
             seq: 3,
             covered_below: ContainerId(99),
+            removes_below: ContainerId(if n.is_multiple_of(2) { u64::MAX } else { 50 }),
             removes: (0..n / 3).map(|i| fp(i, w)).collect(),
             puts: (n / 3..n)
                 .map(|i| IndexEntry {
@@ -182,6 +210,17 @@ mod tests {
         }
         for n in 0..bytes.len() {
             assert!(decode_index_delta(&bytes[..n]).is_err(), "prefix {n}");
+        }
+    }
+
+    #[test]
+    fn conditional_removals_are_version_2_and_unconditional_ones_version_1() {
+        for (below, version) in [(u64::MAX, 1u8), (50, 2)] {
+            let mut d = sample(20, 6);
+            d.removes_below = ContainerId(below);
+            let bytes = encode_index_delta(&d).unwrap();
+            assert_eq!(bytes[8], version, "version byte after the magic");
+            assert_eq!(decode_index_delta(&bytes).unwrap(), sorted(d));
         }
     }
 

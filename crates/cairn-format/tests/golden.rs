@@ -568,6 +568,7 @@ fn golden_index_delta() {
         base_generation: 3,
         seq: 2,
         covered_below: ContainerId(0x2e),
+        removes_below: ContainerId(u64::MAX),
         removes: vec![fp(0xc3)],
         // Given out of order: the encoder sorts.
         puts: vec![
@@ -590,6 +591,20 @@ fn golden_index_delta() {
     assert_eq!(decoded.puts[0].fp, fp(0x11));
     assert_eq!(decoded.removes, delta.removes);
     assert_eq!((decoded.seq, decoded.covered_below), (2, ContainerId(0x2e)));
+    assert_eq!(decoded.removes_below, ContainerId(u64::MAX));
+    // Version 2: the removals are conditional (a collection's, written
+    // beside backups).
+    let conditional = IndexDelta {
+        removes_below: ContainerId(0x28),
+        ..delta
+    };
+    assert_bytes(
+        "index delta v2",
+        &encode_index_delta(&conditional).unwrap(),
+        INDEX_DELTA_V2,
+    );
+    let decoded = decode_index_delta(&parse(INDEX_DELTA_V2)).unwrap();
+    assert_eq!(decoded.removes_below, ContainerId(0x28));
 }
 
 /// FORMAT.md "Repository layout", `bloom/`: the Summary Vector checkpoint.
@@ -871,6 +886,25 @@ const INDEX_DELTA: &str = r#"
     2222222222222222                         # payload: put 1 fingerprint
     2d00000000000000                         # payload: put 1 container 0x2d
     24039c50                                 # crc32c of the above
+"#;
+
+const INDEX_DELTA_V2: &str = r#"
+    434149524e495844                         # magic "CAIRNIXD"
+    02000000                                 # version 2
+    4d00000000000000                         # payload_len 77
+    08                                       # payload: fp_width 8
+    0300000000000000                         # payload: base_generation 3
+    02000000                                 # payload: seq 2
+    2e00000000000000                         # payload: covered_below 0x2e
+    2800000000000000                         # payload: removes_below 0x28
+    01000000                                 # payload: remove_count 1
+    02000000                                 # payload: put_count 2
+    c3c3c3c3c3c3c3c3                         # payload: removed fingerprint
+    1111111111111111                         # payload: put 0 fingerprint
+    2c00000000000000                         # payload: put 0 container 0x2c
+    2222222222222222                         # payload: put 1 fingerprint
+    2d00000000000000                         # payload: put 1 container 0x2d
+    5686de84                                 # crc32c of the above
 "#;
 
 const SUMMARY_VECTOR: &str = r#"

@@ -391,6 +391,7 @@ fn both_index_kinds_forget_and_move_entries_in_one_batch() {
             .unwrap();
         // Garbage collection's shape: 0..20 forgotten, 10..20 moved to 12.
         let second = IndexUpdate {
+            removes_below: None,
             removes: (0..20).map(fp).collect(),
             puts: (10..20).map(|i| entry(i, 12)).collect(),
         };

@@ -435,7 +435,7 @@ pub fn index_update(
     puts.sort_by_key(|e| e.fp);
     let mut removes: Vec<_> = doomed.keys().copied().collect();
     removes.sort();
-    Ok((IndexUpdate { puts, removes }, doomed, named))
+    Ok((IndexUpdate::new(puts, removes), doomed, named))
 }
 
 /// A chunk about to leave the index may still have an older copy in a

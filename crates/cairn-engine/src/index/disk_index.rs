@@ -471,7 +471,7 @@ impl DiskIndex {
         removes.dedup();
         // Puts of one fingerprint within the update collapse canonically.
         let mut batch = Overlay::default();
-        batch.apply(&[], &update.puts);
+        batch.apply(&[], None, &update.puts);
         let puts: Vec<IndexEntry> = batch.stored().collect();
         // The next free number, created only if absent: writers side by
         // side never replace each other's deltas, and leave no gap.
@@ -480,6 +480,7 @@ impl DiskIndex {
             base_generation: cur.generation,
             seq: cur.overlay.seq,
             covered_below,
+            removes_below: update.removes_below.unwrap_or(ContainerId(u64::MAX)),
             removes,
             puts,
         };
@@ -493,7 +494,7 @@ impl DiskIndex {
         }
         let seq = delta.seq;
         let mut overlay = (*cur.overlay).clone();
-        overlay.apply(&delta.removes, &delta.puts);
+        overlay.apply(&delta.removes, update.removes_below, &delta.puts);
         overlay.seq = seq;
         overlay.covered_below = overlay.covered_below.max(Some(covered_below));
         *self.current.write() = Some(Current {
@@ -521,7 +522,7 @@ impl DiskIndex {
         let mut changes = old
             .as_ref()
             .map_or_else(Overlay::default, |(c, _)| (*c.overlay).clone());
-        changes.apply(&update.removes, &update.puts);
+        changes.apply(&update.removes, update.removes_below, &update.puts);
         // Each copy is freed once the next is made: a backup's commit would
         // otherwise hold the update, the overlay and the sorted entries (all
         // of its new chunks, three times) while it encodes and writes pages.

@@ -29,6 +29,7 @@ fn a_merge_that_forgets_most_entries_shrinks_the_file() {
     let size = |b: &Arc<dyn Backend>, g| b.size(&object_names::index(g)).unwrap();
     let full = size(&backend, 1);
     let update = IndexUpdate {
+        removes_below: None,
         removes: (0..16_000).map(fp).collect(),
         puts: entries(16_000..20_000, 3),
     };
@@ -282,6 +283,7 @@ mod update_properties {
                                 base_generation: before,
                                 seq: 1,
                                 covered_below: covered,
+                                removes_below: ContainerId(u64::MAX),
                                 removes: (0u8..60).map(fp).collect(),
                                 puts: Vec::new(),
                             },

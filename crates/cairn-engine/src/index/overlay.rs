@@ -50,6 +50,11 @@ pub struct IndexUpdate {
     pub puts: Vec<IndexEntry>,
     /// Fingerprints to forget (applied before `puts`).
     pub removes: Vec<Fingerprint>,
+    /// `Some(b)`: a removal forgets an entry an earlier delta put only if
+    /// that entry names a container below `b` (a collection committing
+    /// beside backups, which may store the chunk again above `b`
+    /// meanwhile; docs/concurrency.md). `None`: unconditional.
+    pub removes_below: Option<ContainerId>,
 }
 
 impl IndexUpdate {
@@ -57,6 +62,16 @@ impl IndexUpdate {
         IndexUpdate {
             puts,
             removes: Vec::new(),
+            removes_below: None,
+        }
+    }
+
+    /// An update of `puts` and unconditional `removes`.
+    pub fn new(puts: Vec<IndexEntry>, removes: Vec<Fingerprint>) -> Self {
+        IndexUpdate {
+            puts,
+            removes,
+            removes_below: None,
         }
     }
 
@@ -70,11 +85,25 @@ impl IndexUpdate {
 }
 
 impl Overlay {
-    /// Applies one batch: removals first, then puts.
-    pub fn apply(&mut self, removes: &[Fingerprint], puts: &[IndexEntry]) {
+    /// Applies one batch: removals first, then puts. With `removes_below`
+    /// a removal leaves an entry an earlier batch put in a container at or
+    /// above it (it names a newer copy, which the canonical rule prefers
+    /// to any the removal meant).
+    pub fn apply(
+        &mut self,
+        removes: &[Fingerprint],
+        removes_below: Option<ContainerId>,
+        puts: &[IndexEntry],
+    ) {
         self.containers.extend(puts.iter().map(|e| e.container));
         for fp in removes {
-            self.changes.insert(*fp, Change::Replace(None));
+            let newer = match (self.changes.get(fp), removes_below) {
+                (Some(Change::Put(c) | Change::Replace(Some(c))), Some(below)) => *c >= below,
+                _ => false,
+            };
+            if !newer {
+                self.changes.insert(*fp, Change::Replace(None));
+            }
         }
         for e in puts {
             let c = match self.changes.get(&e.fp) {
@@ -148,12 +177,17 @@ impl Overlay {
                 other => other,
             })?;
             check_delta(&delta, &key, generation, seq, fp_width)?;
-            overlay.apply(&delta.removes, &delta.puts);
+            overlay.apply(&delta.removes, removes_below(&delta), &delta.puts);
             overlay.seq = seq;
             overlay.covered_below = overlay.covered_below.max(Some(delta.covered_below));
         }
         Ok(overlay)
     }
+}
+
+/// A delta's `removes_below` as an update says it (`u64::MAX`: none).
+pub fn removes_below(d: &IndexDelta) -> Option<ContainerId> {
+    (d.removes_below.0 != u64::MAX).then_some(d.removes_below)
 }
 
 fn check_delta(d: &IndexDelta, key: &str, generation: u64, seq: u32, width: usize) -> Result<()> {
@@ -168,4 +202,47 @@ fn check_delta(d: &IndexDelta, key: &str, generation: u64, seq: u32, width: usiz
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fp(b: u8) -> Fingerprint {
+        Fingerprint::from_slice(&[b; 32])
+    }
+
+    fn put(b: u8, c: u64) -> IndexEntry {
+        IndexEntry {
+            fp: fp(b),
+            container: ContainerId(c),
+        }
+    }
+
+    /// A collection removes, below its bound, chunks it judged dead; a
+    /// backup that stored one of them again above the bound in a delta
+    /// numbered before the collection's keeps its entry.
+    #[test]
+    fn a_conditional_removal_keeps_a_newer_put() {
+        let mut o = Overlay::default();
+        // Earlier deltas: one chunk moved into a doomed container 5, one
+        // stored again by a backup in container 40.
+        o.apply(&[], None, &[put(1, 5), put(2, 40)]);
+        // The collection's delta: both judged dead in containers below 30.
+        o.apply(&[fp(1), fp(2), fp(3)], Some(ContainerId(30)), &[]);
+        assert_eq!(
+            o.lookup(&fp(1)),
+            Some(None),
+            "put below the bound: forgotten"
+        );
+        assert_eq!(
+            o.lookup(&fp(2)),
+            Some(Some(ContainerId(40))),
+            "newer put kept"
+        );
+        assert_eq!(o.lookup(&fp(3)), Some(None), "base entry: forgotten");
+        // Unconditional removals forget whatever was put.
+        o.apply(&[fp(2)], None, &[]);
+        assert_eq!(o.lookup(&fp(2)), Some(None));
+    }
 }

@@ -198,6 +198,22 @@ for data, c in pl.lines:
     dl.put(data, c)
 dl.put(u32(crc32c(dl.b)), "crc32c of the above")
 
+# --- index delta, version 2: the same with its removals conditional
+# (removes_below 0x28, after covered_below).
+p2 = Out()
+for data, c in pl.lines[:4]:
+    p2.put(data, c)
+p2.put(u64(0x28), "payload: removes_below 0x28")
+for data, c in pl.lines[4:]:
+    p2.put(data, c)
+d2 = Out()
+d2.put(b"CAIRNIXD", "magic \"CAIRNIXD\"")
+d2.put(u32(2), "version 2")
+d2.put(u64(len(p2.b)), "payload_len %d" % len(p2.b))
+for data, c in p2.lines:
+    d2.put(data, c)
+d2.put(u32(crc32c(d2.b)), "crc32c of the above")
+
 # --- Summary Vector checkpoint: two filter words.
 sp = Out()
 sp.put(u64(0x2e), "payload: covered_below 0x2e")
@@ -280,5 +296,5 @@ dx.put(hl, "entry 4: dev 2049, nlink 2")
 dx.put(u8(128) + varint(len(ex)), "entry 4: tag 128 (extents), length %d" % len(ex))
 dx.put(ex, "entry 4: 2 extents: gap 4096 len 4, gap 61436 len 4")
 
-for name, o in [("ENVELOPE", env), ("TREE_NODE", tree), ("CONTAINER", ctr), ("DIR", d), ("SNAPSHOT", snap), ("INDEX", idx), ("INDEX_DELTA", dl), ("SUMMARY_VECTOR", sv), ("FRUGAL_LOG", fl), ("FRUGAL_LOG_REMOVAL", fr), ("DIR_EXTRAS", dx)]:
+for name, o in [("ENVELOPE", env), ("TREE_NODE", tree), ("CONTAINER", ctr), ("DIR", d), ("SNAPSHOT", snap), ("INDEX", idx), ("INDEX_DELTA", dl), ("INDEX_DELTA_V2", d2), ("SUMMARY_VECTOR", sv), ("FRUGAL_LOG", fl), ("FRUGAL_LOG_REMOVAL", fr), ("DIR_EXTRAS", dx)]:
     print("const %s: &str = r#\"\n%s\n\"#;\n" % (name, o.text()))

@@ -67,6 +67,7 @@ fn apply_batch(
     puts: &[(u8, u64)],
 ) {
     let update = IndexUpdate {
+        removes_below: None,
         puts: puts
             .iter()
             .map(|&(k, c)| IndexEntry {
@@ -197,6 +198,7 @@ fn a_moved_chunk_never_resolves_to_its_old_container() {
         ix.put(&fp(k), ContainerId(20)).unwrap();
     }
     ix.apply(&IndexUpdate {
+        removes_below: None,
         puts: vec![IndexEntry {
             fp: fp(3),
             container: ContainerId(5),
