@@ -306,6 +306,7 @@ fn sync_dir_io(_dir: &Path) -> io::Result<()> {
 /// Holds a `flock` for as long as it lives; closing the file releases it.
 struct LocalLock {
     file: File,
+    path: PathBuf,
 }
 
 impl Drop for LocalLock {
@@ -314,7 +315,14 @@ impl Drop for LocalLock {
     }
 }
 
-impl LockGuard for LocalLock {}
+impl LockGuard for LocalLock {
+    /// The file goes while the lock is still held: whoever opens the name
+    /// afterwards gets a new file, free, which is what a prober of a gone
+    /// session's lock should find.
+    fn release_removing(self: Box<Self>) {
+        let _ = fs::remove_file(&self.path);
+    }
+}
 
 impl Backend for LocalBackend {
     fn read(&self, key: &str) -> Result<Vec<u8>> {
@@ -482,7 +490,7 @@ impl Backend for LocalBackend {
                 return Err(Error::Locked(format!("{} is held", path.display())));
             }
         }
-        Ok(Box::new(LocalLock { file }))
+        Ok(Box::new(LocalLock { file, path }))
     }
 
     fn clean_temporaries(&self) -> Result<usize> {

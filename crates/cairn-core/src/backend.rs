@@ -27,7 +27,12 @@ pub struct Salvaged {
 }
 
 /// Held for as long as the lock should last; dropping releases it.
-pub trait LockGuard: Send + Sync {}
+pub trait LockGuard: Send + Sync {
+    /// Releases the lock and removes what the backend keeps to name it (a
+    /// lock file), for a lock whose name nobody takes again: a writer
+    /// session's (docs/concurrency.md). Default: released only.
+    fn release_removing(self: Box<Self>) {}
+}
 
 pub trait Backend: Send + Sync {
     /// Reads the whole object.

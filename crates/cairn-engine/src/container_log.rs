@@ -28,6 +28,12 @@ pub trait ContainerStore: Send + Sync {
     fn allocate(&self) -> Result<ContainerId>;
     /// The id the next allocation returns.
     fn next_id(&self) -> ContainerId;
+    /// The lowest id this writer may ever store into: every container it
+    /// allocates from now on lies at or above it (a writer session's
+    /// floor, `session.rs`).
+    fn floor(&self) -> Result<ContainerId> {
+        Ok(self.next_id())
+    }
     /// Re-reads the next id from the store, and never lets it fall below
     /// `floor` (one past every id referenced anywhere else: index, snapshot
     /// records), so the id of a container that was lost is never handed out
@@ -187,6 +193,16 @@ impl ContainerStore for ContainerLog {
             b.end = b.next;
         }
         Ok(())
+    }
+
+    /// The ids left in this process's block, else the stored mark: a
+    /// block claimed later starts at or above the mark as read now (it
+    /// only rises).
+    fn floor(&self) -> Result<ContainerId> {
+        let (mark, _) = self.stored_mark()?;
+        let b = self.block.lock();
+        let held = if b.next < b.end { b.next } else { u64::MAX };
+        Ok(ContainerId(mark.min(held)))
     }
 
     fn reserve(&self, n: u64) -> Result<Range<ContainerId>> {

@@ -49,6 +49,7 @@ pub(crate) mod repo;
 pub mod repo_keys;
 pub mod restore;
 pub mod sealed_backend;
+pub mod session;
 pub mod snapshot_paths;
 pub mod stats;
 pub mod tag;

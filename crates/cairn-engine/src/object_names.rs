@@ -24,6 +24,39 @@ pub const IDS_LOCK: &str = "ids";
 /// for the whole collection, while the writer lock is held only for its
 /// Merge and its commit.
 pub const GC_LOCK: &str = "gc";
+/// Writer sessions: one object per running backup (`session.rs`,
+/// docs/concurrency.md "A writer's session").
+pub const SESSIONS: &str = "sessions/";
+/// Snapshot records a backup staged before its final check, one per
+/// session, invisible to readers (`session.rs`).
+pub const STAGED: &str = "staged/";
+
+/// The object of writer session `id`.
+pub fn session(id: &str) -> String {
+    format!("{SESSIONS}{id}")
+}
+
+/// The commit marker of session `id`, created once (`create_new`): by the
+/// writer, `commit`, at its commit point, or by a collection that found the
+/// writer gone, `reaped`, which then forbids the commit forever. Whoever
+/// creates it first decides.
+pub fn session_end(id: &str) -> String {
+    format!("{SESSIONS}{id}{SESSION_END_SUFFIX}")
+}
+
+pub const SESSION_END_SUFFIX: &str = ".end";
+
+/// The lock a running writer holds for as long as session `id` lives: its
+/// holder's death releases it, which is how a collection proves the
+/// session gone.
+pub fn session_lock(id: &str) -> String {
+    format!("session-{id}")
+}
+
+/// The snapshot record session `id` staged.
+pub fn staged(id: &str) -> String {
+    format!("{STAGED}{id}")
+}
 
 /// The key file with id `id` (16 hex digits).
 pub fn key_file(id: &str) -> String {

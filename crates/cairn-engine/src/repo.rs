@@ -438,13 +438,18 @@ impl Repository {
     /// cannot yet share: a repository with no index file (its first commit
     /// writes one), and the frugal index (one chunk log).
     pub fn lock_backup(&self, wait: bool) -> Result<WriteLock> {
-        let alone = self.config.index.kind == crate::config::IndexKind::Frugal
-            || !self
+        self.lock_writer_beside(false, self.writers_share()?, wait)
+    }
+
+    /// Whether writers may share the writer lock: the repository has an
+    /// index file, and the paged index.
+    fn writers_share(&self) -> Result<bool> {
+        Ok(self.config.index.kind != crate::config::IndexKind::Frugal
+            && self
                 .backend
                 .list(object_names::INDEX)?
                 .iter()
-                .any(|k| object_names::parse_generation(k, object_names::INDEX).is_some());
-        self.lock_writer_beside(false, !alone, wait)
+                .any(|k| object_names::parse_generation(k, object_names::INDEX).is_some()))
     }
 
     /// Makes a shared writer lock exclusive, waiting for the backups beside
@@ -464,10 +469,21 @@ impl Repository {
         Ok(())
     }
 
-    /// The writer lock for a collection's Merge and Commit: the caller's
-    /// collector lock shows no other collection is writing copies.
+    /// The writer lock for a collection's index changes (Merge, Commit, the
+    /// final change): shared with backups where they share it
+    /// (docs/concurrency.md), so a collection never stops a backup, and it
+    /// still excludes what takes it alone (compaction, `forget`, `repair`,
+    /// a first backup); held alone when no backup runs now, so the change
+    /// may merge the index into a new generation. The caller's collector
+    /// lock shows no other collection is writing copies.
     pub(crate) fn lock_writer_for_gc(&self, _gc: &GcLock, wait: bool) -> Result<WriteLock> {
-        self.lock_writer_beside(true, false, wait)
+        if !self.writers_share()? {
+            return self.lock_writer_beside(true, false, wait);
+        }
+        match self.lock_writer_beside(true, false, false) {
+            Err(Error::Locked(_)) => self.lock_writer_beside(true, true, wait),
+            taken => taken,
+        }
     }
 
     /// Sets the observer told when a waiting lock call starts to wait.

@@ -178,10 +178,6 @@ fn crash_at_every_write(small_config: fn() -> RepoConfig) {
         write_tree(&gen2, 2, 6);
         plan.crash_after_writes(n);
         let r = backup(&repo, &gen2);
-        assert!(
-            r.is_err(),
-            "crash after {n} of {writes} writes went unnoticed"
-        );
         crashes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         drop(repo);
         plan.restart();
@@ -190,11 +186,19 @@ fn crash_at_every_write(small_config: fn() -> RepoConfig) {
         let repo = Repository::open(backend.clone()).unwrap();
         let (snaps, bad) = catalog::list(&**repo.backend()).unwrap();
         assert!(bad.is_empty());
-        assert_eq!(
-            snaps.len(),
-            1,
-            "crash after {n} writes left a partial snapshot"
-        );
+        match r {
+            // Only past the commit point (the snapshot record): what
+            // follows it (the staged copy, the session) is best effort.
+            Ok(s2) => {
+                assert_eq!(snaps.len(), 2, "crash after {n} writes");
+                assert_restores(&repo, &s2, &gen2);
+            }
+            Err(_) => assert_eq!(
+                snaps.len(),
+                1,
+                "crash after {n} writes left a partial snapshot"
+            ),
+        }
         assert_eq!(snaps[0].id, s1);
         std::fs::rename(&gen2, &gen1).unwrap();
         write_tree(&gen1, 1, 12);

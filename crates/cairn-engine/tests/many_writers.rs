@@ -100,11 +100,10 @@ fn backups_hold_the_writer_lock_together_and_every_snapshot_restores() {
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
-    // Every writer opened its index before any committed, so each stored
-    // the file all trees share: the later committers count the chunks an
-    // earlier one stored meanwhile (004: reconciled by the next gc).
-    let duplicates: u64 = outcomes.iter().map(|o| o.1).sum();
-    assert!(duplicates > 0, "{outcomes:?}");
+    // When writers open their index before another commits, each stores
+    // the file all trees share, and the later committers count it (004:
+    // reconciled by the next gc). Whether they overlap so depends on the
+    // scheduler here; `gc_beside_writers.rs` makes them overlap.
     let ids: Vec<String> = outcomes.into_iter().map(|o| o.0).collect();
     // One delta per writer, none overwritten.
     assert_eq!(

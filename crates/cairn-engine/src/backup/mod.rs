@@ -203,6 +203,9 @@ pub fn backup(repo: &Repository, lock: &WriteLock, opts: BackupOptions) -> Resul
     } else {
         previous_backup(repo)?
     };
+    // Announced before the index is read (`session.rs`): a collection
+    // that does not see this session changed the index before this opens it.
+    let session = crate::session::Session::begin(repo)?;
     let deltas_at_open = concurrent::DeltasAtOpen::list(&**repo.backend())?;
     let (shared, seal_rx, replayed_containers, replayed) =
         open_dedup(repo, lock, &warnings, scheme, history, opts.dedup)?;
@@ -227,7 +230,7 @@ pub fn backup(repo: &Repository, lock: &WriteLock, opts: BackupOptions) -> Resul
     let counters = repo.counters.snapshot().since(&before);
     let phases = phase_report(&shared, &run, open_seconds);
     let record = snapshot_record(&shared, &run, &opts, root, covered, counters, &phases);
-    let snapshot_id = catalog::commit(&**repo.backend(), &record)?;
+    let snapshot_id = session.commit(&record)?;
 
     let mut notices = run.notices.into_inner();
     notices.extend(shared.dedup.lost_report());

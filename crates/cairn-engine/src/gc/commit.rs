@@ -1,52 +1,50 @@
-//! The steps of a collection that hold the writer lock, Merge and Commit,
-//! and what lets backups run between them (`003_ea5fccc485a97c5d.txt`
-//! §3.1 step 1, §3.5 "online" GC; docs/gc.md, "Concurrent ingest").
+//! The steps of a collection that write the index, Merge and Commit, and
+//! what lets backups run beside every step (`003_ea5fccc485a97c5d.txt`
+//! §3.1 step 1, §3.5 "online" GC; docs/gc.md "Concurrent ingest",
+//! docs/concurrency.md).
 //!
 //! ```text
-//! Merge   (writer lock)  finish a dead collection's pending deletes;
-//!                        uncovered containers join the index; the roots
-//!                        are read; ids for this collection's copies are
-//!                        reserved
+//! Merge   (writer lock, shared with backups)  uncovered containers join the
+//!                        index; gone writers' sessions are reaped; the roots
+//!                        (snapshot and staged records) are read; what the
+//!                        collection may judge is bounded below every running
+//!                        writer's containers; ids for the copies are reserved
 //! ...     (no writer lock: backups commit meanwhile)
-//! Commit  (writer lock)  the index is re-read as it is now; snapshots
-//!                        committed since Merge are walked and every chunk
-//!                        they reach that the collection would forget is
-//!                        copied (the paper's "write a duplicate for
-//!                        safety"); pending list, one index change
-//! Delete  (readers out)  the cleaned containers go
+//! Commit  (writer lock, shared)  the index is re-read as it is now; the
+//!                        cleaned containers are condemned (pending list) and
+//!                        their live chunks' entries move to the copies
+//! Finish  (`finish.rs`)  wait for the writers that may have deduplicated
+//!                        against them; rescue what their records reach;
+//!                        the entries go; the containers go (readers out)
 //! ```
 //!
 //! Why the commit is right against an index that moved on: between Merge
 //! and Commit only backups write, and a backup only adds entries naming
-//! containers newer than every container the collection judged (it
-//! allocates above the reservation), or replays the collection's own
-//! copies. So an entry that still names a cleaned container at Commit is
-//! the entry the mark phase judged: live from the old roots means copied;
-//! reached from a new snapshot means resurrected, and copied here.
+//! containers at or above the bound (its session's floor), or replays the
+//! collection's own copies. So an entry that still names a cleaned
+//! container at Commit is the entry the mark phase judged.
 
 use std::collections::{HashMap, HashSet};
 
-use cairn_core::{ContainerId, Error, Fingerprint, FpMap, Result};
+use cairn_core::{ContainerId, Error, FpMap, Result};
 use cairn_format::dir::BlobRef;
 use cairn_format::index::IndexEntry;
 
-use super::mark::{damage_at, stop, NodeReader};
 use super::reservation::{self, Reservation};
-use super::sweep::{self, Copied, CopyWriter};
+use super::sweep::{self, Copied};
 use super::{pending, Entries, GcOptions, GcProgress};
 use crate::catalog;
-use crate::codec::ChunkCodec;
 use crate::index::disk_index::DiskIndex;
 use crate::index::overlay::IndexUpdate;
 use crate::index::OpenedIndex;
-use crate::reachability::{At, Reachability, Visitor};
-use crate::read::cache::{ChunkStore, Locator};
-use crate::repo::{GcLock, MayDelete, Repository};
+use crate::repo::{GcLock, MayDelete, Repository, WriteLock};
 
-/// The roots of the mark: every snapshot record. A record that cannot be
+/// The roots of the mark: every snapshot record, and every staged record
+/// (a writer's commit in flight, `session.rs`). A record that cannot be
 /// read stops the collection: its data would look dead.
 pub(super) fn live_roots(repo: &Repository) -> Result<Vec<(String, BlobRef)>> {
-    let (snaps, bad) = catalog::list(&**repo.backend())?;
+    let backend = &**repo.backend();
+    let (snaps, bad) = catalog::list(backend)?;
     if let Some((id, e)) = bad.first() {
         return Err(Error::corrupt(
             format!("snapshot {id}"),
@@ -56,24 +54,47 @@ pub(super) fn live_roots(repo: &Repository) -> Result<Vec<(String, BlobRef)>> {
             ),
         ));
     }
-    snaps
+    let mut roots = snaps
         .into_iter()
         .map(|s| Ok((s.id, BlobRef::try_from(&s.record.root)?)))
-        .collect()
+        .collect::<Result<Vec<_>>>()?;
+    for (id, record) in crate::session::staged_records(backend)? {
+        if !roots.iter().any(|(r, _)| *r == id) {
+            roots.push((id, BlobRef::try_from(&record.root)?));
+        }
+    }
+    Ok(roots)
 }
 
-fn open_index(repo: &Repository) -> Result<OpenedIndex> {
-    crate::index::open_for_write(
-        repo.backend().clone(),
-        repo.counters.clone(),
-        &*repo.log,
-        &repo.config.index,
-        &crate::warnings::Warnings::default(),
-    )
+/// The index for a collection's commit: beside backups (deltas only) when
+/// the writer lock is shared; a damaged one is rebuilt once the lock is
+/// held alone (nothing was written before).
+pub(super) fn open_index(repo: &Repository, writer: &WriteLock) -> Result<OpenedIndex> {
+    let open = |beside: bool| {
+        let args = (
+            repo.backend().clone(),
+            repo.counters.clone(),
+            &*repo.log,
+            &repo.config.index,
+            &crate::warnings::Warnings::default(),
+        );
+        if beside {
+            crate::index::open_beside_writers(args.0, args.1, args.2, args.3, args.4)
+        } else {
+            crate::index::open_for_write(args.0, args.1, args.2, args.3, args.4).map(Some)
+        }
+    };
+    if writer.is_shared() {
+        if let Some(opened) = open(true)? {
+            return Ok(opened);
+        }
+        repo.make_exclusive(writer)?;
+    }
+    Ok(open(false)?.expect("open_for_write gives an index"))
 }
 
 /// Replayed entries, the canonical copy of each chunk.
-fn canonical_map(entries: &[IndexEntry]) -> FpMap<ContainerId> {
+pub(super) fn canonical_map(entries: &[IndexEntry]) -> FpMap<ContainerId> {
     let mut map = FpMap::default();
     for e in entries {
         crate::canonical::place(&mut map, e.fp, e.container);
@@ -81,7 +102,7 @@ fn canonical_map(entries: &[IndexEntry]) -> FpMap<ContainerId> {
     map
 }
 
-fn puts_of(map: &FpMap<ContainerId>) -> Vec<IndexEntry> {
+pub(super) fn puts_of(map: &FpMap<ContainerId>) -> Vec<IndexEntry> {
     map.iter()
         .map(|(fp, c)| IndexEntry {
             fp: *fp,
@@ -93,8 +114,15 @@ fn puts_of(map: &FpMap<ContainerId>) -> Vec<IndexEntry> {
 /// What Merge leaves for the phases that follow it.
 pub(super) struct Merged {
     pub roots: Vec<(String, BlobRef)>,
-    /// Containers present after Merge: what the collection judges.
+    /// Containers present after Merge below `bound`: what the collection
+    /// judges.
     pub ids: Vec<ContainerId>,
+    /// Every container a running writer may store into lies at or above
+    /// this (the lowest floor of the sessions Merge found running), and so
+    /// does every container written after Merge: the collection judges
+    /// only containers below it, and its removals forget only entries
+    /// naming containers below it (`IndexUpdate::removes_below`).
+    pub bound: ContainerId,
     /// The ids this collection's copies go to (none in a dry run).
     pub reservation: Option<Reservation>,
     /// Dry run: containers the index does not cover yet (not committed).
@@ -123,23 +151,23 @@ pub(super) fn state_seed(roots: &[(String, BlobRef)], next: ContainerId) -> u64 
     u64::from_le_bytes(h.finalize().as_bytes()[..8].try_into().unwrap())
 }
 
-/// Merge (§3.1 step 1). A dry run only reads what Merge would index
-/// (under the writer lock: opening the index repairs a damaged one).
+/// Merge (§3.1 step 1). A dry run only reads what Merge would index.
 pub(super) fn merge(
     repo: &Repository,
     gc: &GcLock,
     opts: &GcOptions,
-    progress: &dyn GcProgress,
+    _progress: &dyn GcProgress,
 ) -> Result<Merged> {
     let writer = repo.lock_writer_for_gc(gc, opts.wait)?;
     if opts.dry_run {
-        let opened = open_index(repo)?;
+        let opened = open_index(repo, &writer)?;
         let mut roots = live_roots(repo)?;
         roots.retain(|(id, _)| !opts.assume_forgotten.contains(id));
         return Ok(Merged {
             seed: state_seed(&roots, repo.log.next_id()),
             roots,
             ids: repo.log.ids()?,
+            bound: ContainerId(u64::MAX),
             reservation: None,
             uncovered: canonical_map(&opened.replayed),
             warnings: Vec::new(),
@@ -147,86 +175,85 @@ pub(super) fn merge(
     }
     let backend = repo.backend();
     let mut warnings = Vec::new();
-    let roots = live_roots(repo)?;
-    let mut opened = open_index(repo)?;
+    let mut opened = open_index(repo, &writer)?;
     let mut replayed = canonical_map(&opened.replayed);
-    let mut retiring = pending::read(&**backend);
-    if let Err(e) = &retiring {
-        if e.is_corruption() {
-            // Which containers were retiring is lost. Their live chunks were
-            // copied, but the index may have forgotten their other chunks:
-            // those are indexed again (every stored fingerprint must stay a
-            // key), and the containers are judged like any other.
-            warnings.push(format!("{e}; containers it named are judged again"));
-            update_reindex(repo, &mut replayed)?;
+    // A pending list left by a collection that stopped before its deletes
+    // finished: backups may have deduplicated against what it condemned
+    // after it last looked (docs/concurrency.md), so its containers are
+    // not deleted blind; they are indexed again where the index lost their
+    // chunks and judged like any other, by this collection's whole
+    // protocol. A list that cannot be read is treated the same way, for
+    // every covered container (which it named is lost).
+    match pending::read(&**backend) {
+        Ok(retiring) if retiring.is_empty() => {}
+        Ok(retiring) => {
+            update_reindex(repo, &mut replayed, Some(&retiring))?;
             pending::clear(&**backend)?;
-            retiring = Ok(Vec::new());
         }
+        Err(e) if e.is_corruption() => {
+            warnings.push(format!("{e}; containers it named are judged again"));
+            update_reindex(repo, &mut replayed, None)?;
+            pending::clear(&**backend)?;
+        }
+        Err(e) => return Err(e),
     }
-    let retiring = retiring?;
     // A reservation left by a collection that died is replaced below: its
     // copies are sound duplicates (verified, then written whole) of chunks
-    // the index names elsewhere; when a pending delete retires the
-    // original, `keep_survivors` points the index at the copy. One that
-    // cannot be read is only reported: no collection is writing into it.
+    // the index names elsewhere. One that cannot be read is only reported:
+    // no collection is writing into it.
     if let Err(e) = reservation::read(&**backend) {
         warnings.push(format!("{e}; replaced"));
     }
-    let mut update = IndexUpdate::puts(puts_of(&replayed));
-    if !retiring.is_empty() {
-        let disk = DiskIndex::open(backend.clone(), repo.counters.clone())?;
-        disk.for_each_entry(&mut |e| {
-            if retiring.contains(&e.container) && !replayed.contains_key(&e.fp) {
-                update.removes.push(e.fp);
-            }
-        })?;
-        let staying: Vec<ContainerId> = repo
-            .log
-            .ids()?
-            .into_iter()
-            .filter(|id| !retiring.contains(id))
-            .collect();
-        sweep::keep_survivors(&*repo.log, &mut update, &staying)?;
-    }
     opened.kind.commit(
         &**backend,
-        update,
+        IndexUpdate::puts(puts_of(&replayed)),
         repo.log.next_id(),
         repo.config.fp_width(),
         repo.config.index.page_size as usize,
     )?;
-    if !retiring.is_empty() {
-        delete_retired(repo, gc, &retiring, progress)?;
-    }
+    // Containers first, then sessions, then roots: a container listed was
+    // written by a session the survey sees running (then it lies at or
+    // above the bound) or that ended before it (then its record is read
+    // below, or it died and its containers are orphans to judge).
+    let present = repo.log.ids()?;
+    let sessions = crate::session::survey(&**backend)?;
+    let roots = live_roots(repo)?;
+    let bound = sessions
+        .floor()
+        .unwrap_or(ContainerId(u64::MAX))
+        .min(ContainerId(present.last().map_or(0, |id| id.0 + 1)));
+    let ids: Vec<ContainerId> = present.into_iter().filter(|id| *id < bound).collect();
     // Copies never need more containers than the ones they come from
     // (next-fit packing of a subsequence of containers' chunks, each
     // container a group that fits: greedy is optimal for ordered packing),
-    // so one id per container present, plus one, always suffices.
-    let ids = repo.log.ids()?;
-    // The copies go into these ids outside the writer lock: claimed as one
-    // block, under the container-id mark, so no writer is handed one.
+    // so one id per container judged, plus one, always suffices. Claimed
+    // as one block under the container-id mark, so no writer is handed one.
     let block = repo.log.reserve(ids.len() as u64 + 1)?;
-    let start = block.start;
     let reserved = Reservation {
-        start,
+        start: block.start,
         end: block.end,
     };
     reservation::write(&**backend, &reserved)?;
     drop(writer);
     Ok(Merged {
-        seed: state_seed(&roots, start),
+        seed: state_seed(&roots, reserved.start),
         roots,
         ids,
+        bound,
         reservation: Some(reserved),
         uncovered: FpMap::default(),
         warnings,
     })
 }
 
-/// Adds to `replayed` every chunk of a covered container that the index
-/// does not name (after a damaged pending list: the chunks of containers a
-/// dead collection was retiring).
-fn update_reindex(repo: &Repository, replayed: &mut FpMap<ContainerId>) -> Result<()> {
+/// Adds to `replayed` every chunk of a covered container (of `only`, if
+/// given) that the index does not name: the chunks of containers a
+/// collection that stopped was retiring.
+fn update_reindex(
+    repo: &Repository,
+    replayed: &mut FpMap<ContainerId>,
+    only: Option<&[ContainerId]>,
+) -> Result<()> {
     let disk = DiskIndex::open(repo.backend().clone(), repo.counters.clone())?;
     let coverage = disk.coverage();
     let mut indexed = cairn_core::FpSet::default();
@@ -234,7 +261,7 @@ fn update_reindex(repo: &Repository, replayed: &mut FpMap<ContainerId>) -> Resul
         indexed.insert(e.fp);
     })?;
     for id in repo.log.ids()? {
-        if !coverage.covers(id) {
+        if !coverage.covers(id) || only.is_some_and(|o| !o.contains(&id)) {
             continue;
         }
         for d in super::meta_of(&*repo.log, id)?.descriptors {
@@ -265,39 +292,6 @@ pub(super) fn delete_retired(
     pending::clear(&**repo.backend())
 }
 
-/// Finds, in snapshots committed since Merge, the chunks the collection
-/// is about to forget.
-struct Resurrections<'r, 'a> {
-    reader: &'r mut NodeReader<'a>,
-    doomed: &'r FpMap<ContainerId>,
-    found: FpMap<ContainerId>,
-    error: Option<Error>,
-}
-
-impl Resurrections<'_, '_> {
-    fn note(&mut self, fp: &Fingerprint) {
-        if let Some(c) = self.doomed.get(fp) {
-            self.found.insert(*fp, *c);
-        }
-    }
-}
-
-impl Visitor for Resurrections<'_, '_> {
-    fn data(&mut self, fp: &Fingerprint, _at: At<'_>) -> bool {
-        self.note(fp);
-        true
-    }
-
-    fn read(&mut self, fp: &Fingerprint, _level: u8, at: At<'_>) -> Option<Vec<u8>> {
-        self.note(fp);
-        self.reader.read_or_stop(fp, at, &mut self.error)
-    }
-
-    fn damage(&mut self, message: String, _fp: Option<&Fingerprint>, at: At<'_>) {
-        stop(&mut self.error, damage_at(message, at));
-    }
-}
-
 /// What Commit did.
 #[derive(Default)]
 pub(super) struct Committed {
@@ -312,11 +306,33 @@ pub(super) struct Committed {
     pub containers_written: u64,
 }
 
-/// Commit: under the writer lock, the index change of the collection
-/// against the index as it is now, with resurrected chunks copied first.
-/// `last`: the collection's last commit, which ends its id reservation (the
-/// commit of whole dead containers, `dead_first.rs`, comes before copies
-/// into the reserved ids and keeps it).
+/// What Commit condemned, for [`super::finish::finish`].
+pub(super) struct Condemned {
+    /// The containers that go.
+    pub cleaned: Vec<ContainerId>,
+    /// Chunks whose only indexed copy is in them: their entries go at
+    /// the end, unless a record written meanwhile reaches them.
+    pub doomed: FpMap<ContainerId>,
+    /// Entries for chunks leaving the index whose older copy stays in a
+    /// container that is kept (`keep_survivors`), put after the removals.
+    pub survivors: Vec<IndexEntry>,
+    pub moved: u64,
+    /// The collection's last commit: its final index change may merge
+    /// the index into a new generation (when the writer lock is held
+    /// alone); the commit of whole dead containers writes deltas only.
+    pub last: bool,
+}
+
+/// Commit: the collection's first index change against the index as it is
+/// now, under the writer lock (shared with backups): the cleaned
+/// containers are condemned (the pending list: backups starting from now
+/// on do not deduplicate against them), and the live chunks' entries move
+/// to their copies. The entries of the chunks judged dead stay until
+/// [`super::finish::finish`] has waited for the writers that may have
+/// used them and rescued what their records reach, so every record stays
+/// readable meanwhile. `last`: the collection's last commit, which ends
+/// its id reservation (the commit of whole dead containers, `dead_first.rs`,
+/// comes before copies into the reserved ids and keeps it).
 pub(super) fn commit(
     repo: &Repository,
     gc: &GcLock,
@@ -324,85 +340,21 @@ pub(super) fn commit(
     copied: &Copied,
     chunk_counts: &HashMap<ContainerId, u64>,
     last: bool,
-) -> Result<Committed> {
+) -> Result<Condemned> {
     let cfg = &repo.config;
     let backend = repo.backend();
-    let _writer = repo.lock_writer_for_gc(gc, true)?;
-    let mut opened = open_index(repo)?;
-    if !last {
-        // Whole dead containers on what may be a full disk: a delta costs
-        // the bytes of the removals, a merged generation the whole index.
-        opened.kind.prefer_deltas();
-    }
+    let writer = repo.lock_writer_for_gc(gc, true)?;
+    let mut opened = open_index(repo, &writer)?;
+    // A delta: the final change (`finish.rs`) decides whether the index is
+    // merged, seeing these moves and its removals together.
+    opened.kind.prefer_deltas();
     let replayed = canonical_map(&opened.replayed);
     let entries = Entries {
         disk: DiskIndex::open(backend.clone(), repo.counters.clone())?,
         pending: replayed,
     };
-    let (mut update, doomed, named) =
+    let (update, doomed, named) =
         sweep::index_update(&mut |f| entries.for_each(f), &copied.cleaned, &copied.moved)?;
-    let mut out = Committed::default();
-
-    // Resurrection (§3.5): snapshots committed since the roots were read.
-    let old: HashSet<&str> = merged.roots.iter().map(|(id, _)| id.as_str()).collect();
-    let fresh: Vec<(String, BlobRef)> = live_roots(repo)?
-        .into_iter()
-        .filter(|(id, _)| !old.contains(id.as_str()))
-        .collect();
-    out.new_snapshots = fresh.len();
-    if !fresh.is_empty() && !doomed.is_empty() {
-        let codec = ChunkCodec::for_repo(repo);
-        let store = ChunkStore::new(
-            repo.log.clone(),
-            Locator::Disk(DiskIndex::open(backend.clone(), repo.counters.clone())?),
-            codec.clone(),
-        );
-        let mut reader = NodeReader::new(&store);
-        let mut v = Resurrections {
-            reader: &mut reader,
-            doomed: &doomed,
-            found: FpMap::default(),
-            error: None,
-        };
-        let mut walk = Reachability::new(cfg.fp_width());
-        for (id, root) in &fresh {
-            walk.walk_snapshot(id, root, &mut v);
-        }
-        if let Some(e) = v.error {
-            return Err(e);
-        }
-        let found = v.found;
-        if !found.is_empty() {
-            let mut by_container: HashMap<ContainerId, HashSet<Fingerprint>> = HashMap::new();
-            for (fp, c) in &found {
-                by_container.entry(*c).or_default().insert(*fp);
-            }
-            let mut w = CopyWriter::new(
-                &*repo.log,
-                &codec,
-                cfg.fp_width(),
-                cfg.container_size as usize,
-                None,
-            );
-            let mut ids: Vec<_> = by_container.keys().copied().collect();
-            ids.sort();
-            for id in ids {
-                let want = &by_container[&id];
-                w.copy_matching(id, |d| want.contains(&d.fp))?;
-            }
-            w.seal()?;
-            update.removes.retain(|fp| !found.contains_key(fp));
-            update
-                .puts
-                .extend(w.out.moved.iter().map(|(fp, c)| IndexEntry {
-                    fp: *fp,
-                    container: *c,
-                }));
-            out.resurrected = w.out.chunks;
-            out.written_bytes = w.out.written_bytes;
-            out.containers_written = w.out.containers_written;
-        }
-    }
 
     // Chunks leaving the index whose older copy stays elsewhere keep an
     // entry naming it (`keep_survivors`); the reserved copies hold only
@@ -421,17 +373,18 @@ pub(super) fn commit(
             staying.push(id);
         }
     }
-    sweep::keep_survivors(&*repo.log, &mut update, &staying)?;
-    out.removed = update.removes.len() as u64;
-    out.moved = update.puts.len() as u64;
+    let mut leaving = IndexUpdate::new(Vec::new(), update.removes);
+    sweep::keep_survivors(&*repo.log, &mut leaving, &staying)?;
 
     // The pending list goes first: from then on the cleaned containers are
-    // garbage to every reader of the repository.
-    update.puts.extend(puts_of(&entries.pending));
+    // garbage to every writer that opens the index.
+    let mut moves = update.puts;
+    let moved = moves.len() as u64;
+    moves.extend(puts_of(&entries.pending));
     pending::write(&**backend, &copied.cleaned)?;
     opened.kind.commit(
         &**backend,
-        update,
+        IndexUpdate::puts(moves),
         repo.log.next_id(),
         cfg.fp_width(),
         cfg.index.page_size as usize,
@@ -439,7 +392,13 @@ pub(super) fn commit(
     if last {
         reservation::clear(&**backend)?;
     }
-    Ok(out)
+    Ok(Condemned {
+        cleaned: copied.cleaned.clone(),
+        doomed,
+        survivors: leaving.puts,
+        moved,
+        last,
+    })
 }
 
 #[cfg(test)]

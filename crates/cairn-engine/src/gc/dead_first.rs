@@ -93,7 +93,7 @@ pub(super) fn delete(
         cleaned: ids.clone(),
         ..Default::default()
     };
-    let committed =
+    let condemned =
         commit::commit(repo, gc, merged, &none_copied, chunk_counts, false).map_err(|e| {
             no_room(
                 e,
@@ -101,7 +101,7 @@ pub(super) fn delete(
              containers needs (a few KiB, plus tens of bytes per chunk removed)",
             )
         })?;
-    commit::delete_retired(repo, gc, &ids, progress)?;
+    let committed = super::finish::finish(repo, gc, merged, condemned, progress)?;
     let bytes = super::sweep::file_bytes_of(tallies, &ids);
     Ok(Freed {
         ids,

@@ -37,6 +37,7 @@
 mod commit;
 mod dead_first;
 pub mod filters;
+mod finish;
 pub mod mark;
 pub mod pending;
 mod read;
@@ -741,14 +742,12 @@ pub fn collect(
     let mut copied = writer.out;
     copied.cleaned.sort();
 
-    // Commit (writer lock): against the index as backups left it, with
-    // the chunks their snapshots resurrected copied first.
+    // Commit (writer lock, shared with backups): against the index as
+    // backups left it; then the wait for the backups that may use what it
+    // condemned, their rescue, and the deletes (`finish.rs`).
     phases.start("commit", 0);
-    let done = commit::commit(repo, gc, &merged, &copied, &chunk_counts, true)?;
-
-    // Delete, with readers locked out (they may hold the old index).
-    phases.start("delete", copied.cleaned.len() as u64);
-    commit::delete_retired(repo, gc, &copied.cleaned, progress)?;
+    let condemned = commit::commit(repo, gc, &merged, &copied, &chunk_counts, true)?;
+    let done = finish::finish(repo, gc, &merged, condemned, progress)?;
     finish(&mut report, phases, copied, done);
     Ok(report)
 }

@@ -1,0 +1,304 @@
+//! A collection beside a backup that is still running when the collection
+//! condemns what the backup deduplicated against (docs/concurrency.md, "A
+//! collection"): the collection waits for the backup's session, then
+//! rescues what its record reaches; a backup whose session a collection
+//! reaped (its lock lapsed while it was paused) commits nothing.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use cairn_backend::MemBackend;
+use cairn_core::{Backend, LockGuard, LockMode, Result};
+use cairn_engine::gc::{Collector, GcOptions, GcProgress, NoProgress};
+use cairn_engine::{catalog, Repository};
+
+mod common;
+use common::{assert_check_clean, assert_restores_as, copy_dir, tiny_config, Rng};
+
+/// A backend that stops a writer at its staging write until the test
+/// opens the gate; with `lapsed`, the writer's session lock is released as
+/// soon as it is taken (a lease that lapsed: the writer looks gone).
+#[derive(Clone)]
+struct Gate {
+    inner: Arc<dyn Backend>,
+    /// Writes of keys starting with this wait for the gate.
+    at: &'static str,
+    open: Arc<(Mutex<bool>, Condvar)>,
+    reached: Arc<Mutex<Option<mpsc::Sender<()>>>>,
+    lapsed: Arc<AtomicBool>,
+}
+
+struct Nothing;
+impl LockGuard for Nothing {}
+
+impl Gate {
+    fn new(inner: Arc<dyn Backend>) -> (Gate, mpsc::Receiver<()>) {
+        Gate::at(inner, "staged/")
+    }
+
+    fn at(inner: Arc<dyn Backend>, at: &'static str) -> (Gate, mpsc::Receiver<()>) {
+        let (tx, rx) = mpsc::channel();
+        let gate = Gate {
+            inner,
+            at,
+            open: Arc::new((Mutex::new(false), Condvar::new())),
+            reached: Arc::new(Mutex::new(Some(tx))),
+            lapsed: Arc::new(AtomicBool::new(false)),
+        };
+        (gate, rx)
+    }
+
+    fn release(&self) {
+        *self.open.0.lock().unwrap() = true;
+        self.open.1.notify_all();
+    }
+}
+
+impl Backend for Gate {
+    fn read(&self, key: &str) -> Result<Vec<u8>> {
+        self.inner.read(key)
+    }
+    fn read_at(&self, key: &str, offset: u64, len: usize) -> Result<Vec<u8>> {
+        self.inner.read_at(key, offset, len)
+    }
+    fn size(&self, key: &str) -> Result<u64> {
+        self.inner.size(key)
+    }
+    fn write_atomic(&self, key: &str, data: &[u8]) -> Result<()> {
+        if key.starts_with(self.at) {
+            if let Some(tx) = self.reached.lock().unwrap().take() {
+                tx.send(()).unwrap();
+            }
+            let mut open = self.open.0.lock().unwrap();
+            while !*open {
+                open = self.open.1.wait(open).unwrap();
+            }
+        }
+        self.inner.write_atomic(key, data)
+    }
+    fn create_new(&self, key: &str, data: &[u8]) -> Result<bool> {
+        self.inner.create_new(key, data)
+    }
+    fn delete(&self, key: &str) -> Result<()> {
+        self.inner.delete(key)
+    }
+    fn lock(&self, name: &str, mode: LockMode, wait: bool) -> Result<Box<dyn LockGuard>> {
+        let guard = self.inner.lock(name, mode, wait)?;
+        if name.starts_with("session-") && self.lapsed.load(Ordering::Relaxed) {
+            drop(guard);
+            return Ok(Box::new(Nothing));
+        }
+        Ok(guard)
+    }
+    cairn_core::delegate_backend!(inner: exists, list, describe);
+}
+
+/// Opens the gate when dropped: a failed assertion must not leave the
+/// writer thread waiting (the scope would wait for it forever).
+struct ReleaseOnDrop<'a>(&'a Gate);
+
+impl Drop for ReleaseOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.release();
+    }
+}
+
+/// Tells the test when the collection starts to wait for backups.
+struct Waits(Mutex<mpsc::Sender<&'static str>>);
+
+impl GcProgress for Waits {
+    fn phase(&self, name: &str, _total: u64) {
+        if name == "wait for backups" {
+            let _ = self.0.lock().unwrap().send("waiting");
+        }
+    }
+}
+
+fn write_files(root: &std::path::Path, seed: u64, files: usize) {
+    std::fs::create_dir_all(root).unwrap();
+    let mut rng = Rng(seed | 1);
+    for i in 0..files {
+        let data: Vec<u8> = (0..40_000).map(|_| rng.next() as u8).collect();
+        std::fs::write(root.join(format!("f{i}")), data).unwrap();
+    }
+}
+
+/// A repository with one kept snapshot and one forgotten one, whose tree
+/// the returned path holds again (every chunk of it dead to a collection).
+fn setup(repo: &Repository, dir: &std::path::Path) -> (String, std::path::PathBuf) {
+    let old = dir.join("old");
+    write_files(&old, 1, 10);
+    let forgotten = common::backup(repo, &old).unwrap();
+    let kept_tree = dir.join("kept");
+    write_files(&kept_tree, 2, 4);
+    let kept = common::backup(repo, &kept_tree).unwrap();
+    let lock = repo.lock_writer(false).unwrap();
+    cairn_engine::forget::remove(repo, &lock, &[forgotten]).unwrap();
+    drop(lock);
+    let again = dir.join("again");
+    copy_dir(&old, &again);
+    (kept, again)
+}
+
+/// Two backups store one new file at the same time (004's partitioned
+/// dedup): the one that opened its index first and commits last counts
+/// the chunks the other stored meanwhile; both snapshots restore.
+#[test]
+fn a_backup_counts_the_chunks_another_stored_meanwhile() {
+    let dir = tempfile::tempdir().unwrap();
+    let mem = MemBackend::new();
+    let backend: Arc<dyn Backend> = Arc::new(mem.clone());
+    let repo = Repository::init(backend.clone(), tiny_config()).unwrap();
+    let (_, _) = setup(&repo, dir.path());
+    let fresh = dir.path().join("fresh");
+    write_files(&fresh, 9, 3);
+    // The first writer stops at its first container, its index open.
+    let (gate, reached) = Gate::at(Arc::new(mem.clone()), "containers/");
+    std::thread::scope(|sc| {
+        let _release = ReleaseOnDrop(&gate);
+        let first = sc.spawn(|| {
+            let other = Repository::open(Arc::new(gate.clone())).unwrap();
+            let lock = other.lock_backup(false).unwrap();
+            cairn_engine::backup(
+                &other,
+                &lock,
+                cairn_engine::BackupOptions {
+                    sources: vec![cairn_engine::Source::Path(fresh.clone())],
+                    host: Some("first".into()),
+                    ..Default::default()
+                },
+            )
+        });
+        reached.recv_timeout(Duration::from_secs(60)).unwrap();
+        let second = backup_beside(&repo, &fresh).unwrap();
+        gate.release();
+        let first = first.join().unwrap().unwrap();
+        assert!(
+            first.concurrent_duplicates > 0,
+            "the first writer stored what the second stored meanwhile"
+        );
+        assert_restores_as(&repo, &first.snapshot_id, "fresh", &fresh);
+        assert_restores_as(&repo, &second, "fresh", &fresh);
+    });
+    assert_check_clean(&repo);
+}
+
+/// A backup as `cairn backup` runs it: the writer lock shared with other
+/// backups and with collections.
+fn backup_beside(repo: &Repository, path: &std::path::Path) -> Result<String> {
+    let lock = repo.lock_backup(false)?;
+    assert!(lock.is_shared());
+    let out = cairn_engine::backup(
+        repo,
+        &lock,
+        cairn_engine::BackupOptions {
+            sources: vec![cairn_engine::Source::Path(path.to_path_buf())],
+            host: Some("test".into()),
+            ..Default::default()
+        },
+    )?;
+    Ok(out.snapshot_id)
+}
+
+fn options(collector: Collector) -> GcOptions {
+    GcOptions {
+        collector,
+        seed: Some(5),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn a_collection_waits_for_a_running_backup_and_rescues_what_it_used() {
+    for collector in [Collector::Lgc, Collector::PgcPlus] {
+        let dir = tempfile::tempdir().unwrap();
+        let mem = MemBackend::new();
+        let backend: Arc<dyn Backend> = Arc::new(mem.clone());
+        let repo = Repository::init(backend.clone(), tiny_config()).unwrap();
+        let (kept, again) = setup(&repo, dir.path());
+        let before: Vec<String> = backend.list("containers/").unwrap();
+        let (gate, reached) = Gate::new(Arc::new(mem.clone()));
+        let (tx, waiting) = mpsc::channel();
+        let waits = Waits(Mutex::new(tx));
+        std::thread::scope(|sc| {
+            let _release = ReleaseOnDrop(&gate);
+            // The backup deduplicates against the forgotten tree's chunks
+            // and stops at its commit, its session running.
+            let writer = sc.spawn(|| {
+                let other = Repository::open(Arc::new(gate.clone())).unwrap();
+                backup_beside(&other, &again)
+            });
+            reached.recv_timeout(Duration::from_secs(60)).unwrap();
+            let (collector_repo, waits) = (&repo, &waits);
+            let collection = sc.spawn(move || {
+                let lock = collector_repo.lock_gc(false).unwrap();
+                cairn_engine::gc::collect(collector_repo, &lock, &options(collector), waits)
+            });
+            waiting
+                .recv_timeout(Duration::from_secs(120))
+                .expect("the collection waits for the running backup");
+            // Condemned, not deleted: every container is still there.
+            let now = backend.list("containers/").unwrap();
+            assert!(before.iter().all(|c| now.contains(c)), "{collector:?}");
+            gate.release();
+            let id = writer.join().unwrap().unwrap();
+            let report = collection.join().unwrap().unwrap();
+            assert!(
+                report.containers_deleted > 0,
+                "{collector:?}: nothing collected"
+            );
+            assert!(
+                report.resurrected_chunks > 0,
+                "{collector:?}: the chunks the backup used were judged dead, yet none rescued"
+            );
+            assert_eq!(report.concurrent_snapshots, 1, "{collector:?}");
+            for (id, tree) in [(&kept, &dir.path().join("kept")), (&id, &again)] {
+                let top = tree.file_name().unwrap().to_str().unwrap();
+                assert_restores_as(&repo, id, top, tree);
+            }
+            assert_check_clean(&repo);
+            // Nothing of the protocol is left behind.
+            assert!(backend.list("sessions/").unwrap().is_empty());
+            assert!(backend.list("staged/").unwrap().is_empty());
+            assert!(!backend.exists("gc-pending").unwrap());
+            // The next collection loses nothing.
+            common::gc(&repo, &options(collector), &NoProgress).unwrap();
+            assert_restores_as(&repo, &id, "again", &again);
+            assert_check_clean(&repo);
+        });
+    }
+}
+
+#[test]
+fn a_backup_whose_session_was_reaped_commits_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mem = MemBackend::new();
+    let backend: Arc<dyn Backend> = Arc::new(mem.clone());
+    let repo = Repository::init(backend.clone(), tiny_config()).unwrap();
+    let (kept, again) = setup(&repo, dir.path());
+    let (gate, reached) = Gate::new(Arc::new(mem.clone()));
+    gate.lapsed.store(true, Ordering::Relaxed);
+    std::thread::scope(|sc| {
+        let _release = ReleaseOnDrop(&gate);
+        let writer = sc.spawn(|| {
+            let other = Repository::open(Arc::new(gate.clone())).unwrap();
+            backup_beside(&other, &again)
+        });
+        reached.recv_timeout(Duration::from_secs(60)).unwrap();
+        // The writer looks gone: the collection reaps its session, judges
+        // the chunks it used dead and deletes them.
+        let report = common::gc(&repo, &options(Collector::PgcPlus), &NoProgress).unwrap();
+        assert!(report.containers_deleted > 0);
+        gate.release();
+        let err = writer.join().unwrap().unwrap_err();
+        assert!(err.to_string().contains("not committed"), "{err}");
+    });
+    let (snaps, bad) = catalog::list(&*backend).unwrap();
+    assert!(bad.is_empty());
+    assert_eq!(snaps.len(), 1, "only the kept snapshot");
+    assert_restores_as(&repo, &kept, "kept", &dir.path().join("kept"));
+    assert_check_clean(&repo);
+    assert!(backend.list("staged/").unwrap().is_empty());
+}
