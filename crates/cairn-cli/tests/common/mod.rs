@@ -38,7 +38,7 @@ pub struct Run {
 }
 
 impl Run {
-    fn from_output(args: Vec<String>, out: std::process::Output) -> Run {
+    pub fn from_output(args: Vec<String>, out: std::process::Output) -> Run {
         let run = Run {
             args,
             code: out.status.code(),
