@@ -48,11 +48,12 @@ const MAX_POLL: Duration = Duration::from_secs(1);
 /// how many it waited for.
 fn wait_for_writers(repo: &Repository, progress: &dyn GcProgress) -> Result<usize> {
     let backend = &**repo.backend();
-    let mut waiting: Vec<String> = session::survey(backend)?
-        .live
-        .into_iter()
-        .map(|(id, _)| id)
-        .collect();
+    let live = session::survey(backend)?.live;
+    let who = |id: &str| match live.iter().find(|(l, _)| l == id) {
+        Some((_, Some(info))) => format!("session {id}, host {} pid {}", info.host, info.pid),
+        _ => format!("session {id}"),
+    };
+    let mut waiting: Vec<String> = live.iter().map(|(id, _)| id.clone()).collect();
     let total = waiting.len();
     if total == 0 {
         return Ok(0);
@@ -74,11 +75,11 @@ fn wait_for_writers(repo: &Repository, progress: &dyn GcProgress) -> Result<usiz
         }
         crate::interrupt::check(|| {
             format!(
-                "garbage collection stopped while waiting for {} running backup(s) (session {}); \
+                "garbage collection stopped while waiting for {} running backup(s) ({}); \
                  nothing was deleted, and the next collection judges the containers it had \
                  condemned again",
                 waiting.len(),
-                waiting[0]
+                who(&waiting[0])
             )
         })?;
         std::thread::sleep(pause);
