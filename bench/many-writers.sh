@@ -1,0 +1,251 @@
+#!/usr/bin/env bash
+# Many writers, one repository (issue 33): N backups of N different hosts
+# (`--host hostK`) committing into one repository at once, for each N in
+# WRITERS, into a directory on the local disk and into S3 (VersityGW behind
+# bench/latency_proxy.py, DELAY_MS per request, as s3-latency.sh). Every
+# host has its own tree of MIB MiB in 4 MiB files of random bytes:
+# SHARED_PCT percent of it are the same files on every host, the rest its
+# own. Per store and N, a fresh repository:
+#   A. First backups. A 1 MiB seed backup first (a repository's first
+#      backup runs alone and writes the index file; backups after it share
+#      the writer lock), then all N hosts back up their whole trees at
+#      once. Aggregate MB/s (logical bytes over the wall time of all N) and
+#      the CPU seconds of the cairn processes (user + sys, /usr/bin/time);
+#      the ceiling is what the CPUs allow: the first N's CPU seconds per
+#      byte give bytes per second per core, times min(N, CPUs). Target:
+#      MB/s >= 0.9x the ceiling.
+#   B. Incremental. Every host, in a loop for SECONDS_B, rewrites
+#      CHANGE_MIB in place in one of its own files and backs up again
+#      (parent: its previous snapshot). Backups committed per minute in all
+#      (count over the wall time until the last one ends); ratio to the
+#      first N. Target: 8 writers >= 5x one writer.
+#   Then `cairn check` must pass and every host's latest snapshot must
+#   restore byte-identically (diff -r); the repository's size is reported.
+#
+#   bench/many-writers.sh                          # N = 1 2 4 8, 64 MiB per host, local and s3
+#   WRITERS="1 2 4" MIB=16 SECONDS_B=15 bench/many-writers.sh
+#   STORES=s3 DELAY_MS=100 CAIRN=/path/to/cairn bench/many-writers.sh
+#
+# Settings: cairn encrypted (aes-256-gcm, the default) with cheap Argon2id
+# key files (CAIRN_KDF_MEMORY_KIB=8192, CAIRN_KDF_PASSES=1): every cairn
+# process derives the key once, and that is included in every time and CPU
+# figure. Backups run with --wait (one that finds the writer lock held
+# alone, e.g. by another backup's tidy-up after its commit, waits; the
+# "waiting for" lines are counted); WAIT=0 runs them without, and a
+# backup refused by the lock counts as failed. S3: default --s3-uploads
+# (8), one metadata cache per host (as on N machines). The trees are read
+# from the page cache. Each row also gives the CPU seconds of the S3
+# server and proxy and of every other process (a row where others took
+# over 5% of the CPUs is marked `!`: disturbed). Output: $OUT/many-writers.txt.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+WRITERS=${WRITERS:-1 2 4 8}
+STORES=${STORES:-local s3}
+MIB=${MIB:-64}
+SHARED_PCT=${SHARED_PCT:-50}
+CHANGE_MIB=${CHANGE_MIB:-2}
+SECONDS_B=${SECONDS_B:-30}
+DELAY_MS=${DELAY_MS:-20}
+WAIT=${WAIT:-1}
+WAIT_FLAG=$([ "$WAIT" = 1 ] && echo --wait || true)
+WORK=${WORK:-target/many-writers-work}
+OUT=${OUT:-bench/out}
+CAIRN=${CAIRN:-target/release/cairn}
+TOOLS_DIR=${TOOLS_DIR:-target/tools}
+export CAIRN_PASSWORD=cairn-bench CAIRN_KDF_MEMORY_KIB=8192 CAIRN_KDF_PASSES=1
+CPUS=$(nproc) FILE_MIB=4
+
+[ -x "$CAIRN" ] || cargo build --release --locked -p cairn-cli
+CAIRN=$(realpath "$CAIRN")
+rm -rf "$WORK" && mkdir -p "$WORK" "$OUT"
+WORK=$(realpath "$WORK")
+export CAIRN_CACHE_DIR=$WORK/cache/default
+cleanup() { :; }
+PIDS=()
+case " $STORES " in *" s3 "*) . bench/s3-proxy.sh ;; esac
+
+# The trees: MIB per host, SHARED_PCT of it the same on every host.
+mkfiles() { # DIR MIB: MIB of random bytes in files of FILE_MIB
+    local i=0 left=$2 n
+    mkdir -p "$1"
+    while [ "$left" -gt 0 ]; do
+        n=$((left < FILE_MIB ? left : FILE_MIB))
+        head -c $((n << 20)) /dev/urandom >"$1/f$i"
+        i=$((i + 1)) left=$((left - n))
+    done
+}
+MAXN=$(printf '%s\n' $WRITERS | sort -n | tail -1)
+SHARED=$((MIB * SHARED_PCT / 100))
+mkfiles "$WORK/base" "$SHARED"
+for k in $(seq 1 "$MAXN"); do
+    mkdir -p "$WORK/trees/host$k"
+    cp -r "$WORK/base" "$WORK/trees/host$k/shared"
+    mkfiles "$WORK/trees/host$k/own" $((MIB - SHARED))
+done
+rm -rf "$WORK/base" && mkfiles "$WORK/seed" 1
+cat "$WORK"/trees/*/*/* >/dev/null
+
+# "total idle server" jiffies: of all CPUs and idle (+ iowait), from
+# /proc/stat, and the S3 server's and proxy's CPU time (PIDS).
+ticks() {
+    local srv=0 p
+    for p in ${PIDS[@]+"${PIDS[@]}"}; do srv=$((srv + $(awk '{ print $14 + $15 }' "/proc/$p/stat"))); done
+    awk -v s=$srv '/^cpu / { t = 0; for (i = 2; i <= NF; i++) t += $i; print t, $5 + $6, s }' /proc/stat
+}
+# "busy% server_s others_s" between two ticks, cairn's CPU seconds $3: the
+# machine's busy share, the server's and proxy's CPU s, everyone else's.
+load() { awk -v a="$1" -v b="$2" -v c="$3" -v hz="$(getconf CLK_TCK)" 'BEGIN { split(a, x, " "); split(b, y, " ")
+    t = y[1] - x[1]; u = t - y[2] + x[2]; s = (y[3] - x[3]) / hz
+    printf "%.0f%% %.2f %.2f", (t > 0 ? 100 * u / t : 0), s, u / hz - s - c }'; }
+usecs() { echo "${EPOCHREALTIME/./}"; }
+# Lines in the files given; lock waits in them; the CPU s /usr/bin/time wrote.
+lines() { { cat "$@" 2>/dev/null || true; } | wc -l; }
+waits() { { grep -h "waiting for" "$@" 2>/dev/null || true; } | wc -l; }
+cpu_sum() { { cat "$@" 2>/dev/null || true; } | awk 'NF == 2 && $1 ~ /^[0-9.]+$/ { s += $1 + $2 } END { printf "%.2f", s }'; }
+# One backup of host $2's tree into repository $1; its CPU goes to $3.time,
+# its output to $3.out and $3.err. Further arguments go to `backup`.
+bk() {
+    local repo=$1 h=$2 log=$3
+    shift 3
+    /usr/bin/time -a -o "$log.time" -f "%U %S" "$CAIRN" --repo "$repo" --cache-dir "$WORK/cache/$h" \
+        backup $WAIT_FLAG --host "$h" "$@" "$WORK/trees/$h" >>"$log.out" 2>>"$log.err"
+}
+
+# Over the `backup --json` objects in the files given: "backups logical
+# bytes concurrent_duplicates replayed_containers open_s commit_s" (the
+# last two as means per backup).
+jstats() {
+    python3 - "$@" <<'EOF'
+import json, sys
+n = b = d = r = o = c = 0
+for f in sys.argv[1:]:
+    text, i = open(f).read(), 0
+    while text[i:].strip():
+        j, i = json.JSONDecoder().raw_decode(text, len(text) - len(text[i:].lstrip()))
+        n, b, d, r = n + 1, b + j["stats"]["logical_bytes"], d + j.get("concurrent_duplicates", 0), r + j["replayed_containers"]
+        o, c = o + j["phases"]["open_seconds"], c + j["phases"]["commit_seconds"]
+print(n, b, d, r, "%.3f %.3f" % (o / max(n, 1), c / max(n, 1)))
+EOF
+}
+
+report="$OUT/many-writers.txt"
+T0=$(usecs)
+A="$WORK/rows-a" B="$WORK/rows-b" C="$WORK/rows-c" V="$WORK/verdicts"
+touch "$A" "$B" "$C" "$V"
+declare -A CPB RATE_1
+
+for store in $STORES; do
+    first=""
+    for n in $WRITERS; do
+        [ -n "$first" ] || first=$n
+        rm -rf "$WORK/cache" "$WORK/log" && mkdir -p "$WORK/log"
+        if [ "$store" = s3 ]; then repo="s3:$ENDPOINT/bench/mw-$n" dir="$WORK/store/bench/mw-$n"; else repo="$WORK/repo-$n" dir=$repo; fi
+        "$CAIRN" --repo "$repo" init -q
+        echo "== $store, N=$n: seed backup" >&2
+        "$CAIRN" --repo "$repo" --cache-dir "$WORK/cache/seed" backup -q --host seed "$WORK/seed"
+
+        # A: every host's first backup, all at once.
+        echo "== $store, N=$n: phase A (first backups)" >&2
+        pids=()
+        c0=$(ticks) t0=$(usecs)
+        for k in $(seq 1 "$n"); do
+            (bk "$repo" "host$k" "$WORK/log/a$k" --json || echo "host$k exit $?" >>"$WORK/log/a.fail") &
+            pids+=($!)
+        done
+        wait "${pids[@]}"
+        t1=$(usecs) c1=$(ticks)
+        read -r _ bytes dups _ < <(jstats "$WORK"/log/a*.out)
+        cpu=$(cpu_sum "$WORK"/log/a*.time) fails=$(lines "$WORK/log/a.fail") waits=$(waits "$WORK"/log/a*.err)
+        [ -n "${CPB[$store]:-}" ] || [ "$bytes" = 0 ] || CPB[$store]=$(awk -v c="$cpu" -v b="$bytes" 'BEGIN { print c / b }')
+        awk -v s="$store" -v n="$n" -v us=$((t1 - t0)) -v b="$bytes" -v c="$cpu" -v cpb="${CPB[$store]:-0}" -v cpus="$CPUS" \
+            -v ld="$(load "$c0" "$c1" "$cpu")" -v d="$dups" -v f="$fails" -v w="$waits" -v fn="$first" 'BEGIN {
+            if (b == 0 || cpb == 0) { printf "%-6s %3d  no backup committed (or none at the first N)\n", s, n; exit }
+            secs = us / 1e6; mbs = b / 1e6 / secs; ceil = (n < cpus ? n : cpus) / cpb / 1e6; split(ld, L, " ")
+            if (L[3] > 0.05 * secs * cpus) { L[3] = L[3] "!"; printf "WARNING: A %s N=%d: other processes took %.2f CPU s of %.2f\n", s, n, L[3], secs * cpus > "/dev/stderr" }
+            printf "%-6s %3d %6.2f %7.1f %6.2f %8.2f %9.1f %6.2fx %5s %6.2f %6s %7d %4d %5d\n", s, n, secs, mbs, c, c / b * 1e9, ceil, mbs / ceil, L[1], L[2], L[3], d, f, w
+            printf "A %s N=%d: %.1f MB/s = %.2fx the CPU ceiling %.1f MB/s (from N=%d: CPU s per byte, x min(N, %d CPUs)); target >= 0.9x: %s\n", s, n, mbs, mbs / ceil, ceil, fn, cpus, (mbs / ceil >= 0.9 ? "met" : "NOT met") > "/dev/stderr"
+        }' >>"$A" 2>>"$V"
+        cat "$WORK"/log/a*.err >>"$WORK/errors" 2>/dev/null || true
+
+        # B: incremental backups in a loop, every host at once.
+        echo "== $store, N=$n: phase B (incremental, ${SECONDS_B}s)" >&2
+        pids=()
+        c0=$(ticks) t0=$(usecs)
+        deadline=$((t0 + SECONDS_B * 1000000))
+        for k in $(seq 1 "$n"); do
+            (
+                own=("$WORK/trees/host$k/own"/f*) i=0
+                while [ "$(usecs)" -lt "$deadline" ]; do
+                    f=${own[$((i % ${#own[@]}))]} i=$((i + 1))
+                    size=$(($(stat -c %s "$f") >> 20)) off=0
+                    [ "$size" -gt "$CHANGE_MIB" ] && off=$((RANDOM % (size - CHANGE_MIB + 1)))
+                    dd if=/dev/urandom of="$f" bs=1M count="$CHANGE_MIB" seek="$off" conv=notrunc status=none
+                    if bk "$repo" "host$k" "$WORK/log/b$k" --json; then echo ok >>"$WORK/log/b$k.ok"; else echo "host$k exit $?" >>"$WORK/log/b.fail"; fi
+                done
+            ) &
+            pids+=($!)
+        done
+        wait "${pids[@]}"
+        t1=$(usecs) c1=$(ticks) count=$(lines "$WORK"/log/b*.ok) cpu=$(cpu_sum "$WORK"/log/b*.time)
+        fails=$(lines "$WORK/log/b.fail") waits=$(waits "$WORK"/log/b*.err)
+        read -r _ _ _ replayed open commit < <(jstats "$WORK"/log/b*.out)
+        rate=$(awk -v c="$count" -v us=$((t1 - t0)) 'BEGIN { print c * 60e6 / us }')
+        [ -n "${RATE_1[$store]:-}" ] || RATE_1[$store]=$rate
+        awk -v s="$store" -v n="$n" -v us=$((t1 - t0)) -v c="$count" -v r="$rate" -v r1="${RATE_1[$store]}" -v cpu="$cpu" \
+            -v ld="$(load "$c0" "$c1" "$cpu")" -v f="$fails" -v w="$waits" -v fn="$first" -v rp="$replayed" -v o="$open" -v cm="$commit" -v cpus="$CPUS" 'BEGIN {
+            x = r1 > 0 ? r / r1 : 0; secs = us / 1e6; split(ld, L, " ")
+            if (L[3] > 0.05 * secs * cpus) { L[3] = L[3] "!"; printf "WARNING: B %s N=%d: other processes took %.2f CPU s of %.2f\n", s, n, L[3], secs * cpus > "/dev/stderr" }
+            printf "%-6s %3d %6.2f %7d %7.1f %6.2fx %6.3f %6.3f %6.3f %6.1f %5s %6.2f %6s %4d %5d\n", s, n, secs, c, r, x, c ? cpu / c : 0, o, cm, c ? rp / c : 0, L[1], L[2], L[3], f, w
+            if (n == 8 && fn == 1) printf "B %s N=8: %.1f backups/min = %.2fx N=1; target >= 5x: %s\n", s, r, x, (x >= 5 ? "met" : "NOT met") > "/dev/stderr"
+        }' >>"$B" 2>>"$V"
+        cat "$WORK"/log/b*.err >>"$WORK/errors" 2>/dev/null || true
+
+        # After: check, every host's latest snapshot restored and compared.
+        echo "== $store, N=$n: check and restores" >&2
+        t0=$(usecs) check=passed restored=0
+        "$CAIRN" --repo "$repo" --cache-dir "$WORK/cache/check" check -q 2>>"$WORK/errors" || check=FAILED
+        for k in $(seq 1 "$n"); do
+            rm -rf "$WORK/restored"
+            "$CAIRN" --repo "$repo" --cache-dir "$WORK/cache/host$k" restore latest --host "host$k" -q --target "$WORK/restored" 2>>"$WORK/errors" &&
+                diff -r "$WORK/trees/host$k" "$WORK/restored/host$k" >/dev/null && restored=$((restored + 1)) ||
+                echo "$store N=$n: host$k's latest snapshot does not restore byte-identically" >>"$WORK/errors"
+        done
+        rm -rf "$WORK/restored" && snaps=$("$CAIRN" --repo "$repo" --cache-dir "$WORK/cache/check" --json snapshots | python3 -c 'import json, sys; print(len(json.load(sys.stdin)))')
+        size=$(du -sb "$dir" | cut -f1)
+        printf "%-6s %3d %8s %5d/%-3d %9d %10.1f %10.1f %8.1f\n" "$store" "$n" "$check" "$restored" "$n" "$snaps" \
+            "$(awk -v s="$size" 'BEGIN { print s / 1048576 }')" "$(awk -v m="$MIB" -v n="$n" -v p="$SHARED_PCT" 'BEGIN { print m * (p / 100 + n * (1 - p / 100)) }')" \
+            "$(awk -v a="$t0" -v b="$(usecs)" 'BEGIN { print (b - a) / 1e6 }')" >>"$C"
+        [ "$check" = passed ] && [ "$restored" = "$n" ] || echo "after $store N=$n: check $check, $restored of $n hosts restore byte-identically: FAILED" >>"$V"
+        rm -rf "$dir" "$WORK/cache"
+    done
+done
+
+{
+    echo "many-writers benchmark $(date -u +%Y-%m-%d), $CPUS CPUs, cairn $("$CAIRN" --version | awk '{ print $2 }') ($(git rev-parse --short HEAD 2>/dev/null || echo '?'))"
+    echo "per host: $MIB MiB of random bytes in $FILE_MIB MiB files, $SHARED_PCT% of them the same on every host; phase B rewrites $CHANGE_MIB MiB per backup, for ${SECONDS_B}s"
+    case " $STORES " in *" s3 "*) echo "s3: VersityGW $VERSITYGW_VERSION (posix) behind a ${DELAY_MS} ms round trip per request" ;; esac
+    echo "encrypted (aes-256-gcm), Argon2id 8 MiB, 1 pass: every cairn process's key derivation is included in the times and CPU seconds"
+    echo "CPU s: user + sys of the cairn processes; busy: the machine's share; srv s: CPU s of the S3 server and proxy;"
+    echo "oth s: CPU s of every other process (! = more than 5% of the CPUs' time: disturbed, rerun on a quiet machine)"
+    printf "\nA. first backups, all N at once (after a 1 MiB seed backup); ceiling = min(N, CPUs) / (the first N's CPU s per byte)\n"
+    echo "(dup chk: chunks another writer stored meanwhile, concurrent_duplicates; waits: lock waits)"
+    printf "%-6s %3s %6s %7s %6s %8s %9s %7s %5s %6s %6s %7s %4s %5s\n" store N s MB/s "CPU s" "CPU s/GB" "ceil MB/s" "x ceil" busy "srv s" "oth s" "dup chk" fail waits
+    cat "$A"
+    printf "\nB. incremental backups in a loop, all N at once\n"
+    echo "(per backup: CPU s of the process; cairn's open and commit phases, s; containers replayed at open)"
+    printf "%-6s %3s %6s %7s %7s %7s %6s %6s %6s %6s %5s %6s %6s %4s %5s\n" store N s backups "per min" "x first" "CPU s" open commit replay busy "srv s" "oth s" fail waits
+    cat "$B"
+    printf "\nAfter: check, each host's latest snapshot restored and compared (diff -r)\n"
+    printf "%-6s %3s %8s %9s %9s %10s %10s %8s\n" store N check restored snapshots "repo MiB" "data MiB" s
+    cat "$C"
+    echo && cat "$V"
+    awk -v a="$T0" -v b="$(usecs)" 'BEGIN { printf "whole run: %.0f s\n", (b - a) / 1e6 }'
+    if [ -s "$WORK/errors" ]; then
+        printf "\ncairn's standard error (distinct lines, with counts):\n"
+        sed -E 's/pid [0-9]+/pid P/; s/lease [^ )]+/lease L/; s/:[0-9]+\//:PORT\//; s/mw-[0-9]+/mw-N/; s/repo-[0-9]+/repo-N/' "$WORK/errors" |
+            sort | uniq -c | sort -rn | head -20
+    fi
+} | tee "$report"
+cleanup
+PIDS=()
+rm -rf "$WORK"
