@@ -403,4 +403,8 @@ impl<B: Backend> Backend for FaultBackend<B> {
     fn leaves_temporaries(&self) -> bool {
         self.inner.leaves_temporaries()
     }
+
+    fn has_temporaries(&self) -> Result<bool> {
+        self.inner.has_temporaries()
+    }
 }

@@ -493,6 +493,16 @@ impl Backend for LocalBackend {
         Ok(Box::new(LocalLock { file, path }))
     }
 
+    /// One look at `tmp/`: any entry at all.
+    fn has_temporaries(&self) -> Result<bool> {
+        let dir = self.root.join(TMP_DIR);
+        match fs::read_dir(&dir) {
+            Ok(mut entries) => Ok(entries.next().is_some()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(Error::io(format!("looking into {}", dir.display()), e)),
+        }
+    }
+
     fn clean_temporaries(&self) -> Result<usize> {
         let dir = self.root.join(TMP_DIR);
         let ctx = || format!("cleaning temporaries in {}", dir.display());

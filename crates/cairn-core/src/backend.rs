@@ -112,6 +112,14 @@ pub trait Backend: Send + Sync {
         true
     }
 
+    /// Whether leftovers of interrupted writes may be present now (a
+    /// look, not a clean-up): a writer takes the lock alone to remove
+    /// them only when there is something to remove. Default: whenever the
+    /// store can leave any.
+    fn has_temporaries(&self) -> Result<bool> {
+        Ok(self.leaves_temporaries())
+    }
+
     /// A short description for messages (`/path/to/repo`, `memory`).
     fn describe(&self) -> String;
 
@@ -197,6 +205,9 @@ macro_rules! forward_backend {
             fn leaves_temporaries(&self) -> bool {
                 (**self).leaves_temporaries()
             }
+            fn has_temporaries(&self) -> Result<bool> {
+                (**self).has_temporaries()
+            }
             fn describe(&self) -> String {
                 (**self).describe()
             }
@@ -274,6 +285,9 @@ macro_rules! delegate_backend {
         }
         fn leaves_temporaries(&self) -> bool {
             self.$f.leaves_temporaries()
+        }
+        fn has_temporaries(&self) -> $crate::Result<bool> {
+            self.$f.has_temporaries()
         }
     };
     (@one $f:ident describe) => {

@@ -35,7 +35,7 @@ fn deltas_piled_up(repo: &Repository) -> Result<bool> {
 /// index's deltas into a new generation once they reached [`MAX_DELTAS`];
 /// returns whether it merged.
 pub fn tidy_if_alone(repo: &Repository) -> Result<bool> {
-    if !deltas_piled_up(repo)? && !repo.backend().leaves_temporaries() {
+    if !deltas_piled_up(repo)? && !repo.backend().has_temporaries()? {
         return Ok(false);
     }
     // Taken alone, the writer lock removes leftover temporaries.

@@ -200,6 +200,10 @@ impl Backend for ListingMemo {
     fn leaves_temporaries(&self) -> bool {
         self.inner.leaves_temporaries()
     }
+
+    fn has_temporaries(&self) -> Result<bool> {
+        self.inner.has_temporaries()
+    }
 }
 
 #[cfg(test)]

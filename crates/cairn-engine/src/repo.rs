@@ -42,6 +42,10 @@ pub type LockWaitObserver = Arc<dyn Fn(&str, LockMode) + Send + Sync>;
 /// its stored config ([`Repository::open_with_master_key`]).
 pub type MasterKeySource<'a> = dyn FnMut(&dyn Backend, &StoredConfig) -> Result<MasterKey> + 'a;
 
+/// How long a backup without `--wait` keeps trying for the writer lock
+/// held alone by someone else ([`Repository::lock_backup`]).
+const MOMENTARY_HOLD: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Held by a writer for as long as it writes: exclusive, or shared by
 /// backups running together ([`Repository::lock_backup`]).
 pub struct WriteLock {
@@ -438,7 +442,25 @@ impl Repository {
     /// cannot yet share: a repository with no index file (its first commit
     /// writes one), and the frugal index (one chunk log).
     pub fn lock_backup(&self, wait: bool) -> Result<WriteLock> {
-        self.lock_writer_beside(false, self.writers_share()?, wait)
+        let share = self.writers_share()?;
+        if wait || !share {
+            return self.lock_writer_beside(false, share, wait);
+        }
+        // A writer alone for a moment (compaction after another backup, a
+        // collection's index change while no backup ran) is waited out
+        // briefly: a backup is refused only by one that holds the lock
+        // longer (forget, repair, a first backup).
+        let deadline = std::time::Instant::now() + MOMENTARY_HOLD;
+        let mut pause = std::time::Duration::from_millis(10);
+        loop {
+            match self.lock_writer_beside(false, true, false) {
+                Err(Error::Locked(_)) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(std::time::Duration::from_millis(500));
+                }
+                taken => return taken,
+            }
+        }
     }
 
     /// Whether writers may share the writer lock: the repository has an
