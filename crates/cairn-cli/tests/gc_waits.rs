@@ -51,7 +51,9 @@ fn a_collection_waits_for_a_paused_backup_and_stops_cleanly() {
         .to_string();
     let kept_tree = dir.path().join("kept");
     build_random_files(&kept_tree, &mut rng, 4, 100_000);
-    let kept = cairn(&repo, &["--json", "backup", s(&kept_tree)]).ok().json()["id"]
+    let kept = cairn(&repo, &["--json", "backup", s(&kept_tree)])
+        .ok()
+        .json()["id"]
         .as_str()
         .unwrap()
         .to_string();
@@ -68,7 +70,9 @@ fn a_collection_waits_for_a_paused_backup_and_stops_cleanly() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    wait_for("the backup's session", || entries(&repo.join("sessions")) > 0);
+    wait_for("the backup's session", || {
+        entries(&repo.join("sessions")) > 0
+    });
     signal(&backup, "-STOP");
     let gc = command(&repo, &["gc"])
         .stdin(Stdio::null())
@@ -76,7 +80,9 @@ fn a_collection_waits_for_a_paused_backup_and_stops_cleanly() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    wait_for("the collection's condemnation", || repo.join("gc-pending").exists());
+    wait_for("the collection's condemnation", || {
+        repo.join("gc-pending").exists()
+    });
     let containers = entries(&repo.join("containers"));
     std::thread::sleep(Duration::from_millis(500));
     // Still waiting: nothing deleted.
@@ -100,7 +106,10 @@ fn a_collection_waits_for_a_paused_backup_and_stops_cleanly() {
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let resumed = json["id"].as_str().unwrap().to_string();
     let report = cairn(&repo, &["--json", "gc"]).ok().json();
-    assert!(report["containers_deleted"].as_u64().unwrap() > 0, "{report}");
+    assert!(
+        report["containers_deleted"].as_u64().unwrap() > 0,
+        "{report}"
+    );
     assert!(!repo.join("gc-pending").exists());
     cairn(&repo, &["check", "--read-data"]).ok();
     for (id, tree) in [(&kept, &kept_tree), (&resumed, &again)] {
