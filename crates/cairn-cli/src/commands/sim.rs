@@ -12,6 +12,7 @@ use cairn_sim::device::{find_class, load_classes, DeviceClass, DeviceModel};
 use cairn_sim::sim::{self, GenerationInput, GenerationRow, SimOptions};
 use cairn_sim::trace::TraceFormat;
 use cairn_sim::workload::{self, WorkloadKind};
+use cairn_sim::writers::{self, Unit, WritersOptions, WritersReport};
 
 use crate::globals::Globals;
 use crate::output::bytes;
@@ -50,6 +51,19 @@ pub struct SimArgs {
     /// files under DIR/gen<N> (to run the same workload through `backup`).
     #[arg(long, value_name = "DIR", requires = "workload")]
     pub write_bytes: Option<PathBuf>,
+    /// Replay the backups as N writers sharing one repository, in rounds
+    /// (every writer of a round deduplicates against the repository as of
+    /// the round's start plus its own chunks); reports the dedup lost to
+    /// concurrency before and after reconciliation. 1: one backup after
+    /// another through the engine (the usual report).
+    #[arg(long, value_name = "N", default_value_t = 1, conflicts_with = "write_bytes", value_parser = clap::value_parser!(u32).range(1..))]
+    pub writers: u32,
+    /// With --writers: one backup stream is a top-level entry of each input
+    /// (a DDFS stream, a lineage, a top-level directory), a file, or a
+    /// whole input (trace file, generation); streams go round-robin to the
+    /// writers [default: top].
+    #[arg(long, value_name = "UNIT", value_parser = choice::<Unit>(&Unit::NAMES))]
+    pub writer_unit: Option<Unit>,
     /// Engine settings (container size, locality cache, ablations); chunker
     /// choices are fixed by the trace and ignored.
     #[command(flatten)]
@@ -119,6 +133,12 @@ pub fn sim(cli: &Globals, a: &SimArgs) -> Result<ExitCode> {
                 .collect()
         }
     };
+    if a.writers > 1 {
+        return many_writers(cli, a, &inputs);
+    }
+    if a.writer_unit.is_some() {
+        return Err(anyhow!("--writer-unit needs --writers greater than 1"));
+    }
     let report = sim::run(
         &inputs,
         &SimOptions {
@@ -165,6 +185,70 @@ pub fn sim(cli: &Globals, a: &SimArgs) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--writers N` (N > 1): the fingerprint-level replay of
+/// `cairn_sim::writers`; the engine and device settings do not apply.
+fn many_writers(cli: &Globals, a: &SimArgs, inputs: &[GenerationInput]) -> Result<ExitCode> {
+    for (given, name) in [(a.restore, "--restore"), (a.csv, "--csv")] {
+        if given {
+            return Err(anyhow!(
+                "{name} does not apply with --writers greater than 1"
+            ));
+        }
+    }
+    let report = writers::run(
+        inputs,
+        &WritersOptions {
+            writers: a.writers as usize,
+            unit: a.writer_unit.unwrap_or(Unit::Top),
+        },
+    )?;
+    if cli.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_writers(&report);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_writers(r: &WritersReport) {
+    println!(
+        "{} writers, {} streams (unit {}) in {} rounds: {} chunks, {} logical",
+        r.writers,
+        r.streams,
+        r.unit,
+        r.rounds,
+        r.chunks,
+        bytes(r.logical_bytes)
+    );
+    println!(
+        "{:<24} {:>12} {:>11} {:>11} {:>7}",
+        "", "chunks", "stored", "compressed", "dedup"
+    );
+    for (name, s) in [
+        ("before reconciliation", &r.before_reconciliation),
+        ("one after another", &r.one_after_another),
+        ("after reconciliation", &r.after_reconciliation),
+    ] {
+        println!(
+            "{:<24} {:>12} {:>11} {:>11} {:>7.2}",
+            name,
+            s.chunks,
+            bytes(s.bytes),
+            bytes(s.compressed_bytes),
+            s.dedup_ratio
+        );
+    }
+    println!(
+        "{:<24} {:>12} {:>11} {:>11} {:>6.2}% of one after another; at most {} copies of a chunk",
+        "lost to concurrency",
+        r.lost_chunks,
+        bytes(r.lost_bytes),
+        bytes(r.lost_compressed_bytes),
+        r.lost_fraction * 100.0,
+        r.max_copies
+    );
 }
 
 const CSV_HEADER: &str = "id,chunks,unique_chunks,logical_bytes,stored_bytes,dedup_ratio,total_compression,bloom_negatives,cache_hits,index_page_reads,prefetches,containers_written,containers_read,speed_factor,modeled_seconds,wall_seconds,rewritten_chunks,restore_bytes_read,restore_memory_bytes";

@@ -37,7 +37,7 @@ pub enum GenerationInput {
 }
 
 impl GenerationInput {
-    fn open(&self) -> Result<(Box<dyn TraceSource>, bool)> {
+    pub(crate) fn open(&self) -> Result<(Box<dyn TraceSource>, bool)> {
         match self {
             GenerationInput::Trace { path, format } => {
                 let src = open_trace(path, *format)?;
@@ -55,7 +55,7 @@ impl GenerationInput {
         }
     }
 
-    fn name(&self, g: usize) -> String {
+    pub(crate) fn name(&self, g: usize) -> String {
         match self {
             GenerationInput::Trace { path, .. } => path
                 .file_name()
