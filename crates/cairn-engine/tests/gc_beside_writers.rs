@@ -147,11 +147,7 @@ fn setup(repo: &Repository, dir: &std::path::Path) -> (String, std::path::PathBu
 /// the chunks the other stored meanwhile; both snapshots restore.
 #[test]
 fn a_backup_counts_the_chunks_another_stored_meanwhile() {
-    let dir = tempfile::tempdir().unwrap();
-    let mem = MemBackend::new();
-    let backend: Arc<dyn Backend> = Arc::new(mem.clone());
-    let repo = Repository::init(backend.clone(), tiny_config()).unwrap();
-    let (_, _) = setup(&repo, dir.path());
+    let Fresh { dir, mem, repo, .. } = fresh();
     let fresh = dir.path().join("fresh");
     write_files(&fresh, 9, 3);
     // The first writer stops at its first container, its index open.
@@ -202,6 +198,38 @@ fn backup_beside(repo: &Repository, path: &std::path::Path) -> Result<String> {
     Ok(out.snapshot_id)
 }
 
+/// A repository in memory as [`setup`] leaves it.
+struct Fresh {
+    dir: tempfile::TempDir,
+    mem: MemBackend,
+    backend: Arc<dyn Backend>,
+    repo: Repository,
+    kept: String,
+    again: std::path::PathBuf,
+}
+
+fn fresh() -> Fresh {
+    let dir = tempfile::tempdir().unwrap();
+    let mem = MemBackend::new();
+    let backend: Arc<dyn Backend> = Arc::new(mem.clone());
+    let repo = Repository::init(backend.clone(), tiny_config()).unwrap();
+    let (kept, again) = setup(&repo, dir.path());
+    Fresh {
+        dir,
+        mem,
+        backend,
+        repo,
+        kept,
+        again,
+    }
+}
+
+/// [`backup_beside`] of `tree` by another process, through `gate`.
+fn gated_backup(gate: &Gate, tree: &std::path::Path) -> Result<String> {
+    let other = Repository::open(Arc::new(gate.clone())).unwrap();
+    backup_beside(&other, tree)
+}
+
 fn options(collector: Collector) -> GcOptions {
     GcOptions {
         collector,
@@ -213,11 +241,14 @@ fn options(collector: Collector) -> GcOptions {
 #[test]
 fn a_collection_waits_for_a_running_backup_and_rescues_what_it_used() {
     for collector in [Collector::Lgc, Collector::PgcPlus] {
-        let dir = tempfile::tempdir().unwrap();
-        let mem = MemBackend::new();
-        let backend: Arc<dyn Backend> = Arc::new(mem.clone());
-        let repo = Repository::init(backend.clone(), tiny_config()).unwrap();
-        let (kept, again) = setup(&repo, dir.path());
+        let Fresh {
+            dir,
+            mem,
+            backend,
+            repo,
+            kept,
+            again,
+        } = fresh();
         let before: Vec<String> = backend.list("containers/").unwrap();
         let (gate, reached) = Gate::new(Arc::new(mem.clone()));
         let (tx, waiting) = mpsc::channel();
@@ -226,10 +257,7 @@ fn a_collection_waits_for_a_running_backup_and_rescues_what_it_used() {
             let _release = ReleaseOnDrop(&gate);
             // The backup deduplicates against the forgotten tree's chunks
             // and stops at its commit, its session running.
-            let writer = sc.spawn(|| {
-                let other = Repository::open(Arc::new(gate.clone())).unwrap();
-                backup_beside(&other, &again)
-            });
+            let writer = sc.spawn(|| gated_backup(&gate, &again));
             reached.recv_timeout(Duration::from_secs(60)).unwrap();
             let (collector_repo, waits) = (&repo, &waits);
             let collection = sc.spawn(move || {
@@ -273,19 +301,19 @@ fn a_collection_waits_for_a_running_backup_and_rescues_what_it_used() {
 
 #[test]
 fn a_backup_whose_session_was_reaped_commits_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let mem = MemBackend::new();
-    let backend: Arc<dyn Backend> = Arc::new(mem.clone());
-    let repo = Repository::init(backend.clone(), tiny_config()).unwrap();
-    let (kept, again) = setup(&repo, dir.path());
+    let Fresh {
+        dir,
+        mem,
+        backend,
+        repo,
+        kept,
+        again,
+    } = fresh();
     let (gate, reached) = Gate::new(Arc::new(mem.clone()));
     gate.lapsed.store(true, Ordering::Relaxed);
     std::thread::scope(|sc| {
         let _release = ReleaseOnDrop(&gate);
-        let writer = sc.spawn(|| {
-            let other = Repository::open(Arc::new(gate.clone())).unwrap();
-            backup_beside(&other, &again)
-        });
+        let writer = sc.spawn(|| gated_backup(&gate, &again));
         reached.recv_timeout(Duration::from_secs(60)).unwrap();
         // The writer looks gone: the collection reaps its session, judges
         // the chunks it used dead and deletes them.
