@@ -77,6 +77,22 @@ fn fresh_id(host: &str) -> String {
     h.finalize().to_hex()[..32].to_string()
 }
 
+/// Creates `key` holding `bytes` unless it exists; whether it now holds
+/// what this writer wrote. A create whose answer was lost after the store
+/// applied it (object storage retries it) finds its own bytes: that is
+/// this writer's object, not another's. Only this writer ever writes these
+/// bytes under `key` (a session's id and info, its `commit` marker).
+fn created(backend: &dyn Backend, key: &str, bytes: &[u8]) -> Result<bool> {
+    if backend.create_new(key, bytes)? {
+        return Ok(true);
+    }
+    match backend.read(key) {
+        Ok(found) => Ok(found == bytes),
+        Err(Error::NotFound(_)) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 impl Session {
     /// Announces a writer: takes its lock, then creates its object. Call
     /// before opening the index: a collection that does not list this
@@ -100,7 +116,7 @@ impl Session {
                 floor: repo.log.floor()?.0,
             };
             let bytes = serde_json::to_vec(&info).expect("session info serializes");
-            if backend.create_new(&object_names::session(&id), &bytes)? {
+            if created(&*backend, &object_names::session(&id), &bytes)? {
                 return Ok(Session {
                     backend,
                     id,
@@ -127,7 +143,7 @@ impl Session {
         let staged = object_names::staged(&self.id);
         let marker = object_names::session_end(&self.id);
         self.backend.write_atomic(&staged, &bytes)?;
-        if !self.backend.create_new(&marker, COMMIT)? {
+        if !created(&*self.backend, &marker, COMMIT)? {
             let _ = self.backend.delete(&staged);
             return Err(Error::invalid(format!(
                 "backup not committed: a garbage collection found this writer gone (paused \
@@ -405,6 +421,21 @@ mod tests {
         assert!(b.exists(&object_names::snapshot(&id)).unwrap());
         assert!(b.list(object_names::SESSIONS).unwrap().is_empty());
         assert!(b.list(object_names::STAGED).unwrap().is_empty());
+    }
+
+    /// A create the store applied whose answer was lost is retried and
+    /// finds the object there: its own bytes mean it is this writer's.
+    #[test]
+    fn a_retried_commit_marker_that_landed_is_the_writers_own() {
+        let repo = repo();
+        let s = Session::begin(&repo).unwrap();
+        let b = repo.backend();
+        assert!(b
+            .create_new(&object_names::session_end(s.id()), COMMIT)
+            .unwrap());
+        let id = s.commit(&record()).unwrap();
+        assert!(b.exists(&object_names::snapshot(&id)).unwrap());
+        assert!(b.list(object_names::SESSIONS).unwrap().is_empty());
     }
 
     #[test]
