@@ -174,7 +174,7 @@ fn kill_rounds(store: &Store, dir: &Path, rounds: usize) {
         .ok();
     let mut committed: Vec<(String, Manifest)> = Vec::new();
     let mut round_time = Duration::from_millis(400);
-    let (mut kills, mut landed, mut reaped_or_failed) = (0, 0, 0);
+    let (mut kills, mut landed, mut not_committed) = (0, 0, 0);
     for round in 0..rounds {
         let shared = rng.bytes(80_000);
         let mut manifests = Vec::new();
@@ -194,8 +194,15 @@ fn kill_rounds(store: &Store, dir: &Path, rounds: usize) {
         let collector = ["lgc", "pgc", "pgc+"][round % 3];
         let mut gc = store.spawn(&["gc", "--wait", "-q", "--collector", collector]);
         // Round 0 is timed unharmed: later kills spread over its length.
+        // Which processes were sent SIGKILL: every other one must succeed
+        // (a running writer's lock is held, so no collection reaps it).
+        let mut killed = [false; HOSTS + 1];
         if round > 0 {
-            for child in backups.iter_mut().chain(std::iter::once(&mut gc)) {
+            for (i, child) in backups
+                .iter_mut()
+                .chain(std::iter::once(&mut gc))
+                .enumerate()
+            {
                 if rng.range(0, 2) == 0 {
                     std::thread::sleep(Duration::from_micros(
                         rng.range(0, round_time.as_micros() as u64 / 2 + 1),
@@ -203,20 +210,30 @@ fn kill_rounds(store: &Store, dir: &Path, rounds: usize) {
                     kills += 1;
                     landed += usize::from(child.try_wait().unwrap().is_none());
                     let _ = child.kill();
+                    killed[i] = true;
                 }
             }
         }
         for (h, child) in backups.into_iter().enumerate() {
-            match finish(child, &format!("round {round} backup of host{h}")) {
+            let what = format!("round {round} backup of host{h}");
+            match finish(child, &what) {
                 Some(out) => {
                     let json: serde_json::Value = serde_json::from_str(&out).unwrap();
                     let id = json["id"].as_str().unwrap().to_string();
                     committed.push((id, manifests[h].clone()));
                 }
-                None => reaped_or_failed += 1,
+                None => {
+                    assert!(killed[h], "{what} failed though nobody killed it");
+                    not_committed += 1;
+                }
             }
         }
-        finish(gc, &format!("round {round} gc"));
+        let what = format!("round {round} gc");
+        let done = finish(gc, &what);
+        assert!(
+            done.is_some() || killed[HOSTS],
+            "{what} failed though nobody killed it"
+        );
         if round == 0 {
             round_time = started.elapsed();
         }
@@ -228,10 +245,14 @@ fn kill_rounds(store: &Store, dir: &Path, rounds: usize) {
         store.run(&["check"]).ok();
     }
     eprintln!(
-        "{kills} kills, {landed} while the process ran; {reaped_or_failed} backups did not commit; \
+        "{kills} kills, {landed} while the process ran; {not_committed} killed backups did not commit; \
          a round takes {round_time:?}"
     );
-    assert!(landed * 3 >= kills, "only {landed} of {kills} kills landed");
+    // Too few kills to judge (the short S3 run) prove little either way.
+    assert!(
+        kills < 6 || landed * 3 >= kills,
+        "only {landed} of {kills} kills landed"
+    );
     // Two collections: the first may judge again what a killed one left.
     store.run(&["gc", "--wait", "-q"]).ok();
     store.run(&["gc", "--wait", "-q"]).ok();
