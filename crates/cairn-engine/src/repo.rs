@@ -13,9 +13,11 @@ use crate::config::{EncryptionConfig, RepoConfig};
 use crate::container_log::{ContainerLog, ContainerStore};
 use crate::crypto::{self, StoredConfig};
 use crate::index::disk_index::DiskIndex;
+use crate::index::OpenedIndex;
 use crate::object_names;
 use crate::repo_keys::RepoKeys;
 use crate::sealed_backend::SealedBackend;
+use crate::warnings::Warnings;
 use cairn_crypto::{Algorithm, KdfParams, KeyLabel, MasterKey, Password};
 
 pub struct Repository {
@@ -104,7 +106,12 @@ impl MayDelete for WriteLock {
 }
 impl MayDelete for GcLock {}
 
-fn new_repo_id() -> String {
+/// A name nobody else takes (32 hex digits): the hash of this host,
+/// process, moment and a count within the process. A repository's id, a
+/// writer session's (created with `create_new`, so a clash would be an
+/// error to retry, never a shared name).
+pub(crate) fn fresh_id() -> String {
+    static COUNT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let mut h = blake3::Hasher::new();
     h.update(&std::process::id().to_le_bytes());
     let now = std::time::SystemTime::now()
@@ -112,6 +119,8 @@ fn new_repo_id() -> String {
         .unwrap_or_default();
     h.update(&now.as_nanos().to_le_bytes());
     h.update(gethostname::gethostname().as_encoded_bytes());
+    let n = COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    h.update(&n.to_le_bytes());
     hex::encode(&h.finalize().as_bytes()[..16])
 }
 
@@ -134,7 +143,7 @@ fn already_a_repository(backend: &dyn Backend) -> Error {
 impl Repository {
     /// Default configuration with a fresh repository id.
     pub fn default_config() -> RepoConfig {
-        RepoConfig::new(new_repo_id())
+        RepoConfig::new(fresh_id())
     }
 
     /// Creates a repository in `backend`; fails if one exists already.
@@ -489,6 +498,32 @@ impl Repository {
         lock.shared
             .store(false, std::sync::atomic::Ordering::Relaxed);
         Ok(())
+    }
+
+    /// The index for a writer holding `lock`: beside other writers (its
+    /// commits add deltas only) when the lock is shared; a damaged index is
+    /// rebuilt only by a writer alone, so a shared holder that meets one
+    /// first waits to hold the lock alone (nothing is written before).
+    pub fn open_index(&self, lock: &WriteLock, warnings: &Warnings) -> Result<OpenedIndex> {
+        if lock.is_shared() {
+            if let Some(opened) = crate::index::open_beside_writers(
+                self.backend.clone(),
+                self.counters.clone(),
+                &*self.log,
+                &self.config.index,
+                warnings,
+            )? {
+                return Ok(opened);
+            }
+            self.make_exclusive(lock)?;
+        }
+        crate::index::open_for_write(
+            self.backend.clone(),
+            self.counters.clone(),
+            &*self.log,
+            &self.config.index,
+            warnings,
+        )
     }
 
     /// The writer lock for a collection's index changes (Merge, Commit, the

@@ -24,7 +24,6 @@
 //! writer paused between its marker and its record never commits a record
 //! whose data a collection deleted.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use cairn_core::{Backend, ContainerId, Error, LockGuard, LockMode, Result};
@@ -64,19 +63,6 @@ fn now_ns() -> i64 {
         .unwrap_or(0)
 }
 
-/// A name no other session takes: the hash of this host, process, moment
-/// and a per-process count (creation with `create_new` makes a clash an
-/// error to retry, not a shared session).
-fn fresh_id(host: &str) -> String {
-    static COUNT: AtomicU64 = AtomicU64::new(0);
-    let mut h = blake3::Hasher::new();
-    h.update(host.as_bytes());
-    h.update(&std::process::id().to_le_bytes());
-    h.update(&now_ns().to_le_bytes());
-    h.update(&COUNT.fetch_add(1, Ordering::Relaxed).to_le_bytes());
-    h.finalize().to_hex()[..32].to_string()
-}
-
 /// Creates `key` holding `bytes` unless it exists; whether it now holds
 /// what this writer wrote. A create whose answer was lost after the store
 /// applied it (object storage retries it) finds its own bytes: that is
@@ -101,7 +87,7 @@ impl Session {
         let backend = repo.backend().clone();
         let host = gethostname::gethostname().to_string_lossy().into_owned();
         for _ in 0..8 {
-            let id = fresh_id(&host);
+            let id = crate::repo::fresh_id();
             let lock =
                 match backend.lock(&object_names::session_lock(&id), LockMode::Exclusive, false) {
                     Ok(l) => l,
@@ -199,7 +185,7 @@ pub struct Sessions {
     /// Sessions whose writer still runs (its lock is held), with what
     /// they announced (`None`: the object could not be read).
     pub live: Vec<(String, Option<SessionInfo>)>,
-    /// Sessions whose writer was gone, removed with their staged records.
+    /// Sessions whose writer was gone, reaped (`reap`).
     pub reaped: usize,
 }
 
@@ -254,12 +240,11 @@ fn finish_claimed(backend: &dyn Backend, id: &str) -> Result<()> {
 /// the commit marker decides whether its staged record becomes a snapshot
 /// or goes.
 fn reap(backend: &dyn Backend, id: &str) -> Result<()> {
-    if backend.create_new(&object_names::session_end(id), REAPED)? {
-        // The writer never commits now; the marker stays as a tombstone.
-        backend.delete(&object_names::staged(id))?;
-    } else if claimed(backend, id)? {
+    if !backend.create_new(&object_names::session_end(id), REAPED)? && claimed(backend, id)? {
         finish_claimed(backend, id)?;
     } else {
+        // The writer never commits now (a `reaped` marker stays as a
+        // tombstone): its staged record goes.
         backend.delete(&object_names::staged(id))?;
     }
     backend.delete(&object_names::session(id))

@@ -48,7 +48,6 @@ use cairn_format::snapshot::SnapshotRecord;
 use crate::catalog;
 pub use crate::dedup::deferred::DedupMode;
 use crate::dedup::Dedup;
-use crate::index;
 use crate::progress::Progress;
 use crate::repo::{Repository, WriteLock};
 use commit::{commit_index, phase_report, snapshot_record};
@@ -330,35 +329,7 @@ fn open_dedup(
     std::collections::HashSet<cairn_core::ContainerId>,
 )> {
     let cfg = repo.config.clone();
-    let open_alone = || {
-        index::open_for_write(
-            repo.backend().clone(),
-            repo.counters.clone(),
-            &*repo.log,
-            &cfg.index,
-            warnings,
-        )
-    };
-    let opened = if lock.is_shared() {
-        match index::open_beside_writers(
-            repo.backend().clone(),
-            repo.counters.clone(),
-            &*repo.log,
-            &cfg.index,
-            warnings,
-        )? {
-            Some(opened) => opened,
-            // A damaged index is rebuilt by a writer alone: nothing is
-            // written yet, so this backup waits for the others and goes on
-            // alone.
-            None => {
-                repo.make_exclusive(lock)?;
-                open_alone()?
-            }
-        }
-    } else {
-        open_alone()?
-    };
+    let opened = repo.open_index(lock, warnings)?;
     let replayed_containers = opened.replayed_containers;
     let replayed: std::collections::HashSet<cairn_core::ContainerId> =
         opened.replayed.iter().map(|e| e.container).collect();

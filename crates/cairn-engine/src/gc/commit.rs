@@ -36,8 +36,7 @@ use super::{pending, Entries, GcOptions, GcProgress};
 use crate::catalog;
 use crate::index::disk_index::DiskIndex;
 use crate::index::overlay::IndexUpdate;
-use crate::index::OpenedIndex;
-use crate::repo::{GcLock, MayDelete, Repository, WriteLock};
+use crate::repo::{GcLock, MayDelete, Repository};
 
 /// The roots of the mark: every snapshot record, and every staged record
 /// (a writer's commit in flight, `session.rs`). A record that cannot be
@@ -64,33 +63,6 @@ pub(super) fn live_roots(repo: &Repository) -> Result<Vec<(String, BlobRef)>> {
         }
     }
     Ok(roots)
-}
-
-/// The index for a collection's commit: beside backups (deltas only) when
-/// the writer lock is shared; a damaged one is rebuilt once the lock is
-/// held alone (nothing was written before).
-pub(super) fn open_index(repo: &Repository, writer: &WriteLock) -> Result<OpenedIndex> {
-    let open = |beside: bool| {
-        let args = (
-            repo.backend().clone(),
-            repo.counters.clone(),
-            &*repo.log,
-            &repo.config.index,
-            &crate::warnings::Warnings::default(),
-        );
-        if beside {
-            crate::index::open_beside_writers(args.0, args.1, args.2, args.3, args.4)
-        } else {
-            crate::index::open_for_write(args.0, args.1, args.2, args.3, args.4).map(Some)
-        }
-    };
-    if writer.is_shared() {
-        if let Some(opened) = open(true)? {
-            return Ok(opened);
-        }
-        repo.make_exclusive(writer)?;
-    }
-    Ok(open(false)?.expect("open_for_write gives an index"))
 }
 
 /// Replayed entries, the canonical copy of each chunk.
@@ -152,15 +124,10 @@ pub(super) fn state_seed(roots: &[(String, BlobRef)], next: ContainerId) -> u64 
 }
 
 /// Merge (§3.1 step 1). A dry run only reads what Merge would index.
-pub(super) fn merge(
-    repo: &Repository,
-    gc: &GcLock,
-    opts: &GcOptions,
-    _progress: &dyn GcProgress,
-) -> Result<Merged> {
+pub(super) fn merge(repo: &Repository, gc: &GcLock, opts: &GcOptions) -> Result<Merged> {
     let writer = repo.lock_writer_for_gc(gc, opts.wait)?;
     if opts.dry_run {
-        let opened = open_index(repo, &writer)?;
+        let opened = repo.open_index(&writer, &Default::default())?;
         let mut roots = live_roots(repo)?;
         roots.retain(|(id, _)| !opts.assume_forgotten.contains(id));
         return Ok(Merged {
@@ -175,7 +142,7 @@ pub(super) fn merge(
     }
     let backend = repo.backend();
     let mut warnings = Vec::new();
-    let mut opened = open_index(repo, &writer)?;
+    let mut opened = repo.open_index(&writer, &Default::default())?;
     let mut replayed = canonical_map(&opened.replayed);
     // A pending list left by a collection that stopped before its deletes
     // finished: backups may have deduplicated against what it condemned
@@ -344,7 +311,7 @@ pub(super) fn commit(
     let cfg = &repo.config;
     let backend = repo.backend();
     let writer = repo.lock_writer_for_gc(gc, true)?;
-    let mut opened = open_index(repo, &writer)?;
+    let mut opened = repo.open_index(&writer, &Default::default())?;
     // A delta: the final change (`finish.rs`) decides whether the index is
     // merged, seeing these moves and its removals together.
     opened.kind.prefer_deltas();

@@ -44,9 +44,8 @@ use crate::session;
 /// The longest pause between two looks at the sessions being waited for.
 const MAX_POLL: Duration = Duration::from_secs(1);
 
-/// Waits until every session running now has ended or is reaped; returns
-/// how many it waited for.
-fn wait_for_writers(repo: &Repository, progress: &dyn GcProgress) -> Result<usize> {
+/// Waits until every session running now has ended or is reaped.
+fn wait_for_writers(repo: &Repository, progress: &dyn GcProgress) -> Result<()> {
     let backend = &**repo.backend();
     let live = session::survey(backend)?.live;
     let who = |id: &str| match live.iter().find(|(l, _)| l == id) {
@@ -54,25 +53,14 @@ fn wait_for_writers(repo: &Repository, progress: &dyn GcProgress) -> Result<usiz
         _ => format!("session {id}"),
     };
     let mut waiting: Vec<String> = live.iter().map(|(id, _)| id.clone()).collect();
-    let total = waiting.len();
-    if total == 0 {
-        return Ok(0);
+    if waiting.is_empty() {
+        return Ok(());
     }
-    progress.phase("wait for backups", total as u64);
+    progress.phase("wait for backups", waiting.len() as u64);
+    // The survey just found each running: the first look again comes after
+    // the first pause.
     let mut pause = Duration::from_millis(10);
-    loop {
-        let before = waiting.len();
-        let mut still = Vec::with_capacity(before);
-        for id in waiting {
-            if session::still_running(backend, &id)? {
-                still.push(id);
-            }
-        }
-        progress.advance((before - still.len()) as u64);
-        waiting = still;
-        if waiting.is_empty() {
-            return Ok(total);
-        }
+    while !waiting.is_empty() {
         crate::interrupt::check(|| {
             format!(
                 "garbage collection stopped while waiting for {} running backup(s) ({}); \
@@ -84,7 +72,17 @@ fn wait_for_writers(repo: &Repository, progress: &dyn GcProgress) -> Result<usiz
         })?;
         std::thread::sleep(pause);
         pause = (pause * 2).min(MAX_POLL);
+        let before = waiting.len();
+        let mut still = Vec::with_capacity(before);
+        for id in waiting {
+            if session::still_running(backend, &id)? {
+                still.push(id);
+            }
+        }
+        progress.advance((before - still.len()) as u64);
+        waiting = still;
     }
+    Ok(())
 }
 
 /// Finds, in records written since Merge, the chunks about to be forgotten.
@@ -221,7 +219,7 @@ pub(super) fn finish(
     out.removed = removes.len() as u64;
     out.moved += rescued.len() as u64;
     let writer = repo.lock_writer_for_gc(gc, true)?;
-    let mut opened = commit::open_index(repo, &writer)?;
+    let mut opened = repo.open_index(&writer, &Default::default())?;
     if !condemned.last {
         // Whole dead containers on what may be a full disk: a delta costs
         // the bytes of the change, a merged generation the whole index.

@@ -535,7 +535,7 @@ pub fn collect(
     // Merge (§3.1 step 1): the index covers every container; the roots are
     // the snapshot records now; ids are reserved for the copies.
     phases.start("merge", 0);
-    let mut merged = commit::merge(repo, gc, opts, progress).map_err(|e| {
+    let mut merged = commit::merge(repo, gc, opts).map_err(|e| {
         dead_first::no_room(
             e,
             "the id reservation and index update of its Merge (a few KiB)",
