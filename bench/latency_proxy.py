@@ -11,7 +11,10 @@ which is what a link with that round-trip time costs a request/response
 protocol with connections kept alive. Bytes are forwarded unchanged.
 Prints "ready" once listening; runs until killed. With STATS_FILE, keeps
 "requests bytes_up bytes_down" (answers held back, bytes client to server,
-bytes server to client) in it, rewritten twice a second.
+bytes server to client) in it, rewritten twice a second. With the
+environment variable PROXY_REQUEST_LOG set to a file, appends the request
+line ("GET /bucket/key?query HTTP/1.1") of every request to it, to see
+which requests a command makes.
 """
 
 import asyncio
@@ -19,6 +22,7 @@ import os
 import sys
 
 STATS = {"requests": 0, "up": 0, "down": 0}
+REQUEST_LOG = os.environ.get("PROXY_REQUEST_LOG")
 
 
 async def pipe(reader, writer, on_data):
@@ -51,6 +55,10 @@ async def handle(client_r, client_w, target, delay):
 
     async def from_client(data):
         STATS["up"] += len(data)
+        if REQUEST_LOG and not state["awaiting_answer"]:
+            line = data.split(b"\r\n", 1)[0].decode("latin-1")
+            with open(REQUEST_LOG, "a") as f:
+                f.write(line + "\n")
         state["awaiting_answer"] = True
 
     async def from_server(data):

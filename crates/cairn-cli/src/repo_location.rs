@@ -206,9 +206,19 @@ pub fn parse<'a>(repo: &'a Path, opts: &S3Args) -> Result<RepoLocation<'a>> {
     Ok(RepoLocation::S3(Box::new(config)))
 }
 
-/// Connects to an S3 repository location.
+/// Connects to an S3 repository location, once per location and process:
+/// a command that asks whether a repository is there and then opens it
+/// uses one client and one probe of the bucket (one request fewer).
 pub fn s3_backend(config: S3Config) -> Result<Arc<dyn Backend>> {
-    Ok(Arc::new(S3Backend::open(config)?))
+    static OPENED: std::sync::Mutex<Vec<(String, S3Backend)>> = std::sync::Mutex::new(Vec::new());
+    let key = format!("{config:?}");
+    let mut opened = OPENED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, backend)) = opened.iter().find(|(k, _)| *k == key) {
+        return Ok(Arc::new(backend.clone()));
+    }
+    let backend = S3Backend::open(config)?;
+    opened.push((key, backend.clone()));
+    Ok(Arc::new(backend))
 }
 
 /// Whether the repository at `repo` has a config object (is initialised).

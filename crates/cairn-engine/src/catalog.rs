@@ -99,6 +99,8 @@ pub fn list(backend: &dyn Backend) -> Result<(Vec<SnapshotInfo>, Unreadable)> {
                 id: id.to_string(),
                 record,
             }),
+            // Forgotten since it was listed (`forget` runs beside others).
+            Err(e) if e.is_not_found() => {}
             Err(e) => bad.push((id.to_string(), e)),
         }
     }

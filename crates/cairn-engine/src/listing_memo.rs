@@ -18,6 +18,18 @@
 //! prefix's listing is forgotten and the next one goes to the store.
 //! `containers/` is never remembered (a collection running beside the
 //! writer adds copies there).
+//!
+//! A backup sharing the writer lock with others (issue 33) remembers its
+//! listings in a [`ListingScope`] instead, from its session's begin to its
+//! commit: the index open, the parent snapshot and the Summary Vector list
+//! `index/` and `snapshots/` five times within a fraction of a second. A
+//! listing served from the scope is one the store could have answered at
+//! the scope's first listing, while other writers may add deltas and
+//! records: those only add dedup candidates the backup does not need
+//! (what it deduplicates against is confirmed against the containers,
+//! listed afresh, and `gc-pending`, read afresh; docs/concurrency.md).
+//! A `create_new` that finds its object present proves the listing stale:
+//! it is forgotten.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -50,6 +62,14 @@ impl State {
     fn changed(&mut self, prefix: &'static str) {
         *self.changes.entry(prefix).or_default() += 1;
     }
+
+    /// One holder (a writer lock or a scope) fewer; the last forgets all.
+    fn release(&mut self) {
+        self.holders -= 1;
+        if self.holders == 0 {
+            self.lists.clear();
+        }
+    }
 }
 
 /// A backend layer remembering listings under the writer lock (see the
@@ -59,12 +79,45 @@ pub struct ListingMemo {
     state: Arc<Mutex<State>>,
 }
 
+/// Opens [`ListingScope`]s on one [`ListingMemo`].
+#[derive(Clone, Default)]
+pub struct Scopes {
+    state: Arc<Mutex<State>>,
+}
+
+impl Scopes {
+    /// Remembers listings until the scope is dropped (see the module doc).
+    pub fn open(&self) -> ListingScope {
+        self.state.lock().holders += 1;
+        ListingScope {
+            state: self.state.clone(),
+        }
+    }
+}
+
+/// Listings are remembered while this lives (see the module doc).
+pub struct ListingScope {
+    state: Arc<Mutex<State>>,
+}
+
+impl Drop for ListingScope {
+    fn drop(&mut self) {
+        self.state.lock().release();
+    }
+}
+
 impl ListingMemo {
     pub fn wrap(inner: Arc<dyn Backend>) -> Arc<dyn Backend> {
-        Arc::new(ListingMemo {
-            inner,
-            state: Arc::default(),
-        })
+        Self::wrap_with_scopes(inner).0
+    }
+
+    /// [`ListingMemo::wrap`], and the handle that opens scopes on it.
+    pub fn wrap_with_scopes(inner: Arc<dyn Backend>) -> (Arc<dyn Backend>, Scopes) {
+        let state: Arc<Mutex<State>> = Arc::default();
+        let scopes = Scopes {
+            state: state.clone(),
+        };
+        (Arc::new(ListingMemo { inner, state }), scopes)
     }
 
     fn remembered(key: &str) -> Option<&'static str> {
@@ -107,11 +160,7 @@ impl LockGuard for MemoGuard {}
 
 impl Drop for MemoGuard {
     fn drop(&mut self) {
-        let mut st = self.state.lock();
-        st.holders -= 1;
-        if st.holders == 0 {
-            st.lists.clear();
-        }
+        self.state.lock().release();
     }
 }
 
@@ -144,8 +193,17 @@ impl Backend for ListingMemo {
     }
 
     fn create_new(&self, key: &str, data: &[u8]) -> Result<bool> {
-        // Created or already there: present either way.
+        // Created or already there: present either way; already there and
+        // not listed, the listing was stale (a scope's): it is forgotten.
         let r = self.inner.create_new(key, data);
+        if let (Ok(false), Some(prefix)) = (&r, Self::remembered(key)) {
+            let mut st = self.state.lock();
+            if !st.lists.get(prefix).is_some_and(|l| l.contains(key)) {
+                st.changed(prefix);
+                st.lists.remove(prefix);
+                return r;
+            }
+        }
         self.record(key, &r, |_| true);
         r
     }
@@ -186,6 +244,11 @@ impl Backend for ListingMemo {
         }
         let mut st = self.state.lock();
         st.holders += 1;
+        // What a scope remembered predates the lock: listed afresh.
+        st.lists.clear();
+        for p in REMEMBERED {
+            st.changed(p);
+        }
         Ok(Box::new(MemoGuard {
             _inner: guard,
             state: self.state.clone(),
@@ -299,6 +362,28 @@ mod tests {
         c.write_atomic("index/0000000000000009", b"x").unwrap();
         assert_eq!(b.list(object_names::INDEX).unwrap().len(), 3);
         assert_eq!(lists(&c), 8);
+    }
+
+    #[test]
+    fn a_scope_remembers_until_it_ends_and_a_lost_create_forgets() {
+        let c = Arc::new(Counted(MemBackend::new(), AtomicU64::new(0)));
+        let (b, scopes) = ListingMemo::wrap_with_scopes(c.clone());
+        let scope = scopes.open();
+        b.list(object_names::INDEX).unwrap();
+        // Another writer adds a delta: the scope still answers its listing.
+        c.write_atomic("index/0000000000000001.00000001", b"d")
+            .unwrap();
+        assert!(b.list(object_names::INDEX).unwrap().is_empty());
+        assert_eq!(lists(&c), 1);
+        // Creating that name finds it there: the listing was stale.
+        assert!(!b
+            .create_new("index/0000000000000001.00000001", b"e")
+            .unwrap());
+        assert_eq!(b.list(object_names::INDEX).unwrap().len(), 1);
+        assert_eq!(lists(&c), 2);
+        drop(scope);
+        b.list(object_names::INDEX).unwrap();
+        assert_eq!(lists(&c), 3, "the scope ended: listings go to the store");
     }
 
     #[test]

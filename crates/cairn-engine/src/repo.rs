@@ -31,6 +31,8 @@ pub struct Repository {
     keys: Option<Arc<RepoKeys>>,
     /// Told when a waiting lock call finds its lock held and starts to wait.
     lock_wait: Mutex<Option<LockWaitObserver>>,
+    /// Opens listing scopes on the outermost backend layer (`listing_memo.rs`).
+    listings: crate::listing_memo::Scopes,
 }
 
 /// Called with the lock's name ([`object_names::WRITE_LOCK`], [`object_names::READERS_LOCK`]
@@ -277,6 +279,8 @@ impl Repository {
             local_root: None,
             keys: None,
             lock_wait: Mutex::new(None),
+            // No memo layer here: its scopes remember nothing.
+            listings: Default::default(),
         })
     }
 
@@ -334,7 +338,7 @@ impl Repository {
         };
         // Outermost, so that every user of the repository's objects (the
         // container log included) shares what it remembers.
-        let backend = crate::listing_memo::ListingMemo::wrap(backend);
+        let (backend, listings) = crate::listing_memo::ListingMemo::wrap_with_scopes(backend);
         let log: Arc<dyn ContainerStore> =
             Arc::new(ContainerLog::open(backend.clone(), counters.clone())?);
         Ok(Repository {
@@ -345,6 +349,7 @@ impl Repository {
             local_root: None,
             keys,
             lock_wait: Mutex::new(None),
+            listings,
         })
     }
 
@@ -431,6 +436,14 @@ impl Repository {
         &self.backend
     }
 
+    /// Remembers this process's listings of `index/`, `bloom/` and
+    /// `snapshots/` until the scope is dropped: for a backup between its
+    /// session's begin and its commit (`listing_memo.rs` says why that is
+    /// sound beside other writers).
+    pub fn remember_listings(&self) -> crate::listing_memo::ListingScope {
+        self.listings.open()
+    }
+
     pub fn local_root(&self) -> Option<&Path> {
         self.local_root.as_deref()
     }
@@ -470,6 +483,15 @@ impl Repository {
                 taken => return taken,
             }
         }
+    }
+
+    /// The writer lock for `forget`, which only removes snapshot records:
+    /// shared with backups and collections (a record removed beside them
+    /// is one they either read before, and a collection then keeps its
+    /// data this time, or never see; docs/concurrency.md), and excluding
+    /// what takes the lock alone (`repair`, `tag`, compaction).
+    pub fn lock_forget(&self, wait: bool) -> Result<WriteLock> {
+        self.lock_writer_beside(false, true, wait)
     }
 
     /// Whether writers may share the writer lock: the repository has an
@@ -657,13 +679,23 @@ impl Repository {
     /// the log itself. Damaged or missing sources count as 0: each is a
     /// lower bound, and a dedup hit is verified against the container anyway.
     /// `idle`: whether no collection runs, if known.
+    /// The three sources are read at once (one round trip on object
+    /// storage instead of three).
     fn container_id_floor(&self, idle: Option<bool>) -> Result<ContainerId> {
-        let index = match DiskIndex::open(self.backend.clone(), self.counters.clone()) {
-            Ok(ix) => ix.covered_below().0,
-            Err(_) => 0,
-        };
-        let (snapshots, _) = catalog::list(&*self.backend)?;
-        let recorded = snapshots
+        let (index, snapshots, reservation) = std::thread::scope(|s| {
+            let index =
+                s.spawn(
+                    || match DiskIndex::open(self.backend.clone(), self.counters.clone()) {
+                        Ok(ix) => ix.covered_below().0,
+                        Err(_) => 0,
+                    },
+                );
+            let snapshots = s.spawn(|| catalog::list(&*self.backend));
+            let reservation = crate::gc::reservation::read(&*self.backend);
+            (joined(index), joined(snapshots), reservation)
+        });
+        let recorded = snapshots?
+            .0
             .iter()
             .map(|s| s.record.next_container)
             .max()
@@ -671,11 +703,18 @@ impl Repository {
         // A reservation left by a collection that died only names copies to
         // replay (present containers count anyway); a damaged one the next
         // collection repairs.
-        let reserved = match crate::gc::reservation::read(&*self.backend) {
+        let reserved = match reservation {
             Ok(r) => r.map_or(0, |r| r.end.0),
             Err(e) if !idle.unwrap_or_else(|| self.collector_idle()) => return Err(e),
             Err(_) => 0,
         };
         Ok(ContainerId(index.max(recorded).max(reserved).max(1)))
     }
+}
+
+/// What a scoped thread returned; its panic goes on in the caller.
+fn joined<T>(handle: std::thread::ScopedJoinHandle<'_, T>) -> T {
+    handle
+        .join()
+        .unwrap_or_else(|p| std::panic::resume_unwind(p))
 }

@@ -151,10 +151,22 @@ impl Session {
                 return Err(e);
             }
         };
-        // What a failure leaves here (the staged copy, the session) the
-        // next collection tidies (`survey`).
-        let _ = self.backend.delete(&staged);
-        let _ = self.end();
+        // What a failure leaves here (the staged copy, the session, the
+        // marker) the next collection tidies (`survey`). The staged copy
+        // and the session go at once (one round trip on object storage),
+        // the marker after them: a marker saying `commit` left alone is
+        // finished, while a session left without its marker would be
+        // reaped and leave a tombstone for good.
+        let backend = &*self.backend;
+        let session = object_names::session(&self.id);
+        std::thread::scope(|s| {
+            s.spawn(|| backend.delete(&staged));
+            let _ = backend.delete(&session);
+        });
+        let _ = backend.delete(&marker);
+        if let Some(lock) = self.lock.take() {
+            lock.release_removing();
+        }
         Ok(id)
     }
 

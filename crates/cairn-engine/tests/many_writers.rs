@@ -267,3 +267,58 @@ fn an_orphan_below_another_writers_mark_is_replayed_not_assumed_indexed() {
         }
     }
 }
+
+/// `forget` shares the writer lock with backups: it removes a record while
+/// a backup holds the lock and runs, never stops it, and is kept out only
+/// by what holds the lock alone. The backup (whose parent is the record
+/// forgotten) commits, and after a collection every kept snapshot restores.
+#[test]
+fn forget_runs_beside_a_backup_and_a_collection_keeps_what_it_uses() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("repo");
+    let repo = Repository::init_local(&dir, tiny_config()).unwrap();
+    let t = tree(tmp.path(), 1, 3, 60_000);
+    let first = backup(&repo, &t).unwrap();
+
+    let writer = Repository::open_local(&dir).unwrap();
+    let lock = writer.lock_backup(false).unwrap();
+    assert!(lock.is_shared());
+    let forgetter = Repository::open_local(&dir).unwrap();
+    let held = forgetter
+        .lock_forget(false)
+        .expect("forget beside a backup");
+    cairn_engine::forget::remove(&forgetter, &held, std::slice::from_ref(&first)).unwrap();
+    // One file changes: its old content is garbage once the record is gone
+    // (the backup, started after the removal, finds no parent).
+    let mut rng = Rng(77);
+    let changed: Vec<u8> = (0..60_000).map(|_| rng.next() as u8).collect();
+    std::fs::write(t.join("f0"), changed).unwrap();
+    let second = backup_shared(&writer, &lock, &t);
+    drop(held);
+    assert!(
+        forgetter.lock_writer(false).is_err(),
+        "a backup running keeps a writer alone out"
+    );
+    drop(lock);
+    assert!(
+        forgetter.lock_forget(false).is_ok(),
+        "nothing holds the lock"
+    );
+
+    let ids: Vec<String> = cairn_engine::catalog::list(&**repo.backend())
+        .unwrap()
+        .0
+        .into_iter()
+        .map(|s| s.id)
+        .collect();
+    assert_eq!(ids, std::slice::from_ref(&second));
+    let report = gc(
+        &repo,
+        &cairn_engine::gc::GcOptions::default(),
+        &cairn_engine::gc::NoProgress,
+    )
+    .unwrap();
+    assert!(report.containers_deleted > 0, "{report:?}");
+    assert_check_clean(&repo);
+    assert_restores(&repo, &second, &t);
+}

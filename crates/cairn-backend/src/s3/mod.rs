@@ -158,7 +158,15 @@ struct Inner {
     config: S3Config,
     /// Whether the store refuses a conditional PUT over an existing object.
     conditional: OnceLock<bool>,
+    /// The probe of `conditional` running in the background
+    /// (`S3Backend::start_probe`), until someone waits for it.
+    probing: std::sync::Mutex<Option<tokio::task::JoinHandle<ProbeResult>>>,
+    /// Whether a background probe was ever started (at most one is).
+    probe_started: std::sync::atomic::AtomicBool,
 }
+
+/// What a conditional-write probe found, or the key it failed on and why.
+type ProbeResult = std::result::Result<bool, (String, object_store::Error)>;
 
 /// A repository in an S3 bucket. Cheap to clone: clones share the client.
 #[derive(Clone)]
@@ -233,6 +241,8 @@ impl S3Backend {
                 runtime,
                 config,
                 conditional: OnceLock::new(),
+                probing: Default::default(),
+                probe_started: Default::default(),
             }),
         };
         backend.probe()?;
@@ -256,8 +266,41 @@ impl S3Backend {
         if let Some(known) = self.inner.conditional.get() {
             return Ok(*known);
         }
-        let honoured = self.inner.probe_conditional()?;
+        let started = self
+            .inner
+            .probing
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        let probed = match started {
+            Some(task) => match self.inner.block_on(task) {
+                Ok(probed) => probed,
+                // The task did not finish (a panic): probe here.
+                Err(_) => self.inner.block_on(self.inner.probe_conditional()),
+            },
+            None => self.inner.block_on(self.inner.probe_conditional()),
+        };
+        let honoured = probed
+            .map_err(|(key, e)| self.inner.error("probing conditional writes with", &key, e))?;
         Ok(*self.inner.conditional.get_or_init(|| honoured))
+    }
+
+    /// Starts probing conditional writes in the background, once: a
+    /// process taking the writer lock creates objects with `create_new`
+    /// soon (a backup's session), and the probe's three requests then
+    /// overlap the lock's and the index's instead of preceding them.
+    fn start_probe(&self) {
+        let inner = &self.inner;
+        if inner.config.conditional_writes == ConditionalWrites::Emulate
+            || inner.conditional.get().is_some()
+            || inner
+                .probe_started
+                .swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            return;
+        }
+        *inner.probing.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some(inner.runtime.spawn(inner.probe_conditional()));
     }
 
     fn check_key(key: &str) -> Result<()> {
@@ -386,29 +429,36 @@ impl Inner {
     }
 
     /// Writes a probe object, then PUTs over it with `If-None-Match: *`: a
-    /// store that honours the condition refuses the second write.
-    fn probe_conditional(&self) -> Result<bool> {
+    /// store that honours the condition refuses the second write. Owns
+    /// what it uses (a clone of the client), so it may run as a task.
+    fn probe_conditional(&self) -> impl Future<Output = ProbeResult> + Send + 'static {
         let key = format!("{LOCKS_DIR}/.conditional-probe-{}", lock::random_id());
-        let path = self.path(&key)?;
-        self.block_on(self.store.put(&path, PutPayload::from_static(b"probe")))
-            .map_err(|e| self.error("writing", &key, e))?;
-        let opts = PutOptions::from(PutMode::Create);
-        let second = self.block_on(self.store.put_opts(
-            &path,
-            PutPayload::from_static(b"probe"),
-            opts,
-        ));
-        let honoured = match second {
-            Err(object_store::Error::AlreadyExists { .. })
-            | Err(object_store::Error::Precondition { .. }) => true,
-            Ok(_) | Err(object_store::Error::NotImplemented { .. }) => false,
-            Err(e) => {
-                let _ = self.delete_path(&key);
-                return Err(self.error("probing conditional writes with", &key, e));
-            }
-        };
-        self.delete_path(&key)?;
-        Ok(honoured)
+        let path = Path::from(self.full_key(&key));
+        let store = self.store.clone();
+        async move {
+            let fail = |e| (key.clone(), e);
+            store
+                .put(&path, PutPayload::from_static(b"probe"))
+                .await
+                .map_err(fail)?;
+            let opts = PutOptions::from(PutMode::Create);
+            let second = store
+                .put_opts(&path, PutPayload::from_static(b"probe"), opts)
+                .await;
+            let honoured = match second {
+                Err(object_store::Error::AlreadyExists { .. })
+                | Err(object_store::Error::Precondition { .. }) => Ok(true),
+                Ok(_) | Err(object_store::Error::NotImplemented { .. }) => Ok(false),
+                Err(e) => Err(e),
+            };
+            let deleted = match store.delete(&path).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+                Err(e) => Err(e),
+            };
+            let honoured = honoured.map_err(fail)?;
+            deleted.map_err(fail)?;
+            Ok(honoured)
+        }
     }
 }
 
@@ -556,6 +606,10 @@ impl Backend for S3Backend {
             return Err(Error::invalid(format!(
                 "invalid lock name {name:?}: names starting with `.` are reserved"
             )));
+        }
+        // Every process that writes takes the writer lock first.
+        if name == "write" {
+            self.start_probe();
         }
         lock::acquire(&self.inner, name, mode, wait)
     }

@@ -131,7 +131,8 @@ pub fn run(cli: &Globals, repo: &Repository, a: &ForgetArgs) -> Result<ExitCode>
     if !a.snapshots.is_empty() && !policy.is_empty() {
         bail!("give snapshot ids or a policy, not both");
     }
-    let lock = repo.lock_writer(a.tuning.wait)?;
+    // Shared with backups: forgetting never stops one.
+    let lock = repo.lock_forget(a.tuning.wait)?;
     let decisions = if a.snapshots.is_empty() {
         let (all, bad) = catalog::list_filtered(&**repo.backend(), &filter)?;
         for (id, e) in &bad {

@@ -197,14 +197,17 @@ pub fn backup(repo: &Repository, lock: &WriteLock, opts: BackupOptions) -> Resul
     let warnings = crate::warnings::Warnings::default();
     let scheme = rewrite_scheme(&repo.config, &opts)?;
     check_rewrite(&repo.config, &scheme)?;
+    // Announced before the index is read (`session.rs`): a collection
+    // that does not see this session changed the index before this opens it.
+    let session = crate::session::Session::begin(repo)?;
+    // One listing of `index/` and `snapshots/` serves the open, the parent
+    // and the rewrite history (`listing_memo.rs`); the commit lists afresh.
+    let listings = repo.remember_listings();
     let history = if scheme.is_none() {
         None
     } else {
         previous_backup(repo)?
     };
-    // Announced before the index is read (`session.rs`): a collection
-    // that does not see this session changed the index before this opens it.
-    let session = crate::session::Session::begin(repo)?;
     let deltas_at_open = concurrent::DeltasAtOpen::list(&**repo.backend())?;
     let (shared, seal_rx, replayed_containers, replayed) =
         open_dedup(repo, lock, &warnings, scheme, history, opts.dedup)?;
@@ -216,6 +219,7 @@ pub fn backup(repo: &Repository, lock: &WriteLock, opts: BackupOptions) -> Resul
     let root = store_sources(&shared, seal_rx, &run, &opts.sources)?;
     // The last safe point: past it the commit runs to its end.
     crate::interrupt::check(not_committed)?;
+    drop(listings);
     // Steps 3-4: the index generation and its Summary Vector checkpoint.
     let covered = shared.log.next_id();
     let (index_ram_bytes_per_chunk, concurrent_duplicates) = commit_index(
