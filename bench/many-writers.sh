@@ -19,12 +19,22 @@
 #      (parent: its previous snapshot). Backups committed per minute in all
 #      (count over the wall time until the last one ends); ratio to the
 #      first N. Target: 8 writers >= 5x one writer.
+#   R. Reconciliation, right after A: one `cairn gc` removes the copies
+#      two writers stored at once (004's reconciliation, the canonical-
+#      copy rule), then the container bytes (`stats --json`) are compared
+#      with a local repository where the seed and the same N first backups
+#      ran one after another. Target: within 1%.
+#   G. B again, with maintenance running beside the writers all along: a
+#      loop of `forget --keep-last KEEP_G` (every host's group) and
+#      `cairn gc`, neither of which stops a backup. Backups committed per
+#      minute against B's first N. Target: 8 writers >= 4x one writer.
 #   Then `cairn check` must pass and every host's latest snapshot must
 #   restore byte-identically (diff -r); the repository's size is reported.
 #
 #   bench/many-writers.sh                          # N = 1 2 4 8, 64 MiB per host, local and s3
 #   WRITERS="1 2 4" MIB=16 SECONDS_B=15 bench/many-writers.sh
 #   STORES=s3 DELAY_MS=100 CAIRN=/path/to/cairn bench/many-writers.sh
+#   KEEP_FAILED=/tmp/mw-failed bench/many-writers.sh   # keeps a repository that fails its check
 #
 # Settings: cairn encrypted (aes-256-gcm, the default) with cheap Argon2id
 # key files (CAIRN_KDF_MEMORY_KIB=8192, CAIRN_KDF_PASSES=1): every cairn
@@ -45,6 +55,7 @@ MIB=${MIB:-64}
 SHARED_PCT=${SHARED_PCT:-50}
 CHANGE_MIB=${CHANGE_MIB:-2}
 SECONDS_B=${SECONDS_B:-30}
+KEEP_G=${KEEP_G:-3}
 DELAY_MS=${DELAY_MS:-20}
 WAIT=${WAIT:-1}
 WAIT_FLAG=$([ "$WAIT" = 1 ] && echo --wait || true)
@@ -111,6 +122,31 @@ bk() {
         backup $WAIT_FLAG --host "$h" "$@" "$WORK/trees/$h" >>"$log.out" 2>>"$log.err"
 }
 
+# Phase $1's incremental loop: every one of $3 hosts, until the deadline
+# $4 (usecs), rewrites CHANGE_MIB of one of its own files and backs up
+# into repository $2; logs in $WORK/log/$1K.*.
+incremental() {
+    local phase=$1 repo=$2 n=$3 deadline=$4 k pids=()
+    for k in $(seq 1 "$n"); do
+        (
+            own=("$WORK/trees/host$k/own"/f*) i=0
+            while [ "$(usecs)" -lt "$deadline" ]; do
+                f=${own[$((i % ${#own[@]}))]} i=$((i + 1))
+                size=$(($(stat -c %s "$f") >> 20)) off=0
+                [ "$size" -gt "$CHANGE_MIB" ] && off=$((RANDOM % (size - CHANGE_MIB + 1)))
+                dd if=/dev/urandom of="$f" bs=1M count="$CHANGE_MIB" seek="$off" conv=notrunc status=none
+                if bk "$repo" "host$k" "$WORK/log/$phase$k" --json; then echo ok >>"$WORK/log/$phase$k.ok"; else echo "host$k exit $?" >>"$WORK/log/$phase.fail"; fi
+            done
+        ) &
+        pids+=($!)
+    done
+    wait "${pids[@]}"
+}
+# Bytes of every container file of repository $1 (`stats --json`).
+container_bytes() {
+    "$CAIRN" --repo "$1" --cache-dir "$WORK/cache/stats" --json stats 2>>"$WORK/errors" |
+        python3 -c 'import json, sys; print(json.load(sys.stdin)["container_bytes"])'
+}
 # Over the `backup --json` objects in the files given: "backups logical
 # bytes concurrent_duplicates replayed_containers open_s commit_s" (the
 # last two as means per backup).
@@ -130,8 +166,8 @@ EOF
 
 report="$OUT/many-writers.txt"
 T0=$(usecs)
-A="$WORK/rows-a" B="$WORK/rows-b" C="$WORK/rows-c" V="$WORK/verdicts"
-touch "$A" "$B" "$C" "$V"
+A="$WORK/rows-a" B="$WORK/rows-b" C="$WORK/rows-c" V="$WORK/verdicts" R="$WORK/rows-r" G="$WORK/rows-g"
+touch "$A" "$B" "$C" "$V" "$R" "$G"
 declare -A CPB RATE_1
 
 for store in $STORES; do
@@ -167,25 +203,27 @@ for store in $STORES; do
         }' >>"$A" 2>>"$V"
         cat "$WORK"/log/a*.err >>"$WORK/errors" 2>/dev/null || true
 
+        # R: reconciliation, and the size the same backups make in series.
+        echo "== $store, N=$n: phase R (reconciliation)" >&2
+        rm -rf "$WORK/seq" && "$CAIRN" --repo "$WORK/seq" init -q
+        for h in seed $(seq -f 'host%g' 1 "$n"); do
+            src="$WORK/trees/$h" && [ "$h" = seed ] && src="$WORK/seed"
+            "$CAIRN" --repo "$WORK/seq" --cache-dir "$WORK/cache/seq" backup -q --host "$h" "$src"
+        done
+        seq_bytes=$(container_bytes "$WORK/seq") before=$(container_bytes "$repo")
+        t0=$(usecs)
+        "$CAIRN" --repo "$repo" --cache-dir "$WORK/cache/gc" gc -q 2>>"$WORK/errors" || echo "$store N=$n: gc failed" >>"$WORK/errors"
+        t1=$(usecs) after=$(container_bytes "$repo")
+        rm -rf "$WORK/seq"
+        awk -v s="$store" -v n="$n" -v q="$seq_bytes" -v b="$before" -v a="$after" -v us=$((t1 - t0)) 'BEGIN {
+            printf "%-6s %3d %10.2f %10.2f %10.2f %+8.2f%% %+8.2f%% %7.2f\n", s, n, b / 1048576, a / 1048576, q / 1048576, 100 * (b / q - 1), 100 * (a / q - 1), us / 1e6
+            printf "R %s N=%d: after reconciliation %+.2f%% of the size in series; target within 1%%: %s\n", s, n, 100 * (a / q - 1), (a <= 1.01 * q ? "met" : "NOT met") > "/dev/stderr"
+        }' >>"$R" 2>>"$V"
+
         # B: incremental backups in a loop, every host at once.
         echo "== $store, N=$n: phase B (incremental, ${SECONDS_B}s)" >&2
-        pids=()
         c0=$(ticks) t0=$(usecs)
-        deadline=$((t0 + SECONDS_B * 1000000))
-        for k in $(seq 1 "$n"); do
-            (
-                own=("$WORK/trees/host$k/own"/f*) i=0
-                while [ "$(usecs)" -lt "$deadline" ]; do
-                    f=${own[$((i % ${#own[@]}))]} i=$((i + 1))
-                    size=$(($(stat -c %s "$f") >> 20)) off=0
-                    [ "$size" -gt "$CHANGE_MIB" ] && off=$((RANDOM % (size - CHANGE_MIB + 1)))
-                    dd if=/dev/urandom of="$f" bs=1M count="$CHANGE_MIB" seek="$off" conv=notrunc status=none
-                    if bk "$repo" "host$k" "$WORK/log/b$k" --json; then echo ok >>"$WORK/log/b$k.ok"; else echo "host$k exit $?" >>"$WORK/log/b.fail"; fi
-                done
-            ) &
-            pids+=($!)
-        done
-        wait "${pids[@]}"
+        incremental b "$repo" "$n" $((t0 + SECONDS_B * 1000000))
         t1=$(usecs) c1=$(ticks) count=$(lines "$WORK"/log/b*.ok) cpu=$(cpu_sum "$WORK"/log/b*.time)
         fails=$(lines "$WORK/log/b.fail") waits=$(waits "$WORK"/log/b*.err)
         read -r _ _ _ replayed open commit < <(jstats "$WORK"/log/b*.out)
@@ -199,6 +237,48 @@ for store in $STORES; do
             if (n == 8 && fn == 1) printf "B %s N=8: %.1f backups/min = %.2fx N=1; target >= 5x: %s\n", s, r, x, (x >= 5 ? "met" : "NOT met") > "/dev/stderr"
         }' >>"$B" 2>>"$V"
         cat "$WORK"/log/b*.err >>"$WORK/errors" 2>/dev/null || true
+
+        # G: B again with forget and gc in a loop beside the writers.
+        echo "== $store, N=$n: phase G (incremental beside forget + gc, ${SECONDS_B}s)" >&2
+        c0=$(ticks) t0=$(usecs)
+        deadline=$((t0 + SECONDS_B * 1000000))
+        (
+            while [ "$(usecs)" -lt "$deadline" ]; do
+                if "$CAIRN" --repo "$repo" --cache-dir "$WORK/cache/gc" forget -q --keep-last "$KEEP_G" >/dev/null 2>>"$WORK/log/g-maint.err" &&
+                    "$CAIRN" --repo "$repo" --cache-dir "$WORK/cache/gc" --json gc --wait >>"$WORK/log/g-gc.json" 2>>"$WORK/log/g-maint.err"; then
+                    echo ok >>"$WORK/log/g-gc.ok"
+                else
+                    echo "maintenance exit $?" >>"$WORK/log/g-maint.fail"
+                fi
+            done
+        ) &
+        maint=$!
+        incremental g "$repo" "$n" "$deadline"
+        wait "$maint"
+        t1=$(usecs) c1=$(ticks) count=$(lines "$WORK"/log/g[0-9]*.ok) cpu=$(cpu_sum "$WORK"/log/g[0-9]*.time)
+        fails=$(($(lines "$WORK/log/g.fail") + $(lines "$WORK/log/g-maint.fail"))) gcs=$(lines "$WORK/log/g-gc.ok")
+        reclaimed=$(python3 - "$WORK/log/g-gc.json" <<'EOF2'
+import json, sys
+i, r, d = 0, 0, 0
+try:
+    text = open(sys.argv[1]).read()
+    while text[i:].strip():
+        j, i = json.JSONDecoder().raw_decode(text, len(text) - len(text[i:].lstrip()))
+        r, d = r + j.get("reclaimed_bytes", 0), d + j.get("containers_deleted", 0)
+except (ValueError, OSError):
+    pass
+print("%.1f %d" % (r / 1048576, d))
+EOF2
+)
+        rate=$(awk -v c="$count" -v us=$((t1 - t0)) 'BEGIN { print c * 60e6 / us }')
+        awk -v s="$store" -v n="$n" -v us=$((t1 - t0)) -v c="$count" -v r="$rate" -v r1="${RATE_1[$store]}" -v cpu="$cpu" \
+            -v ld="$(load "$c0" "$c1" "$cpu")" -v f="$fails" -v g="$gcs" -v rc="$reclaimed" -v fn="$first" -v cpus="$CPUS" 'BEGIN {
+            x = r1 > 0 ? r / r1 : 0; secs = us / 1e6; split(ld, L, " "); split(rc, RC, " ")
+            if (L[3] > 0.05 * secs * cpus) { L[3] = L[3] "!"; printf "WARNING: G %s N=%d: other processes took %.2f CPU s of %.2f\n", s, n, L[3], secs * cpus > "/dev/stderr" }
+            printf "%-6s %3d %6.2f %7d %7.1f %6.2fx %4d %9.1f %6d %5s %6.2f %6s %4d\n", s, n, secs, c, r, x, g, RC[1], RC[2], L[1], L[2], L[3], f
+            if (n == 8 && fn == 1) printf "G %s N=8: %.1f backups/min beside forget + gc = %.2fx B at N=1; target >= 4x: %s\n", s, r, x, (x >= 4 ? "met" : "NOT met") > "/dev/stderr"
+        }' >>"$G" 2>>"$V"
+        cat "$WORK"/log/g*.err >>"$WORK/errors" 2>/dev/null || true
 
         # After: check, every host's latest snapshot restored and compared.
         echo "== $store, N=$n: check and restores" >&2
@@ -215,7 +295,11 @@ for store in $STORES; do
         printf "%-6s %3d %8s %5d/%-3d %9d %10.1f %10.1f %8.1f\n" "$store" "$n" "$check" "$restored" "$n" "$snaps" \
             "$(awk -v s="$size" 'BEGIN { print s / 1048576 }')" "$(awk -v m="$MIB" -v n="$n" -v p="$SHARED_PCT" 'BEGIN { print m * (p / 100 + n * (1 - p / 100)) }')" \
             "$(awk -v a="$t0" -v b="$(usecs)" 'BEGIN { print (b - a) / 1e6 }')" >>"$C"
-        [ "$check" = passed ] && [ "$restored" = "$n" ] || echo "after $store N=$n: check $check, $restored of $n hosts restore byte-identically: FAILED" >>"$V"
+        if [ "$check" != passed ] || [ "$restored" != "$n" ]; then
+            echo "after $store N=$n: check $check, $restored of $n hosts restore byte-identically: FAILED" >>"$V"
+            # Kept for a post-mortem: the store, the caches and the logs.
+            [ -z "${KEEP_FAILED:-}" ] || { mkdir -p "$KEEP_FAILED" && cp -r "$dir" "$WORK/cache" "$WORK/log" "$WORK/errors" "$KEEP_FAILED/"; }
+        fi
         rm -rf "$dir" "$WORK/cache"
     done
 done
@@ -235,6 +319,12 @@ done
     echo "(per backup: CPU s of the process; cairn's open and commit phases, s; containers replayed at open)"
     printf "%-6s %3s %6s %7s %7s %7s %6s %6s %6s %6s %5s %6s %6s %4s %5s\n" store N s backups "per min" "x first" "CPU s" open commit replay busy "srv s" "oth s" fail waits
     cat "$B"
+    printf "\nR. reconciliation: container MiB after A (before), after one gc (after), and of the same backups in series (series)\n"
+    printf "%-6s %3s %10s %10s %10s %9s %9s %7s\n" store N before after series "before/s" "after/s" "gc s"
+    cat "$R"
+    printf "\nG. B beside maintenance: forget --keep-last %s and gc in a loop; x first = against B's first N\n" "$KEEP_G"
+    printf "%-6s %3s %6s %7s %7s %7s %4s %9s %6s %5s %6s %6s %4s\n" store N s backups "per min" "x first" gcs "freed MiB" "del" busy "srv s" "oth s" fail
+    cat "$G"
     printf "\nAfter: check, each host's latest snapshot restored and compared (diff -r)\n"
     printf "%-6s %3s %8s %9s %9s %10s %10s %8s\n" store N check restored snapshots "repo MiB" "data MiB" s
     cat "$C"

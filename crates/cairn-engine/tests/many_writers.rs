@@ -322,3 +322,33 @@ fn forget_runs_beside_a_backup_and_a_collection_keeps_what_it_uses() {
     assert_check_clean(&repo);
     assert_restores(&repo, &second, &t);
 }
+
+/// A backup that begins after a collection condemned a container (its
+/// pending list names it) never deduplicates against it, even while the
+/// container is still there: the collection deletes it without waiting
+/// for backups that began after the list (docs/concurrency.md). Here the
+/// content of a forgotten snapshot comes back, the collection's deletion
+/// is played by hand, and the new snapshot still restores.
+#[test]
+fn a_backup_never_deduplicates_against_a_condemned_container() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("repo");
+    let repo = Repository::init_local(&dir, tiny_config()).unwrap();
+    let t = tree(tmp.path(), 1, 3, 60_000);
+    let old = backup(&repo, &t).unwrap();
+    let before: Vec<cairn_core::ContainerId> = repo.log.ids().unwrap();
+    let lock = repo.lock_forget(false).unwrap();
+    cairn_engine::forget::remove(&repo, &lock, std::slice::from_ref(&old)).unwrap();
+    drop(lock);
+    // What a collection's Commit leaves: the pending list (entries stay).
+    cairn_engine::gc::pending::write(&**repo.backend(), &before).unwrap();
+
+    let again = Repository::open_local(&dir).unwrap();
+    let id = backup(&again, &t).unwrap();
+    for c in &before {
+        again.log.delete(*c).unwrap();
+    }
+    cairn_engine::gc::pending::clear(&**again.backend()).unwrap();
+    let fresh = Repository::open_local(&dir).unwrap();
+    assert_restores(&fresh, &id, &t);
+}

@@ -72,6 +72,11 @@ struct State {
     /// Containers present at open plus those sealed since (checked when the
     /// locality cache is off).
     present: HashSet<ContainerId>,
+    /// Containers a collection condemned (`gc-pending` at open): an index
+    /// hit in one is never confirmed, even while the container is still
+    /// there, since the collection deletes it without waiting for a
+    /// backup that began after it condemned it (docs/concurrency.md).
+    retiring: HashSet<ContainerId>,
     /// Containers an index hit pointed at that are missing or damaged, why.
     lost: std::collections::BTreeMap<ContainerId, String>,
     /// Index hits that could not be confirmed: chunks stored again.
@@ -112,6 +117,7 @@ impl Dedup {
                 open: HashSet::new(),
                 pending: Default::default(),
                 present: index.present,
+                retiring: index.retiring,
                 lost: Default::default(),
                 stored_again: 0,
             }),
@@ -143,6 +149,8 @@ impl Dedup {
     fn confirm(&self, st: &mut State, id: ContainerId, fp: &Fingerprint) -> Result<bool> {
         let held = if st.open.contains(&id) {
             true
+        } else if st.retiring.contains(&id) {
+            false
         } else if let Some(fps) = st.pending.get(&id) {
             // Closed by a stream, still on its way to disk: the section it
             // will have is known, and loading it counts as the read it would

@@ -36,8 +36,12 @@ pub struct OpenedIndex {
     pub replayed: Vec<IndexEntry>,
     /// Containers replayed (appended after the last checkpoint).
     pub replayed_containers: u64,
-    /// Every container present in the log at open.
+    /// Every container present in the log at open, but those a collection
+    /// condemned (`gc-pending`).
     pub present: std::collections::HashSet<ContainerId>,
+    /// The containers a collection condemned (`gc-pending`), present or
+    /// not: garbage to this writer, whatever the index says of them.
+    pub retiring: std::collections::HashSet<ContainerId>,
 }
 
 /// Opens the index for a writer: checkpoint + replay (DDFS §4.1).
@@ -185,6 +189,7 @@ fn open_index(
         replayed,
         replayed_containers,
         present,
+        retiring: retiring.into_iter().collect(),
     }))
 }
 
