@@ -25,7 +25,7 @@
 #      with a local repository where the seed and the same N first backups
 #      ran one after another. Target: within 1%.
 #   G. B again, with maintenance running beside the writers all along: a
-#      loop of `forget --keep-last KEEP_G` (every host's group) and
+#      loop of `forget --wait --keep-last KEEP_G` (every host's group) and
 #      `cairn gc`, neither of which stops a backup. Backups committed per
 #      minute against B's first N. Target: 8 writers >= 4x one writer.
 #   Then `cairn check` must pass and every host's latest snapshot must
@@ -244,7 +244,7 @@ for store in $STORES; do
         deadline=$((t0 + SECONDS_B * 1000000))
         (
             while [ "$(usecs)" -lt "$deadline" ]; do
-                if "$CAIRN" --repo "$repo" --cache-dir "$WORK/cache/gc" forget -q --keep-last "$KEEP_G" >/dev/null 2>>"$WORK/log/g-maint.err" &&
+                if "$CAIRN" --repo "$repo" --cache-dir "$WORK/cache/gc" forget -q --wait --keep-last "$KEEP_G" >/dev/null 2>>"$WORK/log/g-maint.err" &&
                     "$CAIRN" --repo "$repo" --cache-dir "$WORK/cache/gc" --json gc --wait >>"$WORK/log/g-gc.json" 2>>"$WORK/log/g-maint.err"; then
                     echo ok >>"$WORK/log/g-gc.ok"
                 else

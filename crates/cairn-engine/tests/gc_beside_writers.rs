@@ -330,3 +330,61 @@ fn a_backup_whose_session_was_reaped_commits_nothing() {
     assert_check_clean(&repo);
     assert!(backend.list("staged/").unwrap().is_empty());
 }
+
+/// A backup commits while another runs (paused at its first container):
+/// its file trees lie in containers above the running backup's floor,
+/// which the collection does not judge, while the chunks those trees
+/// reach (kept from a forgotten snapshot) lie below it. Every collector
+/// walks such trees node by node: the collection neither stops on them
+/// nor drops what they reach, and every snapshot restores.
+#[test]
+fn a_collection_walks_file_trees_that_lie_above_its_bound() {
+    for collector in [Collector::Lgc, Collector::Pgc, Collector::PgcPlus] {
+        let Fresh {
+            dir,
+            mem,
+            repo,
+            kept,
+            again,
+            ..
+        } = fresh();
+        // `again` holds the forgotten snapshot's files: one of them changes
+        // in part, so its new tree reaches old chunks.
+        let f0 = again.join("f0");
+        let mut bytes = std::fs::read(&f0).unwrap();
+        bytes[..1000].fill(7);
+        std::fs::write(&f0, bytes).unwrap();
+        let other = dir.path().join("other");
+        write_files(&other, 5, 2);
+        let (gate, reached) = Gate::at(Arc::new(mem.clone()), "containers/");
+        let (tx, waiting) = mpsc::channel();
+        let waits = Waits(Mutex::new(tx));
+        std::thread::scope(|sc| {
+            let _release = ReleaseOnDrop(&gate);
+            let paused = sc.spawn(|| gated_backup(&gate, &other));
+            reached.recv_timeout(Duration::from_secs(60)).unwrap();
+            // Another process: its block of ids comes after the paused one's.
+            let writer = Repository::open(Arc::new(mem.clone())).unwrap();
+            let above = backup_beside(&writer, &again).unwrap();
+            let (collector_repo, waits) = (&repo, &waits);
+            let collection = sc.spawn(move || {
+                let lock = collector_repo.lock_gc(false).unwrap();
+                cairn_engine::gc::collect(collector_repo, &lock, &options(collector), waits)
+            });
+            // The paused backup goes on once the collection waits for it
+            // (or ended without anything to wait for).
+            while !collection.is_finished()
+                && waiting.recv_timeout(Duration::from_millis(50)).is_err()
+            {}
+            gate.release();
+            let report = collection.join().unwrap();
+            let report = report.unwrap_or_else(|e| panic!("{collector:?}: {e}"));
+            assert!(report.plan.snapshots >= 2, "{collector:?}: {report:?}");
+            let paused = paused.join().unwrap().unwrap();
+            assert_restores_as(&repo, &above, "again", &again);
+            assert_restores_as(&repo, &paused, "other", &other);
+            assert_restores_as(&repo, &kept, "kept", &dir.path().join("kept"));
+        });
+        assert_check_clean(&repo);
+    }
+}

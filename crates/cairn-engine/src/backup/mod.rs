@@ -208,9 +208,10 @@ pub fn backup(repo: &Repository, lock: &WriteLock, opts: BackupOptions) -> Resul
     } else {
         previous_backup(repo)?
     };
-    let deltas_at_open = concurrent::DeltasAtOpen::list(&**repo.backend())?;
     let (shared, seal_rx, replayed_containers, replayed) =
         open_dedup(repo, lock, &warnings, scheme, history, opts.dedup)?;
+    // The listing the open used (the scope remembers it).
+    let deltas_at_open = concurrent::DeltasAtOpen::list(&**repo.backend())?;
     let open_seconds = started.elapsed().as_secs_f64();
     let mut run = RunState::new(repo, &opts, warnings.take(), started);
     run.attach_parent(repo, &opts, shared.dedup.present_containers())?;

@@ -150,7 +150,9 @@ impl Dedup {
         let held = if st.open.contains(&id) {
             true
         } else if st.retiring.contains(&id) {
-            false
+            // Not a loss: the chunk is stored again, a duplicate the next
+            // collection reconciles.
+            return Ok(false);
         } else if let Some(fps) = st.pending.get(&id) {
             // Closed by a stream, still on its way to disk: the section it
             // will have is known, and loading it counts as the read it would

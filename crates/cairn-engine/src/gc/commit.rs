@@ -343,12 +343,15 @@ pub(super) fn commit(
     let mut leaving = IndexUpdate::new(Vec::new(), update.removes);
     sweep::keep_survivors(&*repo.log, &mut leaving, &staying)?;
 
-    // The pending list goes first: from then on the cleaned containers are
-    // garbage to every writer that opens the index.
+    // The moves first, then the pending list: from the list on the cleaned
+    // containers are garbage to every writer that opens the index, and a
+    // writer reads the list before it lists the index (`index::open_index`),
+    // so one that finds the list also finds the live chunks' copies
+    // instead of storing them again. A stop between the two leaves sound
+    // copies and no list: the next collection reclaims the originals.
     let mut moves = update.puts;
     let moved = moves.len() as u64;
     moves.extend(puts_of(&entries.pending));
-    pending::write(&**backend, &copied.cleaned)?;
     opened.kind.commit(
         &**backend,
         IndexUpdate::puts(moves),
@@ -356,6 +359,7 @@ pub(super) fn commit(
         cfg.fp_width(),
         cfg.index.page_size as usize,
     )?;
+    pending::write(&**backend, &copied.cleaned)?;
     if last {
         reservation::clear(&**backend)?;
     }

@@ -298,9 +298,12 @@ impl Visitor for NamespaceVisitor<'_, '_> {
         self.marker.data(fp, at)
     }
 
-    /// A listing chunk or one of its tree nodes: read now, confirmed now.
+    /// A listing chunk or one of its tree nodes, or a node of a file whose
+    /// tree lies outside the judged containers: read now, confirmed now.
+    /// A node that is no key of `lp` (stored in a container not judged)
+    /// leaves `lp` alone: its slot is another node's.
     fn read(&mut self, fp: &Fingerprint, level: u8, at: At<'_>) -> Option<Vec<u8>> {
-        if level > 0 && !self.lp.get(fp, CONFIRM) {
+        if level > 0 && self.lp.is_member(fp) && !self.lp.get(fp, CONFIRM) {
             self.lp.set(fp, CONFIRM);
             if self.lp.get(fp, WALK) {
                 // Referenced as a file root before: balance its child sum.
@@ -315,9 +318,16 @@ impl Visitor for NamespaceVisitor<'_, '_> {
     }
 
     /// A file root gets its walk bit; its tree is scanned level by level.
+    /// A root stored in no judged container (a backup that committed
+    /// beside the collection wrote it above the bound, docs/concurrency.md)
+    /// is walked here instead, node by node, so the chunks it reaches in
+    /// judged containers are marked: the level scans read judged
+    /// containers only.
     fn file(&mut self, content: &BlobRef, at: At<'_>) -> Option<bool> {
         if content.level == 0 {
             self.marker.data(&content.root, at);
+        } else if !self.lp.is_member(&content.root) {
+            return None;
         } else if let Err(e) = refer(self.lp, self.sums, content.level, &content.root) {
             stop(&mut self.marker.error, e);
             return Some(false);

@@ -83,6 +83,21 @@ fn open_index(
     warnings: &Warnings,
     alone: bool,
 ) -> Result<Option<OpenedIndex>> {
+    // Containers a collection condemned are garbage: no dedup hit may
+    // resurrect a chunk in them (docs/gc.md). Read before the index is
+    // listed: a collection writes its moves (live chunks' entries naming
+    // their copies) before the list, so a writer that finds a container
+    // condemned also finds where its live chunks went.
+    // A damaged list names nothing: the next collection's Merge repairs it
+    // (docs/gc.md, "Crash safety"); until then the containers it named
+    // stay, and a chunk in them is sound wherever the index names it.
+    let retiring = crate::gc::pending::read(&*backend).or_else(|e| {
+        if !e.is_corruption() {
+            return Err(e);
+        }
+        warnings.push(format!("{e}; the next `cairn gc` repairs it"));
+        Ok(Vec::new())
+    })?;
     // Every page is verified up front (one sequential read): a damaged index
     // is rebuilt now rather than failing a lookup half-way through a backup.
     let disk = match DiskIndex::open(backend.clone(), counters.clone())
@@ -146,18 +161,7 @@ fn open_index(
     let mut replayed = Vec::new();
     let mut replayed_containers = 0;
     let ids = log.ids()?;
-    // Containers an interrupted collection is deleting are garbage: no
-    // dedup hit may resurrect a chunk in them (docs/gc.md).
-    // A damaged list names nothing: the next collection's Merge repairs it
-    // (docs/gc.md, "Crash safety"); until then the containers it named
-    // stay, and a chunk in them is sound wherever the index names it.
-    let retiring = crate::gc::pending::read(&*backend).or_else(|e| {
-        if !e.is_corruption() {
-            return Err(e);
-        }
-        warnings.push(format!("{e}; the next `cairn gc` repairs it"));
-        Ok(Vec::new())
-    })?;
+
     let present = ids
         .iter()
         .copied()
