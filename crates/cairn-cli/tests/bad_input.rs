@@ -280,8 +280,8 @@ fn a_second_writer_fails_with_one_line_about_the_lock() {
 
 /// Once the repository has an index file, backups share the writer lock
 /// (docs/concurrency.md): a second backup commits while the first still
-/// runs, an exclusive writer (`forget`) is refused with one line, and
-/// both snapshots hold what was backed up.
+/// runs, `forget` runs beside them too, an exclusive writer (`fastcopy`)
+/// is refused with one line, and both snapshots hold what was backed up.
 #[test]
 fn backups_run_together_once_the_repository_has_an_index() {
     let tmp = tempfile::tempdir().unwrap();
@@ -295,7 +295,8 @@ fn backups_run_together_once_the_repository_has_an_index() {
     let (child, stdin) = hold_lock(&repo, &part1);
     let second = cairn(&repo, &["backup", "--json", s(&tree)]).ok();
     let id2 = second.json()["id"].as_str().unwrap().to_string();
-    let err = cairn(&repo, &["forget", "--keep-last", "100"]).one_line_error();
+    cairn(&repo, &["forget", "-q", "--keep-last", "100"]).ok();
+    let err = cairn(&repo, &["fastcopy", &id2]).one_line_error();
     assert!(err.contains("lock"), "{err}");
     finish_held(&repo, child, stdin, &part1, &part2);
     let out = tmp.path().join("out");
