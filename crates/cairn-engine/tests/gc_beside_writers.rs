@@ -224,6 +224,19 @@ fn fresh() -> Fresh {
     }
 }
 
+/// A collection on a thread of scope `sc`, telling `waits` when it waits.
+fn spawn_collection<'s>(
+    sc: &'s std::thread::Scope<'s, '_>,
+    repo: &'s Repository,
+    collector: Collector,
+    waits: &'s Waits,
+) -> std::thread::ScopedJoinHandle<'s, Result<cairn_engine::gc::GcReport>> {
+    sc.spawn(move || {
+        let lock = repo.lock_gc(false)?;
+        cairn_engine::gc::collect(repo, &lock, &options(collector), waits)
+    })
+}
+
 /// [`backup_beside`] of `tree` by another process, through `gate`.
 fn gated_backup(gate: &Gate, tree: &std::path::Path) -> Result<String> {
     let other = Repository::open(Arc::new(gate.clone())).unwrap();
@@ -259,11 +272,7 @@ fn a_collection_waits_for_a_running_backup_and_rescues_what_it_used() {
             // and stops at its commit, its session running.
             let writer = sc.spawn(|| gated_backup(&gate, &again));
             reached.recv_timeout(Duration::from_secs(60)).unwrap();
-            let (collector_repo, waits) = (&repo, &waits);
-            let collection = sc.spawn(move || {
-                let lock = collector_repo.lock_gc(false).unwrap();
-                cairn_engine::gc::collect(collector_repo, &lock, &options(collector), waits)
-            });
+            let collection = spawn_collection(sc, &repo, collector, &waits);
             waiting
                 .recv_timeout(Duration::from_secs(120))
                 .expect("the collection waits for the running backup");
@@ -366,11 +375,7 @@ fn a_collection_walks_file_trees_that_lie_above_its_bound() {
             // Another process: its block of ids comes after the paused one's.
             let writer = Repository::open(Arc::new(mem.clone())).unwrap();
             let above = backup_beside(&writer, &again).unwrap();
-            let (collector_repo, waits) = (&repo, &waits);
-            let collection = sc.spawn(move || {
-                let lock = collector_repo.lock_gc(false).unwrap();
-                cairn_engine::gc::collect(collector_repo, &lock, &options(collector), waits)
-            });
+            let collection = spawn_collection(sc, &repo, collector, &waits);
             // The paused backup goes on once the collection waits for it
             // (or ended without anything to wait for).
             while !collection.is_finished()

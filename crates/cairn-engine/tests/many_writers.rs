@@ -270,8 +270,8 @@ fn an_orphan_below_another_writers_mark_is_replayed_not_assumed_indexed() {
 
 /// `forget` shares the writer lock with backups: it removes a record while
 /// a backup holds the lock and runs, never stops it, and is kept out only
-/// by what holds the lock alone. The backup (whose parent is the record
-/// forgotten) commits, and after a collection every kept snapshot restores.
+/// by what holds the lock alone. The backup (started after the removal, so
+/// without a parent) commits, and after a collection it restores.
 #[test]
 fn forget_runs_beside_a_backup_and_a_collection_keeps_what_it_uses() {
     let tmp = tempfile::tempdir().unwrap();

@@ -161,7 +161,6 @@ fn open_index(
     let mut replayed = Vec::new();
     let mut replayed_containers = 0;
     let ids = log.ids()?;
-
     let present = ids
         .iter()
         .copied()
