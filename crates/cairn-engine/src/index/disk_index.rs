@@ -391,6 +391,20 @@ impl DiskIndex {
     fn read_file(&self) -> Result<Option<(Current, Vec<u8>)>> {
         self.with_current(|c| {
             let listing = self.backend.list(object_names::INDEX)?;
+            // A newer generation listed: a merge replaced this one and is
+            // deleting its deltas (after writing the new file), so the
+            // deltas still listed may be only some of them, and the file
+            // with them is not the index. Reloaded like a generation gone.
+            if listing
+                .iter()
+                .filter_map(|k| object_names::parse_generation(k, object_names::INDEX))
+                .any(|g| g > c.generation)
+            {
+                return Err(Error::NotFound(format!(
+                    "index generation {} (replaced by a merge)",
+                    c.generation
+                )));
+            }
             let mut c = c.clone();
             c.overlay = Arc::new(Overlay::load(
                 &*self.backend,

@@ -340,3 +340,35 @@ mod update_properties {
         assert!(crate::index::is_damage(&err), "{err}");
     }
 }
+
+/// A reader that opened the index before a merge and reads every entry
+/// while the merge deletes the old generation's deltas (the old file
+/// still there) reads the new generation, not the old file with part of
+/// its deltas: a collection reads the index this way beside `compact`.
+#[test]
+fn a_full_read_during_a_merge_reads_the_new_generation() {
+    let backend: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let open = || DiskIndex::open(backend.clone(), Arc::new(Counters::default())).unwrap();
+    open()
+        .write_merged(entries(0..100, 1), ContainerId(2), 32, 4096)
+        .unwrap();
+    let writer = open();
+    writer.beside_other_writers();
+    writer
+        .write_delta(IndexUpdate::puts(entries(100..200, 5)), ContainerId(6), 32)
+        .unwrap();
+    let reader = open();
+    let old_file = backend.read(&object_names::index(1)).unwrap();
+    // The merge has written generation 2 and deleted the deltas, and not
+    // yet generation 1.
+    open()
+        .merge(IndexUpdate::default(), ContainerId(6), 32, 4096)
+        .unwrap();
+    backend
+        .write_atomic(&object_names::index(1), &old_file)
+        .unwrap();
+    let mut seen = 0;
+    reader.for_each_entry(&mut |_| seen += 1).unwrap();
+    assert_eq!(seen, 200);
+    assert_eq!(reader.generation(), 2);
+}
