@@ -35,6 +35,7 @@
 #   WRITERS="1 2 4" MIB=16 SECONDS_B=15 bench/many-writers.sh
 #   STORES=s3 DELAY_MS=100 CAIRN=/path/to/cairn bench/many-writers.sh
 #   KEEP_FAILED=/tmp/mw-failed bench/many-writers.sh   # keeps a repository that fails its check
+#   KEEP_WORK=1 bench/many-writers.sh                # keeps WORK (trees, caches, the last store and N's logs, gc reports)
 #
 # Settings: cairn encrypted (aes-256-gcm, the default) with cheap Argon2id
 # key files (CAIRN_KDF_MEMORY_KIB=8192, CAIRN_KDF_PASSES=1): every cairn
@@ -338,4 +339,4 @@ done
 } | tee "$report"
 cleanup
 PIDS=()
-rm -rf "$WORK"
+[ -n "${KEEP_WORK:-}" ] || rm -rf "$WORK"

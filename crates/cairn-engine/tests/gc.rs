@@ -475,3 +475,59 @@ fn the_summary_vector_forgets_what_a_collection_removed() {
         removed.len()
     );
 }
+
+/// PGC+'s live vector answers only for its keys: a chunk stored in a
+/// judged container but missing from the index (a state concurrency can
+/// leave, docs/concurrency.md) must be a key too, or Select and Copy read
+/// and clear another chunk's bit and a live chunk goes uncopied. Here a
+/// live snapshot's chunks are taken out of the index; the collection then
+/// copies every live chunk of the half-dead containers it cleans.
+#[test]
+fn pgc_plus_copies_every_live_chunk_beside_chunks_the_index_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    write_tree(&a, 3, 40, 40);
+    write_tree(&b, 4, 40, 40);
+    let backend: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let repo = Repository::init(backend.clone(), tiny_config()).unwrap();
+    let old = backup(&repo, &a);
+    let before_b = repo.log.ids().unwrap();
+    backup(&repo, &b);
+    let of_b: Vec<_> = repo
+        .log
+        .ids()
+        .unwrap()
+        .into_iter()
+        .filter(|id| !before_b.contains(id))
+        .collect();
+    // Half of a's files change: the old snapshot's containers turn half
+    // dead once it is forgotten, and the collection cleans them.
+    write_tree(&a, 5, 40, 20);
+    let newest = backup(&repo, &a);
+    {
+        let lock = repo.lock_writer(false).unwrap();
+        cairn_engine::forget::remove(&repo, &lock, &[old]).unwrap();
+        let mut lost = Vec::new();
+        for id in &of_b {
+            let meta = repo.log.read_meta(*id).unwrap();
+            lost.extend(meta.descriptors.iter().map(|d| d.fp));
+        }
+        lost.sort();
+        lost.dedup();
+        let mut opened = repo.open_index(&lock, &Default::default()).unwrap();
+        opened
+            .kind
+            .commit(
+                &**repo.backend(),
+                cairn_engine::index::disk_index::IndexUpdate::new(Vec::new(), lost),
+                repo.log.next_id(),
+                repo.config.fp_width(),
+                repo.config.index.page_size as usize,
+            )
+            .unwrap();
+    }
+    let report = run_gc(&repo, Collector::PgcPlus, 1 << 30);
+    assert!(report.unindexed_chunks > 0, "{report:#?}");
+    assert!(report.containers_deleted > 0, "{report:#?}");
+    assert_restores_as(&repo, &newest, "a", &a);
+}

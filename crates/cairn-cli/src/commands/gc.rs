@@ -189,6 +189,14 @@ pub fn print_gc(report: &GcReport) {
             report.concurrent_snapshots, report.resurrected_chunks
         );
     }
+    if report.unindexed_chunks > 0 {
+        println!(
+            "{} chunks in the containers it judged were missing from the index it read; \
+             each was judged by its own liveness (`cairn check` reports containers the \
+             index lacks)",
+            report.unindexed_chunks
+        );
+    }
     if report.stopped_by_time {
         println!("stopped at --max-seconds: the rest is left for the next run");
     }

@@ -51,7 +51,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use cairn_core::{ChunkKind, ContainerId, CountersSnapshot, Error, FpMap, Result};
+use cairn_core::{ChunkKind, ContainerId, CountersSnapshot, Error, Fingerprint, FpMap, Result};
 use cairn_format::dir::BlobRef;
 use cairn_format::index::IndexEntry;
 
@@ -460,6 +460,7 @@ fn mark_with_vector(
     phases: &mut Phases<'_>,
     report: &mut GcReport,
     mut lp: Phv,
+    stored: Vec<Fingerprint>,
 ) -> Result<(Marked, Vec<Tally>, Vec<ContainerId>)> {
     let mut keys = Vec::with_capacity(ctx.keys() as usize);
     let mut canonical: std::collections::HashMap<ContainerId, u64> = Default::default();
@@ -467,6 +468,27 @@ fn mark_with_vector(
         keys.push(e.fp);
         *canonical.entry(e.container).or_insert(0) += 1;
     })?;
+    // The vector answers for keys only: a fingerprint that is not one maps
+    // to another key's bit, and Select and Copy would read (and Copy clear)
+    // that other chunk's liveness, so a live chunk could go uncopied. 003
+    // builds it over the index, which there names every stored chunk; here
+    // a chunk a judged container holds may be missing from the index the
+    // collection read (`unindexed_chunks`), so the keys are the index's
+    // fingerprints and every fingerprint stored in a judged container.
+    keys.sort_unstable();
+    // The perfect hash needs distinct keys.
+    keys.dedup();
+    let indexed = keys.len();
+    let mut extra = Vec::new();
+    for fp in stored {
+        if keys[..indexed].binary_search(&fp).is_err() {
+            extra.push(fp);
+        }
+    }
+    extra.sort_unstable();
+    extra.dedup();
+    report.unindexed_chunks = extra.len() as u64;
+    keys.extend(extra);
     let n = keys.len() as u64;
     let mut live = Live::Phv(Phv::build(keys, 1));
     ctx.enumerate(
@@ -585,6 +607,9 @@ pub fn collect(
 
     // Analysis (§3.2 phase 1'): tree levels per container; the perfect
     // hash over tree-node fingerprints (walk and confirm bits).
+    // PGC+: every fingerprint the judged containers hold (the live vector's
+    // keys, `mark_with_vector`).
+    let mut stored = Vec::new();
     let lp = if collector == Collector::Lgc {
         None
     } else {
@@ -594,6 +619,9 @@ pub fn collect(
             stop::stop_if_interrupted()?;
             let meta = meta_of(&*repo.log, id)?;
             let mut levels = 0u64;
+            if collector == Collector::PgcPlus {
+                stored.extend(meta.descriptors.iter().map(|d| d.fp));
+            }
             for d in &meta.descriptors {
                 if d.kind == ChunkKind::Tree && d.level > 0 {
                     levels |= 1 << d.level.min(63);
@@ -615,7 +643,9 @@ pub fn collect(
     ctx.peak = lp.as_ref().map_or(0, Phv::bytes);
 
     let (mut marked, tallies, selected) = match (collector, lp) {
-        (Collector::PgcPlus, Some(lp)) => mark_with_vector(&mut ctx, &mut phases, &mut report, lp)?,
+        (Collector::PgcPlus, Some(lp)) => {
+            mark_with_vector(&mut ctx, &mut phases, &mut report, lp, stored)?
+        }
         (_, lp) => mark_with_filters(&mut ctx, &mut phases, &mut report, lp)?,
     };
     stop::stop_if_interrupted()?;

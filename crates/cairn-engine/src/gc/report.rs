@@ -55,6 +55,10 @@ pub struct GcReport {
     /// Mark passes: 2 when focused cleaning was needed (003 §3.1.2).
     pub mark_passes: u32,
     pub dry_run: bool,
+    /// PGC+: distinct chunks stored in judged containers that the index
+    /// the collection read does not name (each is one more key of the live
+    /// vector; `gc/mod.rs` `mark_with_vector`).
+    pub unindexed_chunks: u64,
     pub plan: Plan,
     pub enumeration: EnumerationStats,
     pub memory: MemoryReport,
