@@ -393,3 +393,50 @@ fn a_collection_walks_file_trees_that_lie_above_its_bound() {
         assert_check_clean(&repo);
     }
 }
+
+/// `--max-seconds` bounds the wait for backups, too: a collection whose
+/// time runs out while a backup that began before its condemnation still
+/// runs returns, its condemned containers left (pending list and entries
+/// kept); the backup commits, and the next collection judges them again
+/// and loses nothing.
+#[test]
+fn max_seconds_ends_the_wait_for_a_running_backup() {
+    let Fresh {
+        dir,
+        mem,
+        backend,
+        repo,
+        kept,
+        again,
+    } = fresh();
+    let before: Vec<String> = backend.list("containers/").unwrap();
+    let (gate, reached) = Gate::new(Arc::new(mem.clone()));
+    std::thread::scope(|sc| {
+        let _release = ReleaseOnDrop(&gate);
+        let writer = sc.spawn(|| gated_backup(&gate, &again));
+        reached.recv_timeout(Duration::from_secs(60)).unwrap();
+        let lock = repo.lock_gc(false).unwrap();
+        let opts = GcOptions {
+            max_seconds: Some(1.0),
+            ..options(Collector::PgcPlus)
+        };
+        let report = cairn_engine::gc::collect(&repo, &lock, &opts, &NoProgress).unwrap();
+        drop(lock);
+        assert!(report.stopped_by_time, "{report:#?}");
+        assert!(report.condemned_left > 0, "{report:#?}");
+        assert_eq!(report.containers_deleted, 0, "{report:#?}");
+        let now = backend.list("containers/").unwrap();
+        assert!(before.iter().all(|c| now.contains(c)));
+        assert!(backend.exists("gc-pending").unwrap());
+        gate.release();
+        let id = writer.join().unwrap().unwrap();
+        let report = common::gc(&repo, &options(Collector::PgcPlus), &NoProgress).unwrap();
+        assert!(report.containers_deleted > 0, "{report:#?}");
+        assert!(!backend.exists("gc-pending").unwrap());
+        for (id, tree) in [(&kept, &dir.path().join("kept")), (&id, &again)] {
+            let top = tree.file_name().unwrap().to_str().unwrap();
+            assert_restores_as(&repo, id, top, tree);
+        }
+        assert_check_clean(&repo);
+    });
+}

@@ -26,7 +26,8 @@ pub struct GcTuning {
     /// cleaned mostly dead first until this much is covered.
     #[arg(long, default_value_t = GcOptions::DEFAULT_RECLAIM_PERCENT, conflicts_with = "max_seconds")]
     pub reclaim: f64,
-    /// Stop copying after this many seconds; what is left waits for the next run.
+    /// Stop copying, or waiting for running backups before deleting, after
+    /// this many seconds; what is left waits for the next run.
     #[arg(long)]
     pub max_seconds: Option<f64>,
     /// Memory for the mark structures; LGC and PGC clean in two passes
@@ -197,7 +198,13 @@ pub fn print_gc(report: &GcReport) {
             report.unindexed_chunks
         );
     }
-    if report.stopped_by_time {
+    if report.condemned_left > 0 {
+        println!(
+            "stopped at --max-seconds while backups that began before it were running: the {} \
+             containers it condemned stay, and the next collection judges them again",
+            report.condemned_left
+        );
+    } else if report.stopped_by_time {
         println!("stopped at --max-seconds: the rest is left for the next run");
     }
 }

@@ -271,6 +271,9 @@ pub(super) struct Committed {
     pub new_snapshots: usize,
     pub written_bytes: u64,
     pub containers_written: u64,
+    /// Condemned containers left for the next collection: the wait for
+    /// the backups that may use them outlasted `--max-seconds`.
+    pub left: u64,
 }
 
 /// What Commit condemned, for [`super::finish::finish`].

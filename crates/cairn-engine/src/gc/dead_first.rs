@@ -83,25 +83,33 @@ pub(super) fn delete(
     merged: &Merged,
     ids: Vec<ContainerId>,
     tallies: &[Tally],
-    chunk_counts: &HashMap<ContainerId, u64>,
     progress: &dyn GcProgress,
+    deadline: Option<std::time::Instant>,
 ) -> Result<Freed> {
     if ids.is_empty() {
         return Ok(Freed::default());
     }
+    let chunk_counts: HashMap<ContainerId, u64> =
+        tallies.iter().map(|t| (t.id, t.chunks)).collect();
     let none_copied = Copied {
         cleaned: ids.clone(),
         ..Default::default()
     };
     let condemned =
-        commit::commit(repo, gc, merged, &none_copied, chunk_counts, false).map_err(|e| {
+        commit::commit(repo, gc, merged, &none_copied, &chunk_counts, false).map_err(|e| {
             no_room(
                 e,
                 "the pending list and index delta that deleting whole dead \
              containers needs (a few KiB, plus tens of bytes per chunk removed)",
             )
         })?;
-    let committed = super::finish::finish(repo, gc, merged, condemned, progress)?;
+    let committed = super::finish::finish(repo, gc, merged, condemned, progress, deadline)?;
+    if committed.left > 0 {
+        return Ok(Freed {
+            committed,
+            ..Default::default()
+        });
+    }
     let bytes = super::sweep::file_bytes_of(tallies, &ids);
     Ok(Freed {
         ids,

@@ -20,11 +20,12 @@
 //! 4. **Delete** the condemned containers, readers locked out, then the
 //!    pending list.
 //!
-//! No step compares clocks. An interruption while waiting leaves the
-//! pending list: the next collection judges its containers again.
+//! No step compares clocks. An interruption while waiting, or the end of
+//! `--max-seconds`, leaves the pending list: the next collection judges
+//! its containers again (their entries stay, so every record still reads).
 
 use std::collections::{HashMap, HashSet};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use cairn_core::{ContainerId, Error, Fingerprint, FpMap, Result};
 use cairn_format::index::IndexEntry;
@@ -44,8 +45,13 @@ use crate::session;
 /// The longest pause between two looks at the sessions being waited for.
 const MAX_POLL: Duration = Duration::from_secs(1);
 
-/// Waits until every session running now has ended or is reaped.
-fn wait_for_writers(repo: &Repository, progress: &dyn GcProgress) -> Result<()> {
+/// Waits until every session running now has ended or is reaped: true;
+/// false when `deadline` came first.
+fn wait_for_writers(
+    repo: &Repository,
+    progress: &dyn GcProgress,
+    deadline: Option<Instant>,
+) -> Result<bool> {
     let backend = &**repo.backend();
     let live = session::survey(backend)?.live;
     let who = |id: &str| match live.iter().find(|(l, _)| l == id) {
@@ -54,7 +60,7 @@ fn wait_for_writers(repo: &Repository, progress: &dyn GcProgress) -> Result<()> 
     };
     let mut waiting: Vec<String> = live.iter().map(|(id, _)| id.clone()).collect();
     if waiting.is_empty() {
-        return Ok(());
+        return Ok(true);
     }
     progress.phase("wait for backups", waiting.len() as u64);
     // The survey just found each running: the first look again comes after
@@ -70,6 +76,9 @@ fn wait_for_writers(repo: &Repository, progress: &dyn GcProgress) -> Result<()> 
                 who(&waiting[0])
             )
         })?;
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Ok(false);
+        }
         std::thread::sleep(pause);
         pause = (pause * 2).min(MAX_POLL);
         let before = waiting.len();
@@ -82,7 +91,7 @@ fn wait_for_writers(repo: &Repository, progress: &dyn GcProgress) -> Result<()> 
         progress.advance((before - still.len()) as u64);
         waiting = still;
     }
-    Ok(())
+    Ok(true)
 }
 
 /// Finds, in records written since Merge, the chunks about to be forgotten.
@@ -193,13 +202,16 @@ fn rescue(
         .collect())
 }
 
-/// Steps 1-4 above for what [`commit::commit`] condemned.
+/// Steps 1-4 above for what [`commit::commit`] condemned; when `deadline`
+/// (`--max-seconds`) passes during the wait, only step 1 ran: the
+/// condemned containers are left (`Committed::left`).
 pub(super) fn finish(
     repo: &Repository,
     gc: &GcLock,
     merged: &Merged,
     condemned: Condemned,
     progress: &dyn GcProgress,
+    deadline: Option<Instant>,
 ) -> Result<Committed> {
     let cfg = &repo.config;
     let backend = repo.backend();
@@ -207,7 +219,10 @@ pub(super) fn finish(
         moved: condemned.moved,
         ..Default::default()
     };
-    wait_for_writers(repo, progress)?;
+    if !wait_for_writers(repo, progress, deadline)? {
+        out.left = condemned.cleaned.len() as u64;
+        return Ok(out);
+    }
     let rescued = rescue(repo, merged, &condemned.doomed, &mut out)?;
     let kept: HashSet<Fingerprint> = rescued.iter().map(|e| e.fp).collect();
     let removes: Vec<Fingerprint> = condemned

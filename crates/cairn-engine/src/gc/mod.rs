@@ -117,7 +117,9 @@ pub struct GcOptions {
     pub collector: Collector,
     /// Share of the estimated dead bytes to reclaim, mostly dead containers first.
     pub reclaim_percent: f64,
-    /// Stop copying (and leave the rest for the next run) after this long.
+    /// Stop copying, or waiting for running backups before the deletes
+    /// (leaving what it condemned), after this long; the rest is left for
+    /// the next run.
     pub max_seconds: Option<f64>,
     /// Memory for the mark structures (filters, perfect-hash vectors).
     pub memory_bytes: u64,
@@ -687,7 +689,10 @@ pub fn collect(
     if !dead.is_empty() {
         phases.start("delete dead", dead.len() as u64);
     }
-    let freed = dead_first::delete(repo, gc, &merged, dead, &tallies, &chunk_counts, progress)?;
+    let deadline = opts
+        .max_seconds
+        .map(|s| started + std::time::Duration::from_secs_f64(s.max(0.0)));
+    let freed = dead_first::delete(repo, gc, &merged, dead, &tallies, progress, deadline)?;
     report.dead_containers_deleted_first = freed.ids.len() as u64;
     report.dead_bytes_freed_first = freed.bytes;
     let gone = |id: &ContainerId| freed.ids.binary_search(id).is_ok();
@@ -703,25 +708,33 @@ pub fn collect(
         report.containers_written = copied.containers_written
             + done.containers_written
             + freed.committed.containers_written;
-        report.containers_deleted = (copied.cleaned.len() + freed.ids.len()) as u64;
+        // Cleaned but left condemned when the wait outlasted --max-seconds.
+        let deleted = if done.left > 0 {
+            &[][..]
+        } else {
+            &copied.cleaned[..]
+        };
+        report.containers_deleted = (deleted.len() + freed.ids.len()) as u64;
+        report.condemned_left = done.left + freed.committed.left;
         report.index_removed = done.removed + freed.committed.removed;
         report.index_moved = done.moved + freed.committed.moved;
         report.concurrent_snapshots = done.new_snapshots.max(freed.committed.new_snapshots);
         report.resurrected_chunks = done.resurrected + freed.committed.resurrected;
-        let deleted_bytes = sweep::file_bytes_of(&tallies, &copied.cleaned) + freed.bytes;
+        let deleted_bytes = sweep::file_bytes_of(&tallies, deleted) + freed.bytes;
         report.reclaimed_bytes = deleted_bytes as i64
             - copied.written_bytes as i64
             - done.written_bytes as i64
             - freed.committed.written_bytes as i64;
-        report.stopped_by_time = copied.stopped_by_time;
+        report.stopped_by_time = copied.stopped_by_time || report.condemned_left > 0;
         report.damaged = copied.damaged;
         let mut phases = phases;
         phases.end();
         report.phases = phases.out;
         report.seconds = started.elapsed().as_secs_f64();
     };
-    if selected.is_empty() {
-        // Every selected container was whole dead: nothing to copy.
+    if selected.is_empty() || freed.committed.left > 0 {
+        // Every selected container was whole dead: nothing to copy; or
+        // the wait for their deletion outlasted --max-seconds.
         reservation::clear(&*backend)?;
         finish(&mut report, phases, Default::default(), Default::default());
         return Ok(report);
@@ -730,9 +743,6 @@ pub fn collect(
 
     // Copy (§3.1 step 5; PGC+ §3.4 backwards with dynamic duplicate
     // removal), into the reserved ids: a backup may be writing beside it.
-    let deadline = opts
-        .max_seconds
-        .map(|s| started + std::time::Duration::from_secs_f64(s.max(0.0)));
     let mut writer = CopyWriter::new(
         &*repo.log,
         &codec,
@@ -777,7 +787,7 @@ pub fn collect(
     // condemned, their rescue, and the deletes (`finish.rs`).
     phases.start("commit", 0);
     let condemned = commit::commit(repo, gc, &merged, &copied, &chunk_counts, true)?;
-    let done = finish::finish(repo, gc, &merged, condemned, progress)?;
+    let done = finish::finish(repo, gc, &merged, condemned, progress, deadline)?;
     finish(&mut report, phases, copied, done);
     Ok(report)
 }

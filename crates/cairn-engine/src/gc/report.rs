@@ -72,6 +72,9 @@ pub struct GcReport {
     pub index_removed: u64,
     pub index_moved: u64,
     pub stopped_by_time: bool,
+    /// Containers condemned and left for the next collection: the wait
+    /// for backups that may use them outlasted `--max-seconds`.
+    pub condemned_left: u64,
     /// Selected containers left in place because a live chunk was damaged.
     pub damaged: Vec<String>,
     /// Unselected containers whose metadata PGC+'s copy phase read.
