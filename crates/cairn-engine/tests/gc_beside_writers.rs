@@ -251,6 +251,22 @@ fn options(collector: Collector) -> GcOptions {
     }
 }
 
+/// The kept snapshot and the backup `id` of `again` (as [`setup`] leaves
+/// them) restore byte for byte, and `check --read-data` is clean.
+fn assert_both_restore(
+    repo: &Repository,
+    dir: &std::path::Path,
+    kept: &str,
+    id: &str,
+    again: &std::path::Path,
+) {
+    for (id, tree) in [(kept, &dir.join("kept")), (id, &again.to_path_buf())] {
+        let top = tree.file_name().unwrap().to_str().unwrap();
+        assert_restores_as(repo, id, top, tree);
+    }
+    assert_check_clean(repo);
+}
+
 #[test]
 fn a_collection_waits_for_a_running_backup_and_rescues_what_it_used() {
     for collector in [Collector::Lgc, Collector::PgcPlus] {
@@ -291,11 +307,7 @@ fn a_collection_waits_for_a_running_backup_and_rescues_what_it_used() {
                 "{collector:?}: the chunks the backup used were judged dead, yet none rescued"
             );
             assert_eq!(report.concurrent_snapshots, 1, "{collector:?}");
-            for (id, tree) in [(&kept, &dir.path().join("kept")), (&id, &again)] {
-                let top = tree.file_name().unwrap().to_str().unwrap();
-                assert_restores_as(&repo, id, top, tree);
-            }
-            assert_check_clean(&repo);
+            assert_both_restore(&repo, dir.path(), &kept, &id, &again);
             // Nothing of the protocol is left behind.
             assert!(backend.list("sessions/").unwrap().is_empty());
             assert!(backend.list("staged/").unwrap().is_empty());
@@ -433,10 +445,6 @@ fn max_seconds_ends_the_wait_for_a_running_backup() {
         let report = common::gc(&repo, &options(Collector::PgcPlus), &NoProgress).unwrap();
         assert!(report.containers_deleted > 0, "{report:#?}");
         assert!(!backend.exists("gc-pending").unwrap());
-        for (id, tree) in [(&kept, &dir.path().join("kept")), (&id, &again)] {
-            let top = tree.file_name().unwrap().to_str().unwrap();
-            assert_restores_as(&repo, id, top, tree);
-        }
-        assert_check_clean(&repo);
+        assert_both_restore(&repo, dir.path(), &kept, &id, &again);
     });
 }
