@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Many writers, one repository (issue 33): N backups of N different hosts
 # (`--host hostK`) committing into one repository at once, for each N in
-# WRITERS, into a directory on the local disk and into S3 (VersityGW behind
-# bench/latency_proxy.py, DELAY_MS per request, as s3-latency.sh). Every
+# WRITERS, into a directory on the local disk, into S3 (VersityGW behind
+# bench/latency_proxy.py, DELAY_MS per request, as s3-latency.sh) and, with
+# STORES="garage", into a 3-node Garage cluster (bench/garage-start.sh;
+# replication factor 3, cairn talks to node 1 through the same proxy). Every
 # host has its own tree of MIB MiB in 4 MiB files of random bytes:
 # SHARED_PCT percent of it are the same files on every host, the rest its
 # own. Per store and N, a fresh repository:
@@ -34,6 +36,7 @@
 #   bench/many-writers.sh                          # N = 1 2 4 8, 64 MiB per host, local and s3
 #   WRITERS="1 2 4" MIB=16 SECONDS_B=15 bench/many-writers.sh
 #   STORES=s3 DELAY_MS=100 CAIRN=/path/to/cairn bench/many-writers.sh
+#   STORES="s3 garage" WRITERS="1 8" bench/many-writers.sh   # Garage: a long build, once
 #   KEEP_FAILED=/tmp/mw-failed bench/many-writers.sh   # keeps a repository that fails its check
 #   KEEP_WORK=1 bench/many-writers.sh                # keeps WORK (trees, caches, the last store and N's logs, gc reports)
 #
@@ -74,7 +77,34 @@ WORK=$(realpath "$WORK")
 export CAIRN_CACHE_DIR=$WORK/cache/default
 cleanup() { :; }
 PIDS=()
-case " $STORES " in *" s3 "*) . bench/s3-proxy.sh ;; esac
+case " $STORES " in *" s3 "*) . bench/s3-proxy.sh && S3_KEY_ID=$AWS_ACCESS_KEY_ID S3_SECRET=$AWS_SECRET_ACCESS_KEY ;; esac
+case " $STORES " in
+*" garage "*)
+    . bench/garage-start.sh
+    trap 'cleanup; garage_cleanup' EXIT
+    GPROXY_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    python3 bench/latency_proxy.py "$GPROXY_PORT" "127.0.0.1:${S3[1]}" "$DELAY_MS" "$WORK/garage-proxy-stats" >"$WORK/garage-proxy.log" 2>&1 &
+    # The nodes and the proxy count as the server (srv s).
+    PIDS+=($! "${PID[1]}" "${PID[2]}" "${PID[3]}")
+    for _ in $(seq 100); do grep -q ready "$WORK/garage-proxy.log" 2>/dev/null && break; sleep 0.1; done
+    GARAGE_ENDPOINT="http://127.0.0.1:$GPROXY_PORT"
+    ;;
+esac
+# The store's repository for N writers, its credentials, and the directory
+# holding it (none for Garage: its size comes from `cairn stats`).
+use_store() {
+    case "$1" in
+    s3)
+        export AWS_ACCESS_KEY_ID=$S3_KEY_ID AWS_SECRET_ACCESS_KEY=$S3_SECRET && unset AWS_REGION
+        repo="s3:$ENDPOINT/bench/mw-$2" dir="$WORK/store/bench/mw-$2"
+        ;;
+    garage)
+        export AWS_ACCESS_KEY_ID=$GARAGE_KEY_ID AWS_SECRET_ACCESS_KEY=$GARAGE_SECRET AWS_REGION=garage
+        repo="s3:$GARAGE_ENDPOINT/cairn/mw-$2" dir=""
+        ;;
+    *) repo="$WORK/repo-$2" dir=$repo ;;
+    esac
+}
 
 # The trees: MIB per host, SHARED_PCT of it the same on every host.
 mkfiles() { # DIR MIB: MIB of random bytes in files of FILE_MIB
@@ -176,7 +206,7 @@ for store in $STORES; do
     for n in $WRITERS; do
         [ -n "$first" ] || first=$n
         rm -rf "$WORK/cache" "$WORK/log" && mkdir -p "$WORK/log"
-        if [ "$store" = s3 ]; then repo="s3:$ENDPOINT/bench/mw-$n" dir="$WORK/store/bench/mw-$n"; else repo="$WORK/repo-$n" dir=$repo; fi
+        use_store "$store" "$n"
         "$CAIRN" --repo "$repo" init -q
         echo "== $store, N=$n: seed backup" >&2
         "$CAIRN" --repo "$repo" --cache-dir "$WORK/cache/seed" backup -q --host seed "$WORK/seed"
@@ -292,16 +322,16 @@ EOF2
                 echo "$store N=$n: host$k's latest snapshot does not restore byte-identically" >>"$WORK/errors"
         done
         rm -rf "$WORK/restored" && snaps=$("$CAIRN" --repo "$repo" --cache-dir "$WORK/cache/check" --json snapshots | python3 -c 'import json, sys; print(len(json.load(sys.stdin)))')
-        size=$(du -sb "$dir" | cut -f1)
+        if [ -n "$dir" ]; then size=$(du -sb "$dir" | cut -f1); else size=$(container_bytes "$repo"); fi
         printf "%-6s %3d %8s %5d/%-3d %9d %10.1f %10.1f %8.1f\n" "$store" "$n" "$check" "$restored" "$n" "$snaps" \
             "$(awk -v s="$size" 'BEGIN { print s / 1048576 }')" "$(awk -v m="$MIB" -v n="$n" -v p="$SHARED_PCT" 'BEGIN { print m * (p / 100 + n * (1 - p / 100)) }')" \
             "$(awk -v a="$t0" -v b="$(usecs)" 'BEGIN { print (b - a) / 1e6 }')" >>"$C"
         if [ "$check" != passed ] || [ "$restored" != "$n" ]; then
             echo "after $store N=$n: check $check, $restored of $n hosts restore byte-identically: FAILED" >>"$V"
             # Kept for a post-mortem: the store, the caches and the logs.
-            [ -z "${KEEP_FAILED:-}" ] || { mkdir -p "$KEEP_FAILED" && cp -r "$dir" "$WORK/cache" "$WORK/log" "$WORK/errors" "$KEEP_FAILED/"; }
+            [ -z "${KEEP_FAILED:-}" ] || { mkdir -p "$KEEP_FAILED" && cp -r ${dir:+"$dir"} "$WORK/cache" "$WORK/log" "$WORK/errors" "$KEEP_FAILED/"; }
         fi
-        rm -rf "$dir" "$WORK/cache"
+        rm -rf ${dir:+"$dir"} "$WORK/cache"
     done
 done
 
@@ -309,6 +339,7 @@ done
     echo "many-writers benchmark $(date -u +%Y-%m-%d), $CPUS CPUs, cairn $("$CAIRN" --version | awk '{ print $2 }') ($(git rev-parse --short HEAD 2>/dev/null || echo '?'))"
     echo "per host: $MIB MiB of random bytes in $FILE_MIB MiB files, $SHARED_PCT% of them the same on every host; phase B rewrites $CHANGE_MIB MiB per backup, for ${SECONDS_B}s"
     case " $STORES " in *" s3 "*) echo "s3: VersityGW $VERSITYGW_VERSION (posix) behind a ${DELAY_MS} ms round trip per request" ;; esac
+    case " $STORES " in *" garage "*) echo "garage: Garage $GARAGE_VERSION, 3 nodes, replication factor 3, node 1 behind a ${DELAY_MS} ms round trip per request" ;; esac
     echo "encrypted (aes-256-gcm), Argon2id 8 MiB, 1 pass: every cairn process's key derivation is included in the times and CPU seconds"
     echo "CPU s: user + sys of the cairn processes; busy: the machine's share; srv s: CPU s of the S3 server and proxy;"
     echo "oth s: CPU s of every other process (! = more than 5% of the CPUs' time: disturbed, rerun on a quiet machine)"
