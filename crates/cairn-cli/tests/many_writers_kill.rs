@@ -103,24 +103,25 @@ fn next_generation(tree: &Path, rng: &mut Rng, shared: &[u8], round: usize) {
 
 /// Waits for `child`; its stdout if it exited 0. A killed process, or one
 /// that failed with one line (a backup that a collection reaped), gives
-/// `None`; a panic or a death by another signal fails the test.
-fn finish(child: Child, what: &str) -> Option<String> {
+/// why (the line, for the caller's message); a panic or a death by another
+/// signal fails the test.
+fn finish(child: Child, what: &str) -> Result<String, String> {
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("panicked"), "{what} panicked: {stderr}");
     if out.status.success() {
-        return Some(String::from_utf8_lossy(&out.stdout).into_owned());
+        return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
     }
     use std::os::unix::process::ExitStatusExt;
     match out.status.signal() {
-        Some(9) => None,
+        Some(9) => Err("killed".into()),
         Some(sig) => panic!("{what} died by signal {sig}: {stderr}"),
         None => {
             assert!(
                 stderr.trim_end().lines().count() == 1 && stderr.contains("error"),
                 "{what} failed without one clear line: {stderr}"
             );
-            None
+            Err(stderr.trim_end().to_string())
         }
     }
 }
@@ -217,23 +218,24 @@ fn kill_rounds(store: &Store, dir: &Path, rounds: usize) {
         for (h, child) in backups.into_iter().enumerate() {
             let what = format!("round {round} backup of host{h}");
             match finish(child, &what) {
-                Some(out) => {
+                Ok(out) => {
                     let json: serde_json::Value = serde_json::from_str(&out).unwrap();
                     let id = json["id"].as_str().unwrap().to_string();
                     committed.push((id, manifests[h].clone()));
                 }
-                None => {
-                    assert!(killed[h], "{what} failed though nobody killed it");
+                Err(why) => {
+                    assert!(killed[h], "{what} failed though nobody killed it: {why}");
                     not_committed += 1;
                 }
             }
         }
         let what = format!("round {round} gc");
-        let done = finish(gc, &what);
-        assert!(
-            done.is_some() || killed[HOSTS],
-            "{what} failed though nobody killed it"
-        );
+        if let Err(why) = finish(gc, &what) {
+            assert!(
+                killed[HOSTS],
+                "{what} failed though nobody killed it: {why}"
+            );
+        }
         if round == 0 {
             round_time = started.elapsed();
         }
