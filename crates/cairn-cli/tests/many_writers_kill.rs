@@ -189,7 +189,11 @@ fn kill_rounds(store: &Store, dir: &Path, rounds: usize) {
             .enumerate()
             .map(|(h, t)| {
                 let host = format!("host{h}");
-                store.spawn(&["--json", "backup", s(t), "--host", &host])
+                // --wait: on S3 a writer killed while it held the lock
+                // alone (a compaction, a collection's index change) leaves
+                // its lease until it expires, 10 s here; a backup without
+                // it gives up after 5 s with "repository is locked".
+                store.spawn(&["--json", "backup", "--wait", s(t), "--host", &host])
             })
             .collect();
         let collector = ["lgc", "pgc", "pgc+"][round % 3];
