@@ -189,11 +189,17 @@ fn kill_rounds(store: &Store, dir: &Path, rounds: usize) {
             .enumerate()
             .map(|(h, t)| {
                 let host = format!("host{h}");
-                // --wait: on S3 a writer killed while it held the lock
-                // alone (a compaction, a collection's index change) leaves
-                // its lease until it expires, 10 s here; a backup without
-                // it gives up after 5 s with "repository is locked".
-                store.spawn(&["--json", "backup", "--wait", s(t), "--host", &host])
+                // S3: --wait, as a fleet's backups would. A writer killed
+                // while it held the lock alone (a compaction, a
+                // collection's index change) leaves its lease until it
+                // expires, 10 s here; a backup without it gives up after
+                // 5 s with "repository is locked". A local lock dies with
+                // its holder.
+                let mut args = vec!["--json", "backup", s(t), "--host", &host];
+                if matches!(store, Store::S3 { .. }) {
+                    args.push("--wait");
+                }
+                store.spawn(&args)
             })
             .collect();
         let collector = ["lgc", "pgc", "pgc+"][round % 3];
