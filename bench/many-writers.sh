@@ -82,7 +82,7 @@ case " $STORES " in
 *" garage "*)
     . bench/garage-start.sh
     trap 'cleanup; garage_cleanup' EXIT
-    GPROXY_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    GPROXY_PORT=$(free_port)
     python3 bench/latency_proxy.py "$GPROXY_PORT" "127.0.0.1:${S3[1]}" "$DELAY_MS" "$WORK/garage-proxy-stats" >"$WORK/garage-proxy.log" 2>&1 &
     # The nodes and the proxy count as the server (srv s).
     PIDS+=($! "${PID[1]}" "${PID[2]}" "${PID[3]}")

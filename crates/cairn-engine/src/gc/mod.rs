@@ -462,7 +462,7 @@ fn mark_with_vector(
     phases: &mut Phases<'_>,
     report: &mut GcReport,
     mut lp: Phv,
-    stored: Vec<Fingerprint>,
+    mut stored: Vec<Fingerprint>,
 ) -> Result<(Marked, Vec<Tally>, Vec<ContainerId>)> {
     let mut keys = Vec::with_capacity(ctx.keys() as usize);
     let mut canonical: std::collections::HashMap<ContainerId, u64> = Default::default();
@@ -477,20 +477,14 @@ fn mark_with_vector(
     // a chunk a judged container holds may be missing from the index the
     // collection read (`unindexed_chunks`), so the keys are the index's
     // fingerprints and every fingerprint stored in a judged container.
-    keys.sort_unstable();
     // The perfect hash needs distinct keys.
+    keys.sort_unstable();
     keys.dedup();
-    let indexed = keys.len();
-    let mut extra = Vec::new();
-    for fp in stored {
-        if keys[..indexed].binary_search(&fp).is_err() {
-            extra.push(fp);
-        }
-    }
-    extra.sort_unstable();
-    extra.dedup();
-    report.unindexed_chunks = extra.len() as u64;
-    keys.extend(extra);
+    stored.sort_unstable();
+    stored.dedup();
+    stored.retain(|fp| keys.binary_search(fp).is_err());
+    report.unindexed_chunks = stored.len() as u64;
+    keys.extend(stored);
     let n = keys.len() as u64;
     let mut live = Live::Phv(Phv::build(keys, 1));
     ctx.enumerate(

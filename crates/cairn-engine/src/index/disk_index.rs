@@ -39,6 +39,14 @@ pub const MAX_DELTAS: u32 = 16;
 /// commit merges them: the deltas' RAM stays a fraction of the index.
 pub const DELTA_SHARE: u64 = 8;
 
+/// The newest index generation in a listing of `index/`.
+fn newest_generation(listing: &[String]) -> Option<u64> {
+    listing
+        .iter()
+        .filter_map(|k| object_names::parse_generation(k, object_names::INDEX))
+        .max()
+}
+
 pub struct DiskIndex {
     backend: Arc<dyn Backend>,
     counters: Arc<Counters>,
@@ -135,11 +143,7 @@ impl DiskIndex {
 
     fn load_listed(backend: &dyn Backend) -> Result<Option<Current>> {
         let listing = backend.list(object_names::INDEX)?;
-        let Some(generation) = listing
-            .iter()
-            .filter_map(|k| object_names::parse_generation(k, object_names::INDEX))
-            .max()
-        else {
+        let Some(generation) = newest_generation(&listing) else {
             return Ok(None);
         };
         let key = object_names::index(generation);
@@ -395,11 +399,7 @@ impl DiskIndex {
             // deleting its deltas (after writing the new file), so the
             // deltas still listed may be only some of them, and the file
             // with them is not the index. Reloaded like a generation gone.
-            if listing
-                .iter()
-                .filter_map(|k| object_names::parse_generation(k, object_names::INDEX))
-                .any(|g| g > c.generation)
-            {
+            if newest_generation(&listing) > Some(c.generation) {
                 return Err(Error::NotFound(format!(
                     "index generation {} (replaced by a merge)",
                     c.generation
