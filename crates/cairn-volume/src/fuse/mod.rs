@@ -82,12 +82,20 @@ impl MountHandle {
     /// mounted) while a file on the mount is in use.
     pub fn unmount(mut self) -> Result<(), FuseError> {
         let session = self.session.take().expect("mounted until unmounted");
-        session
-            .umount_and_join()
-            .map_err(|source| FuseError::Unmount {
-                path: self.mountpoint.clone(),
-                source,
-            })
+        let done = match unmount_waiting_out_busy(&self.mountpoint) {
+            Ok(true) => session.join(),
+            Ok(false) => session.umount_and_join(),
+            Err(source) => {
+                // Still mounted: hand the session back so dropping the
+                // handle detaches it.
+                self.session = Some(session);
+                Err(source)
+            }
+        };
+        done.map_err(|source| FuseError::Unmount {
+            path: self.mountpoint.clone(),
+            source,
+        })
     }
 }
 
@@ -105,11 +113,46 @@ impl Drop for MountHandle {
 
 /// Unmounts a mount served by [`serve`] from another thread (a signal
 /// handler); `serve` then returns.
-pub struct Unmounter(SessionUnmounter);
+pub struct Unmounter {
+    session: SessionUnmounter,
+    mountpoint: PathBuf,
+}
 
 impl Unmounter {
     pub fn unmount(&mut self) -> io::Result<()> {
-        self.0.unmount()
+        if unmount_waiting_out_busy(&self.mountpoint)? {
+            return Ok(());
+        }
+        self.session.unmount()
+    }
+}
+
+/// How long an unmount waits for the mount to stop being busy.
+const BUSY_UNMOUNT_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Unmounts `mountpoint` itself, retrying while the kernel answers EBUSY
+/// for up to [`BUSY_UNMOUNT_WAIT`]: a file closed just before can still be
+/// held for a moment by a child another thread is forking (its copy of the
+/// descriptor table lives until it execs), and fuser gives up its mount at
+/// the first failed attempt, so a retry must happen before fuser's.
+/// True when this unmounted it; false leaves the unmount to fuser: without
+/// the privilege to unmount (EPERM: not root) fuser goes through
+/// `fusermount3 -u`, and on EINVAL (not a mount point here) fuser knows
+/// better. After a true, fuser must not try again: it may not yet see the
+/// mount gone, and its own attempt would fail with EINVAL.
+fn unmount_waiting_out_busy(mountpoint: &Path) -> io::Result<bool> {
+    use rustix::io::Errno;
+    use rustix::mount::{unmount, UnmountFlags};
+    let deadline = std::time::Instant::now() + BUSY_UNMOUNT_WAIT;
+    loop {
+        match unmount(mountpoint, UnmountFlags::empty()) {
+            Ok(()) => return Ok(true),
+            Err(Errno::PERM) | Err(Errno::INVAL) => return Ok(false),
+            Err(Errno::BUSY) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(e) => return Err(e.into()),
+        }
     }
 }
 
@@ -146,7 +189,10 @@ pub fn serve(
     on_mounted: impl FnOnce(Unmounter),
 ) -> Result<(), FuseError> {
     let mut session = session(backing_root, mountpoint, content, locks, options)?;
-    on_mounted(Unmounter(session.unmount_callable()));
+    on_mounted(Unmounter {
+        session: session.unmount_callable(),
+        mountpoint: mountpoint.to_path_buf(),
+    });
     session.run().map_err(|source| FuseError::Serve {
         path: mountpoint.to_path_buf(),
         source,
