@@ -9,8 +9,13 @@
 #
 #   bench/many-writers-kill.sh              # 200 rounds
 #   ROUNDS=50 bench/many-writers-kill.sh
+#   SEEDS="1 2 3" KEEP=/tmp/kill bench/many-writers-kill.sh   # one run per seed;
+#                                         # a failed run's repository and log stay in KEEP
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-200}
-CAIRN_FAULT_ROUNDS=$ROUNDS cargo test --release --locked -p cairn-cli \
-    --test many_writers_kill -- --nocapture
+for seed in ${SEEDS:-2033}; do
+    echo "== seed $seed"
+    env CAIRN_FAULT_SEED=$seed ${KEEP:+CAIRN_FAULT_KEEP=$KEEP} CAIRN_FAULT_ROUNDS=$ROUNDS \
+        cargo test --release --locked -p cairn-cli --test many_writers_kill -- --nocapture
+done

@@ -15,6 +15,9 @@
 //!
 //! CI runs `CAIRN_FAULT_ROUNDS` rounds locally (default 6) and a third of
 //! them on S3; `bench/many-writers-kill.sh` runs hundreds.
+//! `CAIRN_FAULT_SEED` varies the random choices, and `CAIRN_FAULT_KEEP=DIR`
+//! runs in DIR and leaves it (the repository, and `rounds.log` with what
+//! every process printed) for a failure's post-mortem.
 
 mod common;
 
@@ -73,6 +76,24 @@ impl Store {
 
 const HOSTS: usize = 3;
 
+/// Scratch space: a temporary directory, or `CAIRN_FAULT_KEEP` (created,
+/// never deleted) so a failed long run can be examined.
+fn scratch() -> (Option<tempfile::TempDir>, PathBuf) {
+    match std::env::var_os("CAIRN_FAULT_KEEP") {
+        Some(keep) => {
+            let dir = PathBuf::from(keep);
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            (None, dir)
+        }
+        None => {
+            let tmp = tempfile::tempdir().unwrap();
+            let dir = tmp.path().to_path_buf();
+            (Some(tmp), dir)
+        }
+    }
+}
+
 fn rounds() -> usize {
     std::env::var("CAIRN_FAULT_ROUNDS")
         .ok()
@@ -105,9 +126,18 @@ fn next_generation(tree: &Path, rng: &mut Rng, shared: &[u8], round: usize) {
 /// that failed with one line (a backup that a collection reaped), gives
 /// why (the line, for the caller's message); a panic or a death by another
 /// signal fails the test.
-fn finish(child: Child, what: &str) -> Result<String, String> {
+fn finish(child: Child, what: &str, log: &Path) -> Result<String, String> {
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
+    append(
+        log,
+        &format!(
+            "{what}: {:?}\n{}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            stderr
+        ),
+    );
     assert!(!stderr.contains("panicked"), "{what} panicked: {stderr}");
     if out.status.success() {
         return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
@@ -128,9 +158,9 @@ fn finish(child: Child, what: &str) -> Result<String, String> {
 
 #[test]
 fn sigkill_of_backups_and_collections_running_together_loses_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let repo = dir.path().join("repo");
-    kill_rounds(&Store::Local(repo.clone()), dir.path(), rounds());
+    let (_tmp, dir) = scratch();
+    let repo = dir.join("repo");
+    kill_rounds(&Store::Local(repo.clone()), &dir, rounds());
     for leftover in ["staged", "gc-pending", "gc-ids"] {
         let p = repo.join(leftover);
         let empty = !p.exists() || (p.is_dir() && std::fs::read_dir(&p).unwrap().next().is_none());
@@ -147,21 +177,40 @@ fn sigkill_of_backups_and_collections_running_together_loses_nothing() {
 
 #[test]
 fn sigkill_of_backups_and_collections_running_together_in_s3_loses_nothing() {
-    let dir = tempfile::tempdir().unwrap();
+    let (_tmp, dir) = scratch();
+    let dir = dir.join("s3");
+    std::fs::create_dir_all(&dir).unwrap();
     let server = S3TestServer::start();
     let config = server.config();
     let url = server.url(&config);
-    let cache = dir.path().join("cache");
+    let cache = dir.join("cache");
     let store = Store::S3 { server, url, cache };
     store
         .run(&["init", "--container-size", "128KiB", "-q"])
         .ok();
-    kill_rounds(&store, dir.path(), rounds().div_ceil(3));
+    kill_rounds(&store, &dir, rounds().div_ceil(3));
+}
+
+/// Appends `line` to the run's log (what each process printed and how it
+/// ended, for a failure's post-mortem).
+fn append(log: &Path, line: &str) {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .unwrap();
+    writeln!(f, "{line}").unwrap();
 }
 
 /// The rounds of the module doc against `store`, with scratch space `dir`.
 fn kill_rounds(store: &Store, dir: &Path, rounds: usize) {
-    let mut rng = Rng::new(2033);
+    let seed = std::env::var("CAIRN_FAULT_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2033);
+    let mut rng = Rng::new(seed);
+    let log = dir.join("rounds.log");
     let trees: Vec<PathBuf> = (0..HOSTS).map(|h| dir.join(format!("host{h}"))).collect();
     for t in &trees {
         build_random_files(t, &mut rng, 6, 60_000);
@@ -194,9 +243,10 @@ fn kill_rounds(store: &Store, dir: &Path, rounds: usize) {
                 // collection's index change) leaves its lease until it
                 // expires, 10 s here; a backup without it gives up after
                 // 5 s with "repository is locked". A local lock dies with
-                // its holder.
+                // its holder: every other round runs without --wait, so a
+                // backup that gives up needlessly fails the test.
                 let mut args = vec!["--json", "backup", s(t), "--host", &host];
-                if matches!(store, Store::S3 { .. }) {
+                if matches!(store, Store::S3 { .. }) || round % 2 == 1 {
                     args.push("--wait");
                 }
                 store.spawn(&args)
@@ -227,7 +277,7 @@ fn kill_rounds(store: &Store, dir: &Path, rounds: usize) {
         }
         for (h, child) in backups.into_iter().enumerate() {
             let what = format!("round {round} backup of host{h}");
-            match finish(child, &what) {
+            match finish(child, &what, &log) {
                 Ok(out) => {
                     let json: serde_json::Value = serde_json::from_str(&out).unwrap();
                     let id = json["id"].as_str().unwrap().to_string();
@@ -240,7 +290,8 @@ fn kill_rounds(store: &Store, dir: &Path, rounds: usize) {
             }
         }
         let what = format!("round {round} gc");
-        if let Err(why) = finish(gc, &what) {
+        append(&log, &format!("round {round} killed {killed:?}"));
+        if let Err(why) = finish(gc, &what, &log) {
             assert!(
                 killed[HOSTS],
                 "{what} failed though nobody killed it: {why}"
@@ -254,7 +305,8 @@ fn kill_rounds(store: &Store, dir: &Path, rounds: usize) {
             .ok();
         let present = store.run(&["snapshots", "--json"]).snapshot_ids();
         committed.retain(|(id, _)| present.contains(id));
-        store.run(&["check"]).ok();
+        let check = store.run(&["check"]);
+        assert_eq!(check.code, Some(0), "round {round}: {}", check.describe());
     }
     eprintln!(
         "{kills} kills, {landed} while the process ran; {not_committed} killed backups did not commit; \

@@ -335,6 +335,21 @@ fn crashed_collection(
     collector: Collector,
     n: u64,
 ) -> (tempfile::TempDir, Arc<dyn Backend>, String, bool) {
+    let (dir, _plan, backend, kept, reached) = crashed_collection_with_plan(collector, n);
+    (dir, backend, kept, reached)
+}
+
+/// [`crashed_collection`], with the store's fault plan (for a second crash).
+fn crashed_collection_with_plan(
+    collector: Collector,
+    n: u64,
+) -> (
+    tempfile::TempDir,
+    Arc<FaultPlan>,
+    Arc<dyn Backend>,
+    String,
+    bool,
+) {
     let (dir, plan, backend, repo) = damaged_setup(true);
     let (snaps, _) = catalog::list(&**repo.backend()).unwrap();
     let kept = snaps[0].id.clone();
@@ -347,7 +362,7 @@ fn crashed_collection(
     let r = common::gc(&repo, &opts, &NoProgress);
     drop(repo);
     plan.restart();
-    (dir, backend, kept, r.is_err())
+    (dir, plan, backend, kept, r.is_err())
 }
 
 /// A crash at every write and delete of a collection (copies, index
@@ -373,6 +388,56 @@ fn crash_at_every_write_of_a_collection_loses_nothing() {
             "{collector:?}: {crashed} of {count} crash points reached"
         );
     }
+}
+
+/// A collection that takes over a pending list left by one that stopped
+/// (its entries for the chunks it condemned already forgotten, its
+/// containers still there) and itself crashes at any write leaves a
+/// repository `check` finds clean: the list goes only after the entries
+/// put back are committed, so every covered container's chunks stay
+/// indexed or listed as retiring. The next collection then loses nothing.
+#[test]
+fn a_crash_while_taking_over_a_pending_list_loses_nothing() {
+    let collector = Collector::PgcPlus;
+    let count = writes_of_a_collection(collector);
+    let mut seen = 0;
+    for n in 0..count {
+        let (_, backend, _, _) = crashed_collection(collector, n);
+        if !backend.exists("gc-pending").unwrap() {
+            continue;
+        }
+        // How many writes the collection that takes over makes.
+        let (_d, plan, backend, _, _) = crashed_collection_with_plan(collector, n);
+        let before = plan.writes_attempted();
+        run_gc(&Repository::open(backend).unwrap(), collector, 1 << 30);
+        let takeover = plan.writes_attempted() - before;
+        for m in 0..takeover {
+            let (dir, plan, backend, kept, _) = crashed_collection_with_plan(collector, n);
+            let repo = Repository::open(backend.clone()).unwrap();
+            plan.crash_after_writes(m);
+            let opts = GcOptions {
+                collector,
+                seed: Some(8),
+                ..Default::default()
+            };
+            let _ = common::gc(&repo, &opts, &NoProgress);
+            drop(repo);
+            plan.restart();
+            let repo = Repository::open(backend.clone()).unwrap();
+            let report = cairn_engine::check::check(&repo, false).unwrap();
+            assert!(
+                report.is_clean(),
+                "first stop at write {n}, second at {m}: {:#?}",
+                report.problems
+            );
+            let model = vec![(kept.clone(), dir.path().join("data"))];
+            assert_model(&repo, &model);
+            run_gc(&repo, collector, 1 << 30);
+            assert_model(&repo, &model);
+            seen += 1;
+        }
+    }
+    assert!(seen > 0, "no crash point left a pending list");
 }
 
 /// A damaged pending list (a collection died between its commit and its

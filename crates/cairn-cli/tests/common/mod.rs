@@ -59,7 +59,7 @@ impl Run {
         String::from_utf8_lossy(&self.stdout).into_owned()
     }
 
-    fn describe(&self) -> String {
+    pub fn describe(&self) -> String {
         format!(
             "cairn {:?} exited with {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
             self.args,
