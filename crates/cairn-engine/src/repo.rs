@@ -33,6 +33,9 @@ pub struct Repository {
     lock_wait: Mutex<Option<LockWaitObserver>>,
     /// Opens listing scopes on the outermost backend layer (`listing_memo.rs`).
     listings: crate::listing_memo::Scopes,
+    /// The index deltas this handle loaded last, shared by its opens of
+    /// the index (`index/overlay.rs`).
+    pub(crate) overlays: Arc<crate::index::overlay::OverlayMemo>,
 }
 
 /// Called with the lock's name ([`object_names::WRITE_LOCK`], [`object_names::READERS_LOCK`]
@@ -281,6 +284,7 @@ impl Repository {
             lock_wait: Mutex::new(None),
             // No memo layer here: its scopes remember nothing.
             listings: Default::default(),
+            overlays: Default::default(),
         })
     }
 
@@ -350,6 +354,7 @@ impl Repository {
             keys,
             lock_wait: Mutex::new(None),
             listings,
+            overlays: Default::default(),
         })
     }
 
@@ -528,23 +533,25 @@ impl Repository {
     /// first waits to hold the lock alone (nothing is written before).
     pub fn open_index(&self, lock: &WriteLock, warnings: &Warnings) -> Result<OpenedIndex> {
         if lock.is_shared() {
-            if let Some(opened) = crate::index::open_beside_writers(
+            if let Some(opened) = crate::index::open_beside_writers_memoized(
                 self.backend.clone(),
                 self.counters.clone(),
                 &*self.log,
                 &self.config.index,
                 warnings,
+                &self.overlays,
             )? {
                 return Ok(opened);
             }
             self.make_exclusive(lock)?;
         }
-        crate::index::open_for_write(
+        crate::index::open_for_write_memoized(
             self.backend.clone(),
             self.counters.clone(),
             &*self.log,
             &self.config.index,
             warnings,
+            &self.overlays,
         )
     }
 
@@ -683,13 +690,16 @@ impl Repository {
     /// storage instead of three).
     fn container_id_floor(&self, idle: Option<bool>) -> Result<ContainerId> {
         let (index, snapshots, reservation) = std::thread::scope(|s| {
-            let index =
-                s.spawn(
-                    || match DiskIndex::open(self.backend.clone(), self.counters.clone()) {
-                        Ok(ix) => ix.covered_below().0,
-                        Err(_) => 0,
-                    },
-                );
+            let index = s.spawn(|| {
+                match DiskIndex::open_memoized(
+                    self.backend.clone(),
+                    self.counters.clone(),
+                    Some(self.overlays.clone()),
+                ) {
+                    Ok(ix) => ix.covered_below().0,
+                    Err(_) => 0,
+                }
+            });
             let snapshots = s.spawn(|| catalog::list(&*self.backend));
             let reservation = crate::gc::reservation::read(&*self.backend);
             (joined(index), joined(snapshots), reservation)

@@ -27,7 +27,7 @@ use crate::object_names;
 
 use super::coverage::Coverage;
 pub use super::overlay::IndexUpdate;
-use super::overlay::{Change, Overlay};
+use super::overlay::{Change, Overlay, OverlayMemo};
 use super::page_cache::PageCache;
 use cairn_core::FpSet;
 
@@ -62,6 +62,9 @@ pub struct DiskIndex {
     /// Commits always write deltas: other writers run beside this one
     /// ([`DiskIndex::beside_other_writers`]).
     never_merge: std::sync::atomic::AtomicBool,
+    /// Where loads of the deltas are shared with the repository handle's
+    /// other opens ([`DiskIndex::open_memoized`]).
+    memo: Option<Arc<OverlayMemo>>,
 }
 
 #[derive(Clone)]
@@ -71,6 +74,21 @@ struct Current {
     overlay: Arc<Overlay>,
 }
 
+/// The deltas of `generation` as `listing` shows them, through `memo`
+/// where there is one.
+fn load_overlay(
+    backend: &dyn Backend,
+    listing: &[String],
+    generation: u64,
+    fp_width: usize,
+    memo: Option<&OverlayMemo>,
+) -> Result<Arc<Overlay>> {
+    match memo {
+        Some(m) => Overlay::load_memoized(backend, listing, generation, fp_width, m),
+        None => Overlay::load(backend, listing, generation, fp_width).map(Arc::new),
+    }
+}
+
 /// Fraction of page capacity a new index file is filled to on average, so
 /// that random bucket sizes rarely overflow a page.
 const TARGET_FILL: f64 = 0.6;
@@ -78,8 +96,20 @@ const TARGET_FILL: f64 = 0.6;
 impl DiskIndex {
     /// Opens the newest index generation (none in a new repository).
     pub fn open(backend: Arc<dyn Backend>, counters: Arc<Counters>) -> Result<Self> {
-        let current = Self::load_latest(&*backend)?;
+        Self::open_memoized(backend, counters, None)
+    }
+
+    /// [`DiskIndex::open`], loading the deltas through `memo` (the
+    /// repository handle's: `Repository::overlays`), now and on every
+    /// reload.
+    pub fn open_memoized(
+        backend: Arc<dyn Backend>,
+        counters: Arc<Counters>,
+        memo: Option<Arc<OverlayMemo>>,
+    ) -> Result<Self> {
+        let current = Self::load_latest(&*backend, memo.as_deref())?;
         Ok(DiskIndex {
+            memo,
             backend,
             counters,
             current: RwLock::new(current),
@@ -131,17 +161,17 @@ impl DiskIndex {
 
     /// The newest generation with its deltas, listed again (a few times)
     /// when what was listed is gone: a merge replaced the generation.
-    fn load_latest(backend: &dyn Backend) -> Result<Option<Current>> {
+    fn load_latest(backend: &dyn Backend, memo: Option<&OverlayMemo>) -> Result<Option<Current>> {
         let mut tries = 0;
         loop {
-            match Self::load_listed(backend) {
+            match Self::load_listed(backend, memo) {
                 Err(e) if e.is_not_found() && tries < LOAD_TRIES => tries += 1,
                 loaded => return loaded,
             }
         }
     }
 
-    fn load_listed(backend: &dyn Backend) -> Result<Option<Current>> {
+    fn load_listed(backend: &dyn Backend, memo: Option<&OverlayMemo>) -> Result<Option<Current>> {
         let listing = backend.list(object_names::INDEX)?;
         let Some(generation) = newest_generation(&listing) else {
             return Ok(None);
@@ -153,12 +183,7 @@ impl DiskIndex {
             codec::INDEX_HEADER_LEN.min(backend.size(&key)? as usize),
         )?;
         let header = codec::decode_index_header(&page0).map_err(|e| rename_corrupt(e, &key))?;
-        let overlay = Arc::new(Overlay::load(
-            backend,
-            &listing,
-            generation,
-            header.fp_width,
-        )?);
+        let overlay = load_overlay(backend, &listing, generation, header.fp_width, memo)?;
         Ok(Some(Current {
             generation,
             header,
@@ -260,7 +285,7 @@ impl DiskIndex {
         };
         match f(&cur) {
             Err(e) if e.is_not_found() => {
-                let fresh = Self::load_latest(&*self.backend)?;
+                let fresh = Self::load_latest(&*self.backend, self.memo.as_deref())?;
                 *self.current.write() = fresh.clone();
                 fresh.map(|c| f(&c)).transpose()
             }
@@ -406,12 +431,13 @@ impl DiskIndex {
                 )));
             }
             let mut c = c.clone();
-            c.overlay = Arc::new(Overlay::load(
+            c.overlay = load_overlay(
                 &*self.backend,
                 &listing,
                 c.generation,
                 c.header.fp_width,
-            )?);
+                self.memo.as_deref(),
+            )?;
             let bytes = self.backend.read(&object_names::index(c.generation))?;
             Ok((c, bytes))
         })

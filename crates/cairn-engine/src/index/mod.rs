@@ -52,7 +52,21 @@ pub fn open_for_write(
     cfg: &IndexConfig,
     warnings: &Warnings,
 ) -> Result<OpenedIndex> {
-    open_index(backend, counters, log, cfg, warnings, true)?
+    open_index(backend, counters, log, cfg, warnings, true, None)?
+        .ok_or_else(|| Error::invalid("the index needs a rebuild"))
+}
+
+/// [`open_for_write`] loading the deltas through a repository handle's
+/// `memo` (`overlay.rs`, [`overlay::OverlayMemo`]).
+pub fn open_for_write_memoized(
+    backend: Arc<dyn Backend>,
+    counters: Arc<Counters>,
+    log: &dyn ContainerStore,
+    cfg: &IndexConfig,
+    warnings: &Warnings,
+    memo: &Arc<overlay::OverlayMemo>,
+) -> Result<OpenedIndex> {
+    open_index(backend, counters, log, cfg, warnings, true, Some(memo))?
         .ok_or_else(|| Error::invalid("the index needs a rebuild"))
 }
 
@@ -61,14 +75,15 @@ pub fn open_for_write(
 /// the index is damaged: a rebuild deletes the index files other writers
 /// are adding to, so the caller rebuilds only once it holds the writer
 /// lock alone (`Repository::make_exclusive`, then [`open_for_write`]).
-pub fn open_beside_writers(
+pub fn open_beside_writers_memoized(
     backend: Arc<dyn Backend>,
     counters: Arc<Counters>,
     log: &dyn ContainerStore,
     cfg: &IndexConfig,
     warnings: &Warnings,
+    memo: &Arc<overlay::OverlayMemo>,
 ) -> Result<Option<OpenedIndex>> {
-    let opened = open_index(backend, counters, log, cfg, warnings, false)?;
+    let opened = open_index(backend, counters, log, cfg, warnings, false, Some(memo))?;
     if let Some(o) = &opened {
         o.kind.beside_other_writers();
     }
@@ -82,6 +97,7 @@ fn open_index(
     cfg: &IndexConfig,
     warnings: &Warnings,
     alone: bool,
+    memo: Option<&Arc<overlay::OverlayMemo>>,
 ) -> Result<Option<OpenedIndex>> {
     // Containers a collection condemned are garbage: no dedup hit may
     // resurrect a chunk in them (docs/gc.md). Read before the index is
@@ -100,7 +116,7 @@ fn open_index(
     })?;
     // Every page is verified up front (one sequential read): a damaged index
     // is rebuilt now rather than failing a lookup half-way through a backup.
-    let disk = match DiskIndex::open(backend.clone(), counters.clone())
+    let disk = match DiskIndex::open_memoized(backend.clone(), counters.clone(), memo.cloned())
         .and_then(|d| d.verify().map(|_| d))
     {
         Ok(d) => d,

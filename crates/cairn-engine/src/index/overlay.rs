@@ -9,6 +9,8 @@
 //! or above the base file's `covered_below`, newer than any base entry, so
 //! a lookup that finds a put needs no page read to apply the rule.
 
+use std::sync::Arc;
+
 use cairn_core::{Backend, ContainerId, Error, Fingerprint, FpMap, Result};
 use cairn_format::index::IndexEntry;
 use cairn_format::index_delta::{decode_index_delta, IndexDelta};
@@ -153,37 +155,100 @@ impl Overlay {
         generation: u64,
         fp_width: usize,
     ) -> Result<Self> {
-        let mut seqs: Vec<u32> = listing
-            .iter()
-            .filter_map(|k| object_names::parse_index_delta(k))
-            .filter(|(g, _)| *g == generation)
-            .map(|(_, s)| s)
-            .collect();
-        seqs.sort_unstable();
+        let seqs = delta_seqs(listing, generation)?;
         let mut overlay = Overlay::default();
-        for (i, seq) in seqs.into_iter().enumerate() {
-            let key = object_names::index_delta(generation, seq);
-            if seq != i as u32 + 1 {
-                return Err(Error::corrupt(
-                    key,
-                    format!(
-                        "delta {} of index generation {generation} is missing",
-                        i + 1
-                    ),
-                ));
+        overlay.extend(backend, generation, fp_width, seqs)?;
+        Ok(overlay)
+    }
+
+    /// [`Overlay::load`] through `memo`: the overlay it holds for this
+    /// generation is reused as it is when the listing shows no delta
+    /// beyond it, else extended by the deltas after it.
+    pub fn load_memoized(
+        backend: &dyn Backend,
+        listing: &[String],
+        generation: u64,
+        fp_width: usize,
+        memo: &OverlayMemo,
+    ) -> Result<Arc<Self>> {
+        let seqs = delta_seqs(listing, generation)?;
+        let last = seqs.len() as u32;
+        let held = memo.0.lock().clone();
+        let overlay = match held {
+            Some((g, w, o)) if g == generation && w == fp_width && o.seq == last => return Ok(o),
+            Some((g, w, o)) if g == generation && w == fp_width && o.seq < last => {
+                let mut grown = (*o).clone();
+                grown.extend(
+                    backend,
+                    generation,
+                    fp_width,
+                    seqs[o.seq as usize..].to_vec(),
+                )?;
+                grown
             }
+            _ => Overlay::load(backend, listing, generation, fp_width)?,
+        };
+        let overlay = Arc::new(overlay);
+        *memo.0.lock() = Some((generation, fp_width, overlay.clone()));
+        Ok(overlay)
+    }
+
+    /// Applies the deltas `seqs` of `generation`, in order.
+    fn extend(
+        &mut self,
+        backend: &dyn Backend,
+        generation: u64,
+        fp_width: usize,
+        seqs: Vec<u32>,
+    ) -> Result<()> {
+        for seq in seqs {
+            let key = object_names::index_delta(generation, seq);
             let delta = decode_index_delta(&backend.read(&key)?).map_err(|e| match e {
                 Error::Corrupt { detail, .. } => Error::corrupt(key.clone(), detail),
                 other => other,
             })?;
             check_delta(&delta, &key, generation, seq, fp_width)?;
-            overlay.apply(&delta.removes, removes_below(&delta), &delta.puts);
-            overlay.seq = seq;
-            overlay.covered_below = overlay.covered_below.max(Some(delta.covered_below));
+            self.apply(&delta.removes, removes_below(&delta), &delta.puts);
+            self.seq = seq;
+            self.covered_below = self.covered_below.max(Some(delta.covered_below));
         }
-        Ok(overlay)
+        Ok(())
     }
 }
+
+/// The deltas of `generation` that `listing` shows, which must run 1, 2,
+/// ... without a gap.
+fn delta_seqs(listing: &[String], generation: u64) -> Result<Vec<u32>> {
+    let mut seqs: Vec<u32> = listing
+        .iter()
+        .filter_map(|k| object_names::parse_index_delta(k))
+        .filter(|(g, _)| *g == generation)
+        .map(|(_, s)| s)
+        .collect();
+    seqs.sort_unstable();
+    for (i, seq) in seqs.iter().enumerate() {
+        if *seq != i as u32 + 1 {
+            return Err(Error::corrupt(
+                object_names::index_delta(generation, *seq),
+                format!(
+                    "delta {} of index generation {generation} is missing",
+                    i + 1
+                ),
+            ));
+        }
+    }
+    Ok(seqs)
+}
+
+/// The overlay a repository handle loaded last, by generation, fingerprint
+/// width and last delta. Deltas never change once written and their names
+/// are never reused (a generation's number only rises), so those name one
+/// overlay. A backup opens the index three or four times (its dedup
+/// index, its parent's locator, the container-id floor), each time over the
+/// same listing: without this each open read, decrypted and applied every
+/// delta again, about 15% of an incremental backup's CPU with 8 writers.
+#[derive(Default)]
+pub struct OverlayMemo(parking_lot::Mutex<Option<(u64, usize, Arc<Overlay>)>>);
 
 /// A delta's `removes_below` as an update says it (`u64::MAX`: none).
 pub fn removes_below(d: &IndexDelta) -> Option<ContainerId> {
@@ -244,5 +309,63 @@ mod tests {
         // Unconditional removals forget whatever was put.
         o.apply(&[fp(2)], None, &[]);
         assert_eq!(o.lookup(&fp(2)), Some(None));
+    }
+
+    /// The memo gives what a fresh load gives: reused over the same
+    /// listing (no delta read again), extended by deltas added after it,
+    /// and never confused across generations or with a gap.
+    #[test]
+    fn a_memoized_load_equals_a_fresh_one() {
+        use cairn_backend::MemBackend;
+        use cairn_format::index_delta::{encode_index_delta, IndexDelta};
+        let backend = MemBackend::new();
+        let write =
+            |generation: u64, seq: u32, puts: Vec<IndexEntry>, removes: Vec<Fingerprint>| {
+                let d = IndexDelta {
+                    fp_width: 32,
+                    base_generation: generation,
+                    seq,
+                    covered_below: ContainerId(100 + seq as u64),
+                    removes_below: ContainerId(u64::MAX),
+                    removes,
+                    puts,
+                };
+                backend
+                    .write_atomic(
+                        &object_names::index_delta(generation, seq),
+                        &encode_index_delta(&d).unwrap(),
+                    )
+                    .unwrap();
+            };
+        let listing = || backend.list(object_names::INDEX).unwrap();
+        let same = |a: &Overlay, b: &Overlay| {
+            assert_eq!(a.seq, b.seq);
+            assert_eq!(a.covered_below, b.covered_below);
+            assert_eq!(a.containers, b.containers);
+            assert_eq!(a.changes, b.changes);
+        };
+        let memo = OverlayMemo::default();
+        write(3, 1, vec![put(1, 10), put(2, 11)], vec![]);
+        write(3, 2, vec![put(3, 12)], vec![fp(1)]);
+        let first = Overlay::load_memoized(&backend, &listing(), 3, 32, &memo).unwrap();
+        same(&first, &Overlay::load(&backend, &listing(), 3, 32).unwrap());
+        // Same listing: the same overlay, no delta read again (a delta
+        // that went bad since is not noticed: deltas never change).
+        let again = Overlay::load_memoized(&backend, &listing(), 3, 32, &memo).unwrap();
+        assert!(Arc::ptr_eq(&first, &again));
+        // A delta added: extended, as a fresh load.
+        write(3, 3, vec![put(1, 13)], vec![fp(2)]);
+        let grown = Overlay::load_memoized(&backend, &listing(), 3, 32, &memo).unwrap();
+        same(&grown, &Overlay::load(&backend, &listing(), 3, 32).unwrap());
+        assert_eq!(grown.lookup(&fp(1)), Some(Some(ContainerId(13))));
+        // A newer generation is loaded afresh.
+        write(4, 1, vec![put(9, 20)], vec![]);
+        let next = Overlay::load_memoized(&backend, &listing(), 4, 32, &memo).unwrap();
+        same(&next, &Overlay::load(&backend, &listing(), 4, 32).unwrap());
+        assert_eq!(next.lookup(&fp(1)), None);
+        // A gap is damage, memo or not.
+        write(4, 3, vec![put(8, 21)], vec![]);
+        let e = Overlay::load_memoized(&backend, &listing(), 4, 32, &memo).unwrap_err();
+        assert!(e.is_corruption(), "{e}");
     }
 }

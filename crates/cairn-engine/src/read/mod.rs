@@ -109,7 +109,11 @@ pub const INDEX_PAGE_CACHE_BYTES: usize = 32 << 20;
 /// damaged, a map built from the containers' metadata sections (the index
 /// is derived data; containers describe themselves).
 pub(crate) fn open_locator(repo: &Repository) -> Result<Locator> {
-    match DiskIndex::open(repo.backend().clone(), repo.counters.clone()) {
+    match DiskIndex::open_memoized(
+        repo.backend().clone(),
+        repo.counters.clone(),
+        Some(repo.overlays.clone()),
+    ) {
         Ok(index) => Ok(Locator::Disk(index.with_page_cache(INDEX_PAGE_CACHE_BYTES))),
         Err(e) if crate::index::is_damage(&e) => {
             Ok(Locator::Memory(cache::map_from_containers(&*repo.log)?))
