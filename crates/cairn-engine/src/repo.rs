@@ -551,7 +551,7 @@ impl Repository {
             &*self.log,
             &self.config.index,
             warnings,
-            &self.overlays,
+            Some(&self.overlays),
         )
     }
 

@@ -353,16 +353,29 @@ fn crashed_collection_with_plan(
     let (dir, plan, backend, repo) = damaged_setup(true);
     let (snaps, _) = catalog::list(&**repo.backend()).unwrap();
     let kept = snaps[0].id.clone();
+    let reached = gc_crashing_after(repo, &plan, collector, n, 7);
+    (dir, plan, backend, kept, reached)
+}
+
+/// A collection on `repo` (Bloom seed `seed`) that crashes after `n`
+/// writes and deletes; the store restarted after it. Whether it failed.
+fn gc_crashing_after(
+    repo: Repository,
+    plan: &FaultPlan,
+    collector: Collector,
+    n: u64,
+    seed: u64,
+) -> bool {
     plan.crash_after_writes(n);
     let opts = GcOptions {
         collector,
-        seed: Some(7),
+        seed: Some(seed),
         ..Default::default()
     };
     let r = common::gc(&repo, &opts, &NoProgress);
     drop(repo);
     plan.restart();
-    (dir, plan, backend, kept, r.is_err())
+    r.is_err()
 }
 
 /// A crash at every write and delete of a collection (copies, index
@@ -414,15 +427,7 @@ fn a_crash_while_taking_over_a_pending_list_loses_nothing() {
         for m in 0..takeover {
             let (dir, plan, backend, kept, _) = crashed_collection_with_plan(collector, n);
             let repo = Repository::open(backend.clone()).unwrap();
-            plan.crash_after_writes(m);
-            let opts = GcOptions {
-                collector,
-                seed: Some(8),
-                ..Default::default()
-            };
-            let _ = common::gc(&repo, &opts, &NoProgress);
-            drop(repo);
-            plan.restart();
+            gc_crashing_after(repo, &plan, collector, m, 8);
             let repo = Repository::open(backend.clone()).unwrap();
             let report = cairn_engine::check::check(&repo, false).unwrap();
             assert!(

@@ -52,8 +52,7 @@ pub fn open_for_write(
     cfg: &IndexConfig,
     warnings: &Warnings,
 ) -> Result<OpenedIndex> {
-    open_index(backend, counters, log, cfg, warnings, true, None)?
-        .ok_or_else(|| Error::invalid("the index needs a rebuild"))
+    open_for_write_memoized(backend, counters, log, cfg, warnings, None)
 }
 
 /// [`open_for_write`] loading the deltas through a repository handle's
@@ -64,9 +63,9 @@ pub fn open_for_write_memoized(
     log: &dyn ContainerStore,
     cfg: &IndexConfig,
     warnings: &Warnings,
-    memo: &Arc<overlay::OverlayMemo>,
+    memo: Option<&Arc<overlay::OverlayMemo>>,
 ) -> Result<OpenedIndex> {
-    open_index(backend, counters, log, cfg, warnings, true, Some(memo))?
+    open_index(backend, counters, log, cfg, warnings, true, memo)?
         .ok_or_else(|| Error::invalid("the index needs a rebuild"))
 }
 
