@@ -36,6 +36,8 @@ pub struct Repository {
     /// The index deltas this handle loaded last, shared by its opens of
     /// the index (`index/overlay.rs`).
     pub(crate) overlays: Arc<crate::index::overlay::OverlayMemo>,
+    /// The snapshot records this handle has read (`catalog::RecordMemo`).
+    records: crate::catalog::RecordMemo,
 }
 
 /// Called with the lock's name ([`object_names::WRITE_LOCK`], [`object_names::READERS_LOCK`]
@@ -285,6 +287,7 @@ impl Repository {
             // No memo layer here: its scopes remember nothing.
             listings: Default::default(),
             overlays: Default::default(),
+            records: Default::default(),
         })
     }
 
@@ -355,7 +358,18 @@ impl Repository {
             lock_wait: Mutex::new(None),
             listings,
             overlays: Default::default(),
+            records: Default::default(),
         })
+    }
+
+    /// Every snapshot, oldest first, and the records that failed to load,
+    /// reading only the records this handle has not read before
+    /// ([`catalog::list_memoized`]). For a writer's own bookkeeping (its
+    /// parent, the container-id floor); whatever must notice a record that
+    /// rotted since (`check`, a collection's roots) lists through
+    /// [`catalog::list`].
+    pub fn snapshots(&self) -> Result<(Vec<catalog::SnapshotInfo>, catalog::Unreadable)> {
+        catalog::list_memoized(&*self.backend, &self.records)
     }
 
     /// The keys of an encrypted repository (`None` without encryption).
@@ -700,7 +714,7 @@ impl Repository {
                     Err(_) => 0,
                 }
             });
-            let snapshots = s.spawn(|| catalog::list(&*self.backend));
+            let snapshots = s.spawn(|| self.snapshots());
             let reservation = crate::gc::reservation::read(&*self.backend);
             (joined(index), joined(snapshots), reservation)
         });

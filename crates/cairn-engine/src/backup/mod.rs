@@ -45,7 +45,6 @@ use cairn_core::{CountersSnapshot, Error, Result};
 use cairn_format::dir::{encode_dir, DirEntry};
 use cairn_format::snapshot::SnapshotRecord;
 
-use crate::catalog;
 pub use crate::dedup::deferred::DedupMode;
 use crate::dedup::Dedup;
 use crate::progress::Progress;
@@ -295,7 +294,7 @@ fn check_rewrite(cfg: &crate::config::RepoConfig, scheme: &rewrite::RewriteConfi
 
 /// What the newest snapshot stored (002 §3.2's `N_unique` estimate).
 fn previous_backup(repo: &Repository) -> Result<Option<rewrite::History>> {
-    let (good, _) = catalog::list(&**repo.backend())?;
+    let (good, _) = repo.snapshots()?;
     let latest = good
         .into_iter()
         .map(|s| s.record)

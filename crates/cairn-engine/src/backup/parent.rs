@@ -114,7 +114,7 @@ pub(crate) fn resolve(
         ParentChoice::Latest => {
             let mut want = paths.to_vec();
             want.sort();
-            let (good, _) = catalog::list(&**repo.backend())?;
+            let (good, _) = repo.snapshots()?;
             let found = good
                 .into_iter()
                 .filter(|s| {
