@@ -10,7 +10,7 @@
 #   bench/many-writers-kill.sh              # 200 rounds
 #   ROUNDS=50 bench/many-writers-kill.sh
 #   SEEDS="1 2 3" KEEP=/tmp/kill bench/many-writers-kill.sh   # one run per seed;
-#                                         # a failed run's repository and log stay in KEEP
+#                                         # each run's repository and log stay in a new directory under KEEP
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-200}

@@ -16,8 +16,9 @@
 //! CI runs `CAIRN_FAULT_ROUNDS` rounds locally (default 6) and a third of
 //! them on S3; `bench/many-writers-kill.sh` runs hundreds.
 //! `CAIRN_FAULT_SEED` varies the random choices, and `CAIRN_FAULT_KEEP=DIR`
-//! runs in DIR and leaves it (the repository, and `rounds.log` with what
-//! every process printed) for a failure's post-mortem.
+//! runs in a new directory inside DIR and leaves it (the repository, and
+//! `rounds.log` with what every process printed) for a failure's
+//! post-mortem.
 
 mod common;
 
@@ -76,14 +77,20 @@ impl Store {
 
 const HOSTS: usize = 3;
 
-/// Scratch space: a temporary directory, or `CAIRN_FAULT_KEEP` (created,
-/// never deleted) so a failed long run can be examined.
+/// Scratch space: a temporary directory, deleted at the end, or with
+/// `CAIRN_FAULT_KEEP=DIR` a new directory inside DIR that stays, so a
+/// failed long run can be examined (named on stderr; nothing already in
+/// DIR is touched).
 fn scratch() -> (Option<tempfile::TempDir>, PathBuf) {
     match std::env::var_os("CAIRN_FAULT_KEEP") {
         Some(keep) => {
-            let dir = PathBuf::from(keep);
-            let _ = std::fs::remove_dir_all(&dir);
-            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::create_dir_all(&keep).unwrap();
+            let dir = tempfile::Builder::new()
+                .prefix("kill-")
+                .tempdir_in(&keep)
+                .unwrap()
+                .keep();
+            eprintln!("scratch space kept in {}", dir.display());
             (None, dir)
         }
         None => {

@@ -102,19 +102,24 @@ pub fn list(backend: &dyn Backend) -> Result<(Vec<SnapshotInfo>, Unreadable)> {
 pub struct RecordMemo(parking_lot::Mutex<std::collections::HashMap<String, SnapshotRecord>>);
 
 /// [`list`] through `memo`: records it holds are not read again; records
-/// that fail to load are not remembered.
+/// that fail to load are not remembered, and records no longer listed
+/// (forgotten) are dropped, so a long-lived handle holds only the
+/// snapshots that exist.
 pub fn list_memoized(
     backend: &dyn Backend,
     memo: &RecordMemo,
 ) -> Result<(Vec<SnapshotInfo>, Unreadable)> {
-    list_with(backend, |id| {
+    let listed = list_with(backend, |id| {
         if let Some(r) = memo.0.lock().get(id) {
             return Ok(r.clone());
         }
         let record = load(backend, id)?;
         memo.0.lock().insert(id.to_string(), record.clone());
         Ok(record)
-    })
+    })?;
+    let kept: std::collections::HashSet<&str> = listed.0.iter().map(|s| s.id.as_str()).collect();
+    memo.0.lock().retain(|id, _| kept.contains(id.as_str()));
+    Ok(listed)
 }
 
 fn list_with(
@@ -545,9 +550,10 @@ pub(crate) mod tests {
             ids(&list_memoized(&backend, &memo).unwrap()),
             [a.clone(), b.clone(), c]
         );
-        // A forgotten record is no longer listed.
+        // A forgotten record is no longer listed, nor held.
         remove(&backend, &a).unwrap();
         assert_eq!(ids(&list_memoized(&backend, &memo).unwrap())[0], b);
+        assert!(!memo.0.lock().contains_key(&a));
     }
 
     #[test]

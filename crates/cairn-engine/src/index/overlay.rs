@@ -157,7 +157,7 @@ impl Overlay {
     ) -> Result<Self> {
         let seqs = delta_seqs(listing, generation)?;
         let mut overlay = Overlay::default();
-        overlay.extend(backend, generation, fp_width, seqs)?;
+        overlay.extend(backend, generation, fp_width, &seqs)?;
         Ok(overlay)
     }
 
@@ -178,12 +178,7 @@ impl Overlay {
             Some((g, w, o)) if g == generation && w == fp_width && o.seq == last => return Ok(o),
             Some((g, w, o)) if g == generation && w == fp_width && o.seq < last => {
                 let mut grown = (*o).clone();
-                grown.extend(
-                    backend,
-                    generation,
-                    fp_width,
-                    seqs[o.seq as usize..].to_vec(),
-                )?;
+                grown.extend(backend, generation, fp_width, &seqs[o.seq as usize..])?;
                 grown
             }
             _ => Overlay::load(backend, listing, generation, fp_width)?,
@@ -199,9 +194,9 @@ impl Overlay {
         backend: &dyn Backend,
         generation: u64,
         fp_width: usize,
-        seqs: Vec<u32>,
+        seqs: &[u32],
     ) -> Result<()> {
-        for seq in seqs {
+        for &seq in seqs {
             let key = object_names::index_delta(generation, seq);
             let delta = decode_index_delta(&backend.read(&key)?).map_err(|e| match e {
                 Error::Corrupt { detail, .. } => Error::corrupt(key.clone(), detail),
