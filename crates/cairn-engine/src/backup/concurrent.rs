@@ -12,6 +12,7 @@ use cairn_core::{Backend, ContainerId, FpSet, Result};
 use cairn_format::index::IndexEntry;
 use cairn_format::index_delta::decode_index_delta;
 
+use crate::blocking_map::blocking_map;
 use crate::object_names;
 
 /// The index deltas present when a backup opened its index.
@@ -38,11 +39,19 @@ impl DeltasAtOpen {
         replayed: &HashSet<ContainerId>,
     ) -> Result<u64> {
         let mut theirs = FpSet::default();
-        for name in delta_names(backend)?.difference(&self.names) {
-            let Ok(delta) = backend.read(name).and_then(|b| decode_index_delta(&b)) else {
-                continue;
-            };
-            theirs.extend(delta.puts.iter().map(|e| e.fp));
+        let now = delta_names(backend)?;
+        let new: Vec<&String> = now.difference(&self.names).collect();
+        // A window of parallel reads at a time: on object storage each
+        // read is a round trip, and with eight writers several new deltas
+        // wait at every commit.
+        let window = backend.read_parallelism().max(1);
+        for batch in new.chunks(window) {
+            let deltas = blocking_map(batch, window, |name| {
+                backend.read(name).and_then(|b| decode_index_delta(&b))
+            });
+            for delta in deltas.into_iter().flatten() {
+                theirs.extend(delta.puts.iter().map(|e| e.fp));
+            }
         }
         if theirs.is_empty() {
             return Ok(0);

@@ -181,11 +181,15 @@ fn open_index(
         .copied()
         .filter(|id| !retiring.contains(id))
         .collect();
-    for id in ids {
-        if coverage.covers(id) {
-            continue;
-        }
-        match log.read_meta(id) {
+    // Containers no delta covers yet are read in parallel where the store
+    // serves requests so (object storage): with several writers those are
+    // the containers of every backup still running.
+    let uncovered: Vec<ContainerId> = ids.into_iter().filter(|id| !coverage.covers(*id)).collect();
+    let metas = crate::blocking_map::blocking_map(&uncovered, log.read_parallelism(), |id| {
+        log.read_meta(*id)
+    });
+    for (id, meta) in uncovered.into_iter().zip(metas) {
+        match meta {
             Ok(meta) => {
                 replayed_containers += 1;
                 for d in meta.descriptors {

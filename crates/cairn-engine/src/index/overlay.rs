@@ -15,6 +15,7 @@ use cairn_core::{Backend, ContainerId, Error, Fingerprint, FpMap, Result};
 use cairn_format::index::IndexEntry;
 use cairn_format::index_delta::{decode_index_delta, IndexDelta};
 
+use crate::blocking_map::blocking_map;
 use crate::canonical::canonical;
 use crate::object_names;
 
@@ -188,7 +189,12 @@ impl Overlay {
         Ok(overlay)
     }
 
-    /// Applies the deltas `seqs` of `generation`, in order.
+    /// Applies the deltas `seqs` of `generation`, in order. On a store
+    /// that serves requests in parallel (object storage) the deltas are
+    /// fetched and decoded a window of [`Backend::read_parallelism`] at a
+    /// time: eight writers add a delta each per backup, and one GET after
+    /// another made opening the index the longest wait of a backup there.
+    /// A window bounds what is held besides the overlay to that many deltas.
     fn extend(
         &mut self,
         backend: &dyn Backend,
@@ -196,19 +202,36 @@ impl Overlay {
         fp_width: usize,
         seqs: &[u32],
     ) -> Result<()> {
-        for &seq in seqs {
-            let key = object_names::index_delta(generation, seq);
-            let delta = decode_index_delta(&backend.read(&key)?).map_err(|e| match e {
-                Error::Corrupt { detail, .. } => Error::corrupt(key.clone(), detail),
-                other => other,
-            })?;
-            check_delta(&delta, &key, generation, seq, fp_width)?;
-            self.apply(&delta.removes, removes_below(&delta), &delta.puts);
-            self.seq = seq;
-            self.covered_below = self.covered_below.max(Some(delta.covered_below));
+        let window = backend.read_parallelism().max(1);
+        for batch in seqs.chunks(window) {
+            let deltas = blocking_map(batch, window, |&seq| {
+                read_delta(backend, generation, seq, fp_width)
+            });
+            for (delta, &seq) in deltas.into_iter().zip(batch) {
+                let delta = delta?;
+                self.apply(&delta.removes, removes_below(&delta), &delta.puts);
+                self.seq = seq;
+                self.covered_below = self.covered_below.max(Some(delta.covered_below));
+            }
         }
         Ok(())
     }
+}
+
+/// Reads, decodes and checks delta `seq` of `generation`.
+fn read_delta(
+    backend: &dyn Backend,
+    generation: u64,
+    seq: u32,
+    fp_width: usize,
+) -> Result<IndexDelta> {
+    let key = object_names::index_delta(generation, seq);
+    let delta = decode_index_delta(&backend.read(&key)?).map_err(|e| match e {
+        Error::Corrupt { detail, .. } => Error::corrupt(key.clone(), detail),
+        other => other,
+    })?;
+    check_delta(&delta, &key, generation, seq, fp_width)?;
+    Ok(delta)
 }
 
 /// The deltas of `generation` that `listing` shows, which must run 1, 2,
