@@ -306,34 +306,78 @@ impl DiskIndex {
     /// once (one read for a lazy bucket, whose fingerprints share a page).
     /// Results are in the order of `fps`.
     pub fn lookup_many(&self, fps: &[Fingerprint]) -> Result<Vec<Option<ContainerId>>> {
-        let found = self.with_current(|cur| {
-            let h = &cur.header;
-            let mut out = vec![None; fps.len()];
-            if h.page_count == 0 {
-                return Ok(out);
-            }
-            let mut order: Vec<(u64, usize)> = Vec::with_capacity(fps.len());
-            for (i, fp) in fps.iter().enumerate() {
-                match cur.overlay.lookup(fp) {
-                    Some(found) => out[i] = found,
-                    None if fp.len() == h.fp_width => {
-                        order.push((codec::page_of(fp, h.page_count), i))
-                    }
-                    None => {}
-                }
-            }
-            order.sort_unstable();
-            for run in order.chunk_by(|a, b| a.0 == b.0) {
-                let page_no = run[0].0;
-                self.with_page(cur, page_no, |page, count| {
-                    for &(_, i) in run {
-                        out[i] = codec::search_page(page, h, count, &fps[i]);
-                    }
-                })?;
-            }
-            Ok(out)
-        })?;
+        let found = self.with_current(|cur| self.lookup_many_in(cur, fps))?;
         Ok(found.unwrap_or_else(|| vec![None; fps.len()]))
+    }
+
+    /// [`Self::lookup_many`] in generation `cur` as loaded.
+    fn lookup_many_in(
+        &self,
+        cur: &Current,
+        fps: &[Fingerprint],
+    ) -> Result<Vec<Option<ContainerId>>> {
+        let h = &cur.header;
+        let mut out = vec![None; fps.len()];
+        if h.page_count == 0 {
+            return Ok(out);
+        }
+        let mut order: Vec<(u64, usize)> = Vec::with_capacity(fps.len());
+        for (i, fp) in fps.iter().enumerate() {
+            match cur.overlay.lookup(fp) {
+                Some(found) => out[i] = found,
+                None if fp.len() == h.fp_width => order.push((codec::page_of(fp, h.page_count), i)),
+                None => {}
+            }
+        }
+        order.sort_unstable();
+        for run in order.chunk_by(|a, b| a.0 == b.0) {
+            let page_no = run[0].0;
+            self.with_page(cur, page_no, |page, count| {
+                for &(_, i) in run {
+                    out[i] = codec::search_page(page, h, count, &fps[i]);
+                }
+            })?;
+        }
+        Ok(out)
+    }
+
+    /// Leaves out of a conditional update (`removes_below`) the removals
+    /// of fingerprints that `cur` already names in a container at or above
+    /// the mark. The overlay applies the condition to what the deltas put
+    /// (`Overlay::apply`), but a removal that reaches the file forgets its
+    /// entry whatever it names, and a merge may have folded a backup's
+    /// newer entry into the file between a collection's judgement and its
+    /// commit (test `a_conditional_removal_keeps_a_newer_entry_the_file_holds`).
+    /// Costs a page read per distinct page of the removals the deltas do
+    /// not decide: a collection's commit, not a backup's.
+    fn drop_removals_of_newer_entries(
+        &self,
+        cur: &Current,
+        update: &mut IndexUpdate,
+    ) -> Result<()> {
+        let Some(below) = update.removes_below else {
+            return Ok(());
+        };
+        let undecided: Vec<Fingerprint> = update
+            .removes
+            .iter()
+            .filter(|fp| cur.overlay.lookup(fp).is_none())
+            .copied()
+            .collect();
+        if undecided.is_empty() {
+            return Ok(());
+        }
+        let found = self.lookup_many_in(cur, &undecided)?;
+        let newer: FpSet = undecided
+            .iter()
+            .zip(found)
+            .filter(|(_, c)| c.is_some_and(|c| c >= below))
+            .map(|(fp, _)| *fp)
+            .collect();
+        if !newer.is_empty() {
+            update.removes.retain(|fp| !newer.contains(fp));
+        }
+        Ok(())
     }
 
     fn lookup_in(&self, cur: &Current, fp: &Fingerprint) -> Result<Option<ContainerId>> {
@@ -506,6 +550,8 @@ impl DiskIndex {
             .read()
             .clone()
             .ok_or_else(|| Error::invalid("an index delta needs an index file to apply to"))?;
+        let mut update = update;
+        self.drop_removals_of_newer_entries(&cur, &mut update)?;
         let mut removes = update.removes;
         removes.sort_unstable();
         removes.dedup();
@@ -559,6 +605,10 @@ impl DiskIndex {
         page_size: usize,
     ) -> Result<u64> {
         let old = self.read_file()?;
+        let mut update = update;
+        if let Some((cur, _)) = &old {
+            self.drop_removals_of_newer_entries(cur, &mut update)?;
+        }
         let mut changes = old
             .as_ref()
             .map_or_else(Overlay::default, |(c, _)| (*c.overlay).clone());

@@ -372,3 +372,57 @@ fn a_full_read_during_a_merge_reads_the_new_generation() {
     assert_eq!(seen, 200);
     assert_eq!(reader.generation(), 2);
 }
+
+/// A collection's removals are conditional (`removes_below`): they forget
+/// an entry only where it names a container below the mark. That holds for
+/// an entry a merge folded into the file as much as for one a delta holds:
+/// a backup beside the collection stored the chunk again (container 20,
+/// above the mark 10), a compaction merged that delta into a new
+/// generation, and then the collection's delta, or its merge, forgets the
+/// chunk. The backup's entry must stay.
+#[test]
+fn a_conditional_removal_keeps_a_newer_entry_the_file_holds() {
+    for as_merge in [false, true] {
+        let backend: Arc<dyn Backend> = Arc::new(MemBackend::new());
+        let open = || DiskIndex::open(backend.clone(), Arc::new(Counters::default())).unwrap();
+        open()
+            .write_merged(entries(0..100, 5), ContainerId(6), 32, 4096)
+            .unwrap();
+        let backup = open();
+        backup.beside_other_writers();
+        // The backup re-stores chunks 0..10 above the collection's mark.
+        backup
+            .write_delta(IndexUpdate::puts(entries(0..10, 20)), ContainerId(21), 32)
+            .unwrap();
+        // Compaction folds that delta into generation 2.
+        open()
+            .merge(IndexUpdate::default(), ContainerId(21), 32, 4096)
+            .unwrap();
+        // The collection (mark 10) forgets chunks 0..50, dead when it judged them.
+        let gc = open();
+        let update = IndexUpdate {
+            puts: Vec::new(),
+            removes: (0..50).map(fp).collect(),
+            removes_below: Some(ContainerId(10)),
+        };
+        if as_merge {
+            gc.merge(update, ContainerId(21), 32, 4096).unwrap();
+        } else {
+            gc.write_delta(update, ContainerId(21), 32).unwrap();
+        }
+        for ix in [&gc, &open()] {
+            for i in 0..10 {
+                assert_eq!(
+                    ix.lookup(&fp(i)).unwrap(),
+                    Some(ContainerId(20)),
+                    "{i} merge={as_merge}"
+                );
+            }
+            for i in 10..50 {
+                assert_eq!(ix.lookup(&fp(i)).unwrap(), None, "{i} merge={as_merge}");
+            }
+            assert_eq!(ix.lookup(&fp(60)).unwrap(), Some(ContainerId(5)));
+            assert_eq!(ix.read_all().unwrap().len(), 60, "merge={as_merge}");
+        }
+    }
+}
