@@ -391,6 +391,12 @@ fn read_containers(
         }
         Err(e) => return Err(e),
     };
+    // The mark is a hint that two claims raising it at once may leave
+    // below a slot claimed; the slots say what was handed out (`id_mark.rs`).
+    let mark = match mark {
+        Some(m) => Some(m.max(ContainerId(crate::id_mark::slots_end(&**repo.backend())?))),
+        None => None,
+    };
     if let (Some(mark), Some(&top)) = (mark, ids.last()) {
         if top >= mark {
             problems.add(

@@ -8,7 +8,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use cairn_core::counters::bump;
-use cairn_core::{Backend, ContainerId, Counters, Error, LockMode, Result, Salvaged};
+use cairn_core::{Backend, ContainerId, Counters, Error, Result, Salvaged};
 use cairn_format::container::{
     self, ContainerMeta, ContainerWriter, Descriptor, TailDecode, TAIL_READ_HINT,
 };
@@ -92,12 +92,15 @@ pub struct ContainerLog {
     backend: Arc<dyn Backend>,
     counters: Arc<Counters>,
     block: parking_lot::Mutex<Block>,
+    /// The highest floor [`ContainerStore::floor`] returned: a session's
+    /// promise that this log never claims ids below it.
+    floor_given: parking_lot::Mutex<u64>,
 }
 
-/// The ids this process hands out: `[next, end)` lie below the stored
-/// container-id mark, which this process raised over them under the `ids`
-/// lock, so no other writer (running now or later) is handed one
-/// (docs/concurrency.md, "Container ids in blocks"). `next == end`: none
+/// The ids this process hands out: `[next, end)` lie in slots this
+/// process claimed (`id_mark.rs`), so no other writer (running now or
+/// later) is handed one
+/// (docs/concurrency.md, "Container ids in slots"). `next == end`: none
 /// left, and the next allocation claims a new block at or above `next`.
 #[derive(Debug)]
 struct Block {
@@ -131,6 +134,7 @@ impl ContainerLog {
             backend,
             counters,
             block: parking_lot::Mutex::new(Block { next: 1, end: 1 }),
+            floor_given: parking_lot::Mutex::new(0),
         })
     }
 
@@ -146,29 +150,55 @@ impl ContainerLog {
 }
 
 impl ContainerLog {
-    /// The stored mark, or one past the highest container present when
-    /// there is none (or it is damaged).
+    /// The stored mark, or, when there is none (or it is damaged), one
+    /// past the highest container present and the highest slot claimed.
     fn stored_mark(&self) -> Result<(u64, bool)> {
         Ok(match id_mark::read(&*self.backend)? {
             Some(m) => (m.0, true),
-            None => (self.ids()?.last().map_or(1, |id| id.0 + 1), false),
+            None => {
+                let top = self.ids()?.last().map_or(1, |id| id.0 + 1);
+                (top.max(id_mark::slots_end(&*self.backend)?), false)
+            }
         })
     }
 
-    /// Takes `n` ids at or above `floor` for this process: under the `ids`
-    /// lock (held for one read and one write of the mark), the ids from
-    /// the stored mark (or `floor`, if higher) on, and the mark raised past
-    /// them before any is used. `n == 0` only raises the mark to `floor`.
+    /// Takes at least `n` ids at or above `floor` for this process: the
+    /// slots (`id_mark.rs`) from the mark (or `floor`, or the last floor
+    /// this log gave a session, if higher) on, each created with
+    /// `create_new`; a slot someone else holds moves the claim past it
+    /// (slots of a claim that lost one later are left unused). Returns
+    /// every id claimed: from the start to the end of the last slot. Then
+    /// raises the mark to that end. `n == 0` only raises the mark to
+    /// `floor`.
     fn claim(&self, floor: u64, n: u64) -> Result<Range<u64>> {
-        let _ids = self
-            .backend
-            .lock(object_names::IDS_LOCK, LockMode::Exclusive, true)?;
-        let (mark, _) = self.stored_mark()?;
-        let start = mark.max(floor).max(1);
-        let end = start
-            .checked_add(n)
-            .ok_or_else(|| Error::invalid("container ids exhausted"))?;
-        id_mark::write(&*self.backend, ContainerId(end))?;
+        let (mark, stored) = self.stored_mark()?;
+        let mut start = mark.max(floor).max(*self.floor_given.lock()).max(1);
+        if n == 0 {
+            if !stored || start > mark {
+                id_mark::write(&*self.backend, ContainerId(start))?;
+            }
+            return Ok(start..start);
+        }
+        let end = loop {
+            let last = start
+                .checked_add(n - 1)
+                .ok_or_else(|| Error::invalid("container ids exhausted"))?
+                / id_mark::BLOCK;
+            let mut lost = None;
+            for k in start / id_mark::BLOCK..=last {
+                if !id_mark::claim_slot(&*self.backend, k)? {
+                    lost = Some(k);
+                    break;
+                }
+            }
+            match lost {
+                None => break (last + 1) * id_mark::BLOCK,
+                Some(k) => start = (k + 1) * id_mark::BLOCK,
+            }
+        };
+        if end > mark || !stored {
+            id_mark::write(&*self.backend, ContainerId(end))?;
+        }
         Ok(start..end)
     }
 }
@@ -181,13 +211,14 @@ impl ContainerStore for ContainerLog {
         let next = mark.max(floor.0).max(1);
         if !stored || mark < next {
             // Missing, damaged, or below what the floor shows was used:
-            // raised (never lowered: read again under the lock).
+            // raised (a hint: claims never rest on it alone, `claim`).
             mark = self.claim(next, 0)?.end;
         }
         let mut b = self.block.lock();
         // A block with ids left stays this process's, unless the mark no
-        // longer covers it (the store was rolled back) or the floor shows
-        // its ids used; else the next allocation claims one from here on.
+        // longer covers it (the store was rolled back, or two claims
+        // raised it at once: then a few ids are left unused) or the floor
+        // shows its ids used; else the next allocation claims from here on.
         if b.next >= b.end || b.next < floor.0 || b.end > mark {
             b.next = b.next.max(next);
             b.end = b.next;
@@ -196,19 +227,24 @@ impl ContainerStore for ContainerLog {
     }
 
     /// The ids left in this process's block, else the stored mark: a
-    /// block claimed later starts at or above the mark as read now (it
-    /// only rises).
+    /// block claimed later starts at or above it.
+    /// Claims after this start at or above what it returns, even if the
+    /// mark is later found lower (two claims raising it at once).
     fn floor(&self) -> Result<ContainerId> {
         let (mark, _) = self.stored_mark()?;
         let b = self.block.lock();
         let held = if b.next < b.end { b.next } else { u64::MAX };
-        Ok(ContainerId(mark.min(held)))
+        let floor = mark.min(held);
+        let mut given = self.floor_given.lock();
+        *given = (*given).max(floor);
+        Ok(ContainerId(floor))
     }
 
+    /// The first `n` ids of a claim (the rest of its last slot is left).
     fn reserve(&self, n: u64) -> Result<Range<ContainerId>> {
         let floor = self.block.lock().end;
         let r = self.claim(floor, n)?;
-        Ok(ContainerId(r.start)..ContainerId(r.end))
+        Ok(ContainerId(r.start)..ContainerId(r.start + n))
     }
 
     fn ids(&self) -> Result<Vec<ContainerId>> {
@@ -218,7 +254,8 @@ impl ContainerStore for ContainerLog {
     fn allocate(&self) -> Result<ContainerId> {
         let mut b = self.block.lock();
         if b.next >= b.end {
-            let r = self.claim(b.next, id_mark::BLOCK)?;
+            // The rest of a slot, or a whole one: claims stay slot-aligned.
+            let r = self.claim(b.next, 1)?;
             b.next = r.start;
             b.end = r.end;
         }
@@ -439,10 +476,14 @@ mod tests {
         a.refresh_next_id(ContainerId(1)).unwrap();
         assert_eq!(id_mark::read(&*mem).unwrap(), Some(ContainerId(1)));
         let (first, second) = (a.allocate().unwrap(), a.allocate().unwrap());
-        // The block was claimed before its first id was handed out.
+        // The slot was claimed before its first id was handed out, and
+        // the mark raised to its end.
+        assert!(mem
+            .exists(&id_mark::slot_key(first.0 / id_mark::BLOCK))
+            .unwrap());
         assert_eq!(
             id_mark::read(&*mem).unwrap(),
-            Some(ContainerId(first.0 + id_mark::BLOCK))
+            Some(ContainerId((first.0 / id_mark::BLOCK + 1) * id_mark::BLOCK))
         );
         a.append(one_chunk(second)).unwrap();
         // Crashed here: `first` never written, `second` an orphan.
@@ -532,7 +573,7 @@ mod tests {
         let reserved = gc.reserve(40).unwrap();
         assert_eq!(reserved.end.0 - reserved.start.0, 40);
         assert!(!reserved.contains(&mine));
-        assert_eq!(id_mark::read(&*mem).unwrap(), Some(reserved.end));
+        assert!(id_mark::read(&*mem).unwrap().unwrap() >= reserved.end);
         // The writer's block goes on below the reservation; its next block
         // and every later writer's ids lie above it.
         for _ in 0..2 * id_mark::BLOCK {
@@ -544,5 +585,36 @@ mod tests {
         assert!(later.allocate().unwrap() >= reserved.end);
         // A copy inside the reservation is written as it is.
         gc.append(one_chunk(reserved.start)).unwrap();
+    }
+
+    /// The mark is a hint: two claims raising it at once may leave it
+    /// below a claimed slot. A claim from such a mark loses the slots
+    /// already held and moves past them; no id is handed out twice, and no
+    /// claim starts below a floor this log gave a session.
+    #[test]
+    fn a_mark_left_behind_costs_a_lost_slot_never_a_shared_id() {
+        let mem = Arc::new(MemBackend::new());
+        let a = log_over(&mem);
+        a.refresh_next_id(ContainerId(1)).unwrap();
+        let mine: Vec<ContainerId> = (0..70).map(|_| a.allocate().unwrap()).collect();
+        // Slots 0 and 1 are a's; the mark falls back to 1.
+        id_mark::write(&*mem, ContainerId(1)).unwrap();
+        let b = log_over(&mem);
+        b.refresh_next_id(ContainerId(1)).unwrap();
+        let theirs = b.allocate().unwrap();
+        assert!(!mine.contains(&theirs), "{theirs} handed out twice");
+        assert_eq!(theirs, ContainerId(2 * id_mark::BLOCK));
+        // A session's floor holds even if the mark falls below it later.
+        let c = log_over(&mem);
+        c.refresh_next_id(ContainerId(1)).unwrap();
+        let floor = c.floor().unwrap();
+        id_mark::write(&*mem, ContainerId(1)).unwrap();
+        assert!(c.allocate().unwrap() >= floor);
+        // Without a mark, the slots count as much as the containers.
+        mem.delete(id_mark::KEY).unwrap();
+        let end = id_mark::slots_end(&*mem).unwrap();
+        let d = log_over(&mem);
+        d.refresh_next_id(ContainerId(1)).unwrap();
+        assert_eq!(d.allocate().unwrap(), ContainerId(end));
     }
 }

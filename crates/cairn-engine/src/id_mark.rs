@@ -1,22 +1,28 @@
-//! The container-id mark (object `container-ids`): one past every container
-//! id ever handed to a writer. Writers take ids in blocks
-//! (docs/concurrency.md, "Container ids in blocks"): under the `ids` lock a
-//! writer reads the mark, writes it [`BLOCK`] ids higher, and then hands
-//! out the ids in between without asking anyone, so writers running
-//! together never pick one id, and after any crash every container present
-//! (committed or orphaned) has an id below the mark. The next writer starts
-//! there without listing `containers/`, which on object storage costs a
-//! request per 1,000 containers.
+//! The container-id mark and the id slots: how writers running together
+//! take container ids that no one else is ever handed
+//! (docs/concurrency.md, "Container ids in slots").
 //!
-//! The mark only rises. A collection takes the ids of its copies the same
-//! way, as one block of the size it needs (`gc/reservation.rs`). At most a
-//! block's unused ids are skipped when a writer ends or crashes. A missing
-//! or damaged mark (a repository from before it, a lost object) costs one
-//! listing, after which it is written again: like the index, it can be
-//! lost and rebuilt.
+//! Ids are claimed in *slots* of [`BLOCK`] ids: slot `k` holds ids
+//! `[k * BLOCK, (k + 1) * BLOCK)` and is claimed by creating the object
+//! `id-slots/<k>` with `create_new`: of two writers that try one slot,
+//! exactly one creates it, so no lock is taken (the `ids` lock this
+//! replaces cost a lease write, a listing and a delete per claim and, with
+//! eight writers on object storage, made them queue for seconds). A
+//! claim that loses a slot tries the next one.
 //!
-//! Format: an envelope (magic `CAIRNCID`, version 1) around one
-//! little-endian u64.
+//! The mark (object `container-ids`) is where a writer starts looking:
+//! raised after each claim to the end of the slots claimed, without a
+//! lock, so two writers raising it at once may leave it below a slot
+//! claimed (it is a hint: the next claim from it loses that slot and moves
+//! on). One past every id ever handed out is the higher of the mark and
+//! the end of the highest slot ([`slots_end`], a listing: `check` and a
+//! writer that finds no mark). A writer that finds no mark (a repository
+//! from before it, a lost object) also lists `containers/`, whose ids may
+//! predate the slots. Like the index, both can be lost and rebuilt; the
+//! slots only ever grow (one small object per claim, one per backup).
+//!
+//! Format: the mark and each slot are an envelope (magic `CAIRNCID`,
+//! version 1) around one little-endian u64: the mark, or the slot's end.
 
 use cairn_core::{Backend, ContainerId, Error, Result};
 use cairn_format::envelope::{open, seal};
@@ -24,8 +30,40 @@ use cairn_format::envelope::{open, seal};
 pub const KEY: &str = "container-ids";
 const MAGIC: [u8; 8] = *b"CAIRNCID";
 const VERSION: u32 = 1;
-/// Ids in one writer's block: 256 MiB of 4 MiB containers per claim.
+/// Ids in one slot: 256 MiB of 4 MiB containers per claim.
 pub const BLOCK: u64 = 64;
+/// Where the claimed slots are, one object each.
+pub const SLOTS: &str = "id-slots/";
+
+/// The object that claims slot `k`.
+pub fn slot_key(k: u64) -> String {
+    format!("{SLOTS}{k:016x}")
+}
+
+/// The slot a key of [`SLOTS`] names.
+pub fn parse_slot(key: &str) -> Option<u64> {
+    let hex = key.strip_prefix(SLOTS)?;
+    (hex.len() == 16)
+        .then(|| u64::from_str_radix(hex, 16).ok())
+        .flatten()
+}
+
+/// Claims slot `k`: whether this call created it (`false`: someone
+/// else holds it).
+pub fn claim_slot(backend: &dyn Backend, k: u64) -> Result<bool> {
+    backend.create_new(&slot_key(k), &encode(ContainerId((k + 1) * BLOCK)))
+}
+
+/// One past every id of every slot claimed (0 when none is), from one
+/// listing of [`SLOTS`].
+pub fn slots_end(backend: &dyn Backend) -> Result<u64> {
+    Ok(backend
+        .list(SLOTS)?
+        .iter()
+        .filter_map(|k| parse_slot(k))
+        .max()
+        .map_or(0, |k| (k + 1) * BLOCK))
+}
 
 pub fn encode(mark: ContainerId) -> Vec<u8> {
     seal(&MAGIC, VERSION, &mark.0.to_le_bytes())

@@ -17,9 +17,6 @@ pub const WRITE_LOCK: &str = "write";
 /// The readers lock: shared by every reader, exclusive for a writer while it
 /// deletes objects readers may be using.
 pub const READERS_LOCK: &str = "readers";
-/// The container-id lock (exclusive, held for one read and one write of
-/// the id mark while a writer claims a block of ids: `id_mark.rs`).
-pub const IDS_LOCK: &str = "ids";
 /// The collector lock (exclusive): one garbage collection at a time; held
 /// for the whole collection, while the writer lock is held only for its
 /// Merge and its commit.
