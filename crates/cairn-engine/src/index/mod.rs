@@ -5,6 +5,7 @@
 
 pub mod coverage;
 pub mod disk_index;
+mod file_pages;
 pub mod frugal;
 pub mod kinds;
 pub mod locality_cache;
