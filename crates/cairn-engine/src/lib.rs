@@ -13,6 +13,7 @@ pub mod backup;
 pub mod blocking_map;
 pub mod canonical;
 pub mod catalog;
+pub mod catalog_summary;
 pub mod check;
 pub mod chunk_repair;
 pub(crate) mod codec;

@@ -372,6 +372,19 @@ impl Repository {
         catalog::list_memoized(&*self.backend, &self.records)
     }
 
+    /// Writes a new snapshot summary (`catalog_summary.rs`) when this
+    /// handle's listings read many records the stored one lacked; returns
+    /// whether it wrote. For a writer holding the writer lock (shared or
+    /// alone: a holder alone removes temporaries). Derived data: a failure
+    /// is for a warning, never a failed command.
+    pub fn refresh_snapshot_summary(&self) -> Result<bool> {
+        if !self.records.summary_due() {
+            return Ok(false);
+        }
+        self.records.write_summary(&*self.backend)?;
+        Ok(true)
+    }
+
     /// The keys of an encrypted repository (`None` without encryption).
     pub fn keys(&self) -> Option<&Arc<RepoKeys>> {
         self.keys.as_ref()

@@ -264,6 +264,13 @@ pub fn run(cli: &Globals, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
         },
     );
     drop(display);
+    if outcome.is_ok() {
+        // Saves the next backups reading each record written since the
+        // last summary; derived data, so a failure is a warning.
+        if let Err(e) = repo.refresh_snapshot_summary() {
+            eprintln!("cairn: warning: the snapshot summary was not written ({e})");
+        }
+    }
     drop(lock);
     let outcome = outcome?;
     // Backups that ran beside others added index deltas only and removed
