@@ -179,19 +179,21 @@ container_bytes() {
         python3 -c 'import json, sys; print(json.load(sys.stdin)["container_bytes"])'
 }
 # Over the `backup --json` objects in the files given: "backups logical
-# bytes concurrent_duplicates replayed_containers open_s commit_s" (the
-# last two as means per backup).
+# bytes concurrent_duplicates replayed_containers open_s commit_s lock_s"
+# (the last three as means per backup; lock_s: taking the writer lock,
+# waits for a writer alone included).
 jstats() {
     python3 - "$@" <<'EOF'
 import json, sys
-n = b = d = r = o = c = 0
+n = b = d = r = o = c = w = 0
 for f in sys.argv[1:]:
     text, i = open(f).read(), 0
     while text[i:].strip():
         j, i = json.JSONDecoder().raw_decode(text, len(text) - len(text[i:].lstrip()))
         n, b, d, r = n + 1, b + j["stats"]["logical_bytes"], d + j.get("concurrent_duplicates", 0), r + j["replayed_containers"]
         o, c = o + j["phases"]["open_seconds"], c + j["phases"]["commit_seconds"]
-print(n, b, d, r, "%.3f %.3f" % (o / max(n, 1), c / max(n, 1)))
+        w += j.get("lock_seconds", 0)
+print(n, b, d, r, "%.3f %.3f %.3f" % (o / max(n, 1), c / max(n, 1), w / max(n, 1)))
 EOF
 }
 
@@ -257,14 +259,14 @@ for store in $STORES; do
         incremental b "$repo" "$n" $((t0 + SECONDS_B * 1000000))
         t1=$(usecs) c1=$(ticks) count=$(lines "$WORK"/log/b*.ok) cpu=$(cpu_sum "$WORK"/log/b*.time)
         fails=$(lines "$WORK/log/b.fail") waits=$(waits "$WORK"/log/b*.err)
-        read -r _ _ _ replayed open commit < <(jstats "$WORK"/log/b*.out)
+        read -r _ _ _ replayed open commit lock < <(jstats "$WORK"/log/b*.out)
         rate=$(awk -v c="$count" -v us=$((t1 - t0)) 'BEGIN { print c * 60e6 / us }')
         [ -n "${RATE_1[$store]:-}" ] || RATE_1[$store]=$rate
         awk -v s="$store" -v n="$n" -v us=$((t1 - t0)) -v c="$count" -v r="$rate" -v r1="${RATE_1[$store]}" -v cpu="$cpu" \
-            -v ld="$(load "$c0" "$c1" "$cpu")" -v f="$fails" -v w="$waits" -v fn="$first" -v rp="$replayed" -v o="$open" -v cm="$commit" -v cpus="$CPUS" 'BEGIN {
+            -v ld="$(load "$c0" "$c1" "$cpu")" -v f="$fails" -v w="$waits" -v fn="$first" -v rp="$replayed" -v o="$open" -v cm="$commit" -v lk="$lock" -v cpus="$CPUS" 'BEGIN {
             x = r1 > 0 ? r / r1 : 0; secs = us / 1e6; split(ld, L, " ")
             if (L[3] > 0.05 * secs * cpus) { L[3] = L[3] "!"; printf "WARNING: B %s N=%d: other processes took %.2f CPU s of %.2f\n", s, n, L[3], secs * cpus > "/dev/stderr" }
-            printf "%-6s %3d %6.2f %7d %7.1f %6.2fx %6.3f %6.3f %6.3f %6.1f %5s %6.2f %6s %4d %5d\n", s, n, secs, c, r, x, c ? cpu / c : 0, o, cm, c ? rp / c : 0, L[1], L[2], L[3], f, w
+            printf "%-6s %3d %6.2f %7d %7.1f %6.2fx %6.3f %6.3f %6.3f %6.1f %5s %6.2f %6s %4d %5d %6.3f\n", s, n, secs, c, r, x, c ? cpu / c : 0, o, cm, c ? rp / c : 0, L[1], L[2], L[3], f, w, lk
             if (n == 8 && fn == 1) printf "B %s N=8: %.1f backups/min = %.2fx N=1; target >= 5x: %s\n", s, r, x, (x >= 5 ? "met" : "NOT met") > "/dev/stderr"
         }' >>"$B" 2>>"$V"
         cat "$WORK"/log/b*.err >>"$WORK/errors" 2>/dev/null || true
@@ -348,8 +350,8 @@ done
     printf "%-6s %3s %6s %7s %6s %8s %9s %7s %5s %6s %6s %7s %4s %5s\n" store N s MB/s "CPU s" "CPU s/GB" "ceil MB/s" "x ceil" busy "srv s" "oth s" "dup chk" fail waits
     cat "$A"
     printf "\nB. incremental backups in a loop, all N at once\n"
-    echo "(per backup: CPU s of the process; cairn's open and commit phases, s; containers replayed at open)"
-    printf "%-6s %3s %6s %7s %7s %7s %6s %6s %6s %6s %5s %6s %6s %4s %5s\n" store N s backups "per min" "x first" "CPU s" open commit replay busy "srv s" "oth s" fail waits
+    echo "(per backup: CPU s of the process; cairn's open and commit phases, s; containers replayed at open; lock s: taking the writer lock, waits included)"
+    printf "%-6s %3s %6s %7s %7s %7s %6s %6s %6s %6s %5s %6s %6s %4s %5s %6s\n" store N s backups "per min" "x first" "CPU s" open commit replay busy "srv s" "oth s" fail waits "lock s"
     cat "$B"
     printf "\nR. reconciliation: container MiB after A (before), after one gc (after), and of the same backups in series (series)\n"
     printf "%-6s %3s %10s %10s %10s %9s %9s %7s\n" store N before after series "before/s" "after/s" "gc s"

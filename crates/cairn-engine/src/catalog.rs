@@ -191,24 +191,28 @@ pub fn list_memoized(
     Ok(listed)
 }
 
+/// Every listed record through `load`, a window of
+/// [`Backend::read_parallelism`] at a time: on object storage each record
+/// not held is a round trip, and one after another they were most of the
+/// time a backup took to take the writer lock.
 fn list_with(
     backend: &dyn Backend,
-    mut load: impl FnMut(&str) -> Result<SnapshotRecord>,
+    load: impl Fn(&str) -> Result<SnapshotRecord> + Sync,
 ) -> Result<(Vec<SnapshotInfo>, Unreadable)> {
+    let ids: Vec<String> = backend
+        .list(object_names::SNAPSHOTS)?
+        .into_iter()
+        .filter_map(|k| k.strip_prefix(object_names::SNAPSHOTS).map(str::to_string))
+        .collect();
+    let loaded = crate::blocking_map::blocking_map(&ids, backend.read_parallelism(), |id| load(id));
     let mut good = Vec::new();
     let mut bad = Vec::new();
-    for key in backend.list(object_names::SNAPSHOTS)? {
-        let Some(id) = key.strip_prefix(object_names::SNAPSHOTS) else {
-            continue;
-        };
-        match load(id) {
-            Ok(record) => good.push(SnapshotInfo {
-                id: id.to_string(),
-                record,
-            }),
+    for (id, result) in ids.into_iter().zip(loaded) {
+        match result {
+            Ok(record) => good.push(SnapshotInfo { id, record }),
             // Forgotten since it was listed (`forget` runs beside others).
             Err(e) if e.is_not_found() => {}
-            Err(e) => bad.push((id.to_string(), e)),
+            Err(e) => bad.push((id, e)),
         }
     }
     good.sort_by(|a, b| (a.record.time_unix_ns, &a.id).cmp(&(b.record.time_unix_ns, &b.id)));

@@ -230,8 +230,11 @@ pub fn run(cli: &Globals, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
     if !created {
         refuse_differing_init_flags(&cli.given_init_flags, &given, &repo.config)?;
     }
-    // Shared with other backups (docs/concurrency.md).
+    // Shared with other backups (docs/concurrency.md). The time it takes
+    // (a wait for a writer alone included) is in `--json` as `lock_seconds`.
+    let lock_started = std::time::Instant::now();
     let lock = repo.lock_backup(a.wait)?;
+    let lock_seconds = lock_started.elapsed().as_secs_f64();
     let progress = Arc::new(Progress::default());
     let display = Display::start(progress.clone(), !cli.quiet && !cli.json, "backup");
     if display.active() && !a.stdin {
@@ -311,6 +314,7 @@ pub fn run(cli: &Globals, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
                 "index_ram_bytes_per_chunk": outcome.index_ram_bytes_per_chunk,
                 "replayed_containers": outcome.replayed_containers,
                 "concurrent_duplicates": outcome.concurrent_duplicates,
+                "lock_seconds": lock_seconds,
             }))?
         );
     } else if !cli.quiet {
