@@ -41,6 +41,24 @@ pub fn blocking_map<T: Sync, R: Send>(
     out.into_iter().map(|(_, r)| r).collect()
 }
 
+/// [`blocking_map`] a window of `threads` items at a time, each result
+/// handed to `each` in the items' order: at most one window of results is
+/// held at once (index deltas can be large). Stops at `each`'s first error.
+pub fn blocking_for_each<T: Sync, R: Send>(
+    items: &[T],
+    threads: usize,
+    f: impl Fn(&T) -> R + Sync,
+    mut each: impl FnMut(&T, R) -> cairn_core::Result<()>,
+) -> cairn_core::Result<()> {
+    let window = threads.max(1);
+    for batch in items.chunks(window) {
+        for (item, r) in batch.iter().zip(blocking_map(batch, window, &f)) {
+            each(item, r)?;
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -67,5 +85,37 @@ mod tests {
         assert!((2..=4).contains(&peak), "peak {peak}");
         assert!(blocking_map(&[] as &[u32], 8, |&x| x).is_empty());
         assert_eq!(blocking_map(&[1, 2], 1, |&x| x + 1), vec![2, 3]);
+    }
+
+    #[test]
+    fn for_each_hands_results_in_order_and_stops_at_an_error() {
+        let items: Vec<u32> = (0..10).collect();
+        let mut seen = Vec::new();
+        blocking_for_each(
+            &items,
+            3,
+            |&x| x * 2,
+            |&x, r| {
+                seen.push((x, r));
+                Ok(())
+            },
+        )
+        .unwrap();
+        assert_eq!(seen, items.iter().map(|&x| (x, x * 2)).collect::<Vec<_>>());
+        let mut handed = 0;
+        let err = blocking_for_each(
+            &items,
+            3,
+            |&x| x,
+            |_, r| {
+                handed += 1;
+                if r == 4 {
+                    return Err(cairn_core::Error::invalid("stop"));
+                }
+                Ok(())
+            },
+        );
+        assert!(err.is_err());
+        assert_eq!(handed, 5);
     }
 }

@@ -65,7 +65,7 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Entry>> {
     let count = u32::from_le_bytes(take(4)?.try_into().expect("4 bytes"));
     let mut out = Vec::with_capacity(count.min(1 << 16) as usize);
     for _ in 0..count {
-        let id = hex(take(32)?);
+        let id = hex::encode(take(32)?);
         let len = u32::from_le_bytes(take(4)?.try_into().expect("4 bytes")) as usize;
         out.push((id, take(len)?.into()));
     }
@@ -91,18 +91,9 @@ pub fn write(backend: &dyn Backend, entries: &[Entry]) -> Result<()> {
 }
 
 fn decode_id(id: &str) -> Option<[u8; 32]> {
-    if id.len() != 64 {
-        return None;
-    }
     let mut out = [0u8; 32];
-    for (i, byte) in out.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(id.get(2 * i..2 * i + 2)?, 16).ok()?;
-    }
+    hex::decode_to_slice(id, &mut out).ok()?;
     Some(out)
-}
-
-fn hex(raw: &[u8]) -> String {
-    raw.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]
@@ -110,7 +101,7 @@ mod tests {
     use super::*;
 
     fn entry(id_byte: u8, bytes: &[u8]) -> Entry {
-        (hex(&[id_byte; 32]), bytes.into())
+        (hex::encode([id_byte; 32]), bytes.into())
     }
 
     #[test]

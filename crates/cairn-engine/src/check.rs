@@ -393,10 +393,9 @@ fn read_containers(
     };
     // The mark is a hint that two claims raising it at once may leave
     // below a slot claimed; the slots say what was handed out (`id_mark.rs`).
-    let mark = match mark {
-        Some(m) => Some(m.max(ContainerId(crate::id_mark::slots_end(&**repo.backend())?))),
-        None => None,
-    };
+    let mark = mark
+        .map(|m| crate::id_mark::slots_end(&**repo.backend()).map(|e| m.max(ContainerId(e))))
+        .transpose()?;
     if let (Some(mark), Some(&top)) = (mark, ids.last()) {
         if top >= mark {
             problems.add(

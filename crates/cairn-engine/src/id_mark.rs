@@ -42,10 +42,8 @@ pub fn slot_key(k: u64) -> String {
 
 /// The slot a key of [`SLOTS`] names.
 pub fn parse_slot(key: &str) -> Option<u64> {
-    let hex = key.strip_prefix(SLOTS)?;
-    (hex.len() == 16)
-        .then(|| u64::from_str_radix(hex, 16).ok())
-        .flatten()
+    // Named like an index generation: 16 hex digits after the prefix.
+    crate::object_names::parse_generation(key, SLOTS)
 }
 
 /// Claims slot `k`: whether this call created it (`false`: someone

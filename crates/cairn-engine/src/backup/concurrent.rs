@@ -12,7 +12,7 @@ use cairn_core::{Backend, ContainerId, FpSet, Result};
 use cairn_format::index::IndexEntry;
 use cairn_format::index_delta::decode_index_delta;
 
-use crate::blocking_map::blocking_map;
+use crate::blocking_map::blocking_for_each;
 use crate::object_names;
 
 /// The index deltas present when a backup opened its index.
@@ -44,15 +44,17 @@ impl DeltasAtOpen {
         // A window of parallel reads at a time: on object storage each
         // read is a round trip, and with eight writers several new deltas
         // wait at every commit.
-        let window = backend.read_parallelism().max(1);
-        for batch in new.chunks(window) {
-            let deltas = blocking_map(batch, window, |name| {
-                backend.read(name).and_then(|b| decode_index_delta(&b))
-            });
-            for delta in deltas.into_iter().flatten() {
-                theirs.extend(delta.puts.iter().map(|e| e.fp));
-            }
-        }
+        blocking_for_each(
+            &new,
+            backend.read_parallelism(),
+            |name| backend.read(name).and_then(|b| decode_index_delta(&b)),
+            |_, delta| {
+                if let Ok(delta) = delta {
+                    theirs.extend(delta.puts.iter().map(|e| e.fp));
+                }
+                Ok(())
+            },
+        )?;
         if theirs.is_empty() {
             return Ok(0);
         }

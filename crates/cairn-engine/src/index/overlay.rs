@@ -15,7 +15,7 @@ use cairn_core::{Backend, ContainerId, Error, Fingerprint, FpMap, Result};
 use cairn_format::index::IndexEntry;
 use cairn_format::index_delta::{decode_index_delta, IndexDelta};
 
-use crate::blocking_map::blocking_map;
+use crate::blocking_map::blocking_for_each;
 use crate::canonical::canonical;
 use crate::object_names;
 
@@ -202,19 +202,18 @@ impl Overlay {
         fp_width: usize,
         seqs: &[u32],
     ) -> Result<()> {
-        let window = backend.read_parallelism().max(1);
-        for batch in seqs.chunks(window) {
-            let deltas = blocking_map(batch, window, |&seq| {
-                read_delta(backend, generation, seq, fp_width)
-            });
-            for (delta, &seq) in deltas.into_iter().zip(batch) {
+        blocking_for_each(
+            seqs,
+            backend.read_parallelism(),
+            |&seq| read_delta(backend, generation, seq, fp_width),
+            |&seq, delta| {
                 let delta = delta?;
                 self.apply(&delta.removes, removes_below(&delta), &delta.puts);
                 self.seq = seq;
                 self.covered_below = self.covered_below.max(Some(delta.covered_below));
-            }
-        }
-        Ok(())
+                Ok(())
+            },
+        )
     }
 }
 
