@@ -32,7 +32,7 @@ use super::file_pages::{
 pub use super::overlay::IndexUpdate;
 use super::overlay::{Change, Overlay, OverlayMemo};
 use super::page_cache::PageCache;
-use cairn_core::FpSet;
+use cairn_core::{FpMap, FpSet};
 
 /// Times an open looks again when what it listed is gone (`load_latest`).
 const LOAD_TRIES: u32 = 5;
@@ -50,6 +50,28 @@ fn newest_generation(listing: &[String]) -> Option<u64> {
         .max()
 }
 
+/// Whether `update` may be folded into a new file straight after the
+/// deltas of `overlay`, rather than written as a delta first. A merge
+/// that stops before deleting the deltas it folded leaves some of them
+/// listed, and readers apply them again over the new file (`overlay.rs`):
+/// harmless for the deltas among themselves, but not for an update folded
+/// after them. A removal in the update would be undone by an older delta's
+/// put applied again after it, and a put would be forgotten by an older
+/// delta's removal whose bound it lies below. Such an update goes through
+/// a delta, so it is applied again in its place. Backups' puts name new
+/// containers, above every bound: they are folded straight.
+fn may_fold_after_the_deltas(overlay: &Overlay, update: &IndexUpdate) -> bool {
+    if overlay.applied.is_empty() {
+        return true;
+    }
+    update.removes.is_empty()
+        && update.puts.iter().all(|e| {
+            overlay
+                .lookup(&e.fp)
+                .is_none_or(|c| !c.removes() || e.container >= c.below)
+        })
+}
+
 pub struct DiskIndex {
     backend: Arc<dyn Backend>,
     counters: Arc<Counters>,
@@ -65,6 +87,10 @@ pub struct DiskIndex {
     /// Commits always write deltas: other writers run beside this one
     /// ([`DiskIndex::beside_other_writers`]).
     never_merge: std::sync::atomic::AtomicBool,
+    /// Tests: a merge stops (as if killed) after deleting this many of the
+    /// deltas it folded.
+    #[cfg(test)]
+    stop_after_deletes: std::sync::atomic::AtomicUsize,
     /// Where loads of the deltas are shared with the repository handle's
     /// other opens ([`DiskIndex::open_memoized`]).
     memo: Option<Arc<OverlayMemo>>,
@@ -120,6 +146,8 @@ impl DiskIndex {
             floor: 0,
             deltas_only: std::sync::atomic::AtomicBool::new(false),
             never_merge: std::sync::atomic::AtomicBool::new(false),
+            #[cfg(test)]
+            stop_after_deletes: std::sync::atomic::AtomicUsize::new(usize::MAX),
         })
     }
 
@@ -218,7 +246,11 @@ impl DiskIndex {
     /// Every container below this id is indexed (by the file or its deltas).
     pub fn covered_below(&self) -> ContainerId {
         self.current.read().as_ref().map_or(ContainerId(0), |c| {
-            c.overlay.covered_below.unwrap_or(c.header.covered_below)
+            // An older generation's delta applied over a newer file may
+            // carry a lower mark than the file's.
+            c.overlay
+                .covered_below
+                .map_or(c.header.covered_below, |d| d.max(c.header.covered_below))
         })
     }
 
@@ -260,12 +292,10 @@ impl DiskIndex {
     /// Whether the current generation's deltas removed any entry (a
     /// collection's commit written as a delta).
     pub fn deltas_removed_entries(&self) -> bool {
-        self.current.read().as_ref().is_some_and(|c| {
-            c.overlay
-                .changes
-                .values()
-                .any(|ch| matches!(ch, super::overlay::Change::Replace(_)))
-        })
+        self.current
+            .read()
+            .as_ref()
+            .is_some_and(|c| c.overlay.changes.values().any(|ch| ch.removes()))
     }
 
     /// Looks a fingerprint up with one page read. If a concurrent writer has
@@ -273,7 +303,12 @@ impl DiskIndex {
     pub fn lookup(&self, fp: &Fingerprint) -> Result<Option<ContainerId>> {
         Ok(self
             .with_current(|cur| match cur.overlay.lookup(fp) {
-                Some(found) => Ok(found),
+                Some(change) if change.forgets_file() => Ok(change.put),
+                // A put may be older than the file's entry (a delta a merge
+                // folded and had not deleted yet, or one a writer that
+                // opened before the merge added after it): combined with
+                // the file's, canonically.
+                Some(change) => Ok(change.over(self.lookup_in(cur, fp)?)),
                 None => self.lookup_in(cur, fp),
             })?
             .flatten())
@@ -321,14 +356,17 @@ impl DiskIndex {
     ) -> Result<Vec<Option<ContainerId>>> {
         let h = &cur.header;
         let mut out = vec![None; fps.len()];
-        if h.page_count == 0 {
-            return Ok(out);
-        }
         let mut order: Vec<(u64, usize)> = Vec::with_capacity(fps.len());
+        let mut changes: Vec<Option<Change>> = vec![None; fps.len()];
         for (i, fp) in fps.iter().enumerate() {
-            match cur.overlay.lookup(fp) {
-                Some(found) => out[i] = found,
-                None if fp.len() == h.fp_width => order.push((codec::page_of(fp, h.page_count), i)),
+            let change = cur.overlay.lookup(fp);
+            match change {
+                Some(c) if c.forgets_file() => out[i] = c.put,
+                _ if h.page_count > 0 && fp.len() == h.fp_width => {
+                    changes[i] = change;
+                    order.push((codec::page_of(fp, h.page_count), i));
+                }
+                Some(c) => out[i] = c.over(None),
                 None => {}
             }
         }
@@ -337,7 +375,8 @@ impl DiskIndex {
             let page_no = run[0].0;
             self.with_page(cur, page_no, |page, count| {
                 for &(_, i) in run {
-                    out[i] = codec::search_page(page, h, count, &fps[i]);
+                    let found = codec::search_page(page, h, count, &fps[i]);
+                    out[i] = changes[i].map_or(found, |c| c.over(found));
                 }
             })?;
         }
@@ -418,14 +457,16 @@ impl DiskIndex {
                 n += 1;
                 match cur.overlay.changes.get(&e.fp) {
                     None => f(&e),
-                    Some(Change::Put(c)) => {
+                    Some(change) => {
                         combined.insert(e.fp);
-                        f(&IndexEntry {
-                            fp: e.fp,
-                            container: canonical(e.container, *c),
-                        })
+                        match change.over(Some(e.container)) {
+                            Some(container) => f(&IndexEntry {
+                                fp: e.fp,
+                                container,
+                            }),
+                            None => continue,
+                        }
                     }
-                    Some(Change::Replace(_)) => continue,
                 }
                 emitted += 1;
             }
@@ -611,6 +652,11 @@ impl DiskIndex {
         let mut update = update;
         if let Some((cur, _)) = &old {
             self.drop_removals_of_newer_entries(cur, &mut update)?;
+            if !may_fold_after_the_deltas(&cur.overlay, &update) {
+                drop(old);
+                self.write_delta(update, covered_below, fp_width)?;
+                return self.merge(IndexUpdate::default(), covered_below, fp_width, page_size);
+            }
         }
         let mut changes = old
             .as_ref()
@@ -620,11 +666,11 @@ impl DiskIndex {
         // otherwise hold the update, the overlay and the sorted entries (all
         // of its new chunks, three times) while it encodes and writes pages.
         drop(update);
-        let forget: FpSet = changes
+        let forget: FpMap<ContainerId> = changes
             .changes
             .iter()
-            .filter(|(_, c)| matches!(c, Change::Replace(_)))
-            .map(|(fp, _)| *fp)
+            .filter(|(_, c)| c.removes())
+            .map(|(fp, c)| (*fp, c.below))
             .collect();
         let entries = changes.stored().collect();
         drop(changes);
@@ -641,7 +687,7 @@ impl DiskIndex {
         fp_width: usize,
         page_size: usize,
     ) -> Result<u64> {
-        let none = FpSet::default();
+        let none = FpMap::default();
         self.write_generation(None, entries, &none, covered_below, fp_width, page_size)
     }
 
@@ -651,7 +697,7 @@ impl DiskIndex {
         &self,
         old: Option<(Current, Vec<u8>)>,
         mut new_entries: Vec<IndexEntry>,
-        forget: &FpSet,
+        forget: &FpMap<ContainerId>,
         covered_below: ContainerId,
         fp_width: usize,
         page_size: usize,
@@ -721,6 +767,7 @@ impl DiskIndex {
                 Err(e) => return Err(e),
             }
         };
+        let folded = old.as_ref().map(|(c, _)| c.overlay.applied.clone());
         drop(old);
         self.backend
             .write_atomic(&object_names::index(generation), &bytes)?;
@@ -730,11 +777,40 @@ impl DiskIndex {
             header,
             overlay: Arc::default(),
         });
-        for key in self.backend.list(object_names::INDEX)? {
-            let g = object_names::parse_generation(&key, object_names::INDEX)
-                .or_else(|| object_names::parse_index_delta(&key).map(|(g, _)| g));
-            match g {
-                Some(g) if g < generation => self.backend.delete(&key)?,
+        // The deltas folded go first, exactly those and in the order
+        // applied: a writer that opened before this merge may add a delta
+        // to an older generation after its listing, which readers apply
+        // over the new file until the next merge folds it; and a stop
+        // half-way leaves a suffix of what was folded, which applied again
+        // over the new file changes nothing (`overlay.rs`). Without an old
+        // file (`repair index`, holding the writer lock alone) every delta
+        // goes.
+        let listing = self.backend.list(object_names::INDEX)?;
+        let deltas: Vec<String> = match &folded {
+            Some(applied) => applied
+                .iter()
+                .map(|(g, s)| object_names::index_delta(*g, *s))
+                .collect(),
+            None => listing
+                .iter()
+                .filter(|k| object_names::parse_index_delta(k).is_some_and(|(g, _)| g < generation))
+                .cloned()
+                .collect(),
+        };
+        for (_i, key) in deltas.into_iter().enumerate() {
+            #[cfg(test)]
+            if _i
+                >= self
+                    .stop_after_deletes
+                    .load(std::sync::atomic::Ordering::Relaxed)
+            {
+                return Ok(generation);
+            }
+            self.backend.delete(&key)?;
+        }
+        for key in &listing {
+            match object_names::parse_generation(key, object_names::INDEX) {
+                Some(g) if g < generation => self.backend.delete(key)?,
                 _ => {}
             }
         }

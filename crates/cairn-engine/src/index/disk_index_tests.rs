@@ -185,6 +185,9 @@ mod update_properties {
         Remove(Vec<u8>),
         /// Garbage collection moves these keys to a new container.
         Move(Vec<u8>),
+        /// A collection beside backups forgets these keys where they name
+        /// a container below two before this one (`removes_below`).
+        Collect(Vec<u8>),
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -193,6 +196,7 @@ mod update_properties {
             3 => keys().prop_map(Op::Store),
             1 => keys().prop_map(Op::Remove),
             1 => keys().prop_map(Op::Move),
+            1 => keys().prop_map(Op::Collect),
         ]
     }
 
@@ -258,6 +262,16 @@ mod update_properties {
                             model.remove(k);
                         }
                     }
+                    Op::Collect(keys) => {
+                        let below = ContainerId(c.0.saturating_sub(2));
+                        update.removes_below = Some(below);
+                        for k in keys {
+                            update.removes.push(fp(*k));
+                            if model.get(k).is_some_and(|v| *v < below) {
+                                model.remove(k);
+                            }
+                        }
+                    }
                     Op::Move(keys) => {
                         for k in keys.iter().filter(|k| model.contains_key(k)) {
                             update.removes.push(fp(*k));
@@ -272,25 +286,11 @@ mod update_properties {
                 }
                 let covered = ContainerId(next);
                 if merge || ix.generation() == 0 {
-                    let before = ix.generation();
+                    // A merge that stops before deleting every delta it
+                    // folded leaves a suffix of them (it deletes in order),
+                    // which readers apply again over the new file.
+                    ix.stop_after_deletes.store(next as usize % 4, std::sync::atomic::Ordering::Relaxed);
                     ix.merge(update, covered, 32, 512).unwrap();
-                    // A crash before the cleanup leaves the old generation's
-                    // deltas behind; they belong to another generation.
-                    if before > 0 {
-                        let stale = cairn_format::index_delta::encode_index_delta(
-                            &cairn_format::index_delta::IndexDelta {
-                                fp_width: 32,
-                                base_generation: before,
-                                seq: 1,
-                                covered_below: covered,
-                                removes_below: ContainerId(u64::MAX),
-                                removes: (0u8..60).map(fp).collect(),
-                                puts: Vec::new(),
-                            },
-                        )
-                        .unwrap();
-                        backend.write_atomic(&object_names::index_delta(before, 1), &stale).unwrap();
-                    }
                 } else {
                     ix.write_delta(update, covered, 32).unwrap();
                 }

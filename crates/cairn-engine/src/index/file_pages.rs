@@ -3,7 +3,7 @@
 //! old one and sorted new entries (`disk_index.rs`, DDFS §3.2's batched
 //! index update).
 
-use cairn_core::{ContainerId, Error, FpSet, Result};
+use cairn_core::{ContainerId, Error, FpMap, Result};
 use cairn_format::index::{self as codec, IndexEntry, IndexHeader};
 
 use crate::canonical::canonical;
@@ -81,7 +81,7 @@ impl Iterator for Pages<'_> {
 pub(super) fn merge_into_pages(
     old: Option<&OldFile>,
     new: &[IndexEntry],
-    forget: &FpSet,
+    forget: &FpMap<ContainerId>,
     fp_width: usize,
     page_size: usize,
     page_count: u64,
@@ -94,7 +94,8 @@ pub(super) fn merge_into_pages(
     let mut old_next = || -> Result<Option<IndexEntry>> {
         loop {
             if let Some(e) = old_buf.next() {
-                if forget.contains(&e.fp) {
+                // A removal forgets the old entry only below its bound.
+                if forget.get(&e.fp).is_some_and(|below| e.container < *below) {
                     continue;
                 }
                 return Ok(Some(e));

@@ -1,13 +1,23 @@
-//! The index deltas of the current generation, applied in order as one map
-//! over the paged index file (`cairn_format::index_delta`).
+//! The index deltas still listed, applied in order as one map over the
+//! paged index file (`cairn_format::index_delta`).
 //!
-//! A delta's removals apply before its puts. A put combines with what the
-//! index already holds by the canonical-copy rule (`crate::canonical`); a
-//! fingerprint removed by this or an earlier delta forgets the base file's
-//! entry, so a later put of it is taken as it is (that is how garbage
-//! collection moves a chunk). Every put a backup makes names a container at
-//! or above the base file's `covered_below`, newer than any base entry, so
-//! a lookup that finds a put needs no page read to apply the rule.
+//! A delta's removals apply before its puts. Every change says two things
+//! about a fingerprint ([`Change`]): which of the base file's entries still
+//! count (those naming a container at or above `below`: none after an
+//! unconditional removal, those a collection's conditional removal spares),
+//! and the canonical copy of what the deltas put (`crate::canonical`). A
+//! lookup combines the two, reading the file's page unless an
+//! unconditional removal already forgot it.
+//!
+//! The deltas applied are those of the newest generation (1, 2, ... without
+//! a gap) after those of older generations still listed. A merge that runs
+//! beside writers (docs/concurrency.md, "Compaction beside writers") folds
+//! what it listed into a new generation and then deletes exactly that, in
+//! order, so an older generation's delta still listed is either one a
+//! writer added after the merge's listing, or one of a suffix the new file
+//! already holds. Applying a suffix again over the file changes nothing:
+//! puts combine canonically, removals apply to the file only through their
+//! condition, and what a later delta put is put again after them.
 
 use std::sync::Arc;
 
@@ -19,19 +29,47 @@ use crate::blocking_map::blocking_for_each;
 use crate::canonical::canonical;
 use crate::object_names;
 
-/// What the deltas say about one fingerprint.
+/// What the deltas say about one fingerprint: the base file's entry counts
+/// only if it names a container at or above `below` (`ContainerId(0)`:
+/// always; `ContainerId(u64::MAX)`: never), and is then combined
+/// canonically with `put`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Change {
-    /// Stored here too: combined with the base entry, if any, canonically.
-    Put(ContainerId),
-    /// The base entry is forgotten; `Some` if a later put stored it again.
-    Replace(Option<ContainerId>),
+pub struct Change {
+    pub below: ContainerId,
+    pub put: Option<ContainerId>,
 }
 
-/// The deltas of one generation, applied.
+/// `below` of a change that removed nothing.
+const KEEP_ALL: ContainerId = ContainerId(0);
+/// `below` of an unconditional removal.
+const FORGET_ALL: ContainerId = ContainerId(u64::MAX);
+
+impl Change {
+    /// Whether the file's entry no longer counts, whatever it names: the
+    /// change alone answers a lookup.
+    pub fn forgets_file(&self) -> bool {
+        self.below == FORGET_ALL
+    }
+
+    /// Whether some removal applies to the file's entry.
+    pub fn removes(&self) -> bool {
+        self.below != KEEP_ALL
+    }
+
+    /// The entry of the fingerprint, given the file's (`file`).
+    pub fn over(&self, file: Option<ContainerId>) -> Option<ContainerId> {
+        let kept = file.filter(|c| *c >= self.below);
+        match (kept, self.put) {
+            (Some(a), Some(b)) => Some(canonical(a, b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
+/// The deltas listed, applied.
 #[derive(Clone, Debug, Default)]
 pub struct Overlay {
-    /// The last delta applied (0: none).
+    /// The last delta of the newest generation applied (0: none).
     pub seq: u32,
     /// The highest `covered_below` of the deltas applied. Writers running
     /// together each cover their own containers, and a delta may be
@@ -44,6 +82,9 @@ pub struct Overlay {
     /// (a writer's delta puts every chunk it stored), whatever their ids.
     pub containers: std::collections::HashSet<ContainerId>,
     pub changes: FpMap<Change>,
+    /// The deltas applied, `(generation, seq)` in the order applied: what a
+    /// merge of this overlay deletes once its file is written.
+    pub applied: Vec<(u64, u32)>,
 }
 
 /// What one commit (or one garbage-collection pass) changes in the index.
@@ -53,9 +94,9 @@ pub struct IndexUpdate {
     pub puts: Vec<IndexEntry>,
     /// Fingerprints to forget (applied before `puts`).
     pub removes: Vec<Fingerprint>,
-    /// `Some(b)`: a removal forgets an entry an earlier delta put only if
-    /// that entry names a container below `b` (a collection committing
-    /// beside backups, which may store the chunk again above `b`
+    /// `Some(b)`: a removal forgets an entry (in the file or put by an
+    /// earlier delta) only if it names a container below `b` (a collection
+    /// committing beside backups, which may store the chunk again above `b`
     /// meanwhile; docs/concurrency.md). `None`: unconditional.
     pub removes_below: Option<ContainerId>,
 }
@@ -88,10 +129,11 @@ impl IndexUpdate {
 }
 
 impl Overlay {
-    /// Applies one batch: removals first, then puts. With `removes_below`
-    /// a removal leaves an entry an earlier batch put in a container at or
-    /// above it (it names a newer copy, which the canonical rule prefers
-    /// to any the removal meant).
+    /// Applies one batch: removals first, then puts. A removal with
+    /// `removes_below` spares every entry naming a container at or above
+    /// it, in the file and among earlier puts (a newer copy, which the
+    /// canonical rule prefers to any the removal meant); without it, it
+    /// forgets them all.
     pub fn apply(
         &mut self,
         removes: &[Fingerprint],
@@ -99,72 +141,79 @@ impl Overlay {
         puts: &[IndexEntry],
     ) {
         self.containers.extend(puts.iter().map(|e| e.container));
+        let bound = removes_below.unwrap_or(FORGET_ALL);
         for fp in removes {
-            let newer = match (self.changes.get(fp), removes_below) {
-                (Some(Change::Put(c) | Change::Replace(Some(c))), Some(below)) => *c >= below,
-                _ => false,
-            };
-            if !newer {
-                self.changes.insert(*fp, Change::Replace(None));
-            }
+            let c = self.changes.entry(*fp).or_insert(Change {
+                below: KEEP_ALL,
+                put: None,
+            });
+            c.below = c.below.max(bound);
+            c.put = c.put.filter(|p| *p >= bound);
         }
         for e in puts {
-            let c = match self.changes.get(&e.fp) {
-                None => Change::Put(e.container),
-                Some(Change::Put(p)) => Change::Put(canonical(*p, e.container)),
-                Some(Change::Replace(None)) => Change::Replace(Some(e.container)),
-                Some(Change::Replace(Some(p))) => Change::Replace(Some(canonical(*p, e.container))),
-            };
-            self.changes.insert(e.fp, c);
+            let c = self.changes.entry(e.fp).or_insert(Change {
+                below: KEEP_ALL,
+                put: None,
+            });
+            c.put = Some(c.put.map_or(e.container, |p| canonical(p, e.container)));
         }
     }
 
-    /// The answer for `fp` if the deltas decide it: `Some(None)` = removed.
-    pub fn lookup(&self, fp: &Fingerprint) -> Option<Option<ContainerId>> {
-        match self.changes.get(fp)? {
-            Change::Put(c) => Some(Some(*c)),
-            Change::Replace(c) => Some(*c),
-        }
+    /// What the deltas say about `fp`, if anything.
+    pub fn lookup(&self, fp: &Fingerprint) -> Option<Change> {
+        self.changes.get(fp).copied()
     }
 
-    /// Entries the deltas hold (puts, re-stored removals).
+    /// What the deltas put that no removal forgot.
     pub fn stored(&self) -> impl Iterator<Item = IndexEntry> + '_ {
-        self.changes.iter().filter_map(|(fp, c)| match c {
-            Change::Put(id) | Change::Replace(Some(id)) => Some(IndexEntry {
+        self.changes.iter().filter_map(|(fp, c)| {
+            c.put.map(|id| IndexEntry {
                 fp: *fp,
-                container: *id,
-            }),
-            Change::Replace(None) => None,
+                container: id,
+            })
         })
     }
 
+    /// Fingerprints some removal reached and no put stored again: an upper
+    /// bound on the file's entries the deltas forget.
     pub fn removed(&self) -> usize {
         self.changes
             .values()
-            .filter(|c| **c == Change::Replace(None))
+            .filter(|c| c.removes() && c.put.is_none())
             .count()
     }
 
-    /// Loads and applies every delta of `generation`, which must run
-    /// 1, 2, ... without a gap and match the base file's fingerprint width.
-    /// A missing, damaged or foreign delta is damage to derived data.
-    /// `listing` is the listing of `index/` that found the generation (one
-    /// LIST per open: on object storage each is a round trip).
+    /// Loads and applies every delta `listing` shows: those of generations
+    /// older than `generation` (left by a merge that ran beside writers, in
+    /// generation and sequence order), then `generation`'s own, which must
+    /// run 1, 2, ... without a gap. Every delta must match the base file's
+    /// fingerprint width. A missing, damaged or foreign delta is damage to
+    /// derived data. `listing` is the listing of `index/` that found the
+    /// generation (one LIST per open: on object storage each is a round
+    /// trip).
     pub fn load(
         backend: &dyn Backend,
         listing: &[String],
         generation: u64,
         fp_width: usize,
     ) -> Result<Self> {
+        let older = older_deltas(listing, generation);
         let seqs = delta_seqs(listing, generation)?;
         let mut overlay = Overlay::default();
-        overlay.extend(backend, generation, fp_width, &seqs)?;
+        overlay.extend(backend, generation, fp_width, &older)?;
+        let own: Vec<(u64, u32)> = seqs.iter().map(|s| (generation, *s)).collect();
+        overlay.extend(backend, generation, fp_width, &own)?;
         Ok(overlay)
     }
 
     /// [`Overlay::load`] through `memo`: the overlay it holds for this
     /// generation is reused as it is when the listing shows no delta
-    /// beyond it, else extended by the deltas after it.
+    /// beyond it, else extended by the deltas after it. Only the newest
+    /// generation's own deltas are memoized (none of them is deleted while
+    /// their generation is the newest, so their names are never reused); a
+    /// listing with older generations' deltas is loaded afresh: a merge
+    /// deletes those, and a late writer may create one of their names
+    /// again.
     pub fn load_memoized(
         backend: &dyn Backend,
         listing: &[String],
@@ -172,6 +221,9 @@ impl Overlay {
         fp_width: usize,
         memo: &OverlayMemo,
     ) -> Result<Arc<Self>> {
+        if !older_deltas(listing, generation).is_empty() {
+            return Overlay::load(backend, listing, generation, fp_width).map(Arc::new);
+        }
         let seqs = delta_seqs(listing, generation)?;
         let last = seqs.len() as u32;
         let held = memo.0.lock().clone();
@@ -179,7 +231,11 @@ impl Overlay {
             Some((g, w, o)) if g == generation && w == fp_width && o.seq == last => return Ok(o),
             Some((g, w, o)) if g == generation && w == fp_width && o.seq < last => {
                 let mut grown = (*o).clone();
-                grown.extend(backend, generation, fp_width, &seqs[o.seq as usize..])?;
+                let more: Vec<(u64, u32)> = seqs[o.seq as usize..]
+                    .iter()
+                    .map(|s| (generation, *s))
+                    .collect();
+                grown.extend(backend, generation, fp_width, &more)?;
                 grown
             }
             _ => Overlay::load(backend, listing, generation, fp_width)?,
@@ -189,27 +245,30 @@ impl Overlay {
         Ok(overlay)
     }
 
-    /// Applies the deltas `seqs` of `generation`, in order. On a store
-    /// that serves requests in parallel (object storage) the deltas are
-    /// fetched and decoded a window of [`Backend::read_parallelism`] at a
-    /// time: eight writers add a delta each per backup, and one GET after
-    /// another made opening the index the longest wait of a backup there.
-    /// A window bounds what is held besides the overlay to that many deltas.
+    /// Applies the deltas `keys`, in order. On a store that serves
+    /// requests in parallel (object storage) the deltas are fetched and
+    /// decoded a window of [`Backend::read_parallelism`] at a time: eight
+    /// writers add a delta each per backup, and one GET after another made
+    /// opening the index the longest wait of a backup there. A window
+    /// bounds what is held besides the overlay to that many deltas.
     fn extend(
         &mut self,
         backend: &dyn Backend,
         generation: u64,
         fp_width: usize,
-        seqs: &[u32],
+        keys: &[(u64, u32)],
     ) -> Result<()> {
         blocking_for_each(
-            seqs,
+            keys,
             backend.read_parallelism(),
-            |&seq| read_delta(backend, generation, seq, fp_width),
-            |&seq, delta| {
+            |&(g, seq)| read_delta(backend, g, seq, fp_width),
+            |&(g, seq), delta| {
                 let delta = delta?;
                 self.apply(&delta.removes, removes_below(&delta), &delta.puts);
-                self.seq = seq;
+                if g == generation {
+                    self.seq = seq;
+                }
+                self.applied.push((g, seq));
                 self.covered_below = self.covered_below.max(Some(delta.covered_below));
                 Ok(())
             },
@@ -231,6 +290,19 @@ fn read_delta(
     })?;
     check_delta(&delta, &key, generation, seq, fp_width)?;
     Ok(delta)
+}
+
+/// The deltas of generations older than `generation` that `listing` shows,
+/// in generation and sequence order (there may be gaps: a merge deletes
+/// them in this order, and may stop half-way).
+fn older_deltas(listing: &[String], generation: u64) -> Vec<(u64, u32)> {
+    let mut keys: Vec<(u64, u32)> = listing
+        .iter()
+        .filter_map(|k| object_names::parse_index_delta(k))
+        .filter(|(g, _)| *g < generation)
+        .collect();
+    keys.sort_unstable();
+    keys
 }
 
 /// The deltas of `generation` that `listing` shows, which must run 1, 2,
@@ -258,9 +330,9 @@ fn delta_seqs(listing: &[String], generation: u64) -> Result<Vec<u32>> {
 }
 
 /// The overlay a repository handle loaded last, by generation, fingerprint
-/// width and last delta. Deltas never change once written and their names
-/// are never reused (a generation's number only rises), so those name one
-/// overlay. A backup opens the index three or four times (its dedup
+/// width and last delta, when no older generation's delta was listed.
+/// Deltas never change once written, and the newest generation's names are
+/// never reused, so those name one overlay. A backup opens the index three or four times (its dedup
 /// index, its parent's locator, the container-id floor), each time over the
 /// same listing: without this each open read, decrypted and applied every
 /// delta again, about 15% of an incremental backup's CPU with 8 writers.
@@ -312,20 +384,32 @@ mod tests {
         o.apply(&[], None, &[put(1, 5), put(2, 40)]);
         // The collection's delta: both judged dead in containers below 30.
         o.apply(&[fp(1), fp(2), fp(3)], Some(ContainerId(30)), &[]);
+        let over = |o: &Overlay, b: u8, file: Option<u64>| {
+            o.lookup(&fp(b)).map(|c| c.over(file.map(ContainerId)))
+        };
         assert_eq!(
-            o.lookup(&fp(1)),
+            over(&o, 1, None),
             Some(None),
             "put below the bound: forgotten"
         );
         assert_eq!(
-            o.lookup(&fp(2)),
+            over(&o, 2, None),
             Some(Some(ContainerId(40))),
             "newer put kept"
         );
-        assert_eq!(o.lookup(&fp(3)), Some(None), "base entry: forgotten");
-        // Unconditional removals forget whatever was put.
+        assert_eq!(
+            over(&o, 3, Some(10)),
+            Some(None),
+            "file entry below: forgotten"
+        );
+        // A file entry at or above the bound was stored again meanwhile (a
+        // merge folded a backup's delta): spared, as a newer put is.
+        assert_eq!(over(&o, 3, Some(35)), Some(Some(ContainerId(35))));
+        assert!(!o.lookup(&fp(3)).unwrap().forgets_file());
+        // Unconditional removals forget whatever was put, and the file.
         o.apply(&[fp(2)], None, &[]);
-        assert_eq!(o.lookup(&fp(2)), Some(None));
+        assert_eq!(over(&o, 2, Some(50)), Some(None));
+        assert!(o.lookup(&fp(2)).unwrap().forgets_file());
     }
 
     /// The memo gives what a fresh load gives: reused over the same
@@ -374,12 +458,32 @@ mod tests {
         write(3, 3, vec![put(1, 13)], vec![fp(2)]);
         let grown = Overlay::load_memoized(&backend, &listing(), 3, 32, &memo).unwrap();
         same(&grown, &Overlay::load(&backend, &listing(), 3, 32).unwrap());
-        assert_eq!(grown.lookup(&fp(1)), Some(Some(ContainerId(13))));
+        assert_eq!(
+            grown.lookup(&fp(1)).map(|c| c.over(None)),
+            Some(Some(ContainerId(13)))
+        );
         // A newer generation is loaded afresh.
         write(4, 1, vec![put(9, 20)], vec![]);
         let next = Overlay::load_memoized(&backend, &listing(), 4, 32, &memo).unwrap();
         same(&next, &Overlay::load(&backend, &listing(), 4, 32).unwrap());
-        assert_eq!(next.lookup(&fp(1)), None);
+        // Generation 3's deltas are still listed (a merge to 4 deletes
+        // them after writing 4): applied first, and not memoized.
+        assert_eq!(
+            next.lookup(&fp(1)).map(|c| c.over(None)),
+            Some(Some(ContainerId(13)))
+        );
+        assert_eq!(next.applied, vec![(3, 1), (3, 2), (3, 3), (4, 1)]);
+        assert_eq!(next.seq, 1);
+        for seq in 1..=3 {
+            backend.delete(&object_names::index_delta(3, seq)).unwrap();
+        }
+        let alone = Overlay::load_memoized(&backend, &listing(), 4, 32, &memo).unwrap();
+        assert_eq!(alone.lookup(&fp(1)), None);
+        assert_eq!(alone.applied, vec![(4, 1)]);
+        assert!(Arc::ptr_eq(
+            &alone,
+            &Overlay::load_memoized(&backend, &listing(), 4, 32, &memo).unwrap()
+        ));
         // A gap is damage, memo or not.
         write(4, 3, vec![put(8, 21)], vec![]);
         let e = Overlay::load_memoized(&backend, &listing(), 4, 32, &memo).unwrap_err();
