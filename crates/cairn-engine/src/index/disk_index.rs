@@ -547,6 +547,17 @@ impl DiskIndex {
         )
     }
 
+    /// How many folded deltas a merge deletes before it stops (tests: as
+    /// if killed half-way).
+    fn deletes_allowed(&self) -> usize {
+        #[cfg(test)]
+        return self
+            .stop_after_deletes
+            .load(std::sync::atomic::Ordering::Relaxed);
+        #[cfg(not(test))]
+        usize::MAX
+    }
+
     /// From now on commits add deltas, however large, until [`MAX_DELTAS`]:
     /// a delta costs the bytes of what it changes, a merge the whole index
     /// and its checkpoint (a collection on a full disk, `gc/dead_first.rs`).
@@ -797,16 +808,13 @@ impl DiskIndex {
                 .cloned()
                 .collect(),
         };
-        for (_i, key) in deltas.into_iter().enumerate() {
-            #[cfg(test)]
-            if _i
-                >= self
-                    .stop_after_deletes
-                    .load(std::sync::atomic::Ordering::Relaxed)
-            {
-                return Ok(generation);
-            }
+        let allowed = self.deletes_allowed();
+        let stopped = deltas.len() > allowed;
+        for key in deltas.into_iter().take(allowed) {
             self.backend.delete(&key)?;
+        }
+        if stopped {
+            return Ok(generation);
         }
         for key in &listing {
             match object_names::parse_generation(key, object_names::INDEX) {
