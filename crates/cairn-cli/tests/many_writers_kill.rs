@@ -15,6 +15,8 @@
 //!
 //! CI runs `CAIRN_FAULT_ROUNDS` rounds locally (default 6) and a third of
 //! them on S3; `bench/many-writers-kill.sh` runs hundreds.
+//! Every process compacts the index once two deltas are listed
+//! (`CAIRN_COMPACT_DELTAS=2`), so merges beside writers are killed too.
 //! `CAIRN_FAULT_SEED` varies the random choices, and `CAIRN_FAULT_KEEP=DIR`
 //! runs in a new directory inside DIR and leaves it (the repository, and
 //! `rounds.log` with what every process printed) for a failure's
@@ -40,7 +42,16 @@ enum Store {
 }
 
 impl Store {
+    /// Every process compacts the index once two deltas are listed, so
+    /// merges run beside writers and collections all the time, and are
+    /// killed too (docs/concurrency.md, "Compaction beside writers").
     fn command(&self, args: &[&str]) -> Command {
+        let mut c = self.command_as_is(args);
+        c.env("CAIRN_COMPACT_DELTAS", "2");
+        c
+    }
+
+    fn command_as_is(&self, args: &[&str]) -> Command {
         match self {
             Store::Local(repo) => command(repo, args),
             Store::S3 { server, url, cache } => {

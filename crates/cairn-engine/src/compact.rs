@@ -1,51 +1,141 @@
-//! What a backup that shared the writer lock leaves for a writer alone
-//! (docs/concurrency.md): a shared holder only adds index deltas and
-//! removes no temporaries (another backup's may be in flight), so after a
-//! backup, if the writer lock is free, this takes it: taking it alone
-//! removes leftover temporaries (`Repository::lock_writer`), and when the
-//! deltas of the current generation reached [`MAX_DELTAS`] they are merged
-//! into the next generation, as a lone backup's commit does. Never waits:
-//! if another writer holds the lock, the next one to find it free does this.
+//! Compaction of the index's deltas, after a backup (docs/concurrency.md,
+//! "Compaction beside writers"). Backups that share the writer lock only
+//! add index deltas; once [`MAX_DELTAS`] of them are listed, the next
+//! backup to finish merges them into a new generation, holding the writer
+//! lock *shared* (backups go on committing beside it) and the `compact`
+//! lock alone (one merge at a time). It never waits: if either lock is
+//! held, the next backup tries.
+//!
+//! What makes the merge safe beside writers (`index/overlay.rs`,
+//! `index/disk_index.rs`):
+//! - it deletes exactly the deltas it folded, in order, after writing the
+//!   new file; a delta a writer adds to the older generation after the
+//!   merge's listing stays listed, and readers apply it over the new file;
+//! - a merge that stops half-way leaves a suffix of what it folded, which
+//!   applied again over the new file changes nothing;
+//! - the new file's mark covers no container a running writer may still
+//!   store into: it is the lowest of one past the last container listed
+//!   and the floors of the sessions listed after that listing, never below
+//!   the old file's mark. Containers listed below it that no delta names
+//!   (orphans of writers that died) are read and folded in.
+//!
+//! A repository whose writers do not share the lock (the frugal index)
+//! merges as before: the first writer to find the lock free takes it
+//! alone. Either way a writer alone also removes leftover temporaries.
 
-use cairn_core::{Error, Result};
+use cairn_core::{ContainerId, Error, Result};
 
 use crate::index::disk_index::MAX_DELTAS;
 use crate::index::overlay::IndexUpdate;
 use crate::{object_names, Repository};
 
-/// Whether the newest index generation has [`MAX_DELTAS`] deltas or more,
+/// Deltas listed before a backup compacts: [`MAX_DELTAS`], or
+/// `CAIRN_COMPACT_DELTAS` (at least 1; tests and the kill benchmark set it
+/// low, so merges run beside writers all the time).
+pub fn threshold() -> usize {
+    std::env::var("CAIRN_COMPACT_DELTAS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .map_or(MAX_DELTAS as usize, |n| n.max(1))
+}
+
+/// Whether `at` deltas or more are listed (of every generation: those a
+/// writer added to an older one after a merge are folded by the next),
 /// from one listing (no delta is read).
-fn deltas_piled_up(repo: &Repository) -> Result<bool> {
+fn deltas_piled_up(repo: &Repository, at: usize) -> Result<bool> {
     let listing = repo.backend().list(object_names::INDEX)?;
-    let Some(generation) = listing
+    let deltas = listing
         .iter()
-        .filter_map(|k| object_names::parse_generation(k, object_names::INDEX))
-        .max()
+        .filter(|k| object_names::parse_index_delta(k).is_some())
+        .count();
+    Ok(deltas >= at)
+}
+
+/// After a backup: merges the index's deltas into a new generation once
+/// [`threshold`] of them piled up, beside any other writer where writers
+/// share the lock; removes leftover temporaries when no other writer runs.
+/// Returns whether it merged.
+pub fn compact(repo: &Repository) -> Result<bool> {
+    compact_at(repo, threshold())
+}
+
+/// [`compact`] once `at` deltas are listed.
+pub fn compact_at(repo: &Repository, at: usize) -> Result<bool> {
+    if repo.backend().has_temporaries()? {
+        // Taken alone, the writer lock removes leftover temporaries.
+        match repo.lock_writer(false) {
+            Ok(lock) => drop(lock),
+            Err(Error::Locked(_)) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    if !deltas_piled_up(repo, at)? {
+        return Ok(false);
+    }
+    if repo.writers_share()? {
+        merge_beside_writers(repo, at)
+    } else {
+        merge_alone(repo, at)
+    }
+}
+
+/// The merge beside writers (module doc).
+fn merge_beside_writers(repo: &Repository, at: usize) -> Result<bool> {
+    let Some((writer, compacting)) = repo.lock_compaction()? else {
+        return Ok(false);
+    };
+    // Another compaction may have merged between the look and the locks.
+    if !deltas_piled_up(repo, at)? {
+        return Ok(false);
+    }
+    let warnings = crate::warnings::Warnings::default();
+    // Opened as a backup beside others opens it: a damaged index is left
+    // for a writer alone to rebuild (it deletes what others add to).
+    let Some(mut opened) = crate::index::open_beside_writers_memoized(
+        repo.backend().clone(),
+        repo.counters.clone(),
+        &*repo.log,
+        &repo.config.index,
+        &warnings,
+        &repo.overlays,
+    )?
     else {
         return Ok(false);
     };
-    let deltas = listing
-        .iter()
-        .filter(|k| object_names::parse_index_delta(k).is_some_and(|(g, _)| g == generation))
-        .count();
-    Ok(deltas >= MAX_DELTAS as usize)
+    // Containers, then sessions: a container listed was written by a
+    // session this listing sees (its floor bounds the mark), or by one
+    // that ended (its delta is listed, or it died and the container is an
+    // orphan the open replayed).
+    let present = repo.log.ids()?;
+    let floor = crate::session::lowest_floor(&**repo.backend())?;
+    let past_last = ContainerId(present.last().map_or(0, |id| id.0 + 1));
+    let base = opened.kind.base_covered_below().unwrap_or(ContainerId(0));
+    let mark = floor.map_or(past_last, |f| f.min(past_last)).max(base);
+    let replayed: Vec<_> = std::mem::take(&mut opened.replayed)
+        .into_iter()
+        .filter(|e| e.container < mark)
+        .collect();
+    opened.kind.merge_next();
+    opened.kind.commit(
+        &**repo.backend(),
+        IndexUpdate::puts(replayed),
+        mark,
+        repo.config.fp_width(),
+        repo.config.index.page_size as usize,
+    )?;
+    drop(compacting);
+    drop(writer);
+    Ok(true)
 }
 
-/// When no other writer runs: removes leftover temporaries and merges the
-/// index's deltas into a new generation once they reached [`MAX_DELTAS`];
-/// returns whether it merged.
-pub fn tidy_if_alone(repo: &Repository) -> Result<bool> {
-    if !deltas_piled_up(repo)? && !repo.backend().has_temporaries()? {
-        return Ok(false);
-    }
-    // Taken alone, the writer lock removes leftover temporaries.
+/// The merge of a repository whose writers take the lock alone.
+fn merge_alone(repo: &Repository, at: usize) -> Result<bool> {
     let lock = match repo.lock_writer(false) {
         Ok(l) => l,
         Err(Error::Locked(_)) => return Ok(false),
         Err(e) => return Err(e),
     };
-    // Another writer may have compacted between the look and the lock.
-    if !deltas_piled_up(repo)? {
+    if !deltas_piled_up(repo, at)? {
         return Ok(false);
     }
     let warnings = crate::warnings::Warnings::default();
@@ -59,6 +149,7 @@ pub fn tidy_if_alone(repo: &Repository) -> Result<bool> {
     // The containers no delta covered (orphans of writers that never
     // committed, or ones this open replayed) go into the new generation.
     let update = IndexUpdate::puts(std::mem::take(&mut opened.replayed));
+    opened.kind.merge_next();
     opened.kind.commit(
         &**repo.backend(),
         update,

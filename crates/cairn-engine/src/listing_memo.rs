@@ -28,8 +28,9 @@
 //! records: those only add dedup candidates the backup does not need
 //! (what it deduplicates against is confirmed against the containers,
 //! listed afresh, and `gc-pending`, read afresh; docs/concurrency.md).
-//! A `create_new` that finds its object present proves the listing stale:
-//! it is forgotten.
+//! A `create_new` that finds its object present proves the listing stale,
+//! and so does a read that finds a listed object absent (a compaction
+//! beside the backup deleted the deltas it merged): it is forgotten.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -149,6 +150,23 @@ impl ListingMemo {
     }
 }
 
+impl ListingMemo {
+    /// A remembered listing that names an object a read finds absent is
+    /// stale (a scope's: a compaction beside this backup deleted the
+    /// deltas it merged, docs/concurrency.md): it is forgotten, so the
+    /// reader's next listing goes to the store.
+    fn gone_if_absent<T>(&self, key: &str, outcome: Result<T>) -> Result<T> {
+        if let (Err(e), Some(prefix)) = (&outcome, Self::remembered(key)) {
+            if e.is_not_found() {
+                let mut st = self.state.lock();
+                st.changed(prefix);
+                st.lists.remove(prefix);
+            }
+        }
+        outcome
+    }
+}
+
 /// The writer lock taken through the memo: releasing it forgets the
 /// remembered listings.
 struct MemoGuard {
@@ -171,19 +189,19 @@ impl Backend for ListingMemo {
     );
 
     fn read(&self, key: &str) -> Result<Vec<u8>> {
-        self.inner.read(key)
+        self.gone_if_absent(key, self.inner.read(key))
     }
 
     fn read_at(&self, key: &str, offset: u64, len: usize) -> Result<Vec<u8>> {
-        self.inner.read_at(key, offset, len)
+        self.gone_if_absent(key, self.inner.read_at(key, offset, len))
     }
 
     fn read_tail(&self, key: &str, len: usize) -> Result<(u64, Vec<u8>)> {
-        self.inner.read_tail(key, len)
+        self.gone_if_absent(key, self.inner.read_tail(key, len))
     }
 
     fn size(&self, key: &str) -> Result<u64> {
-        self.inner.size(key)
+        self.gone_if_absent(key, self.inner.size(key))
     }
 
     fn write_atomic(&self, key: &str, data: &[u8]) -> Result<()> {

@@ -21,6 +21,9 @@ pub const READERS_LOCK: &str = "readers";
 /// for the whole collection, while the writer lock is held only for its
 /// Merge and its commit.
 pub const GC_LOCK: &str = "gc";
+/// The compaction lock (exclusive): one merge of the index's deltas at a
+/// time, taken beside the writer lock shared (`compact.rs`).
+pub const COMPACT_LOCK: &str = "compact";
 /// Writer sessions: one object per running backup (`session.rs`,
 /// docs/concurrency.md "A writer's session").
 pub const SESSIONS: &str = "sessions/";

@@ -97,6 +97,11 @@ pub struct GcLock {
     _guard: Box<dyn LockGuard>,
 }
 
+/// Proof that this process merges the index's deltas (`compact.rs`).
+pub struct CompactLock {
+    _guard: Box<dyn LockGuard>,
+}
+
 /// A lock whose holder may delete objects readers use: the writer lock, or
 /// the collector lock (a collection deletes what its commit retired).
 pub trait MayDelete {
@@ -528,7 +533,7 @@ impl Repository {
 
     /// Whether writers may share the writer lock: the repository has an
     /// index file, and the paged index.
-    fn writers_share(&self) -> Result<bool> {
+    pub(crate) fn writers_share(&self) -> Result<bool> {
         Ok(self.config.index.kind != crate::config::IndexKind::Frugal
             && self
                 .backend
@@ -683,6 +688,24 @@ impl Repository {
     pub fn lock_reader(&self, wait: bool) -> Result<ReadLock> {
         let guard = self.take_lock(object_names::READERS_LOCK, LockMode::Shared, wait)?;
         Ok(ReadLock { _guard: guard })
+    }
+
+    /// The locks of a compaction beside writers (`compact.rs`): the writer
+    /// lock shared (with backups, forgets and a collection's index changes;
+    /// a holder alone keeps it out) and the compaction lock alone (one
+    /// merge at a time). `None` when either is held: a compaction never
+    /// waits, the next writer to find them free compacts.
+    pub fn lock_compaction(&self) -> Result<Option<(WriteLock, CompactLock)>> {
+        let writer = match self.lock_writer_beside(false, true, false) {
+            Ok(w) => w,
+            Err(Error::Locked(_)) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        match self.take_lock(object_names::COMPACT_LOCK, LockMode::Exclusive, false) {
+            Ok(guard) => Ok(Some((writer, CompactLock { _guard: guard }))),
+            Err(Error::Locked(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     /// Takes the collector lock. With `wait == false` it fails with

@@ -316,6 +316,34 @@ pub fn survey(backend: &dyn Backend) -> Result<Sessions> {
     Ok(out)
 }
 
+/// The lowest floor any session listed announced, alive or not (`None`:
+/// no session): no running writer stores into a container below it. It
+/// takes no session's lock and reaps nothing: a compaction calls it
+/// (`compact.rs`), and for it a dead writer's floor only keeps a few
+/// containers out of the new file's mark for a while. A session object
+/// that cannot be read bounds everything (id 0).
+pub fn lowest_floor(backend: &dyn Backend) -> Result<Option<ContainerId>> {
+    let mut lowest = None;
+    for key in backend.list(object_names::SESSIONS)? {
+        let Some(name) = key.strip_prefix(object_names::SESSIONS) else {
+            continue;
+        };
+        if name.ends_with(object_names::SESSION_END_SUFFIX) {
+            continue;
+        }
+        let floor = match backend.read(&key) {
+            Ok(bytes) => serde_json::from_slice::<SessionInfo>(&bytes).map_or(0, |i| i.floor),
+            // Its writer ended between the listing and now.
+            Err(Error::NotFound(_)) => continue,
+            Err(e) if e.is_corruption() => 0,
+            Err(e) => return Err(e),
+        };
+        let floor = ContainerId(floor);
+        lowest = Some(lowest.map_or(floor, |l: ContainerId| l.min(floor)));
+    }
+    Ok(lowest)
+}
+
 /// The staged records present, as snapshot records: roots of a
 /// collection, which must keep their data whole (a writer that claimed its
 /// commit writes them as snapshots). One that cannot be read stops the

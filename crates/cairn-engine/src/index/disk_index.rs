@@ -87,6 +87,8 @@ pub struct DiskIndex {
     /// Commits always write deltas: other writers run beside this one
     /// ([`DiskIndex::beside_other_writers`]).
     never_merge: std::sync::atomic::AtomicBool,
+    /// The next commit merges, whatever it holds (a compaction).
+    merge_next: std::sync::atomic::AtomicBool,
     /// Tests: a merge stops (as if killed) after deleting this many of the
     /// deltas it folded.
     #[cfg(test)]
@@ -146,6 +148,7 @@ impl DiskIndex {
             floor: 0,
             deltas_only: std::sync::atomic::AtomicBool::new(false),
             never_merge: std::sync::atomic::AtomicBool::new(false),
+            merge_next: std::sync::atomic::AtomicBool::new(false),
             #[cfg(test)]
             stop_after_deletes: std::sync::atomic::AtomicUsize::new(usize::MAX),
         })
@@ -321,13 +324,25 @@ impl DiskIndex {
         let Some(cur) = self.current.read().clone() else {
             return Ok(None);
         };
-        match f(&cur) {
-            Err(e) if e.is_not_found() => {
-                let fresh = Self::load_latest(&*self.backend, self.memo.as_deref())?;
-                *self.current.write() = fresh.clone();
-                fresh.map(|c| f(&c)).transpose()
+        // A merge beside writers replaces generations while others read
+        // (docs/concurrency.md): each reload meets a newer one, and only
+        // merges that follow each other within one read fail it.
+        let mut cur = cur;
+        let mut tries = 0;
+        loop {
+            match f(&cur) {
+                Err(e) if e.is_not_found() && tries < LOAD_TRIES => {
+                    tries += 1;
+                    let Some(fresh) = Self::load_latest(&*self.backend, self.memo.as_deref())?
+                    else {
+                        *self.current.write() = None;
+                        return Ok(None);
+                    };
+                    *self.current.write() = Some(fresh.clone());
+                    cur = fresh;
+                }
+                other => return other.map(Some),
             }
-            other => other.map(Some),
         }
     }
 
@@ -573,6 +588,18 @@ impl DiskIndex {
             .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// The next commit merges every delta listed into a new generation,
+    /// even an empty one (a compaction beside writers, `compact.rs`).
+    pub fn merge_next(&self) {
+        self.merge_next
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether [`Self::merge_next`] was asked.
+    pub fn merge_asked(&self) -> bool {
+        self.merge_next.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Whether a commit of `update` should merge (rather than add a delta):
     /// there is no file yet, the deltas reached [`MAX_DELTAS`], or they would
     /// hold more changes than 1/[`DELTA_SHARE`] of the file's entries (unless
@@ -582,6 +609,9 @@ impl DiskIndex {
         let Some(c) = cur.as_ref() else {
             return true;
         };
+        if self.merge_asked() {
+            return true;
+        }
         if self.never_merge.load(std::sync::atomic::Ordering::Relaxed) {
             return false;
         }

@@ -426,3 +426,77 @@ fn a_conditional_removal_keeps_a_newer_entry_the_file_holds() {
         }
     }
 }
+
+/// A merge beside writers (docs/concurrency.md, "Compaction beside
+/// writers"): writers that opened the index before the merge add their
+/// deltas to the generation it replaced, one of them under a name the
+/// merge deleted. Readers of the new generation apply both; the next merge
+/// folds them and deletes them.
+#[test]
+fn deltas_added_to_a_replaced_generation_are_applied_and_folded_next() {
+    let backend: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let counters = Arc::new(Counters::default());
+    let open = || DiskIndex::open(backend.clone(), counters.clone()).unwrap();
+    let first = open();
+    first
+        .write_merged(entries(0..10, 1), ContainerId(2), 32, 512)
+        .unwrap();
+    // Opened before the first delta: it numbers its own delta 1 too.
+    let early = open();
+    first
+        .write_delta(IndexUpdate::puts(entries(10..20, 2)), ContainerId(3), 32)
+        .unwrap();
+    // Opened after it: it numbers its own delta 2.
+    let late = open();
+    let merger = open();
+    assert_eq!(
+        merger
+            .merge(IndexUpdate::default(), ContainerId(3), 32, 512)
+            .unwrap(),
+        2
+    );
+    assert_eq!(
+        backend.list(object_names::INDEX).unwrap(),
+        vec![object_names::index(2)]
+    );
+    late.write_delta(IndexUpdate::puts(entries(20..30, 4)), ContainerId(5), 32)
+        .unwrap();
+    early
+        .write_delta(IndexUpdate::puts(entries(30..40, 3)), ContainerId(4), 32)
+        .unwrap();
+    let mut listed = backend.list(object_names::INDEX).unwrap();
+    listed.sort();
+    assert_eq!(
+        listed,
+        vec![
+            object_names::index_delta(1, 1),
+            object_names::index_delta(1, 2),
+            object_names::index(2),
+        ]
+    );
+    let reader = open();
+    assert_eq!(reader.generation(), 2);
+    let all = |ix: &DiskIndex| {
+        (0..40)
+            .map(|i| ix.lookup(&fp(i)).unwrap().map(|c| c.0))
+            .collect::<Vec<_>>()
+    };
+    let want: Vec<Option<u64>> = (0..40)
+        .map(|i| Some([1, 2, 4, 3][i as usize / 10]))
+        .collect();
+    assert_eq!(all(&reader), want);
+    assert_eq!(reader.read_all().unwrap().len(), 40);
+    assert!(reader.coverage().covers(ContainerId(4)));
+    // The next merge folds them.
+    assert_eq!(
+        open()
+            .merge(IndexUpdate::default(), ContainerId(5), 32, 512)
+            .unwrap(),
+        3
+    );
+    assert_eq!(
+        backend.list(object_names::INDEX).unwrap(),
+        vec![object_names::index(3)]
+    );
+    assert_eq!(all(&open()), want);
+}

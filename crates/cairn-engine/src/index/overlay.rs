@@ -206,14 +206,14 @@ impl Overlay {
         Ok(overlay)
     }
 
-    /// [`Overlay::load`] through `memo`: the overlay it holds for this
-    /// generation is reused as it is when the listing shows no delta
-    /// beyond it, else extended by the deltas after it. Only the newest
-    /// generation's own deltas are memoized (none of them is deleted while
-    /// their generation is the newest, so their names are never reused); a
-    /// listing with older generations' deltas is loaded afresh: a merge
-    /// deletes those, and a late writer may create one of their names
-    /// again.
+    /// [`Overlay::load`] through `memo`: the newest generation's own
+    /// deltas come from the overlay it holds, reused as it is when the
+    /// listing shows no delta beyond it, else extended by the deltas after
+    /// it (none of them is deleted while their generation is the newest,
+    /// so their names are never reused). Older generations' deltas still
+    /// listed are read afresh every time and put before it
+    /// ([`Overlay::then`]): a merge deletes those, and a writer that opened
+    /// before it may create one of their names again.
     pub fn load_memoized(
         backend: &dyn Backend,
         listing: &[String],
@@ -221,14 +221,11 @@ impl Overlay {
         fp_width: usize,
         memo: &OverlayMemo,
     ) -> Result<Arc<Self>> {
-        if !older_deltas(listing, generation).is_empty() {
-            return Overlay::load(backend, listing, generation, fp_width).map(Arc::new);
-        }
         let seqs = delta_seqs(listing, generation)?;
         let last = seqs.len() as u32;
         let held = memo.0.lock().clone();
-        let overlay = match held {
-            Some((g, w, o)) if g == generation && w == fp_width && o.seq == last => return Ok(o),
+        let own = match held {
+            Some((g, w, o)) if g == generation && w == fp_width && o.seq == last => o,
             Some((g, w, o)) if g == generation && w == fp_width && o.seq < last => {
                 let mut grown = (*o).clone();
                 let more: Vec<(u64, u32)> = seqs[o.seq as usize..]
@@ -236,13 +233,48 @@ impl Overlay {
                     .map(|s| (generation, *s))
                     .collect();
                 grown.extend(backend, generation, fp_width, &more)?;
-                grown
+                Arc::new(grown)
             }
-            _ => Overlay::load(backend, listing, generation, fp_width)?,
+            _ => {
+                let all: Vec<(u64, u32)> = seqs.iter().map(|s| (generation, *s)).collect();
+                let mut fresh = Overlay::default();
+                fresh.extend(backend, generation, fp_width, &all)?;
+                Arc::new(fresh)
+            }
         };
-        let overlay = Arc::new(overlay);
-        *memo.0.lock() = Some((generation, fp_width, overlay.clone()));
-        Ok(overlay)
+        *memo.0.lock() = Some((generation, fp_width, own.clone()));
+        let older = older_deltas(listing, generation);
+        if older.is_empty() {
+            return Ok(own);
+        }
+        let mut overlay = Overlay::default();
+        overlay.extend(backend, generation, fp_width, &older)?;
+        overlay.then(&own);
+        Ok(Arc::new(overlay))
+    }
+
+    /// Applies after this overlay the deltas `later` applied, from their
+    /// effect alone: a later removal bound `b` spares what this overlay put
+    /// only at or above `b`, as each of its removals would have, one after
+    /// the other, and canonical combination is the highest id, which every
+    /// bound filters alike.
+    pub fn then(&mut self, later: &Overlay) {
+        for (fp, l) in &later.changes {
+            let c = self.changes.entry(*fp).or_insert(Change {
+                below: KEEP_ALL,
+                put: None,
+            });
+            let kept = c.put.filter(|p| *p >= l.below);
+            c.below = c.below.max(l.below);
+            c.put = match (kept, l.put) {
+                (Some(a), Some(b)) => Some(canonical(a, b)),
+                (a, b) => a.or(b),
+            };
+        }
+        self.containers.extend(later.containers.iter().copied());
+        self.covered_below = self.covered_below.max(later.covered_below);
+        self.applied.extend(later.applied.iter().copied());
+        self.seq = later.seq;
     }
 
     /// Applies the deltas `keys`, in order. On a store that serves
@@ -444,6 +476,7 @@ mod tests {
             assert_eq!(a.covered_below, b.covered_below);
             assert_eq!(a.containers, b.containers);
             assert_eq!(a.changes, b.changes);
+            assert_eq!(a.applied, b.applied);
         };
         let memo = OverlayMemo::default();
         write(3, 1, vec![put(1, 10), put(2, 11)], vec![]);
@@ -474,19 +507,59 @@ mod tests {
         );
         assert_eq!(next.applied, vec![(3, 1), (3, 2), (3, 3), (4, 1)]);
         assert_eq!(next.seq, 1);
+        // The memo holds generation 4's own deltas: extended by one more,
+        // generation 3's read again before them, as a fresh load.
+        write(4, 2, vec![put(1, 21)], vec![fp(3)]);
+        let both = Overlay::load_memoized(&backend, &listing(), 4, 32, &memo).unwrap();
+        same(&both, &Overlay::load(&backend, &listing(), 4, 32).unwrap());
         for seq in 1..=3 {
             backend.delete(&object_names::index_delta(3, seq)).unwrap();
         }
         let alone = Overlay::load_memoized(&backend, &listing(), 4, 32, &memo).unwrap();
-        assert_eq!(alone.lookup(&fp(1)), None);
-        assert_eq!(alone.applied, vec![(4, 1)]);
+        assert_eq!(
+            alone.lookup(&fp(9)).map(|c| c.over(None)),
+            Some(Some(ContainerId(20)))
+        );
+        assert_eq!(alone.applied, vec![(4, 1), (4, 2)]);
         assert!(Arc::ptr_eq(
             &alone,
             &Overlay::load_memoized(&backend, &listing(), 4, 32, &memo).unwrap()
         ));
         // A gap is damage, memo or not.
-        write(4, 3, vec![put(8, 21)], vec![]);
+        write(4, 4, vec![put(8, 21)], vec![]);
         let e = Overlay::load_memoized(&backend, &listing(), 4, 32, &memo).unwrap_err();
         assert!(e.is_corruption(), "{e}");
+    }
+
+    proptest::proptest! {
+        /// Applying two runs of batches one after the other equals applying
+        /// the second run's overlay after the first's ([`Overlay::then`]).
+        #[test]
+        fn then_equals_applying_in_order(
+            batches in proptest::collection::vec(
+                (
+                    proptest::collection::vec(0u8..8, 0..4),
+                    proptest::option::of(0u64..12),
+                    proptest::collection::vec((0u8..8, 0u64..12), 0..4),
+                ),
+                0..10,
+            ),
+            split in 0usize..10,
+        ) {
+            let apply = |o: &mut Overlay, (removes, below, puts): &(Vec<u8>, Option<u64>, Vec<(u8, u64)>)| {
+                let removes: Vec<Fingerprint> = removes.iter().map(|b| fp(*b)).collect();
+                let puts: Vec<IndexEntry> = puts.iter().map(|(b, c)| put(*b, *c)).collect();
+                o.apply(&removes, below.map(ContainerId), &puts);
+            };
+            let split = split.min(batches.len());
+            let mut whole = Overlay::default();
+            batches.iter().for_each(|b| apply(&mut whole, b));
+            let mut first = Overlay::default();
+            batches[..split].iter().for_each(|b| apply(&mut first, b));
+            let mut second = Overlay::default();
+            batches[split..].iter().for_each(|b| apply(&mut second, b));
+            first.then(&second);
+            proptest::prop_assert_eq!(first.changes, whole.changes);
+        }
     }
 }

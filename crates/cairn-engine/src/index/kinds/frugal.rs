@@ -88,6 +88,10 @@ impl FingerprintIndex for FrugalKind {
         Ok(())
     }
 
+    fn merge_next(&self) {
+        self.disk.merge_next();
+    }
+
     fn prefer_deltas(&self) {
         self.disk.prefer_deltas();
     }

@@ -70,6 +70,17 @@ pub trait FingerprintIndex: Send {
     /// ([`crate::index::disk_index::DiskIndex::prefer_deltas`]).
     fn prefer_deltas(&self) {}
 
+    /// The next commit merges every delta listed into a new generation
+    /// (a compaction beside writers, `compact.rs`); a no-op where the
+    /// index has no deltas to merge.
+    fn merge_next(&self) {}
+
+    /// The mark of the index file (every container below it is in the
+    /// file), where the index has one.
+    fn base_covered_below(&self) -> Option<ContainerId> {
+        None
+    }
+
     /// Commits of this handle only add deltas: the writer runs beside
     /// others (`DiskIndex::beside_other_writers`).
     fn beside_other_writers(&self) {}

@@ -79,7 +79,8 @@ pub(crate) fn commit_paged(
 ) -> Result<Written> {
     // Nothing to add: nothing written, unless the deltas piled up (backups
     // that ran beside others add deltas only): then a writer alone merges.
-    let piled_up = disk.generation() > 0 && disk.delta_count() >= MAX_DELTAS;
+    let piled_up =
+        disk.generation() > 0 && (disk.delta_count() >= MAX_DELTAS || disk.merge_asked());
     if update.is_empty() && covered == disk.covered_below() && !piled_up {
         return Ok(Written::Nothing);
     }
@@ -207,6 +208,14 @@ impl FingerprintIndex for PagedIndex {
             self.checkpoint_rebuilt = false;
         }
         Ok(())
+    }
+
+    fn merge_next(&self) {
+        self.disk.merge_next();
+    }
+
+    fn base_covered_below(&self) -> Option<ContainerId> {
+        (self.disk.generation() > 0).then(|| self.disk.base_covered_below())
     }
 
     fn prefer_deltas(&self) {
