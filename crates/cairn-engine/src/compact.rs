@@ -102,13 +102,20 @@ fn merge_beside_writers(repo: &Repository, at: usize) -> Result<bool> {
     else {
         return Ok(false);
     };
-    // Containers, then sessions: a container listed was written by a
-    // session this listing sees (its floor bounds the mark), or by one
-    // that ended (its delta is listed, or it died and the container is an
-    // orphan the open replayed).
-    let present = repo.log.ids()?;
+    // Containers (the open's listing, whose uncovered ones it replayed),
+    // then sessions: a container listed was written by a session this
+    // listing sees (its floor bounds the mark), or by one that ended (its
+    // delta is listed, or it died and the container is an orphan the open
+    // replayed). A session that died keeps its floor until a collection
+    // reaps it: the containers above stay out of the mark meanwhile, and
+    // readers replay them.
     let floor = crate::session::lowest_floor(&**repo.backend())?;
-    let past_last = ContainerId(present.last().map_or(0, |id| id.0 + 1));
+    let past_last = opened
+        .present
+        .iter()
+        .chain(&opened.retiring)
+        .max()
+        .map_or(ContainerId(0), |id| ContainerId(id.0 + 1));
     let base = opened.kind.base_covered_below().unwrap_or(ContainerId(0));
     let mark = floor.map_or(past_last, |f| f.min(past_last)).max(base);
     let replayed: Vec<_> = std::mem::take(&mut opened.replayed)

@@ -15,7 +15,8 @@
 //! container id is never reused (`docs/FORMAT.md`), an index file name,
 //! once visible, always names the same bytes (`repair index` writes a new
 //! generation above the old ones), and a snapshot record is named by the
-//! hash of its content. Deleting through this
+//! hash of its content. Index deltas are not kept: a writer that opened
+//! before a compaction may create again the name of a delta it deleted. Deleting through this
 //! backend drops the entry; an object deleted by another client (its gc)
 //! leaves an entry nothing asks for, since nothing names a deleted
 //! container or index generation any more.
@@ -70,6 +71,12 @@ enum Kept {
 fn kept(key: &str) -> Kept {
     if key.starts_with(object_names::CONTAINERS) {
         Kept::Tail
+    } else if object_names::parse_index_delta(key).is_some() {
+        // An index delta's name may name other bytes later: a compaction
+        // beside writers deletes the deltas it folded, and a writer that
+        // opened before it may create one of those names again
+        // (docs/concurrency.md, "Compaction beside writers").
+        Kept::Nothing
     } else if key.starts_with(object_names::INDEX) || key.starts_with(object_names::SNAPSHOTS) {
         Kept::Whole
     } else {

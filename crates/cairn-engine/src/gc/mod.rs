@@ -611,27 +611,40 @@ pub fn collect(
     } else {
         phases.start("analysis", ctx.ids.len() as u64);
         let mut lp_keys = Vec::new();
-        for &id in &ctx.ids {
-            stop::stop_if_interrupted()?;
-            let meta = meta_of(&*repo.log, id)?;
-            let mut levels = 0u64;
-            if collector == Collector::PgcPlus {
-                stored.extend(meta.descriptors.iter().map(|d| d.fp));
-            }
-            for d in &meta.descriptors {
-                if d.kind == ChunkKind::Tree && d.level > 0 {
-                    levels |= 1 << d.level.min(63);
-                    lp_keys.push(d.fp);
+        // A window of parallel reads at a time, consumed in order: on
+        // object storage each metadata read is a round trip, and one after
+        // another made this the longest phase of a collection beside
+        // writers (272 containers, 15 s on S3 with 20 ms requests).
+        let ids = std::mem::take(&mut ctx.ids);
+        let log = &*repo.log;
+        crate::blocking_map::blocking_for_each(
+            &ids,
+            log.read_parallelism(),
+            |id| meta_of(log, *id),
+            |&id, meta| {
+                stop::stop_if_interrupted()?;
+                let meta = meta?;
+                let mut levels = 0u64;
+                if collector == Collector::PgcPlus {
+                    stored.extend(meta.descriptors.iter().map(|d| d.fp));
                 }
-            }
-            ctx.infos.push(ContainerInfo {
-                id,
-                chunks: meta.descriptors.len() as u64,
-                file_bytes: meta.file_size,
-            });
-            ctx.levels.push((id, levels));
-            progress.advance(1);
-        }
+                for d in &meta.descriptors {
+                    if d.kind == ChunkKind::Tree && d.level > 0 {
+                        levels |= 1 << d.level.min(63);
+                        lp_keys.push(d.fp);
+                    }
+                }
+                ctx.infos.push(ContainerInfo {
+                    id,
+                    chunks: meta.descriptors.len() as u64,
+                    file_bytes: meta.file_size,
+                });
+                ctx.levels.push((id, levels));
+                progress.advance(1);
+                Ok(())
+            },
+        )?;
+        ctx.ids = ids;
         lp_keys.sort();
         lp_keys.dedup();
         Some(Phv::build_tagged(lp_keys, 2))
