@@ -505,8 +505,9 @@ impl Repository {
         if wait || !share {
             return self.lock_writer_beside(false, share, wait);
         }
-        // A writer alone for a moment (compaction after another backup, a
-        // collection's index change while no backup ran) is waited out
+        // A writer alone for a moment (a tidy-up of temporaries after
+        // another backup, a collection's index change while no backup ran,
+        // a frugal-index repository's compaction) is waited out
         // briefly: a backup is refused only by one that holds the lock
         // longer (forget, repair, a first backup).
         let deadline = std::time::Instant::now() + MOMENTARY_HOLD;
@@ -526,7 +527,7 @@ impl Repository {
     /// shared with backups and collections (a record removed beside them
     /// is one they either read before, and a collection then keeps its
     /// data this time, or never see; docs/concurrency.md), and excluding
-    /// what takes the lock alone (`repair`, `tag`, compaction).
+    /// what takes the lock alone (`repair`, `tag`).
     pub fn lock_forget(&self, wait: bool) -> Result<WriteLock> {
         self.lock_writer_beside(false, true, wait)
     }
@@ -590,8 +591,8 @@ impl Repository {
     /// The writer lock for a collection's index changes (Merge, Commit, the
     /// final change): shared with backups where they share it
     /// (docs/concurrency.md), so a collection never stops a backup, and it
-    /// still excludes what takes it alone (compaction, `forget`, `repair`,
-    /// a first backup); held alone when no backup runs now, so the change
+    /// still excludes what takes it alone (`repair`, `tag`, a first
+    /// backup); held alone when no backup runs now, so the change
     /// may merge the index into a new generation. The caller's collector
     /// lock shows no other collection is writing copies.
     pub(crate) fn lock_writer_for_gc(&self, _gc: &GcLock, wait: bool) -> Result<WriteLock> {

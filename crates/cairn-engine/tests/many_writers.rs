@@ -2,8 +2,8 @@
 //! once the repository has an index file, backups share the writer lock,
 //! so several hold it at once and commit side by side. Each takes its own
 //! container ids and adds its own index delta; every snapshot restores,
-//! `check --read-data` is clean, the deltas are merged once a writer finds
-//! itself alone, and a collection afterwards loses nothing.
+//! `check --read-data` is clean, the deltas are merged once they pile up,
+//! beside other writers, and a collection afterwards loses nothing.
 
 mod common;
 
@@ -129,8 +129,8 @@ fn backups_hold_the_writer_lock_together_and_every_snapshot_restores() {
     ));
     drop(alone);
 
-    // Deltas pile up while backups share the lock; the first writer alone
-    // afterwards merges them into a new generation.
+    // Deltas pile up while backups share the lock; once 16 are listed the
+    // next backup's compaction merges them into a new generation.
     assert!(!cairn_engine::compact::compact(&repo).unwrap());
     let more = tree(tmp.path(), 50, 1, 20_000);
     let mut later = Vec::new();

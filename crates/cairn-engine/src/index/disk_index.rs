@@ -810,8 +810,18 @@ impl DiskIndex {
         };
         let folded = old.as_ref().map(|(c, _)| c.overlay.applied.clone());
         drop(old);
-        self.backend
-            .write_atomic(&object_names::index(generation), &bytes)?;
+        // Created only if absent: merges exclude each other by a lock,
+        // and on object storage a lock is a lease a paused holder can
+        // outlive. Two merges writing one generation would lose what the
+        // first folded and deleted; the second fails instead.
+        if !self
+            .backend
+            .create_new(&object_names::index(generation), &bytes)?
+        {
+            return Err(Error::Locked(format!(
+                "another writer wrote index generation {generation} first (a merge beside this                  one); nothing was changed, the next commit merges again"
+            )));
+        }
         let header = codec::decode_index_header(&bytes)?;
         *self.current.write() = Some(Current {
             generation,
