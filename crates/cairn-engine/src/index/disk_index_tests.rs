@@ -500,3 +500,92 @@ fn deltas_added_to_a_replaced_generation_are_applied_and_folded_next() {
     );
     assert_eq!(all(&open()), want);
 }
+
+/// A store whose listings hide generation 2's file until told otherwise:
+/// a merge that listed before another merge wrote that generation (on
+/// object storage, a merge that outlived its lease).
+struct ListsBefore {
+    inner: MemBackend,
+    hide: std::sync::atomic::AtomicBool,
+}
+
+impl Backend for ListsBefore {
+    cairn_core::delegate_backend!(inner: exists, lock, describe);
+
+    fn read(&self, key: &str) -> Result<Vec<u8>> {
+        self.inner.read(key)
+    }
+    fn read_at(&self, key: &str, offset: u64, len: usize) -> Result<Vec<u8>> {
+        self.inner.read_at(key, offset, len)
+    }
+    fn size(&self, key: &str) -> Result<u64> {
+        self.inner.size(key)
+    }
+    fn write_atomic(&self, key: &str, data: &[u8]) -> Result<()> {
+        self.inner.write_atomic(key, data)
+    }
+    fn create_new(&self, key: &str, data: &[u8]) -> Result<bool> {
+        self.inner.create_new(key, data)
+    }
+    fn delete(&self, key: &str) -> Result<()> {
+        self.inner.delete(key)
+    }
+    fn list(&self, prefix: &str) -> Result<Vec<String>> {
+        let mut keys = self.inner.list(prefix)?;
+        if self.hide.load(std::sync::atomic::Ordering::Relaxed) {
+            keys.retain(|k| *k != object_names::index(2));
+        }
+        Ok(keys)
+    }
+}
+
+/// Two merges that both think they write generation 2: the second fails
+/// with one line and changes nothing, instead of replacing the first's
+/// file (whose folded deltas are gone).
+#[test]
+fn a_merge_never_replaces_a_generation_another_merge_wrote() {
+    let store = Arc::new(ListsBefore {
+        inner: MemBackend::new(),
+        hide: false.into(),
+    });
+    let backend: Arc<dyn Backend> = store.clone();
+    let counters = Arc::new(Counters::default());
+    let first = DiskIndex::open(backend.clone(), counters.clone()).unwrap();
+    first
+        .write_merged(entries(0..10, 1), ContainerId(2), 32, 512)
+        .unwrap();
+    first
+        .write_delta(IndexUpdate::puts(entries(10..20, 2)), ContainerId(3), 32)
+        .unwrap();
+    let late = DiskIndex::open(backend.clone(), counters.clone()).unwrap();
+    // The first merge writes generation 2; what it folded is still there
+    // when the late one reads (it has not deleted yet), and the late one's
+    // listing does not show generation 2.
+    first
+        .stop_after_deletes
+        .store(0, std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(
+        first
+            .merge(IndexUpdate::default(), ContainerId(3), 32, 512)
+            .unwrap(),
+        2
+    );
+    store.hide.store(true, std::sync::atomic::Ordering::Relaxed);
+    let err = late
+        .merge(
+            IndexUpdate::puts(entries(20..30, 4)),
+            ContainerId(5),
+            32,
+            512,
+        )
+        .unwrap_err();
+    assert!(matches!(err, Error::Locked(_)), "{err}");
+    store
+        .hide
+        .store(false, std::sync::atomic::Ordering::Relaxed);
+    let reader = DiskIndex::open(backend, counters).unwrap();
+    assert_eq!(reader.generation(), 2);
+    for i in 0..20 {
+        assert!(reader.lookup(&fp(i)).unwrap().is_some(), "entry {i}");
+    }
+}
