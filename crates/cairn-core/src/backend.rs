@@ -243,6 +243,36 @@ macro_rules! delegate_backend {
     ($field:ident: $($method:ident),+ $(,)?) => {
         $( $crate::delegate_backend!(@one $field $method); )+
     };
+    (@one $f:ident read) => {
+        fn read(&self, key: &str) -> $crate::Result<Vec<u8>> {
+            self.$f.read(key)
+        }
+    };
+    (@one $f:ident read_at) => {
+        fn read_at(&self, key: &str, offset: u64, len: usize) -> $crate::Result<Vec<u8>> {
+            self.$f.read_at(key, offset, len)
+        }
+    };
+    (@one $f:ident size) => {
+        fn size(&self, key: &str) -> $crate::Result<u64> {
+            self.$f.size(key)
+        }
+    };
+    (@one $f:ident write_atomic) => {
+        fn write_atomic(&self, key: &str, data: &[u8]) -> $crate::Result<()> {
+            self.$f.write_atomic(key, data)
+        }
+    };
+    (@one $f:ident create_new) => {
+        fn create_new(&self, key: &str, data: &[u8]) -> $crate::Result<bool> {
+            self.$f.create_new(key, data)
+        }
+    };
+    (@one $f:ident delete) => {
+        fn delete(&self, key: &str) -> $crate::Result<()> {
+            self.$f.delete(key)
+        }
+    };
     (@one $f:ident exists) => {
         fn exists(&self, key: &str) -> $crate::Result<bool> {
             self.$f.exists(key)

@@ -57,15 +57,7 @@ impl Gate {
 }
 
 impl Backend for Gate {
-    fn read(&self, key: &str) -> Result<Vec<u8>> {
-        self.inner.read(key)
-    }
-    fn read_at(&self, key: &str, offset: u64, len: usize) -> Result<Vec<u8>> {
-        self.inner.read_at(key, offset, len)
-    }
-    fn size(&self, key: &str) -> Result<u64> {
-        self.inner.size(key)
-    }
+    cairn_core::delegate_backend!(inner: read, read_at, size);
     fn write_atomic(&self, key: &str, data: &[u8]) -> Result<()> {
         if key.starts_with(self.at) {
             if let Some(tx) = self.reached.lock().unwrap().take() {

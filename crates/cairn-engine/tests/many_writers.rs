@@ -55,6 +55,16 @@ fn backup_counted(repo: &Repository, lock: &cairn_engine::WriteLock, path: &Path
     (o.snapshot_id, o.concurrent_duplicates)
 }
 
+/// One collection with the default options, which must succeed.
+fn collect_with_defaults(repo: &Repository) {
+    gc(
+        repo,
+        &cairn_engine::gc::GcOptions::default(),
+        &cairn_engine::gc::NoProgress,
+    )
+    .unwrap();
+}
+
 fn index_deltas(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(dir.join("index"))
         .unwrap()
@@ -149,12 +159,7 @@ fn backups_hold_the_writer_lock_together_and_every_snapshot_restores() {
     let lock = repo.lock_writer(false).unwrap();
     cairn_engine::forget::remove(&repo, &lock, &later[..later.len() - 1]).unwrap();
     drop(lock);
-    gc(
-        &repo,
-        &cairn_engine::gc::GcOptions::default(),
-        &cairn_engine::gc::NoProgress,
-    )
-    .unwrap();
+    collect_with_defaults(&repo);
     assert_check_clean(&repo);
     for (id, t) in ids.iter().zip(&trees) {
         assert_restores(&repo, id, t);
@@ -411,12 +416,7 @@ fn compactions_beside_backups_lose_no_index_entry() {
     }
     assert!(index_deltas(&dir).is_empty(), "{:?}", index_deltas(&dir));
     assert_check_clean(&repo);
-    gc(
-        &repo,
-        &cairn_engine::gc::GcOptions::default(),
-        &cairn_engine::gc::NoProgress,
-    )
-    .unwrap();
+    collect_with_defaults(&repo);
     assert_check_clean(&repo);
     for (id, t, _) in done.iter().flatten() {
         assert_restores(&repo, id, t);

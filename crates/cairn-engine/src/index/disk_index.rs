@@ -35,7 +35,19 @@ use super::page_cache::PageCache;
 use cairn_core::{FpMap, FpSet};
 
 /// Times an open looks again when what it listed is gone (`load_latest`).
-const LOAD_TRIES: u32 = 5;
+/// A merge beside writers deletes the deltas it folded one after another
+/// (a round trip each on object storage), and a reader that lists meanwhile
+/// may meet the next one gone at every try: it pauses a little longer each
+/// time ([`pause_before_retry`]), about 4 s in all, which outlasts the
+/// deletes of one merge.
+const LOAD_TRIES: u32 = 24;
+
+/// The pause before try `tries` (from 1) of a load whose objects a merge
+/// deleted: 5 ms, doubling, at most 250 ms.
+fn pause_before_retry(tries: u32) {
+    let ms = (5u64 << tries.min(6)).min(250);
+    std::thread::sleep(std::time::Duration::from_millis(ms));
+}
 /// Deltas over one generation before a commit merges them into the file.
 pub const MAX_DELTAS: u32 = 16;
 /// Changes held in deltas, as a share of the file's entries (1/8), before a
@@ -199,7 +211,12 @@ impl DiskIndex {
         let mut tries = 0;
         loop {
             match Self::load_listed(backend, memo) {
-                Err(e) if e.is_not_found() && tries < LOAD_TRIES => tries += 1,
+                Err(e) if e.is_not_found() && tries < LOAD_TRIES => {
+                    tries += 1;
+                    if tries > 1 {
+                        pause_before_retry(tries - 1);
+                    }
+                }
                 loaded => return loaded,
             }
         }
@@ -333,6 +350,9 @@ impl DiskIndex {
             match f(&cur) {
                 Err(e) if e.is_not_found() && tries < LOAD_TRIES => {
                     tries += 1;
+                    if tries > 1 {
+                        pause_before_retry(tries - 1);
+                    }
                     let Some(fresh) = Self::load_latest(&*self.backend, self.memo.as_deref())?
                     else {
                         *self.current.write() = None;

@@ -510,26 +510,10 @@ struct ListsBefore {
 }
 
 impl Backend for ListsBefore {
-    cairn_core::delegate_backend!(inner: exists, lock, describe);
+    cairn_core::delegate_backend!(
+        inner: read, read_at, size, write_atomic, create_new, delete, exists, lock, describe
+    );
 
-    fn read(&self, key: &str) -> Result<Vec<u8>> {
-        self.inner.read(key)
-    }
-    fn read_at(&self, key: &str, offset: u64, len: usize) -> Result<Vec<u8>> {
-        self.inner.read_at(key, offset, len)
-    }
-    fn size(&self, key: &str) -> Result<u64> {
-        self.inner.size(key)
-    }
-    fn write_atomic(&self, key: &str, data: &[u8]) -> Result<()> {
-        self.inner.write_atomic(key, data)
-    }
-    fn create_new(&self, key: &str, data: &[u8]) -> Result<bool> {
-        self.inner.create_new(key, data)
-    }
-    fn delete(&self, key: &str) -> Result<()> {
-        self.inner.delete(key)
-    }
     fn list(&self, prefix: &str) -> Result<Vec<String>> {
         let mut keys = self.inner.list(prefix)?;
         if self.hide.load(std::sync::atomic::Ordering::Relaxed) {
