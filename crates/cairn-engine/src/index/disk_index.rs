@@ -650,11 +650,30 @@ impl DiskIndex {
         covered_below: ContainerId,
         fp_width: usize,
     ) -> Result<u32> {
-        let cur = self
+        let mut cur = self
             .current
             .read()
             .clone()
             .ok_or_else(|| Error::invalid("an index delta needs an index file to apply to"))?;
+        // Readers apply older generations' deltas before the newest's, so
+        // a delta written into a generation a merge has replaced comes
+        // before deltas written earlier into the newer one. Puts do not
+        // mind, but a removal would be undone by a put of a container
+        // below its bound that another writer committed before it (a
+        // collection holds its handle from Merge to Forget, and the kill
+        // test found such a put resurrect an entry naming a container the
+        // collection then deleted). A delta that removes is therefore
+        // written into the newest generation listed now: every delta
+        // committed before this one is in it or older.
+        if !update.removes.is_empty() {
+            let listing = self.backend.list(object_names::INDEX)?;
+            if newest_generation(&listing) > Some(cur.generation) {
+                if let Some(fresh) = Self::load_latest(&*self.backend, self.memo.as_deref())? {
+                    *self.current.write() = Some(fresh.clone());
+                    cur = fresh;
+                }
+            }
+        }
         let mut update = update;
         self.drop_removals_of_newer_entries(&cur, &mut update)?;
         let mut removes = update.removes;

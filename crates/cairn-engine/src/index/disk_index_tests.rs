@@ -573,3 +573,64 @@ fn a_merge_never_replaces_a_generation_another_merge_wrote() {
         assert!(reader.lookup(&fp(i)).unwrap().is_some(), "entry {i}");
     }
 }
+
+/// A collection holds its index handle from its Merge to its Forget. A
+/// merge beside it replaces the generation it opened, and a backup then
+/// commits a put of a chunk into a container below the collection's bound
+/// (it ended before the collection's survey, so the collection judged its
+/// container). The collection's removal, written later, must come after
+/// that put for every reader: it goes into the newest generation, not the
+/// one the collection opened (found by the kill test: the put came back
+/// and named a container the collection deleted).
+#[test]
+fn a_removal_is_written_into_the_newest_generation() {
+    let backend: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let counters = Arc::new(Counters::default());
+    let open = || DiskIndex::open(backend.clone(), counters.clone()).unwrap();
+    let first = open();
+    first
+        .write_merged(entries(0..10, 1), ContainerId(2), 32, 512)
+        .unwrap();
+    first
+        .write_delta(IndexUpdate::puts(entries(20..22, 1)), ContainerId(2), 32)
+        .unwrap();
+    let collection = open();
+    // The merge has not deleted generation 1 yet (or the store still
+    // serves it).
+    let merger = open();
+    merger
+        .stop_after_deletes
+        .store(0, std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(
+        merger
+            .merge(IndexUpdate::default(), ContainerId(2), 32, 512)
+            .unwrap(),
+        2
+    );
+    let backup = open();
+    backup
+        .write_delta(IndexUpdate::puts(entries(10..12, 5)), ContainerId(6), 32)
+        .unwrap();
+    let forget = IndexUpdate {
+        puts: Vec::new(),
+        removes: vec![fp(10), fp(11)],
+        removes_below: Some(ContainerId(8)),
+    };
+    collection.write_delta(forget, ContainerId(6), 32).unwrap();
+    let reader = open();
+    assert_eq!(reader.lookup(&fp(10)).unwrap(), None);
+    assert_eq!(reader.lookup(&fp(11)).unwrap(), None);
+    assert_eq!(reader.lookup(&fp(3)).unwrap(), Some(ContainerId(1)));
+    let mut listed = backend.list(object_names::INDEX).unwrap();
+    listed.sort();
+    assert_eq!(
+        listed,
+        vec![
+            object_names::index(1),
+            object_names::index_delta(1, 1),
+            object_names::index(2),
+            object_names::index_delta(2, 1),
+            object_names::index_delta(2, 2),
+        ]
+    );
+}
