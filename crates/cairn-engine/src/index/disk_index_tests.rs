@@ -427,6 +427,19 @@ fn a_conditional_removal_keeps_a_newer_entry_the_file_holds() {
     }
 }
 
+/// A store holding index generation 1 (entries 0..10 in container 1),
+/// and a way to open it afresh, as another process would.
+fn one_generation() -> (Arc<dyn Backend>, impl Fn() -> DiskIndex) {
+    let backend: Arc<dyn Backend> = Arc::new(MemBackend::new());
+    let counters = Arc::new(Counters::default());
+    let store = backend.clone();
+    let open = move || DiskIndex::open(store.clone(), counters.clone()).unwrap();
+    open()
+        .write_merged(entries(0..10, 1), ContainerId(2), 32, 512)
+        .unwrap();
+    (backend, open)
+}
+
 /// A merge beside writers (docs/concurrency.md, "Compaction beside
 /// writers"): writers that opened the index before the merge add their
 /// deltas to the generation it replaced, one of them under a name the
@@ -434,13 +447,8 @@ fn a_conditional_removal_keeps_a_newer_entry_the_file_holds() {
 /// folds them and deletes them.
 #[test]
 fn deltas_added_to_a_replaced_generation_are_applied_and_folded_next() {
-    let backend: Arc<dyn Backend> = Arc::new(MemBackend::new());
-    let counters = Arc::new(Counters::default());
-    let open = || DiskIndex::open(backend.clone(), counters.clone()).unwrap();
+    let (backend, open) = one_generation();
     let first = open();
-    first
-        .write_merged(entries(0..10, 1), ContainerId(2), 32, 512)
-        .unwrap();
     // Opened before the first delta: it numbers its own delta 1 too.
     let early = open();
     first
@@ -584,13 +592,8 @@ fn a_merge_never_replaces_a_generation_another_merge_wrote() {
 /// and named a container the collection deleted).
 #[test]
 fn a_removal_is_written_into_the_newest_generation() {
-    let backend: Arc<dyn Backend> = Arc::new(MemBackend::new());
-    let counters = Arc::new(Counters::default());
-    let open = || DiskIndex::open(backend.clone(), counters.clone()).unwrap();
+    let (backend, open) = one_generation();
     let first = open();
-    first
-        .write_merged(entries(0..10, 1), ContainerId(2), 32, 512)
-        .unwrap();
     first
         .write_delta(IndexUpdate::puts(entries(20..22, 1)), ContainerId(2), 32)
         .unwrap();
