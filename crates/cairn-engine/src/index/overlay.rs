@@ -45,6 +45,12 @@ const KEEP_ALL: ContainerId = ContainerId(0);
 const FORGET_ALL: ContainerId = ContainerId(u64::MAX);
 
 impl Change {
+    /// Nothing removed, nothing put: where a fingerprint's change starts.
+    const UNCHANGED: Change = Change {
+        below: KEEP_ALL,
+        put: None,
+    };
+
     /// Whether the file's entry no longer counts, whatever it names: the
     /// change alone answers a lookup.
     pub fn forgets_file(&self) -> bool {
@@ -143,18 +149,12 @@ impl Overlay {
         self.containers.extend(puts.iter().map(|e| e.container));
         let bound = removes_below.unwrap_or(FORGET_ALL);
         for fp in removes {
-            let c = self.changes.entry(*fp).or_insert(Change {
-                below: KEEP_ALL,
-                put: None,
-            });
+            let c = self.changes.entry(*fp).or_insert(Change::UNCHANGED);
             c.below = c.below.max(bound);
             c.put = c.put.filter(|p| *p >= bound);
         }
         for e in puts {
-            let c = self.changes.entry(e.fp).or_insert(Change {
-                below: KEEP_ALL,
-                put: None,
-            });
+            let c = self.changes.entry(e.fp).or_insert(Change::UNCHANGED);
             c.put = Some(c.put.map_or(e.container, |p| canonical(p, e.container)));
         }
     }
@@ -198,10 +198,9 @@ impl Overlay {
         fp_width: usize,
     ) -> Result<Self> {
         let older = older_deltas(listing, generation);
-        let seqs = delta_seqs(listing, generation)?;
+        let own = own_deltas(listing, generation)?;
         let mut overlay = Overlay::default();
         overlay.extend(backend, generation, fp_width, &older)?;
-        let own: Vec<(u64, u32)> = seqs.iter().map(|s| (generation, *s)).collect();
         overlay.extend(backend, generation, fp_width, &own)?;
         Ok(overlay)
     }
@@ -221,24 +220,19 @@ impl Overlay {
         fp_width: usize,
         memo: &OverlayMemo,
     ) -> Result<Arc<Self>> {
-        let seqs = delta_seqs(listing, generation)?;
-        let last = seqs.len() as u32;
+        let keys = own_deltas(listing, generation)?;
+        let last = keys.len() as u32;
         let held = memo.0.lock().clone();
         let own = match held {
             Some((g, w, o)) if g == generation && w == fp_width && o.seq == last => o,
             Some((g, w, o)) if g == generation && w == fp_width && o.seq < last => {
                 let mut grown = (*o).clone();
-                let more: Vec<(u64, u32)> = seqs[o.seq as usize..]
-                    .iter()
-                    .map(|s| (generation, *s))
-                    .collect();
-                grown.extend(backend, generation, fp_width, &more)?;
+                grown.extend(backend, generation, fp_width, &keys[o.seq as usize..])?;
                 Arc::new(grown)
             }
             _ => {
-                let all: Vec<(u64, u32)> = seqs.iter().map(|s| (generation, *s)).collect();
                 let mut fresh = Overlay::default();
-                fresh.extend(backend, generation, fp_width, &all)?;
+                fresh.extend(backend, generation, fp_width, &keys)?;
                 Arc::new(fresh)
             }
         };
@@ -260,16 +254,10 @@ impl Overlay {
     /// bound filters alike.
     pub fn then(&mut self, later: &Overlay) {
         for (fp, l) in &later.changes {
-            let c = self.changes.entry(*fp).or_insert(Change {
-                below: KEEP_ALL,
-                put: None,
-            });
-            let kept = c.put.filter(|p| *p >= l.below);
+            let c = self.changes.entry(*fp).or_insert(Change::UNCHANGED);
+            // What this overlay put is to `later` what the file is to it.
+            c.put = l.over(c.put);
             c.below = c.below.max(l.below);
-            c.put = match (kept, l.put) {
-                (Some(a), Some(b)) => Some(canonical(a, b)),
-                (a, b) => a.or(b),
-            };
         }
         self.containers.extend(later.containers.iter().copied());
         self.covered_below = self.covered_below.max(later.covered_below);
@@ -337,20 +325,19 @@ fn older_deltas(listing: &[String], generation: u64) -> Vec<(u64, u32)> {
     keys
 }
 
-/// The deltas of `generation` that `listing` shows, which must run 1, 2,
-/// ... without a gap.
-fn delta_seqs(listing: &[String], generation: u64) -> Result<Vec<u32>> {
-    let mut seqs: Vec<u32> = listing
+/// The deltas of `generation` that `listing` shows, as `(generation,
+/// seq)` in order, which must run 1, 2, ... without a gap.
+fn own_deltas(listing: &[String], generation: u64) -> Result<Vec<(u64, u32)>> {
+    let mut keys: Vec<(u64, u32)> = listing
         .iter()
         .filter_map(|k| object_names::parse_index_delta(k))
         .filter(|(g, _)| *g == generation)
-        .map(|(_, s)| s)
         .collect();
-    seqs.sort_unstable();
-    for (i, seq) in seqs.iter().enumerate() {
-        if *seq != i as u32 + 1 {
+    keys.sort_unstable();
+    for (i, &(_, seq)) in keys.iter().enumerate() {
+        if seq != i as u32 + 1 {
             return Err(Error::corrupt(
-                object_names::index_delta(generation, *seq),
+                object_names::index_delta(generation, seq),
                 format!(
                     "delta {} of index generation {generation} is missing",
                     i + 1
@@ -358,7 +345,7 @@ fn delta_seqs(listing: &[String], generation: u64) -> Result<Vec<u32>> {
             ));
         }
     }
-    Ok(seqs)
+    Ok(keys)
 }
 
 /// The overlay a repository handle loaded last, by generation, fingerprint
