@@ -48,6 +48,25 @@ fn pause_before_retry(tries: u32) {
     let ms = (5u64 << tries.min(6)).min(250);
     std::thread::sleep(std::time::Duration::from_millis(ms));
 }
+
+/// Runs `attempt` (given how many tries failed before it) until it
+/// succeeds or fails other than by a missing object, at most
+/// [`LOAD_TRIES`] more times, pausing before each try after the first
+/// retry.
+fn retry_while_gone<T>(mut attempt: impl FnMut(u32) -> Result<T>) -> Result<T> {
+    let mut tries = 0;
+    loop {
+        match attempt(tries) {
+            Err(e) if e.is_not_found() && tries < LOAD_TRIES => {
+                tries += 1;
+                if tries > 1 {
+                    pause_before_retry(tries - 1);
+                }
+            }
+            other => return other,
+        }
+    }
+}
 /// Deltas over one generation before a commit merges them into the file.
 pub const MAX_DELTAS: u32 = 16;
 /// Changes held in deltas, as a share of the file's entries (1/8), before a
@@ -208,18 +227,7 @@ impl DiskIndex {
     /// The newest generation with its deltas, listed again (a few times)
     /// when what was listed is gone: a merge replaced the generation.
     fn load_latest(backend: &dyn Backend, memo: Option<&OverlayMemo>) -> Result<Option<Current>> {
-        let mut tries = 0;
-        loop {
-            match Self::load_listed(backend, memo) {
-                Err(e) if e.is_not_found() && tries < LOAD_TRIES => {
-                    tries += 1;
-                    if tries > 1 {
-                        pause_before_retry(tries - 1);
-                    }
-                }
-                loaded => return loaded,
-            }
-        }
+        retry_while_gone(|_| Self::load_listed(backend, memo))
     }
 
     fn load_listed(backend: &dyn Backend, memo: Option<&OverlayMemo>) -> Result<Option<Current>> {
@@ -336,34 +344,31 @@ impl DiskIndex {
 
     /// Runs `f` on the current generation (`None` when there is no index).
     /// If a concurrent writer replaced that generation meanwhile (its object
-    /// is gone), reloads the newest generation and runs `f` once more.
+    /// is gone), reloads the newest generation and runs `f` again.
     fn with_current<T>(&self, f: impl Fn(&Current) -> Result<T>) -> Result<Option<T>> {
         let Some(cur) = self.current.read().clone() else {
             return Ok(None);
         };
         // A merge beside writers replaces generations while others read
         // (docs/concurrency.md): each reload meets a newer one, and only
-        // merges that follow each other within one read fail it.
+        // merges that follow each other within one read fail it. A reload
+        // is one listing; one that meets a deleted object counts as a try.
         let mut cur = cur;
-        let mut tries = 0;
-        loop {
-            match f(&cur) {
-                Err(e) if e.is_not_found() && tries < LOAD_TRIES => {
-                    tries += 1;
-                    if tries > 1 {
-                        pause_before_retry(tries - 1);
+        retry_while_gone(|tries| {
+            if tries > 0 {
+                match Self::load_listed(&*self.backend, self.memo.as_deref())? {
+                    Some(fresh) => {
+                        *self.current.write() = Some(fresh.clone());
+                        cur = fresh;
                     }
-                    let Some(fresh) = Self::load_latest(&*self.backend, self.memo.as_deref())?
-                    else {
+                    None => {
                         *self.current.write() = None;
                         return Ok(None);
-                    };
-                    *self.current.write() = Some(fresh.clone());
-                    cur = fresh;
+                    }
                 }
-                other => return other.map(Some),
             }
-        }
+            f(&cur).map(Some)
+        })
     }
 
     /// The page `fp` lives on in the current generation: lazy lookup's buffer
