@@ -122,14 +122,7 @@ fn merge_beside_writers(repo: &Repository, at: usize) -> Result<bool> {
         .into_iter()
         .filter(|e| e.container < mark)
         .collect();
-    opened.kind.merge_next();
-    opened.kind.commit(
-        &**repo.backend(),
-        IndexUpdate::puts(replayed),
-        mark,
-        repo.config.fp_width(),
-        repo.config.index.page_size as usize,
-    )?;
+    fold(repo, &mut opened, IndexUpdate::puts(replayed), mark)?;
     drop(compacting);
     drop(writer);
     Ok(true)
@@ -156,14 +149,25 @@ fn merge_alone(repo: &Repository, at: usize) -> Result<bool> {
     // The containers no delta covered (orphans of writers that never
     // committed, or ones this open replayed) go into the new generation.
     let update = IndexUpdate::puts(std::mem::take(&mut opened.replayed));
+    fold(repo, &mut opened, update, repo.log.next_id())?;
+    drop(lock);
+    Ok(true)
+}
+
+/// Merges every delta listed and `update` into a new generation whose
+/// mark is `covered`.
+fn fold(
+    repo: &Repository,
+    opened: &mut crate::index::OpenedIndex,
+    update: IndexUpdate,
+    covered: ContainerId,
+) -> Result<()> {
     opened.kind.merge_next();
     opened.kind.commit(
         &**repo.backend(),
         update,
-        repo.log.next_id(),
+        covered,
         repo.config.fp_width(),
         repo.config.index.page_size as usize,
-    )?;
-    drop(lock);
-    Ok(true)
+    )
 }
