@@ -64,6 +64,13 @@ impl State {
         *self.changes.entry(prefix).or_default() += 1;
     }
 
+    /// The remembered listing of `prefix` is stale: the next listing goes
+    /// to the store (and one already under way is not remembered).
+    fn forget(&mut self, prefix: &'static str) {
+        self.changed(prefix);
+        self.lists.remove(prefix);
+    }
+
     /// One holder (a writer lock or a scope) fewer; the last forgets all.
     fn release(&mut self) {
         self.holders -= 1;
@@ -158,9 +165,7 @@ impl ListingMemo {
     fn gone_if_absent<T>(&self, key: &str, outcome: Result<T>) -> Result<T> {
         if let (Err(e), Some(prefix)) = (&outcome, Self::remembered(key)) {
             if e.is_not_found() {
-                let mut st = self.state.lock();
-                st.changed(prefix);
-                st.lists.remove(prefix);
+                self.state.lock().forget(prefix);
             }
         }
         outcome
@@ -217,8 +222,7 @@ impl Backend for ListingMemo {
         if let (Ok(false), Some(prefix)) = (&r, Self::remembered(key)) {
             let mut st = self.state.lock();
             if !st.lists.get(prefix).is_some_and(|l| l.contains(key)) {
-                st.changed(prefix);
-                st.lists.remove(prefix);
+                st.forget(prefix);
                 return r;
             }
         }
