@@ -35,7 +35,7 @@ use crate::catalog;
 use crate::config::IndexKind;
 use crate::container_log::ContainerStore;
 use crate::index::disk_index::DiskIndex;
-use crate::index::frugal::log::{live_entries, ChunkLog, LogRecord};
+use crate::index::frugal::log::{live_entries, open_partitions, LogRecord};
 use crate::progress::Progress;
 use crate::read::cache::Locator;
 use crate::read::Reader;
@@ -126,19 +126,22 @@ const REPAIR_LOST: &str = "`cairn repair index` makes new backups store lost chu
 /// How derived data (index, Summary Vector checkpoint) is repaired.
 const REBUILD: &str = "rebuilt by the next backup or `cairn repair index`";
 
-/// The frugal index's chunk log (derived data, like the paged index): every
-/// segment must verify, every indexed chunk must be live in it, and every
-/// live record must name a container that holds its chunk (a record a
-/// later removal superseded may name a container since deleted).
+/// The frugal index's chunk logs (derived data, like the paged index):
+/// every segment must verify, every indexed chunk must be live in a log,
+/// and every live record must name a container that holds its chunk. A
+/// record a later removal superseded may name a container since deleted,
+/// and so may a live one naming a container no longer present (a writer
+/// died between its log and its index delta and a collection reaped its
+/// containers): opening the index leaves such records out of its table.
 fn check_frugal_log(
-    records: Result<Vec<LogRecord>>,
+    records: Result<Vec<Vec<LogRecord>>>,
     index: &FpMap<ContainerId>,
     holds: &HashMap<ContainerId, FpSet>,
-    bad_containers: &HashMap<ContainerId, String>,
+    containers: &Containers,
     problems: &mut Problems,
 ) {
     const REBUILT: &str = "the next backup rebuilds it from the paged index";
-    let records = match records {
+    let logs = match records {
         Ok(r) => r,
         Err(e) => {
             problems.add(
@@ -150,8 +153,11 @@ fn check_frugal_log(
             return;
         }
     };
-    let logged = live_entries(&records);
-    let missing = index.keys().filter(|fp| !logged.contains_key(*fp)).count();
+    let logged: Vec<FpMap<ContainerId>> = logs.iter().map(|r| live_entries(r)).collect();
+    let missing = index
+        .keys()
+        .filter(|fp| !logged.iter().any(|l| l.contains_key(*fp)))
+        .count();
     if missing > 0 {
         problems.add(
             format!("frugal index lacks {missing} indexed chunks ({REBUILT})"),
@@ -160,8 +166,8 @@ fn check_frugal_log(
             None,
         );
     }
-    for (fp, id) in &logged {
-        if bad_containers.contains_key(id) {
+    for (fp, id) in logged.iter().flatten() {
+        if containers.bad.contains_key(id) || !containers.metas.contains_key(id) {
             continue;
         }
         if !holds.get(id).is_some_and(|h| h.contains(fp)) {
@@ -241,7 +247,7 @@ pub fn check_with_progress(
         .frugal_records
         .filter(|_| !(nothing_committed && index_read.generation == 0))
     {
-        check_frugal_log(records, &index, &holds, &containers.bad, &mut problems);
+        check_frugal_log(records, &index, &holds, &containers, &mut problems);
     }
     let (referenced, problems) =
         walk_snapshots(repo, &snaps, index, &containers, problems, progress);
@@ -283,7 +289,8 @@ struct IndexRead {
     covered: crate::index::coverage::Coverage,
     generation: u64,
     entries: Result<Vec<cairn_format::index::IndexEntry>>,
-    frugal_records: Option<Result<Vec<LogRecord>>>,
+    /// Each partition's records, in log order.
+    frugal_records: Option<Result<Vec<Vec<LogRecord>>>>,
 }
 
 /// Step 2, reading: the index (file and deltas), its Summary Vector
@@ -336,10 +343,13 @@ fn read_index(repo: &Repository, problems: &mut Problems) -> IndexRead {
     // The frugal chunk log is written before the paged index, so read after
     // it, it covers at least what the index does.
     let frugal_records = (repo.config.index.kind == IndexKind::Frugal).then(|| {
-        let mut records = Vec::new();
-        ChunkLog::open(repo.backend().clone(), 1)
-            .and_then(|l| l.scan(&mut |r| records.push(r)))
-            .map(|_| records)
+        open_partitions(repo.backend(), 1)?
+            .values()
+            .map(|l| {
+                let mut records = Vec::new();
+                l.scan(&mut |r| records.push(r)).map(|_| records)
+            })
+            .collect()
     });
     IndexRead {
         covered,

@@ -19,7 +19,9 @@
 //!   the old file's mark. Containers listed below it that no delta names
 //!   (orphans of writers that died) are read and folded in.
 //!
-//! A repository whose writers do not share the lock (the frugal index)
+//! A frugal-index repository merges the same way: the fold's puts go to
+//! the merging handle's own chunk-log partition (`index::open_frugal`).
+//! A repository whose writers do not share the lock (no index file yet)
 //! merges as before: the first writer to find the lock free takes it
 //! alone. Either way a writer alone also removes leftover temporaries.
 

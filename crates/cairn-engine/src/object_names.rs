@@ -24,6 +24,13 @@ pub const GC_LOCK: &str = "gc";
 /// The compaction lock (exclusive): one merge of the index's deltas at a
 /// time, taken beside the writer lock shared (`compact.rs`).
 pub const COMPACT_LOCK: &str = "compact";
+/// The lock of frugal-index partition `k` (exclusive): held by the one
+/// writer appending to that partition's chunk log while others run
+/// beside it (`index::open_frugal`, docs/concurrency.md).
+pub fn frugal_partition_lock(k: u32) -> String {
+    format!("frugal-{k}")
+}
+
 /// Writer sessions: one object per running backup (`session.rs`,
 /// docs/concurrency.md "A writer's session").
 pub const SESSIONS: &str = "sessions/";

@@ -499,7 +499,7 @@ impl Repository {
     /// everything that takes it exclusively (a collection's Merge and
     /// Commit, `forget`, `repair`). Taken exclusively instead where backups
     /// cannot yet share: a repository with no index file (its first commit
-    /// writes one), and the frugal index (one chunk log).
+    /// writes one).
     pub fn lock_backup(&self, wait: bool) -> Result<WriteLock> {
         let share = self.writers_share()?;
         if wait || !share {
@@ -507,7 +507,7 @@ impl Repository {
         }
         // A writer alone for a moment (a tidy-up of temporaries after
         // another backup, a collection's index change while no backup ran,
-        // a frugal-index repository's compaction) is waited out
+        // a frugal-index repository's collection) is waited out
         // briefly: a backup is refused only by one that holds the lock
         // longer (forget, repair, a first backup).
         let deadline = std::time::Instant::now() + MOMENTARY_HOLD;
@@ -533,14 +533,22 @@ impl Repository {
     }
 
     /// Whether writers may share the writer lock: the repository has an
-    /// index file, and the paged index.
+    /// index file. With the frugal index each writer beside others appends
+    /// to its own chunk log (a partition, `index::open_frugal`).
     pub(crate) fn writers_share(&self) -> Result<bool> {
-        Ok(self.config.index.kind != crate::config::IndexKind::Frugal
-            && self
-                .backend
-                .list(object_names::INDEX)?
-                .iter()
-                .any(|k| object_names::parse_generation(k, object_names::INDEX).is_some()))
+        Ok(self
+            .backend
+            .list(object_names::INDEX)?
+            .iter()
+            .any(|k| object_names::parse_generation(k, object_names::INDEX).is_some()))
+    }
+
+    /// Whether a collection's index changes share the writer lock with
+    /// backups: with the paged index. The frugal index's removals go into
+    /// every writer's chunk log, so a collection changes it alone
+    /// (docs/concurrency.md, "Frugal logs per writer").
+    fn collections_share(&self) -> Result<bool> {
+        Ok(self.config.index.kind != crate::config::IndexKind::Frugal && self.writers_share()?)
     }
 
     /// Makes a shared writer lock exclusive, waiting for the backups beside
@@ -596,7 +604,7 @@ impl Repository {
     /// may merge the index into a new generation. The caller's collector
     /// lock shows no other collection is writing copies.
     pub(crate) fn lock_writer_for_gc(&self, _gc: &GcLock, wait: bool) -> Result<WriteLock> {
-        if !self.writers_share()? {
+        if !self.collections_share()? {
             return self.lock_writer_beside(true, false, wait);
         }
         match self.lock_writer_beside(true, false, false) {

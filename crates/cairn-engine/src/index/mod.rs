@@ -15,7 +15,7 @@ pub mod summary_vector;
 
 use std::sync::Arc;
 
-use cairn_core::{Backend, ContainerId, Counters, Error, Result};
+use cairn_core::{Backend, ContainerId, Counters, Error, LockGuard, LockMode, Result};
 use cairn_format::index::IndexEntry;
 
 use crate::config::{IndexConfig, IndexKind};
@@ -138,6 +138,15 @@ fn open_index(
     let generation = disk.generation();
     let coverage = disk.coverage();
     let indexed = disk.entry_count();
+    // Listed before the frugal logs are read: a log record naming a
+    // container below the last one listed and not present is stale (its
+    // container was deleted) and stays out of the frugal table.
+    let ids = log.ids()?;
+    let present: std::collections::HashSet<ContainerId> = ids
+        .iter()
+        .copied()
+        .filter(|id| !retiring.contains(id))
+        .collect();
 
     let mut kind: Box<dyn FingerprintIndex> = match cfg.kind {
         IndexKind::Paged => {
@@ -169,19 +178,22 @@ fn open_index(
             ))
         }
         IndexKind::Frugal => {
-            let frugal = open_frugal(&backend, &counters, &disk, warnings)?;
-            Box::new(FrugalKind::new(frugal, disk, counters))
+            let listed_end = ids
+                .last()
+                .map_or(ContainerId(0), |id| ContainerId(id.0 + 1));
+            let known = present.clone();
+            let gone: frugal::GoneFn = Box::new(move |c| c < listed_end && !known.contains(&c));
+            let Some((frugal, partition)) =
+                open_frugal(&backend, &counters, &disk, warnings, alone, gone)?
+            else {
+                return Ok(None);
+            };
+            Box::new(FrugalKind::new(frugal, disk, counters, partition))
         }
     };
 
     let mut replayed = Vec::new();
     let mut replayed_containers = 0;
-    let ids = log.ids()?;
-    let present = ids
-        .iter()
-        .copied()
-        .filter(|id| !retiring.contains(id))
-        .collect();
     // Containers no delta covers yet are read in parallel where the store
     // serves requests so (object storage): with several writers those are
     // the containers of every backup still running.
@@ -216,30 +228,60 @@ fn open_index(
     }))
 }
 
-/// Opens the frugal index's chunk log and table. The log is derived data,
-/// like the paged index: one that is damaged, or that holds fewer records
-/// than the paged index has entries (a lost segment), is rebuilt from the
-/// paged index with a warning.
+/// The most frugal-index partitions a writer tries (one per writer running
+/// at once).
+const MAX_FRUGAL_PARTITIONS: u32 = 256;
+
+/// A frugal index and, beside other writers, the lock of its partition.
+type OpenedFrugal = (FrugalIndex, Option<Box<dyn LockGuard>>);
+
+/// Opens the frugal index's chunk logs and table. Alone, the handle
+/// appends to partition 0 and may remove from every log; beside other
+/// writers, it appends to the first partition whose lock it takes and
+/// holds that lock as long as the handle lives (returned with it).
+///
+/// The logs are derived data, like the paged index: damaged ones, or ones
+/// holding fewer records than the paged index has entries (a lost
+/// segment), are rebuilt from the paged index with a warning, alone only
+/// (`None` beside other writers: the caller waits to be alone).
 fn open_frugal(
     backend: &Arc<dyn Backend>,
     counters: &Arc<Counters>,
     disk: &DiskIndex,
     warnings: &Warnings,
-) -> Result<FrugalIndex> {
+    alone: bool,
+    gone: frugal::GoneFn,
+) -> Result<Option<OpenedFrugal>> {
     let cfg = FrugalConfig {
         expected_chunks: (disk.entry_count() as usize).max(1 << 16),
         ..FrugalConfig::default()
     };
-    let problem = match FrugalIndex::open(backend.clone(), counters.clone(), cfg.clone()) {
-        Ok(f) if f.log().len() as u64 >= disk.entry_count() => return Ok(f),
+    let (own, guard) = if alone {
+        (0, None)
+    } else {
+        let (k, g) = take_frugal_partition(&**backend)?;
+        (k, Some(g))
+    };
+    let problem = match FrugalIndex::open_partition(
+        backend.clone(),
+        counters.clone(),
+        cfg.clone(),
+        own,
+        alone,
+        Some(gone),
+    ) {
+        Ok(f) if f.records() >= disk.entry_count() => return Ok(Some((f, guard))),
         Ok(f) => format!(
             "the frugal index holds {} chunks, the paged index {}",
-            f.log().len(),
+            f.records(),
             disk.entry_count()
         ),
         Err(e) if is_damage(&e) => e.to_string(),
         Err(e) => return Err(e),
     };
+    if !alone {
+        return Ok(None);
+    }
     warnings.push(format!(
         "{problem}; rebuilding the frugal index from the paged index"
     ));
@@ -259,7 +301,25 @@ fn open_frugal(
         return Err(e);
     }
     f.flush()?;
-    Ok(f)
+    Ok(Some((f, None)))
+}
+
+/// The first frugal-index partition whose lock is free, with its lock.
+fn take_frugal_partition(backend: &dyn Backend) -> Result<(u32, Box<dyn LockGuard>)> {
+    for k in 0..MAX_FRUGAL_PARTITIONS {
+        match backend.lock(
+            &object_names::frugal_partition_lock(k),
+            LockMode::Exclusive,
+            false,
+        ) {
+            Ok(guard) => return Ok((k, guard)),
+            Err(Error::Locked(_)) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(Error::Locked(format!(
+        "all {MAX_FRUGAL_PARTITIONS} frugal-index partitions are held by running writers"
+    )))
 }
 
 fn load_checkpoint(

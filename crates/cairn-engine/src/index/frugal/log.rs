@@ -7,6 +7,12 @@
 //! buffer holds `segment_records` records or on [`ChunkLog::flush`]. The
 //! segment layout is `cairn_format::frugal_log`.
 //!
+//! **Partitions** (004's partitioned sessions, docs/concurrency.md "Frugal
+//! logs per writer"): a repository may hold several logs, each appended by
+//! one writer at a time. Partition 0 is the log above; partition `k > 0`
+//! names its segments `frugal/p<k>-<first position, 10 digits>`. Positions
+//! are per log; [`open_partitions`] reads every log from one listing.
+//!
 //! A removal record (container id `REMOVAL`) says the fingerprint's earlier
 //! records no longer count; removal records never enter the cuckoo table.
 //!
@@ -28,8 +34,42 @@ pub use cairn_format::frugal_log::{
     SEGMENT_HEADER_LEN as HEADER_LEN, SEGMENT_TRAILER_LEN as TRAILER_LEN,
 };
 
-pub fn segment_key(first: u32) -> String {
-    format!("{LOG_PREFIX}{first:010}")
+/// The key of partition `part`'s segment starting at record `first`.
+pub fn segment_key(part: u32, first: u32) -> String {
+    if part == 0 {
+        format!("{LOG_PREFIX}{first:010}")
+    } else {
+        format!("{LOG_PREFIX}p{part}-{first:010}")
+    }
+}
+
+/// The partition a key of `frugal/` belongs to (`None`: not a segment's
+/// name; opening that partition then reports it).
+fn partition_of(key: &str) -> Option<u32> {
+    let name = key.strip_prefix(LOG_PREFIX)?;
+    match name.strip_prefix('p') {
+        None => Some(0),
+        Some(rest) => rest.split_once('-')?.0.parse().ok().filter(|&k| k > 0),
+    }
+}
+
+/// Every partition's log, from one listing of `frugal/`, by partition.
+/// A key that names no partition is damage of partition 0.
+pub fn open_partitions(
+    backend: &Arc<dyn Backend>,
+    segment_records: usize,
+) -> Result<std::collections::BTreeMap<u32, ChunkLog>> {
+    let mut keys: std::collections::BTreeMap<u32, Vec<String>> = Default::default();
+    for key in backend.list(LOG_PREFIX)? {
+        keys.entry(partition_of(&key).unwrap_or(0))
+            .or_default()
+            .push(key);
+    }
+    keys.into_iter()
+        .map(|(part, keys)| {
+            ChunkLog::open_keys(backend.clone(), part, &keys, segment_records).map(|l| (part, l))
+        })
+        .collect()
 }
 
 /// One log record.
@@ -73,6 +113,8 @@ struct Segment {
 
 pub struct ChunkLog {
     backend: Arc<dyn Backend>,
+    /// The partition (0: the first log).
+    part: u32,
     fp_width: Option<usize>,
     segment_records: usize,
     /// Written segments, in position order (8 bytes of RAM each).
@@ -98,29 +140,52 @@ fn decode_record(width: usize, pos: u32, b: &[u8]) -> LogRecord {
 }
 
 impl ChunkLog {
-    /// Opens the log: lists its segments and reads each header (16 bytes),
-    /// checking that positions are contiguous.
+    /// Opens partition 0's log: lists its segments and reads each header
+    /// (16 bytes), checking that positions are contiguous.
     pub fn open(backend: Arc<dyn Backend>, segment_records: usize) -> Result<Self> {
-        let mut log = ChunkLog {
+        let keys: Vec<String> = backend
+            .list(LOG_PREFIX)?
+            .into_iter()
+            .filter(|k| partition_of(k) == Some(0))
+            .collect();
+        Self::open_keys(backend, 0, &keys, segment_records)
+    }
+
+    /// An empty log of partition `part` (its first append starts it).
+    pub fn empty(backend: Arc<dyn Backend>, part: u32, segment_records: usize) -> Self {
+        ChunkLog {
             backend,
+            part,
             fp_width: None,
             segment_records: segment_records.max(1),
             segments: Vec::new(),
             flushed: 0,
             buffer: Vec::new(),
             removals: false,
-        };
-        for key in log.backend.list(LOG_PREFIX)? {
-            let head = log.backend.read_at(&key, 0, HEADER_LEN)?;
-            let h = decode_segment_header(&what(&key), &head)?;
-            if key != segment_key(h.first) || h.first != log.flushed {
+        }
+    }
+
+    /// Opens partition `part`'s log from its segments' `keys` (sorted):
+    /// reads each header, checking that positions are contiguous.
+    fn open_keys(
+        backend: Arc<dyn Backend>,
+        part: u32,
+        keys: &[String],
+        segment_records: usize,
+    ) -> Result<Self> {
+        let mut log = Self::empty(backend, part, segment_records);
+        for key in keys {
+            let key = key.as_str();
+            let head = log.backend.read_at(key, 0, HEADER_LEN)?;
+            let h = decode_segment_header(&what(key), &head)?;
+            if key != segment_key(part, h.first) || h.first != log.flushed {
                 return Err(corrupt(
-                    &key,
+                    key,
                     format!("starts at record {}, expected {}", h.first, log.flushed),
                 ));
             }
             if *log.fp_width.get_or_insert(h.width) != h.width {
-                return Err(corrupt(&key, "fingerprint width differs from the log's"));
+                return Err(corrupt(key, "fingerprint width differs from the log's"));
             }
             log.segments.push(Segment {
                 first: h.first,
@@ -131,9 +196,14 @@ impl ChunkLog {
             log.flushed = h
                 .first
                 .checked_add(h.count)
-                .ok_or_else(|| corrupt(&key, "record count overflows"))?;
+                .ok_or_else(|| corrupt(key, "record count overflows"))?;
         }
         Ok(log)
+    }
+
+    /// The partition this log belongs to.
+    pub fn partition(&self) -> u32 {
+        self.part
     }
 
     fn record_len(&self) -> usize {
@@ -212,7 +282,7 @@ impl ChunkLog {
         let count = self.buffer.len();
         let out = encode_segment(width, self.flushed, &self.buffer);
         self.backend
-            .write_atomic(&segment_key(self.flushed), &out)?;
+            .write_atomic(&segment_key(self.part, self.flushed), &out)?;
         self.segments.push(Segment {
             first: self.flushed,
             count: count as u32,
@@ -245,7 +315,7 @@ impl ChunkLog {
         let end = (seg.first + seg.count).min(pos.saturating_add(k.max(1) as u32));
         let rl = self.record_len();
         let n = (end - pos) as usize;
-        let key = segment_key(seg.first);
+        let key = segment_key(self.part, seg.first);
         let offset = (HEADER_LEN + (pos - seg.first) as usize * rl) as u64;
         let bytes = self.backend.read_at(&key, offset, n * rl)?;
         if bytes.len() != n * rl {
@@ -278,7 +348,7 @@ impl ChunkLog {
             .iter()
             .filter(|s| s.removals || !only_removals)
         {
-            let key = segment_key(seg.first);
+            let key = segment_key(self.part, seg.first);
             let bytes = self.backend.read(&key)?;
             reads += 1;
             let (h, records) = decode_segment(&what(&key), &bytes)?;

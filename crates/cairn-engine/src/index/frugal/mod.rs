@@ -21,6 +21,8 @@ pub mod cuckoo;
 pub mod log;
 
 #[cfg(test)]
+mod partition_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod update_tests;
@@ -29,7 +31,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use cairn_core::counters::bump;
-use cairn_core::{Backend, ContainerId, Counters, Fingerprint, FpMap, Result};
+use cairn_core::{Backend, ContainerId, Counters, Error, Fingerprint, FpMap, Result};
 
 use crate::canonical::canonical;
 use crate::index::overlay::IndexUpdate;
@@ -152,10 +154,39 @@ impl PrefetchCache {
     }
 }
 
+/// Tells whether a container is known to be gone (deleted, or condemned):
+/// log records naming it are left out of the table.
+pub type GoneFn = Box<dyn Fn(ContainerId) -> bool + Send>;
+
+/// A live record found for a fingerprint: its log, its table pointer and
+/// the container it names.
+#[derive(Clone, Copy, Debug)]
+struct Found {
+    log: usize,
+    ptr: u32,
+    container: ContainerId,
+}
+
 pub struct FrugalIndex {
     cfg: FrugalConfig,
     counters: Arc<Counters>,
-    log: ChunkLog,
+    /// Every partition's log (`log.rs`); the last is the one this handle
+    /// appends its puts to, so its new records extend the pointer space.
+    logs: Vec<ChunkLog>,
+    /// Table pointer of each log's record 0, set by each rebuild: pointer
+    /// `p` is record `p - bases[i]` of the last log `i` with `bases[i] <= p`.
+    /// Only the last log's puts get pointers after a rebuild (other logs
+    /// grow only by removals, which never enter the table).
+    bases: Vec<u32>,
+    /// This handle writes alone (it holds the writer lock exclusively): it
+    /// may append removals to every log. Otherwise only to its own, the
+    /// others being other writers' (docs/concurrency.md).
+    alone: bool,
+    /// Records naming a container known gone stay out of the table.
+    gone: Option<GoneFn>,
+    /// Some record was left out for naming a gone container: a prefetch
+    /// run must then ask the table which records are live.
+    dropped: bool,
     table: CuckooTable,
     cache: PrefetchCache,
     stats: FrugalStats,
@@ -163,46 +194,87 @@ pub struct FrugalIndex {
 }
 
 impl FrugalIndex {
-    /// Opens (or creates) the index stored under `frugal/` in `backend` and
-    /// rebuilds the RAM table from the log (one sequential read per segment).
+    /// Opens (or creates) the index stored under `frugal/` in `backend` for
+    /// a handle that writes alone, appending to partition 0, and rebuilds
+    /// the RAM table from every log (one sequential read per segment).
     pub fn open(
         backend: Arc<dyn Backend>,
         counters: Arc<Counters>,
         cfg: FrugalConfig,
     ) -> Result<Self> {
-        let log = ChunkLog::open(backend, cfg.segment_records)?;
+        Self::open_partition(backend, counters, cfg, 0, true, None)
+    }
+
+    /// Opens the index appending to partition `own`: alone (every log
+    /// writable) or beside other writers, each appending to its own
+    /// partition, which the caller holds (`index::open_frugal` locks it).
+    /// The table indexes every log's live records but those naming a
+    /// container `gone` says is gone.
+    pub fn open_partition(
+        backend: Arc<dyn Backend>,
+        counters: Arc<Counters>,
+        cfg: FrugalConfig,
+        own: u32,
+        alone: bool,
+        gone: Option<GoneFn>,
+    ) -> Result<Self> {
+        let mut parts = log::open_partitions(&backend, cfg.segment_records)?;
+        let mine = parts
+            .remove(&own)
+            .unwrap_or_else(|| ChunkLog::empty(backend, own, cfg.segment_records));
+        let mut logs: Vec<ChunkLog> = parts.into_values().collect();
+        logs.push(mine);
         let mut idx = FrugalIndex {
             table: CuckooTable::with_buckets(1, 1, 1),
             cache: PrefetchCache::new(cfg.prefetch_cache_entries),
             cfg,
             counters,
-            log,
+            logs,
+            bases: Vec::new(),
+            alone,
+            gone,
+            dropped: false,
             stats: FrugalStats::default(),
             scratch: Vec::new(),
         };
-        let want = idx.cfg.expected_chunks.max(idx.log.len() as usize + 1);
+        let want = idx.cfg.expected_chunks.max(idx.records() as usize + 1);
         idx.rebuild(want)?;
         idx.stats.rebuilds = 0;
         Ok(idx)
     }
 
-    /// Rebuilds the table, sized for `entries`, from every live log record:
-    /// a put not followed by a removal of its fingerprint. When the log
-    /// holds removals, a first pass over just the segments holding them
-    /// collects each removed fingerprint's last removal (RAM for removals
-    /// only); without removals the rebuild is one pass, as before.
+    /// Rebuilds the table, sized for `entries`, from every log's live
+    /// records: a put not followed by a removal of its fingerprint in the
+    /// same log. When a log holds removals, a first pass over just its
+    /// segments holding them collects each removed fingerprint's last
+    /// removal (RAM for removals only); without removals the rebuild is
+    /// one pass per log.
     fn rebuild(&mut self, entries: usize) -> Result<()> {
-        let mut removed: FpMap<u32> = FpMap::default();
-        if self.log.has_removals() {
-            let reads = self.log.scan_removal_segments(&mut |r| {
-                if r.is_removal() {
-                    removed.insert(r.fp, r.pos);
-                }
-            })?;
-            self.stats.rebuild_segment_reads += reads;
+        let mut bases = Vec::with_capacity(self.logs.len());
+        let mut next = 0u64;
+        for l in &self.logs {
+            bases.push(next as u32);
+            next += u64::from(l.len());
+            if next > u64::from(cuckoo::MAX_POINTER) + 1 {
+                return Err(Error::invalid(
+                    "the frugal index logs hold more than 2^32-1 records",
+                ));
+            }
         }
-        let live =
-            |r: &LogRecord| !r.is_removal() && removed.get(&r.fp).is_none_or(|&at| r.pos > at);
+        self.bases = bases;
+        let mut removed: Vec<FpMap<u32>> = Vec::with_capacity(self.logs.len());
+        for l in &self.logs {
+            let mut map: FpMap<u32> = FpMap::default();
+            if l.has_removals() {
+                let reads = l.scan_removal_segments(&mut |r| {
+                    if r.is_removal() {
+                        map.insert(r.fp, r.pos);
+                    }
+                })?;
+                self.stats.rebuild_segment_reads += reads;
+            }
+            removed.push(map);
+        }
         let mut entries = entries;
         loop {
             let mut table = CuckooTable::with_capacity(
@@ -211,19 +283,45 @@ impl FrugalIndex {
                 self.cfg.max_load,
                 self.cfg.max_kicks,
             );
-            let reads = self.log.scan(&mut |r| {
-                if live(&r) {
-                    table.insert(KeyHash::of(&r.fp), r.pos)
-                }
-            })?;
-            self.stats.rebuild_segment_reads += reads;
+            let mut dropped = false;
+            for (i, l) in self.logs.iter().enumerate() {
+                let (base, removed) = (self.bases[i], &removed[i]);
+                let gone = &self.gone;
+                let reads = l.scan(&mut |r| {
+                    if r.is_removal() || removed.get(&r.fp).is_some_and(|&at| r.pos < at) {
+                        return;
+                    }
+                    if gone.as_ref().is_some_and(|g| g(r.container)) {
+                        dropped = true;
+                        return;
+                    }
+                    table.insert(KeyHash::of(&r.fp), base + r.pos)
+                })?;
+                self.stats.rebuild_segment_reads += reads;
+            }
             self.stats.rebuilds += 1;
             if !table.needs_grow() {
                 self.table = table;
+                self.dropped = dropped;
                 return Ok(());
             }
             entries *= 2;
         }
+    }
+
+    /// The log `ptr` is in, and its position there.
+    fn locate(&self, ptr: u32) -> (usize, u32) {
+        let i = self.bases.partition_point(|&b| b <= ptr) - 1;
+        (i, ptr - self.bases[i])
+    }
+
+    fn own_index(&self) -> usize {
+        self.logs.len() - 1
+    }
+
+    /// Whether this handle may append to log `i`.
+    fn writable(&self, i: usize) -> bool {
+        self.alone || i == self.own_index()
     }
 
     fn over_load(&self) -> bool {
@@ -234,7 +332,15 @@ impl FrugalIndex {
     /// (a repeated insert is harmless: it costs another 6-byte slot and log
     /// record). Returns the record's log position.
     pub fn insert(&mut self, fp: &Fingerprint, container: ContainerId) -> Result<u32> {
-        let pos = self.log.append(fp, container)?;
+        let own = self.own_index();
+        if u64::from(self.bases[own]) + u64::from(self.logs[own].len())
+            > u64::from(cuckoo::MAX_POINTER)
+        {
+            return Err(Error::invalid(
+                "the frugal index logs hold more than 2^32-1 records",
+            ));
+        }
+        let pos = self.bases[own] + self.logs[own].append(fp, container)?;
         self.stats.inserts += 1;
         if self.over_load() {
             // The new record is already in the log: the rebuild inserts it.
@@ -247,63 +353,89 @@ impl FrugalIndex {
         }
         // Table and buffer agree before the write: a failed flush leaves the
         // record buffered and findable, and the next flush writes it.
-        if self.log.buffer_full() {
-            self.log.flush()?;
+        if self.logs[own].buffer_full() {
+            self.logs[own].flush()?;
         }
         Ok(pos)
     }
 
     /// The live records of `fp`: each table entry whose signature matches,
-    /// confirmed against the log (a buffered record costs nothing, an
+    /// confirmed against its log (a buffered record costs nothing, an
     /// on-disk one a one-record read). Not a lookup: the prefetch cache
     /// and the lookup counters are left alone.
-    fn live_records(&mut self, fp: &Fingerprint) -> Result<Vec<LogRecord>> {
+    fn live_records(&mut self, fp: &Fingerprint) -> Result<Vec<Found>> {
         let mut cands = Vec::new();
         self.table.candidates(KeyHash::of(fp), &mut cands);
         let mut found = Vec::new();
         for ptr in cands {
-            let r = match self.log.buffered(ptr) {
+            let (i, local) = self.locate(ptr);
+            let r = match self.logs[i].buffered(local) {
                 Some(r) => r,
                 None => self.read_log(ptr, 1)?[0],
             };
             if r.fp == *fp {
-                found.push(r);
+                found.push(Found {
+                    log: i,
+                    ptr,
+                    container: r.container,
+                });
             }
         }
         Ok(found)
     }
 
-    /// One counted log read: the records `ptr .. ptr+k` of `ptr`'s segment.
+    /// One counted log read: the records `ptr .. ptr+k` of `ptr`'s segment,
+    /// with their table pointers as positions.
     fn read_log(&mut self, ptr: u32, k: usize) -> Result<Vec<LogRecord>> {
-        let run = self.log.read_run(ptr, k)?;
+        let (i, local) = self.locate(ptr);
+        let base = self.bases[i];
+        let mut run = self.logs[i].read_run(local, k)?;
+        for r in &mut run {
+            r.pos += base;
+        }
         self.stats.log_reads += 1;
         self.stats.records_read += run.len() as u64;
         bump(&self.counters.index_page_reads, 1);
         Ok(run)
     }
 
-    /// Forgets `fp`: its table entries go and a removal record is appended,
-    /// so a rebuild from the log forgets it too. Returns whether it was
-    /// indexed (forgetting an absent fingerprint writes nothing).
+    /// Forgets `fp`: its table entries go and a removal record is appended
+    /// to each log holding one, so a rebuild from the logs forgets it too.
+    /// Returns whether it was indexed (forgetting an absent fingerprint
+    /// writes nothing). Beside other writers, a record in another writer's
+    /// log cannot be forgotten: that is an error (only a collection or a
+    /// repair removes entries, and they write alone).
     pub fn remove(&mut self, fp: &Fingerprint) -> Result<bool> {
         let live = self.live_records(fp)?;
         if live.is_empty() {
             return Ok(false);
         }
+        if live.iter().any(|r| !self.writable(r.log)) {
+            return Err(Error::invalid(
+                "a removal from another writer's frugal log (removals need the writer lock alone)",
+            ));
+        }
         self.forget_records(fp, &live)?;
         Ok(true)
     }
 
-    fn forget_records(&mut self, fp: &Fingerprint, live: &[LogRecord]) -> Result<()> {
-        // The record goes first: if the append fails, the table still
-        // agrees with the log.
-        self.log.append_removal(fp)?;
+    fn forget_records(&mut self, fp: &Fingerprint, live: &[Found]) -> Result<()> {
+        let mut logs: Vec<usize> = live.iter().map(|r| r.log).collect();
+        logs.sort_unstable();
+        logs.dedup();
+        // The records go first: if an append fails, the table still
+        // agrees with the logs.
+        for &i in &logs {
+            self.logs[i].append_removal(fp)?;
+        }
         for r in live {
-            self.table.remove(KeyHash::of(fp), r.pos);
+            self.table.remove(KeyHash::of(fp), r.ptr);
         }
         self.cache.forget(fp);
-        if self.log.buffer_full() {
-            self.log.flush()?;
+        for &i in &logs {
+            if self.logs[i].buffer_full() {
+                self.logs[i].flush()?;
+            }
         }
         Ok(())
     }
@@ -311,13 +443,20 @@ impl FrugalIndex {
     /// Indexes `fp` in `container` by the canonical-copy rule: if `fp` is
     /// already indexed elsewhere, the canonical of the two copies stays
     /// (a newer copy replaces the entry: a removal, then the put).
+    ///
+    /// Beside other writers, an older copy in another writer's log stays
+    /// (its container holds the chunk; a lookup may answer either until a
+    /// collection reconciles them, 004).
     pub fn put(&mut self, fp: &Fingerprint, container: ContainerId) -> Result<()> {
         let live = self.live_records(fp)?;
         if let Some(old) = live.iter().map(|r| r.container).reduce(canonical) {
             if canonical(old, container) == old {
                 return Ok(());
             }
-            self.forget_records(fp, &live)?;
+            let mine: Vec<Found> = live.into_iter().filter(|r| self.writable(r.log)).collect();
+            if !mine.is_empty() {
+                self.forget_records(fp, &mine)?;
+            }
         }
         self.insert(fp, container)?;
         Ok(())
@@ -372,7 +511,8 @@ impl FrugalIndex {
             return Ok(None);
         }
         for &ptr in cands {
-            if let Some(r) = self.log.buffered(ptr) {
+            let (i, local) = self.locate(ptr);
+            if let Some(r) = self.logs[i].buffered(local) {
                 if r.fp == *fp {
                     self.stats.buffer_hits += 1;
                     return Ok(Some(r.container));
@@ -386,10 +526,10 @@ impl FrugalIndex {
                 return Ok(Some(c));
             }
             let run = self.read_log(ptr, self.cfg.prefetch_run)?;
-            // Only live records: a superseded put in the run must not
-            // answer a later lookup. Without a removal in the log every
-            // record is live, and the table need not be asked.
-            let any_removed = self.log.has_removals();
+            // Only live records: a superseded put in the run, or one naming
+            // a gone container, must not answer a later lookup. Without
+            // either every record is live, and the table need not be asked.
+            let any_removed = self.logs[i].has_removals() || self.dropped;
             for r in &run {
                 if !any_removed || r.pos == ptr || self.table.holds(KeyHash::of(&r.fp), r.pos) {
                     self.cache.put(r.fp, r.container);
@@ -405,9 +545,17 @@ impl FrugalIndex {
         Ok(None)
     }
 
-    /// Writes buffered records to the log (call at commit).
+    /// Writes buffered records to the logs (call at commit).
     pub fn flush(&mut self) -> Result<()> {
-        self.log.flush()
+        for l in &mut self.logs {
+            l.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Records in every log (puts and removals, on disk and buffered).
+    pub fn records(&self) -> u64 {
+        self.logs.iter().map(|l| u64::from(l.len())).sum()
     }
 
     /// Chunks indexed.
@@ -431,8 +579,14 @@ impl FrugalIndex {
         &self.table
     }
 
-    pub fn log(&self) -> &ChunkLog {
-        &self.log
+    /// The log this handle appends to.
+    pub fn own_log(&self) -> &ChunkLog {
+        &self.logs[self.own_index()]
+    }
+
+    /// Every partition's log, this handle's last.
+    pub fn logs(&self) -> &[ChunkLog] {
+        &self.logs
     }
 
     pub fn config(&self) -> &FrugalConfig {
@@ -447,7 +601,7 @@ impl FrugalIndex {
             bytes_per_chunk: self.table.bytes_per_chunk(),
             load_factor: self.table.load_factor(),
             prefetch_cache_entries: self.cache.map.len(),
-            write_buffer_entries: self.log.buffered_len(),
+            write_buffer_entries: self.logs.iter().map(ChunkLog::buffered_len).sum(),
         }
     }
 }

@@ -184,7 +184,7 @@ fn frugal_prefetch_in_insertion_order() {
         assert_eq!(ix.lookup(&fp(i, 32)).unwrap(), Some(ContainerId(i / 100)));
     }
     let s = ix.stats();
-    let segments = ix.log().segment_count() as u64;
+    let segments = ix.own_log().segment_count() as u64;
     eprintln!(
         "in order: {N} lookups, {} log reads ({} records), {} prefetch hits, {} false matches, {segments} segments",
         s.log_reads, s.records_read, s.prefetch_hits, s.false_matches
@@ -233,7 +233,7 @@ fn frugal_persistence_and_damage() {
 
     let mut re = open(&backend, small_cfg());
     assert_eq!(re.len(), 1000);
-    assert_eq!(re.log().len(), 1000);
+    assert_eq!(re.own_log().len(), 1000);
     for i in 0..1000 {
         assert_eq!(re.lookup(&fp(i, 20)).unwrap(), Some(ContainerId(i + 7)));
     }
@@ -243,7 +243,7 @@ fn frugal_persistence_and_damage() {
     // A different width is refused.
     assert!(re.insert(&fp(5001, 8), ContainerId(1)).is_err());
 
-    let key = log::segment_key(64);
+    let key = log::segment_key(0, 64);
     assert!(backend.tamper(&key, |b| b[20] ^= 1));
     let b: Arc<dyn Backend> = backend.clone();
     let err = FrugalIndex::open(b, Arc::new(Counters::default()), small_cfg())

@@ -214,5 +214,5 @@ fn a_moved_chunk_never_resolves_to_its_old_container() {
     assert_eq!(ix.lookup(&fp(0)).unwrap(), Some(ContainerId(20)));
     assert_eq!(ix.lookup(&fp(3)).unwrap(), Some(ContainerId(5)));
     assert_eq!(ix.len(), 10);
-    assert!(ix.log().has_removals());
+    assert!(ix.own_log().has_removals());
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use crate::index::overlay::IndexUpdate;
 use cairn_core::counters::bump;
-use cairn_core::{Backend, ContainerId, Counters, Fingerprint, Result};
+use cairn_core::{Backend, ContainerId, Counters, Fingerprint, LockGuard, Result};
 
 use super::paged::commit_paged;
 use super::FingerprintIndex;
@@ -21,14 +21,23 @@ pub struct FrugalKind {
     pub frugal: FrugalIndex,
     pub disk: DiskIndex,
     counters: Arc<Counters>,
+    /// The lock of the partition this handle appends to, beside other
+    /// writers (`index::open_frugal`); released with the handle.
+    _partition: Option<Box<dyn LockGuard>>,
 }
 
 impl FrugalKind {
-    pub fn new(frugal: FrugalIndex, disk: DiskIndex, counters: Arc<Counters>) -> Self {
+    pub fn new(
+        frugal: FrugalIndex,
+        disk: DiskIndex,
+        counters: Arc<Counters>,
+        partition: Option<Box<dyn LockGuard>>,
+    ) -> Self {
         FrugalKind {
             frugal,
             disk,
             counters,
+            _partition: partition,
         }
     }
 }
