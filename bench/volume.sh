@@ -24,6 +24,12 @@
 #    reads (fixed seed): IOPS, p50 and p99 latency. The mount daemon's CPU
 #    time during the fastest sequential run is printed beside it.
 #
+# 5. Parallel sessions (004): HOSTS subtrees of VM images (each host its
+#    own base, so sessions rarely store the same chunk), optimized by one
+#    session and by SESSIONS, each on its own copy of the data: wall and
+#    CPU seconds, the store before and after one `volume gc` (which
+#    reconciles copies two sessions stored at once).
+#
 #   QUICK=1          ~40 s version (smaller data, a 256 MiB file written, 1 run)
 #   SRC_MIB (32)     one version of the source tree; VERSIONS (5) of them
 #   IMAGE_MIB (48)   each of IMAGES (4) disk images of the mixed dataset
@@ -33,7 +39,8 @@
 #                    a multiple of VM_MIB)
 #   READ_MIB (256)   the file read in 4
 #   RUNS (3)  RANDOM_READS (4000)
-#   PHASES (space,optimize,reads)  which phases run, comma-separated (optimize:
+#   HOSTS (4) subtrees of 2 images of VM_MIB each; SESSIONS (2)
+#   PHASES (space,optimize,reads,sessions)  which phases run, comma-separated (optimize:
 #                    2 and 3); e.g. PHASES=reads to measure the reads alone
 #   TMPDIR (/tmp)    where the run's work directory is made (removed at the end)
 #   CAIRN (default: builds and uses target/release/cairn)
@@ -52,14 +59,15 @@ fi
 SRC_MIB=${SRC_MIB:-32} VERSIONS=${VERSIONS:-5} IMAGE_MIB=${IMAGE_MIB:-48} IMAGES=${IMAGES:-4}
 DOC_MIB=${DOC_MIB:-32} VM_MIB=${VM_MIB:-128} VMS=${VMS:-4} WRITE_MIB=${WRITE_MIB:-1024}
 READ_MIB=${READ_MIB:-256} RUNS=${RUNS:-3} RANDOM_READS=${RANDOM_READS:-4000}
-PHASES=${PHASES:-space,optimize,reads}
+HOSTS=${HOSTS:-4} SESSIONS=${SESSIONS:-2}
+PHASES=${PHASES:-space,optimize,reads,sessions}
 # Whether phase $1 is one of those asked for.
 phase() { [[ ",$PHASES," == *",$1,"* ]]; }
 for p in ${PHASES//,/ }; do
     case $p in
-    space | optimize | reads) ;;
+    space | optimize | reads | sessions) ;;
     *)
-        echo "volume.sh: unknown phase '$p' in PHASES (space, optimize, reads)" >&2
+        echo "volume.sh: unknown phase '$p' in PHASES (space, optimize, reads, sessions)" >&2
         exit 1
         ;;
     esac
@@ -413,10 +421,10 @@ NFILES=$(find "$VOL/files" -type f | wc -l)
 age_files "$VOL"
 # First Windows' minimum size (files under 32 KiB left alone), then the
 # volume's default (every non-empty file: most of a source tree too).
-timed_optimize "$VOL" --min-size 32KiB
+timed_optimize "$VOL" --min-size 32KiB --sessions 1
 MIXED_WALL=$OPT_WALL MIXED_CPU=$OPT_CPU MIXED_RSS=$OPT_RSS_KIB
 "$CAIRN" volume status "$VOL" --json >"$WORK/status1.json"
-timed_optimize "$VOL"
+timed_optimize "$VOL" --sessions 1
 "$CAIRN" volume status "$VOL" --json >"$WORK/status2.json"
 LOGICAL=$(json_field "$WORK/status1.json" logical_bytes)
 python3 - "$WORK" "$NFILES" "$LOGICAL" <<'PY' | tee -a "$REPORT"
@@ -465,7 +473,7 @@ BIG_SIZE=$(stat -c %s "$BIG")
 GRANULE_AT=$(( (BIG_SIZE / 2) - (4 << 20) ))
 python3 "$HELPER" save "$BIG" "$GRANULE_AT" $((8 << 20)) "$WORK/saved-range"
 age_files "$VOL"
-timed_optimize "$VOL"
+timed_optimize "$VOL" --sessions 1
 "$CAIRN" volume status "$VOL" --json >"$WORK/status3.json"
 python3 - "$WORK/status3.json" "$OPT_WALL" "$OPT_CPU" "$OPT_RSS_KIB" <<'PY' | tee -a "$REPORT"
 import json, sys
@@ -582,6 +590,51 @@ done
     echo "   the mount daemon's user + sys time over the fastest sequential read's wall time)"
 } | tee -a "$REPORT"
 rm -rf "$VOL"
+fi
+
+# ---------------------------------------------------- 5. parallel sessions
+if phase sessions; then
+say ""
+say "5. Parallel sessions: ${HOSTS} hosts' subtrees of 2 VM images of ${VM_MIB} MiB (3% rewritten), 1 session vs ${SESSIONS}"
+for n in 1 "$SESSIONS"; do
+    V="$WORK/sessions-$n"
+    "$CAIRN" volume create "$V" --encryption none >/dev/null
+    for h in $(seq 0 $((HOSTS - 1))); do
+        python3 "$HELPER" images "$V/files/host$h" vm 2 "$VM_MIB" 0.03 $((40 + h))
+    done
+done
+age_files "$WORK/sessions-1"
+age_files "$WORK/sessions-$SESSIONS"
+for n in 1 "$SESSIONS"; do
+    V="$WORK/sessions-$n"
+    timed_optimize "$V" --sessions "$n" --json
+    cp "$WORK/optimize.log" "$WORK/sessions-$n.json"
+    echo "$OPT_WALL $OPT_CPU $OPT_RSS_KIB" >"$WORK/sessions-$n.time"
+    "$CAIRN" volume status "$V" --json >"$WORK/sessions-$n.before.json"
+    "$CAIRN" volume gc "$V" >/dev/null
+    "$CAIRN" volume status "$V" --json >"$WORK/sessions-$n.after.json"
+    "$CAIRN" check --repo "$V/store" -q
+done
+python3 - "$WORK" "$SESSIONS" <<'PY' | tee -a "$REPORT"
+import json, sys
+work, n = sys.argv[1], sys.argv[2]
+rows = {}
+for k in ("1", n):
+    wall, cpu, rss = open(f"{work}/sessions-{k}.time").read().split()
+    rep = json.load(open(f"{work}/sessions-{k}.json"))
+    before = json.load(open(f"{work}/sessions-{k}.before.json"))["store_bytes"]
+    after = json.load(open(f"{work}/sessions-{k}.after.json"))["store_bytes"]
+    rows[k] = (float(wall), float(cpu), int(rss), rep, before, after)
+    mb = rep["bytes_optimized"] / 1e6
+    print(f"   {rep['sessions']} session(s): {mb:.0f} MB in {float(wall):.2f} s wall "
+          f"({mb / float(wall):.1f} MB/s), {float(cpu):.2f} s CPU ({mb / float(cpu):.1f} MB/s per CPU second), "
+          f"peak RSS {int(rss) // 1024} MiB; store {before / 1e6:.1f} MB, after gc {after / 1e6:.1f} MB")
+w1, wn = rows["1"][0], rows[n][0]
+print(f"   wall: {n} sessions / 1 session = {wn / w1:.2f} (speedup {w1 / wn:.2f}x); "
+      f"store after gc: {rows[n][5] / rows['1'][5]:.4f}x one session's; "
+      f"before gc: {rows[n][4] / rows['1'][4]:.4f}x")
+PY
+rm -rf "$WORK"/sessions-*
 fi
 
 if [ -d "$ROOT/bench/out" ] || mkdir -p "$ROOT/bench/out"; then

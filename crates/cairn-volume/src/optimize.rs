@@ -104,7 +104,7 @@ pub struct OptimizeOptions<'a> {
     pub fail_at: Option<FailAt>,
     /// Called between the ingest (step 5) and the first switch (step 6):
     /// a test changes a file there.
-    pub before_switch: Option<&'a dyn Fn()>,
+    pub before_switch: Option<&'a (dyn Fn() + Sync)>,
     /// Told the files scanned, then the files switched of those eligible
     /// (the mount daemon shows it in `status`).
     pub progress: Option<ProgressSink<'a>>,
@@ -112,6 +112,9 @@ pub struct OptimizeOptions<'a> {
     pub pacer: Option<Arc<Pacer>>,
     /// Bytes per batch instead of [`OPTIMIZE_BATCH_BYTES`] (tests).
     pub batch_bytes: Option<u64>,
+    /// Sessions run in parallel, each over its own partition of the files
+    /// (004's parallel sessions; 0 or 1: one). With a test hook, one.
+    pub sessions: usize,
 }
 
 /// What a run did.
@@ -144,6 +147,9 @@ pub struct OptimizeReport {
     pub index_ram_bytes_per_chunk: f64,
     /// Batches ingested.
     pub batches: u64,
+    /// Sessions the files were partitioned into (004's parallel sessions).
+    #[serde(default)]
+    pub sessions: u64,
     /// Why the scheduler stopped the run early (the files not reached are
     /// as they were); `None`: it ran to the end.
     pub cancelled: Option<String>,
@@ -154,6 +160,29 @@ impl OptimizeReport {
     fn skip(&mut self, reason: &str) {
         self.files_skipped += 1;
         *self.skipped.entry(reason.to_string()).or_default() += 1;
+    }
+
+    /// Adds what one session did.
+    fn absorb(&mut self, s: OptimizeReport) {
+        self.files_optimized += s.files_optimized;
+        self.files_skipped += s.files_skipped;
+        for (reason, n) in s.skipped {
+            *self.skipped.entry(reason).or_default() += n;
+        }
+        self.files_reoptimized += s.files_reoptimized;
+        self.bytes_reread += s.bytes_reread;
+        self.bytes_optimized += s.bytes_optimized;
+        self.new_chunk_bytes += s.new_chunk_bytes;
+        if s.snapshot.is_some() {
+            self.snapshot = s.snapshot;
+        }
+        self.index_ram_bytes_per_chunk = self
+            .index_ram_bytes_per_chunk
+            .max(s.index_ram_bytes_per_chunk);
+        self.batches += s.batches;
+        if self.cancelled.is_none() {
+            self.cancelled = s.cancelled;
+        }
     }
 }
 
@@ -254,23 +283,99 @@ pub fn optimize(vol: &Volume, opts: &OptimizeOptions<'_>) -> Result<OptimizeRepo
         report.seconds = started.elapsed().as_secs_f64();
         return Ok(report);
     }
+    let progress: &(dyn Fn(Progress) + Sync) = &progress;
 
-    // Steps 2-6, one batch at a time.
+    // Steps 2-6: each session its batches, one batch at a time. The test
+    // hooks count switches across batches: they run one session.
+    let sessions = if opts.fail_at.is_some() || opts.before_switch.is_some() {
+        1
+    } else {
+        opts.sessions.max(1)
+    };
+    let parts = partitions(vol, eligible, sessions);
+    let shared = Shared {
+        total: Some(parts.iter().map(Vec::len).sum::<usize>() as u64),
+        switched: AtomicU64::new(0),
+        content,
+        progress: &progress,
+    };
+    let outcomes: Vec<Result<OptimizeReport>> = if parts.len() == 1 {
+        vec![run_session(vol, &parts[0], opts, &shared)]
+    } else {
+        std::thread::scope(|s| {
+            let handles: Vec<_> = parts
+                .iter()
+                .map(|part| {
+                    let shared = &shared;
+                    s.spawn(move || run_session(vol, part, opts, shared))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                .collect()
+        })
+    };
+    report.sessions = parts.len() as u64;
+    let mut first_error = None;
+    for outcome in outcomes {
+        match outcome {
+            Ok(r) => report.absorb(r),
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    // Every session's finished switches are kept, whatever another did.
+    vol.table().flush()?;
+    if let Some(e) = first_error {
+        return Err(e);
+    }
+    report.seconds = started.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+/// What the sessions of one run share.
+struct Shared<'a> {
+    /// Files to switch, across sessions.
+    total: Option<u64>,
+    /// Switches so far, across sessions (for progress).
+    switched: AtomicU64,
+    content: Arc<crate::volume_content::VolumeContent>,
+    progress: &'a (dyn Fn(Progress) + Sync),
+}
+
+/// One session (004 "parallel sessions"): steps 2-6 over its partition's
+/// files, batch after batch, each batch its own backup beside the other
+/// sessions' (the frugal index gives each a chunk log of its own,
+/// docs/concurrency.md "Frugal logs per writer").
+fn run_session(
+    vol: &Volume,
+    eligible: &[Scanned],
+    opts: &OptimizeOptions<'_>,
+    shared: &Shared<'_>,
+) -> Result<OptimizeReport> {
+    let mut report = OptimizeReport::default();
+    let progress = shared.progress;
     let pace = || opts.pacer.as_ref().map_or(Ok(()), |p| p.pace());
-    let total = Some(eligible.len() as u64);
-    let mut n = 0; // switches so far (the test hook counts across batches)
-    'batches: for batch in batches(&eligible, opts.batch_bytes.unwrap_or(OPTIMIZE_BATCH_BYTES)) {
+    let total = shared.total;
+    let mut n = 0; // this session's switches (the test hook counts them)
+    'batches: for batch in batches(eligible, opts.batch_bytes.unwrap_or(OPTIMIZE_BATCH_BYTES)) {
         if let Err(c) = pace() {
             report.cancelled = Some(c.to_string());
             break;
         }
-        progress(Progress::files("ingest", n as u64, total));
+        progress(Progress::files(
+            "ingest",
+            shared.switched.load(Ordering::Relaxed),
+            total,
+        ));
         // Steps 2-5: chunk, look up, store new chunks with selective
         // compression, commit the recipes (the engine's backup).
         let (ingested, cancelled) = ingest(vol, batch, &mut report, opts.pacer.as_ref())?;
         report.batches += 1;
         // Switched files read their new chunks through the content state.
-        content.refresh(vol.repo())?;
+        shared.content.refresh(vol.repo())?;
         if let Some(hook) = opts.before_switch.filter(|_| report.batches == 1) {
             hook();
         }
@@ -279,7 +384,11 @@ pub fn optimize(vol: &Volume, opts: &OptimizeOptions<'_>) -> Result<OptimizeRepo
         for file in batch {
             // Ctrl-C stops between two switches: each file is whole either way.
             let done = report.files_optimized;
-            progress(Progress::files("switch", n as u64, total));
+            progress(Progress::files(
+                "switch",
+                shared.switched.load(Ordering::Relaxed),
+                total,
+            ));
             cairn_engine::interrupt::check(|| {
                 format!("{done} files optimized; the rest are as they were")
             })?;
@@ -305,15 +414,65 @@ pub fn optimize(vol: &Volume, opts: &OptimizeOptions<'_>) -> Result<OptimizeRepo
                 Some(reason) => report.skip(reason),
             }
             n += 1;
+            shared.switched.fetch_add(1, Ordering::Relaxed);
         }
         if let Some(c) = cancelled {
             report.cancelled = Some(c.to_string());
             break;
         }
     }
-    vol.table().flush()?;
-    report.seconds = started.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// Splits the eligible files into at most `sessions` partitions by path
+/// subtree (004 partitions by file type or path; files of one subtree are
+/// the likeliest to share chunks, so they stay in one session's stream):
+/// the subtrees at the shallowest depth (1 to 3) that has at least as many
+/// as there are sessions, given to sessions largest first, each to the one
+/// with the fewest bytes so far. A session keeps its files in scan order.
+fn partitions(vol: &Volume, eligible: Vec<Scanned>, sessions: usize) -> Vec<Vec<Scanned>> {
+    if sessions <= 1 || eligible.len() <= 1 {
+        return vec![eligible];
+    }
+    let root = vol.dir().files();
+    let subtree = |f: &Scanned, depth: usize| -> PathBuf {
+        let rel = f.path.strip_prefix(&root).unwrap_or(&f.path);
+        // The file's own name is not a subtree: files beside each other
+        // stay together.
+        let dirs = rel.components().count().saturating_sub(1);
+        rel.components().take(depth.min(dirs)).collect()
+    };
+    let mut depth = 1;
+    let mut groups: BTreeMap<PathBuf, u64> = BTreeMap::new();
+    for d in 1..=3 {
+        depth = d;
+        groups.clear();
+        for f in &eligible {
+            *groups.entry(subtree(f, d)).or_default() += f.size.max(1);
+        }
+        if groups.len() >= sessions {
+            break;
+        }
+    }
+    let mut order: Vec<(PathBuf, u64)> = groups.into_iter().collect();
+    order.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let mut load = vec![0u64; sessions.min(order.len())];
+    let mut owner: HashMap<PathBuf, usize> = HashMap::new();
+    for (key, bytes) in order {
+        let (i, _) = load
+            .iter()
+            .enumerate()
+            .min_by_key(|&(i, b)| (*b, i))
+            .expect("at least one session");
+        load[i] += bytes;
+        owner.insert(key, i);
+    }
+    let mut parts: Vec<Vec<Scanned>> = (0..load.len()).map(|_| Vec::new()).collect();
+    for f in eligible {
+        let i = owner[&subtree(&f, depth)];
+        parts[i].push(f);
+    }
+    parts
 }
 
 /// Splits the eligible files, in scan order, into runs of at most
@@ -368,7 +527,10 @@ fn ingest(
     let repo = vol.repo();
     let mut selection = Selection::builder();
     selection.only_files(eligible.iter().map(|f| (f.dev, f.ino)).collect());
-    let lock = repo.lock_writer(false)?;
+    // Shared with the run's other sessions (once the store has an index
+    // file); waited for, as a session's first batch may find another
+    // session's first backup holding it alone.
+    let lock = repo.lock_backup(true)?;
     let outcome = backup(
         repo,
         &lock,

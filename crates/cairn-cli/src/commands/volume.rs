@@ -110,8 +110,23 @@ pub struct OptimizeArgs {
     /// optimized.
     #[arg(long, value_name = "SIZE", value_parser = crate::values::size)]
     pub job_memory: Option<u64>,
+    /// Optimization sessions run in parallel, each over its own path
+    /// subtrees with its own chunk log (004's parallel sessions; default:
+    /// the cores, at most 4). Copies two sessions store at once are
+    /// reconciled by the next `cairn volume gc`.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub sessions: Option<u32>,
     #[command(flatten)]
     pub password: PasswordArgs,
+}
+
+/// The sessions an on-demand optimization runs: `--sessions`, or the
+/// cores up to 4.
+pub fn sessions(a: &OptimizeArgs) -> usize {
+    a.sessions.map_or_else(
+        || std::thread::available_parallelism().map_or(1, |n| n.get().min(4)),
+        |n| n as usize,
+    )
 }
 
 /// A read-ahead size, in KiB: a multiple of 1 KiB, at most 64 MiB.
@@ -240,7 +255,8 @@ pub fn run(cli: &Globals, cmd: &VolumeCommand) -> Result<ExitCode> {
         VolumeCommand::Optimize(a) => match volume_client::daemon(&a.dir)? {
             Some(daemon) => {
                 let p = &a.policy;
-                let report = volume_client::optimize(cli, daemon, p.min_age, p.min_size)?;
+                let report =
+                    volume_client::optimize(cli, daemon, p.min_age, p.min_size, sessions(a))?;
                 print_optimize(cli, &report)
             }
             None => optimize(cli, a),
@@ -361,6 +377,7 @@ fn optimize(cli: &Globals, a: &OptimizeArgs) -> Result<ExitCode> {
         &OptimizeOptions {
             policy: Some(policy),
             pacer: job_pacer(a),
+            sessions: sessions(a),
             ..Default::default()
         },
     )?;

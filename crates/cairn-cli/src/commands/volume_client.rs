@@ -43,8 +43,10 @@ pub fn optimize(
     client: Client,
     min_age: Option<Duration>,
     min_size: Option<u64>,
+    sessions: usize,
 ) -> Result<OptimizeReport> {
     let mut args = Map::new();
+    args.insert("sessions".into(), sessions.into());
     if let Some(age) = min_age {
         args.insert("min_age_secs".into(), age.as_secs().into());
     }

@@ -67,6 +67,9 @@ pub struct OptimizeRequest {
     pub min_age_secs: Option<u64>,
     /// Instead of the volume's minimum size.
     pub min_size: Option<u64>,
+    /// Sessions run in parallel (004's parallel sessions; default one, as
+    /// the scheduled runs do).
+    pub sessions: Option<usize>,
 }
 
 /// The options of a request, read as `T` (unknown fields refused).
@@ -89,6 +92,7 @@ fn run_optimize(vol: &Volume, args: &Value, progress: ProgressSink<'_>) -> Resul
             policy: Some(policy),
             progress: Some(progress),
             pacer: vol.job_pacer(),
+            sessions: req.sessions.unwrap_or(1),
             ..Default::default()
         },
     )?;
