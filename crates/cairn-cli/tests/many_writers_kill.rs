@@ -11,7 +11,9 @@
 //! list or reservation; no container referenced by no snapshot).
 //!
 //! The same on S3 (a VersityGW server; leases of 10 s, so a killed
-//! writer keeps a collection waiting that long).
+//! writer keeps a collection waiting that long), and locally with the
+//! frugal index (004's chunk log: each backup beside others appends to a
+//! log of its own, docs/concurrency.md "Frugal logs per writer").
 //!
 //! CI runs `CAIRN_FAULT_ROUNDS` rounds locally (default 6) and a third of
 //! them on S3; `bench/many-writers-kill.sh` runs hundreds.
@@ -178,7 +180,40 @@ fn finish(child: Child, what: &str, log: &Path) -> Result<String, String> {
 fn sigkill_of_backups_and_collections_running_together_loses_nothing() {
     let (_tmp, dir) = scratch();
     let repo = dir.join("repo");
-    kill_rounds(&Store::Local(repo.clone()), &dir, rounds());
+    kill_rounds(&Store::Local(repo.clone()), &dir, rounds(), &[]);
+    no_leftovers(&repo);
+}
+
+/// The local rounds with the frugal index: half as many in CI.
+#[test]
+fn sigkill_of_frugal_index_backups_and_collections_loses_nothing() {
+    let (_tmp, dir) = scratch();
+    let dir = dir.join("frugal");
+    std::fs::create_dir_all(&dir).unwrap();
+    let repo = dir.join("repo");
+    kill_rounds(
+        &Store::Local(repo.clone()),
+        &dir,
+        rounds().div_ceil(2),
+        &["--index", "frugal"],
+    );
+    no_leftovers(&repo);
+    // Writers beside each other appended to logs of their own.
+    let partitions = std::fs::read_dir(repo.join("frugal"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with('p')
+        })
+        .count();
+    eprintln!("{partitions} segments in partitions other than 0");
+}
+
+/// What two collections must leave of the rounds' writers and collectors.
+fn no_leftovers(repo: &Path) {
     for leftover in ["staged", "gc-pending", "gc-ids"] {
         let p = repo.join(leftover);
         let empty = !p.exists() || (p.is_dir() && std::fs::read_dir(&p).unwrap().next().is_none());
@@ -206,7 +241,7 @@ fn sigkill_of_backups_and_collections_running_together_in_s3_loses_nothing() {
     store
         .run(&["init", "--container-size", "128KiB", "-q"])
         .ok();
-    kill_rounds(&store, &dir, rounds().div_ceil(3));
+    kill_rounds(&store, &dir, rounds().div_ceil(3), &[]);
 }
 
 /// Appends `line` to the run's log (what each process printed and how it
@@ -221,8 +256,9 @@ fn append(log: &Path, line: &str) {
     writeln!(f, "{line}").unwrap();
 }
 
-/// The rounds of the module doc against `store`, with scratch space `dir`.
-fn kill_rounds(store: &Store, dir: &Path, rounds: usize) {
+/// The rounds of the module doc against `store`, with scratch space `dir`;
+/// a local repository is created with `init_args` added.
+fn kill_rounds(store: &Store, dir: &Path, rounds: usize, init_args: &[&str]) {
     let seed = std::env::var("CAIRN_FAULT_SEED")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -234,7 +270,9 @@ fn kill_rounds(store: &Store, dir: &Path, rounds: usize) {
         build_random_files(t, &mut rng, 6, 60_000);
     }
     if let Store::Local(repo) = store {
-        cairn(repo, &["init", "--container-size", "128KiB", "-q"]).ok();
+        let mut args = vec!["init", "--container-size", "128KiB", "-q"];
+        args.extend_from_slice(init_args);
+        cairn(repo, &args).ok();
     }
     // The first backup runs alone (it writes the index file).
     store
