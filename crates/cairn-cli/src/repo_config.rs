@@ -47,9 +47,10 @@ pub struct InitArgs {
     /// Locality cache capacity in containers.
     #[arg(long, default_value_t = IndexConfig::default().cache_containers, help_heading = "Advanced")]
     pub cache_containers: u32,
-    /// Rewrite scheme for restore speed (docs/restore-speed.md): none, capping, fcrc or
-    /// lbw, with parameters, e.g. `capping:segment=20MiB,cap=20`,
-    /// `fcrc:loss=5,cap=20`, `lbw:window=8,loss=5,cap=20,candidates=16MiB`.
+    /// Rewrite scheme for restore speed (docs/restore-speed.md): none, capping, fcrc,
+    /// lbw or har, with parameters, e.g. `capping:segment=20MiB,cap=20`,
+    /// `fcrc:loss=5,cap=20`, `lbw:window=8,loss=5,cap=20,candidates=16MiB`,
+    /// `har:utilization=50`; HAR in front of another: `lbw:loss=5,har=50`.
     /// At init (or a backup that creates the repository): the repository's
     /// default; on a later backup: that backup's scheme.
     #[arg(long, value_name = "SCHEME", value_parser = RewriteConfig::parse, help_heading = "Advanced")]

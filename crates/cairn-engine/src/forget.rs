@@ -202,10 +202,41 @@ pub fn tally(repo: &Repository, ids: &[String]) -> Result<Tally> {
 }
 
 /// Removes the snapshot records of `ids` (full ids). The data they alone
-/// reference stays until the next garbage collection.
+/// reference stays until the next garbage collection. HAR's records of
+/// sparse containers (`har/<id>`) whose snapshot is gone go too.
 pub fn remove(repo: &Repository, _lock: &WriteLock, ids: &[String]) -> Result<()> {
     for id in ids {
         catalog::remove(&**repo.backend(), id)?;
+    }
+    prune_har(&**repo.backend())
+}
+
+/// Deletes every `har/<id>` whose snapshot record is absent (forgotten, or
+/// left by a forget that stopped between the two). `har/` is listed before
+/// `snapshots/`: a backup writes its record before its `har/` object, so
+/// one listed here has its record listed next, and a backup committing
+/// meanwhile never loses its history.
+fn prune_har(backend: &dyn cairn_core::Backend) -> Result<()> {
+    let har = backend.list(crate::object_names::HAR)?;
+    if har.is_empty() {
+        return Ok(());
+    }
+    let records: std::collections::HashSet<String> = backend
+        .list(crate::object_names::SNAPSHOTS)?
+        .into_iter()
+        .filter_map(|k| {
+            k.strip_prefix(crate::object_names::SNAPSHOTS)
+                .map(str::to_string)
+        })
+        .collect();
+    for key in har {
+        let id = key.strip_prefix(crate::object_names::HAR).unwrap_or("");
+        if !records.contains(id) {
+            match backend.delete(&key) {
+                Err(e) if !e.is_not_found() => return Err(e),
+                _ => {}
+            }
+        }
     }
     Ok(())
 }

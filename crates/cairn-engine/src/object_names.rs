@@ -124,6 +124,14 @@ pub fn snapshot(id_hex: &str) -> String {
     format!("snapshots/{id_hex}")
 }
 
+/// Where HAR keeps the sparse containers of a backup (`backup/rewrite/har.rs`).
+pub const HAR: &str = "har/";
+
+/// The sparse containers snapshot `id_hex`'s backup recorded for HAR.
+pub fn har(id_hex: &str) -> String {
+    format!("{HAR}{id_hex}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

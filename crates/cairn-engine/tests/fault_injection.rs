@@ -99,9 +99,12 @@ fn crash_at_every_write_while_rewriting_loses_nothing() {
 
 fn rewriting_config() -> RepoConfig {
     let mut cfg = small_config();
+    // HAR in front: its sparse-container record is written after each
+    // commit, under the same faults.
     cfg.rewrite = cairn_engine::config::RewriteConfig::Capping {
         segment_bytes: 64 << 10,
         cap: 0,
+        har: Some(0.5),
     };
     cfg
 }

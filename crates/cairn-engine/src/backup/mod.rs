@@ -207,8 +207,13 @@ pub fn backup(repo: &Repository, lock: &WriteLock, opts: BackupOptions) -> Resul
     } else {
         previous_backup(repo)?
     };
-    let (shared, seal_rx, replayed_containers, replayed) =
-        open_dedup(repo, lock, &warnings, scheme, history, opts.dedup)?;
+    let inherited = match scheme.har_threshold() {
+        Some(_) => Some(inherited_sparse(repo, &record_host(&opts), &warnings)?),
+        None => None,
+    };
+    let (shared, seal_rx, replayed_containers, replayed) = open_dedup(
+        repo, lock, &warnings, scheme, history, opts.dedup, inherited,
+    )?;
     // The listing the open used (the scope remembers it).
     let deltas_at_open = concurrent::DeltasAtOpen::list(&**repo.backend())?;
     let open_seconds = started.elapsed().as_secs_f64();
@@ -236,6 +241,9 @@ pub fn backup(repo: &Repository, lock: &WriteLock, opts: BackupOptions) -> Resul
     let snapshot_id = session.commit(&record)?;
 
     let mut notices = run.notices.into_inner();
+    if let Some(har) = &shared.har {
+        record_sparse(repo, &snapshot_id, har, &mut notices);
+    }
     notices.extend(shared.dedup.lost_report());
     Ok(BackupOutcome {
         snapshot_id,
@@ -292,6 +300,65 @@ fn check_rewrite(cfg: &crate::config::RepoConfig, scheme: &rewrite::RewriteConfi
     cfg.index.lookup.strategy.check_rewrite(scheme)
 }
 
+/// HAR's inherited sparse containers: those the latest snapshot of `host`
+/// recorded (`har/<id>`). None when it recorded none; a damaged record is
+/// reported and treated as none (it only steers rewriting).
+fn inherited_sparse(
+    repo: &Repository,
+    host: &str,
+    warnings: &crate::warnings::Warnings,
+) -> Result<std::collections::HashSet<cairn_core::ContainerId>> {
+    let (good, _) = repo.snapshots()?;
+    let Some(latest) = good
+        .into_iter()
+        .filter(|s| s.record.host == host)
+        .max_by_key(|s| s.record.time_unix_ns)
+    else {
+        return Ok(Default::default());
+    };
+    match repo.backend().read(&crate::object_names::har(&latest.id)) {
+        Ok(bytes) => Ok(rewrite::har::decode(&bytes).unwrap_or_else(|e| {
+            warnings.push(format!("{e}; HAR starts afresh with this backup"));
+            Default::default()
+        })),
+        Err(e) if e.is_not_found() => Ok(Default::default()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Step 2 of HAR after the commit: the sparse containers of this backup,
+/// kept for the next backup of its host. A failure here loses only that
+/// history (a notice), never the committed snapshot.
+fn record_sparse(
+    repo: &Repository,
+    snapshot_id: &str,
+    har: &rewrite::har::HarState,
+    notices: &mut Vec<String>,
+) {
+    // A container's data chunks, from its metadata (the dedup path read
+    // most of them; a local cache holds them on object storage).
+    let data_bytes = |c: cairn_core::ContainerId| {
+        let meta = repo.log.read_meta(c).ok()?;
+        Some(
+            meta.descriptors
+                .iter()
+                .filter(|d| d.kind == cairn_core::ChunkKind::Data && d.level == 0)
+                .map(|d| u64::from(d.raw_len))
+                .sum(),
+        )
+    };
+    let sparse = har.sparse(repo.config.container_size as u64, &data_bytes);
+    if let Err(e) = repo.backend().write_atomic(
+        &crate::object_names::har(snapshot_id),
+        &rewrite::har::encode(&sparse),
+    ) {
+        notices.push(format!(
+            "HAR's sparse containers of this backup were not saved ({e}): the next backup \
+             rewrites by its other scheme only"
+        ));
+    }
+}
+
 /// What the newest snapshot stored (002 §3.2's `N_unique` estimate).
 fn previous_backup(repo: &Repository) -> Result<Option<rewrite::History>> {
     let (good, _) = repo.snapshots()?;
@@ -326,6 +393,7 @@ fn open_dedup(
     rewrite: rewrite::RewriteConfig,
     history: Option<rewrite::History>,
     dedup_mode: DedupMode,
+    inherited: Option<std::collections::HashSet<cairn_core::ContainerId>>,
 ) -> Result<(
     Shared,
     Receiver<stream::SealJob>,
@@ -370,6 +438,12 @@ fn open_dedup(
         rewritten_chunks: AtomicU64::new(0),
         rewritten_raw_bytes: AtomicU64::new(0),
         rewritten_stored_bytes: AtomicU64::new(0),
+        har: rewrite
+            .har_threshold()
+            .zip(inherited)
+            .map(|(threshold, inherited)| {
+                rewrite::har::HarState::new(inherited, repo.log.next_id(), threshold)
+            }),
         rewrite,
         history,
         seal_tx: Mutex::new(Some(seal_tx)),

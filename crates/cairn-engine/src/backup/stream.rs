@@ -104,6 +104,8 @@ pub struct Shared {
     /// The rewrite scheme of this backup and what the previous one stored.
     pub rewrite: rewrite::RewriteConfig,
     pub history: Option<rewrite::History>,
+    /// HAR's state where the scheme has HAR (`rewrite/har.rs`).
+    pub har: Option<Arc<rewrite::har::HarState>>,
     /// Hand-over to the sealer thread; `None` once the backup closes it.
     pub seal_tx: Mutex<Option<Sender<SealJob>>>,
     /// The sealer's first failure (the backup's error if there is one).
@@ -225,6 +227,7 @@ impl<'a> Stream<'a> {
                 &shared.rewrite,
                 shared.cfg.container_size as u64,
                 shared.history,
+                shared.har.as_ref(),
             ),
             rw_held: HashMap::new(),
             rw_seq: 0,

@@ -1,6 +1,8 @@
 //! `cairn experiment restore`: `002_c5d78fa3332f6f9f.txt` §6 on cairn's
 //! engine. Each workload is backed up under Normal (no rewriting) and under
-//! Capping, FCRC and LBW with their parameters swept; every generation is
+//! Capping, FCRC and LBW with their parameters swept, and under HAR (issue
+//! 34: history-aware rewriting, its utilization threshold swept) alone and
+//! in front of LBW; every generation is
 //! restored with forward assembly (FAA), ALACC and Belady's bound, all with
 //! the same memory. From those runs:
 //!
@@ -68,30 +70,49 @@ fn schemes(quick: bool) -> Vec<Scheme> {
             });
         }
     }
+    let utilizations: &[u32] = if quick { &[50] } else { &[30, 50, 70] };
+    for &u in utilizations {
+        out.push(Scheme {
+            family: "har",
+            param: format!("utilization={u}%"),
+            rewrite: RewriteConfig::parse(&format!("har:utilization={u}")).expect("valid"),
+        });
+    }
+    for &loss in losses {
+        out.push(Scheme {
+            family: "har+lbw",
+            param: format!("loss={loss}%"),
+            rewrite: RewriteConfig::parse(&format!("lbw:loss={loss},har=50")).expect("valid"),
+        });
+    }
     if quick {
         // Quick workloads are small: segments and windows shrink with them.
         for s in &mut out {
             s.rewrite = match s.rewrite {
-                RewriteConfig::Capping { cap, .. } => RewriteConfig::Capping {
+                RewriteConfig::Capping { cap, har, .. } => RewriteConfig::Capping {
                     segment_bytes: 2 << 20,
                     cap,
+                    har,
                 },
-                RewriteConfig::Fcrc { cap, loss, .. } => RewriteConfig::Fcrc {
+                RewriteConfig::Fcrc { cap, loss, har, .. } => RewriteConfig::Fcrc {
                     segment_bytes: 2 << 20,
                     cap: cap.min(4),
                     loss,
+                    har,
                 },
                 RewriteConfig::Lbw {
                     loss,
                     candidate_bytes,
+                    har,
                     ..
                 } => RewriteConfig::Lbw {
                     window: 4,
                     cap: 4,
                     loss,
                     candidate_bytes,
+                    har,
                 },
-                RewriteConfig::None => RewriteConfig::None,
+                other @ (RewriteConfig::None | RewriteConfig::Har { .. }) => other,
             };
         }
     }
@@ -352,7 +373,7 @@ fn summarize(runs: &[RunSummary]) -> Summary {
         // Tuned: per family, the run whose loss is closest to the target.
         let mut pick = vec![normal];
         let mut t = serde_json::Map::new();
-        for fam in ["capping", "fcrc", "lbw"] {
+        for fam in ["capping", "fcrc", "lbw", "har", "har+lbw"] {
             let best = of
                 .iter()
                 .copied()
@@ -376,7 +397,8 @@ fn summarize(runs: &[RunSummary]) -> Summary {
         // 002's ordering at equal loss: LBW >= FCRC >= Capping >= Normal.
         let mut o = serde_json::Map::new();
         for (c, name) in [(0, "faa"), (1, "alacc")] {
-            let means: Vec<f64> = pick.iter().map(|&i| runs[i].mean(c)).collect();
+            // 002's four (HAR's picks follow them in `pick`).
+            let means: Vec<f64> = pick.iter().take(4).map(|&i| runs[i].mean(c)).collect();
             let holds = means.windows(2).all(|m| m[1] >= m[0]);
             o.insert(
                 name.into(),
@@ -484,14 +506,16 @@ fn table(s: &Summary) -> String {
     t
 }
 
-const COLORS: [RGBColor; 4] = [
+const COLORS: [RGBColor; 6] = [
     RGBColor(0x33, 0x33, 0x33),
     RGBColor(0x1f, 0x77, 0xb4),
     RGBColor(0x2c, 0xa0, 0x2c),
     RGBColor(0xd6, 0x27, 0x28),
+    RGBColor(0x94, 0x67, 0xbd),
+    RGBColor(0xff, 0x7f, 0x0e),
 ];
-const FAMILIES: [&str; 4] = ["normal", "capping", "fcrc", "lbw"];
-const LABELS: [&str; 4] = ["Normal", "Capping", "FCRC", "LBW"];
+const FAMILIES: [&str; 6] = ["normal", "capping", "fcrc", "lbw", "har", "har+lbw"];
+const LABELS: [&str; 6] = ["Normal", "Capping", "FCRC", "LBW", "HAR", "HAR+LBW"];
 
 fn color_of(family: &str) -> RGBColor {
     FAMILIES

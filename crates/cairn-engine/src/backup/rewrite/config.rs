@@ -1,8 +1,10 @@
 //! The rewrite scheme of a repository or of one backup (`rewrite` in the
 //! config, `--rewrite` per backup), with typed parameters, and its text
 //! form: `none`, `capping:segment=20MiB,cap=20`, `fcrc:loss=5,cap=20`,
-//! `lbw:window=8,loss=5,cap=20,candidates=16MiB` (any parameter may be
-//! left out for its default).
+//! `lbw:window=8,loss=5,cap=20,candidates=16MiB`, `har:utilization=50`
+//! (any parameter may be left out for its default). HAR combines with the
+//! others as a parameter of theirs: `lbw:loss=5,har=50` rewrites what HAR
+//! names first and hands the rest to LBW (`har.rs`).
 
 use std::fmt;
 
@@ -20,7 +22,13 @@ pub enum RewriteConfig {
     /// Capping (Lillibridge et al., FAST'13, as 002 §2-§3 describe it): per
     /// fixed segment, at most `cap` old containers are referenced; chunks
     /// of the others are rewritten.
-    Capping { segment_bytes: u64, cap: u32 },
+    Capping {
+        segment_bytes: u64,
+        cap: u32,
+        /// HAR's utilization threshold in front of it (`har.rs`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        har: Option<f64>,
+    },
     /// FCRC (002 §3.2): per segment, a container-referenced-count threshold
     /// between the bound from the dedup-ratio-reduction limit `loss` and the
     /// bound from `cap` container reads, with credits carried over.
@@ -29,6 +37,8 @@ pub enum RewriteConfig {
         cap: u32,
         /// The dedup-ratio reduction limit x, a fraction (0.05 = 5%).
         loss: f64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        har: Option<f64>,
     },
     /// LBW (002 §4-§5): a look-back window of `window` containers moved a
     /// container at a time, a rewrite candidate cache of `candidate_bytes`,
@@ -38,6 +48,16 @@ pub enum RewriteConfig {
         cap: u32,
         loss: f64,
         candidate_bytes: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        har: Option<f64>,
+    },
+    /// HAR (Fu et al., USENIX ATC 2014, "history-aware rewriting"): the
+    /// duplicates that point into a container the previous backup of the
+    /// same host used below `utilization` of its size (a *sparse*
+    /// container) are stored again; every other duplicate is referenced.
+    Har {
+        /// The utilization threshold, a fraction (0.5 = 50%, HAR's default).
+        utilization: f64,
     },
 }
 
@@ -50,6 +70,8 @@ pub const DEFAULT_LOSS: f64 = 0.05;
 /// 002 §6: an LBW of 8 containers (matching an 8-container FAA).
 pub const DEFAULT_WINDOW: u32 = 8;
 pub const DEFAULT_CANDIDATE_BYTES: u64 = 16 << 20;
+/// HAR's utilization threshold (its paper's default: 50%).
+pub const DEFAULT_HAR_UTILIZATION: f64 = 0.5;
 
 impl RewriteConfig {
     /// The scheme of a new repository: LBW with a 15% per-backup budget
@@ -62,7 +84,32 @@ impl RewriteConfig {
             cap: DEFAULT_CAP,
             loss: 0.15,
             candidate_bytes: DEFAULT_CANDIDATE_BYTES,
+            har: None,
         }
+    }
+
+    /// HAR's utilization threshold, alone or in front of this scheme.
+    pub fn har_threshold(&self) -> Option<f64> {
+        match *self {
+            RewriteConfig::None => None,
+            RewriteConfig::Har { utilization } => Some(utilization),
+            RewriteConfig::Capping { har, .. }
+            | RewriteConfig::Fcrc { har, .. }
+            | RewriteConfig::Lbw { har, .. } => har,
+        }
+    }
+
+    /// The scheme behind HAR: this one without it (`None` for HAR alone).
+    pub fn without_har(&self) -> RewriteConfig {
+        let mut inner = *self;
+        match &mut inner {
+            RewriteConfig::Har { .. } => return RewriteConfig::None,
+            RewriteConfig::None => {}
+            RewriteConfig::Capping { har, .. }
+            | RewriteConfig::Fcrc { har, .. }
+            | RewriteConfig::Lbw { har, .. } => *har = None,
+        }
+        inner
     }
 
     pub fn name(&self) -> &'static str {
@@ -71,6 +118,7 @@ impl RewriteConfig {
             RewriteConfig::Capping { .. } => "capping",
             RewriteConfig::Fcrc { .. } => "fcrc",
             RewriteConfig::Lbw { .. } => "lbw",
+            RewriteConfig::Har { .. } => "har",
         }
     }
 
@@ -86,21 +134,27 @@ impl RewriteConfig {
             "capping" => RewriteConfig::Capping {
                 segment_bytes: DEFAULT_SEGMENT_BYTES,
                 cap: DEFAULT_CAP,
+                har: None,
             },
             "fcrc" => RewriteConfig::Fcrc {
                 segment_bytes: DEFAULT_SEGMENT_BYTES,
                 cap: DEFAULT_CAP,
                 loss: DEFAULT_LOSS,
+                har: None,
             },
             "lbw" => RewriteConfig::Lbw {
                 window: DEFAULT_WINDOW,
                 cap: DEFAULT_CAP,
                 loss: DEFAULT_LOSS,
                 candidate_bytes: DEFAULT_CANDIDATE_BYTES,
+                har: None,
+            },
+            "har" => RewriteConfig::Har {
+                utilization: DEFAULT_HAR_UTILIZATION,
             },
             other => {
                 return Err(Error::invalid(format!(
-                    "rewrite scheme {other:?}: must be none, capping, fcrc or lbw"
+                    "rewrite scheme {other:?}: must be none, capping, fcrc, lbw or har"
                 )))
             }
         };
@@ -137,6 +191,13 @@ impl RewriteConfig {
                 *loss = parse_percent(v)?
             }
             (RewriteConfig::Lbw { window, .. }, "window") => *window = parse_num(key, v)?,
+            (RewriteConfig::Har { utilization }, "utilization") => *utilization = parse_percent(v)?,
+            (
+                RewriteConfig::Capping { har, .. }
+                | RewriteConfig::Fcrc { har, .. }
+                | RewriteConfig::Lbw { har, .. },
+                "har",
+            ) => *har = Some(parse_percent(v)?),
             (
                 RewriteConfig::Lbw {
                     candidate_bytes, ..
@@ -149,8 +210,13 @@ impl RewriteConfig {
     }
 
     pub fn validate(&self) -> Result<()> {
+        if self.har_threshold().is_some_and(|u| !(u > 0.0 && u <= 1.0)) {
+            return Err(Error::invalid(format!(
+                "rewrite {self}: HAR's utilization threshold must be above 0% and at most 100%"
+            )));
+        }
         let ok = match *self {
-            RewriteConfig::None => true,
+            RewriteConfig::None | RewriteConfig::Har { .. } => true,
             RewriteConfig::Capping { segment_bytes, .. } => segment_bytes > 0,
             RewriteConfig::Fcrc {
                 segment_bytes,
@@ -178,29 +244,38 @@ impl RewriteConfig {
 impl fmt::Display for RewriteConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
-            RewriteConfig::None => write!(f, "none"),
-            RewriteConfig::Capping { segment_bytes, cap } => {
-                write!(f, "capping:segment={segment_bytes},cap={cap}")
-            }
+            RewriteConfig::None => write!(f, "none")?,
+            RewriteConfig::Capping {
+                segment_bytes, cap, ..
+            } => write!(f, "capping:segment={segment_bytes},cap={cap}")?,
             RewriteConfig::Fcrc {
                 segment_bytes,
                 cap,
                 loss,
+                ..
             } => write!(
                 f,
                 "fcrc:segment={segment_bytes},cap={cap},loss={}",
                 loss * 100.0
-            ),
+            )?,
             RewriteConfig::Lbw {
                 window,
                 cap,
                 loss,
                 candidate_bytes,
+                ..
             } => write!(
                 f,
                 "lbw:window={window},cap={cap},loss={},candidates={candidate_bytes}",
                 loss * 100.0
-            ),
+            )?,
+            RewriteConfig::Har { utilization } => {
+                return write!(f, "har:utilization={}", utilization * 100.0)
+            }
+        }
+        match self.har_threshold() {
+            Some(u) => write!(f, ",har={}", u * 100.0),
+            None => Ok(()),
         }
     }
 }

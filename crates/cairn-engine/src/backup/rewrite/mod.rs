@@ -12,9 +12,11 @@
 //! | Capping, FCRC (fixed segments) | `segment.rs` |
 //! | LBW (sliding look-back window) | `lbw.rs` |
 //! | the bounds both FCRC and LBW use | `budget.rs` |
+//! | HAR (history-aware rewriting), alone or in front of the others | `har.rs` |
 
 mod budget;
 pub(crate) mod config;
+pub mod har;
 mod lbw;
 mod segment;
 #[cfg(test)]
@@ -56,15 +58,32 @@ pub trait RewritePolicy: Send {
 }
 
 /// The policy of `cfg` for one stream; `None` for normal deduplication.
-/// `container_size` is the LBW's move step; `history` the previous backup.
+/// `container_size` is the LBW's move step; `history` the previous backup;
+/// `har` the backup's HAR state where `cfg` has HAR.
 pub fn for_config(
+    cfg: &RewriteConfig,
+    container_size: u64,
+    history: Option<History>,
+    har: Option<&std::sync::Arc<har::HarState>>,
+) -> Option<Box<dyn RewritePolicy>> {
+    let inner = scheme(&cfg.without_har(), container_size, history);
+    match (cfg.har_threshold(), har) {
+        (Some(_), Some(state)) => Some(Box::new(har::Har::new(state.clone(), inner))),
+        _ => inner,
+    }
+}
+
+/// 002's schemes (no HAR).
+fn scheme(
     cfg: &RewriteConfig,
     container_size: u64,
     history: Option<History>,
 ) -> Option<Box<dyn RewritePolicy>> {
     Some(match *cfg {
-        RewriteConfig::None => return None,
-        RewriteConfig::Capping { segment_bytes, cap } => Box::new(segment::Segmented::new(
+        RewriteConfig::None | RewriteConfig::Har { .. } => return None,
+        RewriteConfig::Capping {
+            segment_bytes, cap, ..
+        } => Box::new(segment::Segmented::new(
             segment_bytes,
             segment::Select::Capping { cap },
         )),
@@ -72,6 +91,7 @@ pub fn for_config(
             segment_bytes,
             cap,
             loss,
+            ..
         } => Box::new(segment::Segmented::new(
             segment_bytes,
             segment::Select::Fcrc(budget::Budget::new(loss, cap, history, segment_bytes)),
@@ -81,6 +101,7 @@ pub fn for_config(
             cap,
             loss,
             candidate_bytes,
+            ..
         } => {
             let cycle = window as u64 * container_size;
             Box::new(lbw::Lbw::new(

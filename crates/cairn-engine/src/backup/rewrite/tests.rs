@@ -77,10 +77,22 @@ proptest! {
 
     #[test]
     fn every_held_chunk_is_decided_exactly_once(stream in arb_stream()) {
-        for spec in ["capping:segment=20KiB,cap=3", "fcrc:segment=16KiB,cap=2,loss=10", "lbw:window=3,cap=2,loss=10,candidates=8KiB"] {
+        // HAR alone and in front of each scheme, with containers 1 and 3
+        // inherited as sparse: every held chunk is still decided once.
+        let har = super::har::HarState::new(
+            [ContainerId(1), ContainerId(3)].into_iter().collect(),
+            ContainerId(1000),
+            0.5,
+        );
+        for spec in [
+            "capping:segment=20KiB,cap=3", "fcrc:segment=16KiB,cap=2,loss=10",
+            "lbw:window=3,cap=2,loss=10,candidates=8KiB", "har:utilization=50",
+            "capping:segment=20KiB,cap=3,har=50", "lbw:window=3,cap=2,loss=10,candidates=8KiB,har=50",
+        ] {
             let cfg = RewriteConfig::parse(spec).unwrap();
+            prop_assert_eq!(RewriteConfig::parse(&cfg.to_string()).unwrap(), cfg);
             for history in [None, Some(History { unique_chunks: 100, logical_bytes: 600 << 10 })] {
-                let mut p = for_config(&cfg, 8 << 10, history).unwrap();
+                let mut p = for_config(&cfg, 8 << 10, history, Some(&har)).unwrap();
                 drive(p.as_mut(), &stream);
             }
         }
@@ -88,8 +100,8 @@ proptest! {
 
     #[test]
     fn capping_references_at_most_cap_old_containers_per_segment(stream in arb_stream(), cap in 0u32..6) {
-        let cfg = RewriteConfig::Capping { segment_bytes: 32 << 10, cap };
-        let mut p = for_config(&cfg, 8 << 10, None).unwrap();
+        let cfg = RewriteConfig::Capping { segment_bytes: 32 << 10, cap, har: None };
+        let mut p = for_config(&cfg, 8 << 10, None, None).unwrap();
         let rewritten: HashSet<u64> = drive(p.as_mut(), &stream).into_iter().collect();
         for seg in stream.chunks(32).enumerate() {
             let kept: HashSet<u64> = seg.1.iter().enumerate()
@@ -103,9 +115,9 @@ proptest! {
     #[test]
     fn fcrc_stays_within_its_rewrite_budget(stream in arb_stream(), loss in 1u32..30) {
         let unique = 200;
-        let cfg = RewriteConfig::Fcrc { segment_bytes: 16 << 10, cap: 2, loss: loss as f64 / 100.0 };
+        let cfg = RewriteConfig::Fcrc { segment_bytes: 16 << 10, cap: 2, loss: loss as f64 / 100.0, har: None };
         let history = History { unique_chunks: unique, logical_bytes: (stream.len() as u64) << 10 };
-        let mut p = for_config(&cfg, 8 << 10, Some(history)).unwrap();
+        let mut p = for_config(&cfg, 8 << 10, Some(history), None).unwrap();
         let n = drive(p.as_mut(), &stream).len() as f64;
         let segments = (stream.len() as f64 / 16.0).ceil();
         let units = (stream.len() as f64 / 16.0).max(1.0);
@@ -132,7 +144,7 @@ fn lbw_keeps_well_referenced_containers_and_rewrites_stray_chunks() {
         unique_chunks: 200,
         logical_bytes: (stream.len() as u64) << 10,
     };
-    let mut p = for_config(&cfg, 8 << 10, Some(history)).unwrap();
+    let mut p = for_config(&cfg, 8 << 10, Some(history), None).unwrap();
     let rewritten = drive(p.as_mut(), &stream);
     let by_c: HashMap<u64, usize> = rewritten.iter().fold(HashMap::new(), |mut m, s| {
         *m.entry(stream[*s as usize].unwrap()).or_insert(0) += 1;
@@ -159,4 +171,33 @@ fn specs_parse_and_print() {
     );
     assert!(RewriteConfig::parse("lbw:window=1").is_err());
     assert!(RewriteConfig::parse("sometimes").is_err());
+}
+
+#[test]
+fn har_parses_alone_and_in_front_of_a_scheme_and_refuses_bad_thresholds() {
+    let alone = RewriteConfig::parse("har").unwrap();
+    assert_eq!(alone.har_threshold(), Some(0.5));
+    assert!(alone.without_har().is_none());
+    let front = RewriteConfig::parse("lbw:loss=5,har=30").unwrap();
+    assert_eq!(front.har_threshold(), Some(0.3));
+    assert_eq!(
+        front.without_har(),
+        RewriteConfig::parse("lbw:loss=5").unwrap()
+    );
+    assert_eq!(RewriteConfig::parse(&front.to_string()).unwrap(), front);
+    // Stored as JSON, read back the same (docs/FORMAT.md, `rewrite`).
+    let json = serde_json::to_string(&front).unwrap();
+    assert!(json.contains("\"har\":0.3"), "{json}");
+    assert_eq!(serde_json::from_str::<RewriteConfig>(&json).unwrap(), front);
+    let lbw = RewriteConfig::parse("lbw").unwrap();
+    assert!(!serde_json::to_string(&lbw).unwrap().contains("har"));
+    for bad in [
+        "har:utilization=0",
+        "har:utilization=150",
+        "lbw:har=0",
+        "har:loss=5",
+        "fcrc:utilization=50",
+    ] {
+        assert!(RewriteConfig::parse(bad).is_err(), "{bad} accepted");
+    }
 }
