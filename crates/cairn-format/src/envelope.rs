@@ -46,6 +46,28 @@ pub fn seal(magic: &[u8; 8], version: u32, payload: &[u8]) -> Vec<u8> {
     out
 }
 
+/// An envelope around a list of ids, each a little-endian u64 (a
+/// collection's pending list, HAR's sparse containers).
+pub fn seal_ids(magic: &[u8; 8], version: u32, ids: impl IntoIterator<Item = u64>) -> Vec<u8> {
+    let payload: Vec<u8> = ids.into_iter().flat_map(u64::to_le_bytes).collect();
+    seal(magic, version, &payload)
+}
+
+/// Opens an envelope made by [`seal_ids`]: its ids, in stored order.
+pub fn open_ids(magic: &[u8; 8], max_version: u32, what: &str, bytes: &[u8]) -> Result<Vec<u64>> {
+    let (_, payload) = open(magic, max_version, what, bytes)?;
+    if payload.len() % 8 != 0 {
+        return Err(Error::corrupt(
+            what,
+            format!("{} bytes is not a list of 8-byte ids", payload.len()),
+        ));
+    }
+    Ok(payload
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+        .collect())
+}
+
 /// Verifies an envelope and returns `(version, payload)`.
 ///
 /// `what` names the object in errors ("snapshot record", "config").

@@ -9,32 +9,21 @@
 //! Format: an envelope (magic `CAIRNGCP`, version 1) around the ids as
 //! little-endian u64s, ascending.
 
-use cairn_core::{Backend, ContainerId, Error, Result};
-use cairn_format::envelope::{open, seal};
+use cairn_core::{Backend, ContainerId, Result};
+use cairn_format::envelope::{open_ids, seal_ids};
 
 pub const KEY: &str = "gc-pending";
 const MAGIC: [u8; 8] = *b"CAIRNGCP";
 const VERSION: u32 = 1;
 
 pub fn encode(ids: &[ContainerId]) -> Vec<u8> {
-    let mut payload = Vec::with_capacity(ids.len() * 8);
-    for id in ids {
-        payload.extend_from_slice(&id.0.to_le_bytes());
-    }
-    seal(&MAGIC, VERSION, &payload)
+    seal_ids(&MAGIC, VERSION, ids.iter().map(|id| id.0))
 }
 
 pub fn decode(bytes: &[u8]) -> Result<Vec<ContainerId>> {
-    let (_, payload) = open(&MAGIC, VERSION, "gc pending list", bytes)?;
-    if payload.len() % 8 != 0 {
-        return Err(Error::corrupt(
-            "gc pending list",
-            format!("{} bytes is not a list of 8-byte ids", payload.len()),
-        ));
-    }
-    Ok(payload
-        .chunks_exact(8)
-        .map(|c| ContainerId(u64::from_le_bytes(c.try_into().expect("8 bytes"))))
+    Ok(open_ids(&MAGIC, VERSION, "gc pending list", bytes)?
+        .into_iter()
+        .map(ContainerId)
         .collect())
 }
 

@@ -30,8 +30,8 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use cairn_core::{ContainerId, Error, Fingerprint, Result};
-use cairn_format::envelope::{open, seal};
+use cairn_core::{ContainerId, Fingerprint, Result};
+use cairn_format::envelope::{open_ids, seal_ids};
 use parking_lot::Mutex;
 
 use super::{Action, RewritePolicy};
@@ -213,24 +213,13 @@ impl RewritePolicy for Har {
 /// `CAIRNHAR`, version 1) around their ids, each a little-endian u64, in
 /// ascending order.
 pub fn encode(sparse: &[ContainerId]) -> Vec<u8> {
-    let mut payload = Vec::with_capacity(sparse.len() * 8);
-    for c in sparse {
-        payload.extend_from_slice(&c.0.to_le_bytes());
-    }
-    seal(&MAGIC, VERSION, &payload)
+    seal_ids(&MAGIC, VERSION, sparse.iter().map(|c| c.0))
 }
 
 pub fn decode(bytes: &[u8]) -> Result<HashSet<ContainerId>> {
-    let (_, payload) = open(&MAGIC, VERSION, "HAR sparse containers", bytes)?;
-    if payload.len() % 8 != 0 {
-        return Err(Error::corrupt(
-            "HAR sparse containers",
-            format!("{} bytes is not a whole number of ids", payload.len()),
-        ));
-    }
-    Ok(payload
-        .chunks_exact(8)
-        .map(|b| ContainerId(u64::from_le_bytes(b.try_into().expect("8 bytes"))))
+    Ok(open_ids(&MAGIC, VERSION, "HAR sparse containers", bytes)?
+        .into_iter()
+        .map(ContainerId)
         .collect())
 }
 
@@ -240,6 +229,18 @@ mod tests {
 
     fn fp(k: u8) -> Fingerprint {
         Fingerprint::from_slice(&[k; 32])
+    }
+
+    #[test]
+    fn golden_bytes() {
+        let b = encode(&[ContainerId(0x0102), ContainerId(0x0304)]);
+        // magic | version u32 | payload length u64 | ids u64 | CRC-32C
+        let golden: [u8; 40] = [
+            0x43, 0x41, 0x49, 0x52, 0x4e, 0x48, 0x41, 0x52, 0x01, 0x00, 0x00, 0x00, 0x10, 0x00,
+            0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+            0x04, 0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x63, 0x3d, 0x9b, 0xec,
+        ];
+        assert_eq!(b, golden);
     }
 
     #[test]
