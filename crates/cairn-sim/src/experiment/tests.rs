@@ -220,8 +220,8 @@ fn restore_quick_sweeps_every_scheme_and_writes_its_figure() {
     eprintln!("{}", out.table);
     assert_eq!(out.experiment, "restore");
     let runs = out.extra["runs"].as_array().unwrap();
-    // Two workloads x (Normal + 2 Capping + 2 FCRC + 2 LBW).
-    assert_eq!(runs.len(), 14);
+    // Two workloads x (Normal + 2 Capping + 2 FCRC + 2 LBW + 1 HAR + 2 HAR+LBW).
+    assert_eq!(runs.len(), 20);
     for r in runs {
         let loss = r["dedup_loss"].as_f64().unwrap();
         let rewritten = r["rewritten_chunks"].as_u64().unwrap();
@@ -241,13 +241,13 @@ fn restore_quick_sweeps_every_scheme_and_writes_its_figure() {
     }
     for w in ["ddfs", "lineage"] {
         let t = &out.extra["tuned"][w];
-        for fam in ["capping", "fcrc", "lbw"] {
+        for fam in ["capping", "fcrc", "lbw", "har", "har+lbw"] {
             assert!(t[fam]["dedup_loss"].is_number(), "{w} {fam}");
         }
-        assert_eq!(out.extra["devices"][w].as_array().unwrap().len(), 4);
+        assert_eq!(out.extra["devices"][w].as_array().unwrap().len(), 6);
     }
     // One CSV row per run and generation (6 generations each).
-    assert_eq!(out.csv.lines().count(), 1 + 14 * 6);
+    assert_eq!(out.csv.lines().count(), 1 + 20 * 6);
     let svg = std::fs::read_to_string(tmp.path().join("restore.svg")).unwrap();
     assert!(svg.starts_with("<svg") && svg.contains("LBW") && svg.contains("backup version"));
 }
