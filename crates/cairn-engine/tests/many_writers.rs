@@ -75,41 +75,55 @@ fn index_deltas(dir: &Path) -> Vec<String> {
     v
 }
 
-#[test]
-fn backups_hold_the_writer_lock_together_and_every_snapshot_restores() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("repo");
-    let first = Repository::init_local(&dir, tiny_config()).unwrap();
-    // The first backup writes the index's first file: it runs alone.
+/// A repository at `dir` made with `cfg`, and its first backup (of a new
+/// tree under `root`): that one runs alone, since it writes the index's
+/// first file. The tree and the snapshot.
+fn first_backup_alone(root: &Path, dir: &Path, cfg: cairn_engine::RepoConfig) -> (PathBuf, String) {
+    let first = Repository::init_local(dir, cfg).unwrap();
     let lock = first.lock_backup(false).unwrap();
     assert!(!lock.is_shared());
-    let base = tree(tmp.path(), 1, 2, 60_000);
+    let base = tree(root, 1, 2, 60_000);
     let base_id = backup_shared(&first, &lock, &base);
     drop(lock);
+    (base, base_id)
+}
 
-    // Three writers, each its own repository handle (as separate
-    // processes are), all holding the writer lock before any backs up.
-    const WRITERS: u64 = 3;
-    let trees: Vec<PathBuf> = (0..WRITERS)
-        .map(|w| tree_sharing(tmp.path(), 10 + w, 3, 80_000, 999))
-        .collect();
-    let all_hold = Arc::new(Barrier::new(WRITERS as usize));
-    let outcomes: Vec<(String, u64)> = std::thread::scope(|s| {
+/// Backs up each of `trees` from a repository handle of its own (as
+/// separate processes are), every one holding the writer lock, shared,
+/// before any backs up. Each snapshot, and the chunks another backup
+/// stored at the same time (`backup_counted`).
+fn back_up_together(dir: &Path, trees: &[PathBuf]) -> Vec<(String, u64)> {
+    let all_hold = Arc::new(Barrier::new(trees.len()));
+    std::thread::scope(|s| {
         let handles: Vec<_> = trees
             .iter()
             .map(|t| {
-                let (dir, all_hold) = (&dir, all_hold.clone());
+                let all_hold = all_hold.clone();
                 s.spawn(move || {
                     let repo = Repository::open_local(dir).unwrap();
                     let lock = repo.lock_backup(false).unwrap();
-                    assert!(lock.is_shared());
+                    assert!(lock.is_shared(), "backups share the writer lock");
                     all_hold.wait();
                     backup_counted(&repo, &lock, t)
                 })
             })
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
+    })
+}
+
+#[test]
+fn backups_hold_the_writer_lock_together_and_every_snapshot_restores() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("repo");
+    let (base, base_id) = first_backup_alone(tmp.path(), &dir, tiny_config());
+
+    // Three writers, all holding the writer lock before any backs up.
+    const WRITERS: u64 = 3;
+    let trees: Vec<PathBuf> = (0..WRITERS)
+        .map(|w| tree_sharing(tmp.path(), 10 + w, 3, 80_000, 999))
+        .collect();
+    let outcomes = back_up_together(&dir, &trees);
     // When writers open their index before another commits, each stores
     // the file all trees share, and the later committers count it (004:
     // reconciled by the next gc). Whether they overlap so depends on the
@@ -368,11 +382,7 @@ fn a_backup_never_deduplicates_against_a_condemned_container() {
 fn compactions_beside_backups_lose_no_index_entry() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("repo");
-    let first = Repository::init_local(&dir, tiny_config()).unwrap();
-    let lock = first.lock_backup(false).unwrap();
-    let base = tree(tmp.path(), 1, 2, 60_000);
-    backup_shared(&first, &lock, &base);
-    drop(lock);
+    first_backup_alone(tmp.path(), &dir, tiny_config());
 
     const WRITERS: u64 = 3;
     const ROUNDS: u64 = 6;
@@ -435,34 +445,16 @@ fn frugal_index_writers_each_append_their_own_log() {
     let dir = tmp.path().join("repo");
     let mut cfg = tiny_config();
     cfg.index.kind = cairn_engine::config::IndexKind::Frugal;
-    let first = Repository::init_local(&dir, cfg).unwrap();
-    let lock = first.lock_backup(false).unwrap();
-    assert!(!lock.is_shared());
-    let base = tree(tmp.path(), 1, 2, 60_000);
-    let base_id = backup_shared(&first, &lock, &base);
-    drop(lock);
+    let (base, base_id) = first_backup_alone(tmp.path(), &dir, cfg);
 
     const WRITERS: u64 = 3;
     let trees: Vec<PathBuf> = (0..WRITERS)
         .map(|w| tree_sharing(tmp.path(), 20 + w, 3, 80_000, 999))
         .collect();
-    let all_hold = Arc::new(Barrier::new(WRITERS as usize));
-    let ids: Vec<String> = std::thread::scope(|s| {
-        let handles: Vec<_> = trees
-            .iter()
-            .map(|t| {
-                let (dir, all_hold) = (&dir, all_hold.clone());
-                s.spawn(move || {
-                    let repo = Repository::open_local(dir).unwrap();
-                    let lock = repo.lock_backup(false).unwrap();
-                    assert!(lock.is_shared(), "frugal backups share the writer lock");
-                    all_hold.wait();
-                    backup_shared(&repo, &lock, t)
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
+    let ids: Vec<String> = back_up_together(&dir, &trees)
+        .into_iter()
+        .map(|o| o.0)
+        .collect();
     let segments: Vec<String> = std::fs::read_dir(dir.join("frugal"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

@@ -292,12 +292,13 @@ pub fn optimize(vol: &Volume, opts: &OptimizeOptions<'_>) -> Result<OptimizeRepo
     } else {
         opts.sessions.max(1)
     };
+    let total = Some(eligible.len() as u64);
     let parts = partitions(vol, eligible, sessions);
     let shared = Shared {
-        total: Some(parts.iter().map(Vec::len).sum::<usize>() as u64),
+        total,
         switched: AtomicU64::new(0),
         content,
-        progress: &progress,
+        progress,
     };
     let outcomes: Vec<Result<OptimizeReport>> = if parts.len() == 1 {
         vec![run_session(vol, &parts[0], opts, &shared)]

@@ -69,11 +69,6 @@ impl HarState {
         })
     }
 
-    /// How many sparse containers this backup inherited.
-    pub fn inherited(&self) -> usize {
-        self.inherited.len()
-    }
-
     /// Duplicates HAR stored again in this backup.
     pub fn rewritten(&self) -> u64 {
         self.rewritten.load(std::sync::atomic::Ordering::Relaxed)

@@ -140,17 +140,6 @@ fn decode_record(width: usize, pos: u32, b: &[u8]) -> LogRecord {
 }
 
 impl ChunkLog {
-    /// Opens partition 0's log: lists its segments and reads each header
-    /// (16 bytes), checking that positions are contiguous.
-    pub fn open(backend: Arc<dyn Backend>, segment_records: usize) -> Result<Self> {
-        let keys: Vec<String> = backend
-            .list(LOG_PREFIX)?
-            .into_iter()
-            .filter(|k| partition_of(k) == Some(0))
-            .collect();
-        Self::open_keys(backend, 0, &keys, segment_records)
-    }
-
     /// An empty log of partition `part` (its first append starts it).
     pub fn empty(backend: Arc<dyn Backend>, part: u32, segment_records: usize) -> Self {
         ChunkLog {

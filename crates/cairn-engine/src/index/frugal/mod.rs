@@ -167,6 +167,17 @@ struct Found {
     container: ContainerId,
 }
 
+/// Whether `records` records across the logs still fit the table's
+/// pointers (`cuckoo::MAX_POINTER`, `0xFFFF_FFFF` marking an empty slot).
+fn pointers_left(records: u64) -> Result<()> {
+    if records > u64::from(cuckoo::MAX_POINTER) + 1 {
+        return Err(Error::invalid(
+            "the frugal index logs hold more than 2^32-1 records",
+        ));
+    }
+    Ok(())
+}
+
 pub struct FrugalIndex {
     cfg: FrugalConfig,
     counters: Arc<Counters>,
@@ -255,11 +266,7 @@ impl FrugalIndex {
         for l in &self.logs {
             bases.push(next as u32);
             next += u64::from(l.len());
-            if next > u64::from(cuckoo::MAX_POINTER) + 1 {
-                return Err(Error::invalid(
-                    "the frugal index logs hold more than 2^32-1 records",
-                ));
-            }
+            pointers_left(next)?;
         }
         self.bases = bases;
         let mut removed: Vec<FpMap<u32>> = Vec::with_capacity(self.logs.len());
@@ -333,13 +340,7 @@ impl FrugalIndex {
     /// record). Returns the record's log position.
     pub fn insert(&mut self, fp: &Fingerprint, container: ContainerId) -> Result<u32> {
         let own = self.own_index();
-        if u64::from(self.bases[own]) + u64::from(self.logs[own].len())
-            > u64::from(cuckoo::MAX_POINTER)
-        {
-            return Err(Error::invalid(
-                "the frugal index logs hold more than 2^32-1 records",
-            ));
-        }
+        pointers_left(u64::from(self.bases[own]) + u64::from(self.logs[own].len()) + 1)?;
         let pos = self.bases[own] + self.logs[own].append(fp, container)?;
         self.stats.inserts += 1;
         if self.over_load() {
@@ -582,11 +583,6 @@ impl FrugalIndex {
     /// The log this handle appends to.
     pub fn own_log(&self) -> &ChunkLog {
         &self.logs[self.own_index()]
-    }
-
-    /// Every partition's log, this handle's last.
-    pub fn logs(&self) -> &[ChunkLog] {
-        &self.logs
     }
 
     pub fn config(&self) -> &FrugalConfig {
