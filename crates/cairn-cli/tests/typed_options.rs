@@ -54,7 +54,7 @@ fn bad_names_and_durations_are_usage_errors_before_any_password() {
             "<NAME>",
             Some(
                 "[possible values: index-io, index-ram, eager-vs-lazy, ring-size, \
-                 partition, restore, gc]",
+                 partition, restore, gc, relayout]",
             ),
         ),
         (

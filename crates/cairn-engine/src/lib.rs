@@ -49,6 +49,7 @@ pub mod repair_snapshots;
 pub(crate) mod repo;
 pub mod repo_keys;
 pub mod restore;
+pub mod restore_estimate;
 pub mod sealed_backend;
 pub mod session;
 pub mod snapshot_paths;

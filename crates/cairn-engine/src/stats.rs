@@ -91,6 +91,11 @@ pub struct RepoStats {
     /// logical / all bytes on disk (metadata, index and filter included),
     /// beside `total_compression`, which counts data chunks only.
     pub on_disk_total_compression: f64,
+    /// The newest snapshot's restore as the default restore policy would
+    /// make it (`restore_estimate`): its container reads and their count
+    /// per MB restored, the measure of its fragmentation (issue 34).
+    pub newest_restore: Option<crate::restore_estimate::RestoreEstimate>,
+    pub newest_container_reads_per_mb: f64,
 }
 
 /// Bytes the repository's objects occupy, by kind (lock files and
@@ -187,6 +192,14 @@ pub fn stats(repo: &Repository) -> Result<RepoStats> {
         .values()
         .fold((0, 0), |(r, c), (raw, st)| (r + raw, c + st));
     let on_disk = on_disk(repo, compressed, container_bytes)?;
+    let newest_restore = match snaps.last() {
+        Some(s) => Some(crate::restore_estimate::estimate(
+            repo,
+            &s.record,
+            Default::default(),
+        )?),
+        None => None,
+    };
     let last = snaps.last().map(|s| &s.record.stats);
     let last_secs = last.map_or(0.0, |s| s.duration_ns as f64 / 1e9);
     Ok(RepoStats {
@@ -222,6 +235,8 @@ pub fn stats(repo: &Repository) -> Result<RepoStats> {
         },
         on_disk_total_compression: ratio(logical, on_disk.total),
         on_disk,
+        newest_container_reads_per_mb: newest_restore.map_or(0.0, |e| e.reads_per_mb()),
+        newest_restore,
     })
 }
 

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use cairn_backend::{FaultBackend, FaultPlan, MemBackend};
 use cairn_core::{Backend, ChunkKind};
+use cairn_engine::gc::relayout::RelayoutOptions;
 use cairn_engine::gc::{self, Collector, GcOptions, NoProgress};
 use cairn_engine::{catalog, Repository};
 use proptest::prelude::*;
@@ -53,6 +54,15 @@ fn assert_model(repo: &Repository, model: &[(String, PathBuf)]) {
     assert_check_clean(repo);
 }
 
+/// Re-layout without a budget: every container the newest snapshot uses
+/// only in part is cleaned.
+const EVERY_SPARSE: RelayoutOptions = RelayoutOptions {
+    utilization: 1.0,
+    share_of_copy: 0.0,
+    share_of_heads: 1000.0,
+    floor_containers: 0,
+};
+
 fn run_gc(repo: &Repository, collector: Collector, memory: u64) -> gc::GcReport {
     let opts = GcOptions {
         collector,
@@ -74,10 +84,20 @@ fn container_bytes(backend: &dyn Backend) -> u64 {
 
 #[derive(Clone, Debug)]
 enum Op {
-    Backup { changed: usize },
-    Forget { pick: usize },
-    Fastcopy { pick: usize },
-    Gc { collector: Collector, tight: bool },
+    Backup {
+        changed: usize,
+    },
+    Forget {
+        pick: usize,
+    },
+    Fastcopy {
+        pick: usize,
+    },
+    Gc {
+        collector: Collector,
+        tight: bool,
+        relayout: bool,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -85,8 +105,8 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (1usize..6).prop_map(|changed| Op::Backup { changed }),
         2 => any::<usize>().prop_map(|pick| Op::Forget { pick }),
         1 => any::<usize>().prop_map(|pick| Op::Fastcopy { pick }),
-        3 => (prop_oneof![Just(Collector::Lgc), Just(Collector::Pgc), Just(Collector::PgcPlus)], any::<bool>())
-            .prop_map(|(collector, tight)| Op::Gc { collector, tight }),
+        3 => (prop_oneof![Just(Collector::Lgc), Just(Collector::Pgc), Just(Collector::PgcPlus)], any::<bool>(), any::<bool>())
+            .prop_map(|(collector, tight, relayout)| Op::Gc { collector, tight, relayout }),
     ]
 }
 
@@ -96,7 +116,9 @@ proptest! {
     /// Random backup / forget / fastcopy / gc sequences against a model of
     /// what must stay: after every collection, every snapshot left restores
     /// byte-identically and `check --read-data` is clean. `tight` memory
-    /// forces focused cleaning (LGC, PGC) and PGC+'s fallback.
+    /// forces focused cleaning (LGC, PGC) and PGC+'s fallback; `relayout`
+    /// also cleans every container the newest snapshot uses sparsely and
+    /// writes the copies in its order (`gc/relayout.rs`).
     #[test]
     fn collections_never_lose_what_snapshots_reference(ops in proptest::collection::vec(op(), 3..9)) {
         let dir = tempfile::tempdir().unwrap();
@@ -130,8 +152,15 @@ proptest! {
                     let copy = cairn_engine::forget::fastcopy(&repo, &lock, &src, vec![]).unwrap();
                     model.push((copy.id, tree));
                 }
-                Op::Gc { collector, tight } => {
-                    run_gc(&repo, collector, if tight { 2048 } else { 1 << 30 });
+                Op::Gc { collector, tight, relayout } => {
+                    let opts = GcOptions {
+                        collector,
+                        memory_bytes: if tight { 2048 } else { 1 << 30 },
+                        seed: Some(7),
+                        relayout: relayout.then_some(EVERY_SPARSE),
+                        ..Default::default()
+                    };
+                    common::gc(&repo, &opts, &NoProgress).unwrap();
                     assert_model(&repo, &model);
                 }
                 _ => {}
@@ -600,4 +629,76 @@ fn pgc_plus_copies_every_live_chunk_beside_chunks_the_index_lost() {
     assert!(report.unindexed_chunks > 0, "{report:#?}");
     assert!(report.containers_deleted > 0, "{report:#?}");
     assert_restores_as(&repo, &newest, "a", &a);
+}
+
+/// Re-layout (issue 34): after backups that each change a few files, the
+/// newest snapshot is spread over many containers. A collection with
+/// nothing to reclaim but re-layout on cleans the containers it uses
+/// sparsely and writes their chunks in its order: its restore reads fewer
+/// containers, every snapshot still restores, and the repository does not
+/// grow. Focused cleaning skips it and says so.
+#[test]
+fn relayout_makes_the_newest_snapshot_read_fewer_containers() {
+    use cairn_engine::read::{CacheOptions, PolicyKind};
+    use cairn_engine::restore_estimate::estimate;
+    let cache = CacheOptions {
+        policy: PolicyKind::Faa,
+        bytes: 4 * 64 * 1024,
+    };
+    for collector in [Collector::Lgc, Collector::Pgc, Collector::PgcPlus] {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        write_tree(&data, 1, 24, 24);
+        let backend: Arc<dyn Backend> = Arc::new(MemBackend::new());
+        let repo = Repository::init(backend.clone(), tiny_config()).unwrap();
+        let mut model = Vec::new();
+        for g in 0..10u64 {
+            write_tree(&data, 70 + g, 24, 3);
+            let id = backup(&repo, &data);
+            let copy = dir.path().join(format!("v{g}"));
+            copy_dir(&data, &copy);
+            model.push((id, copy));
+        }
+        let newest = catalog::resolve(&**repo.backend(), &model.last().unwrap().0).unwrap();
+        let before = estimate(&repo, &newest.record, cache).unwrap();
+        let bytes_before = container_bytes(&*backend);
+
+        let opts = GcOptions {
+            collector,
+            seed: Some(7),
+            relayout: Some(EVERY_SPARSE),
+            ..Default::default()
+        };
+        let report = common::gc(&repo, &opts, &NoProgress).unwrap();
+        let rl = report.relayout.clone().unwrap();
+        assert!(rl.skipped.is_none(), "{rl:?}");
+        assert!(rl.chosen_containers > 0, "{collector:?}: {rl:?}");
+        assert!(rl.ordered_chunks > 0, "{collector:?}: {rl:?}");
+        let after = estimate(&repo, &newest.record, cache).unwrap();
+        assert_eq!(after.bytes, before.bytes);
+        assert!(
+            (after.container_reads as f64) <= before.container_reads as f64 * 0.9,
+            "{collector:?}: {before:?} -> {after:?}; {rl:?}"
+        );
+        assert!(
+            container_bytes(&*backend) <= bytes_before,
+            "re-layout moves chunks, it never duplicates them"
+        );
+        assert_model(&repo, &model);
+        let tight = GcOptions {
+            collector,
+            memory_bytes: 2048,
+            seed: Some(7),
+            relayout: Some(EVERY_SPARSE),
+            ..Default::default()
+        };
+        let r = common::gc(&repo, &tight, &NoProgress).unwrap();
+        if r.mark_passes == 2 {
+            let skipped = r.relayout.as_ref().and_then(|x| x.skipped.clone());
+            assert!(
+                skipped.is_some(),
+                "{collector:?}: focused cleaning skips re-layout"
+            );
+        }
+    }
 }

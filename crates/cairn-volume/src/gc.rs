@@ -248,6 +248,9 @@ pub fn gc(vol: &Volume, opts: &GcOptions<'_>) -> Result<GcReport> {
         collector: opts.collector.unwrap_or_default(),
         dry_run: opts.dry_run,
         assume_forgotten: if opts.dry_run { forget } else { Vec::new() },
+        // The volume's readers follow stream maps, not the newest
+        // snapshot: its layout is the optimization job's (004).
+        relayout: None,
         ..Default::default()
     };
     let pacing = CollectorPacing {

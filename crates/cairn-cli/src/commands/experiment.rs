@@ -32,8 +32,8 @@ pub struct ExperimentArgs {
 
 pub fn run(cli: &Globals, a: &ExperimentArgs) -> Result<ExitCode> {
     use cairn_sim::experiment::{
-        eager_vs_lazy, gc, index_io, index_ram, partition, restore, ring_size, ExperimentOptions,
-        IndexRamOptions,
+        eager_vs_lazy, gc, index_io, index_ram, partition, relayout, restore, ring_size,
+        ExperimentOptions, IndexRamOptions,
     };
     let opts = ExperimentOptions {
         quick: a.quick,
@@ -63,6 +63,12 @@ pub fn run(cli: &Globals, a: &ExperimentArgs) -> Result<ExitCode> {
             ))
         }
         Experiment::Gc => gc(&opts)?,
+        Experiment::Relayout if !a.traces.is_empty() => {
+            return Err(anyhow!(
+                "relayout backs up generated files (the DDFS workload); it takes no --trace"
+            ))
+        }
+        Experiment::Relayout => relayout(&opts)?,
     };
     if cli.json {
         println!("{}", serde_json::to_string_pretty(&out.to_json())?);

@@ -37,6 +37,14 @@ pub struct GcTuning {
     /// Wait for a running backup instead of failing at once.
     #[arg(long)]
     pub wait: bool,
+    /// Do not re-lay out: by default a collection also cleans the
+    /// containers the newest snapshot of each host uses in part and writes
+    /// every copy in the newest snapshots' restore order, so that their
+    /// restores read fewer containers (at most half again the bytes the
+    /// collection copies, at least a quarter of the newest snapshots' size;
+    /// docs/restore-speed.md).
+    #[arg(long)]
+    pub no_relayout: bool,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -66,6 +74,7 @@ pub fn gc_options(t: &GcTuning, dry_run: bool) -> Result<GcOptions> {
         seed: None,
         wait: t.wait,
         assume_forgotten: Vec::new(),
+        relayout: (!t.no_relayout).then(Default::default),
     })
 }
 
@@ -130,6 +139,12 @@ fn print_plan(p: &Plan) {
             bytes(p.estimated_live_bytes_to_copy),
             bytes(p.estimated_reclaim_bytes)
         );
+        if p.relayout_containers > 0 {
+            println!(
+                "  {} of them for re-layout: the newest snapshots use them in part",
+                p.relayout_containers
+            );
+        }
     }
 }
 
@@ -165,6 +180,23 @@ pub fn print_gc(report: &GcReport) {
     if report.dry_run {
         println!("dry run: nothing copied or deleted");
         return;
+    }
+    if let Some(r) = &report.relayout {
+        match &r.skipped {
+            Some(why) => println!("re-layout skipped: {why}"),
+            None => println!(
+                "re-layout: {} chunks written in the order of the newest {} (from {} sparse \
+                 containers, {} cleaned for it)",
+                r.ordered_chunks,
+                if r.head_snapshots == 1 {
+                    "snapshot".to_string()
+                } else {
+                    format!("{} snapshots", r.head_snapshots)
+                },
+                r.sparse_containers,
+                r.chosen_containers
+            ),
+        }
     }
     if report.containers_deleted == 0 && report.containers_written == 0 {
         return;

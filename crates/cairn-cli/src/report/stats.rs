@@ -52,6 +52,16 @@ pub fn lines(s: &RepoStats) -> Vec<String> {
             bytes(d.snapshots),
             bytes(d.other)
         ),
+        match &s.newest_restore {
+            Some(e) => format!(
+                "newest snapshot's restore:                   {} container reads for {} ({:.2} per MB; speed factor {:.2} MB per read)",
+                e.container_reads,
+                bytes(e.bytes),
+                e.reads_per_mb(),
+                e.speed_factor()
+            ),
+            None => "newest snapshot's restore:                   no snapshots".to_string(),
+        },
         format!(
             "dedup ratio (logical / unique):              {:.2}x",
             s.dedup_ratio

@@ -39,8 +39,10 @@ mod dead_first;
 pub mod filters;
 mod finish;
 pub mod mark;
+mod ordered_copy;
 pub mod pending;
 mod read;
+pub mod relayout;
 mod report;
 pub mod reservation;
 mod stop;
@@ -51,9 +53,8 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use cairn_core::{ChunkKind, ContainerId, CountersSnapshot, Error, Fingerprint, FpMap, Result};
+use cairn_core::{ChunkKind, ContainerId, Error, Fingerprint, FpMap, Result};
 use cairn_format::dir::BlobRef;
-use cairn_format::index::IndexEntry;
 
 use crate::codec::ChunkCodec;
 use crate::index::disk_index::DiskIndex;
@@ -63,7 +64,9 @@ use filters::{LiveFilter, Phv, BLOOM_BITS_PER_KEY};
 use mark::{EnumerationStats, Gate, Live, NodeReader};
 use sweep::{CopyWriter, Tally};
 
+use read::Entries;
 pub(crate) use read::{meta_of, whole_container};
+use report::Phases;
 pub use report::{GcReport, MemoryReport, PhaseReport, Plan};
 
 /// The collector (003 §3.1, §3.2, §3.4).
@@ -134,6 +137,10 @@ pub struct GcOptions {
     /// Dry run only: plan as if these snapshots were forgotten already
     /// (`forget --dry-run --prune`).
     pub assume_forgotten: Vec<String>,
+    /// Re-layout (`relayout.rs`, issue 34): also clean the containers the
+    /// newest snapshots use in part, and write every copy in their
+    /// restore order. On by default.
+    pub relayout: Option<relayout::RelayoutOptions>,
 }
 
 impl GcOptions {
@@ -154,6 +161,7 @@ impl Default for GcOptions {
             seed: None,
             wait: false,
             assume_forgotten: Vec::new(),
+            relayout: Some(relayout::RelayoutOptions::default()),
         }
     }
 }
@@ -169,76 +177,11 @@ pub trait GcProgress: Sync {
 pub struct NoProgress;
 impl GcProgress for NoProgress {}
 
-struct Phases<'a> {
-    repo: &'a Repository,
-    progress: &'a dyn GcProgress,
-    out: Vec<PhaseReport>,
-    current: Option<(String, Instant, CountersSnapshot)>,
-}
-
-impl<'a> Phases<'a> {
-    fn start(&mut self, name: &str, total: u64) {
-        self.end();
-        self.progress.phase(name, total);
-        self.current = Some((
-            name.to_string(),
-            Instant::now(),
-            self.repo.counters.snapshot(),
-        ));
-    }
-
-    fn end(&mut self) {
-        if let Some((name, t, before)) = self.current.take() {
-            let d = self.repo.counters.snapshot().since(&before);
-            self.out.push(PhaseReport {
-                name,
-                seconds: t.elapsed().as_secs_f64(),
-                metadata_reads: d.container_meta_reads,
-                containers_read: d.containers_read,
-                chunk_reads: d.chunk_reads,
-                bytes_read: d.bytes_read,
-                bytes_written: d.bytes_written,
-            });
-        }
-    }
-}
-
 /// One container as Analysis sees it.
 struct ContainerInfo {
     id: ContainerId,
     chunks: u64,
     file_bytes: u64,
-}
-
-/// Every index entry: the committed index, or in a dry run the index plus
-/// the containers it does not cover yet (nothing is written).
-struct Entries {
-    disk: DiskIndex,
-    pending: FpMap<ContainerId>,
-}
-
-impl Entries {
-    fn for_each(&self, f: &mut dyn FnMut(&IndexEntry)) -> Result<u64> {
-        let mut n = 0;
-        self.disk.for_each_entry(&mut |e| {
-            if !self.pending.contains_key(&e.fp) {
-                n += 1;
-                f(e);
-            }
-        })?;
-        for (fp, c) in &self.pending {
-            n += 1;
-            f(&IndexEntry {
-                fp: *fp,
-                container: *c,
-            });
-        }
-        Ok(n)
-    }
-
-    fn len(&self) -> u64 {
-        self.disk.entry_count() + self.pending.len() as u64
-    }
 }
 
 /// What the mark phase leaves for Copy.
@@ -527,6 +470,31 @@ fn mark_with_vector(
     Ok((Marked::Vector(vector), tallies, sel))
 }
 
+/// Re-layout's part of the plan (`relayout::plan`), skipped when focused
+/// cleaning's Live Instance filter covers only its candidates (any other
+/// container would look dead).
+fn plan_relayout(
+    ctx: &Ctx<'_>,
+    phases: &mut Phases<'_>,
+    report: &mut GcReport,
+    tallies: &[Tally],
+    ro: relayout::RelayoutOptions,
+    selected: &mut Vec<ContainerId>,
+) -> Result<FpMap<u64>> {
+    if report.mark_passes != 1 {
+        report.relayout = Some(relayout::RelayoutReport {
+            skipped: Some("focused cleaning judged only its candidates".into()),
+            ..Default::default()
+        });
+        return Ok(FpMap::default());
+    }
+    phases.start("relayout", ctx.ids.len() as u64);
+    let (order, r) = relayout::plan(ctx.repo, &ctx.store, &ctx.ids, tallies, ro, selected)?;
+    report.plan.relayout_containers = r.chosen_containers;
+    report.relayout = Some(r);
+    Ok(order)
+}
+
 /// Runs one collection; the caller holds the collector lock, and no
 /// writer lock (the collection takes it for Merge and Commit).
 pub fn collect(
@@ -661,6 +629,18 @@ pub fn collect(
     report.memory.bytes = ctx.peak;
     report.memory.bits_per_fingerprint = ctx.peak as f64 * 8.0 / keys.max(1) as f64;
 
+    // Re-layout: the heads' order, and the containers they use sparsely
+    // cleaned as if selected (`relayout.rs`).
+    let mut selected = selected;
+    let head_order = match opts.relayout {
+        Some(ro) => {
+            let order = plan_relayout(&ctx, &mut phases, &mut report, &tallies, ro, &mut selected)?;
+            Some(order)
+        }
+        None => None,
+    };
+    stop::stop_if_interrupted()?;
+
     // The plan, before anything is copied or deleted.
     let chosen: HashSet<ContainerId> = selected.iter().copied().collect();
     let plan = &mut report.plan;
@@ -757,6 +737,9 @@ pub fn collect(
         cfg.container_size as usize,
         merged.reservation,
     );
+    if let Some(order) = head_order.as_ref().filter(|o| !o.is_empty()) {
+        writer = writer.with_layout(order);
+    }
     let tick = || progress.advance(1);
     let copy_result = match &mut marked {
         Marked::Instances(instances) => {
@@ -783,6 +766,9 @@ pub fn collect(
     }
     if writer.out.interrupted {
         return Err(Error::Interrupted(freed.interrupted(true)));
+    }
+    if let Some(r) = report.relayout.as_mut() {
+        (r.ordered_chunks, r.range_reads) = writer.layout_counts();
     }
     drop(marked);
     drop(ctx);

@@ -1,11 +1,15 @@
 //! How a collection reads containers: every read goes through these, so
 //! that a container it cannot read (damaged, or a file under `containers/`
 //! that is not a container) stops it with the file's name and the repair.
+//! And how it reads the index: every entry, with what a dry run's Merge
+//! did not write ([`Entries`]).
 
-use cairn_core::{ContainerId, Error, Result};
+use cairn_core::{ContainerId, Error, FpMap, Result};
 use cairn_format::container::ContainerMeta;
+use cairn_format::index::IndexEntry;
 
 use crate::container_log::{ContainerStore, LoadedContainer};
+use crate::index::disk_index::DiskIndex;
 
 /// A container's metadata section, as every phase reads it: damage (or a
 /// file under `containers/` that is not a container) stops the collection
@@ -43,4 +47,35 @@ fn container_damage(id: ContainerId, e: Error) -> Error {
              `cairn repair snapshots`)"
         ),
     )
+}
+
+/// Every index entry: the committed index, or in a dry run the index plus
+/// the containers it does not cover yet (nothing is written).
+pub(super) struct Entries {
+    pub disk: DiskIndex,
+    pub pending: FpMap<ContainerId>,
+}
+
+impl Entries {
+    pub fn for_each(&self, f: &mut dyn FnMut(&IndexEntry)) -> Result<u64> {
+        let mut n = 0;
+        self.disk.for_each_entry(&mut |e| {
+            if !self.pending.contains_key(&e.fp) {
+                n += 1;
+                f(e);
+            }
+        })?;
+        for (fp, c) in &self.pending {
+            n += 1;
+            f(&IndexEntry {
+                fp: *fp,
+                container: *c,
+            });
+        }
+        Ok(n)
+    }
+
+    pub fn len(&self) -> u64 {
+        self.disk.entry_count() + self.pending.len() as u64
+    }
 }

@@ -2,7 +2,14 @@
 //! or deleted), and the time, I/O, memory and results of each phase
 //! (`cairn gc --json`).
 
+use std::time::Instant;
+
 use serde::Serialize;
+
+use cairn_core::CountersSnapshot;
+
+use super::GcProgress;
+use crate::repo::Repository;
 
 use super::mark::EnumerationStats;
 
@@ -20,6 +27,8 @@ pub struct Plan {
     pub liveness_threshold: f64,
     pub estimated_live_bytes_to_copy: u64,
     pub estimated_reclaim_bytes: u64,
+    /// Of the selected containers, those cleaned for re-layout.
+    pub relayout_containers: u64,
 }
 
 /// Time and I/O of one phase.
@@ -89,5 +98,42 @@ pub struct GcReport {
     pub dead_bytes_freed_first: u64,
     /// Repairs Merge made (a damaged id reservation).
     pub warnings: Vec<String>,
+    /// What re-layout did, when asked for (`relayout.rs`).
+    pub relayout: Option<super::relayout::RelayoutReport>,
     pub seconds: f64,
+}
+
+/// The phases of a running collection: each one's time and I/O.
+pub(super) struct Phases<'a> {
+    pub repo: &'a Repository,
+    pub progress: &'a dyn GcProgress,
+    pub out: Vec<PhaseReport>,
+    pub current: Option<(String, Instant, CountersSnapshot)>,
+}
+
+impl<'a> Phases<'a> {
+    pub fn start(&mut self, name: &str, total: u64) {
+        self.end();
+        self.progress.phase(name, total);
+        self.current = Some((
+            name.to_string(),
+            Instant::now(),
+            self.repo.counters.snapshot(),
+        ));
+    }
+
+    pub fn end(&mut self) {
+        if let Some((name, t, before)) = self.current.take() {
+            let d = self.repo.counters.snapshot().since(&before);
+            self.out.push(PhaseReport {
+                name,
+                seconds: t.elapsed().as_secs_f64(),
+                metadata_reads: d.container_meta_reads,
+                containers_read: d.containers_read,
+                chunk_reads: d.chunk_reads,
+                bytes_read: d.bytes_read,
+                bytes_written: d.bytes_written,
+            });
+        }
+    }
 }

@@ -26,6 +26,7 @@ use cairn_format::container::{ContainerMeta, ContainerWriter, Descriptor};
 use cairn_format::index::IndexEntry;
 
 use super::filters::{LiveFilter, Phv};
+use super::ordered_copy::{self, Fetched, Layout};
 use super::reservation::Reservation;
 use crate::codec::ChunkCodec;
 use crate::container_log::ContainerStore;
@@ -198,6 +199,8 @@ pub struct Copied {
     /// The copy stopped at an interruption (`interrupt.rs`): the open
     /// container was not written, nothing may be committed.
     pub interrupted: bool,
+    /// Re-layout: range reads that fetched the planned chunks.
+    pub range_reads: u64,
 }
 
 /// Writes copied chunks into new containers.
@@ -212,6 +215,9 @@ pub struct CopyWriter<'a> {
     reserved: Option<(Reservation, ContainerId)>,
     open: Option<ContainerWriter>,
     raw: Vec<u8>,
+    /// Re-layout (`relayout.rs`): chunks are planned as containers are
+    /// judged and written in the heads' order at the end.
+    layout: Option<Layout<'a>>,
     pub out: Copied,
 }
 
@@ -233,21 +239,43 @@ impl<'a> CopyWriter<'a> {
             reserved: reserved.map(|r| (r, r.start)),
             open: None,
             raw: Vec::new(),
+            layout: None,
             out: Copied::default(),
         }
+    }
+
+    /// Writes the copies in the order `order` gives (re-layout): each
+    /// chunk's stored bytes are fetched once every container is judged.
+    pub fn with_layout(mut self, order: &'a FpMap<u64>) -> Self {
+        self.layout = Some(Layout::new(order));
+        self
+    }
+
+    /// Copied chunks written in the heads' order, and the range reads
+    /// that fetched the planned chunks.
+    pub fn layout_counts(&self) -> (u64, u64) {
+        self.layout
+            .as_ref()
+            .map_or((0, 0), |l| (l.ordered, self.out.range_reads))
     }
 
     /// Copies chunk `d` of the loaded container `(bytes, meta)`, verified
     /// against its fingerprint first: damage is never copied forward.
     fn copy(&mut self, bytes: &[u8], meta: &ContainerMeta, d: &Descriptor) -> Result<()> {
-        self.codec.decode_verified(bytes, meta, d, &mut self.raw)?;
         let stored = cairn_format::container::stored_chunk(bytes, meta, d)?;
+        self.copy_stored(stored, meta, d)
+    }
+
+    /// [`Self::copy`] of a chunk's stored bytes alone.
+    fn copy_stored(&mut self, stored: &[u8], meta: &ContainerMeta, d: &Descriptor) -> Result<()> {
+        self.codec
+            .decode_stored_verified(stored, meta, d, &mut self.raw)?;
         if self
             .open
             .as_ref()
             .is_some_and(|w| !w.would_fit(stored.len()))
         {
-            self.seal()?;
+            self.seal_open()?;
         }
         let w = match &mut self.open {
             Some(w) => w,
@@ -280,13 +308,100 @@ impl<'a> CopyWriter<'a> {
         Ok(())
     }
 
-    /// Writes the open container (durable when this returns).
+    /// Writes what is planned and the open container (durable when this
+    /// returns).
     pub fn seal(&mut self) -> Result<()> {
+        self.flush_layout()?;
+        self.seal_open()
+    }
+
+    fn seal_open(&mut self) -> Result<()> {
         if let Some(w) = self.open.take() {
             self.out.written_bytes += w.encoded_len() as u64;
             self.log.append(w)?;
             self.out.containers_written += 1;
         }
+        Ok(())
+    }
+
+    /// Writes the planned chunks in key order (re-layout): a window of
+    /// about four containers' worth at a time, each source's chunks in the
+    /// window fetched in coalesced range reads, then verified and copied.
+    /// A source whose chunk is damaged stays (taken out of `cleaned`), as
+    /// [`Self::clean`] leaves it: none of its chunks not yet written is.
+    fn flush_layout(&mut self) -> Result<()> {
+        let Some(mut layout) = self.layout.take() else {
+            return Ok(());
+        };
+        let mut plan = std::mem::take(&mut layout.chunks);
+        plan.sort_by_key(|p| p.key);
+        let window = 4 * self.capacity.max(1) as u64;
+        let mut damaged: HashSet<ContainerId> = HashSet::new();
+        let mut start = 0;
+        while start < plan.len() {
+            if crate::interrupt::requested() {
+                self.out.interrupted = true;
+                break;
+            }
+            let mut end = start;
+            let mut bytes = 0u64;
+            while end < plan.len() && (end == start || bytes < window) {
+                bytes += u64::from(plan[end].d.stored_len);
+                end += 1;
+            }
+            let part = &plan[start..end];
+            let mut by_source: HashMap<ContainerId, Vec<&Descriptor>> = HashMap::new();
+            for p in part.iter().filter(|p| !damaged.contains(&p.source)) {
+                by_source.entry(p.source).or_default().push(&p.d);
+            }
+            let mut fetched = Fetched {
+                ranges: HashMap::new(),
+            };
+            for (source, mut ds) in by_source {
+                let meta = &layout.metas[&source];
+                let mut got = Vec::new();
+                for r in ordered_copy::coalesce(meta, &mut ds, 64 << 10) {
+                    self.out.range_reads += 1;
+                    match self.log.read_range(meta, r.clone()) {
+                        Ok(bytes) => got.push((r, bytes)),
+                        Err(e) if e.is_corruption() => {
+                            self.out.damaged.push(format!("container {source}: {e}"));
+                            damaged.insert(source);
+                            break;
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+                fetched.ranges.insert(source, got);
+            }
+            for p in part {
+                if damaged.contains(&p.source) {
+                    self.out.moved.remove(&p.d.fp);
+                    continue;
+                }
+                let meta = &layout.metas[&p.source];
+                let copied = match fetched.stored(meta, &p.d) {
+                    Some(stored) => self.copy_stored(stored, meta, &p.d),
+                    None => Err(Error::corrupt(
+                        format!("container {}", p.source),
+                        format!("chunk {} lies outside the bytes read", p.d.fp),
+                    )),
+                };
+                if let Err(e) = copied {
+                    if !e.is_corruption() {
+                        return Err(e);
+                    }
+                    self.out.moved.remove(&p.d.fp);
+                    self.out
+                        .damaged
+                        .push(format!("container {}: {e}", p.source));
+                    damaged.insert(p.source);
+                }
+            }
+            start = end;
+        }
+        self.out.cleaned.retain(|id| !damaged.contains(id));
+        self.layout = Some(layout);
         Ok(())
     }
 
@@ -299,6 +414,21 @@ impl<'a> CopyWriter<'a> {
         id: ContainerId,
         mut live: impl FnMut(&Descriptor) -> bool,
     ) -> Result<()> {
+        if let Some(layout) = &mut self.layout {
+            // Planned now, fetched and verified when written; a source
+            // found damaged then is taken back out of `cleaned`.
+            let meta = super::meta_of(self.log, id)?;
+            for d in &meta.descriptors {
+                if live(d) && !self.out.moved.contains_key(&d.fp) {
+                    layout.push(id, d);
+                    // Placeholder: the copy's container is known when written.
+                    self.out.moved.insert(d.fp, ContainerId(0));
+                }
+            }
+            layout.metas.insert(id, meta);
+            self.out.cleaned.push(id);
+            return Ok(());
+        }
         let c = super::whole_container(self.log, id)?;
         for d in &c.meta.descriptors {
             if !live(d) || self.out.moved.contains_key(&d.fp) {

@@ -353,6 +353,12 @@ impl Reader {
         r
     }
 
+    /// A blob's data chunks in order with their sizes, as a restore plans
+    /// them (recipe nodes read and checked), without reading the chunks.
+    pub fn plan_steps(&mut self, blob: &BlobRef, out: &mut Vec<PlanStep>) -> Result<()> {
+        plan::plan_blob(&self.store, self.meta.as_mut(), blob, out)
+    }
+
     /// Reads one chunk (any kind) through the metadata cache, verified.
     pub fn read_chunk(&mut self, fp: &cairn_core::Fingerprint, out: &mut Vec<u8>) -> Result<()> {
         self.meta.read_chunk(fp, &self.store, out)

@@ -114,14 +114,19 @@ fn config(sc: &Scale) -> RepoConfig {
 
 /// The experiment's only call of `gc::collect`, under the collector lock
 /// (the collection takes the writer lock itself for Merge and Commit).
-fn collect(repo: &Repository, opts: &GcOptions) -> Result<GcReport> {
+pub(super) fn collect(repo: &Repository, opts: &GcOptions) -> Result<GcReport> {
     let lock = repo.lock_gc(false)?;
     gc::collect(repo, &lock, opts, &NoProgress)
 }
 
 /// Backs up generation `g` of `w`, written as real files under `dir` (the
 /// same path every time, so consecutive snapshots share their namespace).
-fn backup_generation(repo: &Repository, w: &dyn Workload, g: usize, dir: &Path) -> Result<()> {
+pub(super) fn backup_generation(
+    repo: &Repository,
+    w: &dyn Workload,
+    g: usize,
+    dir: &Path,
+) -> Result<()> {
     if dir.exists() {
         std::fs::remove_dir_all(dir)
             .map_err(|e| cairn_core::Error::invalid(format!("remove {}: {e}", dir.display())))?;
@@ -467,7 +472,7 @@ pub fn gc(opts: &ExperimentOptions) -> Result<ExperimentOutput> {
 }
 
 /// A directory for the generated files, removed when dropped.
-struct TempDir(std::path::PathBuf);
+pub(super) struct TempDir(pub(super) std::path::PathBuf);
 
 impl Drop for TempDir {
     fn drop(&mut self) {
@@ -476,7 +481,7 @@ impl Drop for TempDir {
 }
 
 /// A fresh directory for the generated files.
-fn tempdir() -> Result<TempDir> {
+pub(super) fn tempdir() -> Result<TempDir> {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());

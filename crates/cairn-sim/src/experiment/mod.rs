@@ -20,6 +20,9 @@
 //! * [`gc()`] (`cairn experiment gc`): `003_ea5fccc485a97c5d.txt` Fig. 6(a),
 //!   7(a), 7(b) and §5.2, mark time of LGC, PGC and PGC+ against capacity,
 //!   total compression (fastcopy doubling) and file count, and the copy phase.
+//! * [`relayout()`] (`cairn experiment relayout`): issue 34's re-layout at
+//!   collection time, the newest backup's speed factor per generation and
+//!   the bytes the collector copies, with and without it.
 
 mod gc;
 mod gc_plot;
@@ -28,6 +31,7 @@ mod index_io;
 pub mod index_ram;
 pub mod lookup_strategy;
 mod partition;
+mod relayout;
 mod restore;
 mod tabulate;
 
@@ -48,6 +52,7 @@ pub use index_io::{ddfs_params, index_io, CASES, DDFS_TABLE4};
 pub use index_ram::{index_ram, IndexRamOptions};
 pub use lookup_strategy::{eager_vs_lazy, ring_size};
 pub use partition::partition;
+pub use relayout::relayout;
 pub use restore::restore;
 
 /// The experiments `cairn experiment NAME` runs.
@@ -60,10 +65,11 @@ pub enum Experiment {
     Partition,
     Restore,
     Gc,
+    Relayout,
 }
 
 impl Experiment {
-    pub const ALL: [Experiment; 7] = [
+    pub const ALL: [Experiment; 8] = [
         Experiment::IndexIo,
         Experiment::IndexRam,
         Experiment::EagerVsLazy,
@@ -71,9 +77,10 @@ impl Experiment {
         Experiment::Partition,
         Experiment::Restore,
         Experiment::Gc,
+        Experiment::Relayout,
     ];
     /// The names [`std::str::FromStr`] accepts, in the order of [`Self::ALL`].
-    pub const NAMES: [&'static str; 7] = [
+    pub const NAMES: [&'static str; 8] = [
         "index-io",
         "index-ram",
         "eager-vs-lazy",
@@ -81,6 +88,7 @@ impl Experiment {
         "partition",
         "restore",
         "gc",
+        "relayout",
     ];
 
     pub fn name(self) -> &'static str {
@@ -92,6 +100,7 @@ impl Experiment {
             Experiment::Partition => "partition",
             Experiment::Restore => "restore",
             Experiment::Gc => "gc",
+            Experiment::Relayout => "relayout",
         }
     }
 }
