@@ -489,7 +489,15 @@ fn plan_relayout(
         return Ok(FpMap::default());
     }
     phases.start("relayout", ctx.ids.len() as u64);
-    let (order, r) = relayout::plan(ctx.repo, &ctx.store, &ctx.ids, tallies, ro, selected)?;
+    let (order, r) = relayout::plan(
+        ctx.repo,
+        &ctx.store,
+        &ctx.ids,
+        tallies,
+        ro,
+        ctx.opts.memory_bytes,
+        selected,
+    )?;
     report.plan.relayout_containers = r.chosen_containers;
     report.relayout = Some(r);
     Ok(order)

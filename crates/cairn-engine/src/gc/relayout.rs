@@ -93,8 +93,11 @@ impl RelayoutOptions {
 pub struct RelayoutReport {
     /// The newest snapshot of each host.
     pub head_snapshots: usize,
-    /// Chunks (data and nodes) the heads reach.
+    /// Chunks (data and nodes) the heads reach, as far as the order was
+    /// kept: `order_truncated` when the collection's memory (`--memory`,
+    /// 64 bytes per chunk) held only the heads' first part.
     pub head_chunks: u64,
+    pub order_truncated: bool,
     /// Containers the heads use for less than the utilization threshold.
     pub sparse_containers: u64,
     /// Of those, cleaned for re-layout (within the budget), and their
@@ -131,19 +134,32 @@ pub fn heads(repo: &Repository) -> Result<Vec<(String, BlobRef)>> {
     Ok(out.into_iter().map(|(_, id, root)| (id, root)).collect())
 }
 
+/// Bytes of memory one entry of the heads' order takes (fingerprint,
+/// position, the hash map's overhead).
+pub const ORDER_ENTRY_BYTES: u64 = 64;
+
 /// Walks the heads in restore order: each chunk's key is its first
 /// position (data chunks as files list them, nodes and listings where the
-/// walk reads them).
-pub fn head_order(store: &ChunkStore, heads: &[(String, BlobRef)]) -> Result<FpMap<u64>> {
+/// walk reads them). At most `max_chunks` are recorded (the collection's
+/// memory bound): the order then covers the heads' first part, and the
+/// rest of their chunks count as unused by them.
+pub fn head_order(
+    store: &ChunkStore,
+    heads: &[(String, BlobRef)],
+    max_chunks: u64,
+) -> Result<FpMap<u64>> {
     struct Order<'r, 'a> {
         reader: &'r mut NodeReader<'a>,
         seq: FpMap<u64>,
+        max: u64,
         error: Option<Error>,
     }
     impl Order<'_, '_> {
         fn see(&mut self, fp: &Fingerprint) {
             let next = self.seq.len() as u64;
-            self.seq.entry(*fp).or_insert(next);
+            if next < self.max {
+                self.seq.entry(*fp).or_insert(next);
+            }
         }
     }
     impl Visitor for Order<'_, '_> {
@@ -170,6 +186,7 @@ pub fn head_order(store: &ChunkStore, heads: &[(String, BlobRef)]) -> Result<FpM
     let mut v = Order {
         reader: &mut reader,
         seq: FpMap::default(),
+        max: max_chunks,
         error: None,
     };
     let mut walk = Reachability::new(store.fp_width());
@@ -277,11 +294,13 @@ pub(super) fn plan(
     ids: &[ContainerId],
     tallies: &[Tally],
     ro: RelayoutOptions,
+    memory_bytes: u64,
     selected: &mut Vec<ContainerId>,
 ) -> Result<(FpMap<u64>, RelayoutReport)> {
     let started = Instant::now();
     let heads = heads(repo)?;
-    let order = head_order(store, &heads)?;
+    let max_chunks = (memory_bytes / ORDER_ENTRY_BYTES).max(1);
+    let order = head_order(store, &heads, max_chunks)?;
     let usages = usage(&*repo.log, ids, &order)?;
     let already: HashSet<ContainerId> = selected.iter().copied().collect();
     let copy: u64 = tallies
@@ -295,6 +314,7 @@ pub(super) fn plan(
     let r = RelayoutReport {
         head_snapshots: heads.len(),
         head_chunks: order.len() as u64,
+        order_truncated: order.len() as u64 >= max_chunks,
         sparse_containers: sparse,
         chosen_containers: chosen.len() as u64,
         chosen_live_bytes: bytes,

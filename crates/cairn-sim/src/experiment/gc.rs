@@ -248,6 +248,9 @@ fn options(v: Variant, fingerprints: u64, lp_bytes: u64, dry_run: bool) -> GcOpt
         memory_bytes,
         dry_run,
         seed: Some(SEED),
+        // 003's collectors as the paper runs them: re-layout (issue 34)
+        // has its own experiment.
+        relayout: None,
         ..Default::default()
     }
 }
