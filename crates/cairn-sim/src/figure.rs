@@ -10,11 +10,12 @@
 
 use cairn_core::{Error, Result};
 use plotters::chart::{ChartContext, SeriesLabelPosition};
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::CoordTranslate;
 use plotters::coord::Shift;
 use plotters::prelude::{
-    ChartBuilder, Color, DrawingArea, DrawingAreaErrorKind, IntoDrawingArea, SVGBackend, BLACK,
-    WHITE,
+    Cartesian2d, ChartBuilder, Color, DrawingArea, DrawingAreaErrorKind, IntoDrawingArea,
+    SVGBackend, BLACK, WHITE,
 };
 
 /// The drawing area every figure is drawn on.
@@ -111,6 +112,36 @@ pub(crate) fn chart<'a, 'b>(
         .x_label_area_size(T.px(24.0))
         .y_label_area_size(T.px(34.0));
     b
+}
+
+/// A chart of speed factor (MB per container read) per backup version,
+/// versions 1..=`versions` across, 0..`ymax` up, its mesh drawn: the
+/// per-version panels of `experiment restore` and `experiment relayout`.
+pub(crate) fn per_version_chart<'a, 'b>(
+    area: &'a Area<'b>,
+    caption: &str,
+    versions: usize,
+    ymax: f64,
+) -> std::result::Result<
+    ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+    DrawingAreaErrorKind<std::io::Error>,
+> {
+    let gens = versions.max(1) as f64;
+    let mut chart =
+        chart(area, caption).build_cartesian_2d(1f64..gens.max(2.0), 0f64..ymax.max(1e-3))?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .disable_y_mesh()
+        .x_labels(versions.clamp(1, 10))
+        .y_labels(6)
+        .x_label_formatter(&|x| format!("{}", x.round() as u64))
+        .x_desc("backup version")
+        .y_desc("speed factor (MB/read)")
+        .label_style(T.tick())
+        .axis_desc_style(T.axis())
+        .draw()?;
+    Ok(chart)
 }
 
 /// The legend of a panel: framed, on a light background, at `at`.

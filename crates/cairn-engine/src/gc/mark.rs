@@ -147,6 +147,17 @@ impl<'a> NodeReader<'a> {
     }
 }
 
+/// Whether an interruption ends a walk (`crate::interrupt`): it does as
+/// damage would, kept in `first`, so that nothing is judged from an
+/// incomplete walk and the collection stops before deleting anything.
+pub(super) fn interrupted_walk(first: &mut Option<Error>) -> bool {
+    if crate::interrupt::requested() {
+        stop(first, Error::Interrupted(super::stop::nothing_deleted()));
+        return true;
+    }
+    false
+}
+
 /// The first damage a walk met: enumeration must not go on to delete
 /// anything when a live tree could not be read whole.
 pub(super) fn stop(first: &mut Option<Error>, e: Error) {
@@ -188,13 +199,7 @@ impl Visitor for Marker<'_, '_> {
     }
 
     fn read(&mut self, fp: &Fingerprint, _level: u8, at: At<'_>) -> Option<Vec<u8>> {
-        // An interruption ends the walk as damage would: nothing is judged
-        // dead from an incomplete mark, the collection stops.
-        if crate::interrupt::requested() {
-            stop(
-                &mut self.error,
-                Error::Interrupted(super::stop::nothing_deleted()),
-            );
+        if interrupted_walk(&mut self.error) {
             return None;
         }
         self.stats.nodes_read += 1;

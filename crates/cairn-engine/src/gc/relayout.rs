@@ -41,7 +41,7 @@ use serde::Serialize;
 use cairn_core::{ContainerId, Error, Fingerprint, FpMap, Result};
 use cairn_format::dir::BlobRef;
 
-use super::mark::{damage_at, stop, NodeReader};
+use super::mark::{damage_at, interrupted_walk, stop, NodeReader};
 use super::sweep::Tally;
 use crate::container_log::ContainerStore;
 use crate::reachability::{At, Reachability, Visitor};
@@ -168,11 +168,7 @@ pub fn head_order(
             true
         }
         fn read(&mut self, fp: &Fingerprint, _level: u8, at: At<'_>) -> Option<Vec<u8>> {
-            if crate::interrupt::requested() {
-                stop(
-                    &mut self.error,
-                    Error::Interrupted(super::stop::nothing_deleted()),
-                );
+            if interrupted_walk(&mut self.error) {
                 return None;
             }
             self.see(fp);
@@ -332,19 +328,7 @@ pub(super) fn plan(
 mod tests {
     use super::*;
 
-    fn tally(id: u64, chunks: u64, live: f64, bytes: u64) -> Tally {
-        Tally {
-            id: ContainerId(id),
-            chunks,
-            live,
-            stored_bytes: bytes,
-            file_bytes: bytes,
-            judged: chunks,
-            judged_stored: bytes,
-            live_stored: bytes as f64 * live / chunks as f64,
-            all_dead: live == 0.0,
-        }
-    }
+    use super::super::sweep::test_tally as tally;
 
     fn usage_of(id: u64, used: u64, data: u64) -> Usage {
         Usage {

@@ -607,23 +607,28 @@ pub fn keep_survivors(
     Ok(reads)
 }
 
+/// A tally of `chunks` chunks of `bytes` bytes, `live` of them live,
+/// every one judged (unit tests of selection).
+#[cfg(test)]
+pub(super) fn test_tally(id: u64, chunks: u64, live: f64, bytes: u64) -> Tally {
+    Tally {
+        id: ContainerId(id),
+        chunks,
+        live,
+        stored_bytes: bytes,
+        file_bytes: bytes,
+        judged: chunks,
+        judged_stored: bytes,
+        live_stored: bytes as f64 * live / chunks as f64,
+        all_dead: live == 0.0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn t(id: u64, chunks: u64, live: f64, bytes: u64) -> Tally {
-        Tally {
-            id: ContainerId(id),
-            chunks,
-            live,
-            stored_bytes: bytes,
-            file_bytes: bytes,
-            judged: chunks,
-            judged_stored: bytes,
-            live_stored: bytes as f64 * live / chunks as f64,
-            all_dead: live == 0.0,
-        }
-    }
+    use super::test_tally as t;
 
     #[test]
     fn select_takes_mostly_dead_first_until_the_goal() {

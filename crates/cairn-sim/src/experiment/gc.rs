@@ -98,10 +98,16 @@ fn scale(quick: bool) -> Scale {
 }
 
 fn config(sc: &Scale) -> RepoConfig {
+    real_config(sc.container_size)
+}
+
+/// A real repository's config for the experiments that back up generated
+/// files: containers of `container_size`, and below 256 KiB a small
+/// chunker, so that trees have levels.
+pub(super) fn real_config(container_size: u32) -> RepoConfig {
     let mut cfg = Repository::default_config();
-    cfg.container_size = sc.container_size;
-    if sc.container_size < 256 << 10 {
-        // Small containers: a small chunker, so that trees have levels.
+    cfg.container_size = container_size;
+    if container_size < 256 << 10 {
         cfg.chunker = cairn_core::ChunkerConfig::FastCdc {
             min: 1024,
             avg: 4096,

@@ -33,13 +33,13 @@ use cairn_engine::gc::relayout::RelayoutOptions;
 use cairn_engine::gc::{Collector, GcOptions};
 use cairn_engine::read::{CacheOptions, PolicyKind};
 use cairn_engine::restore_estimate::estimate;
-use cairn_engine::{catalog, object_names, RepoConfig, Repository};
+use cairn_engine::{catalog, object_names, Repository};
 use plotters::prelude::*;
 use serde_json::{json, Value};
 
-use super::gc::{backup_generation, collect};
+use super::gc::{backup_generation, collect, real_config};
 use super::{plot_format, ExperimentOptions, ExperimentOutput};
-use crate::figure::{Area, Drawn, T};
+use crate::figure::{Area, Drawn};
 use crate::workload::{self, Workload};
 
 struct Scale {
@@ -68,20 +68,6 @@ fn scale(quick: bool) -> Scale {
             retain: 5,
         }
     }
-}
-
-fn config(sc: &Scale) -> RepoConfig {
-    let mut cfg = Repository::default_config();
-    cfg.container_size = sc.container_size;
-    if sc.container_size < 256 << 10 {
-        cfg.chunker = cairn_core::ChunkerConfig::FastCdc {
-            min: 1024,
-            avg: 4096,
-            max: 16384,
-        };
-    }
-    cfg.index.expected_chunks = 1 << 18;
-    cfg
 }
 
 #[derive(Clone, Copy)]
@@ -150,7 +136,7 @@ fn container_bytes(b: &dyn Backend) -> Result<u64> {
 
 fn run_arm(arm: Arm, sc: &Scale, w: &dyn Workload, dir: &Path) -> Result<ArmRun> {
     let backend: Arc<dyn Backend> = Arc::new(MemBackend::new());
-    let repo = Repository::init(backend.clone(), config(sc))?;
+    let repo = Repository::init(backend.clone(), real_config(sc.container_size))?;
     let cache = CacheOptions {
         policy: PolicyKind::Faa,
         bytes: sc.cache_bytes,
@@ -304,25 +290,17 @@ const COLORS: [RGBColor; 6] = [
 
 fn draw(runs: &[ArmRun], root: &Area) -> Drawn {
     let panels = crate::figure::panels(root, "Re-layout at collection time", 1)?;
-    let gens = runs.iter().map(|r| r.speed.len()).max().unwrap_or(1) as f64;
+    let versions = runs.iter().map(|r| r.speed.len()).max().unwrap_or(1);
     let ymax = runs
         .iter()
         .flat_map(|r| r.speed.iter().copied())
         .fold(0.0f64, f64::max);
-    let mut chart = crate::figure::chart(&panels[0], "ddfs: newest backup's speed (FAA)")
-        .build_cartesian_2d(1f64..gens.max(2.0), 0f64..(ymax * 2.2).max(1e-3))?;
-    chart
-        .configure_mesh()
-        .disable_x_mesh()
-        .disable_y_mesh()
-        .x_labels((gens as usize).min(10))
-        .y_labels(6)
-        .x_label_formatter(&|x| format!("{}", x.round() as u64))
-        .x_desc("backup version")
-        .y_desc("speed factor (MB/read)")
-        .label_style(T.tick())
-        .axis_desc_style(T.axis())
-        .draw()?;
+    let mut chart = crate::figure::per_version_chart(
+        &panels[0],
+        "ddfs: newest backup's speed (FAA)",
+        versions,
+        ymax * 2.2,
+    )?;
     for (i, r) in runs.iter().enumerate() {
         let c = COLORS[i % COLORS.len()];
         let pts: Vec<(f64, f64)> = r

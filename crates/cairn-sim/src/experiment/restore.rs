@@ -645,30 +645,22 @@ fn draw_bars(w: &str, pick: &[usize], runs: &[RunSummary], area: &Area) -> Drawn
 
 /// Fig. 8: speed factor (FAA) per backup version of the tuned schemes.
 fn draw_versions(w: &str, pick: &[usize], runs: &[RunSummary], area: &Area) -> Drawn {
-    let gens = pick
+    let versions = pick
         .iter()
         .map(|&i| runs[i].per_gen.len())
         .max()
-        .unwrap_or(1) as f64;
+        .unwrap_or(1);
     let ymax = pick
         .iter()
         .flat_map(|&i| runs[i].per_gen.iter().map(|g| g[0]))
         .fold(0.0f64, f64::max)
         * 1.1;
-    let mut chart = crate::figure::chart(area, &format!("{w}: speed per version (FAA)"))
-        .build_cartesian_2d(1f64..gens.max(2.0), 0f64..(ymax * 1.6).max(1e-3))?;
-    chart
-        .configure_mesh()
-        .disable_x_mesh()
-        .disable_y_mesh()
-        .x_labels((gens as usize).min(10))
-        .y_labels(6)
-        .x_label_formatter(&|x| format!("{}", x.round() as u64))
-        .x_desc("backup version")
-        .y_desc("speed factor (MB/read)")
-        .label_style(T.tick())
-        .axis_desc_style(T.axis())
-        .draw()?;
+    let mut chart = crate::figure::per_version_chart(
+        area,
+        &format!("{w}: speed per version (FAA)"),
+        versions,
+        ymax * 1.6,
+    )?;
     for &i in pick {
         let c = color_of(runs[i].scheme.family);
         let pts: Vec<(f64, f64)> = runs[i]
