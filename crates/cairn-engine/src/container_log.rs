@@ -48,6 +48,11 @@ pub trait ContainerStore: Send + Sync {
     fn reserve(&self, n: u64) -> Result<Range<ContainerId>>;
     /// The metadata section alone (DDFS §4.3: one small read).
     fn read_meta(&self, id: ContainerId) -> Result<ContainerMeta>;
+    /// Whether the store keeps containers' descriptions only, no chunk
+    /// payloads (the simulator's `MetaOnlyStore`).
+    fn describes_only(&self) -> bool {
+        false
+    }
     /// The whole container, checked.
     fn read(&self, id: ContainerId) -> Result<LoadedContainer>;
     /// The stored bytes of one chunk `d` of container `meta` (one range

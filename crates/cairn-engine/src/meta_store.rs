@@ -97,6 +97,10 @@ impl ContainerStore for MetaOnlyStore {
         Ok((*meta).clone())
     }
 
+    fn describes_only(&self) -> bool {
+        true
+    }
+
     fn read(&self, id: ContainerId) -> Result<LoadedContainer> {
         Err(Error::invalid(format!(
             "container {id} is held as metadata only (a simulated repository has no chunk payloads)"

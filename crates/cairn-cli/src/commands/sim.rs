@@ -41,6 +41,12 @@ pub struct SimArgs {
     /// Also simulate a restore of each generation (containers read, speed factor).
     #[arg(long)]
     pub restore: bool,
+    /// After each generation's backup, run the product's collection
+    /// maintenance: its re-layout of the containers the generation uses
+    /// in part, in the generation's order (docs/restore-speed.md). Without
+    /// it, the simulated repository ages as Destor's and 002's do.
+    #[arg(long)]
+    pub relayout: bool,
     /// The policy of the simulated restore and its memory.
     #[command(flatten)]
     pub cache: crate::restore_cache::RestoreCacheArgs,
@@ -134,6 +140,11 @@ pub fn sim(cli: &Globals, a: &SimArgs) -> Result<ExitCode> {
         }
     };
     if a.writers > 1 {
+        if a.relayout {
+            return Err(anyhow!(
+                "--relayout runs between one writer's generations; it does not apply to --writers"
+            ));
+        }
         return many_writers(cli, a, &inputs);
     }
     if a.writer_unit.is_some() {
@@ -147,6 +158,7 @@ pub fn sim(cli: &Globals, a: &SimArgs) -> Result<ExitCode> {
             restore: a.restore,
             restore_cache: a.cache.options(),
             also_restore: Vec::new(),
+            relayout: a.relayout.then(Default::default),
         },
     )?;
     if cli.json {

@@ -43,6 +43,7 @@ mod ordered_copy;
 pub mod pending;
 mod read;
 pub mod relayout;
+mod relayout_described;
 mod report;
 pub mod reservation;
 mod stop;
@@ -66,6 +67,7 @@ use sweep::{CopyWriter, Tally};
 
 use read::Entries;
 pub(crate) use read::{meta_of, whole_container};
+pub use relayout_described::relayout_described;
 use report::Phases;
 pub use report::{GcReport, MemoryReport, PhaseReport, Plan};
 

@@ -94,3 +94,19 @@ impl Fetched {
         bytes.get(at..at + (r.end - r.start) as usize)
     }
 }
+
+/// The gap in the heads' order past which two copied chunks belong to
+/// distant regions of the heads: about one container's worth of their
+/// chunks (`heads` chunks over the containers `metas` describe). The
+/// ordered copy seals a container at least half full at such a gap rather
+/// than fill it with a region the next restore area will not read.
+pub fn region_jump(heads: u64, metas: &[ContainerMeta]) -> u64 {
+    region_jump_of(heads, &metas.iter().collect::<Vec<_>>())
+}
+
+/// [`region_jump`] over borrowed metadata sections.
+pub fn region_jump_of(heads: u64, metas: &[&ContainerMeta]) -> u64 {
+    let chunks: u64 = metas.iter().map(|m| m.descriptors.len() as u64).sum();
+    let per_container = chunks / (metas.len() as u64).max(1);
+    per_container.max(1).min(heads.max(1))
+}

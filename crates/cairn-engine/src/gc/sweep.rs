@@ -336,6 +336,9 @@ impl<'a> CopyWriter<'a> {
         let mut plan = std::mem::take(&mut layout.chunks);
         plan.sort_by_key(|p| p.key);
         let window = 4 * self.capacity.max(1) as u64;
+        let metas: Vec<&ContainerMeta> = layout.metas.values().collect();
+        let jump = ordered_copy::region_jump_of(layout.order.len() as u64, &metas);
+        let mut last_key: Option<u64> = None;
         let mut damaged: HashSet<ContainerId> = HashSet::new();
         let mut start = 0;
         while start < plan.len() {
@@ -378,6 +381,18 @@ impl<'a> CopyWriter<'a> {
                 if damaged.contains(&p.source) {
                     self.out.moved.remove(&p.d.fp);
                     continue;
+                }
+                // A distant region of the heads starts a new container
+                // once the open one is half full (`region_jump`).
+                let far = last_key.is_some_and(|k| p.key.saturating_sub(k) > jump);
+                last_key = Some(p.key);
+                if far
+                    && self
+                        .open
+                        .as_ref()
+                        .is_some_and(|w| w.encoded_len() >= self.capacity / 2)
+                {
+                    self.seal_open()?;
                 }
                 let meta = &layout.metas[&p.source];
                 let copied = match fetched.stored(meta, &p.d) {

@@ -86,6 +86,10 @@ impl<S: ContainerStore> ContainerStore for DeviceStore<S> {
         Ok(meta)
     }
 
+    fn describes_only(&self) -> bool {
+        self.inner.describes_only()
+    }
+
     fn read(&self, id: ContainerId) -> Result<LoadedContainer> {
         let loaded = self.inner.read(id)?;
         self.model

@@ -341,7 +341,7 @@ mod tests {
         let arms = out.extra["arms"].as_array().unwrap();
         let arm = |n: &str| arms.iter().find(|a| a["arm"] == n).unwrap();
         let bytes = |n: &str| arm(n)["container_bytes"].as_u64().unwrap();
-        assert!(bytes("keep-all+relayout") <= bytes("keep-all"));
+        assert!(bytes("keep-all+relayout") as f64 <= bytes("keep-all") as f64 * 1.01);
         assert!(
             arm("keep-all+relayout")["relayout_chunks"]
                 .as_u64()
@@ -352,7 +352,8 @@ mod tests {
         let last = |n: &str| arm(n)["last_speed_factor"].as_f64().unwrap();
         assert!(last("keep-all+relayout") > last("keep-all"));
         assert!(last("retain+pgc+relayout") > last("retain+pgc+"));
-        assert!(bytes("retain+pgc+relayout") <= bytes("retain+pgc+"));
+        // Containers sealed at distant regions add their headers only.
+        assert!(bytes("retain+pgc+relayout") as f64 <= bytes("retain+pgc+") as f64 * 1.01);
         for r in &out.rows {
             assert!(r["speed_factor_faa"].as_f64().unwrap() > 0.0, "{r}");
         }

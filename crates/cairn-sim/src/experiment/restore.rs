@@ -2,7 +2,9 @@
 //! engine. Each workload is backed up under Normal (no rewriting) and under
 //! Capping, FCRC and LBW with their parameters swept, and under HAR (issue
 //! 34: history-aware rewriting, its utilization threshold swept) alone and
-//! in front of LBW; every generation is
+//! in front of LBW, and with a collection's re-layout after every backup
+//! (issue 34; without rewriting, and behind `lbw:loss=15`); every
+//! generation is
 //! restored with forward assembly (FAA), ALACC and Belady's bound, all with
 //! the same memory. From those runs:
 //!
@@ -44,6 +46,8 @@ struct Scheme {
     /// The swept parameter's value, as text (empty for Normal).
     param: String,
     rewrite: RewriteConfig,
+    /// A collection's re-layout after every backup (issue 34).
+    relayout: bool,
 }
 
 fn schemes(quick: bool) -> Vec<Scheme> {
@@ -51,6 +55,7 @@ fn schemes(quick: bool) -> Vec<Scheme> {
         family: "normal",
         param: String::new(),
         rewrite: RewriteConfig::None,
+        relayout: false,
     }];
     let caps: &[u32] = if quick { &[1, 4] } else { &[2, 5, 10, 20, 40] };
     let losses: &[u32] = if quick { &[7, 20] } else { &[2, 5, 7, 10, 20] };
@@ -59,6 +64,7 @@ fn schemes(quick: bool) -> Vec<Scheme> {
             family: "capping",
             param: format!("cap={cap}"),
             rewrite: RewriteConfig::parse(&format!("capping:cap={cap}")).expect("valid"),
+            relayout: false,
         });
     }
     for family in ["fcrc", "lbw"] {
@@ -67,6 +73,7 @@ fn schemes(quick: bool) -> Vec<Scheme> {
                 family,
                 param: format!("loss={loss}%"),
                 rewrite: RewriteConfig::parse(&format!("{family}:loss={loss}")).expect("valid"),
+                relayout: false,
             });
         }
     }
@@ -76,6 +83,7 @@ fn schemes(quick: bool) -> Vec<Scheme> {
             family: "har",
             param: format!("utilization={u}%"),
             rewrite: RewriteConfig::parse(&format!("har:utilization={u}")).expect("valid"),
+            relayout: false,
         });
     }
     for &loss in losses {
@@ -83,8 +91,23 @@ fn schemes(quick: bool) -> Vec<Scheme> {
             family: "har+lbw",
             param: format!("loss={loss}%"),
             rewrite: RewriteConfig::parse(&format!("lbw:loss={loss},har=50")).expect("valid"),
+            relayout: false,
         });
     }
+    // Re-layout at collection time (issue 34): without rewriting, and
+    // behind the product's default rewriting (`lbw:loss=15`).
+    out.push(Scheme {
+        family: "relayout",
+        param: String::new(),
+        rewrite: RewriteConfig::None,
+        relayout: true,
+    });
+    out.push(Scheme {
+        family: "lbw+relayout",
+        param: "loss=15%".into(),
+        rewrite: RewriteConfig::parse("lbw:loss=15").expect("valid"),
+        relayout: true,
+    });
     if quick {
         // Quick workloads are small: segments and windows shrink with them.
         for s in &mut out {
@@ -238,6 +261,7 @@ fn run_one(w: &Workload, scheme: &Scheme) -> Result<(RunSummary, SimReport)> {
             restore: true,
             restore_cache: cache(CACHES[0]),
             also_restore: CACHES[1..].iter().map(|&p| cache(p)).collect(),
+            relayout: scheme.relayout.then(Default::default),
         },
     )?;
     let (mut logical, mut raw) = (0.0, 0.0);
@@ -373,7 +397,15 @@ fn summarize(runs: &[RunSummary]) -> Summary {
         // Tuned: per family, the run whose loss is closest to the target.
         let mut pick = vec![normal];
         let mut t = serde_json::Map::new();
-        for fam in ["capping", "fcrc", "lbw", "har", "har+lbw"] {
+        for fam in [
+            "capping",
+            "fcrc",
+            "lbw",
+            "har",
+            "har+lbw",
+            "relayout",
+            "lbw+relayout",
+        ] {
             let best = of
                 .iter()
                 .copied()
@@ -506,16 +538,36 @@ fn table(s: &Summary) -> String {
     t
 }
 
-const COLORS: [RGBColor; 6] = [
+const COLORS: [RGBColor; 8] = [
     RGBColor(0x33, 0x33, 0x33),
     RGBColor(0x1f, 0x77, 0xb4),
     RGBColor(0x2c, 0xa0, 0x2c),
     RGBColor(0xd6, 0x27, 0x28),
     RGBColor(0x94, 0x67, 0xbd),
     RGBColor(0xff, 0x7f, 0x0e),
+    RGBColor(0x17, 0xbe, 0xcf),
+    RGBColor(0x8c, 0x56, 0x4b),
 ];
-const FAMILIES: [&str; 6] = ["normal", "capping", "fcrc", "lbw", "har", "har+lbw"];
-const LABELS: [&str; 6] = ["Normal", "Capping", "FCRC", "LBW", "HAR", "HAR+LBW"];
+const FAMILIES: [&str; 8] = [
+    "normal",
+    "capping",
+    "fcrc",
+    "lbw",
+    "har",
+    "har+lbw",
+    "relayout",
+    "lbw+relayout",
+];
+const LABELS: [&str; 8] = [
+    "Normal",
+    "Capping",
+    "FCRC",
+    "LBW",
+    "HAR",
+    "HAR+LBW",
+    "GC re-layout",
+    "LBW+re-layout",
+];
 
 fn color_of(family: &str) -> RGBColor {
     FAMILIES

@@ -220,13 +220,14 @@ fn restore_quick_sweeps_every_scheme_and_writes_its_figure() {
     eprintln!("{}", out.table);
     assert_eq!(out.experiment, "restore");
     let runs = out.extra["runs"].as_array().unwrap();
-    // Two workloads x (Normal + 2 Capping + 2 FCRC + 2 LBW + 1 HAR + 2 HAR+LBW).
-    assert_eq!(runs.len(), 20);
+    // Two workloads x (Normal + 2 Capping + 2 FCRC + 2 LBW + 1 HAR + 2 HAR+LBW
+    // + re-layout + LBW with re-layout).
+    assert_eq!(runs.len(), 24);
     for r in runs {
         let loss = r["dedup_loss"].as_f64().unwrap();
         let rewritten = r["rewritten_chunks"].as_u64().unwrap();
         match r["scheme"].as_str().unwrap() {
-            "normal" => assert_eq!((loss, rewritten), (0.0, 0)),
+            "normal" | "relayout" => assert_eq!((loss, rewritten), (0.0, 0)),
             // Capping level 1 rewrites most duplicates.
             "capping" if r["param"] == "cap=1" => assert!(loss > 0.2 && rewritten > 0, "{r}"),
             _ => assert!((0.0..1.0).contains(&loss), "{r}"),
@@ -241,13 +242,31 @@ fn restore_quick_sweeps_every_scheme_and_writes_its_figure() {
     }
     for w in ["ddfs", "lineage"] {
         let t = &out.extra["tuned"][w];
-        for fam in ["capping", "fcrc", "lbw", "har", "har+lbw"] {
+        for fam in [
+            "capping",
+            "fcrc",
+            "lbw",
+            "har",
+            "har+lbw",
+            "relayout",
+            "lbw+relayout",
+        ] {
             assert!(t[fam]["dedup_loss"].is_number(), "{w} {fam}");
         }
-        assert_eq!(out.extra["devices"][w].as_array().unwrap().len(), 6);
+        assert_eq!(out.extra["devices"][w].as_array().unwrap().len(), 8);
+        // Re-layout after every backup: the newest generation restores
+        // faster than with Normal, at no dedup loss.
+        let last = |fam: &str| {
+            runs.iter()
+                .find(|r| r["workload"] == w && r["scheme"] == fam)
+                .unwrap()["last_speed_factor_faa"]
+                .as_f64()
+                .unwrap()
+        };
+        assert!(last("relayout") > last("normal"), "{w}");
     }
     // One CSV row per run and generation (6 generations each).
-    assert_eq!(out.csv.lines().count(), 1 + 20 * 6);
+    assert_eq!(out.csv.lines().count(), 1 + 24 * 6);
     let svg = std::fs::read_to_string(tmp.path().join("restore.svg")).unwrap();
     assert!(svg.starts_with("<svg") && svg.contains("LBW") && svg.contains("backup version"));
 }
