@@ -140,11 +140,6 @@ pub fn sim(cli: &Globals, a: &SimArgs) -> Result<ExitCode> {
         }
     };
     if a.writers > 1 {
-        if a.relayout {
-            return Err(anyhow!(
-                "--relayout runs between one writer's generations; it does not apply to --writers"
-            ));
-        }
         return many_writers(cli, a, &inputs);
     }
     if a.writer_unit.is_some() {
@@ -202,7 +197,11 @@ pub fn sim(cli: &Globals, a: &SimArgs) -> Result<ExitCode> {
 /// `--writers N` (N > 1): the fingerprint-level replay of
 /// `cairn_sim::writers`; the engine and device settings do not apply.
 fn many_writers(cli: &Globals, a: &SimArgs, inputs: &[GenerationInput]) -> Result<ExitCode> {
-    for (given, name) in [(a.restore, "--restore"), (a.csv, "--csv")] {
+    for (given, name) in [
+        (a.restore, "--restore"),
+        (a.csv, "--csv"),
+        (a.relayout, "--relayout"),
+    ] {
         if given {
             return Err(anyhow!(
                 "{name} does not apply with --writers greater than 1"
