@@ -9,9 +9,9 @@
 //! The count is what `cairn sim`'s restore simulation reports for a
 //! simulated repository, here for a real one.
 
-use std::collections::HashMap;
+use std::collections::hash_map::{Entry, HashMap};
 
-use cairn_core::{ChunkKind, ContainerId, Result};
+use cairn_core::{ContainerId, Result};
 use cairn_format::dir::{BlobRef, EntryKind};
 use cairn_format::snapshot::SnapshotRecord;
 use serde::Serialize;
@@ -82,33 +82,20 @@ pub fn estimate(
         est.bytes += file.iter().map(|s| s.size).sum::<u64>();
         plan.append(&mut file);
         if i + 1 == blobs.len() || plan_full(plan.len(), files) {
-            run.begin(&plan);
-            for pos in 0..plan.len() {
-                run.changes().for_each(drop);
-                if run.serve(pos, &plan) {
-                    continue;
-                }
-                let id = reader.locate(&plan[pos].fp)?;
-                let (size, chunks) = match metas.entry(id) {
-                    std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-                    std::collections::hash_map::Entry::Vacant(e) => {
+            est.container_reads += run.run_described(&plan, &mut |fp, chunks| {
+                let id = reader.locate(fp)?;
+                let (size, held) = match metas.entry(id) {
+                    Entry::Occupied(e) => e.into_mut(),
+                    Entry::Vacant(e) => {
                         let meta = repo.log.read_meta(id)?;
-                        let chunks = meta
-                            .descriptors
-                            .iter()
-                            .filter(|d| d.kind == ChunkKind::Data)
-                            .map(|d| ContainerChunk {
-                                fp: d.fp,
-                                size: u64::from(d.raw_len),
-                            })
-                            .collect();
-                        e.insert((meta.file_size, chunks))
+                        let mut held = Vec::new();
+                        ContainerChunk::of_container(&meta, &mut held);
+                        e.insert((meta.file_size, held))
                     }
                 };
-                est.container_reads += 1;
-                run.read(pos, &plan, id, *size, chunks);
-            }
-            run.changes().for_each(drop);
+                chunks.clone_from(held);
+                Ok((id, *size))
+            })?;
             plan.clear();
             files = 0;
         }

@@ -192,14 +192,10 @@ pub fn stats(repo: &Repository) -> Result<RepoStats> {
         .values()
         .fold((0, 0), |(r, c), (raw, st)| (r + raw, c + st));
     let on_disk = on_disk(repo, compressed, container_bytes)?;
-    let newest_restore = match snaps.last() {
-        Some(s) => Some(crate::restore_estimate::estimate(
-            repo,
-            &s.record,
-            Default::default(),
-        )?),
-        None => None,
-    };
+    let newest_restore = snaps
+        .last()
+        .map(|s| crate::restore_estimate::estimate(repo, &s.record, Default::default()))
+        .transpose()?;
     let last = snaps.last().map(|s| &s.record.stats);
     let last_secs = last.map_or(0.0, |s| s.duration_ns as f64 / 1e9);
     Ok(RepoStats {

@@ -639,16 +639,13 @@ pub fn collect(
     report.memory.bytes = ctx.peak;
     report.memory.bits_per_fingerprint = ctx.peak as f64 * 8.0 / keys.max(1) as f64;
 
-    // Re-layout: the heads' order, and the containers they use sparsely
+    // Re-layout: the heads' order, and the containers they use in part
     // cleaned as if selected (`relayout.rs`).
     let mut selected = selected;
-    let head_order = match opts.relayout {
-        Some(ro) => {
-            let order = plan_relayout(&ctx, &mut phases, &mut report, &tallies, ro, &mut selected)?;
-            Some(order)
-        }
-        None => None,
-    };
+    let head_order = opts
+        .relayout
+        .map(|ro| plan_relayout(&ctx, &mut phases, &mut report, &tallies, ro, &mut selected))
+        .transpose()?;
     stop::stop_if_interrupted()?;
 
     // The plan, before anything is copied or deleted.

@@ -11,7 +11,7 @@ use cairn_format::container::{chunk_file_range, ContainerMeta, Descriptor};
 
 /// Keys below this are positions in the heads' walk; a copied chunk no
 /// head uses takes a key above it, in scan order.
-pub const UNORDERED: u64 = 1 << 62;
+const UNORDERED: u64 = 1 << 62;
 
 /// One chunk the ordered copy will write.
 pub(super) struct Planned {
@@ -95,18 +95,37 @@ impl Fetched {
     }
 }
 
-/// The gap in the heads' order past which two copied chunks belong to
-/// distant regions of the heads: about one container's worth of their
-/// chunks (`heads` chunks over the containers `metas` describe). The
-/// ordered copy seals a container at least half full at such a gap rather
-/// than fill it with a region the next restore area will not read.
-pub fn region_jump(heads: u64, metas: &[ContainerMeta]) -> u64 {
-    region_jump_of(heads, &metas.iter().collect::<Vec<_>>())
+/// Where the ordered copy starts a new container: at a gap in the heads'
+/// order past which two copied chunks belong to distant regions of the
+/// heads (about one container's worth of their chunks), once the open
+/// container is at least half full, rather than fill it with a region the
+/// next restore area will not read.
+pub(super) struct RegionBreaks {
+    jump: u64,
+    last: Option<u64>,
 }
 
-/// [`region_jump`] over borrowed metadata sections.
-pub fn region_jump_of(heads: u64, metas: &[&ContainerMeta]) -> u64 {
-    let chunks: u64 = metas.iter().map(|m| m.descriptors.len() as u64).sum();
-    let per_container = chunks / (metas.len() as u64).max(1);
-    per_container.max(1).min(heads.max(1))
+impl RegionBreaks {
+    /// For heads of `heads` chunks copied from the containers `metas`
+    /// describes (their mean chunk count is a container's worth).
+    pub fn new<'m>(heads: u64, metas: impl IntoIterator<Item = &'m ContainerMeta>) -> Self {
+        let (mut chunks, mut containers) = (0u64, 0u64);
+        for m in metas {
+            chunks += m.descriptors.len() as u64;
+            containers += 1;
+        }
+        let per_container = chunks / containers.max(1);
+        RegionBreaks {
+            jump: per_container.max(1).min(heads.max(1)),
+            last: None,
+        }
+    }
+
+    /// Whether the chunk of `key`, the next one written, starts a new
+    /// container when the open one holds `open_bytes` of `capacity`.
+    pub fn breaks(&mut self, key: u64, open_bytes: usize, capacity: usize) -> bool {
+        let far = self.last.is_some_and(|k| key.saturating_sub(k) > self.jump);
+        self.last = Some(key);
+        far && open_bytes >= capacity / 2
+    }
 }

@@ -1,5 +1,4 @@
-//! Re-layout of a simulated repository (`cairn sim --maintenance
-//! relayout`, issue 34): the selection of `relayout.rs` and the ordered
+//! Re-layout of a simulated repository (`cairn sim --relayout`, issue 34): the selection of `relayout.rs` and the ordered
 //! write of the collector's copy, over a store that keeps containers'
 //! descriptions only (`meta_store.rs`). What is moved is descriptors: each
 //! moved chunk is recorded in a new container at its sizes
@@ -20,14 +19,11 @@ use cairn_core::{ChunkKind, ContainerId, Error, FpMap, Result};
 use cairn_format::container::{ContainerMeta, ContainerWriter};
 use cairn_format::index::IndexEntry;
 
+use super::ordered_copy::{Layout, RegionBreaks};
 use super::relayout::{choose, RelayoutOptions, RelayoutReport, Usage};
 use super::sweep::Tally;
 use crate::index::overlay::IndexUpdate;
 use crate::repo::Repository;
-
-/// Keys of copied chunks the heads do not use: after every head position,
-/// in scan order.
-const UNORDERED: u64 = 1 << 62;
 
 /// Re-lays out `repo` (a described store) for heads whose chunks come in
 /// the order `order` gives: the sparse containers within the budget are
@@ -110,48 +106,39 @@ pub fn relayout_described(
     }
 
     // Plan: the chosen containers' live chunks, newest container first
-    // (PGC+'s scan), keyed by the heads' order.
-    let mut plan = Vec::new();
-    let mut next_unordered = UNORDERED;
+    // (PGC+'s scan), keyed by the heads' order as the collector's ordered
+    // copy keys them.
+    let mut layout = Layout::new(order);
     for meta in metas.iter().rev() {
         if chosen.binary_search(&meta.id).is_err() {
             continue;
         }
         for d in &meta.descriptors {
-            if place.get(&d.fp) != Some(&meta.id) {
-                continue;
+            if place.get(&d.fp) == Some(&meta.id) {
+                layout.push(meta.id, d);
             }
-            let key = match order.get(&d.fp) {
-                Some(k) => {
-                    report.ordered_chunks += 1;
-                    *k
-                }
-                None => {
-                    next_unordered += 1;
-                    next_unordered
-                }
-            };
-            plan.push((key, *d));
         }
     }
-    plan.sort_by_key(|(k, _)| *k);
+    report.ordered_chunks = layout.ordered;
+    let mut plan = layout.chunks;
+    plan.sort_by_key(|p| p.key);
 
     // Write: new containers at the chunks' sizes.
     let capacity = repo.config.container_size as usize;
     let fp_width = repo.config.fp_width();
     let mut moves: Vec<IndexEntry> = Vec::with_capacity(plan.len());
     let mut open: Option<ContainerWriter> = None;
-    let jump = super::ordered_copy::region_jump(order.len() as u64, &metas);
-    let mut last_key = None;
-    for (key, d) in &plan {
-        let far = last_key.is_some_and(|k: u64| key.saturating_sub(k) > jump);
-        if open.as_ref().is_some_and(|w| {
-            !w.is_empty()
-                && (!w.would_fit(d.stored_len as usize) || far && w.encoded_len() >= capacity / 2)
-        }) {
+    let mut breaks = RegionBreaks::new(order.len() as u64, &metas);
+    for p in &plan {
+        let d = &p.d;
+        let open_bytes = open.as_ref().map_or(0, ContainerWriter::encoded_len);
+        let far = breaks.breaks(p.key, open_bytes, capacity);
+        if open
+            .as_ref()
+            .is_some_and(|w| !w.is_empty() && (!w.would_fit(d.stored_len as usize) || far))
+        {
             log.append(open.take().expect("open container"))?;
         }
-        last_key = Some(*key);
         let w = match &mut open {
             Some(w) => w,
             None => open.insert(ContainerWriter::new(log.allocate()?, fp_width, capacity)),

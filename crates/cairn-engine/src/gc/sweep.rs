@@ -26,7 +26,7 @@ use cairn_format::container::{ContainerMeta, ContainerWriter, Descriptor};
 use cairn_format::index::IndexEntry;
 
 use super::filters::{LiveFilter, Phv};
-use super::ordered_copy::{self, Fetched, Layout};
+use super::ordered_copy::{self, Fetched, Layout, RegionBreaks};
 use super::reservation::Reservation;
 use crate::codec::ChunkCodec;
 use crate::container_log::ContainerStore;
@@ -336,9 +336,7 @@ impl<'a> CopyWriter<'a> {
         let mut plan = std::mem::take(&mut layout.chunks);
         plan.sort_by_key(|p| p.key);
         let window = 4 * self.capacity.max(1) as u64;
-        let metas: Vec<&ContainerMeta> = layout.metas.values().collect();
-        let jump = ordered_copy::region_jump_of(layout.order.len() as u64, &metas);
-        let mut last_key: Option<u64> = None;
+        let mut breaks = RegionBreaks::new(layout.order.len() as u64, layout.metas.values());
         let mut damaged: HashSet<ContainerId> = HashSet::new();
         let mut start = 0;
         while start < plan.len() {
@@ -382,16 +380,8 @@ impl<'a> CopyWriter<'a> {
                     self.out.moved.remove(&p.d.fp);
                     continue;
                 }
-                // A distant region of the heads starts a new container
-                // once the open one is half full (`region_jump`).
-                let far = last_key.is_some_and(|k| p.key.saturating_sub(k) > jump);
-                last_key = Some(p.key);
-                if far
-                    && self
-                        .open
-                        .as_ref()
-                        .is_some_and(|w| w.encoded_len() >= self.capacity / 2)
-                {
+                let open = self.open.as_ref().map_or(0, ContainerWriter::encoded_len);
+                if breaks.breaks(p.key, open, self.capacity) {
                     self.seal_open()?;
                 }
                 let meta = &layout.metas[&p.source];

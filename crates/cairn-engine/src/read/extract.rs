@@ -268,16 +268,7 @@ fn decide(
         Err(e) => return Decision::Fail(e),
     };
     let meta = &known.meta;
-    chunks.clear();
-    chunks.extend(
-        meta.descriptors
-            .iter()
-            .filter(|d| d.kind == cairn_core::ChunkKind::Data)
-            .map(|d| ContainerChunk {
-                fp: d.fp,
-                size: d.raw_len as u64,
-            }),
-    );
+    ContainerChunk::of_container(meta, chunks);
     run.read(pos, plan, meta.id, meta.file_size, chunks);
     let changes: Vec<Change> = run.changes().collect();
     let mut wanted = vec![at];

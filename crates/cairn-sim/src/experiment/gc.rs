@@ -157,18 +157,18 @@ pub(super) fn backup_generation(
 
 /// What the repository holds: the x values of the sweeps.
 #[derive(Clone, Copy, Debug, Default)]
-struct State {
+pub(super) struct State {
     snapshots: u64,
     /// Logical bytes and files over every snapshot (fastcopies count).
     logical: u64,
     files: u64,
     /// Container bytes.
-    physical: u64,
+    pub(super) physical: u64,
     containers: u64,
 }
 
 impl State {
-    fn of(repo: &Repository) -> Result<Self> {
+    pub(super) fn of(repo: &Repository) -> Result<Self> {
         let (snaps, _) = catalog::list(&**repo.backend())?;
         let mut st = State {
             snapshots: snaps.len() as u64,

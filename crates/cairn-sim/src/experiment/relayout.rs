@@ -33,11 +33,12 @@ use cairn_engine::gc::relayout::RelayoutOptions;
 use cairn_engine::gc::{Collector, GcOptions};
 use cairn_engine::read::{CacheOptions, PolicyKind};
 use cairn_engine::restore_estimate::estimate;
-use cairn_engine::{catalog, object_names, Repository};
+use cairn_engine::{catalog, Repository};
 use plotters::prelude::*;
 use serde_json::{json, Value};
 
-use super::gc::{backup_generation, collect, real_config};
+use super::gc::{backup_generation, collect, real_config, State};
+use super::tabulate::{self, f, s, u};
 use super::{plot_format, ExperimentOptions, ExperimentOutput};
 use crate::figure::{Area, Drawn};
 use crate::workload::{self, Workload};
@@ -73,8 +74,9 @@ fn scale(quick: bool) -> Scale {
 #[derive(Clone, Copy)]
 struct Arm {
     name: &'static str,
-    /// Snapshots kept (`None`: all); with `Some`, PGC+ after every backup.
-    retain: Option<usize>,
+    /// The newest `Scale::retain` snapshots kept, the rest forgotten, and
+    /// PGC+ after every backup; otherwise every snapshot kept.
+    retain: bool,
     /// Re-layout with this utilization threshold (the default options
     /// otherwise: `gc`'s default is 1.0); with `Some`, PGC+ after every
     /// backup.
@@ -84,32 +86,32 @@ struct Arm {
 const ARMS: [Arm; 6] = [
     Arm {
         name: "keep-all",
-        retain: None,
+        retain: false,
         relayout: None,
     },
     Arm {
         name: "keep-all+relayout",
-        retain: None,
+        retain: false,
         relayout: Some(1.0),
     },
     Arm {
         name: "keep-all+relayout-u50",
-        retain: None,
+        retain: false,
         relayout: Some(0.5),
     },
     Arm {
         name: "retain+pgc+",
-        retain: Some(0),
+        retain: true,
         relayout: None,
     },
     Arm {
         name: "retain+pgc+relayout",
-        retain: Some(0),
+        retain: true,
         relayout: Some(1.0),
     },
     Arm {
         name: "retain+pgc+relayout-u50",
-        retain: Some(0),
+        retain: true,
         relayout: Some(0.5),
     },
 ];
@@ -126,22 +128,13 @@ struct ArmRun {
     container_bytes: u64,
 }
 
-fn container_bytes(b: &dyn Backend) -> Result<u64> {
-    let mut n = 0;
-    for key in b.list(object_names::CONTAINERS)? {
-        n += b.size(&key)?;
-    }
-    Ok(n)
-}
-
 fn run_arm(arm: Arm, sc: &Scale, w: &dyn Workload, dir: &Path) -> Result<ArmRun> {
     let backend: Arc<dyn Backend> = Arc::new(MemBackend::new());
-    let repo = Repository::init(backend.clone(), real_config(sc.container_size))?;
+    let repo = Repository::init(backend, real_config(sc.container_size))?;
     let cache = CacheOptions {
         policy: PolicyKind::Faa,
         bytes: sc.cache_bytes,
     };
-    let retain = arm.retain.map(|_| sc.retain);
     let mut run = ArmRun {
         name: arm.name,
         speed: Vec::new(),
@@ -154,17 +147,15 @@ fn run_arm(arm: Arm, sc: &Scale, w: &dyn Workload, dir: &Path) -> Result<ArmRun>
     for g in 0..sc.generations {
         backup_generation(&repo, w, g, dir)?;
         let (snaps, _) = catalog::list(&**repo.backend())?;
-        if let Some(keep) = retain {
-            if snaps.len() > keep {
-                let old: Vec<String> = snaps[..snaps.len() - keep]
-                    .iter()
-                    .map(|s| s.id.clone())
-                    .collect();
-                let lock = repo.lock_writer(false)?;
-                cairn_engine::forget::remove(&repo, &lock, &old)?;
-            }
+        if arm.retain && snaps.len() > sc.retain {
+            let old: Vec<String> = snaps[..snaps.len() - sc.retain]
+                .iter()
+                .map(|s| s.id.clone())
+                .collect();
+            let lock = repo.lock_writer(false)?;
+            cairn_engine::forget::remove(&repo, &lock, &old)?;
         }
-        if retain.is_some() || arm.relayout.is_some() {
+        if arm.retain || arm.relayout.is_some() {
             let r = collect(
                 &repo,
                 &GcOptions {
@@ -186,7 +177,7 @@ fn run_arm(arm: Arm, sc: &Scale, w: &dyn Workload, dir: &Path) -> Result<ArmRun>
         run.speed.push(e.speed_factor());
         run.reads.push(e.container_reads);
     }
-    run.container_bytes = container_bytes(&*backend)?;
+    run.container_bytes = State::of(&repo)?.physical;
     Ok(run)
 }
 
@@ -232,7 +223,6 @@ pub fn relayout(opts: &ExperimentOptions) -> Result<ExperimentOutput> {
         })
         .collect();
     let mut extra = serde_json::Map::new();
-    extra.insert("arms".into(), Value::Array(arms.clone()));
     extra.insert("copy_ratio_relayout_vs_pgc_plus".into(), copy_ratio.into());
     extra.insert(
         "scale".into(),
@@ -240,12 +230,10 @@ pub fn relayout(opts: &ExperimentOptions) -> Result<ExperimentOutput> {
                "container_size": sc.container_size, "cache_bytes": sc.cache_bytes,
                "retain": sc.retain}),
     );
-    let mut csv = String::from("arm,generation,speed_factor_faa,container_reads\n");
-    for r in &runs {
-        for (g, (s, n)) in r.speed.iter().zip(&r.reads).enumerate() {
-            csv.push_str(&format!("{},{},{s:.6},{n}\n", r.name, g + 1));
-        }
-    }
+    let csv = tabulate::csv(
+        &rows,
+        &["arm", "generation", "speed_factor_faa", "container_reads"],
+    );
     let mut table = String::from(
         "relayout: newest snapshot's speed factor (FAA, MB per container read) and \
          collection cost\n",
@@ -257,18 +245,19 @@ pub fn relayout(opts: &ExperimentOptions) -> Result<ExperimentOutput> {
     for a in &arms {
         table.push_str(&format!(
             "{:<22} {:>8.3} {:>8.3} {:>8.3} {:>12} {:>10.2} {:>12}\n",
-            a["arm"].as_str().unwrap_or(""),
-            a["first_speed_factor"].as_f64().unwrap_or(0.0),
-            a["last_speed_factor"].as_f64().unwrap_or(0.0),
-            a["mean_speed_factor"].as_f64().unwrap_or(0.0),
-            a["copied_bytes"].as_u64().unwrap_or(0),
-            a["gc_seconds"].as_f64().unwrap_or(0.0),
-            a["container_bytes"].as_u64().unwrap_or(0),
+            s(a, "arm"),
+            f(a, "first_speed_factor"),
+            f(a, "last_speed_factor"),
+            f(a, "mean_speed_factor"),
+            u(a, "copied_bytes"),
+            f(a, "gc_seconds"),
+            u(a, "container_bytes"),
         ));
     }
     table.push_str(&format!(
         "bytes copied by PGC+ with re-layout / without: {copy_ratio:.2}x (target <= 1.5x)\n"
     ));
+    extra.insert("arms".into(), Value::Array(arms));
     let size = crate::figure::size(1);
     let svg = crate::figure::svg(size, |root| draw(&runs, root))?;
     ExperimentOutput::new("relayout", rows, extra, csv, table).written(

@@ -397,15 +397,7 @@ fn summarize(runs: &[RunSummary]) -> Summary {
         // Tuned: per family, the run whose loss is closest to the target.
         let mut pick = vec![normal];
         let mut t = serde_json::Map::new();
-        for fam in [
-            "capping",
-            "fcrc",
-            "lbw",
-            "har",
-            "har+lbw",
-            "relayout",
-            "lbw+relayout",
-        ] {
+        for &fam in &FAMILIES[1..] {
             let best = of
                 .iter()
                 .copied()

@@ -56,7 +56,6 @@ pub fn simulate(
     let mut plan: Vec<PlanStep> = Vec::new();
     let mut files = 0;
     let mut file_start = 0;
-    let mut chunks = Vec::new();
     loop {
         let ev = src.next_event()?;
         let end_of_file = matches!(ev, None | Some(TraceEvent::FileStart { .. }));
@@ -66,7 +65,7 @@ pub fn simulate(
             }
             if ev.is_none() || plan_full(plan.len(), files) {
                 if !plan.is_empty() {
-                    run_plan(&mut run, &plan, &place, store, model, &mut r, &mut chunks);
+                    run_plan(&mut run, &plan, &place, store, model, &mut r)?;
                 }
                 plan.clear();
                 files = 0;
@@ -97,6 +96,8 @@ pub fn simulate(
     Ok(r)
 }
 
+/// One plan through the policy: each container read is counted and
+/// charged to the device model at its size.
 fn run_plan(
     run: &mut PolicyRun,
     plan: &[PlanStep],
@@ -104,30 +105,13 @@ fn run_plan(
     store: &MetaOnlyStore,
     model: &DeviceModel,
     r: &mut RestoreResult,
-    chunks: &mut Vec<ContainerChunk>,
-) {
-    run.begin(plan);
-    for (pos, step) in plan.iter().enumerate() {
-        // The simulator holds no bytes: the changes need no mirror.
-        run.changes().for_each(drop);
-        if run.serve(pos, plan) {
-            continue;
-        }
-        let id = place[&step.fp];
+) -> Result<()> {
+    r.containers_read += run.run_described(plan, &mut |fp, chunks| {
+        let id = place[fp];
         let meta = store.peek(id).expect("placed containers exist");
-        r.containers_read += 1;
         model.charge(Stage::ContainerRead, meta.file_size);
-        chunks.clear();
-        chunks.extend(
-            meta.descriptors
-                .iter()
-                .filter(|d| d.kind == cairn_core::ChunkKind::Data)
-                .map(|d| ContainerChunk {
-                    fp: d.fp,
-                    size: d.raw_len as u64,
-                }),
-        );
-        run.read(pos, plan, id, meta.file_size, chunks);
-    }
-    run.changes().for_each(drop);
+        ContainerChunk::of_container(&meta, chunks);
+        Ok((id, meta.file_size))
+    })?;
+    Ok(())
 }

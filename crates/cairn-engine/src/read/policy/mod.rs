@@ -35,7 +35,8 @@ mod tests;
 use std::fmt;
 use std::str::FromStr;
 
-use cairn_core::{ContainerId, Error, Fingerprint, FpMap};
+use cairn_core::{ChunkKind, ContainerId, Error, Fingerprint, FpMap};
+use cairn_format::container::ContainerMeta;
 use serde::Serialize;
 
 pub use alacc::Alacc;
@@ -54,11 +55,33 @@ pub struct PlanStep {
     pub offset: u64,
 }
 
+/// For [`PolicyRun::run_described`]: the container holding a chunk, its
+/// file size, and its chunks into the buffer given.
+pub type DescribedRead<'a> = dyn FnMut(&Fingerprint, &mut Vec<ContainerChunk>) -> cairn_core::Result<(ContainerId, u64)>
+    + 'a;
+
 /// A chunk of a container that was read: its fingerprint and raw size.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ContainerChunk {
     pub fp: Fingerprint,
     pub size: u64,
+}
+
+impl ContainerChunk {
+    /// The chunks a read of container `meta` offers a policy: its data
+    /// chunks (recipe nodes and listings are not restored), into `out`.
+    pub fn of_container(meta: &ContainerMeta, out: &mut Vec<ContainerChunk>) {
+        out.clear();
+        out.extend(
+            meta.descriptors
+                .iter()
+                .filter(|d| d.kind == ChunkKind::Data)
+                .map(|d| ContainerChunk {
+                    fp: d.fp,
+                    size: u64::from(d.raw_len),
+                }),
+        );
+    }
 }
 
 /// A change to what the restore holds in memory, in the order the policy
@@ -299,6 +322,33 @@ impl PolicyRun {
         self.stats.container_reads += 1;
         self.stats.bytes_read += file_size;
         self.stats.peak_memory_bytes = self.stats.peak_memory_bytes.max(self.mem.peak);
+    }
+
+    /// Runs one plan through the policy with no bytes at all (the
+    /// simulator's restore, `restore_estimate`): a step the policy does not
+    /// serve reads the container `fetch` names for its chunk, with that
+    /// container's file size and chunks (`ContainerChunk::of_container`).
+    /// Returns the containers read.
+    pub fn run_described(
+        &mut self,
+        plan: &[PlanStep],
+        fetch: &mut DescribedRead<'_>,
+    ) -> cairn_core::Result<u64> {
+        let mut chunks = Vec::new();
+        let mut reads = 0;
+        self.begin(plan);
+        for pos in 0..plan.len() {
+            // Nothing mirrors the memory: its changes are only counted.
+            self.changes().for_each(drop);
+            if self.serve(pos, plan) {
+                continue;
+            }
+            let (id, file_size) = fetch(&plan[pos].fp, &mut chunks)?;
+            reads += 1;
+            self.read(pos, plan, id, file_size, &chunks);
+        }
+        self.changes().for_each(drop);
+        Ok(reads)
     }
 
     /// The changes to memory since the last call, in order.
