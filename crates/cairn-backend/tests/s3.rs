@@ -290,3 +290,44 @@ fn a_store_that_stops_answering_fails_in_bounded_time() {
     proxy.heal();
     assert_eq!(store.read("containers/00/a").unwrap(), b"stored");
 }
+
+#[test]
+fn writes_refused_by_a_vanished_parent_directory_are_retried() {
+    // A server that keeps objects as files removes a directory with its
+    // last object; a write that recreates it at that moment is refused
+    // (409 ExistingObjectIsDirectory) although nothing is in its way.
+    use cairn_backend::s3::fault_proxy::{Action, FaultProxy};
+    let server = S3TestServer::start();
+    let proxy = FaultProxy::start(server.endpoint());
+    let mut config = server.config();
+    config.endpoint = Some(proxy.endpoint());
+    config.conditional_writes = ConditionalWrites::Detect;
+    let store = open(&config);
+    let mut refused = 0;
+    proxy.set_rule(move |r| {
+        if r.method == "PUT" && refused < 6 {
+            refused += 1;
+            Action::Fail(409)
+        } else {
+            Action::Forward
+        }
+    });
+    // Six refusals in a row (the conditional-write probe's first write,
+    // on the first create, meets them all) stay within the attempts; a
+    // store that refuses every write is reported after them.
+    assert!(store.create_new("snapshots/a", b"a").unwrap());
+    assert_eq!(proxy.faults(), 6, "{:?}", proxy.log());
+    proxy.set_rule(|r| {
+        if r.method == "PUT" {
+            Action::Fail(409)
+        } else {
+            Action::Forward
+        }
+    });
+    let err = store.write_atomic("index/b", b"b").unwrap_err().to_string();
+    assert!(err.contains("409") && err.contains("index/b"), "{err}");
+    proxy.heal();
+    store.write_atomic("index/b", b"b").unwrap();
+    assert_eq!(store.read("snapshots/a").unwrap(), b"a");
+    assert_eq!(store.read("index/b").unwrap(), b"b");
+}

@@ -227,6 +227,25 @@ macro_rules! forward_backend {
     };
 }
 
+/// [`Backend::create_new`], counting an object that holds exactly `bytes`
+/// as created by this call. On object storage a create that the store
+/// applied but whose answer was lost is retried and refused by its own
+/// object; this tells that apart from a create that lost to another
+/// writer. Only for payloads that no other creator of `key` writes
+/// byte-identically (a writer's session id, a merge's folded index: two
+/// merges that fold the same deltas write the same bytes and may both
+/// proceed, since what they delete is the same).
+pub fn create_new_or_own(backend: &dyn Backend, key: &str, bytes: &[u8]) -> Result<bool> {
+    if backend.create_new(key, bytes)? {
+        return Ok(true);
+    }
+    match backend.read(key) {
+        Ok(found) => Ok(found == bytes),
+        Err(crate::Error::NotFound(_)) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 use std::sync::Arc;
 forward_backend!(Arc);
 forward_backend!(Box);

@@ -64,19 +64,10 @@ fn now_ns() -> i64 {
 }
 
 /// Creates `key` holding `bytes` unless it exists; whether it now holds
-/// what this writer wrote. A create whose answer was lost after the store
-/// applied it (object storage retries it) finds its own bytes: that is
-/// this writer's object, not another's. Only this writer ever writes these
-/// bytes under `key` (a session's id and info, its `commit` marker).
+/// what this writer wrote. Only this writer ever writes these bytes under
+/// `key` (a session's id and info, its `commit` marker).
 fn created(backend: &dyn Backend, key: &str, bytes: &[u8]) -> Result<bool> {
-    if backend.create_new(key, bytes)? {
-        return Ok(true);
-    }
-    match backend.read(key) {
-        Ok(found) => Ok(found == bytes),
-        Err(Error::NotFound(_)) => Ok(false),
-        Err(e) => Err(e),
-    }
+    cairn_core::backend::create_new_or_own(backend, key, bytes)
 }
 
 impl Session {

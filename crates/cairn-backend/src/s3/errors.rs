@@ -68,6 +68,30 @@ fn s3_error(text: &str) -> Option<String> {
     })
 }
 
+/// Whether a write was refused by a conflict that a retry resolves,
+/// rather than by an object already in place:
+/// * `ExistingObjectIsDirectory`: a server that keeps objects as files
+///   (VersityGW's POSIX backend) answers so when it creates the object's
+///   parent directory while a delete of that directory's last object
+///   removes it. cairn never stores an object under another object's key
+///   followed by `/`, so for cairn's keys the answer is only that race.
+/// * `ConditionalRequestConflict` and `OperationAborted`: AWS's answers
+///   to a conditional write that raced another write to the same key
+///   still in flight; AWS documents them as retryable.
+///
+/// object_store reports every 409 as `AlreadyExists`, so the body decides.
+pub(super) fn is_transient_conflict(e: &object_store::Error) -> bool {
+    let (status, body) = response(e);
+    status == Some(409)
+        && [
+            "ExistingObjectIsDirectory",
+            "ConditionalRequestConflict",
+            "OperationAborted",
+        ]
+        .iter()
+        .any(|code| body.contains(&format!("<Code>{code}</Code>")))
+}
+
 pub(super) fn map(config: &S3Config, doing: &str, key: &str, e: object_store::Error) -> Error {
     let repo = config.describe();
     let (status, body) = response(&e);
@@ -145,5 +169,24 @@ mod tests {
             Some("SlowDown")
         );
         assert_eq!(s3_error("connection reset"), None);
+    }
+
+    #[test]
+    fn transient_conflicts_are_told_from_existing_objects() {
+        let status = |code: u16, body: &str| object_store::Error::Generic {
+            store: "S3",
+            source: format!("Server returned non-2xx status code: {code} Conflict: {body}").into(),
+        };
+        let directory = "<Error><Code>ExistingObjectIsDirectory</Code></Error>";
+        assert!(is_transient_conflict(&status(409, directory)));
+        let racing = "<Error><Code>ConditionalRequestConflict</Code></Error>";
+        assert!(is_transient_conflict(&status(409, racing)));
+        let exists = "<Error><Code>PreconditionFailed</Code></Error>";
+        assert!(!is_transient_conflict(&status(412, exists)));
+        assert!(!is_transient_conflict(&status(
+            409,
+            "<Error><Code>BucketNotEmpty</Code></Error>"
+        )));
+        assert!(!is_transient_conflict(&status(503, directory)));
     }
 }

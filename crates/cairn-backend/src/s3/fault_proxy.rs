@@ -45,7 +45,8 @@ impl Request {
 pub enum Action {
     /// Forward it and relay the answer.
     Forward,
-    /// Answer this status (a 5xx) without forwarding: the store never saw it.
+    /// Answer this status (a 5xx, or 409 as a lost directory race) without
+    /// forwarding: the store never saw it.
     Fail(u16),
     /// Forward it, discard the server's answer and answer this status: the
     /// store applied a request whose client is told it failed.
@@ -314,6 +315,9 @@ fn answer(client: &mut TcpStream, status: u16) -> io::Result<()> {
     let (reason, code) = match status {
         500 => ("Internal Server Error", "InternalError"),
         503 => ("Service Unavailable", "SlowDown"),
+        // What a POSIX-backed server (VersityGW) answers when a delete
+        // removes the object's parent directory during the write.
+        409 => ("Conflict", "ExistingObjectIsDirectory"),
         _ => ("Error", "InternalError"),
     };
     let body = format!(

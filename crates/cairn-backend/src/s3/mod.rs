@@ -50,6 +50,33 @@ pub const MULTIPART_THRESHOLD: usize = 16 << 20;
 const PART_SIZE: usize = 8 << 20;
 /// Parts of one multipart upload in flight at once.
 const PARTS_IN_FLIGHT: usize = 4;
+/// Attempts of a write that a transient conflict refused
+/// ([`errors::is_transient_conflict`]), and the wait before the first
+/// retry (doubled each time: about 2.5 s in all).
+const CONFLICT_ATTEMPTS: u32 = 8;
+const CONFLICT_BACKOFF: Duration = Duration::from_millis(20);
+
+/// Runs the request `attempt` makes until it succeeds, fails otherwise,
+/// or has been refused by a transient conflict [`CONFLICT_ATTEMPTS`] times.
+/// Safe for every write cairn makes: a refused request changed nothing.
+async fn retrying_conflicts<T, F, Fut>(mut attempt: F) -> object_store::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = object_store::Result<T>>,
+{
+    let mut wait = CONFLICT_BACKOFF;
+    for _ in 1..CONFLICT_ATTEMPTS {
+        match attempt().await {
+            Err(e) if errors::is_transient_conflict(&e) => {
+                tokio::time::sleep(wait).await;
+                wait *= 2;
+            }
+            done => return done,
+        }
+    }
+    attempt().await
+}
+
 /// Containers a backup uploads at once by default: with 4 MiB containers
 /// and a round trip of tens of milliseconds, one upload at a time leaves
 /// the link idle between requests; 8 keep about 32 MiB in flight.
@@ -316,10 +343,16 @@ impl S3Backend {
     fn put_create(&self, key: &str, data: &[u8]) -> Result<bool> {
         let inner = &self.inner;
         let path = inner.path(key)?;
-        let opts = PutOptions::from(PutMode::Create);
-        let put = inner.store.put_opts(&path, data.to_vec().into(), opts);
+        let put = retrying_conflicts(|| {
+            let opts = PutOptions::from(PutMode::Create);
+            inner.store.put_opts(&path, data.to_vec().into(), opts)
+        });
         match inner.block_on(put) {
             Ok(_) => Ok(true),
+            // Also a conditional PUT that the store applied but whose
+            // answer was lost, retried and refused by its own object: the
+            // callers whose payloads name their writer read it back
+            // (`session.rs`); to the rest a lost slot is harmless.
             Err(object_store::Error::AlreadyExists { .. })
             | Err(object_store::Error::Precondition { .. }) => Ok(false),
             Err(e) => Err(inner.error("creating", key, e)),
@@ -381,7 +414,8 @@ impl Inner {
         let path = self.path(key)?;
         let put = async {
             if data.len() <= MULTIPART_THRESHOLD {
-                return self.store.put(&path, data.to_vec().into()).await.map(drop);
+                let put = || self.store.put(&path, data.to_vec().into());
+                return retrying_conflicts(put).await.map(drop);
             }
             let upload = self.store.put_multipart(&path).await?;
             let mut writer = WriteMultipart::new_with_chunk_size(upload, PART_SIZE);
@@ -398,6 +432,14 @@ impl Inner {
         };
         self.block_on(put)
             .map_err(|e| self.error("writing", key, e))
+    }
+
+    fn read_path(&self, key: &str) -> Result<Vec<u8>> {
+        let path = self.path(key)?;
+        let get = async { self.store.get(&path).await?.bytes().await };
+        self.block_on(get)
+            .map(|b| b.to_vec())
+            .map_err(|e| self.error("reading", key, e))
     }
 
     fn head(&self, key: &str) -> Result<u64> {
@@ -437,14 +479,14 @@ impl Inner {
         let store = self.store.clone();
         async move {
             let fail = |e| (key.clone(), e);
-            store
-                .put(&path, PutPayload::from_static(b"probe"))
+            retrying_conflicts(|| store.put(&path, PutPayload::from_static(b"probe")))
                 .await
                 .map_err(fail)?;
-            let opts = PutOptions::from(PutMode::Create);
-            let second = store
-                .put_opts(&path, PutPayload::from_static(b"probe"), opts)
-                .await;
+            let second = retrying_conflicts(|| {
+                let opts = PutOptions::from(PutMode::Create);
+                store.put_opts(&path, PutPayload::from_static(b"probe"), opts)
+            })
+            .await;
             let honoured = match second {
                 Err(object_store::Error::AlreadyExists { .. })
                 | Err(object_store::Error::Precondition { .. }) => Ok(true),
@@ -465,13 +507,7 @@ impl Inner {
 impl Backend for S3Backend {
     fn read(&self, key: &str) -> Result<Vec<u8>> {
         Self::check_key(key)?;
-        let inner = &self.inner;
-        let path = inner.path(key)?;
-        let get = async { inner.store.get(&path).await?.bytes().await };
-        inner
-            .block_on(get)
-            .map(|b| b.to_vec())
-            .map_err(|e| inner.error("reading", key, e))
+        self.inner.read_path(key)
     }
 
     fn read_at(&self, key: &str, offset: u64, len: usize) -> Result<Vec<u8>> {

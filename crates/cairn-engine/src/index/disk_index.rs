@@ -703,7 +703,9 @@ impl DiskIndex {
             delta.seq += 1;
             let bytes = cairn_format::index_delta::encode_index_delta(&delta)?;
             let key = object_names::index_delta(cur.generation, delta.seq);
-            if self.backend.create_new(&key, &bytes)? {
+            // The delta names this writer's containers, so no other writer
+            // writes its bytes: finding them means our create took effect.
+            if cairn_core::backend::create_new_or_own(&*self.backend, &key, &bytes)? {
                 break;
             }
         }
@@ -858,12 +860,13 @@ impl DiskIndex {
         // and on object storage a lock is a lease a paused holder can
         // outlive. Two merges writing one generation would lose what the
         // first folded and deleted; the second fails instead.
-        if !self
-            .backend
-            .create_new(&object_names::index(generation), &bytes)?
-        {
+        // A create the store applied but answered with a failure finds its
+        // own bytes on the retry: still this merge's generation.
+        let key = object_names::index(generation);
+        if !cairn_core::backend::create_new_or_own(&*self.backend, &key, &bytes)? {
             return Err(Error::Locked(format!(
-                "another writer wrote index generation {generation} first (a merge beside this                  one); nothing was changed, the next commit merges again"
+                "another writer wrote index generation {generation} first (a merge beside \
+                 this one); nothing was changed, the next commit merges again"
             )));
         }
         let header = codec::decode_index_header(&bytes)?;
