@@ -22,6 +22,10 @@ pub struct ExperimentArgs {
     /// A real dataset recorded with `cairn trace`, one file per generation (repeatable).
     #[arg(long = "trace")]
     pub traces: Vec<PathBuf>,
+    /// gc only: run 003's mark phases on a repository on disk grown to about
+    /// N fingerprints (millions fit this machine), instead of 003's sweeps.
+    #[arg(long, value_name = "N")]
+    pub fingerprints: Option<u64>,
     /// Directory for the CSV and the plot.
     #[arg(long, default_value = "experiments-out")]
     pub out: PathBuf,
@@ -32,7 +36,7 @@ pub struct ExperimentArgs {
 
 pub fn run(cli: &Globals, a: &ExperimentArgs) -> Result<ExitCode> {
     use cairn_sim::experiment::{
-        eager_vs_lazy, gc, index_io, index_ram, partition, relayout, restore, ring_size,
+        eager_vs_lazy, gc, gc_scale, index_io, index_ram, partition, relayout, restore, ring_size,
         ExperimentOptions, IndexRamOptions,
     };
     let opts = ExperimentOptions {
@@ -41,6 +45,9 @@ pub fn run(cli: &Globals, a: &ExperimentArgs) -> Result<ExitCode> {
         out_dir: a.out.clone(),
         plot_ext: a.plot_format.ext().to_string(),
     };
+    if a.fingerprints.is_some() && a.name != Experiment::Gc {
+        return Err(anyhow!("--fingerprints applies to `experiment gc` only"));
+    }
     let out = match a.name {
         Experiment::IndexIo => index_io(&opts)?,
         Experiment::IndexRam if !a.traces.is_empty() => {
@@ -62,7 +69,10 @@ pub fn run(cli: &Globals, a: &ExperimentArgs) -> Result<ExitCode> {
                 "gc backs up generated files (DDFS and lineage workloads); it takes no --trace"
             ))
         }
-        Experiment::Gc => gc(&opts)?,
+        Experiment::Gc => match a.fingerprints {
+            Some(n) => gc_scale(&opts, n)?,
+            None => gc(&opts)?,
+        },
         Experiment::Relayout if !a.traces.is_empty() => {
             return Err(anyhow!(
                 "relayout backs up generated files (the DDFS workload); it takes no --trace"

@@ -263,7 +263,7 @@ fn options(v: Variant, fingerprints: u64, lp_bytes: u64, dry_run: bool) -> GcOpt
 
 /// The mark phase of every variant on `repo`, fastest of `reps`: one row
 /// each, labelled with the sweep and its x value.
-fn mark_rows(repo: &Repository, sweep: &str, x: f64, reps: usize) -> Result<Vec<Value>> {
+pub(super) fn mark_rows(repo: &Repository, sweep: &str, x: f64, reps: usize) -> Result<Vec<Value>> {
     let st = State::of(repo)?;
     let hdd = DeviceClass::hdd();
     let mut best: Vec<Option<GcReport>> = vec![None; VARIANTS.len()];

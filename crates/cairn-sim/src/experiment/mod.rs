@@ -26,6 +26,7 @@
 
 mod gc;
 mod gc_plot;
+mod gc_scale;
 mod gc_variants;
 mod index_io;
 pub mod index_ram;
@@ -48,6 +49,7 @@ use cairn_core::Result;
 /// The plot file formats (`--plot-format`).
 pub use crate::figure::PlotFormat;
 pub use gc::gc;
+pub use gc_scale::gc_scale;
 pub use index_io::{ddfs_params, index_io, CASES, DDFS_TABLE4};
 pub use index_ram::{index_ram, IndexRamOptions};
 pub use lookup_strategy::{eager_vs_lazy, ring_size};
