@@ -50,8 +50,6 @@ pub struct HarState {
     /// Raw bytes this backup referenced in place, by container (every
     /// stream's, added as it finishes).
     used: Mutex<HashMap<ContainerId, u64>>,
-    /// Duplicates HAR stored again.
-    rewritten: std::sync::atomic::AtomicU64,
 }
 
 impl HarState {
@@ -65,13 +63,7 @@ impl HarState {
             first_new,
             threshold,
             used: Mutex::new(HashMap::new()),
-            rewritten: Default::default(),
         })
-    }
-
-    /// Duplicates HAR stored again in this backup.
-    pub fn rewritten(&self) -> u64 {
-        self.rewritten.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Step 2: this backup's sparse containers, in id order: those older
@@ -112,7 +104,6 @@ pub struct Har {
     pending: HashMap<u64, (ContainerId, u64)>,
     /// This stream's in-place references, by container.
     used: HashMap<ContainerId, u64>,
-    rewritten: u64,
     scratch: Vec<Action>,
 }
 
@@ -123,7 +114,6 @@ impl Har {
             inner,
             pending: HashMap::new(),
             used: HashMap::new(),
-            rewritten: 0,
             scratch: Vec::new(),
         }
     }
@@ -166,9 +156,9 @@ impl RewritePolicy for Har {
             Location::Stored(c) => Some(c),
             _ => None,
         };
-        // Step 3: a duplicate in an inherited sparse container is stored again.
+        // Step 3: a duplicate in an inherited sparse container is stored
+        // again (the snapshot's `rewritten_data_chunks` counts it).
         if old.is_some_and(|c| self.state.inherited.contains(&c)) {
-            self.rewritten += 1;
             out.push(Action::Rewrite(seq));
             return true;
         }
@@ -197,10 +187,6 @@ impl RewritePolicy for Har {
         for (c, bytes) in self.used.drain() {
             *used.entry(c).or_default() += bytes;
         }
-        self.state
-            .rewritten
-            .fetch_add(self.rewritten, std::sync::atomic::Ordering::Relaxed);
-        self.rewritten = 0;
     }
 }
 
@@ -257,7 +243,6 @@ mod tests {
         assert!(!har.push(5, fp(5), 10, Location::Stored(ContainerId(120)), &mut out));
         assert!(out.is_empty());
         har.finish(&mut out);
-        assert_eq!(state.rewritten(), 1);
         // 4000-byte containers: 5 holds 3000 (75%), 6 holds 1800 (45%).
         let unknown = |_: ContainerId| None;
         assert_eq!(state.sparse(4000, &unknown), [ContainerId(6)]);
