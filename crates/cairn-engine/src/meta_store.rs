@@ -46,6 +46,22 @@ impl MetaOnlyStore {
         self.metas.read().values().map(|m| m.file_size).sum()
     }
 
+    /// Heap bytes of the metadata held (each container's record, its
+    /// descriptors' allocation and its map entry), for memory reports.
+    pub fn heap_bytes(&self) -> u64 {
+        let metas = self.metas.read();
+        // A BTreeMap entry (key and Arc) plus the node's share of spare
+        // slots: about 1.5x the pair.
+        let entry = 3 * (std::mem::size_of::<ContainerId>() + std::mem::size_of::<usize>()) / 2;
+        // The Arc's two counters beside the record.
+        let record = std::mem::size_of::<ContainerMeta>() + 2 * std::mem::size_of::<usize>();
+        let descriptor = std::mem::size_of::<cairn_format::container::Descriptor>();
+        metas
+            .values()
+            .map(|m| (entry + record + m.descriptors.capacity() * descriptor) as u64)
+            .sum()
+    }
+
     /// A stored container's metadata without counting a read (for reports).
     pub fn peek(&self, id: ContainerId) -> Option<Arc<ContainerMeta>> {
         self.metas.read().get(&id).cloned()

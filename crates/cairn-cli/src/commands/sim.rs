@@ -47,6 +47,11 @@ pub struct SimArgs {
     /// it, the simulated repository ages as Destor's and 002's do.
     #[arg(long)]
     pub relayout: bool,
+    /// Also print the RAM each structure of the simulated repository holds
+    /// per unique chunk, and the process's peak (always in --json, under
+    /// "memory"). With --csv it goes to standard error.
+    #[arg(long)]
+    pub memory_report: bool,
     /// The policy of the simulated restore and its memory.
     #[command(flatten)]
     pub cache: crate::restore_cache::RestoreCacheArgs,
@@ -186,6 +191,13 @@ pub fn sim(cli: &Globals, a: &SimArgs) -> Result<ExitCode> {
             );
         }
     }
+    if a.memory_report && !cli.json {
+        if a.csv {
+            eprint!("{}", report.memory.text());
+        } else {
+            print!("{}", report.memory.text());
+        }
+    }
     if let Some(choice) = &report.lookup_choice {
         if !cli.json && !cli.quiet {
             eprintln!("lookup auto: {}", choice.reason);
@@ -201,6 +213,7 @@ fn many_writers(cli: &Globals, a: &SimArgs, inputs: &[GenerationInput]) -> Resul
         (a.restore, "--restore"),
         (a.csv, "--csv"),
         (a.relayout, "--relayout"),
+        (a.memory_report, "--memory-report"),
     ] {
         if given {
             return Err(anyhow!(

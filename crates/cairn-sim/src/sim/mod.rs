@@ -7,6 +7,7 @@
 
 pub mod auto;
 mod maintenance;
+pub mod memory;
 pub mod restore;
 
 use std::path::PathBuf;
@@ -205,6 +206,8 @@ pub struct SimReport {
     /// With `lookup = "auto"`: what the calibration chose, and why.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lookup_choice: Option<auto::LookupChoice>,
+    /// RAM by structure per unique chunk (`--memory-report`).
+    pub memory: memory::MemoryReport,
 }
 
 fn ratio(a: u64, b: u64) -> f64 {
@@ -247,7 +250,8 @@ pub fn run(inputs: &[GenerationInput], opts: &SimOptions) -> Result<SimReport> {
     cfg.index.lookup.strategy.check_rewrite(&cfg.rewrite)?;
     let counters = Arc::new(Counters::default());
     let model = opts.device.clone();
-    let backend: Arc<dyn Backend> = Arc::new(DeviceBackend::new(MemBackend::new(), model.clone()));
+    let objects = MemBackend::new();
+    let backend: Arc<dyn Backend> = Arc::new(DeviceBackend::new(objects.clone(), model.clone()));
     let store = Arc::new(DeviceStore::new(
         MetaOnlyStore::new(counters.clone()),
         model.clone(),
@@ -256,6 +260,8 @@ pub fn run(inputs: &[GenerationInput], opts: &SimOptions) -> Result<SimReport> {
 
     let mut rows = Vec::with_capacity(inputs.len());
     let (mut cum_logical, mut cum_stored) = (0u64, 0u64);
+    // Chunks the index holds (data and tree nodes): nothing is deleted.
+    let mut indexed = 0u64;
     for (g, input) in inputs.iter().enumerate() {
         let (src, flat) = input.open()?;
         let lock = repo.lock_writer(false)?;
@@ -317,6 +323,7 @@ pub fn run(inputs: &[GenerationInput], opts: &SimOptions) -> Result<SimReport> {
         let delta = counters.snapshot().since(&counters_before);
         let stages = model.times(&model.usage().since(&usage_before), &delta);
         let st = &out.record.stats;
+        indexed += st.new_chunks;
         cum_logical += st.logical_bytes;
         cum_stored += st.new_data_stored_bytes + st.rewritten_data_stored_bytes;
         rows.push(GenerationRow {
@@ -350,6 +357,7 @@ pub fn run(inputs: &[GenerationInput], opts: &SimOptions) -> Result<SimReport> {
         });
     }
     let totals = totals(&rows, &model, &counters);
+    let memory = memory_report(&totals, indexed, &objects, store.inner());
     Ok(SimReport {
         config: serde_json::to_value(&cfg).map_err(|e| Error::invalid(e.to_string()))?,
         generations: rows,
@@ -357,7 +365,36 @@ pub fn run(inputs: &[GenerationInput], opts: &SimOptions) -> Result<SimReport> {
         counters: counters.snapshot(),
         usage: model.usage(),
         lookup_choice,
+        memory,
     })
+}
+
+/// What each structure of the simulated repository holds at the end of
+/// the run (see `memory.rs`).
+fn memory_report(
+    totals: &GenerationRow,
+    indexed: u64,
+    objects: &MemBackend,
+    store: &MetaOnlyStore,
+) -> memory::MemoryReport {
+    // Per object in the map beside its bytes: the key's String and
+    // allocation (about 48), the Arc'd Vec (16 + 24), the map's slot.
+    const OBJECT_OVERHEAD: u64 = 112;
+    let mut parts = vec![
+        ("container metadata".to_string(), store.heap_bytes()),
+        (
+            "dedup lookup (Summary Vector, in-memory index)".into(),
+            (totals.index_ram_bytes_per_chunk * indexed as f64) as u64,
+        ),
+        ("restore policy (peak)".into(), totals.restore_memory_bytes),
+    ];
+    for (dir, (n, bytes)) in objects.bytes_by_dir() {
+        parts.push((
+            format!("repository objects {dir}/"),
+            bytes + n * OBJECT_OVERHEAD,
+        ));
+    }
+    memory::MemoryReport::new(totals.unique_chunks, parts)
 }
 
 fn totals(rows: &[GenerationRow], model: &DeviceModel, counters: &Counters) -> GenerationRow {

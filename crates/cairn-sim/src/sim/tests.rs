@@ -228,3 +228,37 @@ fn relayout_between_generations_speeds_up_restores_and_keeps_dedup() {
     );
     assert!(relaid.totals.relayout_chunks > 0);
 }
+
+#[test]
+fn the_memory_report_names_the_repository_structures() {
+    let w: std::sync::Arc<dyn crate::workload::Workload> = std::sync::Arc::from(
+        crate::workload::from_name(
+            "ddfs",
+            &crate::experiment::params(&[("generations", "3"), ("generation_bytes", "8MiB")]),
+        )
+        .unwrap(),
+    );
+    let inputs: Vec<GenerationInput> = (0..w.generations())
+        .map(|generation| GenerationInput::Workload {
+            workload: w.clone(),
+            generation,
+        })
+        .collect();
+    let mut config = cairn_engine::Repository::default_config();
+    config.container_size = 256 << 10;
+    let report = run(&inputs, &SimOptions::backups_only(config)).unwrap();
+    let m = &report.memory;
+    assert_eq!(m.unique_chunks, report.totals.unique_chunks);
+    let bytes = |name: &str| {
+        m.structures
+            .iter()
+            .find(|s| s.name == name)
+            .map_or(0, |s| s.bytes)
+    };
+    // One descriptor (about 50 bytes) per stored chunk at least.
+    assert!(bytes("container metadata") >= 40 * m.unique_chunks, "{m:?}");
+    assert!(bytes("repository objects index/") > 0, "{m:?}");
+    assert!(bytes("repository objects snapshots/") > 0, "{m:?}");
+    assert!(m.process_peak_bytes > 0);
+    assert_eq!(m.structures.last().unwrap().name, "unattributed");
+}
