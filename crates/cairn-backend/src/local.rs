@@ -35,6 +35,9 @@ const LOCKS_DIR: &str = "locks";
 #[derive(Clone, Debug)]
 pub struct LocalBackend {
     root: PathBuf,
+    /// Whether writes and deletes are made durable (`fsync`); off only
+    /// for [`LocalBackend::scratch`].
+    durable: bool,
 }
 
 impl LocalBackend {
@@ -49,7 +52,25 @@ impl LocalBackend {
         }
         Ok(LocalBackend {
             root: root.to_path_buf(),
+            durable: true,
         })
+    }
+
+    /// A directory for scratch objects that nothing needs after a crash
+    /// (the simulator's index and snapshots, spilled out of RAM): the same
+    /// atomic writes and create-if-absent, without any `fsync`.
+    pub fn scratch(root: &Path) -> Result<Self> {
+        let mut b = Self::create(root)?;
+        b.durable = false;
+        Ok(b)
+    }
+
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        if self.durable {
+            sync_dir_io(dir)
+        } else {
+            Ok(())
+        }
     }
 
     /// Creates the directory (and missing ancestors) if needed and opens it.
@@ -177,7 +198,7 @@ impl LocalBackend {
                 Err(e) => return Err(e),
             }
             if let Some(parent) = d.parent() {
-                sync_dir_io(parent)?;
+                self.sync_dir(parent)?;
             }
         }
         Ok(())
@@ -197,7 +218,9 @@ impl LocalBackend {
         let (tmp, mut file) = self.temp_file()?;
         let result = (|| {
             file.write_all(data)?;
-            file.sync_all()?;
+            if self.durable {
+                file.sync_all()?;
+            }
             drop(file);
             let parent = target.parent().unwrap_or(&self.root);
             self.ensure_dir(parent)?;
@@ -212,7 +235,7 @@ impl LocalBackend {
     fn write_inner(&self, target: &Path, data: &[u8]) -> io::Result<()> {
         self.via_temp(target, data, false, |tmp, parent| {
             fs::rename(tmp, target)?;
-            sync_dir_io(parent)
+            self.sync_dir(parent)
         })
     }
 
@@ -245,7 +268,7 @@ impl LocalBackend {
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(false),
                 Err(e) => return Err(e),
             }
-            sync_dir_io(parent)?;
+            self.sync_dir(parent)?;
             Ok(true)
         })
     }
@@ -429,7 +452,8 @@ impl Backend for LocalBackend {
         match fs::remove_file(&path) {
             Ok(()) => {
                 let parent = path.parent().unwrap_or(&self.root);
-                sync_dir(parent)
+                self.sync_dir(parent)
+                    .ctx(|| format!("syncing directory {}", parent.display()))
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(Error::io(
@@ -542,6 +566,7 @@ mod tests {
     fn disk_full_context_names_the_key() {
         let b = LocalBackend {
             root: PathBuf::from("/repo"),
+            durable: true,
         };
         let msg = b
             .write_err("containers/00/01", io::Error::from_raw_os_error(28))

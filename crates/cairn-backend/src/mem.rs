@@ -75,21 +75,6 @@ impl MemBackend {
         objects.values().map(|v| v.len() as u64).sum()
     }
 
-    /// Objects and their bytes by top-level directory (`index`,
-    /// `snapshots`, ...; `""` for keys outside any): where the memory of
-    /// an in-memory repository goes.
-    pub fn bytes_by_dir(&self) -> BTreeMap<String, (u64, u64)> {
-        let objects = self.inner.objects.read();
-        let mut by = BTreeMap::<String, (u64, u64)>::new();
-        for (key, v) in objects.iter() {
-            let dir = key.split_once('/').map_or("", |(d, _)| d);
-            let e = by.entry(dir.to_string()).or_default();
-            e.0 += 1;
-            e.1 += v.len() as u64;
-        }
-        by
-    }
-
     /// Edits a stored object in place (test tool for corruption and
     /// truncation scenarios). Returns `false` if the object does not exist.
     pub fn tamper(&self, key: &str, edit: impl FnOnce(&mut Vec<u8>)) -> bool {

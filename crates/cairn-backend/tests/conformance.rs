@@ -22,6 +22,17 @@ fn local_backend() {
 }
 
 #[test]
+fn local_scratch_backend() {
+    let dirs = Mutex::new(Vec::new());
+    conformance::run_all(&|| {
+        let dir = TempDir::new();
+        let b = LocalBackend::scratch(&dir.path().join("scratch")).unwrap();
+        dirs.lock().unwrap().push(dir);
+        Box::new(b) as Box<dyn Backend>
+    });
+}
+
+#[test]
 fn mem_backend() {
     conformance::run_all(&|| Box::new(MemBackend::new()));
 }

@@ -1,10 +1,10 @@
 //! Where a simulation's RAM goes, per unique chunk (issue 35,
 //! `cairn sim --memory-report`; docs/simulation.md, "Memory").
 //!
-//! The simulated repository keeps everything in memory: the containers'
-//! metadata sections (`MetaOnlyStore`), the repository's objects (index
-//! generations and deltas, Summary Vector checkpoints, snapshots) in a
-//! `MemBackend`, and the dedup path's lookup structures. Each is measured
+//! The simulated repository keeps in memory the containers' metadata
+//! sections (`MetaOnlyStore`) and the dedup path's lookup structures; its
+//! objects (index generations and deltas, Summary Vector checkpoints,
+//! snapshots) live in a scratch directory. Each is measured
 //! at the end of the run, when it is largest (nothing is deleted while the
 //! simulator runs); the restore policy's memory is its peak. The process's
 //! peak resident set (`VmHWM`) bounds them all; what the structures do not
@@ -31,6 +31,10 @@ pub struct MemoryReport {
     pub process_peak_bytes_per_unique_chunk: f64,
     /// Largest first; `unattributed` last.
     pub structures: Vec<StructureBytes>,
+    /// Bytes of the repository's objects (index, Summary Vector
+    /// checkpoints, snapshots) in the scratch directory: on disk and in
+    /// the page cache, not in the process.
+    pub scratch_disk_bytes: u64,
 }
 
 /// The process's peak resident set so far, from `/proc/self/status`.
@@ -73,6 +77,7 @@ impl MemoryReport {
             process_peak_bytes: peak,
             process_peak_bytes_per_unique_chunk: per(peak),
             structures,
+            scratch_disk_bytes: 0,
         }
     }
 
@@ -93,6 +98,11 @@ impl MemoryReport {
                 s.bytes_per_unique_chunk
             ));
         }
+        out.push_str(&format!(
+            "  {:<48} {:>10.1} MiB on disk, not in RAM\n",
+            "repository objects (scratch directory)",
+            mib(self.scratch_disk_bytes)
+        ));
         out
     }
 }

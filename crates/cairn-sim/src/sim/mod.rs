@@ -16,7 +16,6 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use cairn_backend::MemBackend;
 use cairn_core::{Backend, Counters, CountersSnapshot, Error, Result, TraceEvent, TraceSource};
 use cairn_engine::meta_store::MetaOnlyStore;
 use cairn_engine::{BackupOptions, RepoConfig, Repository, Source};
@@ -250,8 +249,13 @@ pub fn run(inputs: &[GenerationInput], opts: &SimOptions) -> Result<SimReport> {
     cfg.index.lookup.strategy.check_rewrite(&cfg.rewrite)?;
     let counters = Arc::new(Counters::default());
     let model = opts.device.clone();
-    let objects = MemBackend::new();
-    let backend: Arc<dyn Backend> = Arc::new(DeviceBackend::new(objects.clone(), model.clone()));
+    // The repository's objects (index generations and deltas, Summary
+    // Vector checkpoints, snapshots) go to a scratch directory: the page
+    // cache holds them, not the process (issue 35). The containers stay
+    // metadata in memory.
+    let objects = ScratchObjects::new()?;
+    let backend: Arc<dyn Backend> =
+        Arc::new(DeviceBackend::new(objects.backend.clone(), model.clone()));
     let store = Arc::new(DeviceStore::new(
         MetaOnlyStore::new(counters.clone()),
         model.clone(),
@@ -374,13 +378,10 @@ pub fn run(inputs: &[GenerationInput], opts: &SimOptions) -> Result<SimReport> {
 fn memory_report(
     totals: &GenerationRow,
     indexed: u64,
-    objects: &MemBackend,
+    objects: &ScratchObjects,
     store: &MetaOnlyStore,
 ) -> memory::MemoryReport {
-    // Per object in the map beside its bytes: the key's String and
-    // allocation (about 48), the Arc'd Vec (16 + 24), the map's slot.
-    const OBJECT_OVERHEAD: u64 = 112;
-    let mut parts = vec![
+    let parts = vec![
         ("container metadata".to_string(), store.heap_bytes()),
         (
             "dedup lookup (Summary Vector, in-memory index)".into(),
@@ -388,13 +389,39 @@ fn memory_report(
         ),
         ("restore policy (peak)".into(), totals.restore_memory_bytes),
     ];
-    for (dir, (n, bytes)) in objects.bytes_by_dir() {
-        parts.push((
-            format!("repository objects {dir}/"),
-            bytes + n * OBJECT_OVERHEAD,
-        ));
+    let mut report = memory::MemoryReport::new(totals.unique_chunks, parts);
+    report.scratch_disk_bytes = objects.bytes();
+    report
+}
+
+/// The simulated repository's objects in a scratch directory under the
+/// system's temporary directory, removed when dropped.
+struct ScratchObjects {
+    dir: PathBuf,
+    backend: cairn_backend::LocalBackend,
+}
+
+impl ScratchObjects {
+    fn new() -> Result<Self> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let dir = std::env::temp_dir().join(format!("cairn-sim-{}-{nanos}", std::process::id()));
+        let backend = cairn_backend::LocalBackend::scratch(&dir)?;
+        Ok(ScratchObjects { dir, backend })
     }
-    memory::MemoryReport::new(totals.unique_chunks, parts)
+
+    /// Bytes of the objects held.
+    fn bytes(&self) -> u64 {
+        let keys = self.backend.list("").unwrap_or_default();
+        keys.iter().filter_map(|k| self.backend.size(k).ok()).sum()
+    }
+}
+
+impl Drop for ScratchObjects {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }
 
 fn totals(rows: &[GenerationRow], model: &DeviceModel, counters: &Counters) -> GenerationRow {
