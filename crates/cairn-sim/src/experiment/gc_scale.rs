@@ -37,17 +37,6 @@ fn stored_chunks(backend: &dyn Backend) -> Result<u64> {
     Ok(snaps.iter().map(|s| s.record.stats.new_chunks).sum())
 }
 
-/// The process's peak resident set so far, from `/proc/self/status`.
-fn peak_rss_bytes() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
-            line.split_whitespace().nth(1)?.parse::<u64>().ok()
-        })
-        .map_or(0, |kib| kib * 1024)
-}
-
 pub fn gc_scale(opts: &ExperimentOptions, fingerprints: u64) -> Result<ExperimentOutput> {
     if fingerprints < 1000 {
         return Err(cairn_core::Error::invalid(format!(
@@ -98,7 +87,7 @@ pub fn gc_scale(opts: &ExperimentOptions, fingerprints: u64) -> Result<Experimen
             next += 1;
         }
         let mut at = mark_rows(&repo, "scale", stored as f64, 1)?;
-        let rss = peak_rss_bytes();
+        let rss = crate::sim::memory::process_peak_bytes();
         for r in &mut at {
             r["process_peak_bytes"] = json!(rss);
             r["generations"] = json!(g + 1);
@@ -118,7 +107,7 @@ pub fn gc_scale(opts: &ExperimentOptions, fingerprints: u64) -> Result<Experimen
             "target_fingerprints": fingerprints, "chunk_bytes": CHUNK,
             "generation_bytes": fingerprints * CHUNK / 8,
             "seconds": started.elapsed().as_secs_f64(),
-            "peak_rss_bytes": peak_rss_bytes(),
+            "peak_rss_bytes": crate::sim::memory::process_peak_bytes(),
         }),
     );
     let csv = super::tabulate::csv(&rows, &COLUMNS);

@@ -170,21 +170,29 @@ fn generations_of_different_widths_are_refused() {
 /// Re-layout between generations (issue 34, `SimOptions::relayout`): the
 /// DDFS workload's newest generation restores faster than without it, and
 /// every generation deduplicates exactly as without it.
-#[test]
-fn relayout_between_generations_speeds_up_restores_and_keeps_dedup() {
+/// Every generation of the DDFS workload with `generations` of 8 MiB.
+fn ddfs_inputs(generations: &str) -> Vec<GenerationInput> {
     let w: std::sync::Arc<dyn crate::workload::Workload> = std::sync::Arc::from(
         crate::workload::from_name(
             "ddfs",
-            &crate::experiment::params(&[("generations", "6"), ("generation_bytes", "8MiB")]),
+            &crate::experiment::params(&[
+                ("generations", generations),
+                ("generation_bytes", "8MiB"),
+            ]),
         )
         .unwrap(),
     );
-    let inputs: Vec<GenerationInput> = (0..w.generations())
+    (0..w.generations())
         .map(|generation| GenerationInput::Workload {
             workload: w.clone(),
             generation,
         })
-        .collect();
+        .collect()
+}
+
+#[test]
+fn relayout_between_generations_speeds_up_restores_and_keeps_dedup() {
+    let inputs = ddfs_inputs("6");
     let run_with = |relayout| {
         let mut config = cairn_engine::Repository::default_config();
         config.container_size = 256 << 10;
@@ -231,19 +239,7 @@ fn relayout_between_generations_speeds_up_restores_and_keeps_dedup() {
 
 #[test]
 fn the_memory_report_names_the_repository_structures() {
-    let w: std::sync::Arc<dyn crate::workload::Workload> = std::sync::Arc::from(
-        crate::workload::from_name(
-            "ddfs",
-            &crate::experiment::params(&[("generations", "3"), ("generation_bytes", "8MiB")]),
-        )
-        .unwrap(),
-    );
-    let inputs: Vec<GenerationInput> = (0..w.generations())
-        .map(|generation| GenerationInput::Workload {
-            workload: w.clone(),
-            generation,
-        })
-        .collect();
+    let inputs = ddfs_inputs("3");
     let mut config = cairn_engine::Repository::default_config();
     config.container_size = 256 << 10;
     let report = run(&inputs, &SimOptions::backups_only(config)).unwrap();
