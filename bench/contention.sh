@@ -39,7 +39,7 @@ find "$WORK/tree" -type f -exec cat {} + >/dev/null
 
 run() { # label -> "wall cpu"
     rm -rf "$WORK/repo"
-    /usr/bin/time -f "%e %U %S" -o "$WORK/t" "$CAIRN" --repo "$WORK/repo" backup "$WORK/tree" -q
+    /usr/bin/time -f "%e %U %S" -o "$WORK/t" "$CAIRN" --repo "$WORK/repo" backup --init "$WORK/tree" -q
     awk '{printf "%s %.2f\n", $1, $2 + $3}' "$WORK/t"
 }
 best_quiet=999; best_busy=999; cpu_quiet=0; cpu_busy=0

@@ -57,7 +57,7 @@ ls -l "$WORK/src"
 best() { sort -n | head -1; }
 for name in unique tar; do
     repo="$WORK/repo-$name"
-    "$CAIRN" -q -r "$repo" backup "$WORK/src/$name"
+    "$CAIRN" -q -r "$repo" backup --init "$WORK/src/$name"
     cat "$WORK/src/$name" > /dev/null
     for policy in $POLICIES; do
         cp_times=(); re_times=()

@@ -86,7 +86,8 @@ impl Cairn {
 
     pub fn backup(&self, repo: &Path, tree: &Evolving) -> Result<Cost> {
         let mut c = self.cmd(repo);
-        c.args(["--json", "--quiet", "backup", "--host", HOST])
+        // The first backup creates the repository.
+        c.args(["--json", "--quiet", "backup", "--init", "--host", HOST])
             .arg(&tree.root);
         let r = run_child(c, None, true)?;
         let out = parse_json("cairn backup", &r.stdout)?;
