@@ -27,7 +27,7 @@ use crate::object_names;
 
 use super::coverage::Coverage;
 use super::file_pages::{
-    check_entry_count, merge_into_pages, page_bytes, rename_corrupt, OldFile, PageSource, Pages,
+    check_entry_count, merge_into_pages, page_bytes, rename_corrupt, OldFile, Pages,
 };
 pub use super::overlay::IndexUpdate;
 use super::overlay::{Change, Overlay, OverlayMemo};
@@ -492,7 +492,7 @@ impl DiskIndex {
         let mut n = 0;
         let mut emitted = 0;
         let mut combined = FpSet::default();
-        for page in Pages::new(&cur.header, PageSource::Bytes(&bytes), &key) {
+        for page in Pages::new(&cur.header, &bytes, &key) {
             for e in page? {
                 n += 1;
                 match cur.overlay.changes.get(&e.fp) {
@@ -541,47 +541,34 @@ impl DiskIndex {
         Ok(n)
     }
 
-    /// The current generation's file, read whole, with every delta of it
-    /// now in the store applied (not only those this handle loaded;
-    /// re-reading the newest generation if a concurrent writer replaced
-    /// this one).
+    /// The current generation's header and file bytes (re-reading the newest
+    /// generation if a concurrent writer replaced this one).
+    /// The current generation's file, with every delta of it now in the
+    /// store applied (not only those this handle loaded).
     fn read_file(&self) -> Result<Option<(Current, Vec<u8>)>> {
         self.with_current(|c| {
-            let c = self.with_stored_deltas(c)?;
+            let listing = self.backend.list(object_names::INDEX)?;
+            // A newer generation listed: a merge replaced this one and is
+            // deleting its deltas (after writing the new file), so the
+            // deltas still listed may be only some of them, and the file
+            // with them is not the index. Reloaded like a generation gone.
+            if newest_generation(&listing) > Some(c.generation) {
+                return Err(Error::NotFound(format!(
+                    "index generation {} (replaced by a merge)",
+                    c.generation
+                )));
+            }
+            let mut c = c.clone();
+            c.overlay = load_overlay(
+                &*self.backend,
+                &listing,
+                c.generation,
+                c.header.fp_width,
+                self.memo.as_deref(),
+            )?;
             let bytes = self.backend.read(&object_names::index(c.generation))?;
             Ok((c, bytes))
         })
-    }
-
-    /// The current generation with every delta of it now in the store
-    /// applied; its file is read later, page run by page run (a merge).
-    fn current_with_deltas(&self) -> Result<Option<Current>> {
-        self.with_current(|c| self.with_stored_deltas(c))
-    }
-
-    /// `c` with the deltas of its generation listed now applied; `NotFound`
-    /// if a newer generation is listed (see [`Self::with_current`]).
-    fn with_stored_deltas(&self, c: &Current) -> Result<Current> {
-        let listing = self.backend.list(object_names::INDEX)?;
-        // A newer generation listed: a merge replaced this one and is
-        // deleting its deltas (after writing the new file), so the deltas
-        // still listed may be only some of them, and the file with them is
-        // not the index. Reloaded like a generation gone.
-        if newest_generation(&listing) > Some(c.generation) {
-            return Err(Error::NotFound(format!(
-                "index generation {} (replaced by a merge)",
-                c.generation
-            )));
-        }
-        let mut c = c.clone();
-        c.overlay = load_overlay(
-            &*self.backend,
-            &listing,
-            c.generation,
-            c.header.fp_width,
-            self.memo.as_deref(),
-        )?;
-        Ok(c)
     }
 
     /// [`Self::merge`] of puts only.
@@ -748,9 +735,9 @@ impl DiskIndex {
         fp_width: usize,
         page_size: usize,
     ) -> Result<u64> {
-        let old = self.current_with_deltas()?;
+        let old = self.read_file()?;
         let mut update = update;
-        if let Some(cur) = &old {
+        if let Some((cur, _)) = &old {
             self.drop_removals_of_newer_entries(cur, &mut update)?;
             if !may_fold_after_the_deltas(&cur.overlay, &update) {
                 drop(old);
@@ -760,7 +747,7 @@ impl DiskIndex {
         }
         let mut changes = old
             .as_ref()
-            .map_or_else(Overlay::default, |c| (*c.overlay).clone());
+            .map_or_else(Overlay::default, |(c, _)| (*c.overlay).clone());
         changes.apply(&update.removes, update.removes_below, &update.puts);
         // Each copy is freed once the next is made: a backup's commit would
         // otherwise hold the update, the overlay and the sorted entries (all
@@ -795,7 +782,7 @@ impl DiskIndex {
     /// `new_entries`, as the next generation.
     fn write_generation(
         &self,
-        old: Option<Current>,
+        old: Option<(Current, Vec<u8>)>,
         mut new_entries: Vec<IndexEntry>,
         forget: &FpMap<ContainerId>,
         covered_below: ContainerId,
@@ -813,7 +800,7 @@ impl DiskIndex {
                 true
             }
         });
-        let old_count = old.as_ref().map_or(0, |c| c.header.entry_count);
+        let old_count = old.as_ref().map_or(0, |(c, _)| c.header.entry_count);
         let per_page = codec::entries_per_page(page_size, fp_width).max(1);
         // Sized for the upper bound (old and new never overlap in practice).
         let upper = old_count + new_entries.len() as u64;
@@ -823,11 +810,9 @@ impl DiskIndex {
         let generation = self.generation().max(self.floor) + 1;
         let mut resized = false;
         let bytes = loop {
-            // The old file is read a run of pages at a time: the merge
-            // holds one run of it beside the new file, not all of it.
-            let old_file = old.as_ref().map(|c| OldFile {
+            let old_file = old.as_ref().map(|(c, bytes)| OldFile {
                 header: &c.header,
-                source: PageSource::Stored(&*self.backend),
+                bytes,
                 key: object_names::index(c.generation),
             });
             match merge_into_pages(
@@ -866,20 +851,10 @@ impl DiskIndex {
                          too many fingerprints share a page key"
                     )))
                 }
-                // The old file went while its pages were read: a merge
-                // beside this one replaced it (its lease outlived), as
-                // when the new generation is found written first.
-                Err(e) if e.is_not_found() && old.is_some() => {
-                    return Err(Error::Locked(format!(
-                        "index generation {} was replaced while this merge read it (a merge \
-                         beside this one); nothing was changed, the next commit merges again",
-                        old.as_ref().map_or(0, |c| c.generation)
-                    )))
-                }
                 Err(e) => return Err(e),
             }
         };
-        let folded = old.as_ref().map(|c| c.overlay.applied.clone());
+        let folded = old.as_ref().map(|(c, _)| c.overlay.applied.clone());
         drop(old);
         // Created only if absent: merges exclude each other by a lock,
         // and on object storage a lock is a lease a paused holder can

@@ -126,44 +126,6 @@ fn merge_keeps_every_entry_and_lookups_find_them() {
     assert_eq!(reader.lookup(&fp(7000)).unwrap(), Some(ContainerId(3)));
 }
 
-/// A merge reads its old file a run of pages at a time (about 1 MiB):
-/// with 512-byte pages the old file below spans several runs, and every
-/// entry of it must reach the new one, in the same order as from a whole
-/// image of the file.
-#[test]
-fn a_merge_reading_its_old_file_in_runs_keeps_every_entry() {
-    let backend: Arc<dyn Backend> = Arc::new(MemBackend::new());
-    let counters = Arc::new(Counters::default());
-    let ix = DiskIndex::open(backend.clone(), counters).unwrap();
-    ix.write_merged(entries(0..60_000, 1), ContainerId(2), 32, 512)
-        .unwrap();
-    let h = ix.header().unwrap();
-    assert!(
-        h.page_count as usize * h.page_size > 3 * super::super::file_pages::READ_RUN_BYTES,
-        "{} pages of {} bytes",
-        h.page_count,
-        h.page_size
-    );
-    let key = object_names::index(ix.generation());
-    let image = backend.read(&key).unwrap();
-    let whole: Vec<IndexEntry> = Pages::new(&h, PageSource::Bytes(&image), &key)
-        .flat_map(|p| p.unwrap())
-        .collect();
-    let runs: Vec<IndexEntry> = Pages::new(&h, PageSource::Stored(&*backend), &key)
-        .flat_map(|p| p.unwrap())
-        .collect();
-    assert_eq!(whole.len(), 60_000);
-    assert!(whole == runs, "pages read in runs differ from the image");
-    ix.write_merged(entries(50_000..70_000, 2), ContainerId(3), 32, 512)
-        .unwrap();
-    assert_eq!(ix.entry_count(), 70_000);
-    for i in (0..70_000).step_by(997) {
-        let want = if i < 50_000 { 1 } else { 2 };
-        assert_eq!(ix.lookup(&fp(i)).unwrap(), Some(ContainerId(want)), "{i}");
-    }
-    assert_eq!(ix.verify().unwrap(), 70_000);
-}
-
 mod properties {
     use super::*;
     use cairn_backend::MemBackend;

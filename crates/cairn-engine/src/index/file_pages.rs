@@ -3,32 +3,17 @@
 //! old one and sorted new entries (`disk_index.rs`, DDFS §3.2's batched
 //! index update).
 
-use cairn_core::{Backend, ContainerId, Error, FpMap, Result};
+use cairn_core::{ContainerId, Error, FpMap, Result};
 use cairn_format::index::{self as codec, IndexEntry, IndexHeader};
 
 use crate::canonical::canonical;
 
-/// The file a merge reads: its header, where its pages are, and its name
-/// (for errors and reads).
+/// The file a merge reads: its header, bytes, and name (for errors).
 pub(super) struct OldFile<'a> {
     pub header: &'a IndexHeader,
-    pub source: PageSource<'a>,
+    pub bytes: &'a [u8],
     pub key: String,
 }
-
-/// Where the pages of an index file come from.
-#[derive(Clone, Copy)]
-pub(super) enum PageSource<'a> {
-    /// The whole file, read before.
-    Bytes(&'a [u8]),
-    /// The stored object, read a run of pages at a time (about
-    /// [`READ_RUN_BYTES`]): a merge then holds one run of the old file,
-    /// not all of it, beside the new one it builds.
-    Stored(&'a dyn Backend),
-}
-
-/// Bytes of old pages a merge reads at once from a stored file.
-pub(super) const READ_RUN_BYTES: usize = 1 << 20;
 
 /// Data page `page_no` of the index file `bytes` (named `key` in errors).
 pub(super) fn page_bytes<'a>(
@@ -54,47 +39,22 @@ pub(super) fn check_entry_count(h: &IndexHeader, n: u64, key: &str) -> Result<()
     Ok(())
 }
 
-/// Decodes the data pages of an index file one at a time, in order.
+/// Decodes the data pages of an index file image one at a time.
 pub(super) struct Pages<'a> {
     header: &'a IndexHeader,
-    source: PageSource<'a>,
+    bytes: &'a [u8],
     key: &'a str,
     next: u64,
-    /// [`PageSource::Stored`]: pages `run_first..` read last.
-    run: Vec<u8>,
-    run_first: u64,
 }
 
 impl<'a> Pages<'a> {
-    pub(super) fn new(header: &'a IndexHeader, source: PageSource<'a>, key: &'a str) -> Self {
+    pub(super) fn new(header: &'a IndexHeader, bytes: &'a [u8], key: &'a str) -> Self {
         Pages {
             header,
-            source,
+            bytes,
             key,
             next: 0,
-            run: Vec::new(),
-            run_first: 0,
         }
-    }
-
-    /// The page's bytes: a slice of the image, or of the run read last
-    /// (reading the next run when the page lies past it).
-    fn page(&mut self, page_no: u64) -> Result<&[u8]> {
-        let h = self.header;
-        let backend = match self.source {
-            PageSource::Bytes(bytes) => return page_bytes(h, bytes, self.key, page_no),
-            PageSource::Stored(backend) => backend,
-        };
-        let held = (self.run.len() / h.page_size.max(1)) as u64;
-        if page_no < self.run_first || page_no >= self.run_first + held {
-            let per_run = (READ_RUN_BYTES / h.page_size.max(1)).max(1) as u64;
-            let pages = per_run.min(h.page_count - page_no);
-            let offset = codec::index_page_offset(h, page_no);
-            self.run = backend.read_at(self.key, offset, pages as usize * h.page_size)?;
-            self.run_first = page_no;
-        }
-        let at = (page_no - self.run_first) as usize * h.page_size;
-        Ok(&self.run[at..at + h.page_size])
     }
 }
 
@@ -107,10 +67,12 @@ impl Iterator for Pages<'_> {
         }
         let page_no = self.next;
         self.next += 1;
-        let (header, key) = (self.header, self.key);
-        Some(self.page(page_no).and_then(|page| {
-            codec::decode_index_page(page, header, page_no).map_err(|e| rename_corrupt(e, key))
-        }))
+        Some(
+            page_bytes(self.header, self.bytes, self.key, page_no).and_then(|page| {
+                codec::decode_index_page(page, self.header, page_no)
+                    .map_err(|e| rename_corrupt(e, self.key))
+            }),
+        )
     }
 }
 
@@ -127,7 +89,7 @@ pub(super) fn merge_into_pages(
 ) -> Result<Vec<u8>> {
     let mut out = Vec::with_capacity((page_count as usize + 1) * page_size);
     out.resize(page_size, 0); // the header page, written last
-    let mut old_pages = old.map(|f| Pages::new(f.header, f.source, &f.key));
+    let mut old_pages = old.map(|f| Pages::new(f.header, f.bytes, &f.key));
     let mut old_buf: std::vec::IntoIter<IndexEntry> = Vec::new().into_iter();
     let mut old_next = || -> Result<Option<IndexEntry>> {
         loop {
