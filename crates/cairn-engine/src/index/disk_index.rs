@@ -745,6 +745,25 @@ impl DiskIndex {
                 return self.merge(IndexUpdate::default(), covered_below, fp_width, page_size);
             }
         }
+        // Puts alone over a file no delta changes (a backup's commit, the
+        // common case): the puts go to `write_generation` as they are. It
+        // sorts them and keeps the canonical copy of each fingerprint, as
+        // the overlay would, without a map of every put (about 150 bytes
+        // each beside the puts' 40: the peak of a first backup's commit).
+        let pending = old
+            .as_ref()
+            .is_some_and(|(c, _)| !c.overlay.changes.is_empty());
+        if !pending && update.removes.is_empty() {
+            let none = FpMap::default();
+            return self.write_generation(
+                old,
+                update.puts,
+                &none,
+                covered_below,
+                fp_width,
+                page_size,
+            );
+        }
         let mut changes = old
             .as_ref()
             .map_or_else(Overlay::default, |(c, _)| (*c.overlay).clone());
