@@ -26,6 +26,10 @@
 
 use std::sync::Arc;
 
+// Sessions create their objects with `create_new_or_own`: only this writer
+// ever writes these bytes under these keys (a session's id and info, its
+// `commit` marker), so finding them means its own create took effect.
+use cairn_core::backend::create_new_or_own;
 use cairn_core::{Backend, ContainerId, Error, LockGuard, LockMode, Result};
 use cairn_format::snapshot::{encode_snapshot, SnapshotRecord};
 use serde::{Deserialize, Serialize};
@@ -63,13 +67,6 @@ fn now_ns() -> i64 {
         .unwrap_or(0)
 }
 
-/// Creates `key` holding `bytes` unless it exists; whether it now holds
-/// what this writer wrote. Only this writer ever writes these bytes under
-/// `key` (a session's id and info, its `commit` marker).
-fn created(backend: &dyn Backend, key: &str, bytes: &[u8]) -> Result<bool> {
-    cairn_core::backend::create_new_or_own(backend, key, bytes)
-}
-
 impl Session {
     /// Announces a writer: takes its lock, then creates its object. Call
     /// before opening the index: a collection that does not list this
@@ -93,7 +90,7 @@ impl Session {
                 floor: repo.log.floor()?.0,
             };
             let bytes = serde_json::to_vec(&info).expect("session info serializes");
-            if created(&*backend, &object_names::session(&id), &bytes)? {
+            if create_new_or_own(&*backend, &object_names::session(&id), &bytes)? {
                 return Ok(Session {
                     backend,
                     id,
@@ -120,7 +117,7 @@ impl Session {
         let staged = object_names::staged(&self.id);
         let marker = object_names::session_end(&self.id);
         self.backend.write_atomic(&staged, &bytes)?;
-        if !created(&*self.backend, &marker, COMMIT)? {
+        if !create_new_or_own(&*self.backend, &marker, COMMIT)? {
             let _ = self.backend.delete(&staged);
             return Err(Error::invalid(format!(
                 "backup not committed: a garbage collection found this writer gone (paused \

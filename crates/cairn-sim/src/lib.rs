@@ -9,6 +9,7 @@ pub mod device;
 pub mod experiment;
 mod figure;
 pub mod partition;
+mod scratch;
 pub mod sim;
 pub mod trace;
 pub mod workload;

@@ -242,9 +242,10 @@ pub(super) fn acquire(
     let mut failed_puts = 0;
     loop {
         if let Err(e) = inner.put(&key, &body) {
-            // The store already retried; a waiting contender tries a few
-            // rounds more (file-backed gateways refuse a PUT into a
-            // directory being removed as another lease is deleted).
+            // The store already retried (and `put` itself retries the
+            // 409 a file-backed gateway answers when another lease's
+            // delete removes the directory); a waiting contender tries a
+            // few rounds more before it gives up on the lock.
             failed_puts += 1;
             if !wait || failed_puts > PUT_ROUNDS {
                 return Err(e);

@@ -434,14 +434,6 @@ impl Inner {
             .map_err(|e| self.error("writing", key, e))
     }
 
-    fn read_path(&self, key: &str) -> Result<Vec<u8>> {
-        let path = self.path(key)?;
-        let get = async { self.store.get(&path).await?.bytes().await };
-        self.block_on(get)
-            .map(|b| b.to_vec())
-            .map_err(|e| self.error("reading", key, e))
-    }
-
     fn head(&self, key: &str) -> Result<u64> {
         let path = self.path(key)?;
         match self.block_on(self.store.head(&path)) {
@@ -507,7 +499,13 @@ impl Inner {
 impl Backend for S3Backend {
     fn read(&self, key: &str) -> Result<Vec<u8>> {
         Self::check_key(key)?;
-        self.inner.read_path(key)
+        let inner = &self.inner;
+        let path = inner.path(key)?;
+        let get = async { inner.store.get(&path).await?.bytes().await };
+        inner
+            .block_on(get)
+            .map(|b| b.to_vec())
+            .map_err(|e| inner.error("reading", key, e))
     }
 
     fn read_at(&self, key: &str, offset: u64, len: usize) -> Result<Vec<u8>> {

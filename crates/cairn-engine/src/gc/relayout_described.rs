@@ -1,5 +1,6 @@
-//! Re-layout of a simulated repository (`cairn sim --relayout`, issue 34): the selection of `relayout.rs` and the ordered
-//! write of the collector's copy, over a store that keeps containers'
+//! Re-layout of a simulated repository (`cairn sim --relayout`, issue
+//! 34): the selection of `relayout.rs` and the ordered write of the
+//! collector's copy, over a store that keeps containers'
 //! descriptions only (`meta_store.rs`). What is moved is descriptors: each
 //! moved chunk is recorded in a new container at its sizes
 //! (`ContainerWriter::push_absent`), the index names the new container,

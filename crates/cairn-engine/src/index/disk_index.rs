@@ -745,41 +745,34 @@ impl DiskIndex {
                 return self.merge(IndexUpdate::default(), covered_below, fp_width, page_size);
             }
         }
-        // Puts alone over a file no delta changes (a backup's commit, the
-        // common case): the puts go to `write_generation` as they are. It
-        // sorts them and keeps the canonical copy of each fingerprint, as
-        // the overlay would, without a map of every put (about 150 bytes
-        // each beside the puts' 40: the peak of a first backup's commit).
+        // Puts alone over a file no delta changes (a repository's first
+        // backup, a large commit with no deltas pending) go to
+        // `write_generation` as they are: it sorts them and keeps the
+        // canonical copy of each fingerprint, as the overlay would, without
+        // a map of every put (about 150 bytes each beside the puts' 40).
         let pending = old
             .as_ref()
             .is_some_and(|(c, _)| !c.overlay.changes.is_empty());
-        if !pending && update.removes.is_empty() {
-            let none = FpMap::default();
-            return self.write_generation(
-                old,
-                update.puts,
-                &none,
-                covered_below,
-                fp_width,
-                page_size,
-            );
-        }
-        let mut changes = old
-            .as_ref()
-            .map_or_else(Overlay::default, |(c, _)| (*c.overlay).clone());
-        changes.apply(&update.removes, update.removes_below, &update.puts);
-        // Each copy is freed once the next is made: a backup's commit would
-        // otherwise hold the update, the overlay and the sorted entries (all
-        // of its new chunks, three times) while it encodes and writes pages.
-        drop(update);
-        let forget: FpMap<ContainerId> = changes
-            .changes
-            .iter()
-            .filter(|(_, c)| c.removes())
-            .map(|(fp, c)| (*fp, c.below))
-            .collect();
-        let entries = changes.stored().collect();
-        drop(changes);
+        let (entries, forget) = if !pending && update.removes.is_empty() {
+            (update.puts, FpMap::default())
+        } else {
+            let mut changes = old
+                .as_ref()
+                .map_or_else(Overlay::default, |(c, _)| (*c.overlay).clone());
+            changes.apply(&update.removes, update.removes_below, &update.puts);
+            // Each copy is freed once the next is made: a backup's commit
+            // would otherwise hold the update, the overlay and the sorted
+            // entries (all of its new chunks, three times) while it
+            // encodes and writes pages.
+            drop(update);
+            let forget: FpMap<ContainerId> = changes
+                .changes
+                .iter()
+                .filter(|(_, c)| c.removes())
+                .map(|(fp, c)| (*fp, c.below))
+                .collect();
+            (changes.stored().collect(), forget)
+        };
         self.write_generation(old, entries, &forget, covered_below, fp_width, page_size)
     }
 

@@ -480,27 +480,9 @@ pub fn gc(opts: &ExperimentOptions) -> Result<ExperimentOutput> {
     )
 }
 
-/// A directory for the generated files, removed when dropped.
-pub(super) struct TempDir(pub(super) std::path::PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// A fresh directory for the generated files.
-pub(super) fn tempdir() -> Result<TempDir> {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let dir = std::env::temp_dir().join(format!(
-        "cairn-experiment-gc-{}-{nanos}",
-        std::process::id()
-    ));
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| cairn_core::Error::invalid(format!("create {}: {e}", dir.display())))?;
-    Ok(TempDir(dir))
+/// A fresh directory for the generated files, removed when dropped.
+pub(super) fn tempdir() -> Result<crate::scratch::TempDir> {
+    crate::scratch::tempdir("experiment-gc")
 }
 
 const MARK_COLUMNS: [&str; 29] = [

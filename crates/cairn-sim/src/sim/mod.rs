@@ -397,30 +397,21 @@ fn memory_report(
 /// The simulated repository's objects in a scratch directory under the
 /// system's temporary directory, removed when dropped.
 struct ScratchObjects {
-    dir: PathBuf,
     backend: cairn_backend::LocalBackend,
+    _dir: crate::scratch::TempDir,
 }
 
 impl ScratchObjects {
     fn new() -> Result<Self> {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let dir = std::env::temp_dir().join(format!("cairn-sim-{}-{nanos}", std::process::id()));
-        let backend = cairn_backend::LocalBackend::scratch(&dir)?;
-        Ok(ScratchObjects { dir, backend })
+        let dir = crate::scratch::tempdir("sim")?;
+        let backend = cairn_backend::LocalBackend::scratch(&dir.0)?;
+        Ok(ScratchObjects { backend, _dir: dir })
     }
 
     /// Bytes of the objects held.
     fn bytes(&self) -> u64 {
         let keys = self.backend.list("").unwrap_or_default();
         keys.iter().filter_map(|k| self.backend.size(k).ok()).sum()
-    }
-}
-
-impl Drop for ScratchObjects {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
