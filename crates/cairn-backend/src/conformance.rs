@@ -36,6 +36,7 @@ pub const CHECKS: &[(&str, Check)] = &[
     ("concurrent_writes", check_concurrent_writes),
     ("create_new", check_create_new),
     ("create_new_race", check_create_new_race),
+    ("create_streamed", check_create_streamed),
 ];
 
 /// Runs every check, each on a fresh backend from `make`.
@@ -461,4 +462,57 @@ pub fn check_create_new_race(b: &Arc<dyn Backend>) {
             "create_new race: winner's bytes"
         );
     }
+}
+
+/// An object written in pieces ([`cairn_core::create_streamed`]): nothing
+/// under its key until `create`, then exactly the appended bytes with the
+/// patches applied (one reaching back into bytes already handed on, one
+/// into the last piece); a present key is left as it was; a writer
+/// dropped before `create` leaves nothing to list.
+pub fn check_create_streamed(b: &Arc<dyn Backend>) {
+    let big = pattern(3 << 20, 7);
+    let mut want = big.clone();
+    want.extend_from_slice(b"tail");
+    want[10..14].copy_from_slice(b"HEAD");
+    let at = want.len() - 2;
+    want[at..].copy_from_slice(b"IL");
+    let mut w = cairn_core::create_streamed(&**b, "s/obj").expect("create_streamed");
+    for piece in big.chunks(700_000) {
+        w.append(piece).expect("append");
+    }
+    w.append(b"tail").expect("append");
+    w.patch(10, b"HEAD").expect("patch");
+    w.patch(at as u64, b"IL").expect("patch");
+    assert!(
+        w.patch(want.len() as u64 - 1, b"xx").is_err(),
+        "create_streamed: a patch past the end is refused"
+    );
+    assert_eq!(w.len(), want.len() as u64);
+    assert!(
+        !b.exists("s/obj").expect("exists"),
+        "create_streamed: visible before create"
+    );
+    assert!(w.create().expect("create"), "create_streamed: absent key");
+    assert_eq!(b.read("s/obj").expect("read"), want);
+
+    let mut again = cairn_core::create_streamed(&**b, "s/obj").expect("create_streamed");
+    again.append(b"other").expect("append");
+    assert!(
+        !again.create().expect("create"),
+        "create_streamed: present key must not be created"
+    );
+    assert_eq!(
+        b.read("s/obj").expect("read"),
+        want,
+        "existing object replaced"
+    );
+
+    let mut dropped = cairn_core::create_streamed(&**b, "s/gone").expect("create_streamed");
+    dropped.append(&pattern(5000, 1)).expect("append");
+    drop(dropped);
+    assert_eq!(
+        b.list("s/").expect("list"),
+        vec!["s/obj".to_string()],
+        "create_streamed leaves no stray object"
+    );
 }

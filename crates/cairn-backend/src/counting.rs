@@ -21,7 +21,9 @@ impl IoObserver for Arc<Counters> {
     fn observe(&self, op: IoOp, _key: &str, bytes: usize) {
         let (ops, total) = match op {
             IoOp::Write => (&self.write_ops, &self.bytes_written),
-            IoOp::Read | IoOp::ReadAt | IoOp::ReadTail => (&self.read_ops, &self.bytes_read),
+            IoOp::Read | IoOp::ReadAt | IoOp::ReadTail | IoOp::ReadRun | IoOp::ReadRunContinued => {
+                (&self.read_ops, &self.bytes_read)
+            }
         };
         bump(ops, 1);
         bump(total, bytes as u64);

@@ -21,6 +21,7 @@ pub mod conformance;
 pub mod counting;
 pub mod fault;
 pub mod local;
+mod local_streamed;
 pub mod mem;
 pub mod observed;
 #[cfg(feature = "s3")]

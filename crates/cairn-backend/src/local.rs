@@ -34,10 +34,10 @@ const LOCKS_DIR: &str = "locks";
 /// A repository in a local directory. Cheap to clone (it is just the path).
 #[derive(Clone, Debug)]
 pub struct LocalBackend {
-    root: PathBuf,
+    pub(crate) root: PathBuf,
     /// Whether writes and deletes are made durable (`fsync`); off only
     /// for [`LocalBackend::scratch`].
-    durable: bool,
+    pub(crate) durable: bool,
 }
 
 impl LocalBackend {
@@ -65,7 +65,7 @@ impl LocalBackend {
         Ok(b)
     }
 
-    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+    pub(crate) fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         if self.durable {
             sync_dir_io(dir)
         } else {
@@ -142,7 +142,7 @@ impl LocalBackend {
         }
     }
 
-    fn write_err(&self, key: &str, e: io::Error) -> Error {
+    pub(crate) fn write_err(&self, key: &str, e: io::Error) -> Error {
         let full = e.kind() == io::ErrorKind::StorageFull || e.raw_os_error() == Some(28);
         let context = if full {
             format!("writing {key} in {}: disk full", self.root.display())
@@ -153,7 +153,7 @@ impl LocalBackend {
     }
 
     /// Creates a new, uniquely named temporary file in `tmp/`.
-    fn temp_file(&self) -> io::Result<(PathBuf, File)> {
+    pub(crate) fn temp_file(&self) -> io::Result<(PathBuf, File)> {
         static SEQ: AtomicU64 = AtomicU64::new(0);
         let dir = self.root.join(TMP_DIR);
         fs::create_dir_all(&dir)?;
@@ -178,7 +178,7 @@ impl LocalBackend {
 
     /// Makes sure `dir` (inside the root) exists, fsyncing the parent of
     /// every directory it creates so the new entries survive a crash.
-    fn ensure_dir(&self, dir: &Path) -> io::Result<()> {
+    pub(crate) fn ensure_dir(&self, dir: &Path) -> io::Result<()> {
         if dir.is_dir() {
             return Ok(());
         }
@@ -445,6 +445,15 @@ impl Backend for LocalBackend {
         let target = self.object_path(key)?;
         self.create_inner(&target, data)
             .map_err(|e| self.write_err(key, e))
+    }
+
+    fn create_streamed(
+        &self,
+        key: &str,
+    ) -> Result<Option<Box<dyn cairn_core::StreamedObject + '_>>> {
+        Ok(Some(Box::new(crate::local_streamed::LocalStreamed::new(
+            self, key,
+        )?)))
     }
 
     fn delete(&self, key: &str) -> Result<()> {

@@ -1,7 +1,7 @@
 //! [`ObservedBackend`]: a pass-through [`Backend`] that reports every
 //! successful data access to an [`IoObserver`]: one `(op, key, bytes)` per
-//! `read`, `read_at`, `read_tail` (bytes returned) and `write_atomic` (bytes
-//! written). Failed calls, `size`, `exists`, `list`, `delete`, locks and
+//! `read`, `read_at`, `read_tail`, `read_run` (bytes returned) and `write_atomic`, `create_new` and a
+//! streamed object's create (bytes written). Failed calls, `size`, `exists`, `list`, `delete`, locks and
 //! `clean_temporaries` are forwarded unreported. The I/O counters
 //! ([`crate::CountingBackend`]) and the simulator's device model are two
 //! observers.
@@ -14,6 +14,10 @@ pub enum IoOp {
     Read,
     ReadAt,
     ReadTail,
+    /// The first run of a sequential pass (`Backend::read_run` at offset 0).
+    ReadRun,
+    /// A later run of that pass.
+    ReadRunContinued,
     Write,
 }
 
@@ -73,6 +77,17 @@ impl<B: Backend, O: IoObserver> Backend for ObservedBackend<B, O> {
         Ok((size, data))
     }
 
+    fn read_run(&self, key: &str, offset: u64, len: usize, out: &mut Vec<u8>) -> Result<()> {
+        self.inner.read_run(key, offset, len, out)?;
+        let op = if offset == 0 {
+            IoOp::ReadRun
+        } else {
+            IoOp::ReadRunContinued
+        };
+        self.observer.observe(op, key, out.len());
+        Ok(())
+    }
+
     fn size(&self, key: &str) -> Result<u64> {
         self.inner.size(key)
     }
@@ -97,5 +112,26 @@ impl<B: Backend, O: IoObserver> Backend for ObservedBackend<B, O> {
 
     fn delete(&self, key: &str) -> Result<()> {
         self.inner.delete(key)
+    }
+
+    /// Reported as one write of the whole object when it is created, as
+    /// `create_new` reports it.
+    fn create_streamed(
+        &self,
+        key: &str,
+    ) -> Result<Option<Box<dyn cairn_core::StreamedObject + '_>>> {
+        let Some(inner) = self.inner.create_streamed(key)? else {
+            return Ok(None);
+        };
+        let observer = &self.observer;
+        Ok(Some(Box::new(cairn_core::streamed::AfterCreate::new(
+            inner,
+            key,
+            move |key: &str, len: u64, r: &Result<bool>| {
+                if matches!(r, Ok(true)) {
+                    observer.observe(IoOp::Write, key, len as usize);
+                }
+            },
+        ))))
     }
 }

@@ -18,6 +18,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 const MIMALLOC_PURGE_DELAY: libc::c_int = 15;
 /// A backup's purge delay (mimalloc 2's default).
 const BACKUP_PURGE_DELAY_MS: libc::c_long = 10;
+/// A simulation's: freed pages go back at once.
+const SIM_PURGE_DELAY_MS: libc::c_long = 0;
 
 #[allow(unsafe_code)]
 extern "C" {
@@ -30,14 +32,24 @@ extern "C" {
 /// hundreds of MiB per second, so that second of garbage stayed resident
 /// (a 4 GiB stdin backup peaked 50-70 MiB higher, `bench/README.md`,
 /// `memory`): a backup purges after 10 ms. Other commands keep the 1 s,
-/// which restores need (10 ms made a 1 GiB restore about 15% slower). A
-/// `MIMALLOC_PURGE_DELAY` in the environment is left to decide.
+/// which restores need (10 ms made a 1 GiB restore about 15% slower).
+/// A simulation frees whole generations' tables (the in-memory index
+/// part, the index merge's runs) and is measured by its peak per unique
+/// chunk (issue 35): it purges at once, which lowered the 10-generation
+/// DDFS run's peak from 751-760 to 470 MiB and its wall time from 20 to
+/// 18 s (docs/simulation.md, "Memory"). A `MIMALLOC_PURGE_DELAY` in the
+/// environment is left to decide.
 #[allow(unsafe_code)]
 fn tune_allocator(command: Option<&str>) {
-    if command == Some("backup") && std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
+    let delay = match command {
+        Some("backup") => BACKUP_PURGE_DELAY_MS,
+        Some("sim") => SIM_PURGE_DELAY_MS,
+        _ => return,
+    };
+    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
         // SAFETY: sets one integer option, which mimalloc reads atomically;
         // no memory is touched.
-        unsafe { mi_option_set(MIMALLOC_PURGE_DELAY, BACKUP_PURGE_DELAY_MS) };
+        unsafe { mi_option_set(MIMALLOC_PURGE_DELAY, delay) };
     }
 }
 

@@ -51,6 +51,15 @@ pub trait Backend: Send + Sync {
         Ok(())
     }
 
+    /// One run of a sequential pass over the object, the first run at
+    /// offset 0 and each next one where the last ended (an index merge
+    /// reading the old generation): the same bytes as
+    /// [`Backend::read_at_into`]. A layer that models a device charges
+    /// the pass as one access, as it would a whole read.
+    fn read_run(&self, key: &str, offset: u64, len: usize, out: &mut Vec<u8>) -> Result<()> {
+        self.read_at_into(key, offset, len, out)
+    }
+
     /// Reads the last `min(len, size)` bytes and returns them with the object's size.
     fn read_tail(&self, key: &str, len: usize) -> Result<(u64, Vec<u8>)> {
         let size = self.size(key)?;
@@ -152,6 +161,19 @@ pub trait Backend: Send + Sync {
     fn naming_key(&self) -> Option<&[u8; 32]> {
         None
     }
+
+    /// This backend's own writer of an object in pieces, if it has one
+    /// (`streamed.rs`); `None`: callers of
+    /// [`crate::streamed::create_streamed`] get the pieces buffered and
+    /// published by [`create_new_or_own`]. A layer that changes writes
+    /// (sealing, fault injection) keeps the default, so its `create_new`
+    /// sees every byte.
+    fn create_streamed(
+        &self,
+        _key: &str,
+    ) -> Result<Option<Box<dyn crate::streamed::StreamedObject + '_>>> {
+        Ok(None)
+    }
 }
 
 macro_rules! forward_backend {
@@ -219,6 +241,21 @@ macro_rules! forward_backend {
             }
             fn naming_key(&self) -> Option<&[u8; 32]> {
                 (**self).naming_key()
+            }
+            fn create_streamed(
+                &self,
+                key: &str,
+            ) -> Result<Option<Box<dyn crate::streamed::StreamedObject + '_>>> {
+                (**self).create_streamed(key)
+            }
+            fn read_run(
+                &self,
+                key: &str,
+                offset: u64,
+                len: usize,
+                out: &mut Vec<u8>,
+            ) -> Result<()> {
+                (**self).read_run(key, offset, len, out)
             }
             fn stored_size(&self, key: &str) -> Result<u64> {
                 (**self).stored_size(key)
@@ -357,6 +394,25 @@ macro_rules! delegate_backend {
     (@one $f:ident naming_key) => {
         fn naming_key(&self) -> Option<&[u8; 32]> {
             self.$f.naming_key()
+        }
+    };
+    (@one $f:ident read_run) => {
+        fn read_run(
+            &self,
+            key: &str,
+            offset: u64,
+            len: usize,
+            out: &mut Vec<u8>,
+        ) -> $crate::Result<()> {
+            self.$f.read_run(key, offset, len, out)
+        }
+    };
+    (@one $f:ident create_streamed) => {
+        fn create_streamed(
+            &self,
+            key: &str,
+        ) -> $crate::Result<Option<Box<dyn $crate::streamed::StreamedObject + '_>>> {
+            self.$f.create_streamed(key)
         }
     };
     (@one $f:ident stored_size) => {

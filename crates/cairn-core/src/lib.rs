@@ -15,6 +15,7 @@ pub mod counters;
 pub mod error;
 pub mod ids;
 pub mod rng;
+pub mod streamed;
 pub mod time;
 pub mod trace;
 
@@ -28,4 +29,5 @@ pub use error::{Error, Result};
 pub use ids::{
     mix64, BuildFpHasher, ChunkKind, ContainerId, Fingerprint, FpMap, FpSet, MAX_FINGERPRINT_LEN,
 };
+pub use streamed::{create_streamed, StreamedObject};
 pub use trace::{TraceChunk, TraceEvent, TraceMeta, TraceSource};

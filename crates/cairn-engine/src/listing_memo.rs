@@ -132,6 +132,20 @@ impl ListingMemo {
         REMEMBERED.iter().copied().find(|p| key.starts_with(p))
     }
 
+    /// Records a create-if-absent of `key`: created or already there, it
+    /// is present either way; already there and not listed, the listing
+    /// was stale (a scope's) and is forgotten.
+    fn remember_create(&self, key: &str, r: &Result<bool>) {
+        if let (Ok(false), Some(prefix)) = (r, Self::remembered(key)) {
+            let mut st = self.state.lock();
+            if !st.lists.get(prefix).is_some_and(|l| l.contains(key)) {
+                st.forget(prefix);
+                return;
+            }
+        }
+        self.record(key, r, |_| true);
+    }
+
     /// Records the outcome of a write or delete of `key`: present or
     /// absent when it succeeded, unknown when it failed.
     fn record<T>(&self, key: &str, outcome: &Result<T>, present: impl Fn(&T) -> bool) {
@@ -189,7 +203,8 @@ impl Drop for MemoGuard {
 
 impl Backend for ListingMemo {
     cairn_core::delegate_backend!(
-        inner: exists, read_at_into, read_salvaging, describe, write_parallelism, read_parallelism,
+        inner: exists, read_at_into, read_run, read_salvaging, describe, write_parallelism,
+        read_parallelism,
         naming_key, stored_size
     );
 
@@ -216,18 +231,26 @@ impl Backend for ListingMemo {
     }
 
     fn create_new(&self, key: &str, data: &[u8]) -> Result<bool> {
-        // Created or already there: present either way; already there and
-        // not listed, the listing was stale (a scope's): it is forgotten.
         let r = self.inner.create_new(key, data);
-        if let (Ok(false), Some(prefix)) = (&r, Self::remembered(key)) {
-            let mut st = self.state.lock();
-            if !st.lists.get(prefix).is_some_and(|l| l.contains(key)) {
-                st.forget(prefix);
-                return r;
-            }
-        }
-        self.record(key, &r, |_| true);
+        self.remember_create(key, &r);
         r
+    }
+
+    /// The inner backend's streamed object, remembered at its create as
+    /// `create_new` remembers (`None` where the inner one has none: the
+    /// buffered object then comes through `create_new` above).
+    fn create_streamed(
+        &self,
+        key: &str,
+    ) -> Result<Option<Box<dyn cairn_core::StreamedObject + '_>>> {
+        let Some(inner) = self.inner.create_streamed(key)? else {
+            return Ok(None);
+        };
+        Ok(Some(Box::new(cairn_core::streamed::AfterCreate::new(
+            inner,
+            key,
+            move |key: &str, _len: u64, r: &Result<bool>| self.remember_create(key, r),
+        ))))
     }
 
     fn delete(&self, key: &str) -> Result<()> {

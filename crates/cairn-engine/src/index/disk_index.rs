@@ -542,10 +542,19 @@ impl DiskIndex {
     }
 
     /// The current generation's header and file bytes (re-reading the newest
-    /// generation if a concurrent writer replaced this one).
-    /// The current generation's file, with every delta of it now in the
-    /// store applied (not only those this handle loaded).
+    /// generation if a concurrent writer replaced this one), with every
+    /// delta of it now in the store applied (not only those this handle
+    /// loaded).
     fn read_file(&self) -> Result<Option<(Current, Vec<u8>)>> {
+        self.load_current(true)
+            .map(|o| o.map(|(c, bytes)| (c, bytes.unwrap_or_default())))
+    }
+
+    /// [`Self::read_file`]'s generation and deltas, with the file's bytes
+    /// when `whole`, else only checked to be there: a merge, which holds
+    /// the lock that keeps other merges from deleting it, reads its pages
+    /// in runs (`StoredPages`).
+    fn load_current(&self, whole: bool) -> Result<Option<(Current, Option<Vec<u8>>)>> {
         self.with_current(|c| {
             let listing = self.backend.list(object_names::INDEX)?;
             // A newer generation listed: a merge replaced this one and is
@@ -566,8 +575,13 @@ impl DiskIndex {
                 c.header.fp_width,
                 self.memo.as_deref(),
             )?;
-            let bytes = self.backend.read(&object_names::index(c.generation))?;
-            Ok((c, bytes))
+            let key = object_names::index(c.generation);
+            if whole {
+                Ok((c, Some(self.backend.read(&key)?)))
+            } else {
+                self.backend.size(&key)?;
+                Ok((c, None))
+            }
         })
     }
 
@@ -725,9 +739,12 @@ impl DiskIndex {
     /// with `update` applied, then deletes older generations and every delta.
     /// `covered_below` becomes the new replay checkpoint.
     ///
-    /// The merge streams: old pages are decoded one at a time and merged with
-    /// the sorted new entries straight into output pages, so memory holds the
-    /// old and new file images but never a decoded copy of the whole index.
+    /// The merge streams: old pages are read from the store in runs and
+    /// decoded one at a time, merged with the sorted new entries straight
+    /// into output pages, and those are handed to the store as they are
+    /// made (`create_streamed`: a local repository writes them to a
+    /// temporary file; other stores collect the new file in memory). Memory
+    /// holds the new entries, never a decoded copy of the whole index.
     pub fn merge(
         &self,
         update: IndexUpdate,
@@ -735,9 +752,9 @@ impl DiskIndex {
         fp_width: usize,
         page_size: usize,
     ) -> Result<u64> {
-        let old = self.read_file()?;
+        let old = self.load_current(false)?.map(|(c, _)| c);
         let mut update = update;
-        if let Some((cur, _)) = &old {
+        if let Some(cur) = &old {
             self.drop_removals_of_newer_entries(cur, &mut update)?;
             if !may_fold_after_the_deltas(&cur.overlay, &update) {
                 drop(old);
@@ -750,15 +767,13 @@ impl DiskIndex {
         // `write_generation` as they are: it sorts them and keeps the
         // canonical copy of each fingerprint, as the overlay would, without
         // a map of every put (about 150 bytes each beside the puts' 40).
-        let pending = old
-            .as_ref()
-            .is_some_and(|(c, _)| !c.overlay.changes.is_empty());
+        let pending = old.as_ref().is_some_and(|c| !c.overlay.changes.is_empty());
         let (entries, forget) = if !pending && update.removes.is_empty() {
             (update.puts, FpMap::default())
         } else {
             let mut changes = old
                 .as_ref()
-                .map_or_else(Overlay::default, |(c, _)| (*c.overlay).clone());
+                .map_or_else(Overlay::default, |c| (*c.overlay).clone());
             changes.apply(&update.removes, update.removes_below, &update.puts);
             // Each copy is freed once the next is made: a backup's commit
             // would otherwise hold the update, the overlay and the sorted
@@ -794,7 +809,7 @@ impl DiskIndex {
     /// `new_entries`, as the next generation.
     fn write_generation(
         &self,
-        old: Option<(Current, Vec<u8>)>,
+        old: Option<Current>,
         mut new_entries: Vec<IndexEntry>,
         forget: &FpMap<ContainerId>,
         covered_below: ContainerId,
@@ -812,7 +827,7 @@ impl DiskIndex {
                 true
             }
         });
-        let old_count = old.as_ref().map_or(0, |(c, _)| c.header.entry_count);
+        let old_count = old.as_ref().map_or(0, |c| c.header.entry_count);
         let per_page = codec::entries_per_page(page_size, fp_width).max(1);
         // Sized for the upper bound (old and new never overlap in practice).
         let upper = old_count + new_entries.len() as u64;
@@ -821,12 +836,14 @@ impl DiskIndex {
         let mut page_count = pages_for(upper);
         let generation = self.generation().max(self.floor) + 1;
         let mut resized = false;
-        let bytes = loop {
-            let old_file = old.as_ref().map(|(c, bytes)| OldFile {
+        let key = object_names::index(generation);
+        let (written, held) = loop {
+            let old_file = old.as_ref().map(|c| OldFile {
                 header: &c.header,
-                bytes,
+                backend: &*self.backend,
                 key: object_names::index(c.generation),
             });
+            let mut out = cairn_core::create_streamed(&*self.backend, &key)?;
             match merge_into_pages(
                 old_file.as_ref(),
                 &new_entries,
@@ -835,17 +852,17 @@ impl DiskIndex {
                 page_size,
                 page_count,
                 covered_below,
+                &mut *out,
             ) {
                 // The bound counted removed entries and puts that replace
                 // old ones (a collection's moves): when the file came out
                 // far emptier than the target fill, it is written again at
                 // its size, once, so an index shrinks when a collection
                 // forgets most of it.
-                Ok(b) => {
-                    let held = codec::decode_index_header(&b)?.entry_count;
+                Ok(held) => {
                     let fit = pages_for(held);
                     if resized || fit * 4 >= page_count * 3 {
-                        break b;
+                        break (out, held);
                     }
                     resized = true;
                     page_count = fit;
@@ -866,7 +883,8 @@ impl DiskIndex {
                 Err(e) => return Err(e),
             }
         };
-        let folded = old.as_ref().map(|(c, _)| c.overlay.applied.clone());
+        drop(new_entries);
+        let folded = old.as_ref().map(|c| c.overlay.applied.clone());
         drop(old);
         // Created only if absent: merges exclude each other by a lock,
         // and on object storage a lock is a lease a paused holder can
@@ -874,14 +892,19 @@ impl DiskIndex {
         // first folded and deleted; the second fails instead.
         // A create the store applied but answered with a failure finds its
         // own bytes on the retry: still this merge's generation.
-        let key = object_names::index(generation);
-        if !cairn_core::backend::create_new_or_own(&*self.backend, &key, &bytes)? {
+        if !written.create()? {
             return Err(Error::Locked(format!(
                 "another writer wrote index generation {generation} first (a merge beside \
                  this one); nothing was changed, the next commit merges again"
             )));
         }
-        let header = codec::decode_index_header(&bytes)?;
+        let header = IndexHeader {
+            fp_width,
+            page_size,
+            page_count,
+            entry_count: held,
+            covered_below,
+        };
         *self.current.write() = Some(Current {
             generation,
             header,

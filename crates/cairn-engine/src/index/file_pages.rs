@@ -1,19 +1,27 @@
-//! The pages of one index file image (`cairn_format::index`): reading them
-//! one at a time, and the streaming merge that writes a new file from an
-//! old one and sorted new entries (`disk_index.rs`, DDFS §3.2's batched
-//! index update).
+//! The pages of one index file (`cairn_format::index`): reading them one
+//! at a time, from an image in memory or from the store in runs, and the
+//! streaming merge that writes a new file from an old one and sorted new
+//! entries (`disk_index.rs`, DDFS §3.2's batched index update).
 
-use cairn_core::{ContainerId, Error, FpMap, Result};
+use cairn_core::{Backend, ContainerId, Error, FpMap, Result, StreamedObject};
 use cairn_format::index::{self as codec, IndexEntry, IndexHeader};
 
 use crate::canonical::canonical;
 
-/// The file a merge reads: its header, bytes, and name (for errors).
+/// The file a merge reads: its header, where it is, and its name. Its
+/// pages are read from the store a run at a time ([`StoredPages`]), so a
+/// merge never holds the old file whole.
 pub(super) struct OldFile<'a> {
     pub header: &'a IndexHeader,
-    pub bytes: &'a [u8],
+    pub backend: &'a dyn Backend,
     pub key: String,
 }
+
+/// Bytes of old pages a merge reads at a time (at least one page).
+const OLD_RUN_BYTES: usize = 1 << 20;
+
+/// Bytes of new pages a merge encodes before handing them to the store.
+const NEW_RUN_BYTES: usize = 1 << 20;
 
 /// Data page `page_no` of the index file `bytes` (named `key` in errors).
 pub(super) fn page_bytes<'a>(
@@ -76,8 +84,77 @@ impl Iterator for Pages<'_> {
     }
 }
 
-/// One pass of the streaming merge with a given page count; `InvalidInput`
-/// if some page overflows.
+/// Decodes the data pages of a stored index file one at a time, reading
+/// them in runs of [`OLD_RUN_BYTES`].
+pub(super) struct StoredPages<'a> {
+    file: &'a OldFile<'a>,
+    run: Vec<u8>,
+    run_first: u64,
+    run_pages: u64,
+    next: u64,
+}
+
+impl<'a> StoredPages<'a> {
+    pub(super) fn new(file: &'a OldFile<'a>) -> Self {
+        StoredPages {
+            file,
+            run: Vec::new(),
+            run_first: 0,
+            run_pages: 0,
+            next: 0,
+        }
+    }
+
+    /// Page `page_no`, reading the run that starts with it if needed. The
+    /// runs are one sequential pass over the file (`Backend::read_run`),
+    /// the first from offset 0 with the header page, so the pass reads
+    /// the bytes one whole read would.
+    fn page(&mut self, page_no: u64) -> Result<Vec<IndexEntry>> {
+        let h = self.file.header;
+        // Where page `run_first` starts in `run`: after the header page in
+        // the first run.
+        let head = |first: u64| if first == 0 { h.page_size } else { 0 };
+        if !(self.run_first..self.run_first + self.run_pages).contains(&page_no) {
+            let pages = ((OLD_RUN_BYTES / h.page_size).max(1) as u64).min(h.page_count - page_no);
+            let len = head(page_no) + pages as usize * h.page_size;
+            let offset = codec::index_page_offset(h, page_no) - head(page_no) as u64;
+            self.file
+                .backend
+                .read_run(&self.file.key, offset, len, &mut self.run)
+                .map_err(|e| rename_corrupt(e, &self.file.key))?;
+            if self.run.len() != len {
+                return Err(Error::corrupt(
+                    self.file.key.clone(),
+                    format!("truncated before page {page_no}"),
+                ));
+            }
+            self.run_first = page_no;
+            self.run_pages = pages;
+        }
+        let at = head(self.run_first) + (page_no - self.run_first) as usize * h.page_size;
+        codec::decode_index_page(&self.run[at..at + h.page_size], h, page_no)
+            .map_err(|e| rename_corrupt(e, &self.file.key))
+    }
+}
+
+impl Iterator for StoredPages<'_> {
+    type Item = Result<Vec<IndexEntry>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.next >= self.file.header.page_count {
+            return None;
+        }
+        let page_no = self.next;
+        self.next += 1;
+        Some(self.page(page_no))
+    }
+}
+
+/// One pass of the streaming merge with a given page count, written to
+/// `out` as pages are made (the header page first reserved, then filled
+/// in); returns the entries written. `InvalidInput` if some page
+/// overflows: `out` is then incomplete and must be dropped.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn merge_into_pages(
     old: Option<&OldFile>,
     new: &[IndexEntry],
@@ -86,10 +163,11 @@ pub(super) fn merge_into_pages(
     page_size: usize,
     page_count: u64,
     covered_below: ContainerId,
-) -> Result<Vec<u8>> {
-    let mut out = Vec::with_capacity((page_count as usize + 1) * page_size);
-    out.resize(page_size, 0); // the header page, written last
-    let mut old_pages = old.map(|f| Pages::new(f.header, f.bytes, &f.key));
+    out: &mut dyn StreamedObject,
+) -> Result<u64> {
+    let mut run: Vec<u8> = Vec::with_capacity(NEW_RUN_BYTES.max(page_size) + page_size);
+    run.resize(page_size, 0); // the header page, written last
+    let mut old_pages = old.map(StoredPages::new);
     let mut old_buf: std::vec::IntoIter<IndexEntry> = Vec::new().into_iter();
     let mut old_next = || -> Result<Option<IndexEntry>> {
         loop {
@@ -142,16 +220,21 @@ pub(super) fn merge_into_pages(
         };
         let target = e.map_or(page_count, |e| codec::page_of(&e.fp, page_count));
         while page_no < target {
-            codec::encode_index_page(&header, page_no, &page, &mut out)?;
+            codec::encode_index_page(&header, page_no, &page, &mut run)?;
             count += page.len() as u64;
             page.clear();
             page_no += 1;
+            if run.len() >= NEW_RUN_BYTES {
+                out.append(&run)?;
+                run.clear();
+            }
         }
         match e {
             Some(e) => page.push(e),
             None => break,
         }
     }
+    out.append(&run)?;
     let mut head = Vec::with_capacity(page_size);
     codec::encode_index_header(
         &IndexHeader {
@@ -160,8 +243,8 @@ pub(super) fn merge_into_pages(
         },
         &mut head,
     )?;
-    out[..page_size].copy_from_slice(&head);
-    Ok(out)
+    out.patch(0, &head)?;
+    Ok(count)
 }
 
 pub(super) fn rename_corrupt(e: Error, key: &str) -> Error {

@@ -46,6 +46,9 @@ pub fn classify(op: IoOp, key: &str) -> Stage {
         IoOp::Write if container => Stage::ContainerWrite,
         IoOp::Write => Stage::OtherWrite,
         IoOp::Read | IoOp::ReadAt | IoOp::ReadTail => Stage::OtherRead,
+        // A sequential pass (an index merge's old file) is read as the
+        // whole file was before runs: not page lookups.
+        IoOp::ReadRun | IoOp::ReadRunContinued => Stage::OtherRead,
     }
 }
 
@@ -102,7 +105,10 @@ impl IoObserver for DeviceCharger {
     fn observe(&self, op: IoOp, key: &str, bytes: usize) {
         let stage = classify(op, key);
         if !self.manual[stage.index()] {
-            self.model.charge(stage, bytes as u64);
+            // A pass's later runs follow the first without a new access:
+            // a pass costs what one read of its bytes costs.
+            let accesses = u64::from(op != IoOp::ReadRunContinued);
+            self.model.charge_many(stage, accesses, bytes as u64);
         }
     }
 }
@@ -184,6 +190,29 @@ mod tests {
         let want = 282e-6 + 50.0 / 500e6;
         assert!((t.index_page_read_seconds - want).abs() < 1e-15);
         assert_eq!(b.describe(), "memory");
+    }
+
+    /// A sequential pass read in runs (an index merge's old file) costs
+    /// what one whole read of it costs: one access, every byte, and not
+    /// under index page reads; a streamed create is one write.
+    #[test]
+    fn a_pass_in_runs_and_a_streamed_create_charge_as_whole_objects() {
+        let model = DeviceModel::for_device(DeviceClass::hdd());
+        let b = DeviceBackend::new(MemBackend::new(), model.clone());
+        let mut w = cairn_core::create_streamed(&b, I).unwrap();
+        for _ in 0..3 {
+            w.append(&[3; 1000]).unwrap();
+        }
+        assert!(w.create().unwrap());
+        let mut run = Vec::new();
+        for offset in [0, 1000, 2000] {
+            b.read_run(I, offset, 1000, &mut run).unwrap();
+        }
+        let u = model.usage();
+        let got = |s: Stage| (u.accesses(s), u.bytes(s));
+        assert_eq!(got(Stage::OtherRead), (1, 3000));
+        assert_eq!(got(Stage::IndexPageRead), (0, 0));
+        assert_eq!(got(Stage::OtherWrite), (1, 3000));
     }
 
     #[test]
