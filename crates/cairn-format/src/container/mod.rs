@@ -347,6 +347,47 @@ fn decode_descriptors(
     Ok(out)
 }
 
+/// The metadata section listing `descriptors` (count, then each
+/// descriptor), appended to `out`: the bytes a container file holds
+/// between its data and its trailer. The simulator keeps its containers'
+/// metadata this way on disk (`MetaOnlyStore`).
+pub fn encode_metadata(descriptors: &[Descriptor], out: &mut Vec<u8>) {
+    out.reserve(
+        META_COUNT_LEN
+            + descriptors.len()
+                * descriptors
+                    .first()
+                    .map_or(0, |d| descriptor_len(d.fp.len())),
+    );
+    crate::bytes::put_u32(out, descriptors.len() as u32);
+    for d in descriptors {
+        writer::encode_descriptor(d, out);
+    }
+}
+
+/// Decodes a metadata section written by [`encode_metadata`], checked as
+/// a container's is (`what` names it in errors): `count` descriptors of
+/// `fp_width`-byte fingerprints, every payload inside `data_len`.
+pub fn decode_metadata(
+    what: &str,
+    meta: &[u8],
+    count: u32,
+    fp_width: usize,
+    data_len: u64,
+) -> Result<Vec<Descriptor>> {
+    if meta.len() != metadata_len(count as usize, fp_width) {
+        return Err(Error::corrupt(
+            what,
+            format!(
+                "metadata section of {} bytes, {count} descriptors need {}",
+                meta.len(),
+                metadata_len(count as usize, fp_width)
+            ),
+        ));
+    }
+    decode_descriptors(what, meta, 0, count, fp_width, data_len)
+}
+
 /// Decodes and verifies a whole container: header, trailer, metadata and
 /// data checksums, descriptor bounds, and that header and trailer agree.
 pub fn decode_container(bytes: &[u8]) -> Result<ContainerMeta> {

@@ -574,3 +574,21 @@ fn sparse_meta_equals_encoded_meta() {
     decoded.data_crc = 0;
     assert_eq!(meta, decoded);
 }
+
+/// A metadata section encoded alone is byte for byte the one a container
+/// file holds, and decodes back; a section of the wrong length or with a
+/// payload past the data is refused.
+#[test]
+fn metadata_section_alone_matches_the_file_and_round_trips() {
+    let b = small(9);
+    let meta = decode_container(&b).unwrap();
+    let mut alone = Vec::new();
+    encode_metadata(&meta.descriptors, &mut alone);
+    let start = meta_start(&b);
+    assert_eq!(alone, b[start..start + alone.len()]);
+    let n = meta.descriptors.len() as u32;
+    let back = decode_metadata("c", &alone, n, 4, meta.data_len).unwrap();
+    assert_eq!(back, meta.descriptors);
+    assert!(decode_metadata("c", &alone[..alone.len() - 1], n, 4, meta.data_len).is_err());
+    assert!(decode_metadata("c", &alone, n, 4, 0).is_err());
+}

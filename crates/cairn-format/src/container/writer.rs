@@ -301,7 +301,7 @@ impl ContainerWriter {
     }
 }
 
-fn encode_descriptor(d: &Descriptor, out: &mut Vec<u8>) {
+pub(super) fn encode_descriptor(d: &Descriptor, out: &mut Vec<u8>) {
     out.extend_from_slice(d.fp.as_bytes());
     out.push(d.kind as u8);
     out.push(d.level);

@@ -1,10 +1,11 @@
 //! Where a simulation's RAM goes, per unique chunk (issue 35,
 //! `cairn sim --memory-report`; docs/simulation.md, "Memory").
 //!
-//! The simulated repository keeps in memory the containers' metadata
-//! sections (`MetaOnlyStore`) and the dedup path's lookup structures; its
-//! objects (index generations and deltas, Summary Vector checkpoints,
-//! snapshots) live in a scratch directory. Each is measured
+//! The simulated repository keeps in memory the dedup path's lookup
+//! structures and one record per container; its objects (index
+//! generations and deltas, Summary Vector checkpoints, snapshots) and the
+//! containers' metadata sections (`MetaOnlyStore::spilling`) live in a
+//! scratch directory. Each is measured
 //! at the end of the run, when it is largest (nothing is deleted while the
 //! simulator runs); the restore policy's memory is its peak. The process's
 //! peak resident set (`VmHWM`) bounds them all; what the structures do not
@@ -32,8 +33,9 @@ pub struct MemoryReport {
     /// Largest first; `unattributed` last.
     pub structures: Vec<StructureBytes>,
     /// Bytes of the repository's objects (index, Summary Vector
-    /// checkpoints, snapshots) in the scratch directory: on disk and in
-    /// the page cache, not in the process.
+    /// checkpoints, snapshots) and the containers' metadata sections in
+    /// the scratch directory: on disk and in the page cache, not in the
+    /// process.
     pub scratch_disk_bytes: u64,
 }
 
@@ -100,7 +102,7 @@ impl MemoryReport {
         }
         out.push_str(&format!(
             "  {:<48} {:>10.1} MiB on disk, not in RAM\n",
-            "repository objects (scratch directory)",
+            "repository objects and container metadata (scratch directory)",
             mib(self.scratch_disk_bytes)
         ));
         out

@@ -250,14 +250,14 @@ pub fn run(inputs: &[GenerationInput], opts: &SimOptions) -> Result<SimReport> {
     let counters = Arc::new(Counters::default());
     let model = opts.device.clone();
     // The repository's objects (index generations and deltas, Summary
-    // Vector checkpoints, snapshots) go to a scratch directory: the page
-    // cache holds them, not the process (issue 35). The containers stay
-    // metadata in memory.
+    // Vector checkpoints, snapshots) and the containers' metadata
+    // sections go to a scratch directory: the page cache holds them, not
+    // the process (issue 35).
     let objects = ScratchObjects::new()?;
     let backend: Arc<dyn Backend> =
         Arc::new(DeviceBackend::new(objects.backend.clone(), model.clone()));
     let store = Arc::new(DeviceStore::new(
-        MetaOnlyStore::new(counters.clone()),
+        MetaOnlyStore::spilling(counters.clone(), &objects.container_metadata())?,
         model.clone(),
     ));
     let repo = Repository::init_with_store(backend, cfg.clone(), counters.clone(), store.clone())?;
@@ -390,7 +390,7 @@ fn memory_report(
         ("restore policy (peak)".into(), totals.restore_memory_bytes),
     ];
     let mut report = memory::MemoryReport::new(totals.unique_chunks, parts);
-    report.scratch_disk_bytes = objects.bytes();
+    report.scratch_disk_bytes = objects.bytes() + store.spilled_bytes();
     report
 }
 
@@ -398,14 +398,20 @@ fn memory_report(
 /// system's temporary directory, removed when dropped.
 struct ScratchObjects {
     backend: cairn_backend::LocalBackend,
-    _dir: crate::scratch::TempDir,
+    dir: crate::scratch::TempDir,
 }
 
 impl ScratchObjects {
     fn new() -> Result<Self> {
         let dir = crate::scratch::tempdir("sim")?;
-        let backend = cairn_backend::LocalBackend::scratch(&dir.0)?;
-        Ok(ScratchObjects { backend, _dir: dir })
+        let backend = cairn_backend::LocalBackend::scratch(&dir.0.join("objects"))?;
+        Ok(ScratchObjects { backend, dir })
+    }
+
+    /// The file the containers' metadata sections go to (beside the
+    /// repository's objects, not among them).
+    fn container_metadata(&self) -> PathBuf {
+        self.dir.0.join("container-metadata")
     }
 
     /// Bytes of the objects held.

@@ -42,7 +42,7 @@ pub fn simulate(
 ) -> Result<RestoreResult> {
     let mut place: FpMap<ContainerId> = FpMap::default();
     for id in store.ids()? {
-        if let Some(meta) = store.peek(id) {
+        if let Some(meta) = store.peek(id)? {
             for d in &meta.descriptors {
                 cairn_engine::canonical::place(&mut place, d.fp, id);
             }
@@ -108,7 +108,7 @@ fn run_plan(
 ) -> Result<()> {
     r.containers_read += run.run_described(plan, &mut |fp, chunks| {
         let id = place[fp];
-        let meta = store.peek(id).expect("placed containers exist");
+        let meta = store.peek(id)?.expect("placed containers exist");
         model.charge(Stage::ContainerRead, meta.file_size);
         ContainerChunk::of_container(&meta, chunks);
         Ok((id, meta.file_size))
