@@ -59,23 +59,25 @@ pub struct Dedup {
 }
 
 /// One entry of the in-memory index part: the container holding the chunk
-/// once packed, or in flight. A plain `u64` (8 bytes beside the key, an
-/// `Option<ContainerId>` takes 16): the part holds every chunk a backup
-/// stores until its commit, the largest table of a large first backup.
+/// once packed, or in flight. The id's bytes, unaligned: beside the
+/// fingerprint (33 bytes, alignment 1) a bucket takes 41 bytes, where an
+/// `Option<ContainerId>` made it 56 and a `u64` 48. The part holds every
+/// chunk a backup stores until its commit, the largest table of a large
+/// first backup (issue 35, docs/simulation.md "Memory").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Slot(u64);
+struct Slot([u8; 8]);
 
 impl Slot {
     /// No container has this id: ids are allocated upwards from 1.
-    const IN_FLIGHT: Slot = Slot(u64::MAX);
+    const IN_FLIGHT: Slot = Slot(u64::MAX.to_le_bytes());
 
     fn packed(id: ContainerId) -> Slot {
         debug_assert_ne!(id.0, u64::MAX);
-        Slot(id.0)
+        Slot(id.0.to_le_bytes())
     }
 
     fn container(self) -> Option<ContainerId> {
-        (self != Self::IN_FLIGHT).then_some(ContainerId(self.0))
+        (self != Self::IN_FLIGHT).then_some(ContainerId(u64::from_le_bytes(self.0)))
     }
 }
 
