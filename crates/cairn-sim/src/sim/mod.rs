@@ -219,6 +219,24 @@ fn ratio(a: u64, b: u64) -> f64 {
 
 /// Runs every generation in order through one fresh simulated repository.
 pub fn run(inputs: &[GenerationInput], opts: &SimOptions) -> Result<SimReport> {
+    run_with(inputs, opts, ContainerMetadata::Scratch)
+}
+
+/// Where the simulated containers' metadata sections are kept: the
+/// scratch directory ([`run`]), or whole in memory, the exact state the
+/// compact one is checked against (`tests.rs`, issue 35's exactness guard).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ContainerMetadata {
+    #[cfg_attr(not(test), allow(dead_code))]
+    InMemory,
+    Scratch,
+}
+
+pub(crate) fn run_with(
+    inputs: &[GenerationInput],
+    opts: &SimOptions,
+    metadata: ContainerMetadata,
+) -> Result<SimReport> {
     if inputs.is_empty() {
         return Err(Error::invalid(
             "nothing to simulate: give trace files or --workload",
@@ -256,10 +274,13 @@ pub fn run(inputs: &[GenerationInput], opts: &SimOptions) -> Result<SimReport> {
     let objects = ScratchObjects::new()?;
     let backend: Arc<dyn Backend> =
         Arc::new(DeviceBackend::new(objects.backend.clone(), model.clone()));
-    let store = Arc::new(DeviceStore::new(
-        MetaOnlyStore::spilling(counters.clone(), &objects.container_metadata())?,
-        model.clone(),
-    ));
+    let meta_store = match metadata {
+        ContainerMetadata::Scratch => {
+            MetaOnlyStore::spilling(counters.clone(), &objects.container_metadata())?
+        }
+        ContainerMetadata::InMemory => MetaOnlyStore::new(counters.clone()),
+    };
+    let store = Arc::new(DeviceStore::new(meta_store, model.clone()));
     let repo = Repository::init_with_store(backend, cfg.clone(), counters.clone(), store.clone())?;
 
     let mut rows = Vec::with_capacity(inputs.len());
