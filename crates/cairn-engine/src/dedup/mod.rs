@@ -36,12 +36,14 @@ use crate::index::kinds::FingerprintIndex;
 use crate::index::locality_cache::LocalityCache;
 use crate::index::overlay::IndexUpdate;
 use crate::index::OpenedIndex;
+use memory_part::{MemoryPart, Slot};
 
 pub mod choose;
 pub mod deferred;
 pub mod eager;
 pub mod lazy;
 pub mod location;
+mod memory_part;
 pub mod strategy;
 
 pub use location::Location;
@@ -58,35 +60,12 @@ pub struct Dedup {
     state: Mutex<State>,
 }
 
-/// One entry of the in-memory index part: the container holding the chunk
-/// once packed, or in flight. The id's bytes, unaligned: beside the
-/// fingerprint (33 bytes, alignment 1) a bucket takes 41 bytes, where an
-/// `Option<ContainerId>` made it 56 and a `u64` 48. The part holds every
-/// chunk a backup stores until its commit, the largest table of a large
-/// first backup (issue 35, docs/simulation.md "Memory").
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Slot([u8; 8]);
-
-impl Slot {
-    /// No container has this id: ids are allocated upwards from 1.
-    const IN_FLIGHT: Slot = Slot(u64::MAX.to_le_bytes());
-
-    fn packed(id: ContainerId) -> Slot {
-        debug_assert_ne!(id.0, u64::MAX);
-        Slot(id.0.to_le_bytes())
-    }
-
-    fn container(self) -> Option<ContainerId> {
-        (self != Self::IN_FLIGHT).then_some(ContainerId(u64::from_le_bytes(self.0)))
-    }
-}
-
 struct State {
     cache: LocalityCache,
     /// The index kind chosen by the config (`index::kinds`).
     index: Box<dyn FingerprintIndex>,
     /// In-memory index part: the container once packed, else in flight.
-    memory: FpMap<Slot>,
+    memory: MemoryPart,
     /// Containers being filled: no metadata section on disk yet.
     open: HashSet<ContainerId>,
     /// Containers closed but not yet durable, with their fingerprints (what
@@ -263,7 +242,7 @@ impl Dedup {
     pub fn container_closed(&self, id: ContainerId, fps: Vec<Fingerprint>) {
         let mut st = self.state.lock();
         for fp in &fps {
-            let slot = st.memory.entry(*fp).or_insert(Slot::IN_FLIGHT);
+            let slot = st.memory.entry(*fp, Slot::IN_FLIGHT);
             *slot = Slot::packed(match slot.container() {
                 Some(other) => crate::canonical::canonical(other, id),
                 None => id,
@@ -303,7 +282,7 @@ impl Dedup {
         let mut entries = Vec::with_capacity(memory.len());
         entries.extend(
             memory
-                .into_iter()
+                .into_entries()
                 .filter_map(|(fp, c)| c.container().map(|container| IndexEntry { fp, container })),
         );
         entries
@@ -340,8 +319,7 @@ impl Dedup {
     /// in-memory index part), bytes.
     pub fn ram_bytes(&self) -> u64 {
         let st = self.state.lock();
-        let entry = std::mem::size_of::<(Fingerprint, Slot)>() + 1;
-        st.index.ram_bytes() + (st.memory.capacity() * entry) as u64
+        st.index.ram_bytes() + st.memory.ram_bytes()
     }
 }
 
@@ -382,7 +360,7 @@ impl Session<'_> {
     /// and replayed ones). `Some` when it knows `fp`: `InFlight`, or a
     /// stored copy confirmed by [`Self::confirmed`].
     pub fn in_memory(&mut self, fp: &Fingerprint) -> Result<Option<Location>> {
-        match self.st.memory.get(fp).map(|s| s.container()) {
+        match self.st.memory.get(fp).map(Slot::container) {
             Some(Some(id)) => self.confirmed(id, fp).map(Some),
             Some(None) => Ok(Some(Location::InFlight)),
             None => Ok(None),
@@ -394,7 +372,7 @@ impl Session<'_> {
     /// an older copy exists (replayed entries are older). No lookup of
     /// anything older and no confirmation: this run wrote those containers.
     pub fn stored_by_this_run(&self, fp: &Fingerprint) -> Option<Location> {
-        match self.st.memory.get(fp).map(|s| s.container()) {
+        match self.st.memory.get(fp).map(Slot::container) {
             Some(None) => Some(Location::InFlight),
             Some(Some(id)) if id >= self.dedup.run_start => Some(Location::Stored(id)),
             _ => None,

@@ -418,17 +418,3 @@ fn both_index_kinds_forget_and_move_entries_in_one_batch() {
         }
     }
 }
-
-/// The in-memory index part's bucket stays 41 bytes (`Slot`), and a slot
-/// round-trips every container id but the in-flight mark.
-#[test]
-fn in_memory_slots_are_narrow_and_exact() {
-    assert_eq!(std::mem::size_of::<(Fingerprint, Slot)>(), 41);
-    for id in [1, 2, 1 << 40, u64::MAX - 1] {
-        assert_eq!(
-            Slot::packed(ContainerId(id)).container(),
-            Some(ContainerId(id))
-        );
-    }
-    assert_eq!(Slot::IN_FLIGHT.container(), None);
-}
