@@ -120,18 +120,14 @@ impl<B: Backend, O: IoObserver> Backend for ObservedBackend<B, O> {
         &self,
         key: &str,
     ) -> Result<Option<Box<dyn cairn_core::StreamedObject + '_>>> {
-        let Some(inner) = self.inner.create_streamed(key)? else {
-            return Ok(None);
-        };
-        let observer = &self.observer;
-        Ok(Some(Box::new(cairn_core::streamed::AfterCreate::new(
-            inner,
+        Ok(cairn_core::streamed::AfterCreate::wrap(
+            self.inner.create_streamed(key)?,
             key,
             move |key: &str, len: u64, r: &Result<bool>| {
                 if matches!(r, Ok(true)) {
-                    observer.observe(IoOp::Write, key, len as usize);
+                    self.observer.observe(IoOp::Write, key, len as usize);
                 }
             },
-        ))))
+        ))
     }
 }

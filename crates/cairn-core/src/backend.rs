@@ -34,6 +34,27 @@ pub trait LockGuard: Send + Sync {
     fn release_removing(self: Box<Self>) {}
 }
 
+/// An object being written in pieces and published whole
+/// (`streamed.rs`, which hands them out).
+pub trait StreamedObject {
+    /// Appends `bytes` at the end.
+    fn append(&mut self, bytes: &[u8]) -> Result<()>;
+    /// Overwrites bytes already appended, from `offset` on. Fails if the
+    /// range reaches past what was appended.
+    fn patch(&mut self, offset: u64, bytes: &[u8]) -> Result<()>;
+    /// Bytes appended so far.
+    fn len(&self) -> u64;
+    /// Whether nothing was appended yet.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Publishes the object under its key if no object has that key:
+    /// `true` if this call created it, `false` if the key was taken (the
+    /// existing object is left as it was). Answers as
+    /// [`create_new_or_own`] does where a store may lose a create's answer.
+    fn create(self: Box<Self>) -> Result<bool>;
+}
+
 pub trait Backend: Send + Sync {
     /// Reads the whole object.
     fn read(&self, key: &str) -> Result<Vec<u8>>;
@@ -164,14 +185,11 @@ pub trait Backend: Send + Sync {
 
     /// This backend's own writer of an object in pieces, if it has one
     /// (`streamed.rs`); `None`: callers of
-    /// [`crate::streamed::create_streamed`] get the pieces buffered and
+    /// `streamed::create_streamed` get the pieces buffered and
     /// published by [`create_new_or_own`]. A layer that changes writes
     /// (sealing, fault injection) keeps the default, so its `create_new`
     /// sees every byte.
-    fn create_streamed(
-        &self,
-        _key: &str,
-    ) -> Result<Option<Box<dyn crate::streamed::StreamedObject + '_>>> {
+    fn create_streamed(&self, _key: &str) -> Result<Option<Box<dyn StreamedObject + '_>>> {
         Ok(None)
     }
 }
@@ -242,10 +260,7 @@ macro_rules! forward_backend {
             fn naming_key(&self) -> Option<&[u8; 32]> {
                 (**self).naming_key()
             }
-            fn create_streamed(
-                &self,
-                key: &str,
-            ) -> Result<Option<Box<dyn crate::streamed::StreamedObject + '_>>> {
+            fn create_streamed(&self, key: &str) -> Result<Option<Box<dyn StreamedObject + '_>>> {
                 (**self).create_streamed(key)
             }
             fn read_run(
@@ -411,7 +426,7 @@ macro_rules! delegate_backend {
         fn create_streamed(
             &self,
             key: &str,
-        ) -> $crate::Result<Option<Box<dyn $crate::streamed::StreamedObject + '_>>> {
+        ) -> $crate::Result<Option<Box<dyn $crate::backend::StreamedObject + '_>>> {
             self.$f.create_streamed(key)
         }
     };

@@ -15,28 +15,9 @@
 //! backend gets [`Buffered`]: the pieces collected in memory and published
 //! by [`create_new_or_own`], exactly as a whole-object create.
 
+pub use crate::backend::StreamedObject;
 use crate::backend::{create_new_or_own, Backend};
 use crate::error::{Error, Result};
-
-/// An object being written; see the module doc.
-pub trait StreamedObject {
-    /// Appends `bytes` at the end.
-    fn append(&mut self, bytes: &[u8]) -> Result<()>;
-    /// Overwrites bytes already appended, from `offset` on. Fails if the
-    /// range reaches past what was appended.
-    fn patch(&mut self, offset: u64, bytes: &[u8]) -> Result<()>;
-    /// Bytes appended so far.
-    fn len(&self) -> u64;
-    /// Whether nothing was appended yet.
-    fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-    /// Publishes the object under its key if no object has that key:
-    /// `true` if this call created it, `false` if the key was taken (the
-    /// existing object is left as it was). Answers as
-    /// [`create_new_or_own`] does where a store may lose a create's answer.
-    fn create(self: Box<Self>) -> Result<bool>;
-}
 
 /// A [`StreamedObject`] for `key` on `backend`: the backend's own streaming
 /// writer, else the pieces collected in memory.
@@ -109,12 +90,20 @@ pub struct AfterCreate<'a, F: FnOnce(&str, u64, &Result<bool>) + 'a> {
 }
 
 impl<'a, F: FnOnce(&str, u64, &Result<bool>) + 'a> AfterCreate<'a, F> {
-    pub fn new(inner: Box<dyn StreamedObject + 'a>, key: &str, created: F) -> Self {
-        AfterCreate {
+    /// A layer's [`Backend::create_streamed`] over the inner backend's
+    /// answer: `None` stays `None` (the caller then buffers, and the
+    /// layer's `create_new` sees the object whole).
+    pub fn wrap(
+        inner: Option<Box<dyn StreamedObject + 'a>>,
+        key: &str,
+        created: F,
+    ) -> Option<Box<dyn StreamedObject + 'a>> {
+        let inner = inner?;
+        Some(Box::new(AfterCreate {
             inner,
             key: key.to_string(),
             created,
-        }
+        }))
     }
 }
 

@@ -53,6 +53,15 @@ pub trait ContainerStore: Send + Sync {
     fn describes_only(&self) -> bool {
         false
     }
+    /// The metadata section of a container closed but not yet durable
+    /// (`chunks` descriptors of `fp_width`-byte fingerprints) was served
+    /// from memory where a [`Self::read_meta`] would be once it is: a
+    /// store that models a device charges it as that read (the
+    /// simulator's `DeviceStore`), so modeled time does not depend on when
+    /// the sealer finishes. Default: nothing.
+    fn served_meta(&self, chunks: usize, fp_width: usize) {
+        let _ = (chunks, fp_width);
+    }
     /// The whole container, checked.
     fn read(&self, id: ContainerId) -> Result<LoadedContainer>;
     /// The stored bytes of one chunk `d` of container `meta` (one range

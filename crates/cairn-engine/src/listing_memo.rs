@@ -243,14 +243,11 @@ impl Backend for ListingMemo {
         &self,
         key: &str,
     ) -> Result<Option<Box<dyn cairn_core::StreamedObject + '_>>> {
-        let Some(inner) = self.inner.create_streamed(key)? else {
-            return Ok(None);
-        };
-        Ok(Some(Box::new(cairn_core::streamed::AfterCreate::new(
-            inner,
+        Ok(cairn_core::streamed::AfterCreate::wrap(
+            self.inner.create_streamed(key)?,
             key,
             move |key: &str, _len: u64, r: &Result<bool>| self.remember_create(key, r),
-        ))))
+        ))
     }
 
     fn delete(&self, key: &str) -> Result<()> {

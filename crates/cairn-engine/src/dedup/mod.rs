@@ -165,6 +165,7 @@ impl Dedup {
             let held = fps.contains(fp);
             if self.use_cache && !st.cache.contains_container(id) {
                 let fps = fps.clone();
+                self.log.served_meta(fps.len(), fp.len());
                 st.cache.insert(id, fps);
                 bump(&self.counters.prefetches, 1);
                 bump(&self.counters.container_meta_reads, 1);

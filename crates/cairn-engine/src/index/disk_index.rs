@@ -818,9 +818,7 @@ impl DiskIndex {
     ) -> Result<u64> {
         // Among equal fingerprints the canonical copy is kept (`canonical`:
         // the newest container): sorted first among its equals.
-        // The page key hashes the whole fingerprint: computed once per entry.
-        new_entries
-            .sort_by_cached_key(|e| (codec::entry_order(&e.fp), std::cmp::Reverse(e.container)));
+        sort_in_file_order(&mut new_entries);
         new_entries.dedup_by(|later, first| {
             later.fp == first.fp && {
                 first.container = canonical(first.container, later.container);
@@ -945,6 +943,48 @@ impl DiskIndex {
             }
         }
         Ok(generation)
+    }
+}
+
+/// Sorts `entries` in file order (`codec::entry_order`), the canonical
+/// copy (the newest container) first among equal fingerprints. The page
+/// key hashes the whole fingerprint, so it is computed once per entry,
+/// into 16 bytes beside each (the key and the entry's number): a cached
+/// copy of each whole sort key took 56, and a large first backup's commit
+/// peaked there (27 M entries: 1.5 GB beside the entries' 1.3 GB; issue
+/// 35). The sorted numbers are then applied in place, cycle by cycle.
+fn sort_in_file_order(entries: &mut [IndexEntry]) {
+    let Ok(n) = u32::try_from(entries.len()) else {
+        entries.sort_by_cached_key(|e| (codec::entry_order(&e.fp), std::cmp::Reverse(e.container)));
+        return;
+    };
+    let mut order: Vec<(u64, u32)> = (0..n)
+        .map(|i| (codec::page_key(&entries[i as usize].fp), i))
+        .collect();
+    order.sort_unstable_by(|a, b| {
+        a.0.cmp(&b.0).then_with(|| {
+            let (x, y) = (&entries[a.1 as usize], &entries[b.1 as usize]);
+            x.fp.cmp(&y.fp).then(y.container.cmp(&x.container))
+        })
+    });
+    // Position k takes entry order[k].1; a position done is marked by
+    // pointing at itself.
+    for start in 0..order.len() {
+        if order[start].1 as usize == start {
+            continue;
+        }
+        let first = entries[start];
+        let mut k = start;
+        loop {
+            let from = order[k].1 as usize;
+            order[k].1 = k as u32;
+            if from == start {
+                entries[k] = first;
+                break;
+            }
+            entries[k] = entries[from];
+            k = from;
+        }
     }
 }
 

@@ -656,3 +656,21 @@ fn a_removal_is_written_into_the_newest_generation() {
         ]
     );
 }
+
+proptest::proptest! {
+    /// The in-place sort orders as sorting by the whole cached key does,
+    /// duplicates (the newest container first among equals) included.
+    #[test]
+    fn the_file_order_sort_matches_the_cached_key_sort(
+        keys in proptest::collection::vec((0u64..300, 1u64..6), 0..2000),
+    ) {
+        let mut entries: Vec<IndexEntry> = keys
+            .iter()
+            .map(|&(k, c)| IndexEntry { fp: fp(k), container: ContainerId(c) })
+            .collect();
+        let mut want = entries.clone();
+        want.sort_by_cached_key(|e| (codec::entry_order(&e.fp), std::cmp::Reverse(e.container)));
+        super::sort_in_file_order(&mut entries);
+        proptest::prop_assert_eq!(entries, want);
+    }
+}

@@ -11,6 +11,7 @@
 //! | --- | --- | --- |
 //! | `append` | [`Stage::ContainerWrite`] | the encoded container size (`ContainerWriter::encoded_len`) |
 //! | `read_meta` | [`Stage::MetadataPrefetch`] | metadata section + trailer (`MetaOnlyStore::meta_read_bytes`) |
+//! | `served_meta` (a section served before its container is durable) | [`Stage::MetadataPrefetch`] | the same, for the read it stands for |
 //! | `read` | [`Stage::ContainerRead`] | the container's file size |
 //!
 //! One successful call is one access; failures, `ids`, `allocate`,
@@ -88,6 +89,14 @@ impl<S: ContainerStore> ContainerStore for DeviceStore<S> {
 
     fn describes_only(&self) -> bool {
         self.inner.describes_only()
+    }
+
+    /// Charged as the metadata read it stands for (`read_meta` above).
+    fn served_meta(&self, chunks: usize, fp_width: usize) {
+        self.inner.served_meta(chunks, fp_width);
+        let bytes = cairn_format::container::metadata_len(chunks, fp_width)
+            + cairn_format::container::CONTAINER_TRAILER_LEN;
+        self.model.charge(Stage::MetadataPrefetch, bytes as u64);
     }
 
     fn read(&self, id: ContainerId) -> Result<LoadedContainer> {

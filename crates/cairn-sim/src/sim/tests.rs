@@ -56,6 +56,36 @@ fn write_trace(dir: &std::path::Path, name: &str, files: &[Vec<u16>]) -> PathBuf
     path
 }
 
+/// One trace file per generation in `dir`.
+fn trace_inputs(dir: &std::path::Path, gens: &[Vec<Vec<u16>>]) -> Vec<GenerationInput> {
+    gens.iter()
+        .enumerate()
+        .map(|(g, files)| GenerationInput::Trace {
+            path: write_trace(dir, &format!("g{g}.ctr"), files),
+            format: None,
+        })
+        .collect()
+}
+
+/// Small containers and a two-container locality cache, so that a few
+/// hundred chunks span many containers and evict.
+fn small_config(summary: bool, cache: bool) -> cairn_engine::RepoConfig {
+    let mut config = cairn_engine::Repository::default_config();
+    config.container_size = 64 * 1024;
+    config.index.summary_vector = summary;
+    config.index.locality_cache = cache;
+    config.index.cache_containers = 2;
+    config
+}
+
+/// Re-layout of any container the generation uses in part.
+fn relayout_options() -> cairn_engine::gc::relayout::RelayoutOptions {
+    cairn_engine::gc::relayout::RelayoutOptions {
+        share_of_heads: 10.0,
+        ..Default::default()
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(12))]
 
@@ -69,15 +99,8 @@ proptest! {
         relayout in any::<bool>(),
     ) {
         let tmp = tempfile::tempdir().unwrap();
-        let inputs: Vec<GenerationInput> = gens.iter().enumerate().map(|(g, files)| GenerationInput::Trace {
-            path: write_trace(tmp.path(), &format!("g{g}.ctr"), files),
-            format: None,
-        }).collect();
-        let mut config = cairn_engine::Repository::default_config();
-        config.container_size = 64 * 1024;
-        config.index.summary_vector = summary;
-        config.index.locality_cache = cache;
-        config.index.cache_containers = 2;
+        let inputs = trace_inputs(tmp.path(), &gens);
+        let config = small_config(summary, cache);
         let report = run(&inputs, &SimOptions {
             config,
             device: DeviceModel::for_device(DeviceClass::ssd()),
@@ -89,10 +112,7 @@ proptest! {
             also_restore: Vec::new(),
             // Re-layout moves chunks between generations: later lookups
             // must find them where they went, or chunks are stored twice.
-            relayout: relayout.then(|| cairn_engine::gc::relayout::RelayoutOptions {
-                share_of_heads: 10.0,
-                ..Default::default()
-            }),
+            relayout: relayout.then(relayout_options),
         }).unwrap();
         let mut seen = HashSet::new();
         for (files, row) in gens.iter().zip(&report.generations) {
@@ -124,15 +144,8 @@ proptest! {
         capping in any::<bool>(),
     ) {
         let tmp = tempfile::tempdir().unwrap();
-        let inputs: Vec<GenerationInput> = gens.iter().enumerate().map(|(g, files)| GenerationInput::Trace {
-            path: write_trace(tmp.path(), &format!("g{g}.ctr"), files),
-            format: None,
-        }).collect();
-        let mut config = cairn_engine::Repository::default_config();
-        config.container_size = 64 * 1024;
-        config.index.summary_vector = summary;
-        config.index.locality_cache = cache;
-        config.index.cache_containers = 2;
+        let inputs = trace_inputs(tmp.path(), &gens);
+        let mut config = small_config(summary, cache);
         config.index.page_size = 512;
         if capping {
             config.rewrite = cairn_engine::config::RewriteConfig::parse("capping:segment=64KiB,cap=2").unwrap();
@@ -147,10 +160,7 @@ proptest! {
                 bytes: 96 << 10,
             },
             also_restore: Vec::new(),
-            relayout: relayout.then(|| cairn_engine::gc::relayout::RelayoutOptions {
-                share_of_heads: 10.0,
-                ..Default::default()
-            }),
+            relayout: relayout.then(relayout_options),
         };
         let rows = |metadata| {
             let report = run_with(&inputs, &opts(), metadata).unwrap();
