@@ -674,3 +674,43 @@ proptest::proptest! {
         proptest::prop_assert_eq!(entries, want);
     }
 }
+
+/// A store where the merged generation's file is deleted as a merge
+/// starts reading it (on object storage, a merge beside one that outlived
+/// its lease and replaced the file).
+struct VanishesOnRead {
+    inner: MemBackend,
+}
+
+impl Backend for VanishesOnRead {
+    cairn_core::delegate_backend!(
+        inner: read, read_at, size, write_atomic, create_new, delete, exists, list, lock,
+        describe
+    );
+
+    fn read_run(&self, key: &str, offset: u64, len: usize, out: &mut Vec<u8>) -> Result<()> {
+        self.inner.delete(key)?;
+        self.inner.read_run(key, offset, len, out)
+    }
+}
+
+/// The old file gone half-way through a merge's read: refused like a
+/// generation another merge wrote first, with nothing written.
+#[test]
+fn a_merge_whose_old_file_vanishes_changes_nothing() {
+    let backend: Arc<dyn Backend> = Arc::new(VanishesOnRead {
+        inner: MemBackend::new(),
+    });
+    let ix = DiskIndex::open(backend.clone(), Arc::new(Counters::default())).unwrap();
+    ix.write_merged(entries(0..500, 1), ContainerId(2), 32, 512)
+        .unwrap();
+    let err = ix
+        .write_merged(entries(500..900, 2), ContainerId(3), 32, 512)
+        .unwrap_err();
+    assert!(matches!(err, Error::Locked(_)), "{err}");
+    assert!(
+        err.to_string().contains("replaced by another merge"),
+        "{err}"
+    );
+    assert!(!backend.exists(&object_names::index(2)).unwrap());
+}

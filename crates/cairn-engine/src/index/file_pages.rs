@@ -121,7 +121,18 @@ impl<'a> StoredPages<'a> {
             self.file
                 .backend
                 .read_run(&self.file.key, offset, len, &mut self.run)
-                .map_err(|e| rename_corrupt(e, &self.file.key))?;
+                .map_err(|e| match e {
+                    // Merges exclude each other by a lock; on object
+                    // storage the lock is a lease a paused holder can
+                    // outlive, and a merge beside it may have replaced the
+                    // file: refused as the create of a generation another
+                    // merge wrote first is.
+                    e if e.is_not_found() => Error::Locked(format!(
+                        "index file {} was replaced by another merge while this one read it;                          nothing was changed, the next commit merges again",
+                        self.file.key
+                    )),
+                    e => rename_corrupt(e, &self.file.key),
+                })?;
             if self.run.len() != len {
                 return Err(Error::corrupt(
                     self.file.key.clone(),
