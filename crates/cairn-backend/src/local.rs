@@ -34,10 +34,10 @@ const LOCKS_DIR: &str = "locks";
 /// A repository in a local directory. Cheap to clone (it is just the path).
 #[derive(Clone, Debug)]
 pub struct LocalBackend {
-    pub(crate) root: PathBuf,
+    root: PathBuf,
     /// Whether writes and deletes are made durable (`fsync`); off only
     /// for [`LocalBackend::scratch`].
-    pub(crate) durable: bool,
+    durable: bool,
 }
 
 impl LocalBackend {
@@ -65,7 +65,7 @@ impl LocalBackend {
         Ok(b)
     }
 
-    pub(crate) fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         if self.durable {
             sync_dir_io(dir)
         } else {
@@ -178,7 +178,7 @@ impl LocalBackend {
 
     /// Makes sure `dir` (inside the root) exists, fsyncing the parent of
     /// every directory it creates so the new entries survive a crash.
-    pub(crate) fn ensure_dir(&self, dir: &Path) -> io::Result<()> {
+    fn ensure_dir(&self, dir: &Path) -> io::Result<()> {
         if dir.is_dir() {
             return Ok(());
         }
@@ -218,18 +218,39 @@ impl LocalBackend {
         let (tmp, mut file) = self.temp_file()?;
         let result = (|| {
             file.write_all(data)?;
-            if self.durable {
-                file.sync_all()?;
-            }
-            drop(file);
-            let parent = target.parent().unwrap_or(&self.root);
-            self.ensure_dir(parent)?;
+            let parent = self.close_temp(file, target)?;
             publish(&tmp, parent)
         })();
         if always_remove || result.is_err() {
             let _ = fs::remove_file(&tmp);
         }
         result
+    }
+
+    /// A written temporary made ready to publish as `target`: made durable
+    /// and closed, and `target`'s directory made to exist, which is
+    /// returned.
+    pub(crate) fn close_temp<'t>(&'t self, file: File, target: &'t Path) -> io::Result<&'t Path> {
+        if self.durable {
+            file.sync_all()?;
+        }
+        drop(file);
+        let parent = target.parent().unwrap_or(&self.root);
+        self.ensure_dir(parent)?;
+        Ok(parent)
+    }
+
+    /// Create-if-absent's publish step: the closed temporary `tmp`
+    /// hard-linked as `target` in `parent` (`false` if an entry is there:
+    /// `link(2)` never replaces one), and the new entry made durable.
+    pub(crate) fn link_new(&self, tmp: &Path, target: &Path, parent: &Path) -> io::Result<bool> {
+        match fs::hard_link(tmp, target) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(false),
+            Err(e) => return Err(e),
+        }
+        self.sync_dir(parent)?;
+        Ok(true)
     }
 
     fn write_inner(&self, target: &Path, data: &[u8]) -> io::Result<()> {
@@ -263,13 +284,7 @@ impl LocalBackend {
 
     fn create_once(&self, target: &Path, data: &[u8]) -> io::Result<bool> {
         self.via_temp(target, data, true, |tmp, parent| {
-            match fs::hard_link(tmp, target) {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(false),
-                Err(e) => return Err(e),
-            }
-            self.sync_dir(parent)?;
-            Ok(true)
+            self.link_new(tmp, target, parent)
         })
     }
 

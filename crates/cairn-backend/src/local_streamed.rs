@@ -52,10 +52,9 @@ impl<'a> LocalStreamed<'a> {
 
     fn flush(&mut self) -> io::Result<()> {
         if !self.pending.is_empty() {
-            let pending = std::mem::take(&mut self.pending);
-            self.file().write_all(&pending)?;
-            self.flushed += pending.len() as u64;
-            self.pending = pending;
+            let file = self.file.as_mut().expect("the file is open until create");
+            file.write_all(&self.pending)?;
+            self.flushed += self.pending.len() as u64;
             self.pending.clear();
         }
         Ok(())
@@ -68,32 +67,19 @@ impl<'a> LocalStreamed<'a> {
     fn publish(&mut self) -> io::Result<bool> {
         self.flush()?;
         let file = self.file.take().expect("the file is open until create");
-        if self.backend.durable {
-            file.sync_all()?;
-        }
-        drop(file);
-        let parent = self
-            .target
-            .parent()
-            .unwrap_or(&self.backend.root)
-            .to_path_buf();
-        self.backend.ensure_dir(&parent)?;
-        match fs::hard_link(&self.tmp, &self.target) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(false),
-            // Only a writer alone cleans `tmp/` (`Repository::lock_writer`),
-            // so this is another process that took the repository's lock
-            // as if this one had died.
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                return Err(io::Error::new(
+        let parent = self.backend.close_temp(file, &self.target)?;
+        self.backend
+            .link_new(&self.tmp, &self.target, parent)
+            .map_err(|e| match e.kind() {
+                // Only a writer alone cleans `tmp/` (`Repository::lock_writer`),
+                // so this is another process that took the repository's
+                // lock as if this one had died.
+                io::ErrorKind::NotFound => io::Error::new(
                     e.kind(),
                     "its temporary file was removed by another process before it was published",
-                ))
-            }
-            Err(e) => return Err(e),
-        }
-        self.backend.sync_dir(&parent)?;
-        Ok(true)
+                ),
+                _ => e,
+            })
     }
 }
 

@@ -1,7 +1,8 @@
 //! [`ObservedBackend`]: a pass-through [`Backend`] that reports every
 //! successful data access to an [`IoObserver`]: one `(op, key, bytes)` per
-//! `read`, `read_at`, `read_tail`, `read_run` (bytes returned) and `write_atomic`, `create_new` and a
-//! streamed object's create (bytes written). Failed calls, `size`, `exists`, `list`, `delete`, locks and
+//! `read`, `read_at`, `read_tail`, `read_run` (bytes returned) and
+//! `write_atomic`, `create_new` and a streamed object's create (bytes
+//! written). Failed calls, `size`, `exists`, `list`, `delete`, locks and
 //! `clean_temporaries` are forwarded unreported. The I/O counters
 //! ([`crate::CountingBackend`]) and the simulator's device model are two
 //! observers.

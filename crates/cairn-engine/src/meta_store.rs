@@ -39,22 +39,19 @@ enum Kept {
     Spilled(Spilled),
 }
 
-/// What the trailer says, and the section's place in the spill file.
+/// The section's place in the spill file, and what the trailer says (the
+/// metadata with its descriptors left out).
 struct Spilled {
     at: u64,
     count: u32,
-    fp_width: u8,
-    data_offset: u64,
-    data_len: u64,
-    data_crc: u32,
-    file_size: u64,
+    trailer: ContainerMeta,
 }
 
 impl Kept {
     fn file_size(&self) -> u64 {
         match self {
             Kept::Whole(m) => m.file_size,
-            Kept::Spilled(s) => s.file_size,
+            Kept::Spilled(s) => s.trailer.file_size,
         }
     }
 }
@@ -113,7 +110,13 @@ impl MetaOnlyStore {
     /// Bytes a metadata-section read of this container transfers (what the
     /// real store's tail read needs: descriptors and trailer).
     pub fn meta_read_bytes(meta: &ContainerMeta) -> u64 {
-        (metadata_len(meta.descriptors.len(), meta.fp_width) + CONTAINER_TRAILER_LEN) as u64
+        Self::meta_read_bytes_of(meta.descriptors.len(), meta.fp_width)
+    }
+
+    /// [`Self::meta_read_bytes`] of a container of `chunks` descriptors
+    /// of `fp_width`-byte fingerprints.
+    pub fn meta_read_bytes_of(chunks: usize, fp_width: usize) -> u64 {
+        (metadata_len(chunks, fp_width) + CONTAINER_TRAILER_LEN) as u64
     }
 
     /// Logical bytes held (what the container files would occupy).
@@ -160,8 +163,8 @@ impl MetaOnlyStore {
 
     fn read_spilled(&self, id: ContainerId, s: &Spilled) -> Result<ContainerMeta> {
         let spill = self.spill.as_ref().expect("spilled sections have a file");
-        let fp_width = usize::from(s.fp_width);
-        let mut section = vec![0u8; metadata_len(s.count as usize, fp_width)];
+        let t = &s.trailer;
+        let mut section = vec![0u8; metadata_len(s.count as usize, t.fp_width)];
         spill
             .file
             .read_exact_at(&mut section, s.at)
@@ -170,22 +173,17 @@ impl MetaOnlyStore {
             &format!("container {id} in {}", spill.path.display()),
             &section,
             s.count,
-            fp_width,
-            s.data_len,
+            t.fp_width,
+            t.data_len,
         )?;
         Ok(ContainerMeta {
-            id,
-            fp_width,
             descriptors,
-            data_offset: s.data_offset,
-            data_len: s.data_len,
-            data_crc: s.data_crc,
-            file_size: s.file_size,
+            ..t.clone()
         })
     }
 
     /// `meta` as this store keeps it.
-    fn keep(&self, meta: ContainerMeta) -> Result<Kept> {
+    fn keep(&self, mut meta: ContainerMeta) -> Result<Kept> {
         let Some(spill) = &self.spill else {
             return Ok(Kept::Whole(Arc::new(meta)));
         };
@@ -201,14 +199,12 @@ impl MetaOnlyStore {
             *end += section.len() as u64;
             at
         };
+        let count = meta.descriptors.len() as u32;
+        meta.descriptors = Vec::new();
         Ok(Kept::Spilled(Spilled {
             at,
-            count: meta.descriptors.len() as u32,
-            fp_width: meta.fp_width as u8,
-            data_offset: meta.data_offset,
-            data_len: meta.data_len,
-            data_crc: meta.data_crc,
-            file_size: meta.file_size,
+            count,
+            trailer: meta,
         }))
     }
 }
@@ -269,10 +265,7 @@ impl ContainerStore for MetaOnlyStore {
     fn served_meta(&self, chunks: usize, fp_width: usize) {
         let c = &*self.counters;
         bump(&c.read_ops, 1);
-        bump(
-            &c.bytes_read,
-            (metadata_len(chunks, fp_width) + CONTAINER_TRAILER_LEN) as u64,
-        );
+        bump(&c.bytes_read, Self::meta_read_bytes_of(chunks, fp_width));
     }
 
     fn read(&self, id: ContainerId) -> Result<LoadedContainer> {

@@ -47,10 +47,15 @@ pub(super) struct MemoryPart {
     hasher: BuildFpHasher,
 }
 
+/// Entry `i` of `blocks`.
+fn at(blocks: &[Vec<(Fingerprint, Slot)>], i: u32) -> &(Fingerprint, Slot) {
+    let i = i as usize;
+    &blocks[i / BLOCK][i % BLOCK]
+}
+
 impl MemoryPart {
     fn entry_at(&self, i: u32) -> &(Fingerprint, Slot) {
-        let i = i as usize;
-        &self.blocks[i / BLOCK][i % BLOCK]
+        at(&self.blocks, i)
     }
 
     fn entry_at_mut(&mut self, i: u32) -> &mut (Fingerprint, Slot) {
@@ -100,10 +105,8 @@ impl MemoryPart {
         let hash = self.hasher.hash_one(fp);
         let blocks = &self.blocks;
         let hasher = &self.hasher;
-        self.table.insert_unique(hash, i, |&j| {
-            let j = j as usize;
-            hasher.hash_one(blocks[j / BLOCK][j % BLOCK].0)
-        });
+        self.table
+            .insert_unique(hash, i, |&j| hasher.hash_one(at(blocks, j).0));
         i
     }
 

@@ -26,9 +26,7 @@ use crate::canonical::canonical;
 use crate::object_names;
 
 use super::coverage::Coverage;
-use super::file_pages::{
-    check_entry_count, merge_into_pages, page_bytes, rename_corrupt, OldFile, Pages,
-};
+use super::file_pages::{check_entry_count, merge_into_pages, page_bytes, rename_corrupt, Pages};
 pub use super::overlay::IndexUpdate;
 use super::overlay::{Change, Overlay, OverlayMemo};
 use super::page_cache::PageCache;
@@ -541,48 +539,54 @@ impl DiskIndex {
         Ok(n)
     }
 
-    /// The current generation's header and file bytes (re-reading the newest
-    /// generation if a concurrent writer replaced this one), with every
-    /// delta of it now in the store applied (not only those this handle
-    /// loaded).
+    /// The current generation's file, read whole, with every delta of it
+    /// now in the store applied (not only those this handle loaded;
+    /// re-reading the newest generation if a concurrent writer replaced
+    /// this one).
     fn read_file(&self) -> Result<Option<(Current, Vec<u8>)>> {
-        self.load_current(true)
-            .map(|o| o.map(|(c, bytes)| (c, bytes.unwrap_or_default())))
+        self.with_current(|c| {
+            let c = self.with_stored_deltas(c)?;
+            let bytes = self.backend.read(&object_names::index(c.generation))?;
+            Ok((c, bytes))
+        })
     }
 
-    /// [`Self::read_file`]'s generation and deltas, with the file's bytes
-    /// when `whole`, else only checked to be there: a merge, which holds
-    /// the lock that keeps other merges from deleting it, reads its pages
-    /// in runs (`StoredPages`).
-    fn load_current(&self, whole: bool) -> Result<Option<(Current, Option<Vec<u8>>)>> {
+    /// The current generation with every delta of it now in the store
+    /// applied, its file checked to be there (a generation gone is
+    /// reloaded as in [`Self::read_file`]); a merge reads the file later,
+    /// a run of pages at a time, holding the lock that keeps other merges
+    /// from deleting it.
+    fn current_with_deltas(&self) -> Result<Option<Current>> {
         self.with_current(|c| {
-            let listing = self.backend.list(object_names::INDEX)?;
-            // A newer generation listed: a merge replaced this one and is
-            // deleting its deltas (after writing the new file), so the
-            // deltas still listed may be only some of them, and the file
-            // with them is not the index. Reloaded like a generation gone.
-            if newest_generation(&listing) > Some(c.generation) {
-                return Err(Error::NotFound(format!(
-                    "index generation {} (replaced by a merge)",
-                    c.generation
-                )));
-            }
-            let mut c = c.clone();
-            c.overlay = load_overlay(
-                &*self.backend,
-                &listing,
-                c.generation,
-                c.header.fp_width,
-                self.memo.as_deref(),
-            )?;
-            let key = object_names::index(c.generation);
-            if whole {
-                Ok((c, Some(self.backend.read(&key)?)))
-            } else {
-                self.backend.size(&key)?;
-                Ok((c, None))
-            }
+            let c = self.with_stored_deltas(c)?;
+            self.backend.size(&object_names::index(c.generation))?;
+            Ok(c)
         })
+    }
+
+    /// `c` with the deltas of its generation listed now applied; `NotFound`
+    /// if a newer generation is listed (see [`Self::with_current`]).
+    fn with_stored_deltas(&self, c: &Current) -> Result<Current> {
+        let listing = self.backend.list(object_names::INDEX)?;
+        // A newer generation listed: a merge replaced this one and is
+        // deleting its deltas (after writing the new file), so the deltas
+        // still listed may be only some of them, and the file with them is
+        // not the index. Reloaded like a generation gone.
+        if newest_generation(&listing) > Some(c.generation) {
+            return Err(Error::NotFound(format!(
+                "index generation {} (replaced by a merge)",
+                c.generation
+            )));
+        }
+        let mut c = c.clone();
+        c.overlay = load_overlay(
+            &*self.backend,
+            &listing,
+            c.generation,
+            c.header.fp_width,
+            self.memo.as_deref(),
+        )?;
+        Ok(c)
     }
 
     /// [`Self::merge`] of puts only.
@@ -752,7 +756,7 @@ impl DiskIndex {
         fp_width: usize,
         page_size: usize,
     ) -> Result<u64> {
-        let old = self.load_current(false)?.map(|(c, _)| c);
+        let old = self.current_with_deltas()?;
         let mut update = update;
         if let Some(cur) = &old {
             self.drop_removals_of_newer_entries(cur, &mut update)?;
@@ -835,15 +839,15 @@ impl DiskIndex {
         let generation = self.generation().max(self.floor) + 1;
         let mut resized = false;
         let key = object_names::index(generation);
+        let old_key = old.as_ref().map(|c| object_names::index(c.generation));
         let (written, held) = loop {
-            let old_file = old.as_ref().map(|c| OldFile {
-                header: &c.header,
-                backend: &*self.backend,
-                key: object_names::index(c.generation),
-            });
+            let old_pages = old
+                .as_ref()
+                .zip(old_key.as_deref())
+                .map(|(c, k)| Pages::stored(&c.header, &*self.backend, k));
             let mut out = cairn_core::create_streamed(&*self.backend, &key)?;
             match merge_into_pages(
-                old_file.as_ref(),
+                old_pages,
                 &new_entries,
                 forget,
                 fp_width,

@@ -8,15 +8,6 @@ use cairn_format::index::{self as codec, IndexEntry, IndexHeader};
 
 use crate::canonical::canonical;
 
-/// The file a merge reads: its header, where it is, and its name. Its
-/// pages are read from the store a run at a time ([`StoredPages`]), so a
-/// merge never holds the old file whole.
-pub(super) struct OldFile<'a> {
-    pub header: &'a IndexHeader,
-    pub backend: &'a dyn Backend,
-    pub key: String,
-}
-
 /// Bytes of old pages a merge reads at a time (at least one page).
 const OLD_RUN_BYTES: usize = 1 << 20;
 
@@ -47,22 +38,101 @@ pub(super) fn check_entry_count(h: &IndexHeader, n: u64, key: &str) -> Result<()
     Ok(())
 }
 
-/// Decodes the data pages of an index file image one at a time.
+/// Where a file's pages come from.
+enum Source<'a> {
+    /// The whole file, read before.
+    Image(&'a [u8]),
+    /// The stored object, read in runs of [`OLD_RUN_BYTES`] as one
+    /// sequential pass (`Backend::read_run`): a merge holds one run of
+    /// the old file, never all of it. `run` holds pages
+    /// `run_first..run_first + run_pages`, after the header page when
+    /// `run_first` is 0 (the first run starts at offset 0, so the pass
+    /// reads the bytes one whole read would).
+    Stored {
+        backend: &'a dyn Backend,
+        run: Vec<u8>,
+        run_first: u64,
+        run_pages: u64,
+    },
+}
+
+/// Decodes the data pages of an index file one at a time, in order.
 pub(super) struct Pages<'a> {
     header: &'a IndexHeader,
-    bytes: &'a [u8],
+    source: Source<'a>,
     key: &'a str,
     next: u64,
 }
 
 impl<'a> Pages<'a> {
+    /// The pages of a file image.
     pub(super) fn new(header: &'a IndexHeader, bytes: &'a [u8], key: &'a str) -> Self {
+        Self::from(header, Source::Image(bytes), key)
+    }
+
+    /// The pages of the stored file `key`, read in runs.
+    pub(super) fn stored(header: &'a IndexHeader, backend: &'a dyn Backend, key: &'a str) -> Self {
+        let source = Source::Stored {
+            backend,
+            run: Vec::new(),
+            run_first: 0,
+            run_pages: 0,
+        };
+        Self::from(header, source, key)
+    }
+
+    fn from(header: &'a IndexHeader, source: Source<'a>, key: &'a str) -> Self {
         Pages {
             header,
-            bytes,
+            source,
             key,
             next: 0,
         }
+    }
+
+    /// Page `page_no`'s bytes: a slice of the image, or of the run that
+    /// holds it (read when the page lies past the last one).
+    fn page(&mut self, page_no: u64) -> Result<&[u8]> {
+        let (h, key) = (self.header, self.key);
+        let (backend, run, run_first, run_pages) = match &mut self.source {
+            Source::Image(bytes) => return page_bytes(h, bytes, key, page_no),
+            Source::Stored {
+                backend,
+                run,
+                run_first,
+                run_pages,
+            } => (*backend, run, run_first, run_pages),
+        };
+        let head = |first: u64| if first == 0 { h.page_size } else { 0 };
+        if !(*run_first..*run_first + *run_pages).contains(&page_no) {
+            let pages = ((OLD_RUN_BYTES / h.page_size).max(1) as u64).min(h.page_count - page_no);
+            let len = head(page_no) + pages as usize * h.page_size;
+            let offset = codec::index_page_offset(h, page_no) - head(page_no) as u64;
+            backend
+                .read_run(key, offset, len, run)
+                .map_err(|e| match e {
+                    // Merges exclude each other by a lock; on object
+                    // storage the lock is a lease a paused holder can
+                    // outlive, and a merge beside it may have replaced the
+                    // file: refused as the create of a generation another
+                    // merge wrote first is.
+                    e if e.is_not_found() => Error::Locked(format!(
+                        "index file {key} was replaced by another merge while this one read it; \
+                         nothing was changed, the next commit merges again"
+                    )),
+                    e => rename_corrupt(e, key),
+                })?;
+            if run.len() != len {
+                return Err(Error::corrupt(
+                    key.to_string(),
+                    format!("truncated before page {page_no}"),
+                ));
+            }
+            *run_first = page_no;
+            *run_pages = pages;
+        }
+        let at = head(*run_first) + (page_no - *run_first) as usize * h.page_size;
+        Ok(&run[at..at + h.page_size])
     }
 }
 
@@ -75,89 +145,10 @@ impl Iterator for Pages<'_> {
         }
         let page_no = self.next;
         self.next += 1;
-        Some(
-            page_bytes(self.header, self.bytes, self.key, page_no).and_then(|page| {
-                codec::decode_index_page(page, self.header, page_no)
-                    .map_err(|e| rename_corrupt(e, self.key))
-            }),
-        )
-    }
-}
-
-/// Decodes the data pages of a stored index file one at a time, reading
-/// them in runs of [`OLD_RUN_BYTES`].
-pub(super) struct StoredPages<'a> {
-    file: &'a OldFile<'a>,
-    run: Vec<u8>,
-    run_first: u64,
-    run_pages: u64,
-    next: u64,
-}
-
-impl<'a> StoredPages<'a> {
-    pub(super) fn new(file: &'a OldFile<'a>) -> Self {
-        StoredPages {
-            file,
-            run: Vec::new(),
-            run_first: 0,
-            run_pages: 0,
-            next: 0,
-        }
-    }
-
-    /// Page `page_no`, reading the run that starts with it if needed. The
-    /// runs are one sequential pass over the file (`Backend::read_run`),
-    /// the first from offset 0 with the header page, so the pass reads
-    /// the bytes one whole read would.
-    fn page(&mut self, page_no: u64) -> Result<Vec<IndexEntry>> {
-        let h = self.file.header;
-        // Where page `run_first` starts in `run`: after the header page in
-        // the first run.
-        let head = |first: u64| if first == 0 { h.page_size } else { 0 };
-        if !(self.run_first..self.run_first + self.run_pages).contains(&page_no) {
-            let pages = ((OLD_RUN_BYTES / h.page_size).max(1) as u64).min(h.page_count - page_no);
-            let len = head(page_no) + pages as usize * h.page_size;
-            let offset = codec::index_page_offset(h, page_no) - head(page_no) as u64;
-            self.file
-                .backend
-                .read_run(&self.file.key, offset, len, &mut self.run)
-                .map_err(|e| match e {
-                    // Merges exclude each other by a lock; on object
-                    // storage the lock is a lease a paused holder can
-                    // outlive, and a merge beside it may have replaced the
-                    // file: refused as the create of a generation another
-                    // merge wrote first is.
-                    e if e.is_not_found() => Error::Locked(format!(
-                        "index file {} was replaced by another merge while this one read it;                          nothing was changed, the next commit merges again",
-                        self.file.key
-                    )),
-                    e => rename_corrupt(e, &self.file.key),
-                })?;
-            if self.run.len() != len {
-                return Err(Error::corrupt(
-                    self.file.key.clone(),
-                    format!("truncated before page {page_no}"),
-                ));
-            }
-            self.run_first = page_no;
-            self.run_pages = pages;
-        }
-        let at = head(self.run_first) + (page_no - self.run_first) as usize * h.page_size;
-        codec::decode_index_page(&self.run[at..at + h.page_size], h, page_no)
-            .map_err(|e| rename_corrupt(e, &self.file.key))
-    }
-}
-
-impl Iterator for StoredPages<'_> {
-    type Item = Result<Vec<IndexEntry>>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.next >= self.file.header.page_count {
-            return None;
-        }
-        let page_no = self.next;
-        self.next += 1;
-        Some(self.page(page_no))
+        let (header, key) = (self.header, self.key);
+        Some(self.page(page_no).and_then(|page| {
+            codec::decode_index_page(page, header, page_no).map_err(|e| rename_corrupt(e, key))
+        }))
     }
 }
 
@@ -167,7 +158,7 @@ impl Iterator for StoredPages<'_> {
 /// overflows: `out` is then incomplete and must be dropped.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn merge_into_pages(
-    old: Option<&OldFile>,
+    old: Option<Pages>,
     new: &[IndexEntry],
     forget: &FpMap<ContainerId>,
     fp_width: usize,
@@ -178,7 +169,7 @@ pub(super) fn merge_into_pages(
 ) -> Result<u64> {
     let mut run: Vec<u8> = Vec::with_capacity(NEW_RUN_BYTES.max(page_size) + page_size);
     run.resize(page_size, 0); // the header page, written last
-    let mut old_pages = old.map(StoredPages::new);
+    let mut old_pages = old;
     let mut old_buf: std::vec::IntoIter<IndexEntry> = Vec::new().into_iter();
     let mut old_next = || -> Result<Option<IndexEntry>> {
         loop {

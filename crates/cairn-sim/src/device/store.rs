@@ -94,9 +94,10 @@ impl<S: ContainerStore> ContainerStore for DeviceStore<S> {
     /// Charged as the metadata read it stands for (`read_meta` above).
     fn served_meta(&self, chunks: usize, fp_width: usize) {
         self.inner.served_meta(chunks, fp_width);
-        let bytes = cairn_format::container::metadata_len(chunks, fp_width)
-            + cairn_format::container::CONTAINER_TRAILER_LEN;
-        self.model.charge(Stage::MetadataPrefetch, bytes as u64);
+        self.model.charge(
+            Stage::MetadataPrefetch,
+            MetaOnlyStore::meta_read_bytes_of(chunks, fp_width),
+        );
     }
 
     fn read(&self, id: ContainerId) -> Result<LoadedContainer> {

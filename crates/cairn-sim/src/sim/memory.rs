@@ -102,7 +102,7 @@ impl MemoryReport {
         }
         out.push_str(&format!(
             "  {:<48} {:>10.1} MiB on disk, not in RAM\n",
-            "repository objects and container metadata (scratch directory)",
+            "scratch directory (objects, container metadata)",
             mib(self.scratch_disk_bytes)
         ));
         out
