@@ -9,17 +9,31 @@
 //! outnumber the live ones. Eviction then costs no random map accesses
 //! (it was most of the simulator's cache time), and the map holds at most
 //! about twice the cached sections' fingerprints.
+//!
+//! The map is compact (issue 35): 16 bytes per entry naming a section's
+//! slot and a position in it, the fingerprint itself read from the section
+//! (held once), so the map of a 256-container cache stays within the CPU's
+//! last-level cache. A slot's generation tells a reused slot's entries from
+//! its current section's.
 
 use std::collections::{BTreeMap, HashMap};
+use std::hash::BuildHasher;
 
-use cairn_core::{ContainerId, Fingerprint, FpMap};
+use cairn_core::{BuildFpHasher, ContainerId, Fingerprint};
+use hashbrown::HashTable;
 
 pub struct LocalityCache {
     capacity: usize,
-    /// fp -> the container last inserted holding it; live only while that
-    /// container is in `containers`.
-    map: FpMap<ContainerId>,
-    containers: HashMap<ContainerId, Cached>,
+    /// fp -> (slot, position) of the section last inserted listing it; live
+    /// only while that slot still holds the section it was made for.
+    map: HashTable<Entry>,
+    hasher: BuildFpHasher,
+    /// Cached sections; `None` marks a free slot.
+    slots: Vec<Option<Cached>>,
+    /// Generation of each slot, bumped when its section is evicted.
+    generations: Vec<u32>,
+    free: Vec<u32>,
+    by_id: HashMap<ContainerId, u32>,
     /// recency tick -> container, oldest first.
     lru: BTreeMap<u64, ContainerId>,
     tick: u64,
@@ -27,7 +41,19 @@ pub struct LocalityCache {
     cached_fps: usize,
 }
 
+/// One map entry: 16 bytes.
+#[derive(Clone, Copy)]
+struct Entry {
+    /// 32 bits of the fingerprint's hash, which is also the table's hash
+    /// (so a resize needs no section): most mismatches end here.
+    tag: u32,
+    slot: u32,
+    generation: u32,
+    pos: u32,
+}
+
 struct Cached {
+    id: ContainerId,
     fps: Vec<Fingerprint>,
     tick: u64,
 }
@@ -35,51 +61,93 @@ struct Cached {
 /// Stale entries tolerated beyond the live ones before a sweep.
 const SWEEP_SLACK: usize = 4096;
 
+/// The table's hash of a tag: its bits both where the table takes its
+/// bucket (low) and its control byte (high).
+fn spread(tag: u32) -> u64 {
+    ((tag as u64) << 32) | tag as u64
+}
+
+/// Whether `e` is live in `slots` and names `fp`.
+fn names(slots: &[Option<Cached>], generations: &[u32], e: &Entry, fp: &Fingerprint) -> bool {
+    generations[e.slot as usize] == e.generation
+        && slots[e.slot as usize]
+            .as_ref()
+            .is_some_and(|c| c.fps[e.pos as usize] == *fp)
+}
+
 impl LocalityCache {
     /// A cache holding at most `capacity` container metadata sections.
     pub fn new(capacity: usize) -> Self {
         LocalityCache {
             capacity: capacity.max(1),
-            map: FpMap::default(),
-            containers: HashMap::new(),
+            map: HashTable::new(),
+            hasher: BuildFpHasher::default(),
+            slots: Vec::new(),
+            generations: Vec::new(),
+            free: Vec::new(),
+            by_id: HashMap::new(),
             lru: BTreeMap::new(),
             tick: 0,
             cached_fps: 0,
         }
     }
 
+    fn tag(&self, fp: &Fingerprint) -> u32 {
+        (self.hasher.hash_one(fp) >> 32) as u32
+    }
+
+    /// The slot of the live entry naming `fp`, if any.
+    fn find(&self, fp: &Fingerprint) -> Option<u32> {
+        let tag = self.tag(fp);
+        let (slots, generations) = (&self.slots, &self.generations);
+        self.map
+            .find(spread(tag), |e| {
+                e.tag == tag && names(slots, generations, e, fp)
+            })
+            .map(|e| e.slot)
+    }
+
     /// DDFS `Lookup(fingerprint)`.
     pub fn lookup(&mut self, fp: &Fingerprint) -> Option<ContainerId> {
-        let id = *self.map.get(fp)?;
-        self.touch(id).then_some(id)
+        let slot = self.find(fp)?;
+        self.tick += 1;
+        let c = self.slots[slot as usize]
+            .as_mut()
+            .expect("a live entry's slot holds a section");
+        c.tick = self.tick;
+        Some(c.id)
     }
 
     /// Marks cached container `id` most recently used; `false` if it is not
-    /// cached (a stale map entry). The `lru` queue is updated lazily: see
-    /// [`Self::pop_lru`].
+    /// cached. The `lru` queue is updated lazily: see [`Self::pop_lru`].
     fn touch(&mut self, id: ContainerId) -> bool {
-        match self.containers.get_mut(&id) {
-            Some(c) => {
-                self.tick += 1;
-                c.tick = self.tick;
-                true
-            }
-            None => false,
-        }
+        let Some(&slot) = self.by_id.get(&id) else {
+            return false;
+        };
+        self.tick += 1;
+        self.slots[slot as usize]
+            .as_mut()
+            .expect("an indexed slot holds a section")
+            .tick = self.tick;
+        true
     }
 
     pub fn contains_container(&self, id: ContainerId) -> bool {
-        self.containers.contains_key(&id)
+        self.by_id.contains_key(&id)
     }
 
     /// Whether cached container `id`'s metadata section lists `fp` (a scan
     /// of one section: only to confirm an index hit on a cached container).
     pub fn container_holds(&self, id: ContainerId, fp: &Fingerprint) -> bool {
-        // The map names one holder; only when it names another (or `id` is
-        // not cached) does the section itself have to be scanned.
-        self.containers
-            .get(&id)
-            .is_some_and(|c| self.map.get(fp) == Some(&id) || c.fps.contains(fp))
+        let Some(&slot) = self.by_id.get(&id) else {
+            return false;
+        };
+        // The map names one holder; only when it names another does the
+        // section itself have to be scanned.
+        self.find(fp) == Some(slot)
+            || self.slots[slot as usize]
+                .as_ref()
+                .is_some_and(|c| c.fps.contains(fp))
     }
 
     /// DDFS `Insert(container)`: all descriptors of one metadata section at
@@ -88,30 +156,59 @@ impl LocalityCache {
         if self.touch(id) {
             return;
         }
-        while self.containers.len() >= self.capacity {
+        while self.by_id.len() >= self.capacity {
             let Some(victim) = self.pop_lru() else {
                 break;
             };
-            if let Some(c) = self.containers.remove(&victim) {
+            if let Some(slot) = self.by_id.remove(&victim) {
+                let c = self.slots[slot as usize].take().expect("indexed");
                 self.cached_fps -= c.fps.len();
+                let g = &mut self.generations[slot as usize];
+                *g = g.wrapping_add(1);
+                self.free.push(slot);
             }
         }
-        for fp in &fps {
-            self.map.insert(*fp, id);
-        }
+        let slot = self.free.pop().unwrap_or_else(|| {
+            self.slots.push(None);
+            self.generations.push(0);
+            (self.slots.len() - 1) as u32
+        });
+        let generation = self.generations[slot as usize];
+        let tags: Vec<u32> = fps.iter().map(|fp| self.tag(fp)).collect();
         self.cached_fps += fps.len();
         self.tick += 1;
         self.lru.insert(self.tick, id);
-        self.containers.insert(
+        self.by_id.insert(id, slot);
+        self.slots[slot as usize] = Some(Cached {
             id,
-            Cached {
-                fps,
-                tick: self.tick,
-            },
-        );
+            fps,
+            tick: self.tick,
+        });
+        let (slots, generations) = (&self.slots, &self.generations);
+        let fps = &slots[slot as usize].as_ref().expect("just placed").fps;
+        for (pos, (fp, &tag)) in fps.iter().zip(&tags).enumerate() {
+            let fresh = Entry {
+                tag,
+                slot,
+                generation,
+                pos: pos as u32,
+            };
+            // The live entry naming `fp` now names this section (the last
+            // inserted holder); a stale one is left for the sweep.
+            match self.map.find_mut(spread(tag), |e| {
+                e.tag == tag && names(slots, generations, e, fp)
+            }) {
+                Some(e) => *e = fresh,
+                None => {
+                    self.map
+                        .insert_unique(spread(tag), fresh, |e| spread(e.tag));
+                }
+            }
+        }
         if self.map.len() > 2 * self.cached_fps + SWEEP_SLACK {
-            let containers = &self.containers;
-            self.map.retain(|_, c| containers.contains_key(c));
+            self.map.retain(|e| {
+                generations[e.slot as usize] == e.generation && slots[e.slot as usize].is_some()
+            });
         }
     }
 
@@ -121,7 +218,11 @@ impl LocalityCache {
     /// so a hit costs O(1).
     fn pop_lru(&mut self) -> Option<ContainerId> {
         while let Some((queued, id)) = self.lru.pop_first() {
-            match self.containers.get(&id) {
+            let cached = self
+                .by_id
+                .get(&id)
+                .and_then(|&s| self.slots[s as usize].as_ref());
+            match cached {
                 Some(c) if c.tick != queued => {
                     self.lru.insert(c.tick, id);
                 }
@@ -133,7 +234,7 @@ impl LocalityCache {
     }
 
     pub fn len_containers(&self) -> usize {
-        self.containers.len()
+        self.by_id.len()
     }
 
     /// Map entries, stale ones included (for the bound's test).

@@ -52,8 +52,11 @@ impl ContainerWriter {
             (1..=cairn_core::MAX_FINGERPRINT_LEN).contains(&fp_width),
             "fingerprint width {fp_width} out of range"
         );
-        let mut buf = Vec::with_capacity(capacity.clamp(CONTAINER_HEADER_LEN, 64 << 20));
-        buf.resize(CONTAINER_HEADER_LEN, 0);
+        // The data section's room is reserved at the first stored payload
+        // (`push`), not here: a container of absent chunks (a trace's)
+        // never needs it, and reserving it per container cost the
+        // simulator a fresh zeroed huge page each time.
+        let buf = vec![0; CONTAINER_HEADER_LEN];
         ContainerWriter {
             id,
             fp_width,
@@ -115,6 +118,12 @@ impl ContainerWriter {
             let at = self.meta_buf.len();
             (&mut self.meta_buf, &mut self.meta_descriptors, at)
         } else {
+            if self.buf.capacity() < self.buf.len() + stored.len() {
+                // One allocation of the whole container, as it fills.
+                let room = self.capacity.clamp(CONTAINER_HEADER_LEN, 64 << 20);
+                self.buf
+                    .reserve_exact(room.saturating_sub(self.buf.len()).max(stored.len()));
+            }
             let at = self.data_chunks_len();
             (&mut self.buf, &mut self.descriptors, at)
         };
