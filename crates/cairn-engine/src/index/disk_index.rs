@@ -26,7 +26,7 @@ use crate::canonical::canonical;
 use crate::object_names;
 
 use super::coverage::Coverage;
-use super::file_pages::{check_entry_count, merge_into_pages, page_bytes, rename_corrupt, Pages};
+use super::file_pages::{check_entry_count, merge_into_pages, rename_corrupt, Pages};
 pub use super::overlay::IndexUpdate;
 use super::overlay::{Change, Overlay, OverlayMemo};
 use super::page_cache::PageCache;
@@ -523,20 +523,27 @@ impl DiskIndex {
     /// numbers, entry counts against the header) with one sequential read
     /// and no decoding: a damaged file shows up now, not half-way through
     /// a backup. Returns the file's entry count.
+    ///
+    /// The file is read a run at a time (`Backend::read_run`), never held
+    /// whole: at every backup's open it was the process's largest buffer
+    /// once the index passed the in-memory part (issue 35). A generation
+    /// replaced mid-read is reloaded and verified from its start.
     pub fn verify(&self) -> Result<u64> {
-        let Some((cur, bytes)) = self.read_file()? else {
-            return Ok(0);
-        };
-        let key = object_names::index(cur.generation);
-        let h = &cur.header;
-        let mut n = 0u64;
-        for page_no in 0..h.page_count {
-            let page = page_bytes(h, &bytes, &key, page_no)?;
-            n += codec::verify_index_page(page, h, page_no).map_err(|e| rename_corrupt(e, &key))?
-                as u64;
-        }
-        check_entry_count(h, n, &key)?;
-        Ok(n)
+        let n = self.with_current(|c| {
+            let cur = self.with_stored_deltas(c)?;
+            let key = object_names::index(cur.generation);
+            let h = &cur.header;
+            let mut pages = Pages::stored_unlocked(h, &*self.backend, &key);
+            let mut n = 0u64;
+            for page_no in 0..h.page_count {
+                let page = pages.page(page_no)?;
+                n += codec::verify_index_page(page, h, page_no)
+                    .map_err(|e| rename_corrupt(e, &key))? as u64;
+            }
+            check_entry_count(h, n, &key)?;
+            Ok(n)
+        })?;
+        Ok(n.unwrap_or(0))
     }
 
     /// The current generation's file, read whole, with every delta of it

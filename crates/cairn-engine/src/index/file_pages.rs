@@ -15,12 +15,7 @@ const OLD_RUN_BYTES: usize = 1 << 20;
 const NEW_RUN_BYTES: usize = 1 << 20;
 
 /// Data page `page_no` of the index file `bytes` (named `key` in errors).
-pub(super) fn page_bytes<'a>(
-    h: &IndexHeader,
-    bytes: &'a [u8],
-    key: &str,
-    page_no: u64,
-) -> Result<&'a [u8]> {
+fn page_bytes<'a>(h: &IndexHeader, bytes: &'a [u8], key: &str, page_no: u64) -> Result<&'a [u8]> {
     let off = codec::index_page_offset(h, page_no) as usize;
     bytes
         .get(off..off + h.page_size)
@@ -53,6 +48,9 @@ enum Source<'a> {
         run: Vec<u8>,
         run_first: u64,
         run_pages: u64,
+        /// The file vanishing mid-read is a merge's lost race (`Locked`),
+        /// or else passed on as `NotFound` for the reader to reload.
+        gone_is_locked: bool,
     },
 }
 
@@ -70,13 +68,35 @@ impl<'a> Pages<'a> {
         Self::from(header, Source::Image(bytes), key)
     }
 
-    /// The pages of the stored file `key`, read in runs.
+    /// The pages of the stored file `key`, read in runs by a merge (which
+    /// holds the merge lock: the file vanishing is a lost race).
     pub(super) fn stored(header: &'a IndexHeader, backend: &'a dyn Backend, key: &'a str) -> Self {
+        Self::stored_with(header, backend, key, true)
+    }
+
+    /// The pages of the stored file `key`, read in runs by a reader
+    /// without the merge lock: the file vanishing is `NotFound`, for the
+    /// reader to reload the newer generation (`DiskIndex::with_current`).
+    pub(super) fn stored_unlocked(
+        header: &'a IndexHeader,
+        backend: &'a dyn Backend,
+        key: &'a str,
+    ) -> Self {
+        Self::stored_with(header, backend, key, false)
+    }
+
+    fn stored_with(
+        header: &'a IndexHeader,
+        backend: &'a dyn Backend,
+        key: &'a str,
+        gone_is_locked: bool,
+    ) -> Self {
         let source = Source::Stored {
             backend,
             run: Vec::new(),
             run_first: 0,
             run_pages: 0,
+            gone_is_locked,
         };
         Self::from(header, source, key)
     }
@@ -92,16 +112,17 @@ impl<'a> Pages<'a> {
 
     /// Page `page_no`'s bytes: a slice of the image, or of the run that
     /// holds it (read when the page lies past the last one).
-    fn page(&mut self, page_no: u64) -> Result<&[u8]> {
+    pub(super) fn page(&mut self, page_no: u64) -> Result<&[u8]> {
         let (h, key) = (self.header, self.key);
-        let (backend, run, run_first, run_pages) = match &mut self.source {
+        let (backend, run, run_first, run_pages, gone_is_locked) = match &mut self.source {
             Source::Image(bytes) => return page_bytes(h, bytes, key, page_no),
             Source::Stored {
                 backend,
                 run,
                 run_first,
                 run_pages,
-            } => (*backend, run, run_first, run_pages),
+                gone_is_locked,
+            } => (*backend, run, run_first, run_pages, *gone_is_locked),
         };
         let head = |first: u64| if first == 0 { h.page_size } else { 0 };
         if !(*run_first..*run_first + *run_pages).contains(&page_no) {
@@ -116,6 +137,7 @@ impl<'a> Pages<'a> {
                     // outlive, and a merge beside it may have replaced the
                     // file: refused as the create of a generation another
                     // merge wrote first is.
+                    e if e.is_not_found() && !gone_is_locked => e,
                     e if e.is_not_found() => Error::Locked(format!(
                         "index file {key} was replaced by another merge while this one read it; \
                          nothing was changed, the next commit merges again"
