@@ -958,44 +958,50 @@ impl DiskIndex {
 }
 
 /// Sorts `entries` in file order (`codec::entry_order`), the canonical
-/// copy (the newest container) first among equal fingerprints. The page
-/// key hashes the whole fingerprint, so it is computed once per entry,
-/// into 16 bytes beside each (the key and the entry's number): a cached
-/// copy of each whole sort key took 56, and a large first backup's commit
-/// peaked there (27 M entries: 1.5 GB beside the entries' 1.3 GB; issue
-/// 35). The sorted numbers are then applied in place, cycle by cycle.
+/// copy (the newest container) first among equal fingerprints, in place
+/// and with no per-entry memory beside them: a large first backup's commit
+/// peaks here (issue 35; a cached copy of each sort key took 56 bytes per
+/// entry, a page key and an entry number 16).
+///
+/// The page key hashes the whole fingerprint, so it is not recomputed in
+/// every comparison: the entries are first distributed by the key's top
+/// bits into buckets, in place (an American flag sort, computing each
+/// entry's key about twice), then each bucket, a few dozen entries, is
+/// sorted by its cached whole keys. The key's top bits are monotone in the
+/// key, so bucket order then order within buckets is file order.
 fn sort_in_file_order(entries: &mut [IndexEntry]) {
-    let Ok(n) = u32::try_from(entries.len()) else {
-        entries.sort_by_cached_key(|e| (codec::entry_order(&e.fp), std::cmp::Reverse(e.container)));
-        return;
-    };
-    let mut order: Vec<(u64, u32)> = (0..n)
-        .map(|i| (codec::page_key(&entries[i as usize].fp), i))
-        .collect();
-    order.sort_unstable_by(|a, b| {
-        a.0.cmp(&b.0).then_with(|| {
-            let (x, y) = (&entries[a.1 as usize], &entries[b.1 as usize]);
-            x.fp.cmp(&y.fp).then(y.container.cmp(&x.container))
-        })
-    });
-    // Position k takes entry order[k].1; a position done is marked by
-    // pointing at itself.
-    for start in 0..order.len() {
-        if order[start].1 as usize == start {
-            continue;
-        }
-        let first = entries[start];
-        let mut k = start;
-        loop {
-            let from = order[k].1 as usize;
-            order[k].1 = k as u32;
-            if from == start {
-                entries[k] = first;
-                break;
+    let n = entries.len();
+    // About 32 entries per bucket, at most 2^16 buckets (1 MiB of counts).
+    let bits = (usize::BITS - (n / 32).leading_zeros()).clamp(1, 16);
+    let bucket = |e: &IndexEntry| (codec::page_key(&e.fp) >> (64 - bits)) as usize;
+    let mut ends = vec![0usize; 1 << bits];
+    for e in entries.iter() {
+        ends[bucket(e)] += 1;
+    }
+    let mut heads = Vec::with_capacity(ends.len());
+    let mut at = 0;
+    for end in ends.iter_mut() {
+        heads.push(at);
+        at += *end;
+        *end = at;
+    }
+    let starts = heads.clone();
+    for b in 0..ends.len() {
+        // Every entry before heads[b] belongs to bucket b; each swap puts
+        // one entry in its own bucket for good.
+        while heads[b] < ends[b] {
+            let t = bucket(&entries[heads[b]]);
+            if t == b {
+                heads[b] += 1;
+            } else {
+                entries.swap(heads[b], heads[t]);
+                heads[t] += 1;
             }
-            entries[k] = entries[from];
-            k = from;
         }
+    }
+    for (b, &start) in starts.iter().enumerate() {
+        entries[start..ends[b]]
+            .sort_by_cached_key(|e| (codec::entry_order(&e.fp), std::cmp::Reverse(e.container)));
     }
 }
 

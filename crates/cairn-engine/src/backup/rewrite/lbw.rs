@@ -30,7 +30,13 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
-use cairn_core::{ContainerId, Fingerprint, FpMap};
+use cairn_core::{BuildFpHasher, ContainerId, Fingerprint, FpMap, FpSet};
+
+/// Maps and sets keyed by container id: the fingerprint hasher mixes a
+/// `u64` key in one step (the default hasher was a tenth of the
+/// simulator's rewrite time).
+type IdMap<V> = HashMap<ContainerId, V, BuildFpHasher>;
+type IdSet = HashSet<ContainerId, BuildFpHasher>;
 
 use super::budget::{adjust_t_dc, Budget};
 use super::{Action, RewritePolicy};
@@ -75,9 +81,9 @@ pub struct Lbw {
     group_bytes: u64,
     /// Oldest first; the last one is being filled (the window's front).
     groups: VecDeque<Group>,
-    old: HashMap<ContainerId, Old>,
+    old: IdMap<Old>,
     /// Containers the stream opened while a group of the window was added.
-    recent: HashSet<ContainerId>,
+    recent: IdSet,
     /// Candidate bytes, one copy per chunk: chunk -> (references, size).
     cache: FpMap<(u32, u64)>,
     cache_bytes: u64,
@@ -88,7 +94,20 @@ pub struct Lbw {
     lc_prev: f64,
     /// Rewrites and old containers referenced during the current cycle.
     cycle_rewritten: u64,
-    cycle_reads: HashSet<ContainerId>,
+    cycle_reads: IdSet,
+    /// [`Self::closeness`]'s working sets, kept between cycles.
+    closeness: Closeness,
+}
+
+/// Working sets of one L_c computation, cleared and reused each cycle.
+#[derive(Default)]
+struct Closeness {
+    seen: FpSet,
+    /// Container -> its index in `firsts`.
+    slot: IdMap<usize>,
+    /// Per container, in order of first appearance: its leading chunk's
+    /// position, the sum of its other chunks' distances, their count.
+    firsts: Vec<(usize, f64, u32)>,
 }
 
 impl Lbw {
@@ -99,8 +118,8 @@ impl Lbw {
             window: window.max(2) as usize,
             group_bytes: group_bytes.max(1),
             groups,
-            old: HashMap::new(),
-            recent: HashSet::new(),
+            old: IdMap::default(),
+            recent: IdSet::default(),
             cache: FpMap::default(),
             cache_bytes: 0,
             cache_cap: candidate_bytes,
@@ -109,7 +128,8 @@ impl Lbw {
             moves: 0,
             lc_prev: 0.0,
             cycle_rewritten: 0,
-            cycle_reads: HashSet::new(),
+            cycle_reads: IdSet::default(),
+            closeness: Closeness::default(),
         }
     }
 
@@ -153,7 +173,7 @@ impl Lbw {
 
     /// Step 3: candidates of containers above T_dc are not rewritten.
     fn reclassify(&mut self, out: &mut Vec<Action>) {
-        let above: HashSet<ContainerId> = self
+        let above: IdSet = self
             .old
             .iter()
             .filter(|(_, o)| o.candidates > 0 && o.cnrc as f64 > self.t_dc)
@@ -232,16 +252,23 @@ impl Lbw {
     /// Referenced chunk closeness L_c (§5.1): for each old container in the
     /// window, the mean distance in chunks from its leading (first) chunk
     /// to its other chunks (first appearances only), over the window's
-    /// chunk count; averaged over the containers with more than one chunk.
-    fn closeness(&self) -> f64 {
-        let mut first: HashMap<ContainerId, (usize, f64, u32)> = HashMap::new();
-        let mut seen: FpMap<()> = FpMap::default();
+    /// chunk count; averaged over the containers with more than one chunk
+    /// (summed in order of first appearance, so a run is reproducible).
+    fn closeness(&mut self) -> f64 {
+        let Closeness { seen, slot, firsts } = &mut self.closeness;
+        seen.clear();
+        slot.clear();
+        firsts.clear();
         let mut pos = 0;
         for g in &self.groups {
             for e in &g.entries {
                 if let (Some(c), State::NonRewrite | State::Candidate) = (e.old, e.state) {
-                    if seen.insert(e.fp, ()).is_none() {
-                        let f = first.entry(c).or_insert((pos, 0.0, 0));
+                    if seen.insert(e.fp) {
+                        let k = *slot.entry(c).or_insert_with(|| {
+                            firsts.push((pos, 0.0, 0));
+                            firsts.len() - 1
+                        });
+                        let f = &mut firsts[k];
                         if f.0 != pos {
                             f.1 += (pos - f.0) as f64;
                             f.2 += 1;
@@ -252,15 +279,15 @@ impl Lbw {
             }
         }
         let n = pos.max(1) as f64;
-        let per: Vec<f64> = first
-            .values()
-            .filter(|f| f.2 > 0)
-            .map(|f| f.1 / f.2 as f64 / n)
-            .collect();
-        if per.is_empty() {
+        let (mut sum, mut count) = (0.0, 0usize);
+        for f in firsts.iter().filter(|f| f.2 > 0) {
+            sum += f.1 / f.2 as f64 / n;
+            count += 1;
+        }
+        if count == 0 {
             0.0
         } else {
-            per.iter().sum::<f64>() / per.len() as f64
+            sum / count as f64
         }
     }
 
