@@ -81,6 +81,42 @@ fn reference_traces_store_exactly_the_new_chunks() {
     }
 }
 
+/// Traces compressed whole (zstd, gzip) replay to the rows of the plain
+/// ones, read through their compression.
+#[test]
+fn compressed_traces_replay_as_the_plain_ones() {
+    use std::io::Write;
+    let tmp = tempfile::tempdir().unwrap();
+    let plain: Vec<String> = ["gen0.hash", "gen1.hash"]
+        .iter()
+        .map(|f| s(&testdata(&format!("fsl/{f}"))).to_string())
+        .collect();
+    let zst = tmp.path().join("gen0.hash.zst");
+    let bytes = std::fs::read(&plain[0]).unwrap();
+    std::fs::write(&zst, zstd::encode_all(&bytes[..], 3).unwrap()).unwrap();
+    let gz = tmp.path().join("gen1.hash.gz");
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    enc.write_all(&std::fs::read(&plain[1]).unwrap()).unwrap();
+    std::fs::write(&gz, enc.finish().unwrap()).unwrap();
+    let rows = |args: &[&str]| -> Vec<(u64, u64, u64)> {
+        sim(tmp.path(), args)["generations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| {
+                let f = |k: &str| g[k].as_u64().unwrap();
+                (f("chunks"), f("unique_chunks"), f("stored_bytes"))
+            })
+            .collect()
+    };
+    let want = rows(&[&plain[0], &plain[1]]);
+    assert_eq!(
+        want.iter().map(|r| r.1).collect::<Vec<_>>(),
+        expected_new("fsl")
+    );
+    assert_eq!(rows(&[s(&zst), s(&gz)]), want);
+}
+
 #[test]
 fn a_recorded_trace_replays_to_the_real_backups_counters() {
     let tmp = tempfile::tempdir().unwrap();

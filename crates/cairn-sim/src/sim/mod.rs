@@ -38,7 +38,15 @@ pub enum GenerationInput {
 }
 
 impl GenerationInput {
+    /// The generation's events, read and decoded on a thread of their own
+    /// ([`crate::trace::Pipelined`]), and whether the trace names files by
+    /// whole paths.
     pub(crate) fn open(&self) -> Result<(Box<dyn TraceSource>, bool)> {
+        let (src, flat) = self.open_inline()?;
+        Ok((Box::new(crate::trace::Pipelined::new(src)?), flat))
+    }
+
+    fn open_inline(&self) -> Result<(Box<dyn TraceSource>, bool)> {
         match self {
             GenerationInput::Trace { path, format } => {
                 let src = open_trace(path, *format)?;
@@ -72,12 +80,7 @@ impl GenerationInput {
 }
 
 fn sniff_cairn(path: &std::path::Path) -> Result<bool> {
-    use std::io::Read;
-    let mut head = [0u8; crate::trace::detect::DETECT_LEN];
-    let n = std::fs::File::open(path)
-        .and_then(|mut f| f.read(&mut head))
-        .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
-    Ok(crate::trace::detect(&head[..n]) == Some(TraceFormat::Cairn))
+    Ok(crate::trace::detect::detect_path(path)? == Some(TraceFormat::Cairn))
 }
 
 /// Fingerprint width of the first chunk of the inputs (traces fix it; an

@@ -5,6 +5,10 @@
 //! (`file start ` or, for a trace of no files, `stream end`). File names and
 //! extensions are never consulted. [`open_trace`] opens a file, detects its
 //! format unless one is given, and returns the matching reader boxed.
+//!
+//! A trace compressed whole with zstd or gzip (told by their magic
+//! numbers) is read through a decompressor, detected and decoded as the
+//! plain trace it holds: traces are large and kept compressed (issue 35).
 
 use std::fmt;
 use std::fs::File;
@@ -81,16 +85,46 @@ pub fn detect(first_bytes: &[u8]) -> Option<TraceFormat> {
     }
 }
 
+/// zstd's frame magic (RFC 8878 §3.1.1), little-endian on disk.
+const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+/// gzip's member magic (RFC 1952 §2.3.1).
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+
+/// The trace file at `path`, decompressed when it is a zstd or gzip
+/// stream, and its first [`DETECT_LEN`] plain bytes (also still at the
+/// front of the returned reader).
+fn open_plain(path: &Path) -> Result<(Box<dyn Read + Send>, Vec<u8>)> {
+    let ctx = |what: &str| format!("cannot {what} trace {}", path.display());
+    let mut file = File::open(path).map_err(|e| Error::io(ctx("open"), e))?;
+    let head = read_head(&mut file).map_err(|e| Error::io(ctx("read"), e))?;
+    let raw = Cursor::new(head.clone()).chain(file);
+    let mut plain: Box<dyn Read + Send> = if head.starts_with(&ZSTD_MAGIC) {
+        Box::new(zstd::stream::read::Decoder::new(raw).map_err(|e| Error::io(ctx("read"), e))?)
+    } else if head.starts_with(&GZIP_MAGIC) {
+        Box::new(flate2::read::MultiGzDecoder::new(raw))
+    } else {
+        return Ok((Box::new(raw), head));
+    };
+    let head = read_head(&mut plain).map_err(|e| Error::io(ctx("decompress"), e))?;
+    Ok((Box::new(Cursor::new(head.clone()).chain(plain)), head))
+}
+
+fn read_head(r: &mut dyn Read) -> std::io::Result<Vec<u8>> {
+    let mut head = Vec::with_capacity(DETECT_LEN);
+    r.take(DETECT_LEN as u64).read_to_end(&mut head)?;
+    Ok(head)
+}
+
+/// The format [`detect`] finds in the trace at `path` (through its
+/// compression, if any).
+pub fn detect_path(path: &Path) -> Result<Option<TraceFormat>> {
+    Ok(detect(&open_plain(path)?.1))
+}
+
 /// Opens the trace at `path` in `format`, or in the format [`detect`]
 /// finds. The reader is named after the file name in its messages.
 pub fn open_trace(path: &Path, format: Option<TraceFormat>) -> Result<Box<dyn TraceSource>> {
-    let mut file = File::open(path)
-        .map_err(|e| Error::io(format!("cannot open trace {}", path.display()), e))?;
-    let mut head = Vec::with_capacity(DETECT_LEN);
-    (&mut file)
-        .take(DETECT_LEN as u64)
-        .read_to_end(&mut head)
-        .map_err(|e| Error::io(format!("cannot read trace {}", path.display()), e))?;
+    let (plain, head) = open_plain(path)?;
     let format = match format.or_else(|| detect(&head)) {
         Some(f) => f,
         None => {
@@ -101,11 +135,7 @@ pub fn open_trace(path: &Path, format: Option<TraceFormat>) -> Result<Box<dyn Tr
             )))
         }
     };
-    open_reader(
-        Cursor::new(head).chain(file),
-        super::display_name(path),
-        format,
-    )
+    open_reader(plain, super::display_name(path), format)
 }
 
 /// A reader of `format` over `r`; `name` names the input in messages.

@@ -25,6 +25,7 @@ pub mod cairn;
 pub mod destor;
 pub mod detect;
 pub mod fsl;
+pub mod pipeline;
 
 #[cfg(test)]
 mod tests;
@@ -33,6 +34,7 @@ pub use cairn::{CairnTraceReader, CairnTraceWriter, CAIRN_TRACE_MAGIC, CAIRN_TRA
 pub use destor::DestorReader;
 pub use detect::{detect, open_reader, open_trace, TraceFormat};
 pub use fsl::{FslChunking, FslHeader, FslReader};
+pub use pipeline::Pipelined;
 
 use std::io::{self, BufRead, BufReader, Read};
 

@@ -313,3 +313,42 @@ fn readers_stay_failed_after_an_error() {
         assert!(again.contains(&first), "{again}");
     }
 }
+
+/// A trace compressed whole (zstd or gzip) reads as the plain trace: the
+/// same events, the format detected through the compression. A truncated
+/// compressed trace is an error, never a shorter trace.
+#[test]
+fn compressed_traces_read_as_the_plain_ones() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    for (set, file) in [("fsl", "gen0.hash"), ("destor", "gen1.trace")] {
+        let plain = std::fs::read(testdata().join(set).join(file)).unwrap();
+        let want = read_all(
+            open_trace(&testdata().join(set).join(file), None)
+                .unwrap()
+                .as_mut(),
+        )
+        .unwrap();
+        let zst = zstd::encode_all(&plain[..], 3).unwrap();
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(&plain).unwrap();
+        let gz = gz.finish().unwrap();
+        for (ext, bytes) in [("zst", zst), ("gz", gz)] {
+            let path = dir.path().join(format!("{file}.{ext}"));
+            std::fs::write(&path, &bytes).unwrap();
+            assert_eq!(
+                super::detect::detect_path(&path).unwrap(),
+                detect(&plain[..16]),
+                "{path:?}"
+            );
+            let got = read_all(open_trace(&path, None).unwrap().as_mut()).unwrap();
+            assert_eq!(got, want, "{path:?}");
+
+            let cut = dir.path().join(format!("cut-{file}.{ext}"));
+            std::fs::write(&cut, &bytes[..bytes.len() * 2 / 3]).unwrap();
+            let r = open_trace(&cut, None).and_then(|mut s| read_all(s.as_mut()));
+            let e = r.expect_err("a truncated compressed trace must fail");
+            assert!(!e.to_string().contains('\n'), "{e}");
+        }
+    }
+}
