@@ -52,6 +52,13 @@ pub struct SimArgs {
     /// "memory"). With --csv it goes to standard error.
     #[arg(long)]
     pub memory_report: bool,
+    /// Size the Summary Vector for N unique chunks, as DDFS sizes it for
+    /// the index it fronts. The default, 4194304, is the fixed size the
+    /// DDFS Table 4 reproductions use; a workload whose first backup holds
+    /// more unique chunks fills that filter past its design false-positive
+    /// rate until the next backup rebuilds it for the index.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub summary_vector_chunks: Option<u64>,
     /// The policy of the simulated restore and its memory.
     #[command(flatten)]
     pub cache: crate::restore_cache::RestoreCacheArgs,
@@ -99,7 +106,10 @@ pub fn sim(cli: &Globals, a: &SimArgs) -> Result<ExitCode> {
         &["chunker", "avg_size", "min_size", "max_size"],
         "the trace or workload fixes the chunks",
     )?;
-    let config = config_from(&a.init)?;
+    let mut config = config_from(&a.init)?;
+    if let Some(n) = a.summary_vector_chunks {
+        config.index.expected_chunks = n;
+    }
     if a.init.lookup_device.is_some() {
         return Err(anyhow!(
             "--lookup-device is for init and backup; cairn sim chooses --lookup auto for --device"
@@ -214,6 +224,7 @@ fn many_writers(cli: &Globals, a: &SimArgs, inputs: &[GenerationInput]) -> Resul
         (a.csv, "--csv"),
         (a.relayout, "--relayout"),
         (a.memory_report, "--memory-report"),
+        (a.summary_vector_chunks.is_some(), "--summary-vector-chunks"),
     ] {
         if given {
             return Err(anyhow!(

@@ -287,6 +287,7 @@ pub(crate) fn run_with(
     let repo = Repository::init_with_store(backend, cfg.clone(), counters.clone(), store.clone())?;
 
     let mut rows = Vec::with_capacity(inputs.len());
+    let mut placement = restore::Placement::default();
     let (mut cum_logical, mut cum_stored) = (0u64, 0u64);
     // Chunks the index holds (data and tree nodes): nothing is deleted.
     let mut indexed = 0u64;
@@ -326,6 +327,7 @@ pub(crate) fn run_with(
                 let r = restore::simulate(
                     &mut *src,
                     store.inner(),
+                    &mut placement,
                     &model,
                     *cache,
                     cfg.container_size as u64,
@@ -342,6 +344,7 @@ pub(crate) fn run_with(
             restored = restore::simulate(
                 &mut *src,
                 store.inner(),
+                &mut placement,
                 &model,
                 opts.restore_cache,
                 cfg.container_size as u64,
