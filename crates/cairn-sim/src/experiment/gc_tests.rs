@@ -99,9 +99,16 @@ fn gc_quick_reproduces_the_shapes_of_003() {
         .iter()
         .filter(|r| s(r, "collector") == "pgc+")
         .collect();
+    // The function's size depends on the fingerprints, which are keyed
+    // per repository: at a few hundred it ranges from 9 to 21 bits per
+    // fingerprint between runs (its fixed part dominates), so LGC's bound
+    // is checked from 1,024 fingerprints on.
     for r in &plus {
         let bits = f(r, "live_vector_bits_per_fingerprint");
-        assert!(bits > 1.0 && bits < 16.0, "live vector {bits} bits: {r}");
+        assert!(bits > 1.0 && bits < 64.0, "live vector {bits} bits: {r}");
+        if u(r, "fingerprints") >= 1024 {
+            assert!(bits < 16.0, "live vector {bits} bits: {r}");
+        }
     }
     let (small, large) = (
         plus.iter().min_by_key(|r| u(r, "fingerprints")).unwrap(),
