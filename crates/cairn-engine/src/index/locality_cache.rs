@@ -15,6 +15,12 @@
 //! (held once), so the map of a 256-container cache stays within the CPU's
 //! last-level cache. A slot's generation tells a reused slot's entries from
 //! its current section's.
+//!
+//! Duplicates arrive in the order their container stored them (the
+//! locality DDFS §4.3 relies on), so a lookup first tries the position
+//! after the last hit: when that descriptor is the fingerprint and the map
+//! names it (`named`, kept with each section), the answer is the map's
+//! without a map access.
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::BuildHasher;
@@ -39,6 +45,8 @@ pub struct LocalityCache {
     tick: u64,
     /// Fingerprints listed by the cached sections.
     cached_fps: usize,
+    /// The last hit: (slot, its generation, position).
+    cursor: Option<(u32, u32, u32)>,
 }
 
 /// One map entry: 16 bytes.
@@ -55,6 +63,10 @@ struct Entry {
 struct Cached {
     id: ContainerId,
     fps: Vec<Fingerprint>,
+    /// `named[pos]`: the map's live entry for `fps[pos]` names this
+    /// position (another section inserted later, or a later position of
+    /// this one, may have taken it over).
+    named: Vec<bool>,
     tick: u64,
 }
 
@@ -89,6 +101,7 @@ impl LocalityCache {
             lru: BTreeMap::new(),
             tick: 0,
             cached_fps: 0,
+            cursor: None,
         }
     }
 
@@ -96,20 +109,33 @@ impl LocalityCache {
         (self.hasher.hash_one(fp) >> 32) as u32
     }
 
-    /// The slot of the live entry naming `fp`, if any.
-    fn find(&self, fp: &Fingerprint) -> Option<u32> {
+    /// The slot and position of the live entry naming `fp`, if any.
+    fn find(&self, fp: &Fingerprint) -> Option<(u32, u32)> {
         let tag = self.tag(fp);
         let (slots, generations) = (&self.slots, &self.generations);
         self.map
             .find(spread(tag), |e| {
                 e.tag == tag && names(slots, generations, e, fp)
             })
-            .map(|e| e.slot)
+            .map(|e| (e.slot, e.pos))
+    }
+
+    /// The position after the last hit, if it holds `fp` and the map names
+    /// it there: the map's own answer.
+    fn next_to_cursor(&self, fp: &Fingerprint) -> Option<(u32, u32)> {
+        let (slot, generation, pos) = self.cursor?;
+        if self.generations[slot as usize] != generation {
+            return None;
+        }
+        let c = self.slots[slot as usize].as_ref()?;
+        let next = pos as usize + 1;
+        (next < c.fps.len() && c.named[next] && c.fps[next] == *fp).then_some((slot, next as u32))
     }
 
     /// DDFS `Lookup(fingerprint)`.
     pub fn lookup(&mut self, fp: &Fingerprint) -> Option<ContainerId> {
-        let slot = self.find(fp)?;
+        let (slot, pos) = self.next_to_cursor(fp).or_else(|| self.find(fp))?;
+        self.cursor = Some((slot, self.generations[slot as usize], pos));
         self.tick += 1;
         let c = self.slots[slot as usize]
             .as_mut()
@@ -144,7 +170,7 @@ impl LocalityCache {
         };
         // The map names one holder; only when it names another does the
         // section itself have to be scanned.
-        self.find(fp) == Some(slot)
+        self.find(fp).is_some_and(|(s, _)| s == slot)
             || self.slots[slot as usize]
                 .as_ref()
                 .is_some_and(|c| c.fps.contains(fp))
@@ -179,11 +205,15 @@ impl LocalityCache {
         self.tick += 1;
         self.lru.insert(self.tick, id);
         self.by_id.insert(id, slot);
+        let named = vec![true; fps.len()];
         self.slots[slot as usize] = Some(Cached {
             id,
             fps,
+            named,
             tick: self.tick,
         });
+        // Positions whose entry the new section takes over.
+        let mut taken: Vec<(u32, u32)> = Vec::new();
         let (slots, generations) = (&self.slots, &self.generations);
         let fps = &slots[slot as usize].as_ref().expect("just placed").fps;
         for (pos, (fp, &tag)) in fps.iter().zip(&tags).enumerate() {
@@ -198,14 +228,23 @@ impl LocalityCache {
             match self.map.find_mut(spread(tag), |e| {
                 e.tag == tag && names(slots, generations, e, fp)
             }) {
-                Some(e) => *e = fresh,
+                Some(e) => {
+                    taken.push((e.slot, e.pos));
+                    *e = fresh;
+                }
                 None => {
                     self.map
                         .insert_unique(spread(tag), fresh, |e| spread(e.tag));
                 }
             }
         }
+        for (s, pos) in taken {
+            if let Some(c) = self.slots[s as usize].as_mut() {
+                c.named[pos as usize] = false;
+            }
+        }
         if self.map.len() > 2 * self.cached_fps + SWEEP_SLACK {
+            let (slots, generations) = (&self.slots, &self.generations);
             self.map.retain(|e| {
                 generations[e.slot as usize] == e.generation && slots[e.slot as usize].is_some()
             });
@@ -321,8 +360,8 @@ mod tests {
     }
 
     proptest! {
-        /// Lazy eviction answers every lookup exactly as eager eviction
-        /// does, and its map stays bounded.
+        /// Lazy eviction (and the cursor after the last hit) answers every
+        /// lookup exactly as eager eviction does, and its map stays bounded.
         #[test]
         fn lazy_eviction_answers_as_eager_eviction(
             capacity in 1usize..5,
@@ -331,6 +370,9 @@ mod tests {
                     (0u64..12, proptest::collection::vec(0u8..40, 0..8))
                         .prop_map(|(c, f)| (Some(c), f)),
                     proptest::collection::vec(0u8..40, 1..2).prop_map(|f| (None, f)),
+                    // A container's section looked up in order (the
+                    // locality a lookup's cursor follows).
+                    (0u64..12).prop_map(|c| (Some(c + 100), Vec::new())),
                 ],
                 1..300,
             ),
@@ -344,6 +386,11 @@ mod tests {
             let mut sections: HashMap<u64, Vec<Fingerprint>> = HashMap::new();
             for (c, f) in ops {
                 match c {
+                    Some(c) if c >= 100 => {
+                        for q in sections.get(&(c - 100)).cloned().unwrap_or_default() {
+                            prop_assert_eq!(lazy.lookup(&q), eager.lookup(&q));
+                        }
+                    }
                     Some(c) => {
                         let fps = sections.entry(c).or_insert_with(|| section(c, &f)).clone();
                         lazy.insert(ContainerId(c), fps.clone());
