@@ -985,7 +985,6 @@ fn sort_in_file_order(entries: &mut [IndexEntry]) {
         at += *end;
         *end = at;
     }
-    let starts = heads.clone();
     for b in 0..ends.len() {
         // Every entry before heads[b] belongs to bucket b; each swap puts
         // one entry in its own bucket for good.
@@ -999,9 +998,11 @@ fn sort_in_file_order(entries: &mut [IndexEntry]) {
             }
         }
     }
-    for (b, &start) in starts.iter().enumerate() {
-        entries[start..ends[b]]
+    let mut start = 0;
+    for &end in &ends {
+        entries[start..end]
             .sort_by_cached_key(|e| (codec::entry_order(&e.fp), std::cmp::Reverse(e.container)));
+        start = end;
     }
 }
 

@@ -79,12 +79,17 @@ fn spread(tag: u32) -> u64 {
     ((tag as u64) << 32) | tag as u64
 }
 
+/// `e`'s section, if its slot still holds the one `e` was made for.
+fn live<'a>(slots: &'a [Option<Cached>], generations: &[u32], e: &Entry) -> Option<&'a Cached> {
+    if generations[e.slot as usize] != e.generation {
+        return None;
+    }
+    slots[e.slot as usize].as_ref()
+}
+
 /// Whether `e` is live in `slots` and names `fp`.
 fn names(slots: &[Option<Cached>], generations: &[u32], e: &Entry, fp: &Fingerprint) -> bool {
-    generations[e.slot as usize] == e.generation
-        && slots[e.slot as usize]
-            .as_ref()
-            .is_some_and(|c| c.fps[e.pos as usize] == *fp)
+    live(slots, generations, e).is_some_and(|c| c.fps[e.pos as usize] == *fp)
 }
 
 impl LocalityCache {
@@ -136,12 +141,17 @@ impl LocalityCache {
     pub fn lookup(&mut self, fp: &Fingerprint) -> Option<ContainerId> {
         let (slot, pos) = self.next_to_cursor(fp).or_else(|| self.find(fp))?;
         self.cursor = Some((slot, self.generations[slot as usize], pos));
+        Some(self.stamp(slot).id)
+    }
+
+    /// Marks the section in `slot` (a cached one) most recently used.
+    fn stamp(&mut self, slot: u32) -> &Cached {
         self.tick += 1;
         let c = self.slots[slot as usize]
             .as_mut()
-            .expect("a live entry's slot holds a section");
+            .expect("a live entry's or an indexed slot holds a section");
         c.tick = self.tick;
-        Some(c.id)
+        c
     }
 
     /// Marks cached container `id` most recently used; `false` if it is not
@@ -150,11 +160,7 @@ impl LocalityCache {
         let Some(&slot) = self.by_id.get(&id) else {
             return false;
         };
-        self.tick += 1;
-        self.slots[slot as usize]
-            .as_mut()
-            .expect("an indexed slot holds a section")
-            .tick = self.tick;
+        self.stamp(slot);
         true
     }
 
@@ -245,9 +251,7 @@ impl LocalityCache {
         }
         if self.map.len() > 2 * self.cached_fps + SWEEP_SLACK {
             let (slots, generations) = (&self.slots, &self.generations);
-            self.map.retain(|e| {
-                generations[e.slot as usize] == e.generation && slots[e.slot as usize].is_some()
-            });
+            self.map.retain(|e| live(slots, generations, e).is_some());
         }
     }
 

@@ -21,7 +21,7 @@ use cairn_engine::meta_store::MetaOnlyStore;
 use cairn_engine::{BackupOptions, RepoConfig, Repository, Source};
 
 use crate::device::{DeviceBackend, DeviceModel, DeviceStore, IoUsage, Stage, StageTimes};
-use crate::trace::{open_trace, TraceFormat};
+use crate::trace::{open_trace_as, TraceFormat};
 use crate::workload::Workload;
 use cairn_engine::config::LookupStrategy;
 
@@ -49,12 +49,8 @@ impl GenerationInput {
     fn open_inline(&self) -> Result<(Box<dyn TraceSource>, bool)> {
         match self {
             GenerationInput::Trace { path, format } => {
-                let src = open_trace(path, *format)?;
-                let cairn = match format {
-                    Some(f) => *f == TraceFormat::Cairn,
-                    None => sniff_cairn(path)?,
-                };
-                Ok((src, !cairn))
+                let (src, format) = open_trace_as(path, *format)?;
+                Ok((src, format != TraceFormat::Cairn))
             }
             // Generated workloads name files by path, like external traces.
             GenerationInput::Workload {
@@ -77,10 +73,6 @@ impl GenerationInput {
             }
         }
     }
-}
-
-fn sniff_cairn(path: &std::path::Path) -> Result<bool> {
-    Ok(crate::trace::detect::detect_path(path)? == Some(TraceFormat::Cairn))
 }
 
 /// Fingerprint width of the first chunk of the inputs (traces fix it; an

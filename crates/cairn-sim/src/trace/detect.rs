@@ -115,15 +115,19 @@ fn read_head(r: &mut dyn Read) -> std::io::Result<Vec<u8>> {
     Ok(head)
 }
 
-/// The format [`detect`] finds in the trace at `path` (through its
-/// compression, if any).
-pub fn detect_path(path: &Path) -> Result<Option<TraceFormat>> {
-    Ok(detect(&open_plain(path)?.1))
-}
-
 /// Opens the trace at `path` in `format`, or in the format [`detect`]
 /// finds. The reader is named after the file name in its messages.
 pub fn open_trace(path: &Path, format: Option<TraceFormat>) -> Result<Box<dyn TraceSource>> {
+    open_trace_as(path, format).map(|(src, _)| src)
+}
+
+/// [`open_trace`], and the format it read the trace in (the one given, or
+/// the one detected), so a caller that needs the format opens the file
+/// (and starts its decompressor) once.
+pub fn open_trace_as(
+    path: &Path,
+    format: Option<TraceFormat>,
+) -> Result<(Box<dyn TraceSource>, TraceFormat)> {
     let (plain, head) = open_plain(path)?;
     let format = match format.or_else(|| detect(&head)) {
         Some(f) => f,
@@ -135,7 +139,10 @@ pub fn open_trace(path: &Path, format: Option<TraceFormat>) -> Result<Box<dyn Tr
             )))
         }
     };
-    open_reader(plain, super::display_name(path), format)
+    Ok((
+        open_reader(plain, super::display_name(path), format)?,
+        format,
+    ))
 }
 
 /// A reader of `format` over `r`; `name` names the input in messages.

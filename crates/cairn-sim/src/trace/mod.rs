@@ -32,7 +32,7 @@ mod tests;
 
 pub use cairn::{CairnTraceReader, CairnTraceWriter, CAIRN_TRACE_MAGIC, CAIRN_TRACE_VERSION};
 pub use destor::DestorReader;
-pub use detect::{detect, open_reader, open_trace, TraceFormat};
+pub use detect::{detect, open_reader, open_trace, open_trace_as, TraceFormat};
 pub use fsl::{FslChunking, FslHeader, FslReader};
 pub use pipeline::Pipelined;
 

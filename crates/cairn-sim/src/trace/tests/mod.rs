@@ -336,12 +336,9 @@ fn compressed_traces_read_as_the_plain_ones() {
         for (ext, bytes) in [("zst", zst), ("gz", gz)] {
             let path = dir.path().join(format!("{file}.{ext}"));
             std::fs::write(&path, &bytes).unwrap();
-            assert_eq!(
-                super::detect::detect_path(&path).unwrap(),
-                detect(&plain[..16]),
-                "{path:?}"
-            );
-            let got = read_all(open_trace(&path, None).unwrap().as_mut()).unwrap();
+            let (mut src, format) = super::detect::open_trace_as(&path, None).unwrap();
+            assert_eq!(Some(format), detect(&plain[..16]), "{path:?}");
+            let got = read_all(src.as_mut()).unwrap();
             assert_eq!(got, want, "{path:?}");
 
             let cut = dir.path().join(format!("cut-{file}.{ext}"));
