@@ -354,6 +354,56 @@ fn the_summary_vector_is_sized_as_asked() {
     assert!(e.contains("summary-vector-chunks"), "{e}");
 }
 
+/// `--index-part-budget` bounds the in-memory index part: the same dedup
+/// in every generation, the first backup's lookup RAM lower (its part is
+/// merged into the index whenever it passes the budget), more index bytes
+/// written, and the report's config names the budget. Refused where it
+/// could not act: the frugal index, several writers.
+#[test]
+fn the_index_part_budget_bounds_the_in_memory_part() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = [
+        "--workload",
+        "ddfs",
+        "--param",
+        "generations=2",
+        "--param",
+        "generation_bytes=96MiB",
+    ];
+    let run = |extra: &[&str]| {
+        let mut args = base.to_vec();
+        args.extend_from_slice(extra);
+        sim(tmp.path(), &args)
+    };
+    let free = run(&[]);
+    let bounded = run(&["--index-part-budget", "1000"]);
+    for g in 0..2 {
+        let u = |r: &Value| r["generations"][g]["unique_chunks"].as_u64().unwrap();
+        assert_eq!(u(&bounded), u(&free), "generation {g}");
+    }
+    let ram = |r: &Value| {
+        r["generations"][0]["index_ram_bytes_per_chunk"]
+            .as_f64()
+            .unwrap()
+    };
+    assert!(
+        ram(&bounded) < ram(&free),
+        "{} vs {}",
+        ram(&bounded),
+        ram(&free)
+    );
+    let written = |r: &Value| r["counters"]["bytes_written"].as_u64().unwrap();
+    assert!(written(&bounded) > written(&free));
+    assert_eq!(bounded["config"]["index"]["part_budget"], 1000);
+    assert!(free["config"]["index"].get("part_budget").is_none());
+    for extra in [&["--index", "frugal"][..], &["--writers", "2"][..]] {
+        let mut args = vec!["sim", "--workload", "ddfs", "--index-part-budget", "5"];
+        args.extend_from_slice(extra);
+        let e = cairn(tmp.path(), &args).code(1).all_output();
+        assert!(e.contains("--index-part-budget"), "{e}");
+    }
+}
+
 #[test]
 fn workloads_are_deterministic_and_hit_their_dedup_target() {
     let tmp = tempfile::tempdir().unwrap();

@@ -108,6 +108,13 @@ pub struct IndexConfig {
     /// Which structure answers the dedup path's index lookups.
     #[serde(default)]
     pub kind: IndexKind,
+    /// Entries the in-memory index part may hold before a backup running
+    /// alone merges the part's durable entries into a new index generation
+    /// (`dedup::part_budget`); `None`: the part holds every chunk a backup
+    /// stores until its commit. Bounds a large first backup's RAM at the
+    /// cost of index page reads for its own chunks (DDFS §4.4's lookups).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub part_budget: Option<u64>,
 }
 
 /// The structure the dedup path looks fingerprints up in after the locality
@@ -307,6 +314,7 @@ impl Default for IndexConfig {
             locality_cache: true,
             lookup: LookupConfig::default(),
             kind: IndexKind::Paged,
+            part_budget: None,
         }
     }
 }

@@ -89,6 +89,88 @@ fn crash_at_every_write_with_the_frugal_index_loses_nothing() {
     });
 }
 
+/// A bounded in-memory index part merges the backup's durable chunks into
+/// new index generations mid-backup (`dedup::part_budget`): a crash after
+/// such a merge leaves index entries naming containers no snapshot
+/// references. Nothing committed is lost, `check` passes, the next backup
+/// works, and a collection then forgets those containers and their entries
+/// (`a_crash_after_a_mid_backup_merge_is_collected`).
+#[test]
+fn crash_at_every_write_with_a_bounded_in_memory_part_loses_nothing() {
+    crash_at_every_write(bounded_part_config);
+}
+
+fn bounded_part_config() -> RepoConfig {
+    let mut cfg = small_config();
+    cfg.index.part_budget = Some(24);
+    cfg
+}
+
+/// A backup killed after its mid-backup merges, then `gc`, then `check`
+/// with every chunk read: the orphaned containers and their index entries
+/// are gone, and every snapshot restores.
+#[test]
+fn a_crash_after_a_mid_backup_merge_is_collected() {
+    let src = tempfile::tempdir().unwrap();
+    let data = src.path().join("data");
+    write_tree(&data, 11, 10);
+    let plan = FaultPlan::new();
+    let (mem, backend) = fresh(&plan);
+    let repo = Repository::init(backend.clone(), bounded_part_config()).unwrap();
+    let s1 = backup(&repo, &data).unwrap();
+    let newest_generation = |m: &MemBackend| {
+        let names = m.list(cairn_engine::object_names::INDEX).unwrap();
+        names
+            .iter()
+            .filter_map(|k| cairn_engine::object_names::parse_generation(k, "index/"))
+            .max()
+    };
+    let committed = newest_generation(&mem);
+    // How many writes the second backup makes (measured on a twin), then
+    // a crash half-way, after some of its mid-backup merges.
+    let twin_plan = FaultPlan::new();
+    let (_, twin_backend) = fresh(&twin_plan);
+    let twin = Repository::init(twin_backend, bounded_part_config()).unwrap();
+    backup(&twin, &data).unwrap();
+    write_tree(&data, 12, 10);
+    let before = twin_plan.writes_attempted();
+    backup(&twin, &data).unwrap();
+    let writes = twin_plan.writes_attempted() - before;
+    plan.crash_after_writes(writes / 2);
+    assert!(backup(&repo, &data).is_err());
+    assert!(
+        newest_generation(&mem) > committed,
+        "the backup wrote no index generation before the crash"
+    );
+    drop(repo);
+    plan.restart();
+    let repo = Repository::open(backend.clone()).unwrap();
+    let (snaps, _) = catalog::list(&**repo.backend()).unwrap();
+    assert_eq!(snaps.len(), 1);
+    let containers_before = mem
+        .list(cairn_engine::object_names::CONTAINERS)
+        .unwrap()
+        .len();
+    let opts = cairn_engine::gc::GcOptions {
+        seed: Some(3),
+        ..Default::default()
+    };
+    common::gc(&repo, &opts, &cairn_engine::gc::NoProgress).unwrap();
+    assert!(
+        mem.list(cairn_engine::object_names::CONTAINERS)
+            .unwrap()
+            .len()
+            < containers_before,
+        "the crashed backup's containers were not collected"
+    );
+    assert_check_clean(&repo);
+    write_tree(&data, 11, 10);
+    assert_restores(&repo, &s1, &data);
+    let s3 = backup(&repo, &data).unwrap();
+    assert_restores(&repo, &s3, &data);
+    assert_check_clean(&repo);
+}
+
 /// A rewrite scheme packs old duplicates again into the backup's
 /// containers (capping level 0: every one of them): a crash anywhere
 /// leaves the earlier snapshot, whose chunks the rewrites copy, intact.

@@ -412,6 +412,22 @@ fn open_dedup(
         cfg.index.cache_containers as usize,
         cfg.index.locality_cache,
     );
+    // A mid-backup merge only where a commit would merge anyway
+    // (`dedup::part_budget`).
+    let may_bound = cfg.index.kind == crate::config::IndexKind::Paged
+        && !lock.is_shared()
+        && dedup_mode == DedupMode::Inline;
+    let dedup = match cfg.index.part_budget {
+        Some(entries) if may_bound => {
+            dedup.with_part_budget(crate::dedup::part_budget::PartBudget {
+                entries: usize::try_from(entries).unwrap_or(usize::MAX),
+                backend: repo.backend().clone(),
+                fp_width: cfg.fp_width(),
+                page_size: cfg.index.page_size as usize,
+            })
+        }
+        _ => dedup,
+    };
     // At most two sealed containers wait for the disk (8 MiB at the default size).
     let (seal_tx, seal_rx) = bounded::<stream::SealJob>(2);
     let shared = Shared {

@@ -68,7 +68,10 @@ pub fn run_sealer(shared: &Shared, jobs: Receiver<SealJob>) {
         let id = job.writer.id();
         match shared.log.append(job.writer) {
             Ok(()) => shared.dedup.container_sealed(id),
-            Err(e) => *shared.seal_error.lock() = Some(e),
+            Err(e) => {
+                *shared.seal_error.lock() = Some(e);
+                shared.dedup.seal_failed();
+            }
         }
         bump(&shared.phases.write_ns, elapsed_ns(t));
     }
@@ -570,7 +573,9 @@ impl<'a> Stream<'a> {
         }
         let job = SealJob { writer };
         let tx = self.seal_tx.as_ref().ok_or_else(failed)?;
-        tx.send(job).map_err(|_| failed())
+        tx.send(job).map_err(|_| failed())?;
+        // After the send: the merge may wait for this very container.
+        self.shared.dedup.bound_memory_part().map(|_| ())
     }
 
     /// Stores an in-memory blob (a directory listing) as `Meta` L0 chunks cut by

@@ -44,6 +44,7 @@ pub mod eager;
 pub mod lazy;
 pub mod location;
 mod memory_part;
+pub mod part_budget;
 pub mod strategy;
 
 pub use location::Location;
@@ -58,6 +59,10 @@ pub struct Dedup {
     /// below it (replayed entries included) is older.
     run_start: ContainerId,
     state: Mutex<State>,
+    /// Bounds the in-memory part (`part_budget`), when set.
+    budget: Option<part_budget::PartBudget>,
+    /// Signalled when a container becomes durable or the sealer fails.
+    sealed: parking_lot::Condvar,
 }
 
 struct State {
@@ -83,6 +88,9 @@ struct State {
     lost: std::collections::BTreeMap<ContainerId, String>,
     /// Index hits that could not be confirmed: chunks stored again.
     stored_again: u64,
+    /// A container write failed: the backup fails, nothing waits for the
+    /// containers still queued.
+    seal_failed: bool,
 }
 
 /// The dedup state locked for a batch of lookups: the steps a lookup
@@ -125,7 +133,10 @@ impl Dedup {
                 retiring: index.retiring,
                 lost: Default::default(),
                 stored_again: 0,
+                seal_failed: false,
             }),
+            budget: None,
+            sealed: parking_lot::Condvar::new(),
         }
     }
 
@@ -258,6 +269,8 @@ impl Dedup {
         let mut st = self.state.lock();
         st.pending.remove(&id);
         st.present.insert(id);
+        drop(st);
+        self.sealed.notify_all();
     }
 
     /// Entries to merge into the on-disk index (all packed chunks).

@@ -418,3 +418,76 @@ fn both_index_kinds_forget_and_move_entries_in_one_batch() {
         }
     }
 }
+
+/// A mid-backup merge (`part_budget`) moves only durable containers'
+/// entries, keeps the rest (an open container's, chunks in flight), and
+/// when it rebuilds the Summary Vector larger the kept chunks join the
+/// new filter: none of them looks certainly new afterwards.
+#[test]
+fn a_mid_backup_merge_moves_durable_entries_and_keeps_the_rest_known() {
+    let (backend, counters, log) = empty_repository();
+    let cfg = IndexConfig {
+        // Overfull at the first merge (the filter holds at least 1,024
+        // chunks): it is rebuilt from the index.
+        expected_chunks: 4,
+        ..Default::default()
+    };
+    let dedup = open_dedup(&backend, &counters, &log, &cfg, 4, true).with_part_budget(
+        part_budget::PartBudget {
+            entries: 500,
+            backend: backend.clone(),
+            fp_width: 32,
+            page_size: 4096,
+        },
+    );
+    // Stream A fills and seals two containers; stream B holds one open
+    // and decides more chunks new (in flight).
+    let mut a = Packer {
+        dedup: &dedup,
+        log: &log,
+        writer: None,
+        per_container: 100,
+    };
+    let mut b = Packer {
+        dedup: &dedup,
+        log: &log,
+        writer: None,
+        per_container: 1000,
+    };
+    let decide = |i: u16| dedup.session().decide_new(&fp(i));
+    for i in 0..600 {
+        decide(i);
+        a.push(fp(i));
+    }
+    for i in 1000..1004 {
+        decide(i);
+        b.push(fp(i));
+    }
+    for i in 2000..2004 {
+        decide(i);
+    }
+    assert_eq!(dedup.bound_memory_part().unwrap(), 600);
+    let s = dedup.session();
+    for i in (0..600).chain(1000..1004).chain(2000..2004) {
+        assert!(
+            !s.certainly_new(&fp(i)),
+            "chunk {i} looks new after the merge"
+        );
+    }
+    // The moved chunks are in the index, the rest still in memory.
+    for i in 0..600 {
+        assert!(!s.known_in_memory(&fp(i)));
+    }
+    for i in (1000..1004).chain(2000..2004) {
+        assert!(s.known_in_memory(&fp(i)));
+    }
+    drop(s);
+    let mut s = dedup.session();
+    assert!(matches!(
+        s.index_lookup(&fp(3)).unwrap(),
+        Some(Location::Stored(_))
+    ));
+    // Under budget now: nothing moves.
+    drop(s);
+    assert_eq!(dedup.bound_memory_part().unwrap(), 0);
+}

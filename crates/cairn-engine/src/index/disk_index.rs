@@ -519,6 +519,45 @@ impl DiskIndex {
         Ok(emitted)
     }
 
+    /// [`Self::for_each_entry`] for a callback that may see an entry more
+    /// than once (a filter's inserts): the file is read a run at a time,
+    /// never held whole, and a generation replaced mid-read is reloaded and
+    /// read again from its start; a fingerprint both the file and a delta
+    /// hold is passed twice. The Summary Vector's rebuild at a merge held
+    /// the whole file beside the merge's own buffers (issue 35).
+    pub fn for_each_entry_at_least_once(&self, f: &mut dyn FnMut(&IndexEntry)) -> Result<()> {
+        let f = std::cell::RefCell::new(f);
+        self.with_current(|c| {
+            let cur = self.with_stored_deltas(c)?;
+            let key = object_names::index(cur.generation);
+            let mut f = f.borrow_mut();
+            let mut n = 0;
+            for page in Pages::stored_unlocked(&cur.header, &*self.backend, &key) {
+                for e in page? {
+                    n += 1;
+                    let kept = match cur.overlay.changes.get(&e.fp) {
+                        None => Some(e),
+                        Some(change) => {
+                            change.over(Some(e.container)).map(|container| IndexEntry {
+                                fp: e.fp,
+                                container,
+                            })
+                        }
+                    };
+                    if let Some(e) = kept {
+                        f(&e);
+                    }
+                }
+            }
+            check_entry_count(&cur.header, n, &key)?;
+            for e in cur.overlay.stored() {
+                f(&e);
+            }
+            Ok(())
+        })?;
+        Ok(())
+    }
+
     /// Verifies every page of the current generation (checksums, page
     /// numbers, entry counts against the header) with one sequential read
     /// and no decoding: a damaged file shows up now, not half-way through
@@ -735,14 +774,32 @@ impl DiskIndex {
             }
         }
         let seq = delta.seq;
-        let mut overlay = (*cur.overlay).clone();
-        overlay.apply(&delta.removes, update.removes_below, &delta.puts);
-        overlay.seq = seq;
-        overlay.covered_below = overlay.covered_below.max(Some(covered_below));
-        *self.current.write() = Some(Current {
-            overlay: Arc::new(overlay),
-            ..cur
-        });
+        // The overlay is changed in place when nothing but this handle and
+        // the memo hold it (a reader's copy makes `make_mut` clone it), so
+        // the index's largest structure is not held twice at each commit.
+        let mut current = self.current.write();
+        let mut overlay = std::mem::take(&mut cur.overlay);
+        if let Some(held) = current.as_mut() {
+            if Arc::ptr_eq(&held.overlay, &overlay) {
+                held.overlay = Arc::default();
+            }
+        }
+        let memo = self
+            .memo
+            .as_deref()
+            .and_then(|m| m.take_if_holding(&overlay));
+        let grown = Arc::make_mut(&mut overlay);
+        let follows = grown.seq + 1 == seq;
+        grown.apply(&delta.removes, update.removes_below, &delta.puts);
+        grown.seq = seq;
+        grown.applied.push((cur.generation, seq));
+        grown.covered_below = grown.covered_below.max(Some(covered_below));
+        // The memo may hold it again only if no other writer's delta came
+        // between: its overlay is every delta up to its `seq`.
+        if let (Some(m), Some(generation), true) = (self.memo.as_deref(), memo, follows) {
+            m.hold(generation, fp_width, overlay.clone());
+        }
+        *current = Some(Current { overlay, ..cur });
         Ok(seq)
     }
 
@@ -782,22 +839,14 @@ impl DiskIndex {
         let (entries, forget) = if !pending && update.removes.is_empty() {
             (update.puts, FpMap::default())
         } else {
-            let mut changes = old
-                .as_ref()
-                .map_or_else(Overlay::default, |c| (*c.overlay).clone());
-            changes.apply(&update.removes, update.removes_below, &update.puts);
-            // Each copy is freed once the next is made: a backup's commit
-            // would otherwise hold the update, the overlay and the sorted
-            // entries (all of its new chunks, three times) while it
-            // encodes and writes pages.
+            let (entries, forget) = match &old {
+                Some(c) => c.overlay.with_update(&update),
+                None => Overlay::default().with_update(&update),
+            };
+            // Freed before the pages are encoded and written: a backup's
+            // commit would otherwise hold its new chunks twice meanwhile.
             drop(update);
-            let forget: FpMap<ContainerId> = changes
-                .changes
-                .iter()
-                .filter(|(_, c)| c.removes())
-                .map(|(fp, c)| (*fp, c.below))
-                .collect();
-            (changes.stored().collect(), forget)
+            (entries, forget)
         };
         self.write_generation(old, entries, &forget, covered_below, fp_width, page_size)
     }

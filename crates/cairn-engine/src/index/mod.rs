@@ -164,7 +164,7 @@ fn open_index(
                             cfg.expected_chunks.max(indexed * 2),
                             cfg.bloom_bits_per_chunk,
                         );
-                        disk.for_each_entry(&mut |e| sv.insert(&e.fp))?;
+                        disk.for_each_entry_at_least_once(&mut |e| sv.insert(&e.fp))?;
                         (sv, generation > 0)
                     }
                 };

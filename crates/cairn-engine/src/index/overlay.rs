@@ -159,6 +159,46 @@ impl Overlay {
         }
     }
 
+    /// What a merge writes: the entries the deltas and then `update` put
+    /// that no removal forgot, and the removals that still reach the file
+    /// (fingerprint and bound), as [`Overlay::apply`] of `update` to a copy
+    /// would leave them. Only the fingerprints the update names are copied:
+    /// a change depends on its own fingerprint's alone, so the others are
+    /// read from `self` as they are (a merge no longer holds the overlay
+    /// twice).
+    pub fn with_update(&self, update: &IndexUpdate) -> (Vec<IndexEntry>, FpMap<ContainerId>) {
+        let mut touched = Overlay::default();
+        let named = update
+            .removes
+            .iter()
+            .chain(update.puts.iter().map(|e| &e.fp));
+        for fp in named {
+            if let Some(c) = self.changes.get(fp) {
+                touched.changes.entry(*fp).or_insert(*c);
+            }
+        }
+        touched.apply(&update.removes, update.removes_below, &update.puts);
+        let untouched = || {
+            self.changes
+                .iter()
+                .filter(|(fp, _)| !touched.changes.contains_key(*fp))
+        };
+        let both = || untouched().chain(touched.changes.iter());
+        let entries = both()
+            .filter_map(|(fp, c)| {
+                c.put.map(|id| IndexEntry {
+                    fp: *fp,
+                    container: id,
+                })
+            })
+            .collect();
+        let forget = both()
+            .filter(|(_, c)| c.removes())
+            .map(|(fp, c)| (*fp, c.below))
+            .collect();
+        (entries, forget)
+    }
+
     /// What the deltas say about `fp`, if anything.
     pub fn lookup(&self, fp: &Fingerprint) -> Option<Change> {
         self.changes.get(fp).copied()
@@ -222,13 +262,16 @@ impl Overlay {
     ) -> Result<Arc<Self>> {
         let keys = own_deltas(listing, generation)?;
         let last = keys.len() as u32;
-        let held = memo.0.lock().clone();
+        // Taken out while it grows, so that an overlay nothing else holds
+        // (the index of the last backup dropped) grows in place instead of
+        // being held twice; a failed growth leaves the memo empty.
+        let held = memo.0.lock().take();
         let own = match held {
             Some((g, w, o)) if g == generation && w == fp_width && o.seq == last => o,
-            Some((g, w, o)) if g == generation && w == fp_width && o.seq < last => {
-                let mut grown = (*o).clone();
-                grown.extend(backend, generation, fp_width, &keys[o.seq as usize..])?;
-                Arc::new(grown)
+            Some((g, w, mut o)) if g == generation && w == fp_width && o.seq < last => {
+                let from = o.seq as usize;
+                Arc::make_mut(&mut o).extend(backend, generation, fp_width, &keys[from..])?;
+                o
             }
             _ => {
                 let mut fresh = Overlay::default();
@@ -357,6 +400,27 @@ fn own_deltas(listing: &[String], generation: u64) -> Result<Vec<(u64, u32)>> {
 /// delta again, about 15% of an incremental backup's CPU with 8 writers.
 #[derive(Default)]
 pub struct OverlayMemo(parking_lot::Mutex<Option<(u64, usize, Arc<Overlay>)>>);
+
+impl OverlayMemo {
+    /// Empties the memo if it holds `overlay` itself, returning the
+    /// generation it was held for.
+    pub fn take_if_holding(&self, overlay: &Arc<Overlay>) -> Option<u64> {
+        let mut held = self.0.lock();
+        match held.as_ref() {
+            Some((g, _, o)) if Arc::ptr_eq(o, overlay) => {
+                let g = *g;
+                *held = None;
+                Some(g)
+            }
+            _ => None,
+        }
+    }
+
+    /// Holds `overlay`, every delta of `generation` up to its `seq`.
+    pub fn hold(&self, generation: u64, fp_width: usize, overlay: Arc<Overlay>) {
+        *self.0.lock() = Some((generation, fp_width, overlay));
+    }
+}
 
 /// A delta's `removes_below` as an update says it (`u64::MAX`: none).
 pub fn removes_below(d: &IndexDelta) -> Option<ContainerId> {

@@ -180,7 +180,7 @@ impl FingerprintIndex for PagedIndex {
                 } else {
                     self.summary.empty_like()
                 };
-                self.disk.for_each_entry(&mut |e| {
+                self.disk.for_each_entry_at_least_once(&mut |e| {
                     if !gone.contains(&e.fp) {
                         fresh.insert(&e.fp);
                     }
