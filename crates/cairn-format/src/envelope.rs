@@ -36,11 +36,29 @@ pub const ENVELOPE_OVERHEAD: usize = ENVELOPE_HEADER_LEN + CRC_LEN;
 
 /// Frames `payload` as `magic | version | payload_len | payload | crc32c`.
 pub fn seal(magic: &[u8; 8], version: u32, payload: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(ENVELOPE_OVERHEAD + payload.len());
+    seal_with(magic, version, payload.len(), |out| {
+        out.extend_from_slice(payload)
+    })
+}
+
+/// [`seal`] of a payload of `payload_len` bytes that `fill` appends, built
+/// in place: a large payload (a Summary Vector's bits) is not held twice.
+pub fn seal_with(
+    magic: &[u8; 8],
+    version: u32,
+    payload_len: usize,
+    fill: impl FnOnce(&mut Vec<u8>),
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(ENVELOPE_OVERHEAD + payload_len);
     out.extend_from_slice(magic);
     put_u32(&mut out, version);
-    put_u64(&mut out, payload.len() as u64);
-    out.extend_from_slice(payload);
+    put_u64(&mut out, payload_len as u64);
+    fill(&mut out);
+    assert_eq!(
+        out.len(),
+        ENVELOPE_HEADER_LEN + payload_len,
+        "the payload has the length its header says"
+    );
     let crc = crc32c::crc32c(&out);
     put_u32(&mut out, crc);
     out

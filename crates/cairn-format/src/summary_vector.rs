@@ -38,16 +38,36 @@ pub struct SummaryVectorCheckpoint {
 }
 
 pub fn encode_summary_vector(c: &SummaryVectorCheckpoint) -> Vec<u8> {
-    let mut p = Vec::with_capacity(32 + c.words.len() * 8);
-    put_u64(&mut p, c.covered_below.0);
-    put_u32(&mut p, c.hashes);
-    put_u32(&mut p, 0);
-    put_u64(&mut p, c.inserted);
-    put_u64(&mut p, c.words.len() as u64);
-    for w in &c.words {
-        put_u64(&mut p, *w);
-    }
-    envelope::seal(&SUMMARY_VECTOR_MAGIC, SUMMARY_VECTOR_VERSION, &p)
+    encode_summary_vector_words(
+        c.covered_below,
+        c.hashes,
+        c.inserted,
+        c.words.len(),
+        c.words.iter().copied(),
+    )
+}
+
+/// [`encode_summary_vector`] of `word_count` words taken from `words` as
+/// they are written: a filter's checkpoint held its bits once as a vector
+/// of words, once as the payload and once as the envelope (issue 35).
+pub fn encode_summary_vector_words(
+    covered_below: ContainerId,
+    hashes: u32,
+    inserted: u64,
+    word_count: usize,
+    words: impl Iterator<Item = u64>,
+) -> Vec<u8> {
+    let len = 32 + word_count * 8;
+    envelope::seal_with(&SUMMARY_VECTOR_MAGIC, SUMMARY_VECTOR_VERSION, len, |p| {
+        put_u64(p, covered_below.0);
+        put_u32(p, hashes);
+        put_u32(p, 0);
+        put_u64(p, inserted);
+        put_u64(p, word_count as u64);
+        for w in words.take(word_count) {
+            put_u64(p, w);
+        }
+    })
 }
 
 pub fn decode_summary_vector(bytes: &[u8]) -> Result<SummaryVectorCheckpoint> {

@@ -97,7 +97,7 @@ fn may_fold_after_the_deltas(overlay: &Overlay, update: &IndexUpdate) -> bool {
         && update.puts.iter().all(|e| {
             overlay
                 .lookup(&e.fp)
-                .is_none_or(|c| !c.removes() || e.container >= c.below)
+                .is_none_or(|c| !c.removes() || e.container >= c.below())
         })
 }
 
@@ -329,7 +329,7 @@ impl DiskIndex {
     pub fn lookup(&self, fp: &Fingerprint) -> Result<Option<ContainerId>> {
         Ok(self
             .with_current(|cur| match cur.overlay.lookup(fp) {
-                Some(change) if change.forgets_file() => Ok(change.put),
+                Some(change) if change.forgets_file() => Ok(change.put()),
                 // A put may be older than the file's entry (a delta a merge
                 // folded and had not deleted yet, or one a writer that
                 // opened before the merge added after it): combined with
@@ -399,7 +399,7 @@ impl DiskIndex {
         for (i, fp) in fps.iter().enumerate() {
             let change = cur.overlay.lookup(fp);
             match change {
-                Some(c) if c.forgets_file() => out[i] = c.put,
+                Some(c) if c.forgets_file() => out[i] = c.put(),
                 _ if h.page_count > 0 && fp.len() == h.fp_width => {
                     changes[i] = change;
                     order.push((codec::page_of(fp, h.page_count), i));
@@ -748,10 +748,16 @@ impl DiskIndex {
         let mut removes = update.removes;
         removes.sort_unstable();
         removes.dedup();
-        // Puts of one fingerprint within the update collapse canonically.
-        let mut batch = Overlay::default();
-        batch.apply(&[], None, &update.puts);
-        let puts: Vec<IndexEntry> = batch.stored().collect();
+        // Puts of one fingerprint within the update collapse canonically
+        // (sorted in place: a map of them held a backup's new chunks twice).
+        let mut puts = update.puts;
+        puts.sort_unstable_by_key(|e| e.fp);
+        puts.dedup_by(|later, first| {
+            later.fp == first.fp && {
+                first.container = canonical(first.container, later.container);
+                true
+            }
+        });
         // The next free number, created only if absent: writers side by
         // side never replace each other's deltas, and leave no gap.
         let mut delta = cairn_format::index_delta::IndexDelta {
@@ -836,6 +842,7 @@ impl DiskIndex {
         // canonical copy of each fingerprint, as the overlay would, without
         // a map of every put (about 150 bytes each beside the puts' 40).
         let pending = old.as_ref().is_some_and(|c| !c.overlay.changes.is_empty());
+        let mut old = old;
         let (entries, forget) = if !pending && update.removes.is_empty() {
             (update.puts, FpMap::default())
         } else {
@@ -846,9 +853,43 @@ impl DiskIndex {
             // Freed before the pages are encoded and written: a backup's
             // commit would otherwise hold its new chunks twice meanwhile.
             drop(update);
+            if let Some(c) = old.as_mut() {
+                self.release_changes(c);
+            }
             (entries, forget)
         };
-        self.write_generation(old, entries, &forget, covered_below, fp_width, page_size)
+        let written =
+            self.write_generation(old, entries, &forget, covered_below, fp_width, page_size);
+        if written.is_err() {
+            // The overlay's changes were released: the state is read again
+            // from the store (a failed reload leaves it to the next open).
+            if let Ok(fresh) = Self::load_latest(&*self.backend, self.memo.as_deref()) {
+                *self.current.write() = fresh;
+            }
+        }
+        written
+    }
+
+    /// Releases the deltas' changes once a merge has taken what it writes
+    /// from them: `c`'s overlay, and the same overlay held by this handle's
+    /// current state and by the memo, keep everything but the changes (the
+    /// merge needs only which deltas it folded). The overlay is the largest
+    /// table a backup holds once deltas pile up, and it was held through
+    /// the whole merge beside the entries taken from it (issue 35). A
+    /// handle is not read while it merges (a backup's dedup state is locked
+    /// through its commit, a collection merges between its phases); a
+    /// merge that fails reloads the state.
+    fn release_changes(&self, c: &mut Current) {
+        let light = Arc::new(c.overlay.clone_without_changes());
+        if let Some(held) = self.current.write().as_mut() {
+            if Arc::ptr_eq(&held.overlay, &c.overlay) {
+                held.overlay = light.clone();
+            }
+        }
+        if let Some(m) = self.memo.as_deref() {
+            m.take_if_holding(&c.overlay);
+        }
+        c.overlay = light;
     }
 
     /// Writes a new generation holding exactly `entries` (`repair index`:

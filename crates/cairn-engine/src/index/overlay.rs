@@ -33,39 +33,78 @@ use crate::object_names;
 /// only if it names a container at or above `below` (`ContainerId(0)`:
 /// always; `ContainerId(u64::MAX)`: never), and is then combined
 /// canonically with `put`.
+///
+/// Both ids are kept as unaligned bytes (`put`'s `u64::MAX`: nothing put,
+/// an id no container has): beside a 33-byte fingerprint a map bucket
+/// takes 49 bytes instead of 64, and the overlay is the largest table a
+/// backup holds once deltas pile up (issue 35).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Change {
-    pub below: ContainerId,
-    pub put: Option<ContainerId>,
+    below: [u8; 8],
+    put: [u8; 8],
 }
 
 /// `below` of a change that removed nothing.
 const KEEP_ALL: ContainerId = ContainerId(0);
 /// `below` of an unconditional removal.
 const FORGET_ALL: ContainerId = ContainerId(u64::MAX);
+/// `put` of a change that put nothing.
+const NOTHING_PUT: u64 = u64::MAX;
 
 impl Change {
     /// Nothing removed, nothing put: where a fingerprint's change starts.
     const UNCHANGED: Change = Change {
-        below: KEEP_ALL,
-        put: None,
+        below: KEEP_ALL.0.to_le_bytes(),
+        put: NOTHING_PUT.to_le_bytes(),
     };
+
+    pub fn below(&self) -> ContainerId {
+        ContainerId(u64::from_le_bytes(self.below))
+    }
+
+    pub fn put(&self) -> Option<ContainerId> {
+        let id = u64::from_le_bytes(self.put);
+        (id != NOTHING_PUT).then_some(ContainerId(id))
+    }
+
+    fn set_below(&mut self, below: ContainerId) {
+        self.below = below.0.to_le_bytes();
+    }
+
+    fn set_put(&mut self, put: Option<ContainerId>) {
+        debug_assert_ne!(put, Some(ContainerId(NOTHING_PUT)));
+        self.put = put.map_or(NOTHING_PUT, |c| c.0).to_le_bytes();
+    }
+
+    /// A removal with bound `bound`: the file's entry counts only at or
+    /// above it, and so does what earlier deltas put.
+    fn remove_below(&mut self, bound: ContainerId) {
+        self.set_below(self.below().max(bound));
+        self.set_put(self.put().filter(|p| *p >= bound));
+    }
+
+    /// A put of the chunk in `container`, combined canonically.
+    fn put_in(&mut self, container: ContainerId) {
+        self.set_put(Some(
+            self.put().map_or(container, |p| canonical(p, container)),
+        ));
+    }
 
     /// Whether the file's entry no longer counts, whatever it names: the
     /// change alone answers a lookup.
     pub fn forgets_file(&self) -> bool {
-        self.below == FORGET_ALL
+        self.below() == FORGET_ALL
     }
 
     /// Whether some removal applies to the file's entry.
     pub fn removes(&self) -> bool {
-        self.below != KEEP_ALL
+        self.below() != KEEP_ALL
     }
 
     /// The entry of the fingerprint, given the file's (`file`).
     pub fn over(&self, file: Option<ContainerId>) -> Option<ContainerId> {
-        let kept = file.filter(|c| *c >= self.below);
-        match (kept, self.put) {
+        let kept = file.filter(|c| *c >= self.below());
+        match (kept, self.put()) {
             (Some(a), Some(b)) => Some(canonical(a, b)),
             (a, b) => a.or(b),
         }
@@ -149,54 +188,82 @@ impl Overlay {
         self.containers.extend(puts.iter().map(|e| e.container));
         let bound = removes_below.unwrap_or(FORGET_ALL);
         for fp in removes {
-            let c = self.changes.entry(*fp).or_insert(Change::UNCHANGED);
-            c.below = c.below.max(bound);
-            c.put = c.put.filter(|p| *p >= bound);
+            self.changes
+                .entry(*fp)
+                .or_insert(Change::UNCHANGED)
+                .remove_below(bound);
         }
         for e in puts {
-            let c = self.changes.entry(e.fp).or_insert(Change::UNCHANGED);
-            c.put = Some(c.put.map_or(e.container, |p| canonical(p, e.container)));
+            self.changes
+                .entry(e.fp)
+                .or_insert(Change::UNCHANGED)
+                .put_in(e.container);
         }
     }
 
     /// What a merge writes: the entries the deltas and then `update` put
     /// that no removal forgot, and the removals that still reach the file
     /// (fingerprint and bound), as [`Overlay::apply`] of `update` to a copy
-    /// would leave them. Only the fingerprints the update names are copied:
-    /// a change depends on its own fingerprint's alone, so the others are
-    /// read from `self` as they are (a merge no longer holds the overlay
-    /// twice).
+    /// would leave them. Only the changes of the fingerprints the update
+    /// names are copied, into a sorted vector (a change depends on its own
+    /// fingerprint's alone); the others are read from `self` as they are,
+    /// and the entries are allocated once at their bound: a merge held the
+    /// overlay twice, then a map of the update beside a doubling vector.
     pub fn with_update(&self, update: &IndexUpdate) -> (Vec<IndexEntry>, FpMap<ContainerId>) {
-        let mut touched = Overlay::default();
-        let named = update
+        let mut touched: Vec<(Fingerprint, Change)> = update
             .removes
             .iter()
-            .chain(update.puts.iter().map(|e| &e.fp));
-        for fp in named {
-            if let Some(c) = self.changes.get(fp) {
-                touched.changes.entry(*fp).or_insert(*c);
+            .chain(update.puts.iter().map(|e| &e.fp))
+            .map(|fp| (*fp, Change::UNCHANGED))
+            .collect();
+        touched.sort_unstable_by_key(|t| t.0);
+        touched.dedup_by(|a, b| a.0 == b.0);
+        for (fp, c) in &mut touched {
+            if let Some(old) = self.changes.get(fp) {
+                *c = *old;
             }
         }
-        touched.apply(&update.removes, update.removes_below, &update.puts);
-        let untouched = || {
-            self.changes
-                .iter()
-                .filter(|(fp, _)| !touched.changes.contains_key(*fp))
+        let at = |touched: &[(Fingerprint, Change)], fp: &Fingerprint| {
+            touched
+                .binary_search_by(|(f, _)| f.cmp(fp))
+                .expect("every fingerprint the update names")
         };
-        let both = || untouched().chain(touched.changes.iter());
-        let entries = both()
-            .filter_map(|(fp, c)| {
-                c.put.map(|id| IndexEntry {
-                    fp: *fp,
-                    container: id,
-                })
-            })
-            .collect();
-        let forget = both()
-            .filter(|(_, c)| c.removes())
-            .map(|(fp, c)| (*fp, c.below))
-            .collect();
+        let bound = update.removes_below.unwrap_or(FORGET_ALL);
+        for fp in &update.removes {
+            let i = at(&touched, fp);
+            touched[i].1.remove_below(bound);
+        }
+        for e in &update.puts {
+            let i = at(&touched, &e.fp);
+            touched[i].1.put_in(e.container);
+        }
+        let untouched = self
+            .changes
+            .iter()
+            .filter(|(fp, _)| touched.binary_search_by(|(f, _)| f.cmp(fp)).is_err());
+        let mut entries = Vec::with_capacity(self.changes.len() + touched.len());
+        let mut forget = FpMap::default();
+        for (fp, c) in untouched.chain(touched.iter().map(|(fp, c)| (fp, c))) {
+            if let Some(container) = c.put() {
+                entries.push(IndexEntry { fp: *fp, container });
+            }
+            if c.removes() {
+                forget.insert(*fp, c.below());
+            }
+        }
         (entries, forget)
+    }
+
+    /// A copy of everything but the changes (which deltas were applied,
+    /// the marks, the containers named).
+    pub fn clone_without_changes(&self) -> Overlay {
+        Overlay {
+            seq: self.seq,
+            covered_below: self.covered_below,
+            containers: self.containers.clone(),
+            changes: FpMap::default(),
+            applied: self.applied.clone(),
+        }
     }
 
     /// What the deltas say about `fp`, if anything.
@@ -207,7 +274,7 @@ impl Overlay {
     /// What the deltas put that no removal forgot.
     pub fn stored(&self) -> impl Iterator<Item = IndexEntry> + '_ {
         self.changes.iter().filter_map(|(fp, c)| {
-            c.put.map(|id| IndexEntry {
+            c.put().map(|id| IndexEntry {
                 fp: *fp,
                 container: id,
             })
@@ -219,7 +286,7 @@ impl Overlay {
     pub fn removed(&self) -> usize {
         self.changes
             .values()
-            .filter(|c| c.removes() && c.put.is_none())
+            .filter(|c| c.removes() && c.put().is_none())
             .count()
     }
 
@@ -299,8 +366,8 @@ impl Overlay {
         for (fp, l) in &later.changes {
             let c = self.changes.entry(*fp).or_insert(Change::UNCHANGED);
             // What this overlay put is to `later` what the file is to it.
-            c.put = l.over(c.put);
-            c.below = c.below.max(l.below);
+            c.set_put(l.over(c.put()));
+            c.set_below(c.below().max(l.below()));
         }
         self.containers.extend(later.containers.iter().copied());
         self.covered_below = self.covered_below.max(later.covered_below);
@@ -611,6 +678,48 @@ mod tests {
             batches[split..].iter().for_each(|b| apply(&mut second, b));
             first.then(&second);
             proptest::prop_assert_eq!(first.changes, whole.changes);
+        }
+
+        /// What a merge writes from the overlay and one more update
+        /// ([`Overlay::with_update`]) equals applying the update to a copy
+        /// of the overlay and reading its puts and removals.
+        #[test]
+        fn a_merges_entries_equal_applying_the_update_to_a_copy(
+            batches in proptest::collection::vec(
+                (
+                    proptest::collection::vec(0u8..12, 0..4),
+                    proptest::option::of(0u64..12),
+                    proptest::collection::vec((0u8..12, 1u64..12), 0..6),
+                ),
+                1..10,
+            ),
+        ) {
+            let parts = |(removes, below, puts): &(Vec<u8>, Option<u64>, Vec<(u8, u64)>)| {
+                let removes: Vec<Fingerprint> = removes.iter().map(|b| fp(*b)).collect();
+                let puts: Vec<IndexEntry> = puts.iter().map(|(b, c)| put(*b, *c)).collect();
+                IndexUpdate { puts, removes, removes_below: below.map(ContainerId) }
+            };
+            let (last, earlier) = batches.split_last().unwrap();
+            let mut overlay = Overlay::default();
+            for b in earlier {
+                let u = parts(b);
+                overlay.apply(&u.removes, u.removes_below, &u.puts);
+            }
+            let update = parts(last);
+            let (mut entries, forget) = overlay.with_update(&update);
+            let mut copy = overlay.clone();
+            copy.apply(&update.removes, update.removes_below, &update.puts);
+            let mut expected: Vec<IndexEntry> = copy.stored().collect();
+            entries.sort_unstable_by_key(|e| e.fp);
+            expected.sort_unstable_by_key(|e| e.fp);
+            proptest::prop_assert_eq!(entries, expected);
+            let expected_forget: FpMap<ContainerId> = copy
+                .changes
+                .iter()
+                .filter(|(_, c)| c.removes())
+                .map(|(fp, c)| (*fp, c.below()))
+                .collect();
+            proptest::prop_assert_eq!(forget, expected_forget);
         }
     }
 }

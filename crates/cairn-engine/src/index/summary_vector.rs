@@ -9,9 +9,8 @@
 //! variant, so parallel streams insert without a lock.
 
 use cairn_core::{ContainerId, Fingerprint, Result};
-use cairn_format::summary_vector::{
-    decode_summary_vector, encode_summary_vector, SummaryVectorCheckpoint,
-};
+use cairn_format::summary_vector::{decode_summary_vector, encode_summary_vector_words};
+
 use fastbloom::AtomicBloomFilter;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -91,12 +90,14 @@ impl SummaryVector {
     /// A checkpoint that covers every container below `covered_below`
     /// (layout: `cairn_format::summary_vector`).
     pub fn checkpoint(&self, covered_below: ContainerId) -> Vec<u8> {
-        encode_summary_vector(&SummaryVectorCheckpoint {
+        let words = (self.num_bits() / 64) as usize;
+        encode_summary_vector_words(
             covered_below,
-            hashes: self.hashes,
-            inserted: self.inserted(),
-            words: self.filter.iter().collect(),
-        })
+            self.hashes,
+            self.inserted(),
+            words,
+            self.filter.iter(),
+        )
     }
 
     /// Loads a checkpoint; returns the filter and the container mark it covers.
