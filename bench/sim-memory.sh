@@ -6,6 +6,9 @@
 # Workloads (`cairn sim --workload ddfs`, DDFS §5.3 generations):
 #   small: 10 generations of 16 GiB, 4 streams (21.0 M chunks, 2.73 M unique)
 #   large: 2 generations of 200 GiB, 4 streams (52.4 M chunks, 27.1 M unique)
+# The "-bounded" configurations bound the in-memory index part
+# (`--index-part-budget`, 500,000 entries small, 4,000,000 large): a backup
+# merges its durable chunks into the index whenever the part passes it.
 # Each configuration runs RUNS times (default 3), alternated with the
 # others, since one run's peak varies by about 10% here (allocator and
 # thread timing). Reports the peak (VmHWM, from `--json`'s `memory`) per
@@ -27,16 +30,18 @@ small=(--param generations=10 --param generation_bytes=16GiB --param streams=4)
 # The large workload's first backup stores 26 M unique chunks: its Summary
 # Vector is sized for them (the simulation's fixed default is 4 M).
 large=(--param generations=2 --param generation_bytes=200GiB --param streams=4 --summary-vector-chunks 32000000)
-configs=("small" "small-restore")
-[ "$LARGE" = 1 ] && configs+=("large")
+configs=("small" "small-bounded" "small-restore")
+[ "$LARGE" = 1 ] && configs+=("large" "large-bounded")
 
 for run in $(seq 1 "$RUNS"); do
   [ "${REPORT_ONLY:-0}" = 1 ] && break
   for c in "${configs[@]}"; do
     case "$c" in
       small) args=("${small[@]}") ;;
+      small-bounded) args=("${small[@]}" --index-part-budget 500000) ;;
       small-restore) args=("${small[@]}" --restore) ;;
       large) args=("${large[@]}") ;;
+      large-bounded) args=("${large[@]}" --index-part-budget 4000000) ;;
     esac
     start=$(date +%s.%N)
     "$CAIRN" sim --workload ddfs "${args[@]}" --json > "$OUT/$c-$run.json"
