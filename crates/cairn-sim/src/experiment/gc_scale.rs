@@ -208,7 +208,11 @@ mod tests {
             // The perfect hash's fixed part weighs on a few thousand
             // fingerprints, whose keys differ per repository: the first
             // checkpoint (about 4,000) measured 4.2 bits in one CI run.
-            let bound = if u(r, "fingerprints") >= 10_000 { 4.0 } else { 6.0 };
+            let bound = if u(r, "fingerprints") >= 10_000 {
+                4.0
+            } else {
+                6.0
+            };
             assert!(bits > 1.0 && bits < bound, "live vector {bits} bits: {r}");
             assert_eq!(u(r, "mark_passes"), 1);
             assert!(u(r, "process_peak_bytes") > 0);
