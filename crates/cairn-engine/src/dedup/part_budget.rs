@@ -36,7 +36,7 @@ use std::sync::Arc;
 use cairn_core::{Backend, Result};
 use cairn_format::index::IndexEntry;
 
-use super::memory_part::MemoryPart;
+use super::memory_part::{MemoryPart, Slot};
 use super::Dedup;
 use crate::index::overlay::IndexUpdate;
 
@@ -77,8 +77,15 @@ impl Dedup {
             // The backup fails with the sealer's error; nothing to merge.
             return Ok(0);
         }
+        let movable = |slot: &Slot| slot.container().is_some_and(|c| c < below);
+        let count = st.memory.iter().filter(|(_, slot)| movable(slot)).count();
+        if count == 0 {
+            // Every entry in flight or in a container still open: the
+            // part stays as it is (no rebuild, no empty generation).
+            return Ok(0);
+        }
         let memory = std::mem::take(&mut st.memory);
-        let mut moved = Vec::with_capacity(memory.len());
+        let mut moved = Vec::with_capacity(count);
         let mut kept = MemoryPart::default();
         for (fp, slot) in memory.into_entries() {
             match slot.container() {
@@ -87,10 +94,6 @@ impl Dedup {
             }
         }
         st.memory = kept;
-        let count = moved.len();
-        if count == 0 {
-            return Ok(0);
-        }
         st.index.merge_next();
         st.index.commit(
             &*budget.backend,
