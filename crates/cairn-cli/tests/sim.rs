@@ -312,6 +312,20 @@ fn real_and_simulated_restores_agree(rewrite: &str, policies: &[&str]) {
     }
 }
 
+/// `cairn sim` of two 96 MiB DDFS generations with `extra` flags, as JSON.
+fn two_small_ddfs_generations(dir: &std::path::Path, extra: &[&str]) -> Value {
+    let mut args = vec![
+        "--workload",
+        "ddfs",
+        "--param",
+        "generations=2",
+        "--param",
+        "generation_bytes=96MiB",
+    ];
+    args.extend_from_slice(extra);
+    sim(dir, &args)
+}
+
 /// `--summary-vector-chunks` sizes the filter: one sized far below the
 /// workload's unique chunks (the filter's floor is 1,024 chunks; the first
 /// backup stores about 12,000) answers "certainly new" less often (its
@@ -320,19 +334,7 @@ fn real_and_simulated_restores_agree(rewrite: &str, policies: &[&str]) {
 #[test]
 fn the_summary_vector_is_sized_as_asked() {
     let tmp = tempfile::tempdir().unwrap();
-    let base = [
-        "--workload",
-        "ddfs",
-        "--param",
-        "generations=2",
-        "--param",
-        "generation_bytes=96MiB",
-    ];
-    let run = |extra: &[&str]| {
-        let mut args = base.to_vec();
-        args.extend_from_slice(extra);
-        sim(tmp.path(), &args)
-    };
+    let run = |extra: &[&str]| two_small_ddfs_generations(tmp.path(), extra);
     let sized = run(&[]);
     let tiny = run(&["--summary-vector-chunks", "64"]);
     let t = |r: &Value, k: &str| r["totals"][k].as_u64().unwrap();
@@ -362,19 +364,7 @@ fn the_summary_vector_is_sized_as_asked() {
 #[test]
 fn the_index_part_budget_bounds_the_in_memory_part() {
     let tmp = tempfile::tempdir().unwrap();
-    let base = [
-        "--workload",
-        "ddfs",
-        "--param",
-        "generations=2",
-        "--param",
-        "generation_bytes=96MiB",
-    ];
-    let run = |extra: &[&str]| {
-        let mut args = base.to_vec();
-        args.extend_from_slice(extra);
-        sim(tmp.path(), &args)
-    };
+    let run = |extra: &[&str]| two_small_ddfs_generations(tmp.path(), extra);
     let free = run(&[]);
     let bounded = run(&["--index-part-budget", "1000"]);
     for g in 0..2 {

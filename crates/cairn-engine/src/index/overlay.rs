@@ -649,6 +649,17 @@ mod tests {
         assert!(e.is_corruption(), "{e}");
     }
 
+    /// A generated batch: fingerprints removed, the removal's bound, puts.
+    type Batch = (Vec<u8>, Option<u64>, Vec<(u8, u64)>);
+
+    fn update_of((removes, below, puts): &Batch) -> IndexUpdate {
+        IndexUpdate {
+            puts: puts.iter().map(|(b, c)| put(*b, *c)).collect(),
+            removes: removes.iter().map(|b| fp(*b)).collect(),
+            removes_below: below.map(ContainerId),
+        }
+    }
+
     proptest::proptest! {
         /// Applying two runs of batches one after the other equals applying
         /// the second run's overlay after the first's ([`Overlay::then`]).
@@ -664,10 +675,9 @@ mod tests {
             ),
             split in 0usize..10,
         ) {
-            let apply = |o: &mut Overlay, (removes, below, puts): &(Vec<u8>, Option<u64>, Vec<(u8, u64)>)| {
-                let removes: Vec<Fingerprint> = removes.iter().map(|b| fp(*b)).collect();
-                let puts: Vec<IndexEntry> = puts.iter().map(|(b, c)| put(*b, *c)).collect();
-                o.apply(&removes, below.map(ContainerId), &puts);
+            let apply = |o: &mut Overlay, batch: &Batch| {
+                let u = update_of(batch);
+                o.apply(&u.removes, u.removes_below, &u.puts);
             };
             let split = split.min(batches.len());
             let mut whole = Overlay::default();
@@ -694,18 +704,13 @@ mod tests {
                 1..10,
             ),
         ) {
-            let parts = |(removes, below, puts): &(Vec<u8>, Option<u64>, Vec<(u8, u64)>)| {
-                let removes: Vec<Fingerprint> = removes.iter().map(|b| fp(*b)).collect();
-                let puts: Vec<IndexEntry> = puts.iter().map(|(b, c)| put(*b, *c)).collect();
-                IndexUpdate { puts, removes, removes_below: below.map(ContainerId) }
-            };
             let (last, earlier) = batches.split_last().unwrap();
             let mut overlay = Overlay::default();
             for b in earlier {
-                let u = parts(b);
+                let u = update_of(b);
                 overlay.apply(&u.removes, u.removes_below, &u.puts);
             }
-            let update = parts(last);
+            let update = update_of(last);
             let (mut entries, forget) = overlay.with_update(&update);
             let mut copy = overlay.clone();
             copy.apply(&update.removes, update.removes_below, &update.puts);

@@ -86,6 +86,27 @@ fn relayout_options() -> cairn_engine::gc::relayout::RelayoutOptions {
     }
 }
 
+/// Backups, each followed by a simulated restore through a default-policy
+/// cache of `cache_bytes`, on `device`.
+fn with_restores(
+    config: cairn_engine::RepoConfig,
+    device: DeviceClass,
+    cache_bytes: u64,
+    relayout: Option<cairn_engine::gc::relayout::RelayoutOptions>,
+) -> SimOptions {
+    SimOptions {
+        config,
+        device: DeviceModel::for_device(device),
+        restore: true,
+        restore_cache: cairn_engine::read::CacheOptions {
+            policy: Default::default(),
+            bytes: cache_bytes,
+        },
+        also_restore: Vec::new(),
+        relayout,
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(12))]
 
@@ -101,19 +122,10 @@ proptest! {
         let tmp = tempfile::tempdir().unwrap();
         let inputs = trace_inputs(tmp.path(), &gens);
         let config = small_config(summary, cache);
-        let report = run(&inputs, &SimOptions {
-            config,
-            device: DeviceModel::for_device(DeviceClass::ssd()),
-            restore: true,
-            restore_cache: cairn_engine::read::CacheOptions {
-                policy: Default::default(),
-                bytes: 256 << 10,
-            },
-            also_restore: Vec::new(),
-            // Re-layout moves chunks between generations: later lookups
-            // must find them where they went, or chunks are stored twice.
-            relayout: relayout.then(relayout_options),
-        }).unwrap();
+        // Re-layout moves chunks between generations: later lookups must
+        // find them where they went, or chunks are stored twice.
+        let opts = with_restores(config, DeviceClass::ssd(), 256 << 10, relayout.then(relayout_options));
+        let report = run(&inputs, &opts).unwrap();
         let mut seen = HashSet::new();
         for (files, row) in gens.iter().zip(&report.generations) {
             let chunks: Vec<u16> = files.iter().flatten().copied().collect();
@@ -151,17 +163,7 @@ proptest! {
             config.rewrite = cairn_engine::config::RewriteConfig::parse("capping:segment=64KiB,cap=2").unwrap();
         }
         // A fresh device model per run: a model's clones share its totals.
-        let opts = || SimOptions {
-            config: config.clone(),
-            device: DeviceModel::for_device(DeviceClass::hdd()),
-            restore: true,
-            restore_cache: cairn_engine::read::CacheOptions {
-                policy: Default::default(),
-                bytes: 96 << 10,
-            },
-            also_restore: Vec::new(),
-            relayout: relayout.then(relayout_options),
-        };
+        let opts = || with_restores(config.clone(), DeviceClass::hdd(), 96 << 10, relayout.then(relayout_options));
         let rows = |metadata| {
             let report = run_with(&inputs, &opts(), metadata).unwrap();
             let mut rows: Vec<GenerationRow> = report.generations.clone();
@@ -411,17 +413,7 @@ proptest! {
         let run_with_budget = |budget: Option<u64>| {
             let mut config = config.clone();
             config.index.part_budget = budget;
-            run(&inputs, &SimOptions {
-                config,
-                device: DeviceModel::for_device(DeviceClass::hdd()),
-                restore: true,
-                restore_cache: cairn_engine::read::CacheOptions {
-                    policy: Default::default(),
-                    bytes: 96 << 10,
-                },
-                also_restore: Vec::new(),
-                relayout: None,
-            }).unwrap()
+            run(&inputs, &with_restores(config, DeviceClass::hdd(), 96 << 10, None)).unwrap()
         };
         let (free, bounded) = (run_with_budget(None), run_with_budget(Some(budget)));
         let decided = |r: &GenerationRow| (
