@@ -343,7 +343,7 @@ impl DiskIndex {
     /// Runs `f` on the current generation (`None` when there is no index).
     /// If a concurrent writer replaced that generation meanwhile (its object
     /// is gone), reloads the newest generation and runs `f` again.
-    fn with_current<T>(&self, f: impl Fn(&Current) -> Result<T>) -> Result<Option<T>> {
+    fn with_current<T>(&self, mut f: impl FnMut(&Current) -> Result<T>) -> Result<Option<T>> {
         let Some(cur) = self.current.read().clone() else {
             return Ok(None);
         };
@@ -493,20 +493,14 @@ impl DiskIndex {
         for page in Pages::new(&cur.header, &bytes, &key) {
             for e in page? {
                 n += 1;
-                match cur.overlay.changes.get(&e.fp) {
-                    None => f(&e),
-                    Some(change) => {
-                        combined.insert(e.fp);
-                        match change.over(Some(e.container)) {
-                            Some(container) => f(&IndexEntry {
-                                fp: e.fp,
-                                container,
-                            }),
-                            None => continue,
-                        }
-                    }
+                let change = cur.overlay.changes.get(&e.fp);
+                if change.is_some() {
+                    combined.insert(e.fp);
                 }
-                emitted += 1;
+                if let Some(e) = changed(change, e) {
+                    f(&e);
+                    emitted += 1;
+                }
             }
         }
         for e in cur.overlay.stored() {
@@ -526,25 +520,14 @@ impl DiskIndex {
     /// hold is passed twice. The Summary Vector's rebuild at a merge held
     /// the whole file beside the merge's own buffers (issue 35).
     pub fn for_each_entry_at_least_once(&self, f: &mut dyn FnMut(&IndexEntry)) -> Result<()> {
-        let f = std::cell::RefCell::new(f);
         self.with_current(|c| {
             let cur = self.with_stored_deltas(c)?;
             let key = object_names::index(cur.generation);
-            let mut f = f.borrow_mut();
             let mut n = 0;
             for page in Pages::stored_unlocked(&cur.header, &*self.backend, &key) {
                 for e in page? {
                     n += 1;
-                    let kept = match cur.overlay.changes.get(&e.fp) {
-                        None => Some(e),
-                        Some(change) => {
-                            change.over(Some(e.container)).map(|container| IndexEntry {
-                                fp: e.fp,
-                                container,
-                            })
-                        }
-                    };
-                    if let Some(e) = kept {
+                    if let Some(e) = changed(cur.overlay.changes.get(&e.fp), e) {
                         f(&e);
                     }
                 }
@@ -752,12 +735,7 @@ impl DiskIndex {
         // (sorted in place: a map of them held a backup's new chunks twice).
         let mut puts = update.puts;
         puts.sort_unstable_by_key(|e| e.fp);
-        puts.dedup_by(|later, first| {
-            later.fp == first.fp && {
-                first.container = canonical(first.container, later.container);
-                true
-            }
-        });
+        collapse_canonically(&mut puts);
         // The next free number, created only if absent: writers side by
         // side never replace each other's deltas, and leave no gap.
         let mut delta = cairn_format::index_delta::IndexDelta {
@@ -826,7 +804,7 @@ impl DiskIndex {
         fp_width: usize,
         page_size: usize,
     ) -> Result<u64> {
-        let old = self.current_with_deltas()?;
+        let mut old = self.current_with_deltas()?;
         let mut update = update;
         if let Some(cur) = &old {
             self.drop_removals_of_newer_entries(cur, &mut update)?;
@@ -842,7 +820,6 @@ impl DiskIndex {
         // canonical copy of each fingerprint, as the overlay would, without
         // a map of every put (about 150 bytes each beside the puts' 40).
         let pending = old.as_ref().is_some_and(|c| !c.overlay.changes.is_empty());
-        let mut old = old;
         let (entries, forget) = if !pending && update.removes.is_empty() {
             (update.puts, FpMap::default())
         } else {
@@ -920,12 +897,7 @@ impl DiskIndex {
         // Among equal fingerprints the canonical copy is kept (`canonical`:
         // the newest container): sorted first among its equals.
         sort_in_file_order(&mut new_entries);
-        new_entries.dedup_by(|later, first| {
-            later.fp == first.fp && {
-                first.container = canonical(first.container, later.container);
-                true
-            }
-        });
+        collapse_canonically(&mut new_entries);
         let old_count = old.as_ref().map_or(0, |c| c.header.entry_count);
         let per_page = codec::entries_per_page(page_size, fp_width).max(1);
         // Sized for the upper bound (old and new never overlap in practice).
@@ -1044,6 +1016,29 @@ impl DiskIndex {
             }
         }
         Ok(generation)
+    }
+}
+
+/// Keeps one entry per fingerprint, naming the canonical copy of the
+/// entries it had (`entries` holds each fingerprint's entries side by side).
+fn collapse_canonically(entries: &mut Vec<IndexEntry>) {
+    entries.dedup_by(|later, first| {
+        later.fp == first.fp && {
+            first.container = canonical(first.container, later.container);
+            true
+        }
+    });
+}
+
+/// The file's entry `e` as the deltas' change of its fingerprint (if any)
+/// leaves it: kept, combined with what they put, or forgotten.
+fn changed(change: Option<&Change>, e: IndexEntry) -> Option<IndexEntry> {
+    match change {
+        None => Some(e),
+        Some(c) => c.over(Some(e.container)).map(|container| IndexEntry {
+            fp: e.fp,
+            container,
+        }),
     }
 }
 
