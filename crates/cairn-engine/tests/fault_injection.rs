@@ -122,7 +122,9 @@ fn a_crash_after_a_mid_backup_merge_is_collected() {
         let names = m.list(cairn_engine::object_names::INDEX).unwrap();
         names
             .iter()
-            .filter_map(|k| cairn_engine::object_names::parse_generation(k, "index/"))
+            .filter_map(|k| {
+                cairn_engine::object_names::parse_generation(k, cairn_engine::object_names::INDEX)
+            })
             .max()
     };
     let committed = newest_generation(&mem);
