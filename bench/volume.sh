@@ -28,7 +28,17 @@
 #    own base, so sessions rarely store the same chunk), optimized by one
 #    session and by SESSIONS, each on its own copy of the data: wall and
 #    CPU seconds, the store before and after one `volume gc` (which
-#    reconciles copies two sessions stored at once).
+#    reconciles copies two sessions stored at once). The SESSIONS run
+#    partitions by path (the images share one type).
+#
+# 6. Partitioned dedup (004 "Efficient partitioning strategies"): three
+#    users' trees holding overlapping parts of the mixed dataset (u0 the
+#    source tree and the documents, u1 the source tree and the images, u2
+#    the images and the documents), optimized by one session (global
+#    dedup) and by SESSIONS sessions partitioned by type and by path:
+#    the store before gc (each partition deduplicated against its own
+#    chunk log and the base) and after one `volume gc` (reconciled), and
+#    the peak RSS.
 #
 #   QUICK=1          ~40 s version (smaller data, a 256 MiB file written, 1 run)
 #   SRC_MIB (32)     one version of the source tree; VERSIONS (5) of them
@@ -40,7 +50,7 @@
 #   READ_MIB (256)   the file read in 4
 #   RUNS (3)  RANDOM_READS (4000)
 #   HOSTS (4) subtrees of 2 images of VM_MIB each; SESSIONS (2)
-#   PHASES (space,optimize,reads,sessions)  which phases run, comma-separated (optimize:
+#   PHASES (space,optimize,reads,sessions,partitions)  which phases run, comma-separated (optimize:
 #                    2 and 3); e.g. PHASES=reads to measure the reads alone
 #   TMPDIR (/tmp)    where the run's work directory is made (removed at the end)
 #   CAIRN (default: builds and uses target/release/cairn)
@@ -60,14 +70,14 @@ SRC_MIB=${SRC_MIB:-32} VERSIONS=${VERSIONS:-5} IMAGE_MIB=${IMAGE_MIB:-48} IMAGES
 DOC_MIB=${DOC_MIB:-32} VM_MIB=${VM_MIB:-128} VMS=${VMS:-4} WRITE_MIB=${WRITE_MIB:-1024}
 READ_MIB=${READ_MIB:-256} RUNS=${RUNS:-3} RANDOM_READS=${RANDOM_READS:-4000}
 HOSTS=${HOSTS:-4} SESSIONS=${SESSIONS:-2}
-PHASES=${PHASES:-space,optimize,reads,sessions}
+PHASES=${PHASES:-space,optimize,reads,sessions,partitions}
 # Whether phase $1 is one of those asked for.
 phase() { [[ ",$PHASES," == *",$1,"* ]]; }
 for p in ${PHASES//,/ }; do
     case $p in
-    space | optimize | reads | sessions) ;;
+    space | optimize | reads | sessions | partitions) ;;
     *)
-        echo "volume.sh: unknown phase '$p' in PHASES (space, optimize, reads, sessions)" >&2
+        echo "volume.sh: unknown phase '$p' in PHASES (space, optimize, reads, sessions, partitions)" >&2
         exit 1
         ;;
     esac
@@ -607,7 +617,7 @@ age_files "$WORK/sessions-1"
 age_files "$WORK/sessions-$SESSIONS"
 for n in 1 "$SESSIONS"; do
     V="$WORK/sessions-$n"
-    timed_optimize "$V" --sessions "$n" --json
+    timed_optimize "$V" --sessions "$n" --partition-by path --json
     cp "$WORK/optimize.log" "$WORK/sessions-$n.json"
     echo "$OPT_WALL $OPT_CPU $OPT_RSS_KIB" >"$WORK/sessions-$n.time"
     "$CAIRN" volume status "$V" --json >"$WORK/sessions-$n.before.json"
@@ -635,6 +645,57 @@ print(f"   wall: {n} sessions / 1 session = {wn / w1:.2f} (speedup {w1 / wn:.2f}
       f"before gc: {rows[n][4] / rows['1'][4]:.4f}x")
 PY
 rm -rf "$WORK"/sessions-*
+fi
+
+# ------------------------------------------------- 6. partitioned dedup
+if phase partitions; then
+say ""
+say "6. Partitioned dedup: 3 users' overlapping parts of the mixed dataset, 1 session vs ${SESSIONS} by type and by path"
+for mode in one type path; do
+    V="$WORK/parts-$mode"
+    "$CAIRN" volume create "$V" --encryption none >/dev/null
+    python3 "$HELPER" source "$V/files/u0/src" "$SRC_MIB" "$VERSIONS"
+    python3 "$HELPER" docs "$V/files/u0/docs" "$DOC_MIB"
+    python3 "$HELPER" source "$V/files/u1/src" "$SRC_MIB" "$VERSIONS"
+    python3 "$HELPER" images "$V/files/u1/images" disk "$IMAGES" "$IMAGE_MIB" 0.05 21
+    python3 "$HELPER" images "$V/files/u2/images" disk "$IMAGES" "$IMAGE_MIB" 0.05 21
+    python3 "$HELPER" docs "$V/files/u2/docs" "$DOC_MIB"
+    age_files "$V"
+done
+for mode in one type path; do
+    V="$WORK/parts-$mode"
+    if [ "$mode" = one ]; then
+        timed_optimize "$V" --sessions 1 --json
+    else
+        timed_optimize "$V" --sessions "$SESSIONS" --partition-by "$mode" --json
+    fi
+    cp "$WORK/optimize.log" "$WORK/parts-$mode.json"
+    echo "$OPT_WALL $OPT_CPU $OPT_RSS_KIB" >"$WORK/parts-$mode.time"
+    "$CAIRN" volume status "$V" --json >"$WORK/parts-$mode.before.json"
+    "$CAIRN" volume gc "$V" >/dev/null
+    "$CAIRN" volume status "$V" --json >"$WORK/parts-$mode.after.json"
+    "$CAIRN" check --repo "$V/store" -q
+done
+python3 - "$WORK" <<'PY' | tee -a "$REPORT"
+import json, sys
+work = sys.argv[1]
+rows = {}
+for mode in ("one", "type", "path"):
+    wall, cpu, rss = open(f"{work}/parts-{mode}.time").read().split()
+    rep = json.load(open(f"{work}/parts-{mode}.json"))
+    before = json.load(open(f"{work}/parts-{mode}.before.json"))["store_bytes"]
+    after = json.load(open(f"{work}/parts-{mode}.after.json"))["store_bytes"]
+    rows[mode] = (before, after)
+    logical = rep["bytes_optimized"]
+    print(f"   {mode:>4}: {rep['sessions']} session(s), {rep.get('partitions', 1)} partition(s), "
+          f"{logical / 1e6:.0f} MB in {float(wall):.2f} s wall, peak RSS {int(rss) // 1024} MiB; "
+          f"store {before / 1e6:.1f} MB ({1 - before / logical:.1%} saved), "
+          f"after gc {after / 1e6:.1f} MB ({1 - after / logical:.1%} saved)")
+for mode in ("type", "path"):
+    print(f"   {mode}: store before gc {rows[mode][0] / rows['one'][0]:.3f}x global dedup's, "
+          f"after gc {rows[mode][1] / rows['one'][1]:.3f}x")
+PY
+rm -rf "$WORK"/parts-*
 fi
 
 if [ -d "$ROOT/bench/out" ] || mkdir -p "$ROOT/bench/out"; then

@@ -90,10 +90,61 @@ fn bad_volume_commands_fail_with_one_line() {
         .code(2)
         .one_line_error();
     assert!(err.contains("--min-size"), "{err}");
+    let err = volume(&["volume", "optimize", s(&dir), "--partition-by", "size"])
+        .code(2)
+        .one_line_error();
+    assert!(err.contains("expected `type` or `path`"), "{err}");
     let err = volume(&["volume", "create", s(&dir)])
         .code(1)
         .one_line_error();
     assert!(err.contains("not empty"), "{err}");
+}
+
+/// Several sessions split the files by type by default (004's partitioned
+/// dedup): each type is a partition with a chunk log of its own, named in
+/// `partitions.json`, and the run says so; every file reads back after
+/// the collection that reconciles the partitions.
+#[test]
+fn sessions_partition_the_files_by_type() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("vol");
+    volume(&["volume", "create", s(&dir), "--encryption", "none"]).ok();
+    let files = dir.join("files");
+    let mut rng = Rng::new(35);
+    let shared = rng.text(300_000);
+    for (name, extra) in [
+        ("a.txt", 1000),
+        ("b.TXT", 2000),
+        ("c.log", 3000),
+        ("d.log", 4000),
+    ] {
+        let mut bytes = shared.clone();
+        bytes.extend_from_slice(&rng.text(extra));
+        std::fs::write(files.join(name), bytes).unwrap();
+    }
+    age(&files);
+    let text = volume(&[
+        "volume",
+        "optimize",
+        s(&dir),
+        "--min-age",
+        "1s",
+        "--sessions",
+        "2",
+    ])
+    .ok()
+    .stdout_str();
+    assert!(text.contains("optimized 4 of 4 files"), "{text}");
+    assert!(text.contains("2 sessions over 2 partitions"), "{text}");
+    let map = std::fs::read_to_string(dir.join("partitions.json")).unwrap();
+    assert!(
+        map.contains("\"type:txt\"") && map.contains("\"type:log\""),
+        "{map}"
+    );
+    volume(&["volume", "gc", s(&dir)]).ok();
+    volume(&["check", "--repo", s(&dir.join("store")), "--read-data"]).ok();
+    let st = volume(&["volume", "status", s(&dir), "--json"]).ok().json();
+    assert_eq!(st["optimized_files"], 4, "{st}");
 }
 
 /// Runs `cairn volume mount` while `check` uses the mount and `status`
@@ -190,8 +241,10 @@ fn a_mounted_volume_optimizes_and_reports_through_its_daemon() {
     for i in 0..3 {
         let mut bytes = base.clone();
         bytes.extend_from_slice(&rng.text(40_000 + i * 1000));
-        std::fs::write(files.join(format!("f{i}")), &bytes).unwrap();
-        expected.push((format!("f{i}"), bytes));
+        // One directory each: three partitions by path, one by type.
+        std::fs::create_dir(files.join(format!("d{i}"))).unwrap();
+        std::fs::write(files.join(format!("d{i}/f{i}")), &bytes).unwrap();
+        expected.push((format!("d{i}/f{i}"), bytes));
     }
     age(&files);
     let Some(m) = common::fuse::volume_mount(&dir, &mnt) else {
@@ -217,10 +270,24 @@ fn a_mounted_volume_optimizes_and_reports_through_its_daemon() {
     assert_eq!(st["jobs"]["optimize"]["state"], "idle", "{st}");
     assert!(st["jobs"]["optimize"].get("last").is_none(), "{st}");
 
-    let report = no_password(&["volume", "optimize", s(&dir), "--min-age", "1s", "--json"])
-        .ok()
-        .json();
+    // The partitioning asked for reaches the daemon's run.
+    let report = no_password(&[
+        "volume",
+        "optimize",
+        s(&dir),
+        "--min-age",
+        "1s",
+        "--sessions",
+        "2",
+        "--partition-by",
+        "path",
+        "--json",
+    ])
+    .ok()
+    .json();
     assert_eq!(report["files_optimized"], 3, "{report}");
+    assert_eq!(report["sessions"], 2, "{report}");
+    assert_eq!(report["partitions"], 3, "{report}");
     assert!(report["snapshot"].is_string(), "{report}");
     for (name, bytes) in &expected {
         assert!(std::fs::read(mnt.join(name)).unwrap() == *bytes, "{name}");

@@ -100,6 +100,7 @@ fn merge_beside_writers(repo: &Repository, at: usize) -> Result<bool> {
         &repo.config.index,
         &warnings,
         &repo.overlays,
+        None,
     )?
     else {
         return Ok(false);

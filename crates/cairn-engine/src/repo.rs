@@ -573,6 +573,19 @@ impl Repository {
     /// rebuilt only by a writer alone, so a shared holder that meets one
     /// first waits to hold the lock alone (nothing is written before).
     pub fn open_index(&self, lock: &WriteLock, warnings: &Warnings) -> Result<OpenedIndex> {
+        self.open_index_in(lock, warnings, None)
+    }
+
+    /// [`Self::open_index`] for a backup that asks for frugal-index
+    /// partition `partition` beside other writers (004's partitioned
+    /// dedup: it deduplicates against that partition and partition 0 only;
+    /// `BackupOptions::index_partition`).
+    pub fn open_index_in(
+        &self,
+        lock: &WriteLock,
+        warnings: &Warnings,
+        partition: Option<u32>,
+    ) -> Result<OpenedIndex> {
         if lock.is_shared() {
             if let Some(opened) = crate::index::open_beside_writers_memoized(
                 self.backend.clone(),
@@ -581,6 +594,7 @@ impl Repository {
                 &self.config.index,
                 warnings,
                 &self.overlays,
+                partition,
             )? {
                 return Ok(opened);
             }

@@ -46,6 +46,10 @@ impl VolumeDir {
     pub fn state(&self) -> PathBuf {
         self.root.join("state")
     }
+    /// Each partition key's chunk log (`partitions.rs`; derived data).
+    pub fn partitions(&self) -> PathBuf {
+        self.root.join("partitions.json")
+    }
     /// `flock`ed by whoever has the volume open.
     pub fn lock(&self) -> PathBuf {
         self.root.join("volume.lock")

@@ -23,6 +23,7 @@ pub mod gc;
 pub mod job_state;
 pub mod layout;
 pub mod optimize;
+pub mod partitions;
 pub mod policy;
 pub mod ranges;
 pub mod read_ahead;

@@ -51,6 +51,7 @@ use cairn_format::dir::{BlobRef, EntryKind};
 
 use crate::backing;
 use crate::job_state::{Progress, ProgressSink};
+use crate::partitions::{self, PartitionBy, PartitionMap};
 use crate::policy::Policy;
 use crate::scheduler::Pacer;
 use crate::splice::VolumeSources;
@@ -112,9 +113,12 @@ pub struct OptimizeOptions<'a> {
     pub pacer: Option<Arc<Pacer>>,
     /// Bytes per batch instead of [`OPTIMIZE_BATCH_BYTES`] (tests).
     pub batch_bytes: Option<u64>,
-    /// Sessions run in parallel, each over its own partition of the files
-    /// (004's parallel sessions; 0 or 1: one). With a test hook, one.
+    /// Sessions run in parallel, each over its own partitions of the
+    /// files (004's parallel sessions; 0 or 1: one, deduplicating against
+    /// the whole store). With a test hook, one.
     pub sessions: usize,
+    /// How the files are partitioned among sessions (`crate::partitions`).
+    pub partition_by: crate::partitions::PartitionBy,
 }
 
 /// What a run did.
@@ -150,6 +154,11 @@ pub struct OptimizeReport {
     /// Sessions the files were partitioned into (004's parallel sessions).
     #[serde(default)]
     pub sessions: u64,
+    /// Partitions the sessions' files were split into (by file type or
+    /// path; 1: one session over every file, deduplicated against the
+    /// whole store).
+    #[serde(default)]
+    pub partitions: u64,
     /// Why the scheduler stopped the run early (the files not reached are
     /// as they were); `None`: it ran to the end.
     pub cancelled: Option<String>,
@@ -293,7 +302,8 @@ pub fn optimize(vol: &Volume, opts: &OptimizeOptions<'_>) -> Result<OptimizeRepo
         opts.sessions.max(1)
     };
     let total = Some(eligible.len() as u64);
-    let parts = partitions(vol, eligible, sessions);
+    let parts = partitions(vol, eligible, sessions, opts.partition_by)?;
+    report.partitions = parts.iter().map(|p| p.len() as u64).sum();
     let shared = Shared {
         total,
         switched: AtomicU64::new(0),
@@ -352,7 +362,7 @@ struct Shared<'a> {
 /// docs/concurrency.md "Frugal logs per writer").
 fn run_session(
     vol: &Volume,
-    eligible: &[Scanned],
+    parts: &[Part],
     opts: &OptimizeOptions<'_>,
     shared: &Shared<'_>,
 ) -> Result<OptimizeReport> {
@@ -361,7 +371,11 @@ fn run_session(
     let pace = || opts.pacer.as_ref().map_or(Ok(()), |p| p.pace());
     let total = shared.total;
     let mut n = 0; // this session's switches (the test hook counts them)
-    'batches: for batch in batches(eligible, opts.batch_bytes.unwrap_or(OPTIMIZE_BATCH_BYTES)) {
+    let limit = opts.batch_bytes.unwrap_or(OPTIMIZE_BATCH_BYTES);
+    let runs = parts
+        .iter()
+        .flat_map(|p| batches(&p.files, limit).map(move |b| (p.log, b)));
+    'batches: for (log, batch) in runs {
         if let Err(c) = pace() {
             report.cancelled = Some(c.to_string());
             break;
@@ -373,7 +387,7 @@ fn run_session(
         ));
         // Steps 2-5: chunk, look up, store new chunks with selective
         // compression, commit the recipes (the engine's backup).
-        let (ingested, cancelled) = ingest(vol, batch, &mut report, opts.pacer.as_ref())?;
+        let (ingested, cancelled) = ingest(vol, batch, log, &mut report, opts.pacer.as_ref())?;
         report.batches += 1;
         // Switched files read their new chunks through the content state.
         shared.content.refresh(vol.repo())?;
@@ -425,55 +439,58 @@ fn run_session(
     Ok(report)
 }
 
-/// Splits the eligible files into at most `sessions` partitions by path
-/// subtree (004 partitions by file type or path; files of one subtree are
-/// the likeliest to share chunks, so they stay in one session's stream):
-/// the subtrees at the shallowest depth (1 to 3) that has at least as many
-/// as there are sessions, given to sessions largest first, each to the one
-/// with the fewest bytes so far. A session keeps its files in scan order.
-fn partitions(vol: &Volume, eligible: Vec<Scanned>, sessions: usize) -> Vec<Vec<Scanned>> {
-    if sessions <= 1 || eligible.len() <= 1 {
-        return vec![eligible];
-    }
+/// One partition's files (in scan order) and the chunk log its batches
+/// append to (`None`: the run's only session, which deduplicates against
+/// every log).
+struct Part {
+    log: Option<u32>,
+    files: Vec<Scanned>,
+}
+
+/// Splits the eligible files into partitions by `by` (004 "Efficient
+/// partitioning strategies", `crate::partitions`) and gives them, whole,
+/// largest first, to at most `sessions` sessions, each to the one with
+/// the fewest bytes so far. One session (asked, or only one partition):
+/// every file in one partition, deduplicated against the whole store.
+fn partitions(
+    vol: &Volume,
+    eligible: Vec<Scanned>,
+    sessions: usize,
+    by: PartitionBy,
+) -> Result<Vec<Vec<Part>>> {
     let root = vol.dir().files();
-    let subtree = |f: &Scanned, depth: usize| -> PathBuf {
-        let rel = f.path.strip_prefix(&root).unwrap_or(&f.path);
-        // The file's own name is not a subtree: files beside each other
-        // stay together.
-        let dirs = rel.components().count().saturating_sub(1);
-        rel.components().take(depth.min(dirs)).collect()
-    };
-    let mut depth = 1;
-    let mut groups: BTreeMap<PathBuf, u64> = BTreeMap::new();
-    for d in 1..=3 {
-        depth = d;
-        groups.clear();
+    let key = |f: &Scanned| partitions::key(f.path.strip_prefix(&root).unwrap_or(&f.path), by);
+    let mut groups: BTreeMap<String, u64> = BTreeMap::new();
+    if sessions > 1 {
         for f in &eligible {
-            *groups.entry(subtree(f, d)).or_default() += f.size.max(1);
-        }
-        if groups.len() >= sessions {
-            break;
+            *groups.entry(key(f)).or_default() += f.size.max(1);
         }
     }
-    let mut order: Vec<(PathBuf, u64)> = groups.into_iter().collect();
-    order.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    let mut load = vec![0u64; sessions.min(order.len())];
-    let mut owner: HashMap<PathBuf, usize> = HashMap::new();
-    for (key, bytes) in order {
-        let (i, _) = load
-            .iter()
-            .enumerate()
-            .min_by_key(|&(i, b)| (*b, i))
-            .expect("at least one session");
-        load[i] += bytes;
-        owner.insert(key, i);
+    if groups.len() <= 1 {
+        return Ok(vec![vec![Part {
+            log: None,
+            files: eligible,
+        }]]);
     }
-    let mut parts: Vec<Vec<Scanned>> = (0..load.len()).map(|_| Vec::new()).collect();
+    let owner = partitions::balance(&groups, sessions);
+    let logs =
+        PartitionMap::load(vol.dir()).assign(vol.dir(), groups.keys().map(String::as_str))?;
+    let mut by_key: BTreeMap<String, Vec<Scanned>> = BTreeMap::new();
     for f in eligible {
-        let i = owner[&subtree(&f, depth)];
-        parts[i].push(f);
+        by_key.entry(key(&f)).or_default().push(f);
     }
-    parts
+    let used = owner.values().max().map_or(1, |m| m + 1);
+    let mut out: Vec<Vec<Part>> = (0..used).map(|_| Vec::new()).collect();
+    // Within a session its largest partition first.
+    let mut keys: Vec<(String, Vec<Scanned>)> = by_key.into_iter().collect();
+    keys.sort_by(|a, b| groups[&b.0].cmp(&groups[&a.0]).then_with(|| a.0.cmp(&b.0)));
+    for (k, files) in keys {
+        out[owner[&k]].push(Part {
+            log: Some(logs[&k]),
+            files,
+        });
+    }
+    Ok(out)
 }
 
 /// Splits the eligible files, in scan order, into runs of at most
@@ -505,6 +522,7 @@ fn batches(eligible: &[Scanned], limit: u64) -> impl Iterator<Item = &[Scanned]>
 fn ingest(
     vol: &Volume,
     eligible: &[Scanned],
+    log: Option<u32>,
     report: &mut OptimizeReport,
     pacer: Option<&Arc<Pacer>>,
 ) -> Result<(HashMap<u64, Ingested>, Option<crate::scheduler::Cancelled>)> {
@@ -545,6 +563,7 @@ fn ingest(
             holes_as_data: true,
             entry_log,
             file_content: Some(hook.clone()),
+            index_partition: log,
             ..Default::default()
         },
     )?;

@@ -7,6 +7,7 @@ mod support;
 
 use rand::{Rng, SeedableRng};
 
+use cairn_volume::partitions::PartitionBy;
 use cairn_volume::{optimize, status, OptimizeOptions};
 
 #[test]
@@ -174,14 +175,22 @@ fn a_file_with_holes_is_optimized_and_reads_zeros_there() {
     );
 }
 
-/// 004's parallel sessions: the files are partitioned by path subtree and
-/// optimized by sessions side by side, each a backup of its own with its
-/// own chunk log. Every file reads back identical, the store check is
-/// clean, and after one collection (which reconciles the copies two
-/// sessions stored at once) the store is within 1% of the same tree
-/// optimized by one session.
-#[test]
-fn parallel_sessions_optimize_partitions_and_gc_reconciles_them() {
+/// What a parallel run over `write_tree`'s tree did, beside one session.
+struct Parallel {
+    report: cairn_volume::OptimizeReport,
+    one_new: u64,
+    logs: std::collections::BTreeSet<String>,
+    stored_one: u64,
+    stored_parallel: u64,
+}
+
+/// 004's parallel sessions: the files are partitioned (`by`) and optimized
+/// by three sessions side by side, each a backup of its own appending to
+/// its partition's chunk log and deduplicating against it and the base.
+/// Every file reads back identical, the store check is clean, and after one
+/// collection (which reconciles the copies partitions stored) the store is
+/// within 1% of the same tree optimized by one session.
+fn parallel_run(by: PartitionBy) -> Parallel {
     let dirs: Vec<tempfile::TempDir> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
     let vols: Vec<cairn_volume::Volume> = dirs.iter().map(|d| support::create(d.path())).collect();
     let trees: Vec<_> = vols
@@ -200,24 +209,24 @@ fn parallel_sessions_optimize_partitions_and_gc_reconciles_them() {
         },
     )
     .unwrap();
-    assert_eq!(one.sessions, 1);
+    assert_eq!((one.sessions, one.partitions), (1, 1));
     let parallel = optimize(
         &vols[1],
         &OptimizeOptions {
             sessions: 3,
             batch_bytes: Some(1 << 20),
+            partition_by: by,
             ..Default::default()
         },
     )
     .unwrap();
-    assert_eq!(parallel.sessions, 3, "{parallel:?}");
     assert_eq!(
         parallel.files_optimized,
         trees[1].len() as u64,
         "{parallel:?}"
     );
     assert!(parallel.batches > 3, "{parallel:?}");
-    let partitions: std::collections::BTreeSet<String> =
+    let logs: std::collections::BTreeSet<String> =
         std::fs::read_dir(vols[1].dir().store().join("frugal"))
             .unwrap()
             .map(|e| {
@@ -226,10 +235,6 @@ fn parallel_sessions_optimize_partitions_and_gc_reconciles_them() {
                     .map_or("p0".into(), |(p, _)| p.to_string())
             })
             .collect();
-    assert!(
-        partitions.len() >= 2,
-        "one chunk log per session: {partitions:?}"
-    );
 
     let content = vols[1].content().unwrap();
     for (rel, want) in &trees[1] {
@@ -249,21 +254,141 @@ fn parallel_sessions_optimize_partitions_and_gc_reconciles_them() {
         .map(|v| status(v).unwrap().store_bytes)
         .collect();
     eprintln!(
-        "store after gc: one session {} bytes, three {} bytes ({} bytes before gc: {})",
+        "{by:?}: store after gc: one session {} bytes, three {} bytes ({} bytes before gc: {})",
         stored[0], stored[1], parallel.new_chunk_bytes, one.new_chunk_bytes
-    );
-    assert!(
-        (stored[1] as f64) <= stored[0] as f64 * 1.01,
-        "reconciled store {} vs one session's {}",
-        stored[1],
-        stored[0]
     );
     let content = vols[1].content().unwrap();
     for (rel, want) in &trees[1] {
-        assert_eq!(
-            &support::read_all(&content, &files[1].join(rel)),
-            want,
-            "{rel:?}"
-        );
+        assert_eq!(&support::read_all(&content, &files[1].join(rel)), want);
+    }
+    Parallel {
+        report: parallel,
+        one_new: one.new_chunk_bytes,
+        logs,
+        stored_one: stored[0],
+        stored_parallel: stored[1],
+    }
+}
+
+#[test]
+fn parallel_sessions_by_path_optimize_partitions_and_gc_reconciles_them() {
+    let run = parallel_run(PartitionBy::Path);
+    // v0, v1, v2 and images: four partitions over three sessions.
+    assert_eq!(
+        (run.report.sessions, run.report.partitions),
+        (3, 4),
+        "{:?}",
+        run.report
+    );
+    assert!(
+        run.logs.len() >= 3,
+        "one chunk log per partition: {:?}",
+        run.logs
+    );
+    assert!(
+        (run.stored_parallel as f64) <= run.stored_one as f64 * 1.01,
+        "reconciled store {} vs one session's {}",
+        run.stored_parallel,
+        run.stored_one
+    );
+}
+
+/// By type (004's better strategy), the versions of a source file share a
+/// partition, so before any reconciliation the sessions stored nearly what
+/// one session did; and a type keeps its chunk log from run to run.
+#[test]
+fn parallel_sessions_by_type_keep_the_savings_before_reconciliation() {
+    let run = parallel_run(PartitionBy::Type);
+    // `.rs` and `.img`: two partitions, so two sessions.
+    assert_eq!(
+        (run.report.sessions, run.report.partitions),
+        (2, 2),
+        "{:?}",
+        run.report
+    );
+    assert!(
+        run.logs.len() >= 2,
+        "one chunk log per partition: {:?}",
+        run.logs
+    );
+    assert!(
+        (run.report.new_chunk_bytes as f64) <= run.one_new as f64 * 1.05,
+        "by type {} new bytes before gc, one session {}",
+        run.report.new_chunk_bytes,
+        run.one_new
+    );
+    assert!(
+        (run.stored_parallel as f64) <= run.stored_one as f64 * 1.01,
+        "reconciled store {} vs one session's {}",
+        run.stored_parallel,
+        run.stored_one
+    );
+}
+
+/// A partition deduplicates against its own chunk log and the base only:
+/// after a first run by one session made the base, a run partitioned by
+/// path stores a large file under `a/`, and a later run stores it again
+/// under `b/` (another partition's log is not indexed), while a copy of
+/// the base's file is found in partition 0 both times. The collection
+/// then reconciles the two copies into one.
+#[test]
+fn partitions_dedup_alone_until_the_collection_reconciles_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let vol = support::create(dir.path());
+    let root = vol.dir().files();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+    let noise =
+        |rng: &mut rand::rngs::StdRng, n: usize| -> Vec<u8> { (0..n).map(|_| rng.gen()).collect() };
+    let base = noise(&mut rng, 1 << 20);
+    let shared = noise(&mut rng, 2 << 20);
+    std::fs::write(root.join("base.bin"), &base).unwrap();
+    support::age(&root);
+    let first = optimize(&vol, &OptimizeOptions::default()).unwrap();
+    assert_eq!(first.files_optimized, 1);
+    let before = status(&vol).unwrap().store_bytes;
+
+    let mut new_bytes = Vec::new();
+    for (sub, other) in [("a", "c"), ("b", "d")] {
+        std::fs::create_dir_all(root.join(sub)).unwrap();
+        std::fs::create_dir_all(root.join(other)).unwrap();
+        std::fs::write(root.join(sub).join("same.bin"), &shared).unwrap();
+        std::fs::write(root.join(sub).join("copy-of-base.bin"), &base).unwrap();
+        std::fs::write(root.join(other).join("small.bin"), noise(&mut rng, 5000)).unwrap();
+        support::age(&root);
+        let report = optimize(
+            &vol,
+            &OptimizeOptions {
+                sessions: 2,
+                partition_by: PartitionBy::Path,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!((report.sessions, report.partitions), (2, 2), "{report:?}");
+        assert_eq!(report.files_optimized, 3, "{report:?}");
+        new_bytes.push(report.new_chunk_bytes);
+    }
+    // Both runs stored the shared file; neither stored the base's copy.
+    for n in &new_bytes {
+        let want = shared.len() as u64;
+        assert!(*n >= want && *n < want + (256 << 10), "{new_bytes:?}");
+    }
+    let map = std::fs::read_to_string(vol.dir().partitions()).unwrap();
+    assert!(map.contains("path:a") && map.contains("path:b"), "{map}");
+
+    let unreconciled = status(&vol).unwrap().store_bytes;
+    cairn_volume::gc(&vol, &Default::default()).unwrap();
+    let after = status(&vol).unwrap().store_bytes;
+    assert!(
+        unreconciled > before + 2 * shared.len() as u64
+            && after < before + shared.len() as u64 + (512 << 10),
+        "one copy left after reconciliation: {before} -> {unreconciled} -> {after}"
+    );
+    let check = cairn_engine::check::check(vol.repo(), true).unwrap();
+    assert!(check.problems.is_empty(), "{:?}", check.problems);
+    let content = vol.content().unwrap();
+    for sub in ["a", "b"] {
+        assert!(support::read_all(&content, &root.join(sub).join("same.bin")) == shared);
+        assert!(support::read_all(&content, &root.join(sub).join("copy-of-base.bin")) == base);
     }
 }

@@ -116,6 +116,13 @@ pub struct OptimizeArgs {
     /// reconciled by the next `cairn volume gc`.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
     pub sessions: Option<u32>,
+    /// How several sessions split the files (004's partitioned dedup):
+    /// `type` (by file extension: each type deduplicated against its own
+    /// chunk log and the reconciled base, which keeps nearly all the
+    /// savings) or `path` (by the first directory). Cross-partition
+    /// copies are reconciled by the next `cairn volume gc`.
+    #[arg(long, value_name = "HOW", default_value = "type")]
+    pub partition_by: cairn_volume::partitions::PartitionBy,
     #[command(flatten)]
     pub password: PasswordArgs,
 }
@@ -255,8 +262,14 @@ pub fn run(cli: &Globals, cmd: &VolumeCommand) -> Result<ExitCode> {
         VolumeCommand::Optimize(a) => match volume_client::daemon(&a.dir)? {
             Some(daemon) => {
                 let p = &a.policy;
-                let report =
-                    volume_client::optimize(cli, daemon, p.min_age, p.min_size, sessions(a))?;
+                let report = volume_client::optimize(
+                    cli,
+                    daemon,
+                    p.min_age,
+                    p.min_size,
+                    sessions(a),
+                    a.partition_by,
+                )?;
                 print_optimize(cli, &report)
             }
             None => optimize(cli, a),
@@ -378,6 +391,7 @@ fn optimize(cli: &Globals, a: &OptimizeArgs) -> Result<ExitCode> {
             policy: Some(policy),
             pacer: job_pacer(a),
             sessions: sessions(a),
+            partition_by: a.partition_by,
             ..Default::default()
         },
     )?;
@@ -396,6 +410,13 @@ fn print_optimize(cli: &Globals, report: &cairn_volume::OptimizeReport) -> Resul
             bytes(report.new_chunk_bytes),
             report.seconds
         );
+        if report.partitions > 1 {
+            println!(
+                "{} sessions over {} partitions, each deduplicated against its own chunk log \
+                 and the base; `cairn volume gc` reconciles their copies",
+                report.sessions, report.partitions
+            );
+        }
         if report.files_reoptimized > 0 {
             println!(
                 "of which {} optimized anew after writes: {} read again, the rest of their \

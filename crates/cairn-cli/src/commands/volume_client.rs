@@ -44,9 +44,14 @@ pub fn optimize(
     min_age: Option<Duration>,
     min_size: Option<u64>,
     sessions: usize,
+    partition_by: cairn_volume::partitions::PartitionBy,
 ) -> Result<OptimizeReport> {
     let mut args = Map::new();
     args.insert("sessions".into(), sessions.into());
+    args.insert(
+        "partition_by".into(),
+        serde_json::to_value(partition_by).expect("an enum serializes"),
+    );
     if let Some(age) = min_age {
         args.insert("min_age_secs".into(), age.as_secs().into());
     }

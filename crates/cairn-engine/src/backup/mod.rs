@@ -101,6 +101,15 @@ pub struct BackupOptions {
     /// Told of each file and directory stored, with its state against the
     /// parent snapshot (`backup -v`); `None`: nobody listens.
     pub entry_log: Option<events::EntryLog>,
+    /// 004's partitioned dedup: with the frugal index, beside other
+    /// writers, append to chunk log `k` (k >= 1) and deduplicate against
+    /// it and partition 0 only (the logs writers alone append to: a first
+    /// backup, collections), so the index's RAM is that of two logs;
+    /// copies another partition holds are stored again and reconciled by
+    /// the next `gc`. When another writer holds `k`: the first free
+    /// partition and every log. `None`: that, always. Ignored by the paged
+    /// index and by a backup holding the writer lock alone.
+    pub index_partition: Option<u32>,
 }
 
 /// What a rewritten snapshot keeps of the snapshot it replaces.
@@ -211,9 +220,8 @@ pub fn backup(repo: &Repository, lock: &WriteLock, opts: BackupOptions) -> Resul
         Some(_) => Some(inherited_sparse(repo, &record_host(&opts), &warnings)?),
         None => None,
     };
-    let (shared, seal_rx, replayed_containers, replayed) = open_dedup(
-        repo, lock, &warnings, scheme, history, opts.dedup, inherited,
-    )?;
+    let (shared, seal_rx, replayed_containers, replayed) =
+        open_dedup(repo, lock, &warnings, scheme, history, &opts, inherited)?;
     // The listing the open used (the scope remembers it).
     let deltas_at_open = concurrent::DeltasAtOpen::list(&**repo.backend())?;
     let open_seconds = started.elapsed().as_secs_f64();
@@ -392,7 +400,7 @@ fn open_dedup(
     warnings: &crate::warnings::Warnings,
     rewrite: rewrite::RewriteConfig,
     history: Option<rewrite::History>,
-    dedup_mode: DedupMode,
+    opts: &BackupOptions,
     inherited: Option<std::collections::HashSet<cairn_core::ContainerId>>,
 ) -> Result<(
     Shared,
@@ -401,7 +409,8 @@ fn open_dedup(
     std::collections::HashSet<cairn_core::ContainerId>,
 )> {
     let cfg = repo.config.clone();
-    let opened = repo.open_index(lock, warnings)?;
+    let dedup_mode = opts.dedup;
+    let opened = repo.open_index_in(lock, warnings, opts.index_partition)?;
     let replayed_containers = opened.replayed_containers;
     let replayed: std::collections::HashSet<cairn_core::ContainerId> =
         opened.replayed.iter().map(|e| e.container).collect();

@@ -66,7 +66,7 @@ pub fn open_for_write_memoized(
     warnings: &Warnings,
     memo: Option<&Arc<overlay::OverlayMemo>>,
 ) -> Result<OpenedIndex> {
-    open_index(backend, counters, log, cfg, warnings, true, memo)?
+    open_index(backend, counters, log, cfg, warnings, Opener::Alone, memo)?
         .ok_or_else(|| Error::invalid("the index needs a rebuild"))
 }
 
@@ -75,6 +75,7 @@ pub fn open_for_write_memoized(
 /// the index is damaged: a rebuild deletes the index files other writers
 /// are adding to, so the caller rebuilds only once it holds the writer
 /// lock alone (`Repository::make_exclusive`, then [`open_for_write`]).
+/// `partition`: see [`Opener::Beside`].
 pub fn open_beside_writers_memoized(
     backend: Arc<dyn Backend>,
     counters: Arc<Counters>,
@@ -82,12 +83,28 @@ pub fn open_beside_writers_memoized(
     cfg: &IndexConfig,
     warnings: &Warnings,
     memo: &Arc<overlay::OverlayMemo>,
+    partition: Option<u32>,
 ) -> Result<Option<OpenedIndex>> {
-    let opened = open_index(backend, counters, log, cfg, warnings, false, Some(memo))?;
+    let opener = Opener::Beside { partition };
+    let opened = open_index(backend, counters, log, cfg, warnings, opener, Some(memo))?;
     if let Some(o) = &opened {
         o.kind.beside_other_writers();
     }
     Ok(opened)
+}
+
+/// Who opens the index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Opener {
+    /// A writer holding the writer lock alone.
+    Alone,
+    /// A writer beside others (the writer lock shared). With the frugal
+    /// index, `partition: Some(k)` (k >= 1) appends to chunk log `k` and
+    /// indexes only it and partition 0 (004's partitioned dedup,
+    /// [`frugal::LogScope::BaseAndOwn`]), or, when another writer holds
+    /// `k`, takes the first free partition and indexes every log; `None`:
+    /// the first free partition, every log. The paged index ignores it.
+    Beside { partition: Option<u32> },
 }
 
 fn open_index(
@@ -96,9 +113,10 @@ fn open_index(
     log: &dyn ContainerStore,
     cfg: &IndexConfig,
     warnings: &Warnings,
-    alone: bool,
+    opener: Opener,
     memo: Option<&Arc<overlay::OverlayMemo>>,
 ) -> Result<Option<OpenedIndex>> {
+    let alone = opener == Opener::Alone;
     // Containers a collection condemned are garbage: no dedup hit may
     // resurrect a chunk in them (docs/gc.md). Read before the index is
     // listed: a collection writes its moves (live chunks' entries naming
@@ -184,7 +202,7 @@ fn open_index(
             let known = present.clone();
             let gone: frugal::GoneFn = Box::new(move |c| c < listed_end && !known.contains(&c));
             let Some((frugal, partition)) =
-                open_frugal(&backend, &counters, &disk, warnings, alone, gone)?
+                open_frugal(&backend, &counters, &disk, warnings, opener, gone)?
             else {
                 return Ok(None);
             };
@@ -230,15 +248,17 @@ fn open_index(
 
 /// The most frugal-index partitions a writer tries (one per writer running
 /// at once).
-const MAX_FRUGAL_PARTITIONS: u32 = 256;
+pub const MAX_FRUGAL_PARTITIONS: u32 = 256;
 
 /// A frugal index and, beside other writers, the lock of its partition.
 type OpenedFrugal = (FrugalIndex, Option<Box<dyn LockGuard>>);
 
 /// Opens the frugal index's chunk logs and table. Alone, the handle
 /// appends to partition 0 and may remove from every log; beside other
-/// writers, it appends to the first partition whose lock it takes and
-/// holds that lock as long as the handle lives (returned with it).
+/// writers, it appends to the partition the opener asks for when its lock
+/// is free (indexing only it and partition 0), else to the first
+/// partition whose lock it takes, and holds that lock as long as the
+/// handle lives (returned with it).
 ///
 /// The logs are derived data, like the paged index: damaged ones, or ones
 /// holding fewer records than the paged index has entries (a lost
@@ -249,18 +269,30 @@ fn open_frugal(
     counters: &Arc<Counters>,
     disk: &DiskIndex,
     warnings: &Warnings,
-    alone: bool,
+    opener: Opener,
     gone: frugal::GoneFn,
 ) -> Result<Option<OpenedFrugal>> {
+    let alone = opener == Opener::Alone;
     let cfg = FrugalConfig {
         expected_chunks: (disk.entry_count() as usize).max(1 << 16),
         ..FrugalConfig::default()
     };
-    let (own, guard) = if alone {
-        (0, None)
-    } else {
-        let (k, g) = take_frugal_partition(&**backend)?;
-        (k, Some(g))
+    let (own, guard, scope) = match opener {
+        Opener::Alone => (0, None, frugal::LogScope::EveryLog),
+        Opener::Beside { partition } => {
+            let asked = partition
+                .filter(|&k| (1..MAX_FRUGAL_PARTITIONS).contains(&k))
+                .map(|k| take_frugal_partition_k(&**backend, k))
+                .transpose()?
+                .flatten();
+            match asked {
+                Some((k, g)) => (k, Some(g), frugal::LogScope::BaseAndOwn),
+                None => {
+                    let (k, g) = take_frugal_partition(&**backend)?;
+                    (k, Some(g), frugal::LogScope::EveryLog)
+                }
+            }
+        }
     };
     let problem = match FrugalIndex::open_partition(
         backend.clone(),
@@ -269,11 +301,12 @@ fn open_frugal(
         own,
         alone,
         Some(gone),
+        scope,
     ) {
-        Ok(f) if f.records() >= disk.entry_count() => return Ok(Some((f, guard))),
+        Ok(f) if f.records_at_open() >= disk.entry_count() => return Ok(Some((f, guard))),
         Ok(f) => format!(
             "the frugal index holds {} chunks, the paged index {}",
-            f.records(),
+            f.records_at_open(),
             disk.entry_count()
         ),
         Err(e) if is_damage(&e) => e.to_string(),
@@ -304,17 +337,28 @@ fn open_frugal(
     Ok(Some((f, None)))
 }
 
+/// Frugal-index partition `k` with its lock, or `None` when another
+/// writer holds it.
+fn take_frugal_partition_k(
+    backend: &dyn Backend,
+    k: u32,
+) -> Result<Option<(u32, Box<dyn LockGuard>)>> {
+    match backend.lock(
+        &object_names::frugal_partition_lock(k),
+        LockMode::Exclusive,
+        false,
+    ) {
+        Ok(guard) => Ok(Some((k, guard))),
+        Err(Error::Locked(_)) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// The first frugal-index partition whose lock is free, with its lock.
 fn take_frugal_partition(backend: &dyn Backend) -> Result<(u32, Box<dyn LockGuard>)> {
     for k in 0..MAX_FRUGAL_PARTITIONS {
-        match backend.lock(
-            &object_names::frugal_partition_lock(k),
-            LockMode::Exclusive,
-            false,
-        ) {
-            Ok(guard) => return Ok((k, guard)),
-            Err(Error::Locked(_)) => continue,
-            Err(e) => return Err(e),
+        if let Some(taken) = take_frugal_partition_k(backend, k)? {
+            return Ok(taken);
         }
     }
     Err(Error::Locked(format!(

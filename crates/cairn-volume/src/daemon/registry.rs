@@ -70,6 +70,9 @@ pub struct OptimizeRequest {
     /// Sessions run in parallel (004's parallel sessions; default one, as
     /// the scheduled runs do).
     pub sessions: Option<usize>,
+    /// How several sessions split the files (default: by type).
+    #[serde(default)]
+    pub partition_by: crate::partitions::PartitionBy,
 }
 
 /// The options of a request, read as `T` (unknown fields refused).
@@ -93,6 +96,7 @@ fn run_optimize(vol: &Volume, args: &Value, progress: ProgressSink<'_>) -> Resul
             progress: Some(progress),
             pacer: vol.job_pacer(),
             sessions: req.sessions.unwrap_or(1),
+            partition_by: req.partition_by,
             ..Default::default()
         },
     )?;

@@ -154,6 +154,23 @@ impl PrefetchCache {
     }
 }
 
+/// Which logs a handle's table indexes.
+///
+/// 004 deduplicates each partition against its own index only and
+/// reconciles the copies partitions share later ("Data Partitioning and
+/// Reconciliation"): [`LogScope::BaseAndOwn`] is that, the table holding
+/// partition 0 (the reconciled base: what writers alone appended, a first
+/// backup and every collection) and the handle's own partition, so its
+/// RAM is bounded by those two logs instead of every log.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LogScope {
+    /// Every partition's log: the repository as of the open.
+    #[default]
+    EveryLog,
+    /// Partition 0 and the handle's own.
+    BaseAndOwn,
+}
+
 /// Tells whether a container is known to be gone (deleted, or condemned):
 /// log records naming it are left out of the table.
 pub type GoneFn = Box<dyn Fn(ContainerId) -> bool + Send>;
@@ -181,9 +198,13 @@ fn pointers_left(records: u64) -> Result<()> {
 pub struct FrugalIndex {
     cfg: FrugalConfig,
     counters: Arc<Counters>,
-    /// Every partition's log (`log.rs`); the last is the one this handle
-    /// appends its puts to, so its new records extend the pointer space.
+    /// The logs the table indexes (`log.rs`; every partition's, or by
+    /// [`LogScope`]); the last is the one this handle appends its puts
+    /// to, so its new records extend the pointer space.
     logs: Vec<ChunkLog>,
+    /// Records in every partition's log at the open, indexed or not (the
+    /// logs' health check counts them against the paged index).
+    records_at_open: u64,
     /// Table pointer of each log's record 0, set by each rebuild: pointer
     /// `p` is record `p - bases[i]` of the last log `i` with `bases[i] <= p`.
     /// Only the last log's puts get pointers after a rebuild (other logs
@@ -213,14 +234,15 @@ impl FrugalIndex {
         counters: Arc<Counters>,
         cfg: FrugalConfig,
     ) -> Result<Self> {
-        Self::open_partition(backend, counters, cfg, 0, true, None)
+        Self::open_partition(backend, counters, cfg, 0, true, None, LogScope::EveryLog)
     }
 
     /// Opens the index appending to partition `own`: alone (every log
     /// writable) or beside other writers, each appending to its own
     /// partition, which the caller holds (`index::open_frugal` locks it).
-    /// The table indexes every log's live records but those naming a
-    /// container `gone` says is gone.
+    /// The table indexes the live records of the logs `scope` names (a
+    /// writer alone indexes every log) but those naming a container `gone`
+    /// says is gone.
     pub fn open_partition(
         backend: Arc<dyn Backend>,
         counters: Arc<Counters>,
@@ -228,11 +250,16 @@ impl FrugalIndex {
         own: u32,
         alone: bool,
         gone: Option<GoneFn>,
+        scope: LogScope,
     ) -> Result<Self> {
         let mut parts = log::open_partitions(&backend, cfg.segment_records)?;
+        let records_at_open = parts.values().map(|l| u64::from(l.len())).sum();
         let mine = parts
             .remove(&own)
             .unwrap_or_else(|| ChunkLog::empty(backend, own, cfg.segment_records));
+        if scope == LogScope::BaseAndOwn && !alone {
+            parts.retain(|&k, _| k == 0);
+        }
         let mut logs: Vec<ChunkLog> = parts.into_values().collect();
         logs.push(mine);
         let mut idx = FrugalIndex {
@@ -241,6 +268,7 @@ impl FrugalIndex {
             cfg,
             counters,
             logs,
+            records_at_open,
             bases: Vec::new(),
             alone,
             gone,
@@ -554,9 +582,21 @@ impl FrugalIndex {
         Ok(())
     }
 
-    /// Records in every log (puts and removals, on disk and buffered).
+    /// Records in the logs the table indexes (puts and removals, on disk
+    /// and buffered).
     pub fn records(&self) -> u64 {
         self.logs.iter().map(|l| u64::from(l.len())).sum()
+    }
+
+    /// Records in every partition's log at the open, whether the table
+    /// indexes them or not.
+    pub fn records_at_open(&self) -> u64 {
+        self.records_at_open
+    }
+
+    /// The partitions whose logs the table indexes, its own last.
+    pub fn partitions(&self) -> Vec<u32> {
+        self.logs.iter().map(ChunkLog::partition).collect()
     }
 
     /// Chunks indexed.

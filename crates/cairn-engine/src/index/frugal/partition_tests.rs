@@ -45,6 +45,7 @@ fn open(
         part,
         alone,
         gone,
+        LogScope::EveryLog,
     )
     .unwrap()
 }
@@ -230,4 +231,50 @@ fn records_of_gone_containers_stay_out() {
     // Key 0's run holds key 4's record.
     assert_eq!(ix.lookup(&fp(0)).unwrap(), Some(ContainerId(8)));
     assert_eq!(ix.lookup(&fp(4)).unwrap(), None);
+}
+
+/// 004's partitioned dedup: a handle scoped to its partition and the base
+/// (partition 0) finds what those two logs hold and nothing of another
+/// partition's, counts every log's records for the health check, and its
+/// own puts stay in its own log; an unscoped handle still sees every log.
+#[test]
+fn a_scoped_writer_indexes_only_the_base_and_its_own_log() {
+    let backend = Arc::new(MemBackend::new());
+    let b: Arc<dyn Backend> = backend.clone();
+    let scoped = |part: u32| {
+        FrugalIndex::open_partition(
+            b.clone(),
+            Arc::new(Counters::default()),
+            cfg(4),
+            part,
+            false,
+            None,
+            LogScope::BaseAndOwn,
+        )
+        .unwrap()
+    };
+    let mut base = open(&backend, 4, 0, true, None);
+    base.put(&fp(0), ContainerId(1)).unwrap();
+    base.flush().unwrap();
+    drop(base);
+    for (part, k) in [(1, 1), (2, 2)] {
+        let mut w = scoped(part);
+        w.put(&fp(k), ContainerId(10 + u64::from(k))).unwrap();
+        w.flush().unwrap();
+    }
+    let mut one = scoped(1);
+    assert_eq!(one.partitions(), vec![0, 1]);
+    assert_eq!(one.records(), 2);
+    assert_eq!(one.records_at_open(), 3);
+    assert_eq!(one.lookup(&fp(0)).unwrap(), Some(ContainerId(1)));
+    assert_eq!(one.lookup(&fp(1)).unwrap(), Some(ContainerId(11)));
+    assert_eq!(one.lookup(&fp(2)).unwrap(), None, "partition 2's chunk");
+    // Stored again in partition 1: both copies indexed where they live.
+    one.put(&fp(2), ContainerId(21)).unwrap();
+    one.flush().unwrap();
+    drop(one);
+    let mut every = open(&backend, 4, 3, false, None);
+    assert_eq!(every.partitions(), vec![0, 1, 2, 3]);
+    assert_eq!(every.lookup(&fp(2)).unwrap(), Some(ContainerId(21)));
+    assert_eq!(scoped(2).lookup(&fp(2)).unwrap(), Some(ContainerId(12)));
 }
