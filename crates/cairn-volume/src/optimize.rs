@@ -38,7 +38,7 @@ use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
@@ -53,7 +53,7 @@ use crate::backing;
 use crate::job_state::{Progress, ProgressSink};
 use crate::partitions::{self, PartitionBy, PartitionMap};
 use crate::policy::Policy;
-use crate::scheduler::Pacer;
+use crate::scheduler::{HookPacer, Pacer};
 use crate::splice::VolumeSources;
 use crate::state::{Entry, Identity};
 use crate::volume::Volume;
@@ -526,19 +526,11 @@ fn ingest(
     report: &mut OptimizeReport,
     pacer: Option<&Arc<Pacer>>,
 ) -> Result<(HashMap<u64, Ingested>, Option<crate::scheduler::Cancelled>)> {
-    let cancelled = Arc::new(Mutex::new(None));
-    // Paces after each file the ingest stores; the first cancel is kept
+    // Paces after each file the ingest stores and every
+    // `PACE_CONTENT_BYTES` it reads inside one; the first cancel is kept
     // and later calls no longer pace (the batch finishes unpaced).
-    let entry_log = pacer.map(|p| {
-        let (p, cancelled) = (p.clone(), cancelled.clone());
-        let log: cairn_engine::backup::events::EntryLog = Arc::new(move |_| {
-            let mut c = cancelled.lock().unwrap_or_else(|e| e.into_inner());
-            if c.is_none() {
-                *c = p.pace().err();
-            }
-        });
-        log
-    });
+    let paced = pacer.map(|p| Arc::new(HookPacer::new(p.clone())));
+    let (entry_log, content_log) = paced.as_ref().map(|p| p.backup_hooks()).unzip();
     let hook = Arc::new(Reoptimized {
         sources: VolumeSources::new(vol)?,
         bytes_read: AtomicU64::new(0),
@@ -562,6 +554,7 @@ fn ingest(
             // deduplicate to one chunk), so offsets map one to one.
             holes_as_data: true,
             entry_log,
+            content_log,
             file_content: Some(hook.clone()),
             index_partition: log,
             ..Default::default()
@@ -592,7 +585,7 @@ fn ingest(
         }
         Ok(())
     })?;
-    let cancelled = cancelled.lock().unwrap_or_else(|e| e.into_inner()).take();
+    let cancelled = paced.and_then(|p| p.cancelled());
     Ok((by_ino, cancelled))
 }
 

@@ -25,7 +25,8 @@
 //!
 //! **Pacing.** With a [`Pacer`] (`SnapshotOptions::pacer`; the mount
 //! daemon gives it one) the snapshot paces after each file the backup
-//! stores, through the backup's entry log, on the engine's stream thread
+//! stores and every `PACE_CONTENT_BYTES` it reads inside a file, through
+//! the backup's entry and content logs, on the engine's stream thread
 //! (a pause there holds the whole pipeline), as the optimization job's
 //! ingest does. A snapshot is all or nothing, so a cancel does not stop
 //! it: the first one is kept, the rest of the snapshot is taken unpaced,
@@ -140,10 +141,7 @@ pub fn snapshot(vol: &Volume, opts: &SnapshotOptions) -> Result<SnapshotReport> 
     // Paces after each file stored; the first cancel is kept and the
     // rest of the snapshot is taken unpaced.
     let paced = opts.pacer.clone().map(|p| Arc::new(HookPacer::new(p)));
-    let entry_log = paced.clone().map(|p| {
-        let log: cairn_engine::backup::events::EntryLog = Arc::new(move |_| p.pace());
-        log
-    });
+    let (entry_log, content_log) = paced.as_ref().map(|p| p.backup_hooks()).unzip();
     let repo = vol.repo();
     let lock = repo.lock_writer(false)?;
     let outcome = backup(
@@ -155,6 +153,7 @@ pub fn snapshot(vol: &Volume, opts: &SnapshotOptions) -> Result<SnapshotReport> 
             parent: parent.clone().map_or(ParentChoice::None, ParentChoice::Id),
             file_content: Some(hook.clone()),
             entry_log,
+            content_log,
             ..Default::default()
         },
     )?;

@@ -272,6 +272,38 @@ fn an_optimize_cancelled_midway_keeps_what_it_finished_and_leaves_the_rest_plain
     assert!(outcomes.iter().any(|&n| n % 3 != 0), "{outcomes:?}");
 }
 
+/// The ingest paces inside one large file, not only at its end: a
+/// 40 MiB file is paced every `PACE_CONTENT_BYTES` of it read, and a
+/// foreground busy from the third pace (the second content pace, 16 MiB
+/// into the file) pauses the job there; the file is optimized after.
+#[test]
+fn an_optimize_pauses_inside_one_large_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let vol = support::create(dir.path());
+    let files_dir = vol.dir().files();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(9);
+    let big: Vec<u8> = (0..40 << 20).map(|_| rng.gen()).collect();
+    std::fs::write(files_dir.join("disk.img"), &big).unwrap();
+    support::age(&files_dir);
+    let (fake, pacer) = busy_from(3, 2, None);
+    let report = optimize(
+        &vol,
+        &OptimizeOptions {
+            pacer: Some(pacer.clone()),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(report.files_optimized, 1, "{report:?}");
+    assert!(report.cancelled.is_none(), "{report:?}");
+    // Before the batch, 5 inside the file, after it, before its switch.
+    let per_file = (big.len() as u64) / cairn_volume::scheduler::PACE_CONTENT_BYTES;
+    assert!(pacer.stats().paces > per_file + 1, "{:?}", pacer.stats());
+    assert_paused_once(&pacer, &fake, 2);
+    let content = vol.content().unwrap();
+    assert!(support::read_all(&content, &files_dir.join("disk.img")) == big);
+}
+
 #[test]
 fn a_paced_job_pauses_while_the_mount_is_read_and_finishes_after() {
     if let Some(why) = fuse_support::fuse_missing() {

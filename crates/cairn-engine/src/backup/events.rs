@@ -197,3 +197,10 @@ pub struct EntryReport {
 /// Told of each file and directory a backup stores, in walk order per
 /// source (`BackupOptions::entry_log`).
 pub type EntryLog = std::sync::Arc<dyn Fn(&EntryReport) + Send + Sync>;
+
+/// Told of the bytes of file content a stream read and stored (before
+/// dedup), after each batch of chunks, on the stream's thread: a pause
+/// there holds the whole pipeline, inside one large file as between files
+/// (`BackupOptions::content_log`). Chunks kept unread (a parent's, a
+/// `FileContent` hook's) are not counted.
+pub type ContentLog = std::sync::Arc<dyn Fn(u64) + Send + Sync>;

@@ -8,7 +8,7 @@ use cairn_core::counters::bump;
 use cairn_core::{ChunkKind, Result};
 use cairn_format::dir::{encode_dir, DirEntry, EntryKind, MAX_INLINE_DEPTH};
 
-use super::events::{EntryLog, EntryMeta, EntryReport, EntryState, Event};
+use super::events::{ContentLog, EntryLog, EntryMeta, EntryReport, EntryState, Event};
 use super::stream::Stream;
 use super::tree_builder::TreeBuilder;
 use super::TreeCounts;
@@ -110,6 +110,7 @@ pub(super) fn consume(
     rx: &crate::pipe::Receiver<Vec<Event>>,
     recycle: &crate::pipe::Sender<ChunkBatch>,
     log: Option<&EntryLog>,
+    content_log: Option<&ContentLog>,
 ) -> Result<Option<DirEntry>> {
     let mut stack: Vec<DirFrame> = Vec::new();
     let mut file: Option<OpenFile> = None;
@@ -188,11 +189,16 @@ pub(super) fn consume(
                 let f = file.as_mut().expect("chunks inside a file");
                 fps.clear();
                 fps.extend_from_slice(stream.store_fingerprinted(ChunkKind::Data, 0, &chunks)?);
+                let mut bytes = 0;
                 for (fp, c) in fps.iter().zip(&chunks) {
                     f.tree.push_leaf(*fp, c.size as u64, stream)?;
-                    f.bytes += c.size as u64;
+                    bytes += c.size as u64;
                 }
+                f.bytes += bytes;
                 f.chunks += chunks.len() as u64;
+                if let Some(told) = content_log {
+                    told(bytes);
+                }
             }
             Event::StoredChunks(chunks) => {
                 let f = file.as_mut().expect("chunks inside a file");
@@ -207,13 +213,18 @@ pub(super) fn consume(
                 let chunks: Vec<&[u8]> = batch.iter().collect();
                 fps.clear();
                 fps.extend_from_slice(stream.store_chunks(ChunkKind::Data, 0, &chunks)?);
+                let mut bytes = 0;
                 for (fp, c) in fps.iter().zip(&chunks) {
                     f.tree.push_leaf(*fp, c.len() as u64, stream)?;
-                    f.bytes += c.len() as u64;
+                    bytes += c.len() as u64;
                 }
+                f.bytes += bytes;
                 f.chunks += chunks.len() as u64;
                 drop(chunks);
                 let _ = recycle.try_send(batch);
+                if let Some(told) = content_log {
+                    told(bytes);
+                }
             }
             Event::FileEnd { ok } => {
                 let f = file.take().expect("FileEnd matches a FileStart");

@@ -101,6 +101,9 @@ pub struct BackupOptions {
     /// Told of each file and directory stored, with its state against the
     /// parent snapshot (`backup -v`); `None`: nobody listens.
     pub entry_log: Option<events::EntryLog>,
+    /// Told of the file bytes each batch of chunks carried
+    /// ([`events::ContentLog`]); `None`: nobody listens.
+    pub content_log: Option<events::ContentLog>,
     /// 004's partitioned dedup: with the frugal index, beside other
     /// writers, append to chunk log `k` (k >= 1) and deduplicate against
     /// it and partition 0 only (the logs writers alone append to: a first
@@ -481,6 +484,7 @@ fn open_dedup(
 /// counts, what was skipped or noticed, timings and progress.
 struct RunState {
     entry_log: Option<events::EntryLog>,
+    content_log: Option<events::ContentLog>,
     counts: TreeCounts,
     skipped: Mutex<Vec<String>>,
     notices: Mutex<Vec<String>>,
@@ -528,6 +532,7 @@ impl RunState {
             holes_as_data: opts.holes_as_data,
             file_content: opts.file_content.clone(),
             entry_log: opts.entry_log.clone(),
+            content_log: opts.content_log.clone(),
             read_ns: Arc::new(AtomicU64::new(0)),
             commit_started: Mutex::new(Instant::now()),
             progress: opts.progress.clone(),
@@ -768,6 +773,7 @@ fn run_stream(
             &rx,
             &recycle_tx,
             run.entry_log.as_ref(),
+            run.content_log.as_ref(),
         );
         drop(rx); // unblocks the walker if we stopped early
         let (sk, no, ex, files, ch, repo) = walker.join().expect("walker thread panicked");

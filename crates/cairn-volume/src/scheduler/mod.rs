@@ -460,15 +460,23 @@ impl Pacer {
     }
 }
 
+/// File content a backup reads between two paces inside one file
+/// ([`HookPacer::backup_hooks`]): a few tens of milliseconds of ingest,
+/// so a pause asked for in the middle of a large file is taken there.
+pub const PACE_CONTENT_BYTES: u64 = 8 << 20;
+
 /// Paces a job from inside a step that cannot stop midway (the engine's
-/// backup, told of each file it stores through its entry log; the
-/// engine's collector, through its progress hook): the first
-/// [`Cancelled`] is kept, later calls no longer pace, and the step
-/// finishes unpaced; the job reports the cancel when the step returns.
+/// backup, told of each file it stores through its entry log and of the
+/// content it reads through its content log; the engine's collector,
+/// through its progress hook): the first [`Cancelled`] is kept, later
+/// calls no longer pace, and the step finishes unpaced; the job reports
+/// the cancel when the step returns.
 #[derive(Debug)]
 pub struct HookPacer {
     pacer: Arc<Pacer>,
     cancelled: Mutex<Option<Cancelled>>,
+    /// Content bytes the backup hooks were told of.
+    content: std::sync::atomic::AtomicU64,
 }
 
 impl HookPacer {
@@ -476,7 +484,30 @@ impl HookPacer {
         HookPacer {
             pacer,
             cancelled: Mutex::new(None),
+            content: std::sync::atomic::AtomicU64::new(0),
         }
+    }
+
+    /// The backup's hooks that pace: after each file or directory stored
+    /// (its entry log), and each time the content read crosses a multiple
+    /// of [`PACE_CONTENT_BYTES`] (its content log), so a large file is
+    /// paced inside, not only at its end.
+    pub fn backup_hooks(
+        self: &Arc<Self>,
+    ) -> (
+        cairn_engine::backup::events::EntryLog,
+        cairn_engine::backup::events::ContentLog,
+    ) {
+        let (a, b) = (self.clone(), self.clone());
+        let entries: cairn_engine::backup::events::EntryLog = Arc::new(move |_| a.pace());
+        let content: cairn_engine::backup::events::ContentLog = Arc::new(move |bytes| {
+            use std::sync::atomic::Ordering::Relaxed;
+            let before = b.content.fetch_add(bytes, Relaxed);
+            if (before + bytes) / PACE_CONTENT_BYTES > before / PACE_CONTENT_BYTES {
+                b.pace();
+            }
+        });
+        (entries, content)
     }
 
     /// Paces once, unless a cancel was already kept.
