@@ -55,7 +55,7 @@ use crate::partitions::{self, PartitionBy, PartitionMap};
 use crate::policy::Policy;
 use crate::scheduler::{HookPacer, Pacer};
 use crate::splice::VolumeSources;
-use crate::state::{Entry, Identity};
+use crate::state::{Change, Entry, Identity};
 use crate::volume::Volume;
 use crate::walk;
 
@@ -67,6 +67,13 @@ pub const OPTIMIZE_TAG: &str = "volume-optimize";
 /// little enough that a batch takes seconds, while a batch's fixed costs
 /// (a snapshot, a container left partly filled) stay small beside it.
 pub const OPTIMIZE_BATCH_BYTES: u64 = 256 << 20;
+
+/// Files switched under one durable commit of their entries (step 6b):
+/// one `fsync` for the group instead of one per file (on a disk where a
+/// flush costs milliseconds, a share of small files was bound by them),
+/// while the group's inode locks are held from its checks to its last
+/// punch, a few milliseconds for this many files.
+pub const SWITCH_GROUP: usize = 64;
 
 /// The points of a file's switch (step 6) where a test may stop the job.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -113,6 +120,8 @@ pub struct OptimizeOptions<'a> {
     pub pacer: Option<Arc<Pacer>>,
     /// Bytes per batch instead of [`OPTIMIZE_BATCH_BYTES`] (tests).
     pub batch_bytes: Option<u64>,
+    /// Files per switch group instead of [`SWITCH_GROUP`] (tests).
+    pub switch_group: Option<usize>,
     /// Sessions run in parallel, each over its own partitions of the
     /// files (004's parallel sessions; 0 or 1: one, deduplicating against
     /// the whole store). With a test hook, one.
@@ -395,9 +404,19 @@ fn run_session(
             hook();
         }
 
-        // Step 6: switch each file.
-        for file in batch {
-            // Ctrl-C stops between two switches: each file is whole either way.
+        // Step 6: switch the files, a group at a time.
+        let members: Vec<(&Scanned, &Ingested)> = batch
+            .iter()
+            .filter_map(|f| match ingested.get(&f.ino) {
+                Some(rec) => Some((f, rec)),
+                None => {
+                    report.skip("not read by the ingest");
+                    None
+                }
+            })
+            .collect();
+        for group in members.chunks(opts.switch_group.unwrap_or(SWITCH_GROUP).max(1)) {
+            // Ctrl-C stops between two groups: each file is whole either way.
             let done = report.files_optimized;
             progress(Progress::files(
                 "switch",
@@ -408,28 +427,33 @@ fn run_session(
                 format!("{done} files optimized; the rest are as they were")
             })?;
             // Cancelled during the ingest: its batch is switched unpaced.
+            // Paced before the group's locks are taken, never while held.
             if cancelled.is_none() {
                 if let Err(c) = pace() {
                     report.cancelled = Some(c.to_string());
                     break 'batches;
                 }
             }
-            let Some(rec) = ingested.get(&file.ino) else {
-                report.skip("not read by the ingest");
-                continue;
-            };
             // Optimized before: its switch replaces the entry.
-            let anew = vol.table().contains(file.ino);
-            match switch(vol, file, rec, n, opts.fail_at)? {
-                None => {
-                    report.files_optimized += 1;
-                    report.files_reoptimized += u64::from(anew);
-                    report.bytes_optimized += file.size;
+            let anew: Vec<bool> = group
+                .iter()
+                .map(|(f, _)| vol.table().contains(f.ino))
+                .collect();
+            let outcomes = switch_group(vol, group, n, opts.fail_at)?;
+            for (((file, _), anew), outcome) in group.iter().zip(anew).zip(outcomes) {
+                match outcome {
+                    None => {
+                        report.files_optimized += 1;
+                        report.files_reoptimized += u64::from(anew);
+                        report.bytes_optimized += file.size;
+                    }
+                    Some(reason) => report.skip(reason),
                 }
-                Some(reason) => report.skip(reason),
             }
-            n += 1;
-            shared.switched.fetch_add(1, Ordering::Relaxed);
+            n += group.len();
+            shared
+                .switched
+                .fetch_add(group.len() as u64, Ordering::Relaxed);
         }
         if let Some(c) = cancelled {
             report.cancelled = Some(c.to_string());
@@ -611,16 +635,22 @@ impl FileContent for Reoptimized {
     }
 }
 
-/// Step 6 for one file, under its inode lock: `None` when switched, else
-/// why it was left as it is.
-fn switch(
+/// Step 6 for a group of files (each with what the ingest recorded of
+/// it; `first` is the first one's number in the session, for the test
+/// stops): under the group's inode locks, 6a checks each file, 6b commits
+/// the entries of those that passed in one durable transaction (from there
+/// they read from their stream maps), then 6c punches and 6d puts back
+/// the times of each. Returns, per file, why it was left as it was
+/// (`None`: switched). A crash before 6b leaves the group's files as they
+/// were; after it, optimized, with recovery finishing the punches and
+/// the times.
+fn switch_group(
     vol: &Volume,
-    file: &Scanned,
-    rec: &Ingested,
-    n: usize,
+    group: &[(&Scanned, &Ingested)],
+    first: usize,
     fail_at: Option<FailAt>,
-) -> Result<Option<&'static str>> {
-    let stop = |step: SwitchStep| -> Result<()> {
+) -> Result<Vec<Option<&'static str>>> {
+    let stop = |n: usize, step: SwitchStep| -> Result<()> {
         match fail_at {
             Some(f) if f.file == n && f.step == step => match f.mode {
                 FailMode::Error => Err(Error::Interrupted(format!(
@@ -631,13 +661,64 @@ fn switch(
             _ => Ok(()),
         }
     };
-    let _guard = vol.locks().lock(file.ino);
-    // 6a: the file must be what the scan saw and the ingest read.
+    let inos: Vec<u64> = group.iter().map(|(f, _)| f.ino).collect();
+    let _guards = vol.locks().lock_many(&inos);
+    let mut outcomes = vec![None; group.len()];
+    // 6a: each file must be what the scan saw and the ingest read.
+    let mut ready = Vec::with_capacity(group.len());
+    for (i, (file, rec)) in group.iter().enumerate() {
+        match check(vol, file, rec)? {
+            Err(reason) => outcomes[i] = Some(reason),
+            Ok((f, meta)) => {
+                // The entry carries the times to put back after the punch.
+                let mut entry = Entry::new(Identity::of(&meta), rec.blob);
+                entry.times_pending = Some(backing::times_of(&meta));
+                ready.push((i, f, meta, entry));
+                stop(first + i, SwitchStep::Checked)?;
+            }
+        }
+    }
+    if ready.is_empty() {
+        return Ok(outcomes);
+    }
+    // 6b: the entries, durable, in one commit.
+    let puts: Vec<Change> = ready.iter().map(|r| Change::Put(r.3.clone())).collect();
+    vol.table().apply(&puts)?;
+    for r in &ready {
+        stop(first + r.0, SwitchStep::EntryWritten)?;
+    }
+    // 6c: free the backing bytes; the length stays. Not fsynced: a punch
+    // lost in a crash is redone by recovery when the volume is opened.
+    // 6d: the times the punch moved, back as they were; then the entries
+    // no longer need them. That commit is made durable by the next
+    // durable one (at the latest the end of the run): lost in a crash,
+    // recovery puts the same times back again.
+    let mut done = Vec::with_capacity(ready.len());
+    for (i, f, meta, mut entry) in ready {
+        let path = &group[i].0.path;
+        let io = |e| Error::io(format!("punching {}", path.display()), e);
+        backing::punch_stream_map_ranges(&f, &entry).map_err(io)?;
+        stop(first + i, SwitchStep::Punched)?;
+        backing::restore_times(&f, &meta).map_err(io)?;
+        entry.times_pending = None;
+        done.push(entry);
+    }
+    vol.table().put_many_lazily(done)?;
+    Ok(outcomes)
+}
+
+/// Step 6a for one file, under its lock: the file opened for the punch
+/// and its metadata, or why it is left as it is.
+fn check(
+    vol: &Volume,
+    file: &Scanned,
+    rec: &Ingested,
+) -> Result<std::result::Result<(File, Metadata), &'static str>> {
     let f = match OpenOptions::new().write(true).open(&file.path) {
         Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Some("removed")),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Err("removed")),
         Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-            return Ok(Some("not writable"))
+            return Ok(Err("not writable"))
         }
         Err(e) => return Err(Error::io(format!("opening {}", file.path.display()), e)),
     };
@@ -650,33 +731,14 @@ fn switch(
         || (rec.size, rec.mtime_ns, rec.ctime_ns) != (file.size, file.mtime_ns, file.ctime_ns)
         || vol.locks().change_count(file.ino) != file.changes
     {
-        return Ok(Some("changed since the scan"));
+        return Ok(Err("changed since the scan"));
     }
     if rec.sparse || rec.blob.size != file.size {
         // Not what the ingest was asked for (`holes_as_data`): left plain.
-        return Ok(Some("stored with extents"));
+        return Ok(Err("stored with extents"));
     }
     if vol.locks().open_count(file.ino).passthrough > 0 {
-        return Ok(Some("open for passthrough"));
+        return Ok(Err("open for passthrough"));
     }
-    stop(SwitchStep::Checked)?;
-    // 6b: the entry, durable, with the times to put back after the punch.
-    // From here the file reads from its stream map.
-    let mut entry = Entry::new(Identity::of(&meta), rec.blob);
-    entry.times_pending = Some(backing::times_of(&meta));
-    vol.table().put(entry.clone())?;
-    stop(SwitchStep::EntryWritten)?;
-    // 6c: free the backing bytes; the length stays. Not fsynced: a punch
-    // lost in a crash is redone by recovery when the volume is opened.
-    let io = |e| Error::io(format!("punching {}", file.path.display()), e);
-    backing::punch_stream_map_ranges(&f, &entry).map_err(io)?;
-    stop(SwitchStep::Punched)?;
-    // 6d: the times the punch moved, back as they were; then the entry no
-    // longer needs them. That commit is made durable by the next durable
-    // one (at the latest the end of the run): lost in a crash, recovery
-    // puts the same times back again.
-    backing::restore_times(&f, &meta).map_err(io)?;
-    entry.times_pending = None;
-    vol.table().put_lazily(entry)?;
-    Ok(None)
+    Ok(Ok((f, meta)))
 }

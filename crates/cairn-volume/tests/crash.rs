@@ -25,6 +25,10 @@ const CHILD_STEP: &str = "CAIRN_VOLUME_CRASH_STEP";
 /// Which file's switch is stopped (0-based, in scan order).
 const STOPPED_FILE: usize = 2;
 
+/// Files switched per durable commit in these runs: groups {0, 1},
+/// {2, 3}, {4}, so the stopped file leads the second group.
+const GROUP: usize = 2;
+
 fn small_tree(files_dir: &Path, seed: u64) -> BTreeMap<PathBuf, Vec<u8>> {
     let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(seed);
     let mut out = BTreeMap::new();
@@ -41,8 +45,13 @@ fn small_tree(files_dir: &Path, seed: u64) -> BTreeMap<PathBuf, Vec<u8>> {
 fn check_after_stop(dir: &Path, tree: &BTreeMap<PathBuf, Vec<u8>>, step: SwitchStep) {
     let vol = support::open(dir);
     let files_dir = vol.dir().files();
-    // Stopped after the entry write: the punch is recovery's to finish.
-    let punched = u64::from(step == SwitchStep::EntryWritten);
+    // Stopped after the group's entry write: the punches of its files not
+    // yet punched are recovery's to finish.
+    let punched = match step {
+        SwitchStep::Checked => 0,
+        SwitchStep::EntryWritten => GROUP as u64,
+        SwitchStep::Punched => GROUP as u64 - 1,
+    };
     assert_eq!(
         vol.recovery().punched,
         punched,
@@ -55,10 +64,12 @@ fn check_after_stop(dir: &Path, tree: &BTreeMap<PathBuf, Vec<u8>>, step: SwitchS
                 .contains(support::ino(&files_dir.join(format!("f{i}"))))
         })
         .count();
+    // Stopped before its group's commit, the files before the group are
+    // optimized; after it, the whole group too.
     let want = if step == SwitchStep::Checked {
         STOPPED_FILE
     } else {
-        STOPPED_FILE + 1
+        STOPPED_FILE + GROUP
     };
     assert_eq!(optimized_before, want, "{step:?}");
     let content = vol.content().unwrap();
@@ -115,6 +126,7 @@ fn a_job_stopped_by_an_error_at_each_step_leaves_every_file_whole() {
                     step,
                     mode: FailMode::Error,
                 }),
+                switch_group: Some(GROUP),
                 ..Default::default()
             };
             let err = optimize(&vol, &opts).unwrap_err().to_string();
@@ -160,6 +172,7 @@ fn crash_child() {
             step: STEPS[step],
             mode: FailMode::Abort,
         }),
+        switch_group: Some(GROUP),
         ..Default::default()
     };
     let _ = optimize(&vol, &opts);

@@ -241,8 +241,9 @@ fn an_optimize_cancelled_midway_keeps_what_it_finished_and_leaves_the_rest_plain
             &vol,
             &OptimizeOptions {
                 pacer: Some(pacer.clone()),
-                // Three files a batch.
+                // Three files a batch, switched two, then one.
                 batch_bytes: Some(3 * FILE_BYTES as u64),
+                switch_group: Some(2),
                 ..Default::default()
             },
         )
@@ -263,7 +264,8 @@ fn an_optimize_cancelled_midway_keeps_what_it_finished_and_leaves_the_rest_plain
         assert_eq!(check(&vol, &tree), FILES);
     }
     // The earliest cancel did nothing; one during an ingest kept its whole
-    // batch (three files); one between switches kept the files before it.
+    // batch (three files); one between two switch groups kept the files
+    // before it.
     assert_eq!(outcomes[0], 0, "{outcomes:?}");
     assert!(
         outcomes.iter().any(|&n| n > 0 && n % 3 == 0),

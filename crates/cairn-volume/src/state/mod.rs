@@ -145,6 +145,12 @@ impl StreamMapTable {
         self.commit(&[Change::Put(entry)], Durability::None)
     }
 
+    /// [`Self::put_lazily`] for several entries, in one commit.
+    pub fn put_many_lazily(&self, entries: Vec<Entry>) -> Result<()> {
+        let changes: Vec<Change> = entries.into_iter().map(Change::Put).collect();
+        self.commit(&changes, Durability::None)
+    }
+
     /// Makes every commit so far durable.
     pub fn flush(&self) -> Result<()> {
         self.apply(&[])
