@@ -250,3 +250,52 @@ fn a_damaged_reservation_is_reported_and_replaced() {
     let data = s.dir.path().join("data");
     assert_all_restore(&repo, &[(&s.kept, &data), (&id, &again)]);
 }
+
+/// Ticks per phase, for [`each_collector_ticks_inside_enumeration_and_filter`].
+#[derive(Default)]
+struct Ticks {
+    phase: Mutex<String>,
+    by_phase: Mutex<std::collections::HashMap<String, u64>>,
+}
+
+impl GcProgress for Ticks {
+    fn phase(&self, name: &str, _total: u64) {
+        *self.phase.lock().unwrap() = name.to_string();
+    }
+    fn tick(&self) {
+        let phase = self.phase.lock().unwrap().clone();
+        *self.by_phase.lock().unwrap().entry(phase).or_default() += 1;
+    }
+}
+
+/// The collector tells its progress hook of units inside enumeration
+/// (tree nodes read, or containers a level scan reads) and the filter
+/// (index entries tested), where one snapshot of one large file is a
+/// single unit of the phases' totals: the volume's scheduler paces there.
+#[test]
+fn each_collector_ticks_inside_enumeration_and_filter() {
+    for collector in [Collector::Lgc, Collector::Pgc, Collector::PgcPlus] {
+        let backend: Arc<dyn Backend> = Arc::new(MemBackend::new());
+        let repo = Repository::init(backend, tiny_config()).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        std::fs::create_dir_all(&data).unwrap();
+        let mut rng = Rng(7);
+        let big: Vec<u8> = (0..12 << 20).map(|_| rng.next() as u8).collect();
+        std::fs::write(data.join("big"), &big).unwrap();
+        common::backup(&repo, &data).unwrap();
+        let ticks = Ticks::default();
+        collect(&repo, collector, &ticks);
+        let by_phase = ticks.by_phase.lock().unwrap().clone();
+        assert!(
+            by_phase.get("enumeration").copied().unwrap_or(0) > 0,
+            "{collector:?}: {by_phase:?}"
+        );
+        if collector != Collector::PgcPlus {
+            assert!(
+                by_phase.get("filter").copied().unwrap_or(0) > 0,
+                "{collector:?}: {by_phase:?}"
+            );
+        }
+    }
+}

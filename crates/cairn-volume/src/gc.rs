@@ -35,8 +35,11 @@
 //! **Pacing.** With a [`Pacer`] (`GcOptions::pacer`; the mount daemon
 //! gives it one) the collection paces before step 1, where a cancel stops
 //! it with nothing done, and during step 4 through the engine collector's
-//! progress hook ([`CollectorPacing`]): once per container its planning
-//! phases (analysis, select, candidates) and its copy phase go through.
+//! progress hook ([`CollectorPacing`]): every 8 tree nodes its
+//! enumeration reads (and every container a level scan reads), every
+//! 4,096 index entries its filter tests, and once per container its
+//! planning phases (analysis, select, candidates) and its copy phase go
+//! through.
 //! The engine's collection cannot be stopped safely midway from outside
 //! (it would be left for the next run's Merge to finish), so a cancel
 //! there is kept, pacing stops, the collection finishes unpaced, and the
@@ -298,12 +301,21 @@ pub fn gc(vol: &Volume, opts: &GcOptions<'_>) -> Result<GcReport> {
     Ok(report)
 }
 
-/// The collector's phases whose units (one container each) are paced:
-/// they read container metadata and copy live chunks into new containers,
-/// holding no lock another user of the store waits for, and delete
-/// nothing. Any other phase (merge, commit, the deletions, and any the
+/// The collector's phases whose units are paced (tree nodes read and
+/// index entries tested in its enumeration and filter, told through
+/// `GcProgress::tick`; one container each in the others): they read
+/// trees, the index and container metadata and copy live chunks into new
+/// containers, holding no lock another user of the store waits for, and
+/// delete nothing. Any other phase (merge, commit, the deletions, and any the
 /// engine adds) runs unpaused.
-const PACED_PHASES: &[&str] = &["analysis", "select", "candidates", "copy"];
+const PACED_PHASES: &[&str] = &[
+    "enumeration",
+    "filter",
+    "analysis",
+    "select",
+    "candidates",
+    "copy",
+];
 
 /// Step 4's progress hook: paces the engine's collector once per unit of
 /// its paced phases ([`PACED_PHASES`]).
@@ -365,6 +377,16 @@ impl GcProgress for CollectorPacing<'_> {
     }
 
     fn advance(&self, _n: u64) {
+        self.pace();
+    }
+
+    fn tick(&self) {
+        self.pace();
+    }
+}
+
+impl CollectorPacing<'_> {
+    fn pace(&self) {
         // The lock is held while pacing: the phase cannot change meanwhile
         // (phases start on the collector's thread, between units).
         let st = self.state.lock();

@@ -113,6 +113,10 @@ pub struct NodeReader<'a> {
     pub store: &'a ChunkStore,
     pub meta: MetaChunks,
     buf: Vec<u8>,
+    /// Ticked every `TICK_NODES` reads (and every container a level scan
+    /// reads), when set.
+    progress: Option<&'a dyn super::GcProgress>,
+    reads: u64,
 }
 
 impl<'a> NodeReader<'a> {
@@ -121,10 +125,27 @@ impl<'a> NodeReader<'a> {
             store,
             meta: MetaChunks::new(64),
             buf: Vec::new(),
+            progress: None,
+            reads: 0,
+        }
+    }
+
+    /// The reader, telling `progress` of its reads ([`super::GcProgress::tick`]).
+    pub fn ticking(mut self, progress: &'a dyn super::GcProgress) -> Self {
+        self.progress = Some(progress);
+        self
+    }
+
+    /// One unit of reading done: a tick every `every` of them.
+    fn count(&mut self, every: u64) {
+        self.reads += 1;
+        if let Some(p) = self.progress.filter(|_| self.reads.is_multiple_of(every)) {
+            p.tick();
         }
     }
 
     fn read(&mut self, fp: &Fingerprint) -> Result<Vec<u8>> {
+        self.count(super::TICK_NODES);
         self.meta.read_chunk(fp, self.store, &mut self.buf)?;
         Ok(std::mem::take(&mut self.buf))
     }
@@ -386,6 +407,7 @@ pub fn enumerate_physical(
                 continue;
             }
             super::stop::stop_if_interrupted()?;
+            reader.count(1);
             let meta = super::meta_of(&*store.log, id)?;
             stats.metadata_reads += 1;
             for d in &meta.descriptors {

@@ -174,7 +174,17 @@ pub trait GcProgress: Sync {
     fn phase(&self, _name: &str, _total: u64) {}
     fn advance(&self, _n: u64) {}
     fn plan(&self, _plan: &Plan) {}
+    /// A unit of work inside a phase whose total counts something coarser
+    /// (tree nodes read in enumeration, every [`TICK_NODES`]; index entries
+    /// tested in the filter, every [`TICK_ENTRIES`]): a point where a
+    /// caller may pause the collection (the volume's scheduler).
+    fn tick(&self) {}
 }
+
+/// Tree nodes an enumeration reads between two [`GcProgress::tick`]s.
+pub const TICK_NODES: u64 = 8;
+/// Index entries the filter tests between two [`GcProgress::tick`]s.
+pub const TICK_ENTRIES: u64 = 4096;
 
 pub struct NoProgress;
 impl GcProgress for NoProgress {}
@@ -228,7 +238,7 @@ impl Ctx<'_> {
         stats: &mut EnumerationStats,
     ) -> Result<()> {
         phases.start("enumeration", self.roots.len() as u64);
-        let mut reader = NodeReader::new(&self.store);
+        let mut reader = NodeReader::new(&self.store).ticking(self.progress);
         match lp {
             None => mark::enumerate_logical(&self.roots, &mut reader, live, gate, stats),
             Some(lp) => {
@@ -259,7 +269,12 @@ impl Ctx<'_> {
     ) -> Result<LiveFilter> {
         phases.start("filter", self.keys());
         let mut instances = LiveFilter::new(expected, self.seed ^ 0x1);
+        let mut tested = 0u64;
         self.entries.for_each(&mut |e| {
+            tested += 1;
+            if tested.is_multiple_of(TICK_ENTRIES) {
+                self.progress.tick();
+            }
             if within.is_none_or(|w| w.contains(&e.container))
                 && gate.sampled(&e.fp)
                 && live.contains(&e.fp)
