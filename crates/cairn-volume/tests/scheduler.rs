@@ -480,8 +480,11 @@ fn a_paced_scrub_pauses_while_the_foreground_is_busy_and_goes_on_after() {
     let (vol, tree) = optimized(dir.path());
     let n = containers(&vol).len() as u64;
     assert!(n >= 3, "{n} containers");
+    // Step 1 paces once per stream map, step 3 once per container.
+    let maps = vol.table().len() as u64;
+    assert_eq!(maps, FILES as u64);
     // Busy from the pace before the second container.
-    let (fake, pacer) = busy_from(2, 6, None);
+    let (fake, pacer) = busy_from(maps + 2, 6, None);
     let report = scrub(
         &vol,
         &ScrubOptions {
@@ -494,9 +497,9 @@ fn a_paced_scrub_pauses_while_the_foreground_is_busy_and_goes_on_after() {
     assert!(report.is_clean(), "{report:?}");
     assert_eq!(report.containers_verified, n, "{report:?}");
     // No copies (nothing is referenced often enough) and nothing to
-    // repair: one pace per container of the store.
+    // repair: one pace per stream map, then one per container of the store.
     assert_eq!(report.copies_made, 0, "{report:?}");
-    assert_eq!(pacer.stats().paces, n);
+    assert_eq!(pacer.stats().paces, maps + n);
     assert_paused_once(&pacer, &fake, 6);
     assert_eq!(check(&vol, &tree), FILES);
 }
@@ -531,8 +534,18 @@ fn a_cancelled_scrub_leaves_nothing_half_done_and_a_later_scrub_is_clean() {
     damage(&vol, &fp);
     let before = containers(&vol);
 
+    // Cancelled while counting the references (one pace per stream map):
+    // nothing verified, copied or repaired.
+    let maps = vol.table().len() as u64;
+    let counting = scrub(&vol, &opts(Some(tripwire(maps / 2)))).unwrap();
+    let why = counting.cancelled.clone().expect("cancelled");
+    assert!(why.contains("counting"), "{why}");
+    assert_eq!(counting.containers_verified, 0, "{counting:?}");
+    assert_eq!(counting.copies_made, 0, "{counting:?}");
+    assert_eq!(containers(&vol), before);
+
     // Cancelled at its third container: it stops there.
-    let early = scrub(&vol, &opts(Some(tripwire(3)))).unwrap();
+    let early = scrub(&vol, &opts(Some(tripwire(maps + 3)))).unwrap();
     let why = early.cancelled.clone().expect("cancelled");
     assert!(
         why.contains("memory pressure") && why.contains("verifying"),

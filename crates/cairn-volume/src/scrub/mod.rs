@@ -45,7 +45,9 @@
 //! did not verify the whole store, and deletes no stale copy container
 //! (its chunks may still be the only sound copy a later repair needs).
 //! The report's `cancelled` says why and where; the next scrub starts
-//! over. Steps 1 and 5 (walks of the recipes) are not paced.
+//! over. Steps 1 and 5 (walks of the recipes) pace before each stream
+//! map: a cancel in 1 stops the scrub with nothing done; one in 5 stops
+//! only the pacing (the report names every affected file).
 
 mod copies;
 mod refs;
@@ -180,7 +182,15 @@ pub fn scrub(vol: &Volume, opts: &ScrubOptions) -> Result<ScrubReport> {
     let pace = || opts.pacer.as_ref().map_or(Ok(()), |p| p.pace());
     let stopped = |c: Cancelled, at: &str| format!("{c}; stopped {at}");
     // 1, 2.
-    let mut refs = refs::count(vol)?;
+    let mut refs = match refs::count(vol, &pace)? {
+        Ok(refs) => refs,
+        Err(c) => {
+            // Nothing verified, copied or repaired yet.
+            report.cancelled = Some(stopped(c, "while counting the stream maps' references"));
+            report.seconds = started.elapsed().as_secs_f64();
+            return Ok(report);
+        }
+    };
     report.referenced_chunks = refs.chunks.len() as u64;
     let (mut copies, in_copies) = Copies::open(vol, &refs, opts.copies_above, &mut report, &pace)?;
     let mut cancelled = in_copies.map(|c| stopped(c, "while verifying the second copies"));
@@ -274,7 +284,13 @@ pub fn scrub(vol: &Volume, opts: &ScrubOptions) -> Result<ScrubReport> {
     report.lost_chunks = lost.len() as u64;
     // 5.
     if !lost.is_empty() || !refs.unwalkable.is_empty() {
-        report.affected_files = refs::affected(vol, &lost)?;
+        let (files, c) = refs::affected(vol, &lost, &pace)?;
+        report.affected_files = files;
+        if let (None, Some(c)) = (&report.cancelled, c) {
+            report.cancelled = Some(format!(
+                "{c}; cancelled while naming the affected files, which were named unpaced"
+            ));
+        }
     }
     // 6. After a cancel the copies queued are still written (they are of
     // chunks verified sound), but no stale container is dropped.

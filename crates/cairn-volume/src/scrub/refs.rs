@@ -19,6 +19,7 @@ use cairn_core::{ContainerId, FpMap, FpSet, Result};
 use cairn_engine::chunk_repair::{RecipeChunk, RecipeWalker};
 
 use crate::ranges::RangeSet;
+use crate::scheduler::Cancelled;
 use crate::state::Entry;
 use crate::volume::Volume;
 use crate::walk;
@@ -60,14 +61,24 @@ fn needed(c: &RecipeChunk, live: &[(u64, u64)]) -> bool {
     live.iter().any(|&(s, e)| c.offset < e && s < end)
 }
 
-/// Counts the references of every entry of the stream-map table.
-pub(super) fn count(vol: &Volume) -> Result<References> {
+/// The pacing of a recipe walk: called before each entry.
+pub(super) type Pace<'a> = &'a dyn Fn() -> std::result::Result<(), Cancelled>;
+
+/// Counts the references of every entry of the stream-map table, paced
+/// before each entry: a cancel stops the count (`Ok(Err)`).
+pub(super) fn count(
+    vol: &Volume,
+    pace: Pace<'_>,
+) -> Result<std::result::Result<References, Cancelled>> {
     let mut walker = RecipeWalker::open(vol.repo())?;
     let mut refs = References {
         chunks: FpMap::default(),
         unwalkable: HashSet::new(),
     };
     for entry in vol.table().all() {
+        if let Err(c) = pace() {
+            return Ok(Err(c));
+        }
         let live = live_ranges(&entry);
         let walked = walker.walk(&entry.blob, &mut |c| {
             if needed(&c, &live) {
@@ -82,7 +93,7 @@ pub(super) fn count(vol: &Volume) -> Result<References> {
             refs.unwalkable.insert(entry.identity.ino);
         }
     }
-    Ok(refs)
+    Ok(Ok(refs))
 }
 
 /// A file the scrub could not repair: its path below `DIR/files`, and the
@@ -100,11 +111,21 @@ pub struct AffectedFile {
 
 /// The files whose live bytes need a chunk of `lost`, or whose recipe
 /// cannot be walked (their whole stream-map range is affected from the
-/// first node that failed), in path order.
-pub(super) fn affected(vol: &Volume, lost: &FpSet) -> Result<Vec<AffectedFile>> {
+/// first node that failed), in path order. Paced before each entry; a
+/// cancel does not stop it (the report must name every affected file):
+/// pacing stops and the cancel is returned beside the files.
+pub(super) fn affected(
+    vol: &Volume,
+    lost: &FpSet,
+    pace: Pace<'_>,
+) -> Result<(Vec<AffectedFile>, Option<Cancelled>)> {
     let mut walker = RecipeWalker::open(vol.repo())?;
     let mut by_ino: BTreeMap<u64, (RangeSet, Vec<String>)> = BTreeMap::new();
+    let mut cancelled = None;
     for entry in vol.table().all() {
+        if cancelled.is_none() {
+            cancelled = pace().err();
+        }
         let live = live_ranges(&entry);
         let mut hit = RangeSet::new();
         let mut names = Vec::new();
@@ -139,7 +160,7 @@ pub(super) fn affected(vol: &Volume, lost: &FpSet) -> Result<Vec<AffectedFile>> 
         }
     }
     if by_ino.is_empty() {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), cancelled));
     }
     let mut out = Vec::new();
     walk::regular_files(&vol.dir().files(), &mut |f| {
@@ -164,7 +185,7 @@ pub(super) fn affected(vol: &Volume, lost: &FpSet) -> Result<Vec<AffectedFile>> 
             chunks,
         });
     }
-    Ok(out)
+    Ok((out, cancelled))
 }
 
 #[cfg(test)]
