@@ -123,6 +123,8 @@ fn sessions_partition_the_files_by_type() {
         std::fs::write(files.join(name), bytes).unwrap();
     }
     age(&files);
+    // Below the minimum partition size, the types share one partition:
+    // one session, the whole store's dedup.
     let text = volume(&[
         "volume",
         "optimize",
@@ -135,6 +137,29 @@ fn sessions_partition_the_files_by_type() {
     .ok()
     .stdout_str();
     assert!(text.contains("optimized 4 of 4 files"), "{text}");
+    assert!(!text.contains("partitions"), "{text}");
+    assert!(!dir.join("partitions.json").exists());
+    // Four more, and with the minimum lowered: a partition per type.
+    for name in ["e.txt", "f.TXT", "g.log", "h.log"] {
+        let mut bytes = shared.clone();
+        bytes.extend_from_slice(name.as_bytes());
+        std::fs::write(files.join(name), bytes).unwrap();
+    }
+    age(&files);
+    let text = volume(&[
+        "volume",
+        "optimize",
+        s(&dir),
+        "--min-age",
+        "1s",
+        "--sessions",
+        "2",
+        "--min-partition-size",
+        "100KiB",
+    ])
+    .ok()
+    .stdout_str();
+    assert!(text.contains("optimized 4 of 8 files"), "{text}");
     assert!(text.contains("2 sessions over 2 partitions"), "{text}");
     let map = std::fs::read_to_string(dir.join("partitions.json")).unwrap();
     assert!(
@@ -144,7 +169,7 @@ fn sessions_partition_the_files_by_type() {
     volume(&["volume", "gc", s(&dir)]).ok();
     volume(&["check", "--repo", s(&dir.join("store")), "--read-data"]).ok();
     let st = volume(&["volume", "status", s(&dir), "--json"]).ok().json();
-    assert_eq!(st["optimized_files"], 4, "{st}");
+    assert_eq!(st["optimized_files"], 8, "{st}");
 }
 
 /// Runs `cairn volume mount` while `check` uses the mount and `status`
@@ -281,6 +306,8 @@ fn a_mounted_volume_optimizes_and_reports_through_its_daemon() {
         "2",
         "--partition-by",
         "path",
+        "--min-partition-size",
+        "1",
         "--json",
     ])
     .ok()

@@ -128,6 +128,10 @@ pub struct OptimizeOptions<'a> {
     pub sessions: usize,
     /// How the files are partitioned among sessions (`crate::partitions`).
     pub partition_by: crate::partitions::PartitionBy,
+    /// Instead of [`partitions::MIN_PARTITION_BYTES`]: a key with no chunk
+    /// log yet and fewer bytes in the run joins the partition of small
+    /// keys.
+    pub min_partition_bytes: Option<u64>,
 }
 
 /// What a run did.
@@ -311,7 +315,10 @@ pub fn optimize(vol: &Volume, opts: &OptimizeOptions<'_>) -> Result<OptimizeRepo
         opts.sessions.max(1)
     };
     let total = Some(eligible.len() as u64);
-    let parts = partitions(vol, eligible, sessions, opts.partition_by)?;
+    let min_bytes = opts
+        .min_partition_bytes
+        .unwrap_or(partitions::MIN_PARTITION_BYTES);
+    let parts = partitions(vol, eligible, sessions, opts.partition_by, min_bytes)?;
     report.partitions = parts.iter().map(|p| p.len() as u64).sum();
     let shared = Shared {
         total,
@@ -472,7 +479,8 @@ struct Part {
 }
 
 /// Splits the eligible files into partitions by `by` (004 "Efficient
-/// partitioning strategies", `crate::partitions`) and gives them, whole,
+/// partitioning strategies", `crate::partitions`; keys of fewer than
+/// `min_bytes` with no chunk log yet share one partition) and gives them, whole,
 /// largest first, to at most `sessions` sessions, each to the one with
 /// the fewest bytes so far. One session (asked, or only one partition):
 /// every file in one partition, deduplicated against the whole store.
@@ -481,15 +489,18 @@ fn partitions(
     eligible: Vec<Scanned>,
     sessions: usize,
     by: PartitionBy,
+    min_bytes: u64,
 ) -> Result<Vec<Vec<Part>>> {
     let root = vol.dir().files();
     let key = |f: &Scanned| partitions::key(f.path.strip_prefix(&root).unwrap_or(&f.path), by);
-    let mut groups: BTreeMap<String, u64> = BTreeMap::new();
+    let mut keys: BTreeMap<String, u64> = BTreeMap::new();
     if sessions > 1 {
         for f in &eligible {
-            *groups.entry(key(f)).or_default() += f.size.max(1);
+            *keys.entry(key(f)).or_default() += f.size.max(1);
         }
     }
+    let mut map = PartitionMap::load(vol.dir());
+    let (groups, part_of) = partitions::coalesce(&keys, &map, by, min_bytes);
     if groups.len() <= 1 {
         return Ok(vec![vec![Part {
             log: None,
@@ -497,11 +508,10 @@ fn partitions(
         }]]);
     }
     let owner = partitions::balance(&groups, sessions);
-    let logs =
-        PartitionMap::load(vol.dir()).assign(vol.dir(), groups.keys().map(String::as_str))?;
+    let logs = map.assign(vol.dir(), groups.keys().map(String::as_str))?;
     let mut by_key: BTreeMap<String, Vec<Scanned>> = BTreeMap::new();
     for f in eligible {
-        by_key.entry(key(&f)).or_default().push(f);
+        by_key.entry(part_of[&key(&f)].clone()).or_default().push(f);
     }
     let used = owner.values().max().map_or(1, |m| m + 1);
     let mut out: Vec<Vec<Part>> = (0..used).map(|_| Vec::new()).collect();

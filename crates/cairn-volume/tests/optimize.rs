@@ -216,6 +216,7 @@ fn parallel_run(by: PartitionBy) -> Parallel {
             sessions: 3,
             batch_bytes: Some(1 << 20),
             partition_by: by,
+            min_partition_bytes: Some(1),
             ..Default::default()
         },
     )
@@ -360,6 +361,7 @@ fn partitions_dedup_alone_until_the_collection_reconciles_them() {
             &OptimizeOptions {
                 sessions: 2,
                 partition_by: PartitionBy::Path,
+                min_partition_bytes: Some(1),
                 ..Default::default()
             },
         )

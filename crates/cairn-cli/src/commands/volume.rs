@@ -123,6 +123,11 @@ pub struct OptimizeArgs {
     /// copies are reconciled by the next `cairn volume gc`.
     #[arg(long, value_name = "HOW", default_value = "type")]
     pub partition_by: cairn_volume::partitions::PartitionBy,
+    /// A type (or directory) with fewer bytes to optimize in the run than
+    /// this, and no chunk log of its own yet, shares one partition with
+    /// the other small ones (each partition is a backup of its own).
+    #[arg(long, value_name = "SIZE", value_parser = crate::values::size, default_value = "64MiB")]
+    pub min_partition_size: u64,
     #[command(flatten)]
     pub password: PasswordArgs,
 }
@@ -269,6 +274,7 @@ pub fn run(cli: &Globals, cmd: &VolumeCommand) -> Result<ExitCode> {
                     p.min_size,
                     sessions(a),
                     a.partition_by,
+                    a.min_partition_size,
                 )?;
                 print_optimize(cli, &report)
             }
@@ -392,6 +398,7 @@ fn optimize(cli: &Globals, a: &OptimizeArgs) -> Result<ExitCode> {
             pacer: job_pacer(a),
             sessions: sessions(a),
             partition_by: a.partition_by,
+            min_partition_bytes: Some(a.min_partition_size),
             ..Default::default()
         },
     )?;

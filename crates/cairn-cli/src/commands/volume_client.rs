@@ -45,6 +45,7 @@ pub fn optimize(
     min_size: Option<u64>,
     sessions: usize,
     partition_by: cairn_volume::partitions::PartitionBy,
+    min_partition_bytes: u64,
 ) -> Result<OptimizeReport> {
     let mut args = Map::new();
     args.insert("sessions".into(), sessions.into());
@@ -52,6 +53,7 @@ pub fn optimize(
         "partition_by".into(),
         serde_json::to_value(partition_by).expect("an enum serializes"),
     );
+    args.insert("min_partition_bytes".into(), min_partition_bytes.into());
     if let Some(age) = min_age {
         args.insert("min_age_secs".into(), age.as_secs().into());
     }

@@ -73,6 +73,8 @@ pub struct OptimizeRequest {
     /// How several sessions split the files (default: by type).
     #[serde(default)]
     pub partition_by: crate::partitions::PartitionBy,
+    /// Instead of `partitions::MIN_PARTITION_BYTES`.
+    pub min_partition_bytes: Option<u64>,
 }
 
 /// The options of a request, read as `T` (unknown fields refused).
@@ -97,6 +99,7 @@ fn run_optimize(vol: &Volume, args: &Value, progress: ProgressSink<'_>) -> Resul
             pacer: vol.job_pacer(),
             sessions: req.sessions.unwrap_or(1),
             partition_by: req.partition_by,
+            min_partition_bytes: req.min_partition_bytes,
             ..Default::default()
         },
     )?;
