@@ -79,6 +79,14 @@ pub struct InitArgs {
     /// Lazy lookup: most fingerprints (and their chunks) buffered per stream.
     #[arg(long, default_value_t = LookupConfig::default().buffer_fingerprints, help_heading = "Advanced")]
     pub lookup_buffer: u32,
+    /// Bound the in-memory index part at N entries (paged index): a backup
+    /// holding the repository alone (its first, above all) whose new
+    /// chunks pass N merges the durable ones into the index and goes on, so
+    /// its memory does not grow with the backup. At init (or a backup that
+    /// creates the repository): the repository's default; on a later
+    /// backup: that backup's.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), help_heading = "Advanced")]
+    pub index_part_budget: Option<u64>,
     /// Device class the repository's index is on, for --lookup auto (init,
     /// backup).
     #[arg(long, value_parser = crate::values::one_of(&DeviceClass::INDEX_DEVICE_NAMES), help_heading = "Advanced")]
@@ -147,6 +155,13 @@ pub fn config_from(a: &InitArgs) -> Result<RepoConfig> {
     cfg.rewrite = a
         .rewrite
         .unwrap_or_else(|| lookup.strategy.default_rewrite());
+    if a.index_part_budget.is_some() && a.index != IndexKind::Paged {
+        bail!(
+            "--index-part-budget bounds the paged index's in-memory part; \
+             the frugal index has none"
+        );
+    }
+    cfg.index.part_budget = a.index_part_budget;
     cfg.validate()?;
     Ok(cfg)
 }

@@ -503,3 +503,125 @@ fn rewrite_schemes_round_trip_and_lazy_lookup_refuses_them() {
         .one_line_error();
     assert!(err.contains("window"), "{err}");
 }
+
+/// The newest index generation of the local repository at `repo`.
+fn index_generation(repo: &Path) -> u64 {
+    fs::read_dir(repo.join("index"))
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.unwrap().file_name().to_string_lossy().into_owned();
+            u64::from_str_radix(&name, 16).ok()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// `--index-part-budget` (docs/simulation.md, "Memory"): set at init it
+/// bounds the repository's first backup, which merges its part into new
+/// index generations as it goes; given to a later backup it bounds that
+/// one (which holds the repository alone). Every snapshot restores
+/// byte-identically. Refused where it could not act (the frugal index,
+/// `trace`).
+#[test]
+fn the_index_part_budget_bounds_first_and_later_backups() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut rng = Rng::new(77);
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    build_random_files(&a, &mut rng, 4, 1 << 20);
+    build_random_files(&b, &mut rng, 4, 1 << 20);
+    let (free, bounded) = (tmp.path().join("free"), tmp.path().join("bounded"));
+    // Small containers: a merge moves only what durable containers hold.
+    let init = ["init", "--encryption", "none", "--container-size", "256KiB"];
+    cairn(&free, &init).ok();
+    cairn(
+        &bounded,
+        &[&init[..], &["--index-part-budget", "64"]].concat(),
+    )
+    .ok();
+    for repo in [&free, &bounded] {
+        cairn(repo, &["backup", s(&a)]).ok();
+    }
+    // About 512 new chunks against a budget of 64: several merges.
+    assert!(
+        index_generation(&bounded) > index_generation(&free) + 2,
+        "{} vs {}",
+        index_generation(&bounded),
+        index_generation(&free)
+    );
+    // A later backup of the unbounded repository, bounded by its flag.
+    let before = index_generation(&free);
+    cairn(&free, &["backup", "--index-part-budget", "64", s(&b)]).ok();
+    assert!(index_generation(&free) > before + 2, "{before}");
+    for repo in [&free, &bounded] {
+        cairn(repo, &["check", "--read-data"]).ok();
+        for src in [&a, &b] {
+            let out = tmp.path().join(format!(
+                "out-{}-{}",
+                repo.file_name().unwrap().to_string_lossy(),
+                src.file_name().unwrap().to_string_lossy()
+            ));
+            if repo == &bounded && src == &b {
+                continue;
+            }
+            let snap = cairn(repo, &["snapshots", "--json"]).ok().json();
+            let id = snap
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| {
+                    r["paths"][0]
+                        .as_str()
+                        .unwrap()
+                        .ends_with(&*src.file_name().unwrap().to_string_lossy())
+                })
+                .unwrap()["id"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            cairn(repo, &["restore", &id, "--target", s(&out)]).ok();
+            let m = Manifest::capture(src);
+            assert_tree_matches(&m, &out.join(src.file_name().unwrap()));
+        }
+    }
+    // Refused where it could not act.
+    let frugal = tmp.path().join("frugal");
+    let e = cairn(
+        &frugal,
+        &[
+            "init",
+            "--encryption",
+            "none",
+            "--index",
+            "frugal",
+            "--index-part-budget",
+            "5",
+        ],
+    )
+    .code(1)
+    .one_line_error();
+    assert!(e.contains("--index-part-budget"), "{e}");
+    cairn(
+        &frugal,
+        &["init", "--encryption", "none", "--index", "frugal"],
+    )
+    .ok();
+    cairn(&frugal, &["backup", s(&a)]).ok();
+    let e = cairn(&frugal, &["backup", "--index-part-budget", "5", s(&b)])
+        .code(1)
+        .one_line_error();
+    assert!(e.contains("frugal"), "{e}");
+    let e = cairn(
+        &free,
+        &[
+            "trace",
+            s(&a),
+            "-o",
+            s(&tmp.path().join("t")),
+            "--index-part-budget",
+            "5",
+        ],
+    )
+    .code(1)
+    .one_line_error();
+    assert!(e.contains("--index-part-budget"), "{e}");
+}

@@ -230,10 +230,24 @@ pub fn run(cli: &Globals, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
     if !created {
         refuse_differing_init_flags(&cli.given_init_flags, &given, &repo.config)?;
     }
+    // Given on an existing repository: this backup's bound on its
+    // in-memory index part, which acts only on a backup holding the
+    // repository alone (`dedup::part_budget`): such a backup takes the
+    // writer lock alone.
+    let part_budget = a.init.index_part_budget.filter(|_| !created);
+    if part_budget.is_some() && repo.config.index.kind != cairn_engine::config::IndexKind::Paged {
+        bail!(
+            "--index-part-budget bounds the paged index's in-memory part; \
+             this repository uses the frugal index, which has none"
+        );
+    }
     // Shared with other backups (docs/concurrency.md). The time it takes
     // (a wait for a writer alone included) is in `--json` as `lock_seconds`.
     let lock_started = std::time::Instant::now();
-    let lock = repo.lock_backup(a.wait)?;
+    let lock = match part_budget {
+        Some(_) => repo.lock_writer(a.wait)?,
+        None => repo.lock_backup(a.wait)?,
+    };
     let lock_seconds = lock_started.elapsed().as_secs_f64();
     let progress = Arc::new(Progress::default());
     let display = Display::start(progress.clone(), !cli.quiet && !cli.json, "backup");
@@ -263,6 +277,7 @@ pub fn run(cli: &Globals, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
                 (None, false) => ParentChoice::Latest,
             },
             entry_log: crate::report::backup::entry_log(cli.verbose, cli.quiet || cli.json),
+            index_part_budget: part_budget,
             ..Default::default()
         },
     );

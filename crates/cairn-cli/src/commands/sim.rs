@@ -59,14 +59,6 @@ pub struct SimArgs {
     /// rate until the next backup rebuilds it for the index.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub summary_vector_chunks: Option<u64>,
-    /// Bound the in-memory index part at N entries: a backup whose part
-    /// passes N merges its durable entries into a new index generation and
-    /// goes on (paged index only). Dedup decisions are unchanged; the
-    /// chunks moved cost index page reads, and each merge rewrites the
-    /// index, so page reads, modeled seconds and the index's writes rise.
-    /// Without it a backup holds every new chunk in memory until its commit.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
-    pub index_part_budget: Option<u64>,
     /// The policy of the simulated restore and its memory.
     #[command(flatten)]
     pub cache: crate::restore_cache::RestoreCacheArgs,
@@ -117,15 +109,6 @@ pub fn sim(cli: &Globals, a: &SimArgs) -> Result<ExitCode> {
     let mut config = config_from(&a.init)?;
     if let Some(n) = a.summary_vector_chunks {
         config.index.expected_chunks = n;
-    }
-    if let Some(n) = a.index_part_budget {
-        if config.index.kind != cairn_engine::config::IndexKind::Paged {
-            return Err(anyhow!(
-                "--index-part-budget bounds the paged index's in-memory part; \
-                 the frugal index has none"
-            ));
-        }
-        config.index.part_budget = Some(n);
     }
     if a.init.lookup_device.is_some() {
         return Err(anyhow!(
@@ -242,7 +225,7 @@ fn many_writers(cli: &Globals, a: &SimArgs, inputs: &[GenerationInput]) -> Resul
         (a.relayout, "--relayout"),
         (a.memory_report, "--memory-report"),
         (a.summary_vector_chunks.is_some(), "--summary-vector-chunks"),
-        (a.index_part_budget.is_some(), "--index-part-budget"),
+        (a.init.index_part_budget.is_some(), "--index-part-budget"),
     ] {
         if given {
             return Err(anyhow!(

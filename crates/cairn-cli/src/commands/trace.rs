@@ -45,6 +45,7 @@ pub fn run(cli: &Globals, a: &TraceArgs) -> Result<ExitCode> {
             "ring_size",
             "lookup_buffer",
             "lookup_device",
+            "index_part_budget",
         ],
         "a trace records chunks (chunker, fingerprint, compression), not a repository",
     )?;

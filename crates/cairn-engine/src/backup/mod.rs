@@ -104,6 +104,12 @@ pub struct BackupOptions {
     /// Told of the file bytes each batch of chunks carried
     /// ([`events::ContentLog`]); `None`: nobody listens.
     pub content_log: Option<events::ContentLog>,
+    /// This backup's bound on the in-memory index part instead of the
+    /// repository's `index.part_budget` (`dedup::part_budget`; it acts
+    /// only where a commit would merge anyway: the paged index, a backup
+    /// holding the writer lock alone, such as a repository's first, and
+    /// inline dedup). `None`: the config's.
+    pub index_part_budget: Option<u64>,
     /// 004's partitioned dedup: with the frugal index, beside other
     /// writers, append to chunk log `k` (k >= 1) and deduplicate against
     /// it and partition 0 only (the logs writers alone append to: a first
@@ -429,7 +435,7 @@ fn open_dedup(
     let may_bound = cfg.index.kind == crate::config::IndexKind::Paged
         && !lock.is_shared()
         && dedup_mode == DedupMode::Inline;
-    let dedup = match cfg.index.part_budget {
+    let dedup = match opts.index_part_budget.or(cfg.index.part_budget) {
         Some(entries) if may_bound => {
             dedup.with_part_budget(crate::dedup::part_budget::PartBudget {
                 entries: usize::try_from(entries).unwrap_or(usize::MAX),
