@@ -123,19 +123,21 @@ fn sessions_partition_the_files_by_type() {
         std::fs::write(files.join(name), bytes).unwrap();
     }
     age(&files);
+    let optimize = |extra: &[&str]| {
+        let base = [
+            "volume",
+            "optimize",
+            s(&dir),
+            "--min-age",
+            "1s",
+            "--sessions",
+            "2",
+        ];
+        volume(&[&base[..], extra].concat()).ok().stdout_str()
+    };
     // Below the minimum partition size, the types share one partition:
     // one session, the whole store's dedup.
-    let text = volume(&[
-        "volume",
-        "optimize",
-        s(&dir),
-        "--min-age",
-        "1s",
-        "--sessions",
-        "2",
-    ])
-    .ok()
-    .stdout_str();
+    let text = optimize(&[]);
     assert!(text.contains("optimized 4 of 4 files"), "{text}");
     assert!(!text.contains("partitions"), "{text}");
     assert!(!dir.join("partitions.json").exists());
@@ -146,19 +148,7 @@ fn sessions_partition_the_files_by_type() {
         std::fs::write(files.join(name), bytes).unwrap();
     }
     age(&files);
-    let text = volume(&[
-        "volume",
-        "optimize",
-        s(&dir),
-        "--min-age",
-        "1s",
-        "--sessions",
-        "2",
-        "--min-partition-size",
-        "100KiB",
-    ])
-    .ok()
-    .stdout_str();
+    let text = optimize(&["--min-partition-size", "100KiB"]);
     assert!(text.contains("optimized 4 of 8 files"), "{text}");
     assert!(text.contains("2 sessions over 2 partitions"), "{text}");
     let map = std::fs::read_to_string(dir.join("partitions.json")).unwrap();
