@@ -64,6 +64,10 @@ pub struct Recovery {
     /// Entries whose file is gone (or whose inode now holds another file),
     /// or that no longer hold a stream-map byte: dropped.
     pub dropped: u64,
+    /// Entries whose backing file was written outside the volume since its
+    /// switch (data where the switch punched): what was written recalled,
+    /// never punched.
+    pub written_outside: u64,
 }
 
 /// An open volume. Only one exists per directory at a time (`volume.lock`).
@@ -218,9 +222,13 @@ impl Volume {
     /// more, or holds another file (birth time differs): dropped; (2)
     /// `valid` past the backing file's length (a truncate after the last
     /// commit): clipped; (3) nothing left from the stream map: dropped;
-    /// (4) stream-map ranges of the backing file still holding data (a
-    /// crash between the switch's entry write and its punch): punched, the
-    /// file's times kept. All table changes commit as one transaction.
+    /// (4) stream-map ranges of the backing file still holding data: with
+    /// the switch's times still pending (a crash between its entry write
+    /// and its times' commit), punched, the file's times kept; else the
+    /// file was written outside the volume since its switch (the backing
+    /// tree changed while nothing served it), and what was written is
+    /// recalled, never punched: the writes are the file's bytes now. All
+    /// table changes commit as one transaction.
     fn recover(&self) -> Result<Recovery> {
         let mut report = Recovery::default();
         if self.table.is_empty() {
@@ -245,13 +253,29 @@ impl Volume {
                 report.clipped += 1;
                 changes.push(Change::Put(entry.clone()));
             }
+            let block = file.meta.blksize();
+            let allocated = backing::allocated_bytes(&file.meta) > 0;
+            if allocated && !entry.is_spent() && entry.times_pending.is_none() {
+                // The switch finished (its times were committed after its
+                // punch), so bytes in its ranges were written since, outside
+                // the volume: they are the file's now.
+                let written = written_ranges(&file.path, &entry, block)?;
+                if !written.is_empty() {
+                    for (s, e) in written {
+                        entry.recalled.insert(s, e);
+                    }
+                    report.written_outside += 1;
+                    changes.push(Change::Put(entry.clone()));
+                }
+            }
             if entry.is_spent() {
                 changes.push(Change::Remove(ino));
                 report.dropped += 1;
                 continue;
             }
-            let punch = backing::allocated_bytes(&file.meta) > 0
-                && holds_data(&file.path, &entry, file.meta.blksize())?;
+            let punch = allocated
+                && entry.times_pending.is_some()
+                && holds_data(&file.path, &entry, block)?;
             if punch || entry.times_pending.is_some() {
                 let f = OpenOptions::new()
                     .write(true)
@@ -286,6 +310,58 @@ pub(crate) fn same_file(entry: &Entry, meta: &std::fs::Metadata) -> bool {
             (Some(a), Some(b)) => a == b,
             _ => true,
         }
+}
+
+/// The byte ranges of `entry`'s stream-map ranges that were written in
+/// the backing file after its switch: every whole block that is data (the
+/// switch punched them all), and of a block only partly in a range (its
+/// edges), the part in the range when it holds a byte other than zero (a
+/// punch leaves such a block allocated, with that part zeroed). Zeros
+/// written there outside the volume read as the stream map's bytes.
+fn written_ranges(path: &Path, entry: &Entry, block: u64) -> Result<Vec<(u64, u64)>> {
+    use std::os::unix::fs::FileExt;
+    let io = |e: std::io::Error| Error::io(format!("reading {}", path.display()), e);
+    let f = File::open(path).map_err(io)?;
+    let block = block.max(1);
+    let mut out = Vec::new();
+    let mut buf = Vec::new();
+    let mut edge = |out: &mut Vec<(u64, u64)>, a: u64, b: u64| -> Result<()> {
+        if a < b {
+            buf.resize((b - a) as usize, 0);
+            f.read_exact_at(&mut buf, a).map_err(io)?;
+            if buf.iter().any(|&x| x != 0) {
+                out.push((a, b));
+            }
+        }
+        Ok(())
+    };
+    for (s, e) in entry.recalled.gaps(0, entry.valid) {
+        let mut at = s;
+        while at < e {
+            let ds = match rustix::fs::seek(&f, rustix::fs::SeekFrom::Data(at)) {
+                Ok(x) => x,
+                // Past the last data, or no SEEK_DATA: nothing known written.
+                Err(_) => break,
+            };
+            if ds >= e {
+                break;
+            }
+            let de = rustix::fs::seek(&f, rustix::fs::SeekFrom::Hole(ds))
+                .unwrap_or(e)
+                .min(e);
+            let (a, b) = (ds.max(s), de);
+            let (inner_a, inner_b) = (a.div_ceil(block) * block, b / block * block);
+            if inner_a < inner_b {
+                out.push((inner_a, inner_b));
+                edge(&mut out, a, inner_a)?;
+                edge(&mut out, inner_b, b)?;
+            } else {
+                edge(&mut out, a, b)?;
+            }
+            at = de.max(at + 1);
+        }
+    }
+    Ok(out)
 }
 
 /// Whether any whole block of the backing file in `entry`'s stream-map

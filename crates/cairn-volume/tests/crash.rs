@@ -272,6 +272,82 @@ fn opening_clips_and_drops_entries_the_backing_tree_outgrew() {
     assert_eq!(vol.table().len(), 3, "f0, f3, f4 stay optimized");
 }
 
+/// A backing file written while nothing served the volume (the backing
+/// tree edited directly): opening the volume keeps what was written, as
+/// recalled ranges, and punches nothing. f0 is rewritten whole in place
+/// (same inode, longer), f1 gets 8 KiB written in its middle and 100 bytes
+/// in a block of its own (taken whole: the backing file's block, zeros
+/// around the write); f2 is untouched. Until this check, the open punched
+/// the written bytes back into holes.
+#[test]
+fn bytes_written_outside_the_volume_are_kept_at_the_next_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let tree;
+    {
+        let vol = support::create(dir.path());
+        tree = small_tree(&vol.dir().files(), 6);
+        support::age(&vol.dir().files());
+        assert_eq!(
+            optimize(&vol, &OptimizeOptions::default())
+                .unwrap()
+                .files_optimized as usize,
+            tree.len()
+        );
+    }
+    let files_dir = dir.path().join("files");
+    let ino0 = support::ino(&files_dir.join("f0"));
+    let new0: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8 + 1).collect();
+    std::fs::write(files_dir.join("f0"), &new0).unwrap();
+    assert_eq!(
+        support::ino(&files_dir.join("f0")),
+        ino0,
+        "rewritten in place"
+    );
+    let mut want1 = tree[Path::new("f1")].clone();
+    let f1 = std::fs::OpenOptions::new()
+        .write(true)
+        .open(files_dir.join("f1"))
+        .unwrap();
+    use std::os::unix::fs::FileExt;
+    f1.write_all_at(&[7u8; 8192], 65_536).unwrap();
+    want1[65_536..65_536 + 8192].fill(7);
+    // A write into a hole allocates its whole block: the rest of the block
+    // reads as zeros in the backing file, and that block is what the file
+    // holds now (a block's bytes are taken whole).
+    f1.write_all_at(&[9u8; 100], 102_450).unwrap();
+    let block = std::os::unix::fs::MetadataExt::blksize(&f1.metadata().unwrap()) as usize;
+    let start = 102_450 / block * block;
+    let end = (start + block).min(want1.len());
+    want1[start..end].fill(0);
+    want1[102_450..102_550].fill(9);
+    drop(f1);
+
+    let vol = support::open(dir.path());
+    let r = vol.recovery();
+    assert_eq!((r.written_outside, r.punched), (2, 0), "{r:?}");
+    let content = vol.content().unwrap();
+    assert!(support::read_all(&content, &files_dir.join("f0")) == new0);
+    assert!(support::read_all(&content, &files_dir.join("f1")) == want1);
+    for i in 2..5 {
+        let rel = PathBuf::from(format!("f{i}"));
+        assert!(support::read_all(&content, &files_dir.join(&rel)) == tree[&rel]);
+    }
+    // f0 is plain now (every byte written); f1 partly recalled.
+    assert!(!vol.table().contains(ino0));
+    let e1 = vol
+        .table()
+        .get(support::ino(&files_dir.join("f1")))
+        .unwrap();
+    assert!(!e1.recalled.is_empty());
+    drop(content);
+    drop(vol);
+    // Opened again: nothing more to do, the same bytes.
+    let vol = support::open(dir.path());
+    assert_eq!(vol.recovery().written_outside, 0, "{:?}", vol.recovery());
+    let content = vol.content().unwrap();
+    assert!(support::read_all(&content, &files_dir.join("f1")) == want1);
+}
+
 #[test]
 fn a_file_open_for_passthrough_stays_plain() {
     let dir = tempfile::tempdir().unwrap();
