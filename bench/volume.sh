@@ -40,6 +40,13 @@
 #    chunk log and the base) and after one `volume gc` (reconciled), and
 #    the peak RSS.
 #
+# 7. Small files (`PHASES=smallfiles`): SMALL_DIRS (50) directories of
+#    SMALL_PER_DIR (100) text files of 200 B..6 KB with SMALL_TYPES (60)
+#    extensions, optimized by one session and by SESSIONS (the types are
+#    each far below the minimum partition size, so they share one
+#    partition): wall seconds, files per second and the switches'
+#    `fdatasync` calls (strace, when installed).
+#
 #   QUICK=1          ~40 s version (smaller data, a 256 MiB file written, 1 run)
 #   SRC_MIB (32)     one version of the source tree; VERSIONS (5) of them
 #   IMAGE_MIB (48)   each of IMAGES (4) disk images of the mixed dataset
@@ -50,7 +57,7 @@
 #   READ_MIB (256)   the file read in 4
 #   RUNS (3)  RANDOM_READS (4000)
 #   HOSTS (4) subtrees of 2 images of VM_MIB each; SESSIONS (2)
-#   PHASES (space,optimize,reads,sessions,partitions)  which phases run, comma-separated (optimize:
+#   PHASES (space,optimize,reads,sessions,partitions,smallfiles)  which phases run, comma-separated (optimize:
 #                    2 and 3); e.g. PHASES=reads to measure the reads alone
 #   TMPDIR (/tmp)    where the run's work directory is made (removed at the end)
 #   CAIRN (default: builds and uses target/release/cairn)
@@ -70,14 +77,15 @@ SRC_MIB=${SRC_MIB:-32} VERSIONS=${VERSIONS:-5} IMAGE_MIB=${IMAGE_MIB:-48} IMAGES
 DOC_MIB=${DOC_MIB:-32} VM_MIB=${VM_MIB:-128} VMS=${VMS:-4} WRITE_MIB=${WRITE_MIB:-1024}
 READ_MIB=${READ_MIB:-256} RUNS=${RUNS:-3} RANDOM_READS=${RANDOM_READS:-4000}
 HOSTS=${HOSTS:-4} SESSIONS=${SESSIONS:-2}
-PHASES=${PHASES:-space,optimize,reads,sessions,partitions}
+PHASES=${PHASES:-space,optimize,reads,sessions,partitions,smallfiles}
+SMALL_DIRS=${SMALL_DIRS:-50} SMALL_PER_DIR=${SMALL_PER_DIR:-100} SMALL_TYPES=${SMALL_TYPES:-60}
 # Whether phase $1 is one of those asked for.
 phase() { [[ ",$PHASES," == *",$1,"* ]]; }
 for p in ${PHASES//,/ }; do
     case $p in
-    space | optimize | reads | sessions | partitions) ;;
+    space | optimize | reads | sessions | partitions | smallfiles) ;;
     *)
-        echo "volume.sh: unknown phase '$p' in PHASES (space, optimize, reads, sessions, partitions)" >&2
+        echo "volume.sh: unknown phase '$p' in PHASES (space, optimize, reads, sessions, partitions, smallfiles)" >&2
         exit 1
         ;;
     esac
@@ -379,8 +387,20 @@ def write4k(path, offset, saved, saved_at, earlier):
     print(f"{(t1 - t) * 1e3:.2f} {(t2 - t1) * 1e3:.2f}")
 
 
+def gen_small(root, dirs, per_dir, types, seed):
+    """dirs x per_dir text files of 200 B..6 KB, each of one of `types`
+    extensions (phase 7)."""
+    r = random.Random(seed)
+    for d in range(dirs):
+        for i in range(per_dir):
+            ext = f"t{r.randrange(types)}"
+            data = "".join(r.choice("abcdefghij \n") for _ in range(r.randrange(200, 6000)))
+            write(f"{root}/d{d:03d}/f{i:04d}.{ext}", data.encode())
+
+
 cmd, *args = sys.argv[1:]
 {
+    "small": lambda: gen_small(args[0], int(args[1]), int(args[2]), int(args[3]), 19),
     "source": lambda: gen_source(args[0], int(args[1]), int(args[2]), 11),
     "images": lambda: gen_images(args[0], args[1], int(args[2]), int(args[3]),
                                  float(args[4]), int(args[5])),
@@ -702,6 +722,44 @@ for mode in ("type", "path"):
           f"(before reconciliation), store after gc {rows[mode][1] / rows['one'][1]:.3f}x")
 PY
 rm -rf "$WORK"/parts-*
+fi
+
+# --------------------------------------------------------- 7. small files
+if phase smallfiles; then
+say ""
+say "7. Small files: ${SMALL_DIRS} x ${SMALL_PER_DIR} files of 200 B..6 KB, ${SMALL_TYPES} types, 1 session vs ${SESSIONS}"
+for n in 1 "$SESSIONS"; do
+    V="$WORK/small-$n"
+    "$CAIRN" volume create "$V" --encryption none >/dev/null
+    python3 "$HELPER" small "$V/files" "$SMALL_DIRS" "$SMALL_PER_DIR" "$SMALL_TYPES"
+    age_files "$V"
+done
+for n in 1 "$SESSIONS"; do
+    V="$WORK/small-$n"
+    timed_optimize "$V" --sessions "$n" --json
+    syncs=""
+    if command -v strace >/dev/null; then
+        # A second volume of the same files, traced (strace slows the run).
+        T="$WORK/small-trace-$n"
+        "$CAIRN" volume create "$T" --encryption none >/dev/null
+        python3 "$HELPER" small "$T/files" "$SMALL_DIRS" "$SMALL_PER_DIR" "$SMALL_TYPES"
+        age_files "$T"
+        strace -f -c -e trace=fdatasync,fsync -o "$WORK/strace-$n.txt" \
+            "$CAIRN" volume optimize "$T" --min-age 1s --sessions "$n" >/dev/null
+        syncs=$(awk '$NF == "fdatasync" || $NF == "fsync" {s += $4} END {print s + 0}' "$WORK/strace-$n.txt")
+    fi
+    python3 - "$WORK/optimize.log" "$OPT_WALL" "$n" "$syncs" <<'PY' | tee -a "$REPORT"
+import json, sys
+r = json.load(open(sys.argv[1]))
+wall, n, syncs = float(sys.argv[2]), sys.argv[3], sys.argv[4]
+files = r["files_optimized"]
+extra = f", {syncs} fsync/fdatasync calls" if syncs else ""
+print(f"   {n} session(s) asked: {r['sessions']} ran over {r.get('partitions', 1)} partition(s), "
+      f"{files} files ({r['bytes_optimized'] / 1e6:.1f} MB) in {wall:.2f} s wall, "
+      f"{files / wall:.0f} files/s{extra}")
+PY
+done
+rm -rf "$WORK"/small-*
 fi
 
 if [ -d "$ROOT/bench/out" ] || mkdir -p "$ROOT/bench/out"; then
