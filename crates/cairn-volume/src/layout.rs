@@ -91,20 +91,26 @@ impl VolumeConfig {
         Ok(config)
     }
 
-    /// Writes `volume.json` durably: a temporary file, fsynced, renamed
-    /// over the old one, and the directory fsynced.
+    /// Writes `volume.json` durably ([`write_json`]).
     pub fn write(&self, dir: &VolumeDir) -> Result<()> {
-        let path = dir.config();
-        let tmp = dir.root().join("volume.json.tmp");
-        let io_err = |e| Error::io(format!("writing {}", path.display()), e);
-        let mut bytes = serde_json::to_vec_pretty(self).expect("a config serializes");
-        bytes.push(b'\n');
-        let mut f = File::create(&tmp).map_err(io_err)?;
-        f.write_all(&bytes).map_err(io_err)?;
-        f.sync_all().map_err(io_err)?;
-        fs::rename(&tmp, &path).map_err(io_err)?;
-        sync_dir(dir.root()).map_err(io_err)
+        write_json(dir, &dir.config(), self)
     }
+}
+
+/// Writes `value` as JSON to `path` (a file of the volume directory's
+/// root) durably: `<path>.tmp` written and fsynced, renamed over the old
+/// file, and the directory fsynced.
+pub fn write_json(dir: &VolumeDir, path: &Path, value: &impl Serialize) -> Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let io_err = |e| Error::io(format!("writing {}", path.display()), e);
+    let mut bytes = serde_json::to_vec_pretty(value).expect("the volume's JSON serializes");
+    bytes.push(b'\n');
+    let mut f = File::create(&tmp).map_err(io_err)?;
+    f.write_all(&bytes).map_err(io_err)?;
+    f.sync_all().map_err(io_err)?;
+    fs::rename(&tmp, path).map_err(io_err)?;
+    sync_dir(dir.root()).map_err(io_err)
 }
 
 /// Fsyncs a directory, so the names created or renamed in it are durable.

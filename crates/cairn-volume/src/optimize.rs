@@ -491,36 +491,48 @@ fn partitions(
     by: PartitionBy,
     min_bytes: u64,
 ) -> Result<Vec<Vec<Part>>> {
-    let root = vol.dir().files();
-    let key = |f: &Scanned| partitions::key(f.path.strip_prefix(&root).unwrap_or(&f.path), by);
-    let mut keys: BTreeMap<String, u64> = BTreeMap::new();
-    if sessions > 1 {
-        for f in &eligible {
-            *keys.entry(key(f)).or_default() += f.size.max(1);
-        }
-    }
-    let mut map = PartitionMap::load(vol.dir());
-    let (groups, part_of) = partitions::coalesce(&keys, &map, by, min_bytes);
-    if groups.len() <= 1 {
-        return Ok(vec![vec![Part {
+    let one = |eligible| {
+        Ok(vec![vec![Part {
             log: None,
             files: eligible,
-        }]]);
+        }]])
+    };
+    if sessions <= 1 {
+        return one(eligible);
+    }
+    let root = vol.dir().files();
+    let keyed: Vec<(String, Scanned)> = eligible
+        .into_iter()
+        .map(|f| {
+            (
+                partitions::key(f.path.strip_prefix(&root).unwrap_or(&f.path), by),
+                f,
+            )
+        })
+        .collect();
+    let mut key_bytes: BTreeMap<String, u64> = BTreeMap::new();
+    for (k, f) in &keyed {
+        *key_bytes.entry(k.clone()).or_default() += f.size.max(1);
+    }
+    let mut map = PartitionMap::load(vol.dir());
+    let (groups, part_of) = partitions::coalesce(&key_bytes, &map, by, min_bytes);
+    if groups.len() <= 1 {
+        return one(keyed.into_iter().map(|(_, f)| f).collect());
     }
     let owner = partitions::balance(&groups, sessions);
     let logs = map.assign(vol.dir(), groups.keys().map(String::as_str))?;
-    let mut by_key: BTreeMap<String, Vec<Scanned>> = BTreeMap::new();
-    for f in eligible {
-        by_key.entry(part_of[&key(&f)].clone()).or_default().push(f);
+    let mut by_part: BTreeMap<&str, Vec<Scanned>> = BTreeMap::new();
+    for (k, f) in keyed {
+        by_part.entry(part_of[&k].as_str()).or_default().push(f);
     }
     let used = owner.values().max().map_or(1, |m| m + 1);
     let mut out: Vec<Vec<Part>> = (0..used).map(|_| Vec::new()).collect();
     // Within a session its largest partition first.
-    let mut keys: Vec<(String, Vec<Scanned>)> = by_key.into_iter().collect();
-    keys.sort_by(|a, b| groups[&b.0].cmp(&groups[&a.0]).then_with(|| a.0.cmp(&b.0)));
-    for (k, files) in keys {
-        out[owner[&k]].push(Part {
-            log: Some(logs[&k]),
+    let mut parts: Vec<(&str, Vec<Scanned>)> = by_part.into_iter().collect();
+    parts.sort_by(|a, b| groups[b.0].cmp(&groups[a.0]).then_with(|| a.0.cmp(b.0)));
+    for (k, files) in parts {
+        out[owner[k]].push(Part {
+            log: Some(logs[k]),
             files,
         });
     }
@@ -698,7 +710,10 @@ fn switch_group(
         stop(first + r.0, SwitchStep::EntryWritten)?;
     }
     // 6c: free the backing bytes; the length stays. Not fsynced: a punch
-    // lost in a crash is redone by recovery when the volume is opened.
+    // lost in a crash while the entry's times are still pending is redone
+    // by recovery when the volume is opened; lost after the cleared times
+    // became durable, recovery takes the bytes left (the file's own) as
+    // recalled, and the next run optimizes the file again.
     // 6d: the times the punch moved, back as they were; then the entries
     // no longer need them. That commit is made durable by the next
     // durable one (at the latest the end of the run): lost in a crash,

@@ -17,15 +17,14 @@
 //! collection reconciles them into the base).
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::Write;
 use std::path::{Component, Path};
 
 use serde::{Deserialize, Serialize};
 
-use cairn_core::{Error, Result};
+use cairn_core::Result;
 use cairn_engine::index::MAX_FRUGAL_PARTITIONS;
 
-use crate::layout::{sync_dir, VolumeDir};
+use crate::layout::{write_json, VolumeDir};
 
 /// How the files are partitioned among sessions.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -178,15 +177,7 @@ impl PartitionMap {
 
     fn store(&mut self, dir: &VolumeDir) -> Result<()> {
         self.version = 1;
-        let path = dir.partitions();
-        let tmp = path.with_extension("json.tmp");
-        let bytes = serde_json::to_vec_pretty(self).expect("the map serializes");
-        let what = |e: std::io::Error| Error::io(format!("writing {}", path.display()), e);
-        let mut f = std::fs::File::create(&tmp).map_err(what)?;
-        f.write_all(&bytes).map_err(what)?;
-        f.sync_all().map_err(what)?;
-        std::fs::rename(&tmp, &path).map_err(what)?;
-        sync_dir(dir.root()).map_err(what)
+        write_json(dir, &dir.partitions(), self)
     }
 }
 

@@ -50,7 +50,7 @@ impl Copies {
         refs: &References,
         copies_above: u64,
         report: &mut ScrubReport,
-        pace: &dyn Fn() -> std::result::Result<(), Cancelled>,
+        pace: super::Pace<'_>,
     ) -> Result<(Self, Option<Cancelled>)> {
         let repo = vol.repo();
         let log = chunk_repair::open_side_store(repo, &vol.dir().root().join(COPIES_DIR), true)?;

@@ -69,6 +69,10 @@ use refs::{References, Seen};
 pub use crate::copy_fallback::COPIES_DIR;
 pub use refs::AffectedFile;
 
+/// The scrub's pacing, called before each unit (a container verified, a
+/// repair, a stream map walked): `Err` when the scheduler cancels.
+type Pace<'a> = &'a dyn Fn() -> std::result::Result<(), Cancelled>;
+
 /// Chunks referenced more than this many times get a second copy by
 /// default: Windows Server Data Deduplication's documented hotspot
 /// threshold (100).
@@ -321,7 +325,7 @@ fn verify_store(
     copies: &mut Copies,
     report: &mut ScrubReport,
     damaged: &mut Vec<Damaged>,
-    pace: &dyn Fn() -> std::result::Result<(), Cancelled>,
+    pace: Pace<'_>,
 ) -> Result<Option<Cancelled>> {
     let repo = vol.repo();
     for id in repo.log.ids()? {

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use cairn_core::{ContainerId, FpMap, FpSet, Result};
 use cairn_engine::chunk_repair::{RecipeChunk, RecipeWalker};
 
+use super::Pace;
 use crate::ranges::RangeSet;
 use crate::scheduler::Cancelled;
 use crate::state::Entry;
@@ -60,9 +61,6 @@ fn needed(c: &RecipeChunk, live: &[(u64, u64)]) -> bool {
     let end = c.offset.saturating_add(c.size.max(1));
     live.iter().any(|&(s, e)| c.offset < e && s < end)
 }
-
-/// The pacing of a recipe walk: called before each entry.
-pub(super) type Pace<'a> = &'a dyn Fn() -> std::result::Result<(), Cancelled>;
 
 /// Counts the references of every entry of the stream-map table, paced
 /// before each entry: a cancel stops the count (`Ok(Err)`).
