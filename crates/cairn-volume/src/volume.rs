@@ -258,7 +258,8 @@ impl Volume {
             if allocated && !entry.is_spent() && entry.times_pending.is_none() {
                 // The switch finished (its times were committed after its
                 // punch), so bytes in its ranges were written since, outside
-                // the volume: they are the file's now.
+                // the volume, or are what a punch lost in a crash left (the
+                // file's own bytes): either way they are the file's now.
                 let written = written_ranges(&file.path, &entry, block)?;
                 if !written.is_empty() {
                     for (s, e) in written {
