@@ -40,6 +40,17 @@ fn small_tree(files_dir: &Path, seed: u64) -> BTreeMap<PathBuf, Vec<u8>> {
     out
 }
 
+/// A new volume at `dir` whose [`small_tree`] is optimized, closed again;
+/// the tree.
+fn optimized_small_tree(dir: &Path, seed: u64) -> BTreeMap<PathBuf, Vec<u8>> {
+    let vol = support::create(dir);
+    let tree = small_tree(&vol.dir().files(), seed);
+    support::age(&vol.dir().files());
+    let report = optimize(&vol, &OptimizeOptions::default()).unwrap();
+    assert_eq!(report.files_optimized as usize, tree.len());
+    tree
+}
+
 /// Reopens the volume and checks every file: byte-identical, and then a
 /// second run optimizes what the stopped one did not.
 fn check_after_stop(dir: &Path, tree: &BTreeMap<PathBuf, Vec<u8>>, step: SwitchStep) {
@@ -221,18 +232,7 @@ fn a_file_changed_between_scan_and_switch_is_left_plain() {
 #[test]
 fn opening_clips_and_drops_entries_the_backing_tree_outgrew() {
     let dir = tempfile::tempdir().unwrap();
-    let tree;
-    {
-        let vol = support::create(dir.path());
-        tree = small_tree(&vol.dir().files(), 5);
-        support::age(&vol.dir().files());
-        assert_eq!(
-            optimize(&vol, &OptimizeOptions::default())
-                .unwrap()
-                .files_optimized as usize,
-            tree.len()
-        );
-    }
+    let tree = optimized_small_tree(dir.path(), 5);
     // As a crash leaves them: f0 cut to 1000 bytes with its entry not yet
     // clipped (the mount truncates the backing file, then commits the
     // entry), f1 removed, f2 replaced by a new file (a new inode, or the
@@ -282,18 +282,7 @@ fn opening_clips_and_drops_entries_the_backing_tree_outgrew() {
 #[test]
 fn bytes_written_outside_the_volume_are_kept_at_the_next_open() {
     let dir = tempfile::tempdir().unwrap();
-    let tree;
-    {
-        let vol = support::create(dir.path());
-        tree = small_tree(&vol.dir().files(), 6);
-        support::age(&vol.dir().files());
-        assert_eq!(
-            optimize(&vol, &OptimizeOptions::default())
-                .unwrap()
-                .files_optimized as usize,
-            tree.len()
-        );
-    }
+    let tree = optimized_small_tree(dir.path(), 6);
     let files_dir = dir.path().join("files");
     let ino0 = support::ino(&files_dir.join("f0"));
     let new0: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8 + 1).collect();
