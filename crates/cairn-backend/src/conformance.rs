@@ -125,6 +125,9 @@ pub fn check_ranges(b: &Arc<dyn Backend>) {
         b.read_at_into("obj", offset, len, &mut buf).unwrap();
         let want = &data[offset as usize..offset as usize + len];
         assert_eq!(buf, want, "ranges: read_at_into {offset}+{len}");
+        let mut slice = vec![0x55; len];
+        b.read_at_slice("obj", offset, &mut slice).unwrap();
+        assert_eq!(slice, want, "ranges: read_at_slice {offset}+{len}");
     }
     b.write_atomic("empty", b"").unwrap();
     assert_eq!(b.read_tail("empty", 8).unwrap(), (0, Vec::new()));
@@ -139,6 +142,11 @@ pub fn check_truncated_read_at(b: &Arc<dyn Backend>) {
             .read_at_into("containers/00/0000000000000002", offset, len, &mut buf)
             .expect_err("truncated_read_at: a read into a buffer past the end must fail");
         assert!(into.is_corruption(), "truncated_read_at: into: {into}");
+        let mut slice = vec![0; len];
+        let sliced = b
+            .read_at_slice("containers/00/0000000000000002", offset, &mut slice)
+            .expect_err("truncated_read_at: a read into a slice past the end must fail");
+        assert!(sliced.is_corruption(), "truncated_read_at: slice: {sliced}");
         let err = b
             .read_at("containers/00/0000000000000002", offset, len)
             .expect_err("truncated_read_at: a read past the end must fail");

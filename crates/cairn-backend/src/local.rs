@@ -401,14 +401,19 @@ impl Backend for LocalBackend {
         }
         // The buffer's memory is reused as it is (already touched: no page
         // faults); only bytes past its current length are zeroed first.
+        buf.resize(len, 0);
+        self.read_at_slice(key, offset, buf)
+    }
+
+    fn read_at_slice(&self, key: &str, offset: u64, out: &mut [u8]) -> Result<()> {
+        let len = out.len();
         let (file, size) = self.open_object(key)?;
         if offset.checked_add(len as u64).is_none_or(|end| end > size) {
             return Err(truncated(key, offset, len, size));
         }
-        buf.resize(len, 0);
         let mut done = 0;
         while done < len {
-            match rustix::io::pread(&file, &mut buf[done..], offset + done as u64) {
+            match rustix::io::pread(&file, &mut out[done..], offset + done as u64) {
                 Ok(0) => return Err(truncated(key, offset, len, size)),
                 Ok(n) => done += n,
                 Err(rustix::io::Errno::INTR) => {}
@@ -416,6 +421,21 @@ impl Backend for LocalBackend {
             }
         }
         Ok(())
+    }
+
+    fn prefetch(&self, key: &str, offset: u64, len: u64) -> bool {
+        let Ok((file, _)) = self.open_object(key) else {
+            return false;
+        };
+        // The kernel starts reading the range into the page cache and
+        // returns at once (`POSIX_FADV_WILLNEED`).
+        rustix::fs::fadvise(
+            &file,
+            offset,
+            std::num::NonZeroU64::new(len),
+            rustix::fs::Advice::WillNeed,
+        )
+        .is_ok()
     }
 
     fn read_tail(&self, key: &str, len: usize) -> Result<(u64, Vec<u8>)> {

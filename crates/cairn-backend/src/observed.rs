@@ -1,9 +1,10 @@
 //! [`ObservedBackend`]: a pass-through [`Backend`] that reports every
 //! successful data access to an [`IoObserver`]: one `(op, key, bytes)` per
-//! `read`, `read_at`, `read_tail`, `read_run` (bytes returned) and
+//! `read`, `read_at` (also into a caller's buffer), `read_tail`, `read_run`
+//! (bytes returned) and
 //! `write_atomic`, `create_new` and a streamed object's create (bytes
-//! written). Failed calls, `size`, `exists`, `list`, `delete`, locks and
-//! `clean_temporaries` are forwarded unreported. The I/O counters
+//! written). Failed calls, `size`, `exists`, `list`, `delete`, locks,
+//! `prefetch` hints and `clean_temporaries` are forwarded unreported. The I/O counters
 //! ([`crate::CountingBackend`]) and the simulator's device model are two
 //! observers.
 
@@ -70,6 +71,23 @@ impl<B: Backend, O: IoObserver> Backend for ObservedBackend<B, O> {
         let data = self.inner.read_at(key, offset, len)?;
         self.observer.observe(IoOp::ReadAt, key, data.len());
         Ok(data)
+    }
+
+    fn read_at_into(&self, key: &str, offset: u64, len: usize, out: &mut Vec<u8>) -> Result<()> {
+        self.inner.read_at_into(key, offset, len, out)?;
+        self.observer.observe(IoOp::ReadAt, key, out.len());
+        Ok(())
+    }
+
+    fn read_at_slice(&self, key: &str, offset: u64, out: &mut [u8]) -> Result<()> {
+        self.inner.read_at_slice(key, offset, out)?;
+        self.observer.observe(IoOp::ReadAt, key, out.len());
+        Ok(())
+    }
+
+    /// Forwarded unreported: a hint moves no data to the caller.
+    fn prefetch(&self, key: &str, offset: u64, len: u64) -> bool {
+        self.inner.prefetch(key, offset, len)
     }
 
     fn read_tail(&self, key: &str, len: usize) -> Result<(u64, Vec<u8>)> {

@@ -72,6 +72,37 @@ pub trait Backend: Send + Sync {
         Ok(())
     }
 
+    /// Reads exactly `out.len()` bytes at `offset` into `out`, memory the
+    /// caller owns (a volume read filling the reply it sends with no
+    /// buffer between); an error if the object is shorter. Default: through
+    /// [`Backend::read_at`] and one copy; a backend that reads into memory
+    /// it is given (local files) reads into `out`.
+    fn read_at_slice(&self, key: &str, offset: u64, out: &mut [u8]) -> Result<()> {
+        let bytes = self.read_at(key, offset, out.len())?;
+        if bytes.len() != out.len() {
+            return Err(crate::Error::corrupt(
+                key,
+                format!(
+                    "read {} bytes at {offset} where {} were asked",
+                    bytes.len(),
+                    out.len()
+                ),
+            ));
+        }
+        out.copy_from_slice(&bytes);
+        Ok(())
+    }
+
+    /// A hint that bytes `[offset, offset + len)` of the object will be
+    /// read soon: a backend that can fetch them in the background (local
+    /// files: into the page cache) starts to and returns true. Default:
+    /// nothing, false (the caller then reads ahead itself if it wants to).
+    /// Never an error: a hint that cannot be taken is dropped.
+    fn prefetch(&self, key: &str, offset: u64, len: u64) -> bool {
+        let _ = (key, offset, len);
+        false
+    }
+
     /// One run of a sequential pass over the object, the first run at
     /// offset 0 and each next one where the last ended (an index merge
     /// reading the old generation): the same bytes as
@@ -211,6 +242,12 @@ macro_rules! forward_backend {
                 out: &mut Vec<u8>,
             ) -> Result<()> {
                 (**self).read_at_into(key, offset, len, out)
+            }
+            fn read_at_slice(&self, key: &str, offset: u64, out: &mut [u8]) -> Result<()> {
+                (**self).read_at_slice(key, offset, out)
+            }
+            fn prefetch(&self, key: &str, offset: u64, len: u64) -> bool {
+                (**self).prefetch(key, offset, len)
             }
             fn read_tail(&self, key: &str, len: usize) -> Result<(u64, Vec<u8>)> {
                 (**self).read_tail(key, len)
@@ -358,6 +395,16 @@ macro_rules! delegate_backend {
             out: &mut Vec<u8>,
         ) -> $crate::Result<()> {
             self.$f.read_at_into(key, offset, len, out)
+        }
+    };
+    (@one $f:ident read_at_slice) => {
+        fn read_at_slice(&self, key: &str, offset: u64, out: &mut [u8]) -> $crate::Result<()> {
+            self.$f.read_at_slice(key, offset, out)
+        }
+    };
+    (@one $f:ident prefetch) => {
+        fn prefetch(&self, key: &str, offset: u64, len: u64) -> bool {
+            self.$f.prefetch(key, offset, len)
         }
     };
     (@one $f:ident read_salvaging) => {

@@ -116,8 +116,19 @@ impl ChunkCodec {
             return self.decode_stored_verified(&stored, meta, d, out);
         }
         *out = stored;
-        if self.fingerprint(out) != d.fp {
-            out.clear();
+        self.verify_raw(out, meta, d).inspect_err(|_| out.clear())
+    }
+
+    /// Whether `d` is stored as its raw bytes (no compression): its stored
+    /// bytes are then its content, to be verified where they were read.
+    pub fn stored_raw(d: &Descriptor) -> bool {
+        d.codec == CompressionCodec::None && d.stored_len == d.raw_len
+    }
+
+    /// Verifies the bytes of a chunk stored raw ([`Self::stored_raw`]),
+    /// read where the caller wants them, against its fingerprint.
+    pub fn verify_raw(&self, raw: &[u8], meta: &ContainerMeta, d: &Descriptor) -> Result<()> {
+        if raw.len() != d.raw_len as usize || self.fingerprint(raw) != d.fp {
             return Err(Error::corrupt(
                 format!("container {}", meta.id),
                 format!("chunk {} does not match its fingerprint", d.fp),

@@ -89,6 +89,32 @@ pub trait ContainerStore: Send + Sync {
         *out = self.read_range(meta, range)?;
         Ok(())
     }
+    /// [`ContainerStore::read_range`] into `out`, which is exactly as long
+    /// as the range: memory the caller owns (a volume read filling its
+    /// reply with no buffer between).
+    fn read_range_into_slice(
+        &self,
+        meta: &ContainerMeta,
+        range: Range<u64>,
+        out: &mut [u8],
+    ) -> Result<()> {
+        let bytes = self.read_range(meta, range)?;
+        if bytes.len() != out.len() {
+            return Err(Error::corrupt(
+                format!("container {}", meta.id),
+                format!("range read of {} bytes into {}", bytes.len(), out.len()),
+            ));
+        }
+        out.copy_from_slice(&bytes);
+        Ok(())
+    }
+    /// A hint that file offsets `range` of container `meta` will be read
+    /// soon ([`Backend::prefetch`]): true if the store fetches them in the
+    /// background. Default: false.
+    fn prefetch_range(&self, meta: &ContainerMeta, range: Range<u64>) -> bool {
+        let _ = (meta, range);
+        false
+    }
     fn delete(&self, id: ContainerId) -> Result<()>;
     /// How many reads a restore may keep in flight from different threads
     /// ([`Backend::read_parallelism`] of the store underneath).
@@ -411,15 +437,7 @@ impl ContainerStore for ContainerLog {
         range: Range<u64>,
         out: &mut Vec<u8>,
     ) -> Result<()> {
-        if range.end > meta.data_offset + meta.data_len || range.start > range.end {
-            return Err(Error::corrupt(
-                format!("container {}", meta.id),
-                format!(
-                    "bytes {}..{} lie outside the data section",
-                    range.start, range.end
-                ),
-            ));
-        }
+        check_data_range(meta, &range)?;
         self.backend.read_at_into(
             &object_names::container(meta.id),
             range.start,
@@ -428,6 +446,35 @@ impl ContainerStore for ContainerLog {
         )?;
         bump(&self.counters.container_range_reads, 1);
         Ok(())
+    }
+
+    fn read_range_into_slice(
+        &self,
+        meta: &ContainerMeta,
+        range: Range<u64>,
+        out: &mut [u8],
+    ) -> Result<()> {
+        check_data_range(meta, &range)?;
+        if (range.end - range.start) as usize != out.len() {
+            return Err(Error::invalid(format!(
+                "a range read of {} bytes into {}",
+                range.end - range.start,
+                out.len()
+            )));
+        }
+        self.backend
+            .read_at_slice(&object_names::container(meta.id), range.start, out)?;
+        bump(&self.counters.container_range_reads, 1);
+        Ok(())
+    }
+
+    fn prefetch_range(&self, meta: &ContainerMeta, range: Range<u64>) -> bool {
+        check_data_range(meta, &range).is_ok()
+            && self.backend.prefetch(
+                &object_names::container(meta.id),
+                range.start,
+                range.end - range.start,
+            )
     }
 
     fn delete(&self, id: ContainerId) -> Result<()> {
@@ -454,6 +501,21 @@ fn slice_of(bytes: &[u8], id: ContainerId, range: Range<u64>) -> Result<Vec<u8>>
                 format!("bytes {}..{} lie past its end", range.start, range.end),
             )
         })
+}
+
+/// A range read must lie inside the container's data section (a damaged
+/// descriptor must not read the metadata or past the file as chunk bytes).
+fn check_data_range(meta: &ContainerMeta, range: &Range<u64>) -> Result<()> {
+    if range.end > meta.data_offset + meta.data_len || range.start > range.end {
+        return Err(Error::corrupt(
+            format!("container {}", meta.id),
+            format!(
+                "bytes {}..{} lie outside the data section",
+                range.start, range.end
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn check_id(expected: ContainerId, found: ContainerId) -> Result<()> {

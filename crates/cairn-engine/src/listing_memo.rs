@@ -203,7 +203,7 @@ impl Drop for MemoGuard {
 
 impl Backend for ListingMemo {
     cairn_core::delegate_backend!(
-        inner: exists, read_at_into, read_run, read_salvaging, describe, write_parallelism,
+        inner: exists, read_at_into, read_at_slice, prefetch, read_run, read_salvaging, describe, write_parallelism,
         read_parallelism,
         naming_key, stored_size
     );

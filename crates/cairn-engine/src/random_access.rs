@@ -5,14 +5,19 @@
 //! A range is found by descending the file's Merkle recipe: every node
 //! records the logical size of each child, so a binary search over a node's
 //! cumulative child ends picks the children covering the range, and only
-//! the data chunks under them are read. Chunks are read one by one with a
-//! range read through the metadata-section cache ([`MetaChunks`]), never by
-//! loading whole containers, and decoded, verified chunks are kept in an LRU
-//! bounded in bytes ([`SharedChunks`]), so a sequential `cat` through many
-//! small reads reads each chunk once. Several readers (threads) may share
+//! the data chunks under them are read. Chunks are read with range reads
+//! located through the metadata-section cache ([`MetaChunks`]), never by
+//! loading whole containers. [`RandomAccess::read_into`] reads the chunks
+//! that lie wholly inside its range and are stored uncompressed straight
+//! into the caller's buffer and verifies them there (a primary volume's
+//! sequential reads: one copy of each byte, none cached); other chunks are
+//! decoded, verified and kept in an LRU bounded in bytes
+//! ([`SharedChunks`]), so a sequential `cat` through many small reads reads
+//! each chunk once. Several readers (threads) may share
 //! one such cache: a chunk one of them is decoding is waited for, not
-//! decoded twice, and [`RandomAccess::warm`] fills it ahead of the reads
-//! (read-ahead). Decoded tree nodes and directory listings have LRUs of
+//! decoded twice, and [`RandomAccess::warm`] readies chunks ahead of the
+//! reads (read-ahead: uncompressed runs fetched into the page cache by the
+//! store, compressed chunks decoded into the cache). Decoded tree nodes and directory listings have LRUs of
 //! their own per reader, bounded in entries.
 //!
 //! Every node's level and children's sizes are checked against what its
@@ -24,12 +29,14 @@ use std::collections::HashSet;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 
-use cairn_core::{Error, Fingerprint, Result};
+use cairn_core::{ContainerId, Error, Fingerprint, Result};
+use cairn_format::container::Descriptor;
 use cairn_format::dir::{decode_dir, BlobRef, DirEntry};
 use cairn_format::tree::decode_tree_node;
 use lru::LruCache;
 use parking_lot::{Condvar, Mutex};
 
+use crate::codec::ChunkCodec;
 use crate::read::blob_reader::BlobReader;
 use crate::read::cache::{ChunkStore, MetaChunks, RestoreCache};
 use crate::Repository;
@@ -212,23 +219,96 @@ impl RandomAccess {
             return Ok(());
         }
         out.reserve((hi - offset) as usize);
-        let mut sink = Sink::Append(out);
-        self.range(blob.root, blob.level, blob.size, 0, offset, hi, &mut sink)
+        self.range(blob.root, blob.level, blob.size, 0, offset, hi, out)
     }
 
     /// Copies the blob's bytes at `offset` into `out`, as many as there
-    /// are before its end; returns how many (no intermediate buffer).
+    /// are before its end; returns how many.
+    ///
+    /// Chunks that lie wholly inside the range, are stored raw, sit back to
+    /// back in one container, and that no reader holds or is decoding, are
+    /// read straight into `out` (one range read per run) and verified
+    /// there: no buffer between the file and `out`, and no cache entry (a
+    /// sequential reader asks for each byte once). A chunk cut by the
+    /// range's edge, a compressed one, or one already cached goes through
+    /// the chunk cache, so the read that continues past the edge finds it
+    /// decoded.
     pub fn read_into(&mut self, blob: &BlobRef, offset: u64, out: &mut [u8]) -> Result<usize> {
         let hi = offset.saturating_add(out.len() as u64).min(blob.size);
         if offset >= hi {
             return Ok(0);
         }
-        let mut sink = Sink::Fill(out, 0);
-        self.range(blob.root, blob.level, blob.size, 0, offset, hi, &mut sink)?;
-        match sink {
-            Sink::Fill(_, n) => Ok(n),
-            _ => unreachable!("the sink stays what it was made"),
+        let leaves = self.leaf_ranges(blob, offset, hi - offset)?;
+        // The pending run of direct chunks: where it starts in `out`, its
+        // container and the chunks' descriptors.
+        let mut run: Option<DirectRun> = None;
+        for leaf in leaves {
+            let at = (leaf.start.max(offset) - offset) as usize;
+            let direct = if leaf.start >= offset
+                && leaf.end() <= hi
+                && !self.chunks.held_or_claimed(&leaf.fp)
+            {
+                let (meta, d) = self.meta.locate(&leaf.fp, &self.store)?;
+                (ChunkCodec::stored_raw(&d) && u64::from(d.raw_len) == leaf.size)
+                    .then_some((meta.id, d))
+            } else {
+                None
+            };
+            if let Some((container, d)) = direct {
+                if let Some(r) = run.as_mut().filter(|r| r.continues(container, &d)) {
+                    r.chunks.push(d);
+                    continue;
+                }
+                if let Some(r) = run.take() {
+                    self.read_direct(&r, out)?;
+                }
+                run = Some(DirectRun {
+                    at,
+                    container,
+                    chunks: vec![d],
+                });
+                continue;
+            }
+            if let Some(r) = run.take() {
+                self.read_direct(&r, out)?;
+            }
+            let chunk = self.chunk(&leaf.fp, leaf.size)?;
+            let from = (offset.max(leaf.start) - leaf.start) as usize;
+            let to = (hi.min(leaf.end()) - leaf.start) as usize;
+            out[at..at + (to - from)].copy_from_slice(&chunk[from..to]);
         }
+        if let Some(r) = run.take() {
+            self.read_direct(&r, out)?;
+        }
+        Ok((hi - offset) as usize)
+    }
+
+    /// Reads run `r` of [`RandomAccess::read_into`] into its place in
+    /// `out` with one range read, then verifies each chunk where it lies.
+    fn read_direct(&mut self, r: &DirectRun, out: &mut [u8]) -> Result<()> {
+        let first = r.chunks[0];
+        let last = r.chunks[r.chunks.len() - 1];
+        let (meta, _) = self.meta.locate(&first.fp, &self.store)?;
+        let start = cairn_format::container::chunk_file_range(meta, &first).start;
+        let end = cairn_format::container::chunk_file_range(meta, &last).end;
+        let dest = out
+            .get_mut(r.at..r.at + (end - start) as usize)
+            .ok_or_else(|| {
+                Error::corrupt(
+                    format!("container {}", meta.id),
+                    "chunk run overruns the read",
+                )
+            })?;
+        self.store
+            .log
+            .read_range_into_slice(meta, start..end, dest)?;
+        let mut at = 0;
+        for d in &r.chunks {
+            let n = d.raw_len as usize;
+            self.store.codec.verify_raw(&dest[at..at + n], meta, d)?;
+            at += n;
+        }
+        Ok(())
     }
 
     /// The data chunks of the blob that hold bytes of `[offset, offset +
@@ -258,44 +338,66 @@ impl RandomAccess {
         Ok(out)
     }
 
-    /// Reads, verifies and caches the chunks under the blob's bytes
-    /// `[offset, offset + len)` that the cache neither holds nor sees
-    /// being decoded by another reader (read-ahead: a later read of the
-    /// range finds them decoded, if the cache still holds them). Chunks
-    /// stored back to back in one container are read with one range read
-    /// (content is stored in the order it was written, so a stream's
-    /// read-ahead reads its containers in large pieces, not chunk by chunk).
+    /// Readies the chunks under the blob's bytes `[offset, offset + len)`
+    /// that the cache neither holds nor sees being decoded by another
+    /// reader, for reads soon after (read-ahead). Chunks stored back to
+    /// back in one container are taken as one run (content is stored in
+    /// the order it was written, so a stream's read-ahead sees its
+    /// containers in large pieces, not chunk by chunk):
+    ///
+    /// - a run of chunks stored raw is only fetched in the background by
+    ///   the store ([`ContainerStore::prefetch_range`]: local files into
+    ///   the page cache), since [`RandomAccess::read_into`] reads such
+    ///   chunks straight into its caller's buffer and verifies them there;
+    /// - a run of compressed chunks, or raw ones on a store that cannot
+    ///   fetch in the background, is read with one range read, decoded,
+    ///   verified and cached, so the read finds them decoded (if the
+    ///   cache still holds them).
+    ///
+    /// [`ContainerStore::prefetch_range`]: crate::container_log::ContainerStore::prefetch_range
     pub fn warm(&mut self, blob: &BlobRef, offset: u64, len: u64) -> Result<()> {
         let leaves = self.leaf_ranges(blob, offset, len)?;
         let chunks = self.chunks.clone();
-        let mut wanted = Vec::new();
+        let mut wanted: Vec<(ContainerId, Descriptor)> = Vec::new();
         for Leaf { fp, .. } in leaves {
-            let Some(claim) = chunks.try_claim(&fp) else {
+            if chunks.held_or_claimed(&fp) {
                 continue;
-            };
+            }
             let (meta, d) = self.meta.locate(&fp, &self.store)?;
-            wanted.push((claim, meta.id, d));
+            wanted.push((meta.id, d));
         }
         while !wanted.is_empty() {
-            // The run of chunks stored back to back in the first's container.
+            // The run of chunks stored back to back in the first's
+            // container, all raw or all not.
+            let raw = ChunkCodec::stored_raw(&wanted[0].1);
             let mut n = 1;
             while n < wanted.len()
-                && wanted[n].1 == wanted[0].1
-                && u64::from(wanted[n].2.offset)
-                    == u64::from(wanted[n - 1].2.offset) + u64::from(wanted[n - 1].2.stored_len)
+                && wanted[n].0 == wanted[0].0
+                && ChunkCodec::stored_raw(&wanted[n].1) == raw
+                && u64::from(wanted[n].1.offset)
+                    == u64::from(wanted[n - 1].1.offset) + u64::from(wanted[n - 1].1.stored_len)
             {
                 n += 1;
             }
-            let run: Vec<_> = wanted.drain(..n).collect();
-            let (meta, _) = self.meta.locate(&run[0].0.fp, &self.store)?;
-            let first = run[0].2;
-            let start = cairn_format::container::chunk_file_range(meta, &first).start;
-            let end = cairn_format::container::chunk_file_range(meta, &run[n - 1].2).end;
+            let run: Vec<Descriptor> = wanted.drain(..n).map(|(_, d)| d).collect();
+            let (meta, _) = self.meta.locate(&run[0].fp, &self.store)?;
+            let start = cairn_format::container::chunk_file_range(meta, &run[0]).start;
+            let end = cairn_format::container::chunk_file_range(meta, &run[n - 1]).end;
+            if raw && self.store.log.prefetch_range(meta, start..end) {
+                continue;
+            }
+            let claimed: Vec<_> = run
+                .iter()
+                .filter_map(|d| Some((chunks.try_claim(&d.fp)?, *d)))
+                .collect();
+            if claimed.is_empty() {
+                continue;
+            }
             self.store
                 .log
                 .read_range_into(meta, start..end, &mut self.range_buf)?;
-            for (claim, _, d) in run {
-                let at = (u64::from(d.offset) - u64::from(first.offset)) as usize;
+            for (claim, d) in claimed {
+                let at = (u64::from(d.offset) - u64::from(run[0].offset)) as usize;
                 let stored = self
                     .range_buf
                     .get(at..at + d.stored_len as usize)
@@ -344,7 +446,7 @@ impl RandomAccess {
         Ok(())
     }
 
-    /// Copies `[lo, hi)` (absolute offsets) out of the subtree `fp` of
+    /// Appends `[lo, hi)` (absolute offsets) of the subtree `fp` of
     /// `size` bytes that starts at `base`; the caller guarantees the two
     /// ranges overlap.
     #[allow(clippy::too_many_arguments)]
@@ -356,13 +458,13 @@ impl RandomAccess {
         base: u64,
         lo: u64,
         hi: u64,
-        out: &mut Sink<'_>,
+        out: &mut Vec<u8>,
     ) -> Result<()> {
         self.visit_leaves(fp, level, size, base, lo, hi, &mut |me, fp, base, size| {
             let chunk = me.chunk(&fp, size)?;
             let from = (lo.max(base) - base) as usize;
             let to = (hi.min(base + size) - base) as usize;
-            out.put(&chunk[from..to]);
+            out.extend_from_slice(&chunk[from..to]);
             Ok(())
         })
     }
@@ -441,22 +543,22 @@ impl RandomAccess {
     }
 }
 
-/// Where [`RandomAccess::range`] puts the bytes it finds.
-enum Sink<'a> {
-    Append(&'a mut Vec<u8>),
-    /// A slice and how much of it is filled.
-    Fill(&'a mut [u8], usize),
+/// Chunks of one container stored raw and back to back, read by
+/// [`RandomAccess::read_into`] with one range read into `out[at..]`.
+struct DirectRun {
+    at: usize,
+    container: ContainerId,
+    chunks: Vec<Descriptor>,
 }
 
-impl Sink<'_> {
-    fn put(&mut self, bytes: &[u8]) {
-        match self {
-            Sink::Append(v) => v.extend_from_slice(bytes),
-            Sink::Fill(out, n) => {
-                out[*n..*n + bytes.len()].copy_from_slice(bytes);
-                *n += bytes.len();
-            }
-        }
+impl DirectRun {
+    /// Whether chunk `d` of `container` is stored right after the run's
+    /// last chunk (it then also follows it in the blob: the caller adds
+    /// chunks in blob order).
+    fn continues(&self, container: ContainerId, d: &Descriptor) -> bool {
+        let last = self.chunks[self.chunks.len() - 1];
+        self.container == container
+            && u64::from(d.offset) == u64::from(last.offset) + u64::from(last.stored_len)
     }
 }
 
@@ -528,6 +630,12 @@ impl SharedChunks {
             }
             None => Vec::with_capacity(len),
         }
+    }
+
+    /// Whether `fp` is held or some reader is decoding it.
+    fn held_or_claimed(&self, fp: &Fingerprint) -> bool {
+        let st = self.state.lock();
+        st.chunks.contains(fp) || st.claimed.contains(fp)
     }
 
     /// `fp` claimed by the caller, unless it is held or being decoded.

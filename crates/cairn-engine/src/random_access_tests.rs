@@ -2,7 +2,10 @@
 //! file's bytes, sequential small reads read each chunk once (checked with
 //! the repository's `chunk_reads` counter), and the chunk cache stays within
 //! its byte budget; readers sharing one cache find what another decoded
-//! (read-ahead), and concurrent ones decode each chunk about once.
+//! (read-ahead), and concurrent ones decode each chunk about once. Whole
+//! raw chunks of a read go straight into the caller's buffer (nothing
+//! cached, damage still an error), and read-ahead on a store that fetches
+//! in the background only prefetches them.
 
 use std::fs;
 use std::path::Path;
@@ -30,16 +33,33 @@ fn noise(len: usize, seed: u64) -> Vec<u8> {
 
 const BIG: usize = 3 << 20;
 
-/// A repository holding `tree/big` (multi-level recipe), `tree/small`
-/// and `tree/sub/`.
+/// 2 MiB of compressible, varied lines (stored compressed).
+fn text() -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut i = 0u64;
+    while out.len() < 2 << 20 {
+        out.extend_from_slice(format!("line {i} of the text, {}\n", i * 7919 % 1000).as_bytes());
+        i += 1;
+    }
+    out
+}
+
+/// A repository in memory holding `tree/big` (multi-level recipe),
+/// `tree/small` and `tree/sub/`.
 fn setup(dir: &Path) -> (Repository, catalog::SnapshotInfo, Vec<u8>) {
+    let repo = Repository::init(Arc::new(MemBackend::new()), Repository::default_config()).unwrap();
+    setup_in(dir, repo)
+}
+
+/// [`setup`] into `repo`.
+fn setup_in(dir: &Path, repo: Repository) -> (Repository, catalog::SnapshotInfo, Vec<u8>) {
     let tree = dir.join("tree");
     fs::create_dir_all(tree.join("sub")).unwrap();
     let big = noise(BIG, 7);
     fs::write(tree.join("big"), &big).unwrap();
     fs::write(tree.join("small"), b"hello").unwrap();
     fs::write(tree.join("sub/x"), b"x").unwrap();
-    let repo = Repository::init(Arc::new(MemBackend::new()), Repository::default_config()).unwrap();
+    fs::write(tree.join("text"), text()).unwrap();
     let lock = repo.lock_writer(false).unwrap();
     let out = crate::backup(
         &repo,
@@ -180,7 +200,7 @@ fn listings_are_decoded_once() {
         .iter()
         .map(|e| e.name.as_slice())
         .collect();
-    assert_eq!(inline, [&b"big"[..], b"small", b"sub"]);
+    assert_eq!(inline, [&b"big"[..], b"small", b"sub", b"text"]);
     let before = chunk_reads(&repo);
     let again = ra.read_dir(Some(&root)).unwrap();
     assert!(Arc::ptr_eq(&first, &again));
@@ -295,4 +315,106 @@ fn a_small_cache_reuses_the_buffers_it_evicts_and_reads_stay_exact() {
         reused += usize::from(st.spare_bytes > 0);
     }
     assert!(reused > 0, "evicted buffers were never kept for reuse");
+}
+
+#[test]
+fn whole_raw_chunks_are_read_straight_into_the_callers_buffer() {
+    let dir = tempfile::tempdir().unwrap();
+    let (repo, snap, big) = setup(dir.path());
+    let b = blob(&repo, &snap, "tree/big");
+    let shared = SharedChunks::new(64 << 20);
+    let mut r = RandomAccess::open_shared(&repo, CacheLimits::default(), shared.clone()).unwrap();
+    // The whole file: every chunk lies wholly inside the read.
+    let mut got = vec![0u8; BIG];
+    assert_eq!(r.read_into(&b, 0, &mut got).unwrap(), BIG);
+    assert!(got == big);
+    assert_eq!(shared.bytes(), 0, "no chunk went through the cache");
+    // A range cut inside chunks: only the two chunks under its edges are
+    // decoded into the cache (for the read that continues past them).
+    let (lo, len) = ((1 << 20) + 12_345, 1 << 20);
+    let mut got = vec![0u8; len];
+    assert_eq!(r.read_into(&b, lo as u64, &mut got).unwrap(), len);
+    assert!(got[..] == big[lo..lo + len]);
+    let leaves = r.leaf_ranges(&b, lo as u64, len as u64).unwrap();
+    let edges = leaves[0].size + leaves[leaves.len() - 1].size;
+    assert_eq!(shared.bytes() as u64, edges);
+    // The next read finds its first chunk decoded, and reads the same.
+    let mut next = vec![0u8; len / 2];
+    let at = lo + len;
+    assert_eq!(r.read_into(&b, at as u64, &mut next).unwrap(), len / 2);
+    assert!(next[..] == big[at..at + len / 2]);
+}
+
+#[test]
+fn compressed_chunks_are_read_through_the_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let (repo, snap, _) = setup(dir.path());
+    let t = blob(&repo, &snap, "tree/text");
+    let want = text();
+    let shared = SharedChunks::new(64 << 20);
+    let mut r = RandomAccess::open_shared(&repo, CacheLimits::default(), shared.clone()).unwrap();
+    let mut got = vec![0u8; want.len()];
+    assert_eq!(r.read_into(&t, 0, &mut got).unwrap(), want.len());
+    assert!(got == want);
+    assert_eq!(
+        shared.bytes(),
+        want.len(),
+        "each chunk decoded once, cached"
+    );
+}
+
+#[test]
+fn a_damaged_chunk_read_straight_is_an_error_not_wrong_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (repo, snap, _) = setup(dir.path());
+    let b = blob(&repo, &snap, "tree/big");
+    // One byte flipped a third of the way into each container: inside
+    // the data section, where the big file's chunks are.
+    let backend = repo.backend().clone();
+    for key in backend.list("containers/").unwrap() {
+        let mut bytes = backend.read(&key).unwrap();
+        let at = bytes.len() / 3;
+        bytes[at] ^= 0x40;
+        backend.write_atomic(&key, &bytes).unwrap();
+    }
+    let mut r = RandomAccess::open(&repo, CacheLimits::default()).unwrap();
+    let mut got = vec![0u8; BIG];
+    let err = r.read_into(&b, 0, &mut got).unwrap_err();
+    assert!(err.is_corruption(), "{err}");
+    assert!(
+        err.to_string().contains("does not match its fingerprint"),
+        "{err}"
+    );
+}
+
+#[test]
+fn read_ahead_on_a_local_store_prefetches_raw_chunks_and_decodes_compressed_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = Arc::new(cairn_backend::LocalBackend::create(&dir.path().join("repo")).unwrap());
+    let repo = Repository::init(backend, Repository::default_config()).unwrap();
+    let (repo, snap, big) = setup_in(dir.path(), repo);
+    let b = blob(&repo, &snap, "tree/big");
+    let t = blob(&repo, &snap, "tree/text");
+    let shared = SharedChunks::new(64 << 20);
+    let mut ahead =
+        RandomAccess::open_shared(&repo, CacheLimits::default(), shared.clone()).unwrap();
+    ahead.warm(&b, 0, BIG as u64).unwrap();
+    assert_eq!(shared.bytes(), 0, "raw chunks are only prefetched");
+    let want = text();
+    ahead.warm(&t, 0, want.len() as u64).unwrap();
+    assert_eq!(shared.bytes(), want.len(), "compressed chunks are decoded");
+    let mut r = RandomAccess::open_shared(&repo, CacheLimits::default(), shared.clone()).unwrap();
+    let mut got = vec![0u8; BIG];
+    assert_eq!(r.read_into(&b, 0, &mut got).unwrap(), BIG);
+    assert!(got == big);
+    let before = chunk_reads(&repo);
+    let mut got = vec![0u8; want.len()];
+    assert_eq!(r.read_into(&t, 0, &mut got).unwrap(), want.len());
+    assert!(got == want);
+    let reads = chunk_reads(&repo) - before;
+    let leaves = r.leaf_ranges(&t, 0, want.len() as u64).unwrap().len() as u64;
+    assert!(
+        reads < leaves,
+        "{reads} chunk reads for {leaves} decoded chunks"
+    );
 }
