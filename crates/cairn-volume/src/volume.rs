@@ -234,13 +234,36 @@ impl Volume {
         if self.table.is_empty() {
             return Ok(report);
         }
+        // The entries' files, found by their directory entries' inode
+        // numbers without a `stat` of every other file; only if one is
+        // missing (removed outside the volume, or a file system whose
+        // `d_ino` is not `st_ino`) does a full walk decide, so that no
+        // entry whose file exists is ever dropped.
+        let entries = self.table.all();
         let mut files = HashMap::new();
-        walk::regular_files(&self.dir.files(), &mut |f| {
-            files.insert(f.meta.ino(), f);
-            Ok(())
-        })?;
+        let keep =
+            |files: &mut HashMap<u64, walk::BackingFile>, f: walk::BackingFile| -> Result<()> {
+                if self.table.contains(f.meta.ino()) {
+                    files.insert(f.meta.ino(), f);
+                }
+                Ok(())
+            };
+        walk::regular_files_among(
+            &self.dir.files(),
+            &|ino| self.table.contains(ino),
+            &mut |f| keep(&mut files, f),
+        )?;
+        let found = |files: &HashMap<u64, walk::BackingFile>, e: &Entry| {
+            files
+                .get(&e.identity.ino)
+                .is_some_and(|f| same_file(e, &f.meta))
+        };
+        if !entries.iter().all(|e| found(&files, e)) {
+            files.clear();
+            walk::regular_files(&self.dir.files(), &mut |f| keep(&mut files, f))?;
+        }
         let mut changes = Vec::new();
-        for mut entry in self.table.all() {
+        for mut entry in entries {
             let ino = entry.identity.ino;
             let Some(file) = files.get(&ino).filter(|f| same_file(&entry, &f.meta)) else {
                 changes.push(Change::Remove(ino));
