@@ -290,6 +290,33 @@ fn frugal_reserve_keeps_the_table_full() {
     }
 }
 
+/// A table that grows insert by insert past several growths stays within
+/// 8 bytes per chunk at every step (issue 32's bound): a growth adds a
+/// quarter, so the load never falls below 0.97 / 1.25.
+#[test]
+fn frugal_growth_keeps_every_step_within_8_bytes_per_chunk() {
+    let backend = Arc::new(MemBackend::new());
+    let mut idx = open(
+        &backend,
+        FrugalConfig {
+            expected_chunks: 2_000,
+            ..small_cfg()
+        },
+    );
+    let mut worst: f64 = 0.0;
+    for i in 0..40_000 {
+        idx.insert(&fp(i, 32), ContainerId(i / 100)).unwrap();
+        if i >= 2_000 {
+            worst = worst.max(idx.ram().bytes_per_chunk);
+        }
+    }
+    assert!(idx.stats().rebuilds >= 5, "{:?}", idx.stats());
+    assert!(worst <= 8.0, "{worst} bytes per chunk at worst");
+    for i in (0..40_000).step_by(331) {
+        assert_eq!(idx.lookup(&fp(i, 32)).unwrap(), Some(ContainerId(i / 100)));
+    }
+}
+
 /// `ram_bytes_for` (what `cairn stats` reports) is the slot RAM of the
 /// table `with_capacity` would build.
 #[test]
