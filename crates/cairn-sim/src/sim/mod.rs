@@ -23,7 +23,7 @@ use cairn_engine::{BackupOptions, RepoConfig, Repository, Source};
 use crate::device::{DeviceBackend, DeviceModel, DeviceStore, IoUsage, Stage, StageTimes};
 use crate::trace::{open_trace_as, TraceFormat};
 use crate::workload::Workload;
-use cairn_engine::config::LookupStrategy;
+use cairn_engine::config::{IndexKind, LookupStrategy};
 
 /// One generation's input.
 pub enum GenerationInput {
@@ -279,7 +279,15 @@ pub(crate) fn run_with(
     let repo = Repository::init_with_store(backend, cfg.clone(), counters.clone(), store.clone())?;
 
     let mut rows = Vec::with_capacity(inputs.len());
-    let mut placement = restore::Placement::default();
+    // The exact run (metadata in memory) and frugal-index runs place
+    // chunks in a map over every container; the compact one asks the
+    // paged index (`restore::Placement`).
+    let mut placement = match (metadata, cfg.index.kind) {
+        (ContainerMetadata::Scratch, IndexKind::Paged) => {
+            restore::Placement::Index(Arc::new(objects.backend.clone()))
+        }
+        _ => restore::Placement::map(),
+    };
     let (mut cum_logical, mut cum_stored) = (0u64, 0u64);
     // Chunks the index holds (data and tree nodes): nothing is deleted.
     let mut indexed = 0u64;

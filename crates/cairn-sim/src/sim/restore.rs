@@ -7,8 +7,13 @@
 //! container reads and the speed factor (MB restored per container read);
 //! each read is charged to the device model at the container's size.
 
-use cairn_core::{ContainerId, FpMap, Result, TraceEvent, TraceSource};
+use std::sync::Arc;
+
+use cairn_core::{
+    Backend, ContainerId, Counters, Error, Fingerprint, FpMap, Result, TraceEvent, TraceSource,
+};
 use cairn_engine::container_log::ContainerStore;
+use cairn_engine::index::disk_index::DiskIndex;
 use cairn_engine::meta_store::MetaOnlyStore;
 use cairn_engine::read::policy::{plan_full, ContainerChunk, PlanStep, PolicyRun, PolicyStats};
 use cairn_engine::read::CacheOptions;
@@ -33,6 +38,67 @@ impl RestoreResult {
     }
 }
 
+/// Where each stored chunk's canonical copy is, for the simulated
+/// restores of one run.
+pub enum Placement {
+    /// Every container's metadata section placed in a map
+    /// ([`PlacementMap`]): exact by construction, about 67 bytes of RAM per
+    /// unique chunk. Runs with the containers' metadata in memory (the
+    /// exactness guard's reference) and frugal-index runs use it.
+    Map(PlacementMap),
+    /// The repository's paged index, opened for each restore on the
+    /// scratch objects' own backend (so its page reads are not charged to
+    /// the device model: a real restore's locator is part of the index it
+    /// already has, and the model charges container reads): no RAM per
+    /// chunk (issue 35). The index resolves each fingerprint to its
+    /// canonical copy as the map does (`canonical.rs`: its merges and the
+    /// map both keep the highest container id), and it is looked up only
+    /// when the policy reads a container (a miss), not per chunk.
+    Index(Arc<dyn Backend>),
+}
+
+impl Placement {
+    /// A placement kept as a map.
+    pub fn map() -> Self {
+        Placement::Map(PlacementMap::default())
+    }
+}
+
+/// A placement's view for one restore.
+enum Locate<'a> {
+    Map(&'a FpMap<ContainerId>),
+    Index(DiskIndex),
+}
+
+impl Locate<'_> {
+    /// Whether the restore plans `fp` (a chunk no container holds is not
+    /// planned; none in a complete trace). The index is asked only when
+    /// the chunk is read: every chunk is planned.
+    fn plans(&self, fp: &Fingerprint) -> bool {
+        match self {
+            Locate::Map(m) => m.contains_key(fp),
+            Locate::Index(_) => true,
+        }
+    }
+
+    fn container(&self, fp: &Fingerprint) -> Result<ContainerId> {
+        let found = match self {
+            Locate::Map(m) => m.get(fp).copied(),
+            Locate::Index(ix) => ix.lookup(fp)?,
+        };
+        found.ok_or_else(|| {
+            Error::corrupt(
+                "simulated repository",
+                format!("chunk {fp} of the trace is in no container"),
+            )
+        })
+    }
+}
+
+/// Pages of the index a restore keeps verified (it reads one per
+/// container read at most).
+const INDEX_PAGE_CACHE_BYTES: usize = 4 << 20;
+
 /// Where each stored chunk's canonical copy is (`canonical::place` over
 /// every container's metadata section), kept from one simulated restore to
 /// the next: each brings it up to date with the containers written since
@@ -42,19 +108,19 @@ impl RestoreResult {
 /// chunk's only copy: the map is then rebuilt whole, so it always equals
 /// one built from scratch.
 #[derive(Default)]
-pub struct Placement {
+pub struct PlacementMap {
     place: FpMap<ContainerId>,
     /// Containers whose sections are in `place`, ascending.
     placed: Vec<ContainerId>,
 }
 
-impl Placement {
+impl PlacementMap {
     fn update(&mut self, store: &MetaOnlyStore) -> Result<()> {
         let ids = store.ids()?;
         // Ids only grow, so the placed ones still present are a prefix of
         // `ids` exactly when none is gone.
         if ids.len() < self.placed.len() || ids[..self.placed.len()] != self.placed[..] {
-            *self = Placement::default();
+            *self = PlacementMap::default();
         }
         for &id in &ids[self.placed.len()..] {
             if let Some(meta) = store.peek(id)? {
@@ -76,8 +142,16 @@ pub fn simulate(
     cache: CacheOptions,
     unit: u64,
 ) -> Result<RestoreResult> {
-    placement.update(store)?;
-    let place = &placement.place;
+    let place = match placement {
+        Placement::Map(m) => {
+            m.update(store)?;
+            Locate::Map(&m.place)
+        }
+        Placement::Index(backend) => Locate::Index(
+            DiskIndex::open(backend.clone(), Arc::new(Counters::default()))?
+                .with_page_cache(INDEX_PAGE_CACHE_BYTES),
+        ),
+    };
     // The real restore's policy (`read::policy`), over metadata only: a
     // read is charged to the device model. Plans span files and close by
     // the real restore's rule (`plan_full`, checked at each file's end).
@@ -95,7 +169,7 @@ pub fn simulate(
             }
             if ev.is_none() || plan_full(plan.len(), files) {
                 if !plan.is_empty() {
-                    run_plan(&mut run, &plan, place, store, model, &mut r)?;
+                    run_plan(&mut run, &plan, &place, store, model, &mut r)?;
                 }
                 plan.clear();
                 files = 0;
@@ -106,9 +180,7 @@ pub fn simulate(
             None => break,
             Some(TraceEvent::Chunk(c)) => {
                 r.bytes += c.size as u64;
-                // Chunks no container holds (none in a complete trace) are
-                // not planned.
-                if place.contains_key(&c.fp) {
+                if place.plans(&c.fp) {
                     let offset = plan[file_start..]
                         .last()
                         .map_or(0, |s: &PlanStep| s.offset + s.size);
@@ -131,13 +203,13 @@ pub fn simulate(
 fn run_plan(
     run: &mut PolicyRun,
     plan: &[PlanStep],
-    place: &FpMap<ContainerId>,
+    place: &Locate<'_>,
     store: &MetaOnlyStore,
     model: &DeviceModel,
     r: &mut RestoreResult,
 ) -> Result<()> {
     r.containers_read += run.run_described(plan, &mut |fp, chunks| {
-        let id = place[fp];
+        let id = place.container(fp)?;
         let meta = store.peek(id)?.expect("placed containers exist");
         model.charge(Stage::ContainerRead, meta.file_size);
         ContainerChunk::of_container(&meta, chunks);
@@ -150,11 +222,9 @@ fn run_plan(
 mod tests {
     use super::*;
     use cairn_core::config::CompressionCodec;
-    use cairn_core::{ChunkKind, Counters, Fingerprint};
-    use cairn_engine::container_log::ContainerStore;
+    use cairn_core::ChunkKind;
     use cairn_format::container::ContainerWriter;
     use proptest::prelude::*;
-    use std::sync::Arc;
 
     fn fp(b: u8) -> Fingerprint {
         Fingerprint::from_slice(&[b; 20])
@@ -174,7 +244,7 @@ mod tests {
             ),
         ) {
             let store = MetaOnlyStore::new(Arc::new(Counters::default()));
-            let mut kept = Placement::default();
+            let mut kept = PlacementMap::default();
             for step in steps {
                 match step {
                     Ok(fps) => {
@@ -193,7 +263,7 @@ mod tests {
                     }
                 }
                 kept.update(&store).unwrap();
-                let mut fresh = Placement::default();
+                let mut fresh = PlacementMap::default();
                 fresh.update(&store).unwrap();
                 prop_assert_eq!(&kept.place, &fresh.place);
             }
