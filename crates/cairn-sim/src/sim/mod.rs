@@ -414,7 +414,9 @@ fn memory_report(
             "dedup lookup (Summary Vector, in-memory index)".into(),
             (totals.index_ram_bytes_per_chunk * indexed as f64) as u64,
         ),
-        ("restore policy (peak)".into(), totals.restore_memory_bytes),
+        // Not the restore policy's `restore_memory_bytes`: that is the
+        // chunk bytes a real restore would hold (a row's figure); the
+        // simulated one holds metadata only.
     ];
     let mut report = memory::MemoryReport::new(totals.unique_chunks, parts);
     report.scratch_disk_bytes = objects.bytes() + store.spilled_bytes();
