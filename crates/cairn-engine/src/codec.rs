@@ -93,14 +93,7 @@ impl ChunkCodec {
     ) -> Result<()> {
         out.clear();
         decompress(d.codec, stored, d.raw_len as usize, out).map_err(|e| damaged(meta, d, e))?;
-        if self.fingerprint(out) != d.fp {
-            out.clear();
-            return Err(Error::corrupt(
-                format!("container {}", meta.id),
-                format!("chunk {} does not match its fingerprint", d.fp),
-            ));
-        }
-        Ok(())
+        self.verify_raw(out, meta, d).inspect_err(|_| out.clear())
     }
 
     /// [`Self::decode_stored_verified`] of stored bytes the caller owns: an
@@ -125,8 +118,10 @@ impl ChunkCodec {
         d.codec == CompressionCodec::None && d.stored_len == d.raw_len
     }
 
-    /// Verifies the bytes of a chunk stored raw ([`Self::stored_raw`]),
-    /// read where the caller wants them, against its fingerprint.
+    /// Verifies a chunk's raw bytes against its fingerprint (and recorded
+    /// length): decoded ones, or those of a chunk stored raw
+    /// ([`Self::stored_raw`]) read where the caller wants them. Every
+    /// decode above ends here.
     pub fn verify_raw(&self, raw: &[u8], meta: &ContainerMeta, d: &Descriptor) -> Result<()> {
         if raw.len() != d.raw_len as usize || self.fingerprint(raw) != d.fp {
             return Err(Error::corrupt(

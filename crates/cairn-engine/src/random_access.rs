@@ -17,8 +17,9 @@
 //! one such cache: a chunk one of them is decoding is waited for, not
 //! decoded twice, and [`RandomAccess::warm`] readies chunks ahead of the
 //! reads (read-ahead: uncompressed runs fetched into the page cache by the
-//! store, compressed chunks decoded into the cache). Decoded tree nodes and directory listings have LRUs of
-//! their own per reader, bounded in entries.
+//! store, compressed chunks decoded into the cache). Decoded tree nodes and
+//! directory listings have LRUs of their own per reader, bounded in
+//! entries.
 //!
 //! Every node's level and children's sizes are checked against what its
 //! parent recorded, and every data chunk's length against its recorded size,
@@ -27,10 +28,11 @@
 
 use std::collections::HashSet;
 use std::num::NonZeroUsize;
+use std::ops::Range;
 use std::sync::Arc;
 
 use cairn_core::{ContainerId, Error, Fingerprint, Result};
-use cairn_format::container::Descriptor;
+use cairn_format::container::{chunk_file_range, ContainerMeta, Descriptor};
 use cairn_format::dir::{decode_dir, BlobRef, DirEntry};
 use cairn_format::tree::decode_tree_node;
 use lru::LruCache;
@@ -286,11 +288,8 @@ impl RandomAccess {
     /// Reads run `r` of [`RandomAccess::read_into`] into its place in
     /// `out` with one range read, then verifies each chunk where it lies.
     fn read_direct(&mut self, r: &DirectRun, out: &mut [u8]) -> Result<()> {
-        let first = r.chunks[0];
-        let last = r.chunks[r.chunks.len() - 1];
-        let (meta, _) = self.meta.locate(&first.fp, &self.store)?;
-        let start = cairn_format::container::chunk_file_range(meta, &first).start;
-        let end = cairn_format::container::chunk_file_range(meta, &last).end;
+        let (meta, _) = self.meta.locate(&r.chunks[0].fp, &self.store)?;
+        let Range { start, end } = run_file_range(meta, &r.chunks);
         let dest = out
             .get_mut(r.at..r.at + (end - start) as usize)
             .ok_or_else(|| {
@@ -374,15 +373,13 @@ impl RandomAccess {
             while n < wanted.len()
                 && wanted[n].0 == wanted[0].0
                 && ChunkCodec::stored_raw(&wanted[n].1) == raw
-                && u64::from(wanted[n].1.offset)
-                    == u64::from(wanted[n - 1].1.offset) + u64::from(wanted[n - 1].1.stored_len)
+                && stored_after(&wanted[n - 1].1, &wanted[n].1)
             {
                 n += 1;
             }
             let run: Vec<Descriptor> = wanted.drain(..n).map(|(_, d)| d).collect();
             let (meta, _) = self.meta.locate(&run[0].fp, &self.store)?;
-            let start = cairn_format::container::chunk_file_range(meta, &run[0]).start;
-            let end = cairn_format::container::chunk_file_range(meta, &run[n - 1]).end;
+            let Range { start, end } = run_file_range(meta, &run);
             if raw && self.store.log.prefetch_range(meta, start..end) {
                 continue;
             }
@@ -556,10 +553,21 @@ impl DirectRun {
     /// last chunk (it then also follows it in the blob: the caller adds
     /// chunks in blob order).
     fn continues(&self, container: ContainerId, d: &Descriptor) -> bool {
-        let last = self.chunks[self.chunks.len() - 1];
-        self.container == container
-            && u64::from(d.offset) == u64::from(last.offset) + u64::from(last.stored_len)
+        self.container == container && stored_after(&self.chunks[self.chunks.len() - 1], d)
     }
+}
+
+/// Whether chunk `d` is stored right after `prev` (in the same container).
+fn stored_after(prev: &Descriptor, d: &Descriptor) -> bool {
+    u64::from(d.offset) == u64::from(prev.offset) + u64::from(prev.stored_len)
+}
+
+/// The file range of a run of chunks stored back to back in container
+/// `meta` (`run` in stored order, not empty): one range read covers it.
+fn run_file_range(meta: &ContainerMeta, run: &[Descriptor]) -> Range<u64> {
+    let start = chunk_file_range(meta, &run[0]).start;
+    let end = chunk_file_range(meta, &run[run.len() - 1]).end;
+    start..end
 }
 
 /// Decoded, verified data chunks in an LRU bounded in bytes, shared by the
