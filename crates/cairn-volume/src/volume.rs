@@ -253,19 +253,20 @@ impl Volume {
             &|ino| self.table.contains(ino),
             &mut |f| keep(&mut files, f),
         )?;
-        let found = |files: &HashMap<u64, walk::BackingFile>, e: &Entry| {
-            files
-                .get(&e.identity.ino)
-                .is_some_and(|f| same_file(e, &f.meta))
-        };
-        if !entries.iter().all(|e| found(&files, e)) {
+        fn found<'a>(
+            files: &'a HashMap<u64, walk::BackingFile>,
+            e: &Entry,
+        ) -> Option<&'a walk::BackingFile> {
+            files.get(&e.identity.ino).filter(|f| same_file(e, &f.meta))
+        }
+        if !entries.iter().all(|e| found(&files, e).is_some()) {
             files.clear();
             walk::regular_files(&self.dir.files(), &mut |f| keep(&mut files, f))?;
         }
         let mut changes = Vec::new();
         for mut entry in entries {
             let ino = entry.identity.ino;
-            let Some(file) = files.get(&ino).filter(|f| same_file(&entry, &f.meta)) else {
+            let Some(file) = found(&files, &entry) else {
                 changes.push(Change::Remove(ino));
                 report.dropped += 1;
                 continue;

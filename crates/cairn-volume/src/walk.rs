@@ -1,7 +1,8 @@
 //! Walks the backing tree: every regular file once per inode (a hard link
-//! met again is skipped), symlinks never followed; or, for recovery, only
-//! the files whose inodes it asks for, found by the directory entries'
-//! inode numbers without a `stat` of every other file.
+//! met again is skipped), symlinks never followed, directories and files
+//! told apart by their directory entries' types; or, for recovery, only
+//! the files whose inodes it asks for, picked by the directory entries'
+//! inode numbers, so no other file is `stat`ed.
 
 use std::collections::HashSet;
 use std::fs::{self, Metadata};
@@ -21,57 +22,25 @@ pub struct BackingFile {
 /// Calls `visit` for each regular file below `root`, the first name of
 /// each inode only, in name order per directory.
 pub fn regular_files(root: &Path, visit: &mut dyn FnMut(BackingFile) -> Result<()>) -> Result<()> {
-    let mut seen = HashSet::new();
-    walk_dir(root, Path::new(""), &mut seen, visit)
+    regular_files_among(root, &|_| true, visit)
 }
 
-fn walk_dir(
-    dir: &Path,
-    rel: &Path,
-    seen: &mut HashSet<u64>,
-    visit: &mut dyn FnMut(BackingFile) -> Result<()>,
-) -> Result<()> {
-    let read = |e| Error::io(format!("listing {}", dir.display()), e);
-    let mut names: Vec<_> = fs::read_dir(dir)
-        .map_err(read)?
-        .map(|e| e.map(|e| e.file_name()))
-        .collect::<std::io::Result<_>>()
-        .map_err(read)?;
-    names.sort();
-    for name in names {
-        let path = dir.join(&name);
-        let meta = match fs::symlink_metadata(&path) {
-            Ok(m) => m,
-            // Removed since the listing: nothing to visit.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(Error::io(format!("reading {}", path.display()), e)),
-        };
-        let rel = rel.join(&name);
-        if meta.is_dir() {
-            walk_dir(&path, &rel, seen, visit)?;
-        } else if meta.is_file() && seen.insert(meta.ino()) {
-            visit(BackingFile { rel, path, meta })?;
-        }
-    }
-    Ok(())
-}
-
-/// Calls `visit` for each regular file below `root` whose inode `wanted`
-/// accepts, the first name of each inode only. A directory entry's inode
-/// number (`d_ino`) and type (`d_type`) pick the files, so only those are
-/// `stat`ed. Where a file system reports a `d_ino` other than the file's
-/// `st_ino` (some stacked ones), a file can be missed: a caller that must
-/// find every wanted file walks with [`regular_files`] for the rest.
+/// [`regular_files`], only those whose inode `wanted` accepts. A directory
+/// entry's inode number (`d_ino`) and type (`d_type`) pick the files, so
+/// only those are `stat`ed. Where a file system reports a `d_ino` other
+/// than the file's `st_ino` (some stacked ones), a file can be missed: a
+/// caller that must find every wanted file walks with [`regular_files`]
+/// for the rest.
 pub fn regular_files_among(
     root: &Path,
     wanted: &dyn Fn(u64) -> bool,
     visit: &mut dyn FnMut(BackingFile) -> Result<()>,
 ) -> Result<()> {
     let mut seen = HashSet::new();
-    walk_dir_among(root, Path::new(""), wanted, &mut seen, visit)
+    walk_dir(root, Path::new(""), wanted, &mut seen, visit)
 }
 
-fn walk_dir_among(
+fn walk_dir(
     dir: &Path,
     rel: &Path,
     wanted: &dyn Fn(u64) -> bool,
@@ -79,22 +48,22 @@ fn walk_dir_among(
     visit: &mut dyn FnMut(BackingFile) -> Result<()>,
 ) -> Result<()> {
     let read = |e| Error::io(format!("listing {}", dir.display()), e);
-    for e in fs::read_dir(dir).map_err(read)? {
-        let e = e.map_err(read)?;
-        let kind = match e.file_type() {
-            Ok(k) => k,
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(err) => return Err(Error::io(format!("reading {}", e.path().display()), err)),
+    let mut entries: Vec<fs::DirEntry> = fs::read_dir(dir)
+        .map_err(read)?
+        .collect::<std::io::Result<_>>()
+        .map_err(read)?;
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
+        let Some(kind) = unless_gone(e.file_type(), &e.path())? else {
+            continue;
         };
         let rel = rel.join(e.file_name());
         if kind.is_dir() {
-            walk_dir_among(&e.path(), &rel, wanted, seen, visit)?;
+            walk_dir(&e.path(), &rel, wanted, seen, visit)?;
         } else if kind.is_file() && wanted(e.ino()) {
             let path = e.path();
-            let meta = match fs::symlink_metadata(&path) {
-                Ok(m) => m,
-                Err(err) if err.kind() == std::io::ErrorKind::NotFound => continue,
-                Err(err) => return Err(Error::io(format!("reading {}", path.display()), err)),
+            let Some(meta) = unless_gone(fs::symlink_metadata(&path), &path)? else {
+                continue;
             };
             if meta.is_file() && seen.insert(meta.ino()) {
                 visit(BackingFile { rel, path, meta })?;
@@ -102,6 +71,16 @@ fn walk_dir_among(
         }
     }
     Ok(())
+}
+
+/// What asking about `path` gave: `None` when it was removed since the
+/// listing (nothing to visit).
+fn unless_gone<T>(asked: std::io::Result<T>, path: &Path) -> Result<Option<T>> {
+    match asked {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::io(format!("reading {}", path.display()), e)),
+    }
 }
 
 #[cfg(test)]
