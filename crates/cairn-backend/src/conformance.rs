@@ -171,6 +171,20 @@ pub fn check_size_exists_delete(b: &Arc<dyn Backend>) {
     b.delete("snapshots/aa").unwrap();
     b.delete("never/written").unwrap();
     assert!(b.list("snapshots/").unwrap().is_empty());
+    // Many at once: present and missing alike; nothing else goes.
+    let many: Vec<String> = (0..5).map(|i| format!("snapshots/m{i}")).collect();
+    for k in &many[..4] {
+        b.write_atomic(k, b"m").unwrap();
+    }
+    b.write_atomic("snapshots/kept", b"k").unwrap();
+    b.delete_many(&many).unwrap();
+    b.delete_many(&[]).unwrap();
+    assert_eq!(
+        b.list("snapshots/").unwrap(),
+        vec!["snapshots/kept".to_string()],
+        "delete_many"
+    );
+    b.delete("snapshots/kept").unwrap();
     // A directory-like prefix of existing keys is not an object.
     b.write_atomic("containers/01/0000000000000003", b"x")
         .unwrap();
@@ -267,6 +281,10 @@ pub fn check_key_validation(b: &Arc<dyn Backend>) {
             "key_validation: read {key:?}"
         );
         assert!(invalid(b.delete(key)), "key_validation: delete {key:?}");
+        assert!(
+            invalid(b.delete_many(&["snapshots/ok".to_string(), key.to_string()])),
+            "key_validation: delete_many {key:?}"
+        );
         assert!(
             invalid(b.exists(key).map(drop)),
             "key_validation: exists {key:?}"

@@ -133,6 +133,10 @@ impl<B: Backend, O: IoObserver> Backend for ObservedBackend<B, O> {
         self.inner.delete(key)
     }
 
+    fn delete_many(&self, keys: &[String]) -> Result<()> {
+        self.inner.delete_many(keys)
+    }
+
     /// Reported as one write of the whole object when it is created, as
     /// `create_new` reports it.
     fn create_streamed(

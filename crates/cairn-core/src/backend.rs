@@ -150,6 +150,15 @@ pub trait Backend: Send + Sync {
     /// Deletes the object; deleting a missing object is not an error.
     fn delete(&self, key: &str) -> Result<()>;
 
+    /// Deletes every object named, in no particular order (callers whose
+    /// safety rests on an order delete one by one); missing objects are not
+    /// an error. On an error some of them may be gone and others not.
+    /// Default: [`Backend::delete`] for each; object storage deletes up to
+    /// a thousand in one request.
+    fn delete_many(&self, keys: &[String]) -> Result<()> {
+        keys.iter().try_for_each(|k| self.delete(k))
+    }
+
     /// All keys starting with `prefix` (a directory such as `"snapshots/"`), sorted.
     fn list(&self, prefix: &str) -> Result<Vec<String>>;
 
@@ -270,6 +279,9 @@ macro_rules! forward_backend {
             fn delete(&self, key: &str) -> Result<()> {
                 (**self).delete(key)
             }
+            fn delete_many(&self, keys: &[String]) -> Result<()> {
+                (**self).delete_many(keys)
+            }
             fn list(&self, prefix: &str) -> Result<Vec<String>> {
                 (**self).list(prefix)
             }
@@ -379,6 +391,11 @@ macro_rules! delegate_backend {
     (@one $f:ident delete) => {
         fn delete(&self, key: &str) -> $crate::Result<()> {
             self.$f.delete(key)
+        }
+    };
+    (@one $f:ident delete_many) => {
+        fn delete_many(&self, keys: &[String]) -> $crate::Result<()> {
+            self.$f.delete_many(keys)
         }
     };
     (@one $f:ident exists) => {

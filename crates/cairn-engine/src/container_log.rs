@@ -116,6 +116,12 @@ pub trait ContainerStore: Send + Sync {
         false
     }
     fn delete(&self, id: ContainerId) -> Result<()>;
+
+    /// Deletes the containers, in no particular order (on object storage in
+    /// bulk requests). Default: one [`ContainerStore::delete`] each.
+    fn delete_many(&self, ids: &[ContainerId]) -> Result<()> {
+        ids.iter().try_for_each(|id| self.delete(*id))
+    }
     /// How many reads a restore may keep in flight from different threads
     /// ([`Backend::read_parallelism`] of the store underneath).
     fn read_parallelism(&self) -> usize {
@@ -479,6 +485,11 @@ impl ContainerStore for ContainerLog {
 
     fn delete(&self, id: ContainerId) -> Result<()> {
         self.backend.delete(&object_names::container(id))
+    }
+
+    fn delete_many(&self, ids: &[ContainerId]) -> Result<()> {
+        let keys: Vec<String> = ids.iter().map(|id| object_names::container(*id)).collect();
+        self.backend.delete_many(&keys)
     }
 
     fn read_parallelism(&self) -> usize {

@@ -256,6 +256,14 @@ impl Backend for ListingMemo {
         r
     }
 
+    fn delete_many(&self, keys: &[String]) -> Result<()> {
+        let r = self.inner.delete_many(keys);
+        for key in keys {
+            self.record(key, &r, |_| false);
+        }
+        r
+    }
+
     fn list(&self, prefix: &str) -> Result<Vec<String>> {
         let Some(p) = REMEMBERED.iter().copied().find(|p| *p == prefix) else {
             return self.inner.list(prefix);

@@ -422,6 +422,14 @@ impl Backend for LocalCache {
         let _ = fs::remove_file(self.path(key));
         self.inner.delete(key)
     }
+
+    fn delete_many(&self, keys: &[String]) -> Result<()> {
+        for key in keys {
+            self.checked.lock().remove(key);
+            let _ = fs::remove_file(self.path(key));
+        }
+        self.inner.delete_many(keys)
+    }
 }
 
 #[cfg(test)]

@@ -342,6 +342,11 @@ impl Backend for SealedBackend {
         self.inner.delete(key)
     }
 
+    fn delete_many(&self, keys: &[String]) -> Result<()> {
+        keys.iter().for_each(|k| self.forget_size(k));
+        self.inner.delete_many(keys)
+    }
+
     fn stored_size(&self, key: &str) -> Result<u64> {
         self.inner.size(key)
     }

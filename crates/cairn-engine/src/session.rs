@@ -146,11 +146,7 @@ impl Session {
         // finished, while a session left without its marker would be
         // reaped and leave a tombstone for good.
         let backend = &*self.backend;
-        let session = object_names::session(&self.id);
-        std::thread::scope(|s| {
-            s.spawn(|| backend.delete(&staged));
-            let _ = backend.delete(&session);
-        });
+        let _ = backend.delete_many(&[staged, object_names::session(&self.id)]);
         let _ = backend.delete(&marker);
         if let Some(lock) = self.lock.take() {
             lock.release_removing();

@@ -31,7 +31,7 @@ pub mod test_server;
 
 use crate::{truncated, validate_key, validate_lock_name, validate_prefix};
 use cairn_core::{Backend, Error, LockGuard, LockMode, Result};
-use futures_util::TryStreamExt;
+use futures_util::{StreamExt as _, TryStreamExt};
 use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::path::Path;
 use object_store::{
@@ -450,6 +450,33 @@ impl Inner {
         }
     }
 
+    /// Deletes the objects in bulk requests (`DeleteObjects`, a thousand
+    /// keys each) where the store allows them.
+    fn delete_paths(&self, keys: &[String]) -> Result<()> {
+        if keys.len() <= 1 {
+            return keys.iter().try_for_each(|k| self.delete_path(k));
+        }
+        let paths = keys
+            .iter()
+            .map(|k| self.path(k))
+            .collect::<Result<Vec<_>>>()?;
+        let results: Vec<object_store::Result<Path>> = self.block_on(
+            self.store
+                .delete_stream(futures_util::stream::iter(paths.into_iter().map(Ok)).boxed())
+                .collect(),
+        );
+        for r in results {
+            match r {
+                Ok(_) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => {
+                    let what = format!("{} objects from {}", keys.len(), keys[0]);
+                    return Err(self.error("deleting", &what, e));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Every object under the directory key `dir` with its listing metadata.
     fn list_meta(&self, dir: &str) -> Result<Vec<(String, object_store::ObjectMeta)>> {
         let root = self.path_of_dir(dir);
@@ -611,6 +638,11 @@ impl Backend for S3Backend {
     fn delete(&self, key: &str) -> Result<()> {
         Self::check_key(key)?;
         self.inner.delete_path(key)
+    }
+
+    fn delete_many(&self, keys: &[String]) -> Result<()> {
+        keys.iter().try_for_each(|k| Self::check_key(k))?;
+        self.inner.delete_paths(keys)
     }
 
     fn list(&self, prefix: &str) -> Result<Vec<String>> {

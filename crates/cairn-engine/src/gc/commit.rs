@@ -244,6 +244,9 @@ fn update_reindex(
     Ok(())
 }
 
+/// Containers deleted per request (S3's `DeleteObjects` takes 1,000).
+const DELETE_BATCH: usize = 1000;
+
 /// Deletes containers whose live chunks are copied and no longer indexed,
 /// with readers locked out, then the pending list that named them.
 pub(super) fn delete_retired(
@@ -254,11 +257,15 @@ pub(super) fn delete_retired(
 ) -> Result<()> {
     let _readers_out = repo.lock_out_readers(proof, true)?;
     let present: HashSet<ContainerId> = repo.log.ids()?.into_iter().collect();
-    for id in ids {
-        if present.contains(id) {
-            repo.log.delete(*id)?;
-        }
-        progress.advance(1);
+    // In batches (one request each on object storage), so progress moves.
+    for batch in ids.chunks(DELETE_BATCH) {
+        let gone: Vec<ContainerId> = batch
+            .iter()
+            .copied()
+            .filter(|id| present.contains(id))
+            .collect();
+        repo.log.delete_many(&gone)?;
+        progress.advance(batch.len() as u64);
     }
     pending::clear(&**repo.backend())
 }

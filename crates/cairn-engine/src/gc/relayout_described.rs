@@ -165,9 +165,7 @@ pub fn relayout_described(
         fp_width,
         repo.config.index.page_size as usize,
     )?;
-    for id in &chosen {
-        log.delete(*id)?;
-    }
+    log.delete_many(&chosen)?;
     report.seconds = started.elapsed().as_secs_f64();
     Ok(report)
 }
