@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `cairn copy` from a local repository to a high-latency S3 store (issue 14),
 # beside `restic copy` of the same data in the same run: a real VersityGW
-# server on 127.0.0.1 behind bench/latency_proxy.py (DELAY_MS per request,
+# server on 127.0.0.1 behind bench/latency-proxy (DELAY_MS per request,
 # bench/s3-proxy.sh). Each tool backs up two generations into a local
 # repository (MIB of unique data, then the same with NEW_MIB more), then
 # copies them to S3 (the first copy moves everything), backs up a third

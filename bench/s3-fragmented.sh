@@ -2,7 +2,7 @@
 # Restore of a fragmented generation over a high-latency S3 store (issue
 # 14): GENS generations of MIB of data, each changing CHANGES scattered
 # 64 KiB stretches of every 16 MiB file and adding a 1 MiB file, are
-# backed up through bench/latency_proxy.py (DELAY_MS per request) into two
+# backed up through bench/latency-proxy (DELAY_MS per request) into two
 # encrypted repositories: one with the default rewrite scheme, one with
 # `--rewrite none`. The last generation is then restored from each, with
 # the default restore cache and with a minimal one (container LRU, one

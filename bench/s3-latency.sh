@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Backup and restore through a high-latency S3 store (issue 14): a real
 # VersityGW server on 127.0.0.1 (the one the tests build), behind
-# bench/latency_proxy.py, which holds back every answer for DELAY_MS (one
+# bench/latency-proxy, which holds back every answer for DELAY_MS (one
 # round trip per request). cairn backs up MIB of unique data with
 # --s3-uploads N for each N in UPLOADS (a fresh repository each), then
 # restores the last with --s3-downloads N for each N in DOWNLOADS; restic

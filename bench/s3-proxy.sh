@@ -1,7 +1,8 @@
 # Sourced by the S3 benchmarks (s3-latency.sh, s3-fragmented.sh): starts
 # VersityGW (the S3 server the tests build) on 127.0.0.1 with a bucket
-# `bench` under $WORK/store, behind bench/latency_proxy.py holding every
-# answer back for $DELAY_MS, and defines the helpers the reports use.
+# `bench` under $WORK/store, behind bench/latency-proxy (built here with Go)
+# holding every answer back for $DELAY_MS, and defines the helpers the
+# reports use.
 # Needs WORK, DELAY_MS, TOOLS_DIR; sets ENDPOINT, STATS, PIDS.
 
 VERSITYGW_VERSION=v1.8.0 # as crates/cairn-backend/src/s3/test_server.rs
@@ -11,6 +12,7 @@ if [ ! -x "$GW" ]; then
     mkdir -p "$TOOLS_DIR/bin"
     GOBIN="$(cd "$TOOLS_DIR/bin" && pwd)" go install "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION"
 fi
+. bench/latency-proxy.sh
 mkdir -p "$WORK/store/bench"
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; }
@@ -22,7 +24,7 @@ GW_PORT=$(free_port)
 PIDS+=($!)
 PROXY_PORT=$(free_port)
 STATS="$WORK/proxy-stats"
-python3 bench/latency_proxy.py "$PROXY_PORT" "127.0.0.1:$GW_PORT" "$DELAY_MS" "$STATS" >"$WORK/proxy.log" 2>&1 &
+latency_proxy "$PROXY_PORT" "127.0.0.1:$GW_PORT" "$STATS" "$WORK/proxy.log"
 PIDS+=($!)
 for _ in $(seq 100); do
     grep -q ready "$WORK/proxy.log" 2>/dev/null && (exec 3<>"/dev/tcp/127.0.0.1/$GW_PORT") 2>/dev/null && break

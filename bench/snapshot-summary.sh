@@ -3,7 +3,7 @@
 # a backup on a host whose metadata cache is cold (a new host, a lost
 # cache): its first listing of the snapshots reads the summary and the
 # records written since, instead of every record. One repository on S3
-# (VersityGW behind bench/latency_proxy.py, DELAY_MS per request, as
+# (VersityGW behind bench/latency-proxy, DELAY_MS per request, as
 # s3-latency.sh) gets SNAPSHOTS small backups from 8 hosts; then ROUNDS
 # rounds alternate an incremental backup of a tree with the summary in
 # place ("summary") and one with the summary object removed from the

@@ -1,0 +1,3 @@
+module cairn.local/latency-proxy
+
+go 1.21
