@@ -166,4 +166,17 @@ fn bad_s3_locations_are_one_line_errors() {
     let empty = server.url(&server.config());
     let msg = cairn_s3(&server, &empty, &["snapshots"], None).one_line_error();
     assert!(msg.contains("not a cairn repository"), "{msg}");
+    // A backup without --init into a prefix holding no repository says how
+    // to create one and writes nothing (found by the open's own read of
+    // the config, no separate look first).
+    let tree = tempfile::tempdir().unwrap();
+    std::fs::write(tree.path().join("a"), b"a").unwrap();
+    let tree = tree.path().to_str().unwrap();
+    let msg = cairn_s3(&server, &empty, &["backup", tree], None).one_line_error();
+    assert!(
+        msg.contains("no repository at") && msg.contains("cairn init --repo"),
+        "{msg}"
+    );
+    let msg = cairn_s3(&server, &empty, &["snapshots"], None).one_line_error();
+    assert!(msg.contains("not a cairn repository"), "{msg}");
 }

@@ -104,17 +104,22 @@ const CREATION_OPTIONS: &[&str] = &[
 /// not become a new repository), and creation options given for an
 /// existing repository (they would do nothing).
 fn refuse_surprise_repository(cli: &Globals, path: &Path, a: &BackupArgs) -> Result<()> {
-    let exists = crate::repo_location::has_config(path, cli.s3())?;
-    if !exists && !a.create_repository {
-        bail!(
-            "no repository at {}: create one with `cairn init --repo {}`, or add --init to this backup",
-            path.display(),
-            path.display()
-        );
-    }
     let given = CREATION_OPTIONS
         .iter()
         .find(|id| cli.given_init_flags.iter().any(|g| g == *id));
+    let s3 = matches!(
+        crate::repo_location::parse(path, cli.s3())?,
+        crate::repo_location::RepoLocation::S3(_)
+    );
+    if s3 && given.is_none() {
+        // On object storage `open_or_create` refuses a missing repository
+        // from the open's own read of the config, a request fewer.
+        return Ok(());
+    }
+    let exists = crate::repo_location::has_config(path, cli.s3())?;
+    if !exists && !a.create_repository {
+        bail!(no_repository(path));
+    }
     if let (true, Some(id)) = (exists, given) {
         bail!(
             "--{} only applies when a repository is created, and {} already holds one; drop it",
@@ -125,12 +130,21 @@ fn refuse_surprise_repository(cli: &Globals, path: &Path, a: &BackupArgs) -> Res
     Ok(())
 }
 
+fn no_repository(path: &Path) -> String {
+    format!(
+        "no repository at {}: create one with `cairn init --repo {}`, or add --init to this backup",
+        path.display(),
+        path.display()
+    )
+}
+
 /// Opens the repository at `path`, or creates it with `config()` and
-/// `encryption` if there is none. Of two processes creating it at once,
-/// one wins and the other opens what it created.
+/// `encryption` if there is none and `may_create`. Of two processes
+/// creating it at once, one wins and the other opens what it created.
 fn open_or_create(
     cli: &Globals,
     path: &Path,
+    may_create: bool,
     config: impl FnOnce() -> Result<RepoConfig>,
     encryption: &crate::repo_open::EncryptionArgs,
 ) -> Result<(Repository, bool)> {
@@ -144,7 +158,12 @@ fn open_or_create(
                 if matches!(
                     e.downcast_ref::<cairn_core::Error>(),
                     Some(cairn_core::Error::NotARepository(_))
-                ) => {}
+                ) =>
+            {
+                if !may_create {
+                    bail!(no_repository(path));
+                }
+            }
             opened => return Ok((opened?, false)),
         }
     } else if exists()? {
@@ -222,8 +241,13 @@ pub fn run(cli: &Globals, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
     let cfg_rewrite = a.init.rewrite.is_some().then_some(cfg.rewrite);
     // A backup into a path without a repository creates one, encrypted
     // unless `--encryption none`, as `init` would.
-    let (repo, created) =
-        open_or_create(cli, path, || resolve_auto(cli, cfg, &a.init), &a.encryption)?;
+    let (repo, created) = open_or_create(
+        cli,
+        path,
+        a.create_repository,
+        || resolve_auto(cli, cfg, &a.init),
+        &a.encryption,
+    )?;
     if created && !cli.quiet && !cli.json {
         eprintln!("created cairn repository at {}", path.display());
     }
