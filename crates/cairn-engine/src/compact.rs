@@ -61,6 +61,20 @@ pub fn compact(repo: &Repository) -> Result<bool> {
     compact_at(repo, threshold())
 }
 
+/// [`compact`] after a backup whose commit listed `deltas` index deltas,
+/// its own counted (`BackupOutcome::deltas_after_commit`): below the
+/// threshold there is nothing to merge, and nothing is listed again (a
+/// request and a round trip fewer per backup on object storage). Deltas
+/// other writers add after that listing are theirs to count after their
+/// own commits.
+pub fn compact_after_backup(repo: &Repository, deltas: usize) -> Result<bool> {
+    let at = threshold();
+    if deltas < at && !repo.backend().has_temporaries()? {
+        return Ok(false);
+    }
+    compact_at(repo, at)
+}
+
 /// [`compact`] once `at` deltas are listed.
 pub fn compact_at(repo: &Repository, at: usize) -> Result<bool> {
     if repo.backend().has_temporaries()? {

@@ -318,7 +318,8 @@ pub fn run(cli: &Globals, path: &Path, a: &BackupArgs) -> Result<ExitCode> {
     // Backups that ran beside others added index deltas only and removed
     // no temporaries: the first to find itself alone afterwards does both.
     // The snapshot is committed either way, so a failure here is a warning.
-    if let Err(e) = cairn_engine::compact::compact(&repo) {
+    if let Err(e) = cairn_engine::compact::compact_after_backup(&repo, outcome.deltas_after_commit)
+    {
         eprintln!("cairn: warning: the index was not compacted ({e}); the next backup tries again");
     }
     for s in &outcome.skipped {

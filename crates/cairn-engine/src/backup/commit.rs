@@ -13,22 +13,23 @@ use super::{concurrent, record_host, secs, source_paths, BackupOptions, PhaseRep
 
 /// Commit steps 3-4: merges this backup's chunks into a new index
 /// generation covering containers below `covered` (and its checkpoint).
-/// Returns the lookup RAM per indexed chunk, and how many of its new chunks
-/// another backup stored meanwhile (`concurrent.rs`).
+/// Returns the lookup RAM per indexed chunk, how many of its new chunks
+/// another backup stored meanwhile (`concurrent.rs`), and how many index
+/// deltas were listed just before this one's.
 pub(super) fn commit_index(
     shared: &Shared,
     backend: &dyn cairn_core::Backend,
     covered: cairn_core::ContainerId,
     deltas_at_open: &concurrent::DeltasAtOpen,
     replayed: &std::collections::HashSet<cairn_core::ContainerId>,
-) -> Result<(f64, u64)> {
+) -> Result<(f64, u64, usize)> {
     // The in-memory part's entries move into the update (its table is freed
     // before the merge); its RAM still counts as the backup's lookup RAM,
     // with the Summary Vector as the commit leaves it.
     let with_table = shared.dedup.ram_bytes();
     let puts = shared.dedup.take_memory_entries();
     let table_bytes = with_table.saturating_sub(shared.dedup.ram_bytes());
-    let duplicates = deltas_at_open.duplicates(backend, &puts, replayed)?;
+    let (duplicates, deltas_listed) = deltas_at_open.duplicates(backend, &puts, replayed)?;
     shared.dedup.commit_index(
         backend,
         crate::index::overlay::IndexUpdate::puts(puts),
@@ -40,6 +41,7 @@ pub(super) fn commit_index(
     Ok((
         (shared.dedup.ram_bytes() + table_bytes) as f64 / indexed as f64,
         duplicates,
+        deltas_listed,
     ))
 }
 

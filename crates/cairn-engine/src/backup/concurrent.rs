@@ -30,14 +30,15 @@ impl DeltasAtOpen {
     /// How many of `ours` (the entries this backup commits; those naming a
     /// container in `replayed` are other writers' and do not count) name a
     /// chunk that a delta written since [`DeltasAtOpen::list`] puts too:
-    /// stored by another backup at the same time. A delta that cannot be
-    /// read is left out (this is a report; the index is derived data).
+    /// stored by another backup at the same time, and how many deltas are
+    /// listed now. A delta that cannot be read is left out (this is a
+    /// report; the index is derived data).
     pub fn duplicates(
         &self,
         backend: &dyn Backend,
         ours: &[IndexEntry],
         replayed: &HashSet<ContainerId>,
-    ) -> Result<u64> {
+    ) -> Result<(u64, usize)> {
         let mut theirs = FpSet::default();
         let now = delta_names(backend)?;
         let new: Vec<&String> = now.difference(&self.names).collect();
@@ -56,12 +57,13 @@ impl DeltasAtOpen {
             },
         )?;
         if theirs.is_empty() {
-            return Ok(0);
+            return Ok((0, now.len()));
         }
-        Ok(ours
+        let duplicates = ours
             .iter()
             .filter(|e| !replayed.contains(&e.container) && theirs.contains(&e.fp))
-            .count() as u64)
+            .count() as u64;
+        Ok((duplicates, now.len()))
     }
 }
 

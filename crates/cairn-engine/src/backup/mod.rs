@@ -182,6 +182,9 @@ pub struct BackupOutcome {
     /// New chunks of this backup that another backup, running beside it,
     /// stored too (004 partitioned dedup: the next `gc` keeps one copy).
     pub concurrent_duplicates: u64,
+    /// Index deltas listed at the commit, this backup's own counted: what
+    /// `compact::compact_after_backup` needs to know, without listing again.
+    pub deltas_after_commit: usize,
 }
 
 #[derive(Default)]
@@ -244,7 +247,7 @@ pub fn backup(repo: &Repository, lock: &WriteLock, opts: BackupOptions) -> Resul
     drop(listings);
     // Steps 3-4: the index generation and its Summary Vector checkpoint.
     let covered = shared.log.next_id();
-    let (index_ram_bytes_per_chunk, concurrent_duplicates) = commit_index(
+    let (index_ram_bytes_per_chunk, concurrent_duplicates, deltas_listed) = commit_index(
         &shared,
         &**repo.backend(),
         covered,
@@ -274,6 +277,7 @@ pub fn backup(repo: &Repository, lock: &WriteLock, opts: BackupOptions) -> Resul
         index_ram_bytes_per_chunk,
         replayed_containers,
         concurrent_duplicates,
+        deltas_after_commit: deltas_listed + 1,
     })
 }
 
