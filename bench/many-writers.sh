@@ -278,8 +278,8 @@ for store in $STORES; do
             x = r1 > 0 ? r / r1 : 0; secs = us / 1e6; split(ld, L, " ")
             ceil = cpbk > 0 ? (n < cpus ? n : cpus) * 60 / cpbk : 0
             if (L[3] > 0.05 * secs * cpus) { L[3] = L[3] "!"; printf "WARNING: B %s N=%d: other processes took %.2f CPU s of %.2f\n", s, n, L[3], secs * cpus > "/dev/stderr" }
-            printf "%-6s %3d %6.2f %7d %7.1f %6.2fx %6.3f %6.3f %6.3f %6.1f %5s %6.2f %6s %4d %5d %6.3f %7.0f %6.2fx\n", s, n, secs, c, r, x, c ? cpu / c : 0, o, cm, c ? rp / c : 0, L[1], L[2], L[3], f, w, lk, ceil, ceil > 0 ? r / ceil : 0
-            if (n == 8 && fn == 1) printf "B %s N=8: %.1f backups/min = %.2fx N=1; target >= 5x: %s (%.2fx the machine ceiling %.0f/min)\n", s, r, x, (x >= 5 ? "met" : "NOT met"), ceil > 0 ? r / ceil : 0, ceil > "/dev/stderr"
+            printf "%-6s %3d %6.2f %7d %7.1f %6.2fx %6.3f %6.3f %6.3f %6.1f %5s %6.2f %6s %4d %5d %6.3f %7.0f %6.2fx\n", s, n, secs, c, r, x, c ? cpu / c : 0, o, cm, c ? rp / c : 0, L[1], L[2], L[3], f, w, lk, ceil, (ceil > 0 ? r / ceil : 0)
+            if (n == 8 && fn == 1) printf "B %s N=8: %.1f backups/min = %.2fx N=1; target >= 5x: %s (%.2fx the machine ceiling %.0f/min)\n", s, r, x, (x >= 5 ? "met" : "NOT met"), (ceil > 0 ? r / ceil : 0), ceil > "/dev/stderr"
         }' >>"$B" 2>>"$V"
         cat "$WORK"/log/b*.err >>"$WORK/errors" 2>/dev/null || true
 

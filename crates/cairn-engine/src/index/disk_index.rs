@@ -747,6 +747,7 @@ impl DiskIndex {
             removes,
             puts,
         };
+        let mut listed = false;
         loop {
             delta.seq += 1;
             let bytes = cairn_format::index_delta::encode_index_delta(&delta)?;
@@ -755,6 +756,23 @@ impl DiskIndex {
             // writes its bytes: finding them means our create took effect.
             if cairn_core::backend::create_new_or_own(&*self.backend, &key, &bytes)? {
                 break;
+            }
+            // Taken: other writers committed since this handle's open. One
+            // listing says where their numbers end, instead of a refused
+            // create and a read (two round trips on object storage) for
+            // each delta they wrote; every number up to the last listed is
+            // taken, so the next one leaves no gap.
+            if !listed {
+                listed = true;
+                let last = self
+                    .backend
+                    .list(object_names::INDEX)?
+                    .iter()
+                    .filter_map(|k| object_names::parse_index_delta(k))
+                    .filter(|(g, _)| *g == cur.generation)
+                    .map(|(_, seq)| seq)
+                    .max();
+                delta.seq = delta.seq.max(last.unwrap_or(0));
             }
         }
         let seq = delta.seq;

@@ -104,6 +104,71 @@ fn deltas_of_writers_side_by_side_are_all_kept() {
     }
 }
 
+/// A store that counts the creates asked of it.
+struct CountsCreates {
+    inner: MemBackend,
+    creates: std::sync::atomic::AtomicUsize,
+}
+
+impl Backend for CountsCreates {
+    cairn_core::delegate_backend!(
+        inner: read, read_at, size, write_atomic, delete, exists, list, lock, describe
+    );
+
+    fn create_new(&self, key: &str, data: &[u8]) -> Result<bool> {
+        self.creates
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.inner.create_new(key, data)
+    }
+}
+
+/// A writer whose handle opened before others committed five deltas
+/// finds its number with one refused create and one listing, not one
+/// refused create (and read) per delta written meanwhile; the numbers
+/// stay without a gap.
+#[test]
+fn a_delta_after_others_committed_takes_the_next_free_number_at_once() {
+    let store = Arc::new(CountsCreates {
+        inner: MemBackend::new(),
+        creates: Default::default(),
+    });
+    let backend: Arc<dyn Backend> = store.clone();
+    let open = || DiskIndex::open(backend.clone(), Arc::new(Counters::default())).unwrap();
+    open()
+        .write_merged(entries(0..100, 1), ContainerId(2), 32, 4096)
+        .unwrap();
+    let late = open();
+    late.beside_other_writers();
+    for w in 0..5u64 {
+        let other = open();
+        other.beside_other_writers();
+        let c = 10 + w;
+        other
+            .write_delta(
+                IndexUpdate::puts(entries(100 + 10 * w..110 + 10 * w, c)),
+                ContainerId(c + 1),
+                32,
+            )
+            .unwrap();
+    }
+    let before = store.creates.load(std::sync::atomic::Ordering::Relaxed);
+    let seq = late
+        .write_delta(
+            IndexUpdate::puts(entries(500..510, 40)),
+            ContainerId(41),
+            32,
+        )
+        .unwrap();
+    let creates = store.creates.load(std::sync::atomic::Ordering::Relaxed) - before;
+    assert_eq!(seq, 6);
+    assert_eq!(creates, 2, "creates asked for one delta");
+    let fresh = open();
+    assert_eq!(fresh.delta_count(), 6);
+    for (i, c) in [(50, 1), (145, 14), (505, 40)] {
+        assert_eq!(fresh.lookup(&fp(i)).unwrap(), Some(ContainerId(c)), "{i}");
+    }
+}
+
 #[test]
 fn merge_keeps_every_entry_and_lookups_find_them() {
     let backend: Arc<dyn Backend> = Arc::new(MemBackend::new());
