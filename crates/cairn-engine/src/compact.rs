@@ -69,14 +69,21 @@ pub fn compact(repo: &Repository) -> Result<bool> {
 /// own commits.
 pub fn compact_after_backup(repo: &Repository, deltas: usize) -> Result<bool> {
     let at = threshold();
-    if deltas < at && !repo.backend().has_temporaries()? {
-        return Ok(false);
-    }
-    compact_at(repo, at)
+    compact_if(repo, at, || Ok(deltas >= at && deltas_piled_up(repo, at)?))
 }
 
 /// [`compact`] once `at` deltas are listed.
 pub fn compact_at(repo: &Repository, at: usize) -> Result<bool> {
+    compact_if(repo, at, || deltas_piled_up(repo, at))
+}
+
+/// Removes leftover temporaries if any, then merges once `piled_up` says
+/// `at` deltas are there.
+fn compact_if(
+    repo: &Repository,
+    at: usize,
+    piled_up: impl FnOnce() -> Result<bool>,
+) -> Result<bool> {
     if repo.backend().has_temporaries()? {
         // Taken alone, the writer lock removes leftover temporaries.
         match repo.lock_writer(false) {
@@ -85,7 +92,7 @@ pub fn compact_at(repo: &Repository, at: usize) -> Result<bool> {
             Err(e) => return Err(e),
         }
     }
-    if !deltas_piled_up(repo, at)? {
+    if !piled_up()? {
         return Ok(false);
     }
     if repo.writers_share()? {

@@ -764,14 +764,8 @@ impl DiskIndex {
             // taken, so the next one leaves no gap.
             if !listed {
                 listed = true;
-                let last = self
-                    .backend
-                    .list(object_names::INDEX)?
-                    .iter()
-                    .filter_map(|k| object_names::parse_index_delta(k))
-                    .filter(|(g, _)| *g == cur.generation)
-                    .map(|(_, seq)| seq)
-                    .max();
+                let listing = self.backend.list(object_names::INDEX)?;
+                let last = super::overlay::delta_seqs(&listing, cur.generation).max();
                 delta.seq = delta.seq.max(last.unwrap_or(0));
             }
         }

@@ -435,13 +435,21 @@ fn older_deltas(listing: &[String], generation: u64) -> Vec<(u64, u32)> {
     keys
 }
 
+/// The sequence numbers of the deltas of `generation` that `listing`
+/// shows, in listing order.
+pub(super) fn delta_seqs(listing: &[String], generation: u64) -> impl Iterator<Item = u32> + '_ {
+    listing
+        .iter()
+        .filter_map(|k| object_names::parse_index_delta(k))
+        .filter(move |(g, _)| *g == generation)
+        .map(|(_, seq)| seq)
+}
+
 /// The deltas of `generation` that `listing` shows, as `(generation,
 /// seq)` in order, which must run 1, 2, ... without a gap.
 fn own_deltas(listing: &[String], generation: u64) -> Result<Vec<(u64, u32)>> {
-    let mut keys: Vec<(u64, u32)> = listing
-        .iter()
-        .filter_map(|k| object_names::parse_index_delta(k))
-        .filter(|(g, _)| *g == generation)
+    let mut keys: Vec<(u64, u32)> = delta_seqs(listing, generation)
+        .map(|seq| (generation, seq))
         .collect();
     keys.sort_unstable();
     for (i, &(_, seq)) in keys.iter().enumerate() {
