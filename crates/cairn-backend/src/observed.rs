@@ -67,6 +67,12 @@ impl<B: Backend, O: IoObserver> Backend for ObservedBackend<B, O> {
         Ok(data)
     }
 
+    fn read_stable(&self, key: &str) -> Result<Vec<u8>> {
+        let data = self.inner.read_stable(key)?;
+        self.observer.observe(IoOp::Read, key, data.len());
+        Ok(data)
+    }
+
     fn read_at(&self, key: &str, offset: u64, len: usize) -> Result<Vec<u8>> {
         let data = self.inner.read_at(key, offset, len)?;
         self.observer.observe(IoOp::ReadAt, key, data.len());

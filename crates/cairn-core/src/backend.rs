@@ -133,6 +133,16 @@ pub trait Backend: Send + Sync {
         })
     }
 
+    /// [`Backend::read`] of an object the caller knows to keep these bytes
+    /// under its name for as long as anyone reads it this way (an index
+    /// delta of the generation its listing shows newest: none of those is
+    /// deleted, so none recreated, while that generation is the newest,
+    /// docs/concurrency.md). A layer that keeps copies (the local cache)
+    /// may serve it from one and keep it. Default: [`Backend::read`].
+    fn read_stable(&self, key: &str) -> Result<Vec<u8>> {
+        self.read(key)
+    }
+
     /// Object size in bytes.
     fn size(&self, key: &str) -> Result<u64>;
 
@@ -240,6 +250,9 @@ macro_rules! forward_backend {
             fn read(&self, key: &str) -> Result<Vec<u8>> {
                 (**self).read(key)
             }
+            fn read_stable(&self, key: &str) -> Result<Vec<u8>> {
+                (**self).read_stable(key)
+            }
             fn read_at(&self, key: &str, offset: u64, len: usize) -> Result<Vec<u8>> {
                 (**self).read_at(key, offset, len)
             }
@@ -337,10 +350,27 @@ macro_rules! forward_backend {
 /// merges that fold the same deltas write the same bytes and may both
 /// proceed, since what they delete is the same).
 pub fn create_new_or_own(backend: &dyn Backend, key: &str, bytes: &[u8]) -> Result<bool> {
+    create_new_or_own_read_with(backend, key, bytes, |k| backend.read(k))
+}
+
+/// [`create_new_or_own`] of an object whose name is stable
+/// ([`Backend::read_stable`]): the object found in the way is read so, and
+/// a local cache keeps it (an index delta another writer took the number
+/// of, which this host's next open reads anyway).
+pub fn create_new_or_own_stable(backend: &dyn Backend, key: &str, bytes: &[u8]) -> Result<bool> {
+    create_new_or_own_read_with(backend, key, bytes, |k| backend.read_stable(k))
+}
+
+fn create_new_or_own_read_with(
+    backend: &dyn Backend,
+    key: &str,
+    bytes: &[u8],
+    read: impl Fn(&str) -> Result<Vec<u8>>,
+) -> Result<bool> {
     if backend.create_new(key, bytes)? {
         return Ok(true);
     }
-    match backend.read(key) {
+    match read(key) {
         Ok(found) => Ok(found == bytes),
         Err(crate::Error::NotFound(_)) => Ok(false),
         Err(e) => Err(e),
@@ -366,6 +396,11 @@ macro_rules! delegate_backend {
     (@one $f:ident read) => {
         fn read(&self, key: &str) -> $crate::Result<Vec<u8>> {
             self.$f.read(key)
+        }
+    };
+    (@one $f:ident read_stable) => {
+        fn read_stable(&self, key: &str) -> $crate::Result<Vec<u8>> {
+            self.$f.read_stable(key)
         }
     };
     (@one $f:ident read_at) => {

@@ -212,6 +212,10 @@ impl Backend for ListingMemo {
         self.gone_if_absent(key, self.inner.read(key))
     }
 
+    fn read_stable(&self, key: &str) -> Result<Vec<u8>> {
+        self.gone_if_absent(key, self.inner.read_stable(key))
+    }
+
     fn read_at(&self, key: &str, offset: u64, len: usize) -> Result<Vec<u8>> {
         self.gone_if_absent(key, self.inner.read_at(key, offset, len))
     }

@@ -15,10 +15,18 @@
 //! container id is never reused (`docs/FORMAT.md`), an index file name,
 //! once visible, always names the same bytes (`repair index` writes a new
 //! generation above the old ones), and a snapshot record is named by the
-//! hash of its content. Index deltas are not kept: a writer that opened
-//! before a compaction may create again the name of a delta it deleted. Deleting through this
-//! backend drops the entry; an object deleted by another client (its gc)
-//! leaves an entry nothing asks for, since nothing names a deleted
+//! hash of its content. An index delta's name may name other bytes later
+//! (a writer that opened before a compaction may create again the name of
+//! a delta it deleted), so a delta is served from the cache only to
+//! [`Backend::read_stable`]: the index asks so for the deltas of the
+//! generation its listing shows newest, whose names are not reused while
+//! it is (docs/concurrency.md, "Index deltas in the local cache"). With
+//! eight writers each open read every delta the others had added since
+//! its generation began, afresh in each process: 25 GETs per backup,
+//! against the 7 others' new ones read once per host now. A listing of
+//! `index/` drops the cached deltas it no longer shows. Deleting through
+//! this backend drops the entry; an object deleted by another client (its
+//! gc) leaves an entry nothing asks for, since nothing names a deleted
 //! container or index generation any more.
 //!
 //! **The config is not cached**: it can change (a new key, a format
@@ -65,6 +73,8 @@ const HEADER: usize = 8 + 8 + 8 + 32;
 enum Kept {
     Whole,
     Tail,
+    /// Kept whole, served only to [`Backend::read_stable`].
+    WholeForStableReads,
     Nothing,
 }
 
@@ -76,7 +86,7 @@ fn kept(key: &str) -> Kept {
         // beside writers deletes the deltas it folded, and a writer that
         // opened before it may create one of those names again
         // (docs/concurrency.md, "Compaction beside writers").
-        Kept::Nothing
+        Kept::WholeForStableReads
     } else if key.starts_with(object_names::INDEX) || key.starts_with(object_names::SNAPSHOTS) {
         Kept::Whole
     } else {
@@ -231,6 +241,24 @@ impl LocalCache {
         }
     }
 
+    /// Removes the entries of index deltas that `listing` (of `index/`)
+    /// does not show; best effort.
+    fn drop_unlisted_deltas(&self, listing: &[String]) {
+        let Ok(dir) = fs::read_dir(self.path(object_names::INDEX)) else {
+            return;
+        };
+        let listed: std::collections::HashSet<&str> = listing.iter().map(String::as_str).collect();
+        for entry in dir.flatten() {
+            let Some(name) = entry.file_name().to_str().map(str::to_string) else {
+                continue;
+            };
+            let key = format!("{}{name}", object_names::INDEX);
+            if object_names::parse_index_delta(&key).is_some() && !listed.contains(key.as_str()) {
+                let _ = fs::remove_file(entry.path());
+            }
+        }
+    }
+
     /// `len` bytes at `offset` of a whole entry checked before, read in
     /// place; `None` when it was not checked or cannot be read.
     fn read_checked(&self, key: &str, offset: u64, len: usize) -> Option<Vec<u8>> {
@@ -254,7 +282,7 @@ impl LocalCache {
     fn remember(&self, key: &str, data: &[u8]) {
         let size = data.len() as u64;
         let start = match kept(key) {
-            Kept::Whole => 0,
+            Kept::Whole | Kept::WholeForStableReads => 0,
             Kept::Tail => size.saturating_sub(TAIL),
             Kept::Nothing => return,
         };
@@ -314,7 +342,7 @@ impl LocalCache {
 
 impl Backend for LocalCache {
     cairn_core::delegate_backend!(
-        inner: read_salvaging, exists, list, clean_temporaries, describe,
+        inner: read_salvaging, exists, clean_temporaries, describe,
         write_parallelism, read_parallelism, naming_key, stored_size
     );
 
@@ -333,6 +361,31 @@ impl Backend for LocalCache {
             Kept::Whole => Ok(self.whole(key)?.bytes),
             _ => self.inner.read(key),
         }
+    }
+
+    /// A delta from its entry when there is a whole one, else from the
+    /// store, then kept.
+    fn read_stable(&self, key: &str) -> Result<Vec<u8>> {
+        if kept(key) != Kept::WholeForStableReads {
+            return self.read(key);
+        }
+        if let Some(e) = self.load(key).filter(|e| e.start == 0) {
+            return Ok(e.bytes);
+        }
+        let bytes = self.inner.read(key)?;
+        self.remember(key, &bytes);
+        Ok(bytes)
+    }
+
+    /// A listing of `index/` also drops the cached deltas it does not
+    /// show: deleted from the store (folded by a compaction), so never
+    /// asked for again under the name they had.
+    fn list(&self, prefix: &str) -> Result<Vec<String>> {
+        let keys = self.inner.list(prefix)?;
+        if prefix == object_names::INDEX {
+            self.drop_unlisted_deltas(&keys);
+        }
+        Ok(keys)
     }
 
     fn read_at(&self, key: &str, offset: u64, len: usize) -> Result<Vec<u8>> {
@@ -358,12 +411,12 @@ impl Backend for LocalCache {
                 }
                 self.inner.read_at(key, offset, len)
             }
-            Kept::Nothing => self.inner.read_at(key, offset, len),
+            Kept::WholeForStableReads | Kept::Nothing => self.inner.read_at(key, offset, len),
         }
     }
 
     fn read_tail(&self, key: &str, len: usize) -> Result<(u64, Vec<u8>)> {
-        if kept(key) == Kept::Nothing || len as u64 > TAIL {
+        if matches!(kept(key), Kept::Nothing | Kept::WholeForStableReads) || len as u64 > TAIL {
             return self.inner.read_tail(key, len);
         }
         if let Some(size) = self.checked.lock().get(key).copied() {
@@ -381,7 +434,7 @@ impl Backend for LocalCache {
     }
 
     fn size(&self, key: &str) -> Result<u64> {
-        if kept(key) == Kept::Nothing {
+        if matches!(kept(key), Kept::Nothing | Kept::WholeForStableReads) {
             return self.inner.size(key);
         }
         if let Some(&size) = self.checked.lock().get(key) {
@@ -571,5 +624,105 @@ mod tests {
         assert_eq!(dirs.len(), 1);
         let name = dirs[0].as_ref().unwrap().file_name();
         assert!(name.to_string_lossy().starts_with("0123abcd-"), "{name:?}");
+    }
+
+    /// An index delta is kept for stable reads only: a later process
+    /// reads it without a request, a plain read always asks the store,
+    /// and a listing that no longer shows it drops it, so its name
+    /// recreated later is read afresh.
+    #[test]
+    fn deltas_are_served_to_stable_reads_and_dropped_when_unlisted() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mem = store();
+        let delta = object_names::index_delta(3, 1);
+        mem.write_atomic(&delta, &object(5000, 1)).unwrap();
+
+        let (cache, counters) = cache_of(&mem, tmp.path());
+        assert_eq!(cache.read_stable(&delta).unwrap(), object(5000, 1));
+        assert_eq!(reads(&counters), 2, "the config, then the delta");
+        let (cache, counters) = cache_of(&mem, tmp.path());
+        assert_eq!(cache.read_stable(&delta).unwrap(), object(5000, 1));
+        assert_eq!(reads(&counters), 1, "the config only");
+        assert_eq!(cache.read(&delta).unwrap(), object(5000, 1));
+        assert_eq!(reads(&counters), 2, "a plain read goes to the store");
+
+        // Folded by a merge: deleted by another host, unlisted here.
+        mem.delete(&delta).unwrap();
+        assert!(cache.list(object_names::INDEX).unwrap().is_empty());
+        // Created again under that name (a writer that opened before the
+        // merge): read from the store.
+        mem.write_atomic(&delta, &object(4000, 2)).unwrap();
+        let (cache, counters) = cache_of(&mem, tmp.path());
+        assert_eq!(cache.read_stable(&delta).unwrap(), object(4000, 2));
+        assert_eq!(reads(&counters), 2);
+
+        // A delta this host creates is kept as it is written.
+        let own = object_names::index_delta(3, 2);
+        assert!(cache.create_new(&own, &object(3000, 3)).unwrap());
+        assert_eq!(cache.read_stable(&own).unwrap(), object(3000, 3));
+        assert_eq!(reads(&counters), 2);
+        // A listing that shows both keeps both.
+        assert_eq!(cache.list(object_names::INDEX).unwrap().len(), 2);
+        let (cache, counters) = cache_of(&mem, tmp.path());
+        cache.read_stable(&delta).unwrap();
+        cache.read_stable(&own).unwrap();
+        assert_eq!(reads(&counters), 1);
+    }
+
+    /// Through one host's cache, the overlay of the newest generation is
+    /// read once; after a merge to the next generation and a stale writer's
+    /// delta under a folded name, a load gives what the store itself gives.
+    #[test]
+    fn an_overlay_through_the_cache_equals_one_from_the_store() {
+        use crate::index::overlay::Overlay;
+        use cairn_core::{ContainerId, Fingerprint};
+        use cairn_format::index::IndexEntry;
+        use cairn_format::index_delta::{encode_index_delta, IndexDelta};
+        let tmp = tempfile::tempdir().unwrap();
+        let mem = store();
+        let fp = |b: u8| Fingerprint::from_slice(&[b; 32]);
+        let write = |generation: u64, seq: u32, fp_byte: u8, container: u64| {
+            let d = IndexDelta {
+                fp_width: 32,
+                base_generation: generation,
+                seq,
+                covered_below: ContainerId(container + 1),
+                removes_below: ContainerId(u64::MAX),
+                removes: vec![],
+                puts: vec![IndexEntry {
+                    fp: fp(fp_byte),
+                    container: ContainerId(container),
+                }],
+            };
+            let key = object_names::index_delta(generation, seq);
+            mem.write_atomic(&key, &encode_index_delta(&d).unwrap())
+                .unwrap();
+        };
+        let listing = || mem.list(object_names::INDEX).unwrap();
+        let found = |o: &Overlay, b: u8| o.lookup(&fp(b)).and_then(|c| c.over(None));
+        write(3, 1, 1, 10);
+        write(3, 2, 2, 11);
+        let (cache, _) = cache_of(&mem, tmp.path());
+        Overlay::load(&*cache, &listing(), 3, 32).unwrap();
+        let (cache, counters) = cache_of(&mem, tmp.path());
+        let o = Overlay::load(&*cache, &listing(), 3, 32).unwrap();
+        assert_eq!(reads(&counters), 1, "the config only");
+        assert_eq!(found(&o, 2), Some(ContainerId(11)));
+
+        // A merge writes generation 4 and deletes 3's deltas; a writer
+        // that opened at 3 adds delta 3.2 again, with other entries.
+        mem.write_atomic(&object_names::index(4), b"file").unwrap();
+        mem.delete(&object_names::index_delta(3, 1)).unwrap();
+        mem.delete(&object_names::index_delta(3, 2)).unwrap();
+        write(3, 2, 7, 12);
+        let (cache, counters) = cache_of(&mem, tmp.path());
+        let o = Overlay::load(&*cache, &listing(), 4, 32).unwrap();
+        let fresh = Overlay::load(&*mem, &listing(), 4, 32).unwrap();
+        assert_eq!(reads(&counters), 2, "the config, then 3.2 from the store");
+        for b in [1, 2, 7] {
+            assert_eq!(found(&o, b), found(&fresh, b), "fingerprint {b}");
+        }
+        assert_eq!(found(&o, 7), Some(ContainerId(12)));
+        assert_eq!(found(&o, 2), None);
     }
 }

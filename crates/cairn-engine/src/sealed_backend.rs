@@ -160,6 +160,12 @@ impl SealedBackend {
         self.open_run(name, &bytes, first, blocks)
     }
 
+    /// Opens a whole sealed object, `bytes` as stored.
+    fn open_whole(&self, name: &str, bytes: Vec<u8>) -> Result<Vec<u8>> {
+        let plain = self.plain_size(name, bytes.len() as u64)?;
+        self.open_run(name, &bytes, 0, plain.div_ceil(BLOCK as u64).max(1))
+    }
+
     /// Opens consecutive sealed blocks, the first of them block `first` of
     /// an object of `blocks` blocks.
     fn open_run(&self, name: &str, bytes: &[u8], first: u64, blocks: u64) -> Result<Vec<u8>> {
@@ -257,9 +263,14 @@ impl Backend for SealedBackend {
         if Self::is_clear(key) {
             return self.inner.read(key);
         }
-        let bytes = self.inner.read(key)?;
-        let plain = self.plain_size(key, bytes.len() as u64)?;
-        self.open_run(key, &bytes, 0, plain.div_ceil(BLOCK as u64).max(1))
+        self.open_whole(key, self.inner.read(key)?)
+    }
+
+    fn read_stable(&self, key: &str) -> Result<Vec<u8>> {
+        if Self::is_clear(key) {
+            return self.inner.read_stable(key);
+        }
+        self.open_whole(key, self.inner.read_stable(key)?)
     }
 
     /// Opens every block it can and zero-fills the rest: one damaged block

@@ -227,6 +227,19 @@ fn a_shared_backup_meeting_a_damaged_index_rebuilds_it_alone() {
         "the rebuild ran under the lock held alone"
     );
     drop(lock);
+    // Written above the damaged generation, never under its name: a
+    // local cache may still hold that file and its deltas.
+    let damaged: u64 =
+        u64::from_str_radix(&file.file_name().unwrap().to_string_lossy(), 16).unwrap();
+    let newest = std::fs::read_dir(dir.join("index"))
+        .unwrap()
+        .filter_map(|e| u64::from_str_radix(&e.unwrap().file_name().to_string_lossy(), 16).ok())
+        .max()
+        .unwrap();
+    assert!(
+        newest > damaged,
+        "rebuilt as generation {newest}, damaged {damaged}"
+    );
     assert_check_clean(&other);
     assert_restores(&other, &base_id, &base);
     assert_restores(&other, &id, &t);

@@ -261,6 +261,12 @@ impl DiskIndex {
         self
     }
 
+    /// The generation the next merge writes: above the current one and
+    /// the floor.
+    pub fn next_generation(&self) -> u64 {
+        self.generation().max(self.floor) + 1
+    }
+
     pub fn generation(&self) -> u64 {
         self.current.read().as_ref().map_or(0, |c| c.generation)
     }
@@ -754,7 +760,9 @@ impl DiskIndex {
             let key = object_names::index_delta(cur.generation, delta.seq);
             // The delta names this writer's containers, so no other writer
             // writes its bytes: finding them means our create took effect.
-            if cairn_core::backend::create_new_or_own(&*self.backend, &key, &bytes)? {
+            // Another writer's delta found in the way is of the generation
+            // this commit takes as the newest, a stable read as an open's.
+            if cairn_core::backend::create_new_or_own_stable(&*self.backend, &key, &bytes)? {
                 break;
             }
             // Taken: other writers committed since this handle's open. One
@@ -917,7 +925,7 @@ impl DiskIndex {
         let pages_for =
             |n: u64| ((n as f64 / (per_page as f64 * TARGET_FILL)).ceil() as u64).max(1);
         let mut page_count = pages_for(upper);
-        let generation = self.generation().max(self.floor) + 1;
+        let generation = self.next_generation();
         let mut resized = false;
         let key = object_names::index(generation);
         let old_key = old.as_ref().map(|c| object_names::index(c.generation));
@@ -968,6 +976,7 @@ impl DiskIndex {
         };
         drop(new_entries);
         let folded = old.as_ref().map(|c| c.overlay.applied.clone());
+        let folded_puts_only = old.as_ref().is_some_and(|c| !c.overlay.removed_any);
         drop(old);
         // Created only if absent: merges exclude each other by a lock,
         // and on object storage a lock is a lease a paused holder can
@@ -998,9 +1007,13 @@ impl DiskIndex {
         // to an older generation after its listing, which readers apply
         // over the new file until the next merge folds it; and a stop
         // half-way leaves a suffix of what was folded, which applied again
-        // over the new file changes nothing (`overlay.rs`). Without an old
-        // file (`repair index`, holding the writer lock alone) every delta
-        // goes.
+        // over the new file changes nothing (`overlay.rs`). Deltas that
+        // only put (every backup's) go in one request instead: any of them
+        // left by a stop applied again changes nothing either, and while
+        // they were deleted one round trip after another every open in
+        // that time read the rest again (with eight writers on object
+        // storage, 10 of a backup's 87 requests). Without an old file
+        // (`repair index`, holding the writer lock alone) every delta goes.
         let listing = self.backend.list(object_names::INDEX)?;
         let deltas: Vec<String> = match &folded {
             Some(applied) => applied
@@ -1015,8 +1028,13 @@ impl DiskIndex {
         };
         let allowed = self.deletes_allowed();
         let stopped = deltas.len() > allowed;
-        for key in deltas.into_iter().take(allowed) {
-            self.backend.delete(&key)?;
+        let deleted = &deltas[..deltas.len().min(allowed)];
+        if folded_puts_only {
+            self.backend.delete_many(deleted)?;
+        } else {
+            for key in deleted {
+                self.backend.delete(key)?;
+            }
         }
         if stopped {
             return Ok(generation);

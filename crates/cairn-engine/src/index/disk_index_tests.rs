@@ -169,6 +169,158 @@ fn a_delta_after_others_committed_takes_the_next_free_number_at_once() {
     }
 }
 
+/// A store that records how deltas are deleted: one by one, or in a
+/// batch.
+struct RecordsDeletes {
+    inner: MemBackend,
+    deletes: parking_lot::Mutex<Vec<Vec<String>>>,
+}
+
+impl Backend for RecordsDeletes {
+    cairn_core::delegate_backend!(
+        inner: read, read_at, size, write_atomic, create_new, exists, list, lock, describe
+    );
+
+    fn delete(&self, key: &str) -> Result<()> {
+        self.deletes.lock().push(vec![key.to_string()]);
+        self.inner.delete(key)
+    }
+
+    fn delete_many(&self, keys: &[String]) -> Result<()> {
+        self.deletes.lock().push(keys.to_vec());
+        self.inner.delete_many(keys)
+    }
+}
+
+/// A merge of deltas that only put deletes them in one request, and any
+/// of them left behind (a stop in the middle of that request) applied
+/// again over the new file changes no lookup; a merge that folded a
+/// removal deletes one by one, in order, so what a stop leaves is a
+/// suffix.
+#[test]
+fn folded_puts_go_in_one_request_and_any_left_change_nothing() {
+    let store = Arc::new(RecordsDeletes {
+        inner: MemBackend::new(),
+        deletes: Default::default(),
+    });
+    let backend: Arc<dyn Backend> = store.clone();
+    let open = || {
+        let ix = DiskIndex::open(backend.clone(), Arc::new(Counters::default())).unwrap();
+        ix.beside_other_writers();
+        ix
+    };
+    open()
+        .write_merged(entries(0..50, 1), ContainerId(2), 32, 512)
+        .unwrap();
+    for d in 0..4u64 {
+        open()
+            .write_delta(
+                IndexUpdate::puts(entries(100 + 10 * d..110 + 10 * d, 10 + d)),
+                ContainerId(11 + d),
+                32,
+            )
+            .unwrap();
+    }
+    // Each delta's entries also put again in a later delta, into another
+    // container: the canonical copy must survive any leftover.
+    open()
+        .write_delta(
+            IndexUpdate::puts(entries(100..105, 30)),
+            ContainerId(31),
+            32,
+        )
+        .unwrap();
+    let expected = |ix: &DiskIndex| -> Vec<Option<ContainerId>> {
+        (0..150).map(|i| ix.lookup(&fp(i)).unwrap()).collect()
+    };
+    let before = expected(&open());
+    let deltas: Vec<(String, Vec<u8>)> = store
+        .inner
+        .list(object_names::INDEX)
+        .unwrap()
+        .into_iter()
+        .filter(|k| object_names::parse_index_delta(k).is_some())
+        .map(|k| {
+            let bytes = store.inner.read(&k).unwrap();
+            (k, bytes)
+        })
+        .collect();
+    assert_eq!(deltas.len(), 5);
+    store.deletes.lock().clear();
+    let merger = open();
+    merger.merge_next();
+    merger
+        .merge(IndexUpdate::default(), ContainerId(31), 32, 512)
+        .unwrap();
+    let batches = std::mem::take(&mut *store.deletes.lock());
+    assert_eq!(
+        batches[0].len(),
+        5,
+        "every folded delta in one request: {batches:?}"
+    );
+    assert!(batches[0]
+        .iter()
+        .all(|k| object_names::parse_index_delta(k).is_some()));
+    assert_eq!(expected(&open()), before);
+    // Any subset of the folded deltas left behind.
+    for mask in 1u32..32 {
+        let scratch: Arc<dyn Backend> = Arc::new(MemBackend::new());
+        for key in store.inner.list("").unwrap() {
+            scratch
+                .write_atomic(&key, &store.inner.read(&key).unwrap())
+                .unwrap();
+        }
+        for (i, (key, bytes)) in deltas.iter().enumerate() {
+            if mask & (1 << i) != 0 {
+                scratch.write_atomic(key, bytes).unwrap();
+            }
+        }
+        let ix = DiskIndex::open(scratch, Arc::new(Counters::default())).unwrap();
+        assert_eq!(expected(&ix), before, "deltas left: mask {mask:05b}");
+    }
+
+    // A fold with a removal: one by one, in the order applied.
+    open()
+        .write_delta(
+            IndexUpdate {
+                puts: vec![],
+                removes: vec![fp(0)],
+                removes_below: None,
+            },
+            ContainerId(31),
+            32,
+        )
+        .unwrap();
+    open()
+        .write_delta(
+            IndexUpdate::puts(entries(200..210, 40)),
+            ContainerId(41),
+            32,
+        )
+        .unwrap();
+    store.deletes.lock().clear();
+    let merger = open();
+    merger.merge_next();
+    merger
+        .merge(IndexUpdate::default(), ContainerId(41), 32, 512)
+        .unwrap();
+    let batches = std::mem::take(&mut *store.deletes.lock());
+    let deltas_deleted: Vec<&Vec<String>> = batches
+        .iter()
+        .filter(|b| {
+            b.iter()
+                .any(|k| object_names::parse_index_delta(k).is_some())
+        })
+        .collect();
+    assert_eq!(deltas_deleted.len(), 2, "{batches:?}");
+    assert!(deltas_deleted.iter().all(|b| b.len() == 1));
+    assert!(
+        deltas_deleted[0][0] < deltas_deleted[1][0],
+        "in order: {batches:?}"
+    );
+    assert_eq!(open().lookup(&fp(0)).unwrap(), None);
+}
+
 #[test]
 fn merge_keeps_every_entry_and_lookups_find_them() {
     let backend: Arc<dyn Backend> = Arc::new(MemBackend::new());

@@ -142,14 +142,21 @@ fn open_index(
         Err(e) if is_damage(&e) && !alone => return Ok(None),
         Err(e) if is_damage(&e) => {
             warnings.push(format!("{e}; rebuilding the index from container metadata"));
-            for key in backend
-                .list(object_names::INDEX)?
-                .into_iter()
-                .chain(backend.list(object_names::BLOOM)?)
-            {
+            let listed = backend.list(object_names::INDEX)?;
+            // The rebuilt generations are named above every one listed, as
+            // `repair index` does: a local cache may still hold those names.
+            let floor = listed
+                .iter()
+                .filter_map(|k| {
+                    object_names::parse_generation(k, object_names::INDEX)
+                        .or_else(|| object_names::parse_index_delta(k).map(|(g, _)| g))
+                })
+                .max()
+                .unwrap_or(0);
+            for key in listed.into_iter().chain(backend.list(object_names::BLOOM)?) {
                 backend.delete(&key)?;
             }
-            DiskIndex::open(backend.clone(), counters.clone())?
+            DiskIndex::open(backend.clone(), counters.clone())?.with_generation_floor(floor)
         }
         Err(e) => return Err(e),
     };

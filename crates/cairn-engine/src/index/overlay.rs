@@ -130,6 +130,11 @@ pub struct Overlay {
     /// The deltas applied, `(generation, seq)` in the order applied: what a
     /// merge of this overlay deletes once its file is written.
     pub applied: Vec<(u64, u32)>,
+    /// Whether some batch applied removed: without one, the deltas applied
+    /// are puts, and any subset of them applied again over a file that
+    /// holds them all changes nothing (a merge may then delete them in any
+    /// order, `DiskIndex::write_generation`).
+    pub removed_any: bool,
 }
 
 /// What one commit (or one garbage-collection pass) changes in the index.
@@ -186,6 +191,7 @@ impl Overlay {
         puts: &[IndexEntry],
     ) {
         self.containers.extend(puts.iter().map(|e| e.container));
+        self.removed_any |= !removes.is_empty();
         let bound = removes_below.unwrap_or(FORGET_ALL);
         for fp in removes {
             self.changes
@@ -263,6 +269,7 @@ impl Overlay {
             containers: self.containers.clone(),
             changes: FpMap::default(),
             applied: self.applied.clone(),
+            removed_any: self.removed_any,
         }
     }
 
@@ -372,6 +379,7 @@ impl Overlay {
         self.containers.extend(later.containers.iter().copied());
         self.covered_below = self.covered_below.max(later.covered_below);
         self.applied.extend(later.applied.iter().copied());
+        self.removed_any |= later.removed_any;
         self.seq = later.seq;
     }
 
@@ -391,7 +399,7 @@ impl Overlay {
         blocking_for_each(
             keys,
             backend.read_parallelism(),
-            |&(g, seq)| read_delta(backend, g, seq, fp_width),
+            |&(g, seq)| read_delta(backend, g, seq, fp_width, g == generation),
             |&(g, seq), delta| {
                 let delta = delta?;
                 self.apply(&delta.removes, removes_below(&delta), &delta.puts);
@@ -406,15 +414,24 @@ impl Overlay {
     }
 }
 
-/// Reads, decodes and checks delta `seq` of `generation`.
+/// Reads, decodes and checks delta `seq` of `generation`. `newest`: the
+/// listing shows `generation` as the newest, so the delta's name is not
+/// reused while anyone reads it as one of its deltas ([`Overlay::load_memoized`]'s
+/// argument) and a local copy may serve it ([`Backend::read_stable`]).
 fn read_delta(
     backend: &dyn Backend,
     generation: u64,
     seq: u32,
     fp_width: usize,
+    newest: bool,
 ) -> Result<IndexDelta> {
     let key = object_names::index_delta(generation, seq);
-    let delta = decode_index_delta(&backend.read(&key)?).map_err(|e| match e {
+    let bytes = if newest {
+        backend.read_stable(&key)?
+    } else {
+        backend.read(&key)?
+    };
+    let delta = decode_index_delta(&bytes).map_err(|e| match e {
         Error::Corrupt { detail, .. } => Error::corrupt(key.clone(), detail),
         other => other,
     })?;

@@ -88,7 +88,7 @@ pub(crate) fn commit_paged(
         disk.write_delta(update, covered, fp_width)?;
         return Ok(Written::Delta);
     }
-    let next = disk.generation() + 1;
+    let next = disk.next_generation();
     if let Some(sv) = summary {
         backend.write_atomic(&object_names::bloom(next), &sv.checkpoint(covered))?;
     }
