@@ -309,9 +309,42 @@ impl Backend for SealedBackend {
         self.read_range(key, sealed, size, offset, len)
     }
 
+    /// With the stored size not known yet, one suffix read of the stored
+    /// bytes that brings the size too (on object storage a ranged GET,
+    /// where the size first cost a HEAD: a container's metadata read was
+    /// two round trips).
     fn read_tail(&self, key: &str, len: usize) -> Result<(u64, Vec<u8>)> {
         if Self::is_clear(key) {
             return self.inner.read_tail(key, len);
+        }
+        let known = key.starts_with(object_names::CONTAINERS)
+            && self.container_sizes.lock().contains_key(key);
+        if !known {
+            // `len` bytes of plaintext span at most this many blocks.
+            let sb = self.sealed_block();
+            let want = (len.div_ceil(BLOCK) + 1) * sb;
+            let (sealed, suffix) = self.inner.read_tail(key, want)?;
+            if key.starts_with(object_names::CONTAINERS) {
+                self.container_sizes.lock().insert(key.to_string(), sealed);
+            }
+            let size = self.plain_size(key, sealed)?;
+            let take = (len as u64).min(size);
+            if take == 0 {
+                return Ok((size, Vec::new()));
+            }
+            let b = BLOCK as u64;
+            let (first, last) = ((size - take) / b, (size - 1) / b);
+            let (start, end) = (first * sb as u64, ((last + 1) * sb as u64).min(sealed));
+            let suffix_start = sealed - suffix.len() as u64;
+            if start >= suffix_start && end <= sealed {
+                let blocks = size.div_ceil(b).max(1);
+                let run = &suffix[(start - suffix_start) as usize..(end - suffix_start) as usize];
+                let mut plain = self.open_run(key, run, first, blocks)?;
+                let skip = (size - take - first * b) as usize;
+                plain.truncate(skip + take as usize);
+                plain.drain(..skip);
+                return Ok((size, plain));
+            }
         }
         let sealed = self.sealed_size(key)?;
         let size = self.plain_size(key, sealed)?;
