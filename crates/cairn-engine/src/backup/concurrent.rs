@@ -40,15 +40,30 @@ impl DeltasAtOpen {
         replayed: &HashSet<ContainerId>,
     ) -> Result<(u64, usize)> {
         let mut theirs = FpSet::default();
-        let now = delta_names(backend)?;
+        let listing = backend.list(object_names::INDEX)?;
+        let newest = listing
+            .iter()
+            .filter_map(|k| object_names::parse_generation(k, object_names::INDEX))
+            .max();
+        let now = deltas_of(listing);
         let new: Vec<&String> = now.difference(&self.names).collect();
         // A window of parallel reads at a time: on object storage each
         // read is a round trip, and with eight writers several new deltas
-        // wait at every commit.
+        // wait at every commit. Those of the newest generation are stable
+        // reads, as an open's (`overlay.rs`): a local cache keeps them for
+        // this host's next open.
+        let read = |name: &String| {
+            let stable = object_names::parse_index_delta(name).map(|(g, _)| g) == newest;
+            if stable {
+                backend.read_stable(name)
+            } else {
+                backend.read(name)
+            }
+        };
         blocking_for_each(
             &new,
             backend.read_parallelism(),
-            |name| backend.read(name).and_then(|b| decode_index_delta(&b)),
+            |name| read(name).and_then(|b| decode_index_delta(&b)),
             |_, delta| {
                 if let Ok(delta) = delta {
                     theirs.extend(delta.puts.iter().map(|e| e.fp));
@@ -68,9 +83,12 @@ impl DeltasAtOpen {
 }
 
 fn delta_names(backend: &dyn Backend) -> Result<BTreeSet<String>> {
-    Ok(backend
-        .list(object_names::INDEX)?
+    Ok(deltas_of(backend.list(object_names::INDEX)?))
+}
+
+fn deltas_of(listing: Vec<String>) -> BTreeSet<String> {
+    listing
         .into_iter()
         .filter(|k| object_names::parse_index_delta(k).is_some())
-        .collect())
+        .collect()
 }

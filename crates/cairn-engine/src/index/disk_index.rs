@@ -118,6 +118,9 @@ pub struct DiskIndex {
     never_merge: std::sync::atomic::AtomicBool,
     /// The next commit merges, whatever it holds (a compaction).
     merge_next: std::sync::atomic::AtomicBool,
+    /// Other writers were in flight at the open: a delta lists the numbers
+    /// taken before its first create ([`DiskIndex::expect_other_commits`]).
+    others_in_flight: std::sync::atomic::AtomicBool,
     /// Tests: a merge stops (as if killed) after deleting this many of the
     /// deltas it folded.
     #[cfg(test)]
@@ -178,6 +181,7 @@ impl DiskIndex {
             deltas_only: std::sync::atomic::AtomicBool::new(false),
             never_merge: std::sync::atomic::AtomicBool::new(false),
             merge_next: std::sync::atomic::AtomicBool::new(false),
+            others_in_flight: std::sync::atomic::AtomicBool::new(false),
             #[cfg(test)]
             stop_after_deletes: std::sync::atomic::AtomicUsize::new(usize::MAX),
         })
@@ -666,6 +670,16 @@ impl DiskIndex {
             .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// Other writers had containers in flight when this handle opened, so
+    /// they will most likely have committed deltas before this one does:
+    /// its delta lists `index/` first and takes the next free number (one
+    /// listing instead of a refused create, the read of the delta in its
+    /// way and then the listing, with eight writers nearly every commit).
+    pub fn expect_other_commits(&self) {
+        self.others_in_flight
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// The next commit merges every delta listed into a new generation,
     /// even an empty one (a compaction beside writers, `compact.rs`).
     pub fn merge_next(&self) {
@@ -753,7 +767,20 @@ impl DiskIndex {
             removes,
             puts,
         };
-        let mut listed = false;
+        // Every number up to the last listed is taken, so the next one
+        // leaves no gap.
+        let take_next_free = |delta: &mut cairn_format::index_delta::IndexDelta| -> Result<()> {
+            let listing = self.backend.list(object_names::INDEX)?;
+            let last = super::overlay::delta_seqs(&listing, cur.generation).max();
+            delta.seq = delta.seq.max(last.unwrap_or(0));
+            Ok(())
+        };
+        let mut listed = self
+            .others_in_flight
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if listed {
+            take_next_free(&mut delta)?;
+        }
         loop {
             delta.seq += 1;
             let bytes = cairn_format::index_delta::encode_index_delta(&delta)?;
@@ -772,9 +799,7 @@ impl DiskIndex {
             // taken, so the next one leaves no gap.
             if !listed {
                 listed = true;
-                let listing = self.backend.list(object_names::INDEX)?;
-                let last = super::overlay::delta_seqs(&listing, cur.generation).max();
-                delta.seq = delta.seq.max(last.unwrap_or(0));
+                take_next_free(&mut delta)?;
             }
         }
         let seq = delta.seq;

@@ -167,6 +167,32 @@ fn a_delta_after_others_committed_takes_the_next_free_number_at_once() {
     for (i, c) in [(50, 1), (145, 14), (505, 40)] {
         assert_eq!(fresh.lookup(&fp(i)).unwrap(), Some(ContainerId(c)), "{i}");
     }
+    // A writer that saw others in flight at its open lists first: one
+    // create, no gap.
+    let expecting = open();
+    expecting.beside_other_writers();
+    expecting.expect_other_commits();
+    open()
+        .write_delta(
+            IndexUpdate::puts(entries(600..610, 50)),
+            ContainerId(51),
+            32,
+        )
+        .unwrap();
+    let before = store.creates.load(std::sync::atomic::Ordering::Relaxed);
+    let seq = expecting
+        .write_delta(
+            IndexUpdate::puts(entries(700..710, 60)),
+            ContainerId(61),
+            32,
+        )
+        .unwrap();
+    assert_eq!(seq, 8);
+    assert_eq!(
+        store.creates.load(std::sync::atomic::Ordering::Relaxed) - before,
+        1
+    );
+    assert_eq!(open().delta_count(), 8);
 }
 
 /// A store that records how deltas are deleted: one by one, or in a

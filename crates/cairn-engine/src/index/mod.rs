@@ -89,6 +89,10 @@ pub fn open_beside_writers_memoized(
     let opened = open_index(backend, counters, log, cfg, warnings, opener, Some(memo))?;
     if let Some(o) = &opened {
         o.kind.beside_other_writers();
+        // Containers no delta covered yet: other writers still running.
+        if o.replayed_containers > 0 {
+            o.kind.expect_other_commits();
+        }
     }
     Ok(opened)
 }

@@ -109,6 +109,10 @@ impl FingerprintIndex for FrugalKind {
         self.disk.beside_other_writers();
     }
 
+    fn expect_other_commits(&self) {
+        self.disk.expect_other_commits();
+    }
+
     fn ram_bytes(&self) -> u64 {
         let ram = self.frugal.ram();
         (ram.table_slot_bytes + ram.stash_bytes) as u64

@@ -85,6 +85,10 @@ pub trait FingerprintIndex: Send {
     /// others (`DiskIndex::beside_other_writers`).
     fn beside_other_writers(&self) {}
 
+    /// Other writers had containers in flight at the open
+    /// (`DiskIndex::expect_other_commits`).
+    fn expect_other_commits(&self) {}
+
     /// Lookup RAM (filter or table), bytes.
     fn ram_bytes(&self) -> u64;
 

@@ -226,6 +226,10 @@ impl FingerprintIndex for PagedIndex {
         self.disk.beside_other_writers();
     }
 
+    fn expect_other_commits(&self) {
+        self.disk.expect_other_commits();
+    }
+
     fn ram_bytes(&self) -> u64 {
         self.summary.ram_bytes()
     }
