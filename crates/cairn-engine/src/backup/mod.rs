@@ -246,7 +246,11 @@ pub fn backup(repo: &Repository, lock: &WriteLock, opts: BackupOptions) -> Resul
     crate::interrupt::check(not_committed)?;
     drop(listings);
     // Steps 3-4: the index generation and its Summary Vector checkpoint.
+    // The commit's listing of `index/` (the report of concurrent
+    // duplicates) also gives its delta the next free number: a stale one
+    // costs a refused create, which forgets it.
     let covered = shared.log.next_id();
+    let commit_listings = repo.remember_listings();
     let (index_ram_bytes_per_chunk, concurrent_duplicates, deltas_listed) = commit_index(
         &shared,
         &**repo.backend(),
@@ -254,6 +258,7 @@ pub fn backup(repo: &Repository, lock: &WriteLock, opts: BackupOptions) -> Resul
         &deltas_at_open,
         &replayed,
     )?;
+    drop(commit_listings);
     // Step 5: the snapshot record, the commit point.
     let counters = repo.counters.snapshot().since(&before);
     let phases = phase_report(&shared, &run, open_seconds);
