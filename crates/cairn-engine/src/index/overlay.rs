@@ -646,31 +646,42 @@ mod tests {
         assert!(o.lookup(&fp(2)).unwrap().forgets_file());
     }
 
+    /// Writes delta `seq` of `generation` (covering below `100 + seq`).
+    fn write_delta(
+        backend: &dyn Backend,
+        generation: u64,
+        seq: u32,
+        puts: Vec<IndexEntry>,
+        removes: Vec<Fingerprint>,
+    ) {
+        use cairn_format::index_delta::{encode_index_delta, IndexDelta};
+        let d = IndexDelta {
+            fp_width: 32,
+            base_generation: generation,
+            seq,
+            covered_below: ContainerId(100 + seq as u64),
+            removes_below: ContainerId(u64::MAX),
+            removes,
+            puts,
+        };
+        backend
+            .write_atomic(
+                &object_names::index_delta(generation, seq),
+                &encode_index_delta(&d).unwrap(),
+            )
+            .unwrap();
+    }
+
     /// The memo gives what a fresh load gives: reused over the same
     /// listing (no delta read again), extended by deltas added after it,
     /// and never confused across generations or with a gap.
     #[test]
     fn a_memoized_load_equals_a_fresh_one() {
         use cairn_backend::MemBackend;
-        use cairn_format::index_delta::{encode_index_delta, IndexDelta};
         let backend = MemBackend::new();
         let write =
             |generation: u64, seq: u32, puts: Vec<IndexEntry>, removes: Vec<Fingerprint>| {
-                let d = IndexDelta {
-                    fp_width: 32,
-                    base_generation: generation,
-                    seq,
-                    covered_below: ContainerId(100 + seq as u64),
-                    removes_below: ContainerId(u64::MAX),
-                    removes,
-                    puts,
-                };
-                backend
-                    .write_atomic(
-                        &object_names::index_delta(generation, seq),
-                        &encode_index_delta(&d).unwrap(),
-                    )
-                    .unwrap();
+                write_delta(&backend, generation, seq, puts, removes)
             };
         let listing = || backend.list(object_names::INDEX).unwrap();
         let same = |a: &Overlay, b: &Overlay| {
@@ -739,26 +750,11 @@ mod tests {
     #[test]
     fn older_deltas_are_read_once_while_listed_alike() {
         use cairn_backend::{CountingBackend, MemBackend};
-        use cairn_format::index_delta::{encode_index_delta, IndexDelta};
         let counters = Arc::new(cairn_core::Counters::default());
         let backend = CountingBackend::new(MemBackend::new(), counters.clone());
         let reads = || counters.read_ops.load(std::sync::atomic::Ordering::Relaxed);
         let write = |generation: u64, seq: u32, puts: Vec<IndexEntry>| {
-            let d = IndexDelta {
-                fp_width: 32,
-                base_generation: generation,
-                seq,
-                covered_below: ContainerId(100 + seq as u64),
-                removes_below: ContainerId(u64::MAX),
-                removes: vec![],
-                puts,
-            };
-            backend
-                .write_atomic(
-                    &object_names::index_delta(generation, seq),
-                    &encode_index_delta(&d).unwrap(),
-                )
-                .unwrap();
+            write_delta(&backend, generation, seq, puts, vec![])
         };
         let listing = || backend.list(object_names::INDEX).unwrap();
         let memo = OverlayMemo::default();
