@@ -10,6 +10,8 @@
 # request log: method and object prefix). With two binaries it alternates
 # them ROUNDS times each, every run on a fresh repository, so that a
 # change's effect is measured beside its baseline on the same machine.
+# MAINT=1 runs `forget --keep-last 3` and `gc` in a loop beside the
+# writers (phase G of many-writers.sh); their requests are counted too.
 #
 #   bench/writer-requests.sh                                  # target/release/cairn, N=8
 #   CAIRN_B=/tmp/cairn-before N=8 ROUNDS=3 bench/writer-requests.sh
@@ -21,6 +23,7 @@ cd "$(dirname "$0")/.."
 N=${N:-8}
 SECONDS_W=${SECONDS_W:-20}
 ROUNDS=${ROUNDS:-1}
+MAINT=${MAINT:-0}
 DELAY_MS=${DELAY_MS:-20}
 CAIRN=${CAIRN:-target/release/cairn}
 CAIRN_B=${CAIRN_B:-}
@@ -72,8 +75,19 @@ run() {
             ) &
             pids+=($!)
         done
+        if [ "$MAINT" = 1 ]; then
+            (
+                while [ "$(date +%s)" -lt "$end" ]; do
+                    "$bin" --repo "$repo" --cache-dir "$WORK/c/gc" forget -q --wait --keep-last 3 >/dev/null 2>>"$WORK/errors" &&
+                        "$bin" --repo "$repo" --cache-dir "$WORK/c/gc" gc -q --wait 2>>"$WORK/errors" &&
+                        echo >>"$WORK/gcs"
+                done
+            ) &
+            pids+=($!)
+        fi
         wait "${pids[@]}"
         sleep 0.6
+        [ "$MAINT" != 1 ] || echo "$label: $(wc -l <"$WORK/gcs" 2>/dev/null || echo 0) collections beside" | tee -a "$REPORT"
         python3 - "$label" "$t0" "$(cat "$WORK/timing")" "$(wc -l <"$WORK/backups")" "$SECONDS_W" "$PROXY_REQUEST_LOG" <<'EOF' | tee -a "$REPORT"
 import collections, re, sys
 label, t0, t1, n, secs, log = sys.argv[1:]
@@ -100,7 +114,7 @@ EOF
     )
 }
 
-echo "N=$N writers, ${SECONDS_W}s of incremental backups each run, ${DELAY_MS} ms per request" | tee -a "$REPORT"
+echo "N=$N writers, ${SECONDS_W}s of incremental backups each run, ${DELAY_MS} ms per request, maintenance beside: $MAINT" | tee -a "$REPORT"
 for _ in $(seq "$ROUNDS"); do
     [ -z "$CAIRN_B" ] || run "$CAIRN_B" "B ($CAIRN_B)"
     run "$CAIRN" "A ($CAIRN)"
