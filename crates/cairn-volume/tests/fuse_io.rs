@@ -196,6 +196,12 @@ fn passthrough_on_and_off_serve_the_same_bytes() {
     let size = 1 << 20;
     fs::write(v.m("p"), pattern(9, size)).unwrap();
     let ino = fs::metadata(v.b("p")).unwrap().ino();
+    // The kernel sends the release of the write's handle after `close`
+    // returns: counted open until the daemon has it (a CI run saw 2
+    // passthrough handles below).
+    fuse_support::eventually("the write's handle released", || {
+        v.locks.open_count(ino).handles == 0
+    });
     let changes = v.locks.change_count(ino);
     let f = OpenOptions::new()
         .read(true)
