@@ -143,19 +143,26 @@ impl SealedBackend {
     }
 
     /// Opens blocks `first..=last` of `name`, of `sealed` bytes stored and
-    /// `size` bytes of plaintext, and returns their plaintext.
+    /// `size` bytes of plaintext, and returns their plaintext. Their
+    /// stored bytes come from `suffix` (the object's last stored bytes,
+    /// already read) when it holds them, else from the store.
     fn open_blocks(
         &self,
         name: &str,
-        sealed: u64,
-        size: u64,
+        (sealed, size): (u64, u64),
         first: u64,
         last: u64,
+        suffix: &[u8],
     ) -> Result<Vec<u8>> {
         let sb = self.sealed_block() as u64;
         let blocks = size.div_ceil(BLOCK as u64).max(1);
         let start = first * sb;
         let end = ((last + 1) * sb).min(sealed);
+        let suffix_start = sealed - suffix.len() as u64;
+        if start >= suffix_start {
+            let run = &suffix[(start - suffix_start) as usize..(end - suffix_start) as usize];
+            return self.open_run(name, run, first, blocks);
+        }
         let bytes = self.inner.read_at(name, start, (end - start) as usize)?;
         self.open_run(name, &bytes, first, blocks)
     }
@@ -209,6 +216,19 @@ impl SealedBackend {
         offset: u64,
         len: usize,
     ) -> Result<Vec<u8>> {
+        self.read_range_from(key, (sealed, size), offset, len, &[])
+    }
+
+    /// [`Self::read_range`], the stored bytes taken from `suffix` (the
+    /// object's last stored bytes, already read) where it holds them.
+    fn read_range_from(
+        &self,
+        key: &str,
+        (sealed, size): (u64, u64),
+        offset: u64,
+        len: usize,
+        suffix: &[u8],
+    ) -> Result<Vec<u8>> {
         if offset.checked_add(len as u64).is_none_or(|end| end > size) {
             return Err(Error::corrupt(
                 key,
@@ -220,7 +240,7 @@ impl SealedBackend {
         }
         let b = BLOCK as u64;
         let (first, last) = (offset / b, (offset + len as u64 - 1) / b);
-        let mut plain = self.open_blocks(key, sealed, size, first, last)?;
+        let mut plain = self.open_blocks(key, (sealed, size), first, last, suffix)?;
         let skip = (offset - first * b) as usize;
         plain.truncate(skip + len);
         plain.drain(..skip);
@@ -319,39 +339,22 @@ impl Backend for SealedBackend {
         }
         let known = key.starts_with(object_names::CONTAINERS)
             && self.container_sizes.lock().contains_key(key);
-        if !known {
+        let (sealed, suffix) = if known {
+            (self.sealed_size(key)?, Vec::new())
+        } else {
             // `len` bytes of plaintext span at most this many blocks.
-            let sb = self.sealed_block();
-            let want = (len.div_ceil(BLOCK) + 1) * sb;
+            let want = (len.div_ceil(BLOCK) + 1) * self.sealed_block();
             let (sealed, suffix) = self.inner.read_tail(key, want)?;
             if key.starts_with(object_names::CONTAINERS) {
                 self.container_sizes.lock().insert(key.to_string(), sealed);
             }
-            let size = self.plain_size(key, sealed)?;
-            let take = (len as u64).min(size);
-            if take == 0 {
-                return Ok((size, Vec::new()));
-            }
-            let b = BLOCK as u64;
-            let (first, last) = ((size - take) / b, (size - 1) / b);
-            let (start, end) = (first * sb as u64, ((last + 1) * sb as u64).min(sealed));
-            let suffix_start = sealed - suffix.len() as u64;
-            if start >= suffix_start && end <= sealed {
-                let blocks = size.div_ceil(b).max(1);
-                let run = &suffix[(start - suffix_start) as usize..(end - suffix_start) as usize];
-                let mut plain = self.open_run(key, run, first, blocks)?;
-                let skip = (size - take - first * b) as usize;
-                plain.truncate(skip + take as usize);
-                plain.drain(..skip);
-                return Ok((size, plain));
-            }
-        }
-        let sealed = self.sealed_size(key)?;
+            (sealed, suffix)
+        };
         let size = self.plain_size(key, sealed)?;
         let take = (len as u64).min(size);
         Ok((
             size,
-            self.read_range(key, sealed, size, size - take, take as usize)?,
+            self.read_range_from(key, (sealed, size), size - take, take as usize, &suffix)?,
         ))
     }
 
