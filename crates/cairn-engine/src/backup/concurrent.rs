@@ -13,6 +13,7 @@ use cairn_format::index::IndexEntry;
 use cairn_format::index_delta::decode_index_delta;
 
 use crate::blocking_map::blocking_for_each;
+use crate::index::overlay::delta_bytes;
 use crate::object_names;
 
 /// The index deltas present when a backup opened its index.
@@ -41,10 +42,7 @@ impl DeltasAtOpen {
     ) -> Result<(u64, usize)> {
         let mut theirs = FpSet::default();
         let listing = backend.list(object_names::INDEX)?;
-        let newest = listing
-            .iter()
-            .filter_map(|k| object_names::parse_generation(k, object_names::INDEX))
-            .max();
+        let newest = crate::index::disk_index::newest_generation(&listing);
         let now = deltas_of(listing);
         let new: Vec<&String> = now.difference(&self.names).collect();
         // A window of parallel reads at a time: on object storage each
@@ -52,18 +50,12 @@ impl DeltasAtOpen {
         // wait at every commit. Those of the newest generation are stable
         // reads, as an open's (`overlay.rs`): a local cache keeps them for
         // this host's next open.
-        let read = |name: &String| {
-            let stable = object_names::parse_index_delta(name).map(|(g, _)| g) == newest;
-            if stable {
-                backend.read_stable(name)
-            } else {
-                backend.read(name)
-            }
-        };
+        let is_newest =
+            |name: &String| object_names::parse_index_delta(name).map(|(g, _)| g) == newest;
         blocking_for_each(
             &new,
             backend.read_parallelism(),
-            |name| read(name).and_then(|b| decode_index_delta(&b)),
+            |name| delta_bytes(backend, name, is_newest(name)).and_then(|b| decode_index_delta(&b)),
             |_, delta| {
                 if let Ok(delta) = delta {
                     theirs.extend(delta.puts.iter().map(|e| e.fp));

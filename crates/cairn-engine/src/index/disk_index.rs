@@ -72,7 +72,7 @@ pub const MAX_DELTAS: u32 = 16;
 pub const DELTA_SHARE: u64 = 8;
 
 /// The newest index generation in a listing of `index/`.
-fn newest_generation(listing: &[String]) -> Option<u64> {
+pub(crate) fn newest_generation(listing: &[String]) -> Option<u64> {
     listing
         .iter()
         .filter_map(|k| object_names::parse_generation(k, object_names::INDEX))

@@ -424,17 +424,24 @@ fn read_delta(
     newest: bool,
 ) -> Result<IndexDelta> {
     let key = object_names::index_delta(generation, seq);
-    let bytes = if newest {
-        backend.read_stable(&key)?
-    } else {
-        backend.read(&key)?
-    };
-    let delta = decode_index_delta(&bytes).map_err(|e| match e {
+    let delta = decode_index_delta(&delta_bytes(backend, &key, newest)?).map_err(|e| match e {
         Error::Corrupt { detail, .. } => Error::corrupt(key.clone(), detail),
         other => other,
     })?;
     check_delta(&delta, &key, generation, seq, fp_width)?;
     Ok(delta)
+}
+
+/// The stored bytes of delta `key`: a stable read ([`Backend::read_stable`],
+/// which a local cache may serve) when `newest`, its generation the newest
+/// its reader's listing shows (such a name is not reused while it is), a
+/// plain read otherwise.
+pub(crate) fn delta_bytes(backend: &dyn Backend, key: &str, newest: bool) -> Result<Vec<u8>> {
+    if newest {
+        backend.read_stable(key)
+    } else {
+        backend.read(key)
+    }
 }
 
 /// The deltas of generations older than `generation` that `listing` shows,
