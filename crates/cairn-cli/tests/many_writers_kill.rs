@@ -78,6 +78,21 @@ impl Store {
         Run::from_output(args.iter().map(|a| a.to_string()).collect(), out)
     }
 
+    /// Starts `args` with a thread that waits for the process and notes
+    /// when it ended.
+    fn start(&self, args: &[&str]) -> Running {
+        let child = self.spawn(args);
+        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        let ended = std::sync::Arc::new(std::sync::OnceLock::new());
+        let ended_by_waiter = ended.clone();
+        let waiter = std::thread::spawn(move || {
+            let out = child.wait_with_output().unwrap();
+            let _ = ended_by_waiter.set(Instant::now());
+            out
+        });
+        Running { pid, ended, waiter }
+    }
+
     fn spawn(&self, args: &[&str]) -> Child {
         self.command(args)
             .stdin(Stdio::null())
@@ -89,6 +104,48 @@ impl Store {
 }
 
 const HOSTS: usize = 3;
+
+/// A process of a round: its pid (so the round can kill it while its
+/// waiter holds it; the pid stays its own until the waiter reaps it),
+/// when it ended, and the waiter that collects its output.
+struct Running {
+    pid: nix::unistd::Pid,
+    ended: std::sync::Arc<std::sync::OnceLock<Instant>>,
+    waiter: std::thread::JoinHandle<std::process::Output>,
+}
+
+impl Running {
+    /// SIGKILL, unless it has ended; whether it was still running.
+    /// (Between the waiter's reap and its note the pid could in theory
+    /// be reused; the pid space would have to wrap within microseconds.)
+    fn kill(&self) -> bool {
+        if self.ended.get().is_some() {
+            return false;
+        }
+        let _ = nix::sys::signal::kill(self.pid, nix::sys::signal::Signal::SIGKILL);
+        true
+    }
+
+    /// Its output, once it ended, and when it ended.
+    fn finish(self, what: &str, log: &Path) -> (Result<String, String>, Instant) {
+        let out = self.waiter.join().unwrap();
+        let ended = *self.ended.get().expect("set before the output is read");
+        (judge(out, what, log), ended)
+    }
+}
+
+/// The kills' window: the median length of the last rounds, each measured
+/// to the end of its last backup that nobody killed (a process that ran
+/// its course), so the window follows the machine's load.
+struct RoundLength(Vec<Duration>);
+
+impl RoundLength {
+    fn current(&self) -> Duration {
+        let mut recent: Vec<Duration> = self.0.iter().rev().take(5).copied().collect();
+        recent.sort();
+        recent[recent.len() / 2]
+    }
+}
 
 /// Scratch space: a temporary directory, deleted at the end, or with
 /// `CAIRN_FAULT_KEEP=DIR` a new directory inside DIR that stays, so a
@@ -142,12 +199,11 @@ fn next_generation(tree: &Path, rng: &mut Rng, shared: &[u8], round: usize) {
     write_file(&tree.join("shared"), shared, 0o644);
 }
 
-/// Waits for `child`; its stdout if it exited 0. A killed process, or one
+/// What a process that ended with `out` gives: its stdout if it exited 0. A killed process, or one
 /// that failed with one line (a backup that a collection reaped), gives
 /// why (the line, for the caller's message); a panic or a death by another
 /// signal fails the test.
-fn finish(child: Child, what: &str, log: &Path) -> Result<String, String> {
-    let out = child.wait_with_output().unwrap();
+fn judge(out: std::process::Output, what: &str, log: &Path) -> Result<String, String> {
     let stderr = String::from_utf8_lossy(&out.stderr);
     append(
         log,
@@ -279,7 +335,7 @@ fn kill_rounds(store: &Store, dir: &Path, rounds: usize, init_args: &[&str]) {
         .run(&["backup", s(&trees[0]), "--host", "host0", "-q"])
         .ok();
     let mut committed: Vec<(String, Manifest)> = Vec::new();
-    let mut round_time = Duration::from_millis(400);
+    let mut lengths = RoundLength(Vec::new());
     let (mut kills, mut landed, mut not_committed) = (0, 0, 0);
     for round in 0..rounds {
         let shared = rng.bytes(80_000);
@@ -289,7 +345,7 @@ fn kill_rounds(store: &Store, dir: &Path, rounds: usize, init_args: &[&str]) {
             manifests.push(Manifest::capture(t));
         }
         let started = Instant::now();
-        let mut backups: Vec<Child> = trees
+        let backups: Vec<Running> = trees
             .iter()
             .enumerate()
             .map(|(h, t)| {
@@ -305,35 +361,34 @@ fn kill_rounds(store: &Store, dir: &Path, rounds: usize, init_args: &[&str]) {
                 if matches!(store, Store::S3 { .. }) || round % 2 == 1 {
                     args.push("--wait");
                 }
-                store.spawn(&args)
+                store.start(&args)
             })
             .collect();
         let collector = ["lgc", "pgc", "pgc+"][round % 3];
-        let mut gc = store.spawn(&["gc", "--wait", "-q", "--collector", collector]);
-        // Round 0 is timed unharmed: later kills spread over its length.
+        let gc = store.start(&["gc", "--wait", "-q", "--collector", collector]);
+        // Round 0 is timed unharmed: later kills spread over the recent
+        // rounds' length.
         // Which processes were sent SIGKILL: every other one must succeed
         // (a running writer's lock is held, so no collection reaps it).
         let mut killed = [false; HOSTS + 1];
         if round > 0 {
-            for (i, child) in backups
-                .iter_mut()
-                .chain(std::iter::once(&mut gc))
-                .enumerate()
-            {
+            let window = lengths.current();
+            for (i, process) in backups.iter().chain(std::iter::once(&gc)).enumerate() {
                 if rng.range(0, 2) == 0 {
                     std::thread::sleep(Duration::from_micros(
-                        rng.range(0, round_time.as_micros() as u64 / 2 + 1),
+                        rng.range(0, window.as_micros() as u64 / 2 + 1),
                     ));
                     kills += 1;
-                    landed += usize::from(child.try_wait().unwrap().is_none());
-                    let _ = child.kill();
+                    landed += usize::from(process.kill());
                     killed[i] = true;
                 }
             }
         }
-        for (h, child) in backups.into_iter().enumerate() {
+        let mut last_unharmed_end = None;
+        for (h, process) in backups.into_iter().enumerate() {
             let what = format!("round {round} backup of host{h}");
-            match finish(child, &what, &log) {
+            let (result, ended) = process.finish(&what, &log);
+            match result {
                 Ok(out) => {
                     let json: serde_json::Value = serde_json::from_str(&out).unwrap();
                     let id = json["id"].as_str().unwrap().to_string();
@@ -344,17 +399,20 @@ fn kill_rounds(store: &Store, dir: &Path, rounds: usize, init_args: &[&str]) {
                     not_committed += 1;
                 }
             }
+            if !killed[h] {
+                last_unharmed_end = last_unharmed_end.max(Some(ended));
+            }
         }
         let what = format!("round {round} gc");
         append(&log, &format!("round {round} killed {killed:?}"));
-        if let Err(why) = finish(gc, &what, &log) {
+        if let (Err(why), _) = gc.finish(&what, &log) {
             assert!(
                 killed[HOSTS],
                 "{what} failed though nobody killed it: {why}"
             );
         }
-        if round == 0 {
-            round_time = started.elapsed();
+        if let Some(end) = last_unharmed_end {
+            lengths.0.push(end - started);
         }
         store
             .run(&["forget", "--keep-last", "2", "--wait", "-q"])
@@ -366,7 +424,8 @@ fn kill_rounds(store: &Store, dir: &Path, rounds: usize, init_args: &[&str]) {
     }
     eprintln!(
         "{kills} kills, {landed} while the process ran; {not_committed} killed backups did not commit; \
-         a round takes {round_time:?}"
+         a round takes {:?}",
+        lengths.current()
     );
     // Too few kills to judge (the short S3 run) prove little either way.
     assert!(
