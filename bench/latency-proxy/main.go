@@ -13,7 +13,9 @@
 // "requests bytes_up bytes_down" (answers held back, bytes client to server,
 // bytes server to client) in it, rewritten twice a second. With the
 // environment variable PROXY_REQUEST_LOG naming a file, it appends the
-// request line ("GET /bucket/key?query HTTP/1.1") of every request to it.
+// request line ("GET /bucket/key?query HTTP/1.1") of every request to it,
+// followed by the milliseconds since the proxy started and the number of
+// the connection it came on (one process's requests: its connections).
 // With PROXY_TIMING naming a file, it keeps "requests seconds" in it: the
 // time from each request's first byte to its answer's first byte, summed
 // (the server's time and the upload of the request's body, without the
@@ -42,6 +44,8 @@ var (
 	answerNs   atomic.Int64
 	logMu      sync.Mutex
 	requestLog *os.File
+	started    = time.Now()
+	conns      atomic.Int64
 )
 
 func main() {
@@ -90,6 +94,7 @@ func handle(client net.Conn, target string, delay time.Duration) {
 		client.Close()
 		return
 	}
+	conn := conns.Add(1)
 	// True once the client sent bytes the server has not answered yet.
 	var awaiting atomic.Bool
 	// When the request being answered began (Unix nanoseconds).
@@ -100,8 +105,9 @@ func handle(client net.Conn, target string, delay time.Duration) {
 			up.Add(int64(len(data)))
 			if !awaiting.Load() && requestLog != nil {
 				line, _, _ := bytes.Cut(data, []byte("\r\n"))
+				ms := float64(time.Since(started).Microseconds()) / 1000
 				logMu.Lock()
-				requestLog.Write(append(append([]byte{}, line...), '\n'))
+				fmt.Fprintf(requestLog, "%s %.3f %d\n", line, ms, conn)
 				logMu.Unlock()
 			}
 			if !awaiting.Load() {

@@ -392,8 +392,15 @@ fn load_checkpoint(
     }
     let bytes = backend.read(&object_names::bloom(generation)).ok()?;
     let (sv, sv_covered) = SummaryVector::from_checkpoint(&bytes).ok()?;
-    // A checkpoint of another mark, or one too full for the index, is rebuilt.
-    (sv_covered == covered && !sv.is_overfull(indexed * 2, cfg.bloom_bits_per_chunk)).then_some(sv)
+    // A checkpoint of another mark, or one holding more entries than it was
+    // sized for, is rebuilt. The bound is the filter's capacity, not twice
+    // the entries, which is what a rebuild and a merge size it at: with that
+    // bound a filter rebuilt for `n` entries was overfull again as soon as
+    // one delta added an entry, so every open of every backup between two
+    // merges read the whole index to rebuild it, and every commit rewrote
+    // the checkpoint (at eight writers on object storage, half of all
+    // backups; docs/concurrency.md, "With eight writers").
+    (sv_covered == covered && !sv.is_overfull(indexed, cfg.bloom_bits_per_chunk)).then_some(sv)
 }
 
 /// Writes the Summary Vector checkpoint for `generation` and removes older ones.
@@ -434,4 +441,33 @@ pub fn missing_chunk(fp: &cairn_core::Fingerprint) -> Error {
         "repository",
         format!("chunk {fp} is referenced but not in the index"),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cairn_backend::MemBackend;
+
+    /// A checkpoint is used while the index holds no more entries than the
+    /// filter was sized for. The bound was twice the entries, the size a
+    /// rebuild gives the filter, so a filter rebuilt for `n` entries was
+    /// rebuilt again at every open once one delta had added an entry.
+    #[test]
+    fn a_checkpoint_is_used_until_the_index_outgrows_it() {
+        let backend = MemBackend::new();
+        let cfg = IndexConfig::default();
+        let covered = ContainerId(9);
+        // The size an open's rebuild gives a filter for 5,000 entries.
+        let sv = SummaryVector::with_capacity(10_000, cfg.bloom_bits_per_chunk);
+        let capacity = sv.num_bits() / cfg.bloom_bits_per_chunk as u64;
+        write_checkpoint(&backend, &sv, 3, covered).unwrap();
+        for indexed in [5_000, 5_001, 7_500, capacity] {
+            assert!(
+                load_checkpoint(&backend, 3, covered, &cfg, indexed).is_some(),
+                "rebuilt at {indexed} entries, room for {capacity}"
+            );
+        }
+        assert!(load_checkpoint(&backend, 3, covered, &cfg, capacity + 1).is_none());
+        assert!(load_checkpoint(&backend, 3, ContainerId(8), &cfg, 5_000).is_none());
+    }
 }
