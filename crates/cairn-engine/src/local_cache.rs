@@ -233,8 +233,10 @@ impl LocalCache {
             drop(f);
             fs::rename(&tmp, &path)
         };
+        // `checked` names entries read in place from offset 0: only
+        // entries that hold an object's bytes from its start.
         match write() {
-            Ok(()) if kept(key) == Kept::Whole => {
+            Ok(()) if kept(key) == Kept::Whole && entry.start == 0 => {
                 self.checked.lock().insert(key.to_string(), entry.size);
             }
             _ => {}
@@ -305,10 +307,17 @@ impl LocalCache {
                 return Ok(known.expect("checked"));
             }
         }
-        let entry = match &known {
+        let entry = match known {
+            // What the entry lacks before its bytes, read and put before
+            // them (an entry whose bytes are short of its end is read whole).
             Some(e) => {
                 let (size, start) = (e.size, from(e.size).min(e.size));
-                let bytes = self.inner.read_at(key, start, (size - start) as usize)?;
+                let held = e.bytes.len() as u64 == size - e.start;
+                let upto = if held { e.start } else { size };
+                let mut bytes = self.inner.read_at(key, start, (upto - start) as usize)?;
+                if held {
+                    bytes.extend_from_slice(&e.bytes);
+                }
                 Entry { size, start, bytes }
             }
             // Unknown size: one request that brings the size with the
@@ -442,6 +451,20 @@ impl Backend for LocalCache {
         }
         if let Some(e) = self.load(key) {
             return Ok(e.size);
+        }
+        // An object kept whole is read after its size is asked (an index
+        // generation's pages): one suffix read brings the size with the
+        // last TAIL bytes, which is the whole object when it is small,
+        // where a size query and then a read were two round trips.
+        if kept(key) == Kept::Whole {
+            let (size, tail) = self.inner.read_tail(key, TAIL as usize)?;
+            let entry = Entry {
+                size,
+                start: size - tail.len() as u64,
+                bytes: tail,
+            };
+            self.store(key, &entry);
+            return Ok(size);
         }
         let size = self.inner.size(key)?;
         // A size-only entry: the tail comes with the first read of it.
@@ -724,5 +747,96 @@ mod tests {
         }
         assert_eq!(found(&o, 7), Some(ContainerId(12)));
         assert_eq!(found(&o, 2), None);
+    }
+
+    /// A store that counts size queries and reads.
+    struct CountsCalls {
+        inner: Arc<MemBackend>,
+        sizes: std::sync::atomic::AtomicUsize,
+        reads: std::sync::atomic::AtomicUsize,
+    }
+
+    impl CountsCalls {
+        fn bump(n: &std::sync::atomic::AtomicUsize) {
+            n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    impl Backend for CountsCalls {
+        cairn_core::delegate_backend!(
+            inner: write_atomic, create_new, delete, exists, list, lock, describe
+        );
+
+        fn size(&self, key: &str) -> Result<u64> {
+            Self::bump(&self.sizes);
+            self.inner.size(key)
+        }
+
+        fn read(&self, key: &str) -> Result<Vec<u8>> {
+            Self::bump(&self.reads);
+            self.inner.read(key)
+        }
+
+        fn read_at(&self, key: &str, offset: u64, len: usize) -> Result<Vec<u8>> {
+            Self::bump(&self.reads);
+            self.inner.read_at(key, offset, len)
+        }
+
+        fn read_tail(&self, key: &str, len: usize) -> Result<(u64, Vec<u8>)> {
+            Self::bump(&self.reads);
+            self.inner.read_tail(key, len)
+        }
+    }
+
+    /// An index generation's size asked before its pages are read: one
+    /// read of the store brings the size with the bytes (all of them when
+    /// the object fits the tail read), and no size query goes to the store.
+    #[test]
+    fn a_whole_object_sized_first_costs_one_read_when_it_is_small() {
+        use std::sync::atomic::Ordering::Relaxed;
+        let key = "index/0000000000000004";
+        for len in [
+            0,
+            1000,
+            TAIL as usize,
+            TAIL as usize + 1,
+            3 * TAIL as usize + 5,
+        ] {
+            let tmp = tempfile::tempdir().unwrap();
+            let mem = store();
+            let bytes = object(len, 5);
+            mem.write_atomic(key, &bytes).unwrap();
+            let counted = Arc::new(CountsCalls {
+                inner: mem.clone(),
+                sizes: Default::default(),
+                reads: Default::default(),
+            });
+            let cache = LocalCache::wrap(counted.clone(), tmp.path()).unwrap();
+            let before = counted.reads.load(Relaxed);
+            assert_eq!(cache.size(key).unwrap(), len as u64);
+            let mid = len / 2;
+            assert_eq!(
+                cache.read_at(key, mid as u64, len - mid).unwrap(),
+                bytes[mid..],
+                "{len} bytes"
+            );
+            assert_eq!(cache.read(key).unwrap(), bytes, "{len} bytes");
+            let expected = if len <= TAIL as usize { 1 } else { 2 };
+            assert_eq!(
+                counted.reads.load(Relaxed) - before,
+                expected,
+                "{len} bytes"
+            );
+            assert_eq!(counted.sizes.load(Relaxed), 0, "{len} bytes");
+            // The next process reads it from the cache.
+            let (again, counters) = cache_of(&mem, tmp.path());
+            let before = reads(&counters);
+            assert_eq!(again.read(key).unwrap(), bytes);
+            assert_eq!(
+                again.read_at(key, 0, len.min(10)).unwrap(),
+                bytes[..len.min(10)]
+            );
+            assert_eq!(reads(&counters), before);
+        }
     }
 }
