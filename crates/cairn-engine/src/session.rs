@@ -144,13 +144,20 @@ impl Session {
         // and the session go at once (one round trip on object storage),
         // the marker after them: a marker saying `commit` left alone is
         // finished, while a session left without its marker would be
-        // reaped and leave a tombstone for good.
+        // reaped and leave a tombstone for good. The lock goes beside the
+        // marker (one round trip for both): with the session gone no
+        // collection looks for it, and were the session left (its delete
+        // failed), a collection reaping it finds the marker saying
+        // `commit` and writes the same record again.
         let backend = &*self.backend;
         let _ = backend.delete_many(&[staged, object_names::session(&self.id)]);
-        let _ = backend.delete(&marker);
-        if let Some(lock) = self.lock.take() {
-            lock.release_removing();
-        }
+        let lock = self.lock.take();
+        std::thread::scope(|s| {
+            if let Some(lock) = lock {
+                s.spawn(move || lock.release_removing());
+            }
+            let _ = backend.delete(&marker);
+        });
         Ok(id)
     }
 
