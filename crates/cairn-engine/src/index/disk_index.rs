@@ -737,17 +737,29 @@ impl DiskIndex {
         // collection then deleted). A delta that removes is therefore
         // written into the newest generation listed now: every delta
         // committed before this one is in it or older.
-        if !update.removes.is_empty() {
-            let listing = self.backend.list(object_names::INDEX)?;
-            if newest_generation(&listing) > Some(cur.generation) {
-                if let Some(fresh) = Self::load_latest(&*self.backend, self.memo.as_deref())? {
-                    *self.current.write() = Some(fresh.clone());
-                    cur = fresh;
-                }
-            }
-        }
+        // The removals are then judged against that generation's file; a
+        // merge that replaces it meanwhile deletes the file under the
+        // lookups (a collection's commit beside compacting writers failed
+        // so), and the judgement starts again from the newer generation,
+        // as a reader's reload does (`with_current`).
         let mut update = update;
-        self.drop_removals_of_newer_entries(&cur, &mut update)?;
+        if !update.removes.is_empty() {
+            cur = retry_while_gone(|tries| {
+                let newer_listed = tries > 0 || {
+                    let listing = self.backend.list(object_names::INDEX)?;
+                    newest_generation(&listing) > Some(cur.generation)
+                };
+                if newer_listed {
+                    if let Some(fresh) = Self::load_listed(&*self.backend, self.memo.as_deref())? {
+                        *self.current.write() = Some(fresh.clone());
+                        cur = fresh;
+                    }
+                }
+                // Changes `update` only once its lookups succeeded.
+                self.drop_removals_of_newer_entries(&cur, &mut update)?;
+                Ok(cur.clone())
+            })?;
+        }
         let mut removes = update.removes;
         removes.sort_unstable();
         removes.dedup();
