@@ -59,6 +59,8 @@ pub(crate) mod warnings;
 
 #[cfg(test)]
 mod browse_tests;
+#[cfg(test)]
+mod counts_calls;
 
 /// Gives up the rest of a unit test for want of `reason` (a file system
 /// feature this machine lacks): prints `skipped: <reason>` (the caller

@@ -308,16 +308,12 @@ impl LocalCache {
             }
         }
         let entry = match known {
-            // What the entry lacks before its bytes, read and put before
-            // them (an entry whose bytes are short of its end is read whole).
+            // What the entry lacks before its bytes (a decoded entry holds
+            // every byte from its start to the end), read and put before them.
             Some(e) => {
                 let (size, start) = (e.size, from(e.size).min(e.size));
-                let held = e.bytes.len() as u64 == size - e.start;
-                let upto = if held { e.start } else { size };
-                let mut bytes = self.inner.read_at(key, start, (upto - start) as usize)?;
-                if held {
-                    bytes.extend_from_slice(&e.bytes);
-                }
+                let mut bytes = self.inner.read_at(key, start, (e.start - start) as usize)?;
+                bytes.extend_from_slice(&e.bytes);
                 Entry { size, start, bytes }
             }
             // Unknown size: one request that brings the size with the
@@ -749,51 +745,12 @@ mod tests {
         assert_eq!(found(&o, 2), None);
     }
 
-    /// A store that counts size queries and reads.
-    struct CountsCalls {
-        inner: Arc<MemBackend>,
-        sizes: std::sync::atomic::AtomicUsize,
-        reads: std::sync::atomic::AtomicUsize,
-    }
-
-    impl CountsCalls {
-        fn bump(n: &std::sync::atomic::AtomicUsize) {
-            n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        }
-    }
-
-    impl Backend for CountsCalls {
-        cairn_core::delegate_backend!(
-            inner: write_atomic, create_new, delete, exists, list, lock, describe
-        );
-
-        fn size(&self, key: &str) -> Result<u64> {
-            Self::bump(&self.sizes);
-            self.inner.size(key)
-        }
-
-        fn read(&self, key: &str) -> Result<Vec<u8>> {
-            Self::bump(&self.reads);
-            self.inner.read(key)
-        }
-
-        fn read_at(&self, key: &str, offset: u64, len: usize) -> Result<Vec<u8>> {
-            Self::bump(&self.reads);
-            self.inner.read_at(key, offset, len)
-        }
-
-        fn read_tail(&self, key: &str, len: usize) -> Result<(u64, Vec<u8>)> {
-            Self::bump(&self.reads);
-            self.inner.read_tail(key, len)
-        }
-    }
-
     /// An index generation's size asked before its pages are read: one
     /// read of the store brings the size with the bytes (all of them when
     /// the object fits the tail read), and no size query goes to the store.
     #[test]
     fn a_whole_object_sized_first_costs_one_read_when_it_is_small() {
-        use std::sync::atomic::Ordering::Relaxed;
+        use crate::counts_calls::CountsCalls;
         let key = "index/0000000000000004";
         for len in [
             0,
@@ -806,13 +763,9 @@ mod tests {
             let mem = store();
             let bytes = object(len, 5);
             mem.write_atomic(key, &bytes).unwrap();
-            let counted = Arc::new(CountsCalls {
-                inner: mem.clone(),
-                sizes: Default::default(),
-                reads: Default::default(),
-            });
+            let counted = Arc::new(CountsCalls::new(mem.clone()));
             let cache = LocalCache::wrap(counted.clone(), tmp.path()).unwrap();
-            let before = counted.reads.load(Relaxed);
+            let before = counted.reads();
             assert_eq!(cache.size(key).unwrap(), len as u64);
             let mid = len / 2;
             assert_eq!(
@@ -822,12 +775,8 @@ mod tests {
             );
             assert_eq!(cache.read(key).unwrap(), bytes, "{len} bytes");
             let expected = if len <= TAIL as usize { 1 } else { 2 };
-            assert_eq!(
-                counted.reads.load(Relaxed) - before,
-                expected,
-                "{len} bytes"
-            );
-            assert_eq!(counted.sizes.load(Relaxed), 0, "{len} bytes");
+            assert_eq!(counted.reads() - before, expected, "{len} bytes");
+            assert_eq!(counted.sizes(), 0, "{len} bytes");
             // The next process reads it from the cache.
             let (again, counters) = cache_of(&mem, tmp.path());
             let before = reads(&counters);

@@ -744,7 +744,7 @@ impl DiskIndex {
         // as a reader's reload does (`with_current`).
         let mut update = update;
         if !update.removes.is_empty() {
-            cur = retry_while_gone(|tries| {
+            retry_while_gone(|tries| {
                 let newer_listed = tries > 0 || {
                     let listing = self.backend.list(object_names::INDEX)?;
                     newest_generation(&listing) > Some(cur.generation)
@@ -756,8 +756,7 @@ impl DiskIndex {
                     }
                 }
                 // Changes `update` only once its lookups succeeded.
-                self.drop_removals_of_newer_entries(&cur, &mut update)?;
-                Ok(cur.clone())
+                self.drop_removals_of_newer_entries(&cur, &mut update)
             })?;
         }
         let mut removes = update.removes;
