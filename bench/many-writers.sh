@@ -82,9 +82,10 @@ case " $STORES " in
 *" garage "*)
     . bench/garage-start.sh
     . bench/latency-proxy.sh
-    trap 'cleanup; garage_cleanup' EXIT
     GPROXY_PORT=$(free_port)
     latency_proxy "$GPROXY_PORT" "127.0.0.1:${S3[1]}" "$WORK/garage-proxy-stats" "$WORK/garage-proxy.log"
+    GPROXY_PID=$!
+    trap 'cleanup; garage_cleanup; kill "$GPROXY_PID" 2>/dev/null || true' EXIT
     # The nodes and the proxy count as the server (srv s).
     PIDS+=($! "${PID[1]}" "${PID[2]}" "${PID[3]}")
     for _ in $(seq 100); do grep -q ready "$WORK/garage-proxy.log" 2>/dev/null && break; sleep 0.1; done
@@ -389,6 +390,10 @@ done
             sort | uniq -c | sort -rn | head -20
     fi
 } | tee "$report"
+# Every server stops before its files go (a proxy still writing its
+# stats would leave the directory behind).
 cleanup
+[ -z "${GPROXY_PID:-}" ] || { garage_cleanup; kill "$GPROXY_PID" 2>/dev/null || true; }
+for p in ${PIDS[@]+"${PIDS[@]}"}; do tail --pid="$p" -f /dev/null 2>/dev/null || true; done
 PIDS=()
 [ -n "${KEEP_WORK:-}" ] || rm -rf "$WORK"

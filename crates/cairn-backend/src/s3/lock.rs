@@ -38,9 +38,23 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Lease time of lock objects unless configured otherwise.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(120);
-/// The lock under which `create_new` runs on stores ignoring `If-None-Match`
-/// (names starting with `.` are refused by `Backend::lock`).
-pub(super) const CREATE_LOCK: &str = ".create-new";
+/// Prefix of the locks under which `create_new` runs on stores ignoring
+/// `If-None-Match` (names starting with `.` are refused by `Backend::lock`).
+const CREATE_LOCK_PREFIX: &str = ".create-";
+
+/// The lock that excludes the other emulated creates of `key`: only creates
+/// of one key must exclude each other, and one lock for every key queued
+/// every writer's slots, deltas and commit markers behind each other (eight
+/// writers on Garage committed 0.27x of one writer's backups a minute). A
+/// hash collision only makes two keys share a lock.
+pub(super) fn create_lock(key: &str) -> String {
+    let hash = blake3::hash(key.as_bytes());
+    let mut name = String::from(CREATE_LOCK_PREFIX);
+    for b in &hash.as_bytes()[..12] {
+        name.push_str(&format!("{b:02x}"));
+    }
+    name
+}
 /// Longest pause between two polls of a waiting contender.
 const MAX_POLL_MS: u64 = 500;
 /// Rounds of the waiting loop a failed lease PUT may take before it fails the lock.
@@ -364,6 +378,16 @@ mod tests {
         ] {
             assert_eq!(Lease::parse(bad), None, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn each_key_has_its_own_create_lock() {
+        let a = create_lock("index/0000000000000003.00000001");
+        assert_eq!(a, create_lock("index/0000000000000003.00000001"));
+        assert_ne!(a, create_lock("index/0000000000000003.00000002"));
+        assert!(a.starts_with(CREATE_LOCK_PREFIX) && a.len() == CREATE_LOCK_PREFIX.len() + 24);
+        // A name `Backend::lock` refuses, so no caller's lock can be one.
+        assert!(crate::validate_lock_name(&a).is_ok() && a.starts_with('.'));
     }
 
     #[test]

@@ -360,7 +360,8 @@ impl S3Backend {
     }
 
     fn create_under_lock(&self, key: &str, data: &[u8]) -> Result<bool> {
-        let _guard = lock::acquire(&self.inner, lock::CREATE_LOCK, LockMode::Exclusive, true)?;
+        let lock = lock::create_lock(key);
+        let _guard = lock::acquire(&self.inner, &lock, LockMode::Exclusive, true)?;
         if self.exists(key)? {
             return Ok(false);
         }
