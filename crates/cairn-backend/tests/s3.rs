@@ -199,6 +199,51 @@ fn create_new_race_between_clients() {
     }
 }
 
+/// Writers claiming id slots the way `id_mark.rs` does: each tries the
+/// next slot and moves on when someone else created it. Without
+/// conditional writes a contender that finds a slot's lock held stops
+/// waiting once the slot exists; every slot still has one owner.
+#[test]
+fn emulated_creates_of_a_run_of_slots_have_one_owner_each() {
+    let server = S3TestServer::start();
+    let mut config = server.config();
+    config.conditional_writes = ConditionalWrites::Emulate;
+    let clients: Vec<Arc<S3Backend>> = (0..4).map(|_| Arc::new(open(&config))).collect();
+    let claimed: Vec<Vec<usize>> = std::thread::scope(|s| {
+        let handles: Vec<_> = clients
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                s.spawn(move || {
+                    let (mut mine, mut k) = (Vec::new(), 0);
+                    while mine.len() < 3 {
+                        if c.create_new(&format!("slots/{k:04}"), &[i as u8; 8])
+                            .unwrap()
+                        {
+                            mine.push(k);
+                        }
+                        k += 1;
+                    }
+                    mine
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut all: Vec<usize> = claimed.iter().flatten().copied().collect();
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(all.len(), 12, "a slot claimed twice: {claimed:?}");
+    for (i, mine) in claimed.iter().enumerate() {
+        for k in mine {
+            assert_eq!(
+                clients[0].read(&format!("slots/{k:04}")).unwrap(),
+                [i as u8; 8]
+            );
+        }
+    }
+}
+
 fn one_line_error(result: cairn_core::Result<S3Backend>) -> String {
     let msg = result.expect_err("opening must fail").to_string();
     eprintln!("error: {msg}");

@@ -16,8 +16,11 @@
 //! A's PUT) missed B's lease and B's LIST (after B's PUT) missed A's:
 //! LIST_A < PUT_B < LIST_B < PUT_A < LIST_A, impossible. On a conflict, a
 //! contender that is not the smallest `(order, random)` of the conflicting
-//! leases deletes its lease before it waits and tries again; the smallest
-//! keeps its lease and polls, so racers cannot all back off forever.
+//! leases deletes its lease and then only watches the listing until no
+//! conflicting lease is left (writing its lease again at least every few
+//! rounds, so a dead holder's lease is judged and removed); the smallest
+//! keeps its lease and polls, so racers cannot all back off forever, and
+//! its listing does not keep meeting the others' short-lived leases.
 //!
 //! Holders refresh their lease (a new PUT) from a background thread every
 //! quarter of its time to live. A lease whose last write is older than its
@@ -57,6 +60,9 @@ pub(super) fn create_lock(key: &str) -> String {
 }
 /// Longest pause between two polls of a waiting contender.
 const MAX_POLL_MS: u64 = 500;
+/// A contender that backed off writes its lease again at least every this
+/// many rounds of watching the lock's listing.
+const WATCH_ROUNDS: u32 = 8;
 /// Rounds of the waiting loop a failed lease PUT may take before it fails the lock.
 const PUT_ROUNDS: u32 = 5;
 /// Slack for `LastModified`, which S3 keeps to the second.
@@ -241,6 +247,21 @@ pub(super) fn acquire(
     mode: LockMode,
     wait: bool,
 ) -> Result<Box<dyn LockGuard>> {
+    let guard = acquire_unless(inner, name, mode, wait, &mut || Ok(false))?;
+    Ok(guard.expect("a lock that never gives up is taken"))
+}
+
+/// Takes lock `name` as [`acquire`] does, but asks `give_up` after each
+/// wait for a conflicting holder, and returns `None` (holding nothing)
+/// once it answers yes: a contender for an emulated create stops waiting
+/// as soon as the key exists.
+pub(super) fn acquire_unless(
+    inner: &Arc<Inner>,
+    name: &str,
+    mode: LockMode,
+    wait: bool,
+    give_up: &mut dyn FnMut() -> Result<bool>,
+) -> Result<Option<Box<dyn LockGuard>>> {
     let ttl_ms = (inner.config.lease.as_millis() as u64).max(1);
     let mine = Lease {
         order: now_nanos(),
@@ -254,43 +275,82 @@ pub(super) fn acquire(
     let max_pause = Duration::from_millis((ttl_ms / 4).clamp(10, MAX_POLL_MS));
     let mut pause = Duration::from_millis(20).min(max_pause);
     let mut failed_puts = 0;
+    // Rounds since this contender last wrote its lease, 0 while it holds
+    // one (a first try, or the first-ranked contender's polls).
+    let mut watching = 0u32;
     loop {
-        if let Err(e) = inner.put(&key, &body) {
-            // The store already retried (and `put` itself retries the
-            // 409 a file-backed gateway answers when another lease's
-            // delete removes the directory); a waiting contender tries a
-            // few rounds more before it gives up on the lock.
-            failed_puts += 1;
-            if !wait || failed_puts > PUT_ROUNDS {
-                return Err(e);
-            }
-            thread::sleep(pause);
-            continue;
-        }
-        failed_puts = 0;
-        let verdict = judge(inner, name, &mine);
-        let keep = match verdict {
-            Ok(Verdict::Won) => break,
-            Ok(Verdict::Conflict { holder, keep }) => {
-                if !wait {
-                    inner.delete_path(&key)?;
-                    return Err(Error::Locked(describe_holder(inner, &holder)));
+        // A contender that backed off only watches the listing until no
+        // conflicting lease is left: had it written its lease at every
+        // poll, the first-ranked contender's listing would nearly always
+        // meet some other contender's lease between its write and its
+        // delete, and with a few contenders nobody won for seconds
+        // (eight writers racing for one index delta number on Garage).
+        // Every WATCH_ROUNDS rounds it writes its lease anyway: only a
+        // judged listing deletes a dead holder's lease.
+        if watching > 0 && watching < WATCH_ROUNDS && conflicts_listed(inner, name, &mine)? {
+            watching += 1;
+        } else {
+            if let Err(e) = inner.put(&key, &body) {
+                // The store already retried (and `put` itself retries the
+                // 409 a file-backed gateway answers when another lease's
+                // delete removes the directory); a waiting contender tries a
+                // few rounds more before it gives up on the lock.
+                failed_puts += 1;
+                if !wait || failed_puts > PUT_ROUNDS {
+                    return Err(e);
                 }
-                keep
+                thread::sleep(pause);
+                continue;
             }
-            Err(e) => {
-                let _ = inner.delete_path(&key);
-                return Err(e);
+            failed_puts = 0;
+            let keep = match judge(inner, name, &mine) {
+                Ok(Verdict::Won) => break,
+                Ok(Verdict::Conflict { holder, keep }) => {
+                    if !wait {
+                        inner.delete_path(&key)?;
+                        return Err(Error::Locked(describe_holder(inner, &holder)));
+                    }
+                    keep
+                }
+                Err(e) => {
+                    let _ = inner.delete_path(&key);
+                    return Err(e);
+                }
+            };
+            watching = u32::from(!keep);
+            if !keep {
+                inner.delete_path(&key)?;
             }
-        };
-        if !keep {
-            inner.delete_path(&key)?;
         }
         // Jitter keeps racing contenders from polling in step.
         thread::sleep(pause + pause.mul_f64(jitter()));
         pause = pause.mul_f64(1.5).min(max_pause);
+        // A kept lease goes with the contender, whatever the answer.
+        let gave_up = give_up();
+        if watching == 0 && !matches!(gave_up, Ok(false)) {
+            inner.delete_path(&key)?;
+        }
+        if gave_up? {
+            return Ok(None);
+        }
     }
-    Ok(Box::new(S3LockGuard::start(Arc::clone(inner), key, body)))
+    Ok(Some(Box::new(S3LockGuard::start(
+        Arc::clone(inner),
+        key,
+        body,
+    ))))
+}
+
+/// Whether lock `name`'s listing shows a lease other than `mine` that
+/// conflicts with its mode, live or not (ages need a lease of ours in the
+/// same listing: `judge`).
+fn conflicts_listed(inner: &Inner, name: &str, mine: &Lease) -> Result<bool> {
+    let dir = format!("{LOCKS_DIR}/{name}/");
+    let my_key = lease_key(name, mine);
+    Ok(inner.list_meta(&dir)?.iter().any(|(key, _)| {
+        *key != my_key
+            && Lease::parse(&key[dir.len()..]).is_none_or(|l| l.exclusive || mine.exclusive)
+    }))
 }
 
 /// A held lease: refreshed by a background thread, deleted on drop.

@@ -359,9 +359,21 @@ impl S3Backend {
         }
     }
 
+    /// `create_new` where the store ignores `If-None-Match`: check and
+    /// write under the key's own lease lock (`lock::create_lock`). A
+    /// contender that finds the lock held looks for the key between its
+    /// polls and answers `false` once it exists (the holder created it):
+    /// a create at that moment would have been refused too. Writers racing
+    /// for one id slot then each pay one look instead of queuing for the
+    /// lock only to find the slot taken.
     fn create_under_lock(&self, key: &str, data: &[u8]) -> Result<bool> {
         let lock = lock::create_lock(key);
-        let _guard = lock::acquire(&self.inner, &lock, LockMode::Exclusive, true)?;
+        let mut taken = || self.exists(key);
+        let guard =
+            lock::acquire_unless(&self.inner, &lock, LockMode::Exclusive, true, &mut taken)?;
+        let Some(_guard) = guard else {
+            return Ok(false);
+        };
         if self.exists(key)? {
             return Ok(false);
         }
