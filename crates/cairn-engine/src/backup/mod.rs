@@ -223,17 +223,20 @@ pub fn backup(repo: &Repository, lock: &WriteLock, opts: BackupOptions) -> Resul
     // One listing of `index/` and `snapshots/` serves the open, the parent
     // and the rewrite history (`listing_memo.rs`); the commit lists afresh.
     let listings = repo.remember_listings();
-    let history = if scheme.is_none() {
-        None
-    } else {
-        previous_backup(repo)?
-    };
-    let inherited = match scheme.har_threshold() {
-        Some(_) => Some(inherited_sparse(repo, &record_host(&opts), &warnings)?),
-        None => None,
-    };
+    // What steers rewriting (the newest snapshot, HAR's sparse containers)
+    // is read while the index opens: on object storage they are two
+    // round trips of their own (a listing of `snapshots/`, a record).
+    let (opened, steering) = std::thread::scope(|s| {
+        let steering = s.spawn(|| rewrite_steering(repo, &scheme, &opts, &warnings));
+        let opened = repo.open_index_in(lock, &warnings, opts.index_partition);
+        let steering = steering
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (opened, steering)
+    });
+    let (history, inherited) = steering?;
     let (shared, seal_rx, replayed_containers, replayed) =
-        open_dedup(repo, lock, &warnings, scheme, history, &opts, inherited)?;
+        open_dedup(repo, opened?, lock, scheme, history, &opts, inherited)?;
     // The listing the open used (the scope remembers it).
     let deltas_at_open = concurrent::DeltasAtOpen::list(&**repo.backend())?;
     let open_seconds = started.elapsed().as_secs_f64();
@@ -385,6 +388,31 @@ fn record_sparse(
     }
 }
 
+/// What a scheme's decisions start from: the newest snapshot's counts
+/// (LBW's and Capping's history) and HAR's inherited sparse containers.
+type Steering = (
+    Option<rewrite::History>,
+    Option<std::collections::HashSet<cairn_core::ContainerId>>,
+);
+
+fn rewrite_steering(
+    repo: &Repository,
+    scheme: &rewrite::RewriteConfig,
+    opts: &BackupOptions,
+    warnings: &crate::warnings::Warnings,
+) -> Result<Steering> {
+    let history = if scheme.is_none() {
+        None
+    } else {
+        previous_backup(repo)?
+    };
+    let inherited = match scheme.har_threshold() {
+        Some(_) => Some(inherited_sparse(repo, &record_host(opts), warnings)?),
+        None => None,
+    };
+    Ok((history, inherited))
+}
+
 /// What the newest snapshot stored (002 §3.2's `N_unique` estimate).
 fn previous_backup(repo: &Repository) -> Result<Option<rewrite::History>> {
     let (good, _) = repo.snapshots()?;
@@ -409,13 +437,13 @@ fn check_lookup_resolved(cfg: &crate::config::RepoConfig) -> Result<()> {
     Ok(())
 }
 
-/// Opens the index for writing (checkpoint + replay, DDFS §4.1) and the
-/// dedup state shared by every stream, with the sealer's queue; also how
-/// many containers the open replayed, and which.
+/// The dedup state shared by every stream over the index opened for
+/// writing (checkpoint + replay, DDFS §4.1), with the sealer's queue; also
+/// how many containers the open replayed, and which.
 fn open_dedup(
     repo: &Repository,
+    opened: crate::index::OpenedIndex,
     lock: &WriteLock,
-    warnings: &crate::warnings::Warnings,
     rewrite: rewrite::RewriteConfig,
     history: Option<rewrite::History>,
     opts: &BackupOptions,
@@ -428,7 +456,6 @@ fn open_dedup(
 )> {
     let cfg = repo.config.clone();
     let dedup_mode = opts.dedup;
-    let opened = repo.open_index_in(lock, warnings, opts.index_partition)?;
     let replayed_containers = opened.replayed_containers;
     let replayed: std::collections::HashSet<cairn_core::ContainerId> =
         opened.replayed.iter().map(|e| e.container).collect();

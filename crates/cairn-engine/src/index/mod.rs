@@ -169,8 +169,23 @@ fn open_index(
     let indexed = disk.entry_count();
     // Listed before the frugal logs are read: a log record naming a
     // container below the last one listed and not present is stale (its
-    // container was deleted) and stays out of the frugal table.
-    let ids = log.ids()?;
+    // container was deleted) and stays out of the frugal table. The paged
+    // index's Summary Vector checkpoint is read meanwhile (on object
+    // storage one round trip instead of two in a row).
+    let base_covered = disk.base_covered_below();
+    let (ids, mut checkpoint) = match cfg.kind {
+        IndexKind::Paged => std::thread::scope(|s| {
+            let checkpoint =
+                s.spawn(|| load_checkpoint(&*backend, generation, base_covered, cfg, indexed));
+            let ids = log.ids();
+            let checkpoint = checkpoint
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            (ids, checkpoint)
+        }),
+        IndexKind::Frugal => (log.ids(), None),
+    };
+    let ids = ids?;
     let present: std::collections::HashSet<ContainerId> = ids
         .iter()
         .copied()
@@ -179,24 +194,22 @@ fn open_index(
 
     let mut kind: Box<dyn FingerprintIndex> = match cfg.kind {
         IndexKind::Paged => {
-            let base_covered = disk.base_covered_below();
-            let (summary, checkpoint_rebuilt) =
-                match load_checkpoint(&*backend, generation, base_covered, cfg, indexed) {
-                    Some(sv) => {
-                        // The checkpoint covers the file; its deltas are added.
-                        disk.for_each_delta_entry(&mut |e| sv.insert(&e.fp));
-                        (sv, false)
-                    }
-                    None => {
-                        // No usable checkpoint: rebuild from the index file itself.
-                        let sv = SummaryVector::with_capacity(
-                            cfg.expected_chunks.max(indexed * 2),
-                            cfg.bloom_bits_per_chunk,
-                        );
-                        disk.for_each_entry_at_least_once(&mut |e| sv.insert(&e.fp))?;
-                        (sv, generation > 0)
-                    }
-                };
+            let (summary, checkpoint_rebuilt) = match checkpoint.take() {
+                Some(sv) => {
+                    // The checkpoint covers the file; its deltas are added.
+                    disk.for_each_delta_entry(&mut |e| sv.insert(&e.fp));
+                    (sv, false)
+                }
+                None => {
+                    // No usable checkpoint: rebuild from the index file itself.
+                    let sv = SummaryVector::with_capacity(
+                        cfg.expected_chunks.max(indexed * 2),
+                        cfg.bloom_bits_per_chunk,
+                    );
+                    disk.for_each_entry_at_least_once(&mut |e| sv.insert(&e.fp))?;
+                    (sv, generation > 0)
+                }
+            };
             Box::new(PagedIndex::new(
                 disk,
                 summary,
