@@ -29,14 +29,34 @@ pub(super) fn commit_index(
     let with_table = shared.dedup.ram_bytes();
     let puts = shared.dedup.take_memory_entries();
     let table_bytes = with_table.saturating_sub(shared.dedup.ram_bytes());
-    let (duplicates, deltas_listed) = deltas_at_open.duplicates(backend, &puts, replayed)?;
-    shared.dedup.commit_index(
-        backend,
-        crate::index::overlay::IndexUpdate::puts(puts),
-        covered,
-        shared.cfg.fp_width(),
-        shared.cfg.index.page_size as usize,
-    )?;
+    // The listing gives the delta its number (the caller's listing scope
+    // keeps it for `commit_index`); the deltas other backups wrote since
+    // the open are read while this one's is written, so at eight writers on
+    // object storage their reads cost no round trip of their own.
+    let new = deltas_at_open.since(backend)?;
+    let ours = if new.is_empty() {
+        Vec::new()
+    } else {
+        concurrent::ours_to_compare(&puts, replayed)
+    };
+    let (theirs, committed) = std::thread::scope(|s| {
+        let theirs = (!new.is_empty()).then(|| s.spawn(|| new.fingerprints(backend)));
+        let committed = shared.dedup.commit_index(
+            backend,
+            crate::index::overlay::IndexUpdate::puts(puts),
+            covered,
+            shared.cfg.fp_width(),
+            shared.cfg.index.page_size as usize,
+        );
+        let theirs = theirs.map(|t| t.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+        (theirs, committed)
+    });
+    committed?;
+    let duplicates = match theirs {
+        Some(theirs) => concurrent::duplicates(&ours, &theirs?),
+        None => 0,
+    };
+    let deltas_listed = new.listed;
     let indexed = shared.dedup.indexed_entries().max(1);
     Ok((
         (shared.dedup.ram_bytes() + table_bytes) as f64 / indexed as f64,

@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeSet, HashSet};
 
-use cairn_core::{Backend, ContainerId, FpSet, Result};
+use cairn_core::{Backend, ContainerId, Fingerprint, FpSet, Result};
 use cairn_format::index::IndexEntry;
 use cairn_format::index_delta::decode_index_delta;
 
@@ -28,32 +28,46 @@ impl DeltasAtOpen {
         })
     }
 
-    /// How many of `ours` (the entries this backup commits; those naming a
-    /// container in `replayed` are other writers' and do not count) name a
-    /// chunk that a delta written since [`DeltasAtOpen::list`] puts too:
-    /// stored by another backup at the same time, and how many deltas are
-    /// listed now. A delta that cannot be read is left out (this is a
-    /// report; the index is derived data).
-    pub fn duplicates(
-        &self,
-        backend: &dyn Backend,
-        ours: &[IndexEntry],
-        replayed: &HashSet<ContainerId>,
-    ) -> Result<(u64, usize)> {
-        let mut theirs = FpSet::default();
+    /// The deltas listed now that were not at the open: written by other
+    /// backups since (and how many deltas are listed now).
+    pub fn since(&self, backend: &dyn Backend) -> Result<NewDeltas> {
         let listing = backend.list(object_names::INDEX)?;
         let newest = crate::index::disk_index::newest_generation(&listing);
         let now = deltas_of(listing);
-        let new: Vec<&String> = now.difference(&self.names).collect();
+        Ok(NewDeltas {
+            names: now.difference(&self.names).cloned().collect(),
+            newest,
+            listed: now.len(),
+        })
+    }
+}
+
+/// The index deltas other backups wrote since this one opened its index.
+pub struct NewDeltas {
+    names: Vec<String>,
+    newest: Option<u64>,
+    /// Deltas listed in all.
+    pub listed: usize,
+}
+
+impl NewDeltas {
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+
+    /// The chunks those deltas put. A delta that cannot be decoded is left
+    /// out (this is a report; the index is derived data).
+    pub fn fingerprints(&self, backend: &dyn Backend) -> Result<FpSet> {
+        let mut theirs = FpSet::default();
         // A window of parallel reads at a time: on object storage each
         // read is a round trip, and with eight writers several new deltas
         // wait at every commit. Those of the newest generation are stable
         // reads, as an open's (`overlay.rs`): a local cache keeps them for
         // this host's next open.
         let is_newest =
-            |name: &String| object_names::parse_index_delta(name).map(|(g, _)| g) == newest;
+            |name: &String| object_names::parse_index_delta(name).map(|(g, _)| g) == self.newest;
         blocking_for_each(
-            &new,
+            &self.names,
             backend.read_parallelism(),
             |name| delta_bytes(backend, name, is_newest(name)).and_then(|b| decode_index_delta(&b)),
             |_, delta| {
@@ -63,15 +77,26 @@ impl DeltasAtOpen {
                 Ok(())
             },
         )?;
-        if theirs.is_empty() {
-            return Ok((0, now.len()));
-        }
-        let duplicates = ours
-            .iter()
-            .filter(|e| !replayed.contains(&e.container) && theirs.contains(&e.fp))
-            .count() as u64;
-        Ok((duplicates, now.len()))
+        Ok(theirs)
     }
+}
+
+/// The chunks of `ours` (the new chunks this backup commits, without
+/// those naming a container in `replayed`: other writers') that a delta
+/// written since the open puts too: stored by another backup at the same
+/// time.
+pub fn ours_to_compare(ours: &[IndexEntry], replayed: &HashSet<ContainerId>) -> Vec<Fingerprint> {
+    ours.iter()
+        .filter(|e| !replayed.contains(&e.container))
+        .map(|e| e.fp)
+        .collect()
+}
+
+pub fn duplicates(ours: &[Fingerprint], theirs: &FpSet) -> u64 {
+    if theirs.is_empty() {
+        return 0;
+    }
+    ours.iter().filter(|fp| theirs.contains(*fp)).count() as u64
 }
 
 fn delta_names(backend: &dyn Backend) -> Result<BTreeSet<String>> {
