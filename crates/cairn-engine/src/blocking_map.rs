@@ -59,6 +59,13 @@ pub fn blocking_for_each<T: Sync, R: Send>(
     Ok(())
 }
 
+/// What a scoped thread returned; its panic goes on in the caller.
+pub(crate) fn joined<T>(handle: std::thread::ScopedJoinHandle<'_, T>) -> T {
+    handle
+        .join()
+        .unwrap_or_else(|p| std::panic::resume_unwind(p))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

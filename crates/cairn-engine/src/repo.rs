@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use cairn_backend::{CountingBackend, LocalBackend};
 use cairn_core::{Backend, ContainerId, Counters, Error, LockGuard, LockMode, Result};
 
+use crate::blocking_map::joined;
 use crate::catalog;
 use crate::config::{EncryptionConfig, RepoConfig};
 use crate::container_log::{ContainerLog, ContainerStore};
@@ -801,11 +802,4 @@ impl Repository {
         };
         Ok(ContainerId(index.max(recorded).max(reserved).max(1)))
     }
-}
-
-/// What a scoped thread returned; its panic goes on in the caller.
-fn joined<T>(handle: std::thread::ScopedJoinHandle<'_, T>) -> T {
-    handle
-        .join()
-        .unwrap_or_else(|p| std::panic::resume_unwind(p))
 }

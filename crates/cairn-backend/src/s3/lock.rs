@@ -51,12 +51,8 @@ const CREATE_LOCK_PREFIX: &str = ".create-";
 /// writers on Garage committed 0.27x of one writer's backups a minute). A
 /// hash collision only makes two keys share a lock.
 pub(super) fn create_lock(key: &str) -> String {
-    let hash = blake3::hash(key.as_bytes());
-    let mut name = String::from(CREATE_LOCK_PREFIX);
-    for b in &hash.as_bytes()[..12] {
-        name.push_str(&format!("{b:02x}"));
-    }
-    name
+    let hash = blake3::hash(key.as_bytes()).to_hex();
+    format!("{CREATE_LOCK_PREFIX}{}", &hash[..24])
 }
 /// Longest pause between two polls of a waiting contender.
 const MAX_POLL_MS: u64 = 500;

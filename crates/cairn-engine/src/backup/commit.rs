@@ -48,7 +48,7 @@ pub(super) fn commit_index(
             shared.cfg.fp_width(),
             shared.cfg.index.page_size as usize,
         );
-        let theirs = theirs.map(|t| t.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+        let theirs = theirs.map(crate::blocking_map::joined);
         (theirs, committed)
     });
     committed?;

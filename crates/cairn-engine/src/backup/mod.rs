@@ -229,10 +229,7 @@ pub fn backup(repo: &Repository, lock: &WriteLock, opts: BackupOptions) -> Resul
     let (opened, steering) = std::thread::scope(|s| {
         let steering = s.spawn(|| rewrite_steering(repo, &scheme, &opts, &warnings));
         let opened = repo.open_index_in(lock, &warnings, opts.index_partition);
-        let steering = steering
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        (opened, steering)
+        (opened, crate::blocking_map::joined(steering))
     });
     let (history, inherited) = steering?;
     let (shared, seal_rx, replayed_containers, replayed) =

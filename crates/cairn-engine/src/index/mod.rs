@@ -178,10 +178,7 @@ fn open_index(
             let checkpoint =
                 s.spawn(|| load_checkpoint(&*backend, generation, base_covered, cfg, indexed));
             let ids = log.ids();
-            let checkpoint = checkpoint
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-            (ids, checkpoint)
+            (ids, crate::blocking_map::joined(checkpoint))
         }),
         IndexKind::Frugal => (log.ids(), None),
     };
