@@ -227,7 +227,13 @@ fn open_index(
             else {
                 return Ok(None);
             };
-            Box::new(FrugalKind::new(frugal, disk, counters, partition))
+            Box::new(FrugalKind::new(
+                frugal,
+                disk,
+                backend.clone(),
+                counters,
+                partition,
+            ))
         }
     };
 
@@ -339,7 +345,31 @@ fn open_frugal(
     warnings.push(format!(
         "{problem}; rebuilding the frugal index from the paged index"
     ));
-    for key in backend.list(frugal::log::LOG_PREFIX)? {
+    Ok(Some((
+        rebuild_frugal_log(backend, counters, disk, cfg)?,
+        None,
+    )))
+}
+
+/// Writes the frugal index's logs afresh from the paged index, by a
+/// handle that holds the writer lock alone: every segment of every
+/// partition is deleted, then partition 0 gets one put per paged entry.
+/// The logs are derived data, so a crash anywhere leaves a state the next
+/// open alone rebuilds: each partition's first segment (position 0) goes
+/// first, and a partition without it fails its open as damaged; once
+/// every first segment is gone, what is left holds fewer records than the
+/// paged index has entries until the new log is whole.
+pub(crate) fn rebuild_frugal_log(
+    backend: &Arc<dyn Backend>,
+    counters: &Arc<Counters>,
+    disk: &DiskIndex,
+    cfg: FrugalConfig,
+) -> Result<FrugalIndex> {
+    let mut keys = backend.list(frugal::log::LOG_PREFIX)?;
+    let head = frugal::log::segment_key(0, 0);
+    let head_suffix = &head[frugal::log::LOG_PREFIX.len()..];
+    keys.sort_by_key(|k| !k.ends_with(head_suffix));
+    for key in keys {
         backend.delete(&key)?;
     }
     let mut f = FrugalIndex::open(backend.clone(), counters.clone(), cfg)?;
@@ -355,7 +385,7 @@ fn open_frugal(
         return Err(e);
     }
     f.flush()?;
-    Ok(Some((f, None)))
+    Ok(f)
 }
 
 /// Frugal-index partition `k` with its lock, or `None` when another
@@ -481,3 +511,7 @@ mod tests {
         assert!(load_checkpoint(&backend, 3, ContainerId(8), &cfg, 5_000).is_none());
     }
 }
+
+#[cfg(test)]
+#[path = "frugal_compaction_tests.rs"]
+mod frugal_compaction_tests;

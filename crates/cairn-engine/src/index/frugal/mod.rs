@@ -594,6 +594,17 @@ impl FrugalIndex {
         self.records_at_open
     }
 
+    /// Whether this handle writes alone (holds the writer lock
+    /// exclusively), so it may rewrite every log.
+    pub fn is_alone(&self) -> bool {
+        self.alone
+    }
+
+    /// How many of the logs the table indexes hold records.
+    pub fn logs_holding_records(&self) -> usize {
+        self.logs.iter().filter(|l| !l.is_empty()).count()
+    }
+
     /// The partitions whose logs the table indexes, its own last.
     pub fn partitions(&self) -> Vec<u32> {
         self.logs.iter().map(ChunkLog::partition).collect()

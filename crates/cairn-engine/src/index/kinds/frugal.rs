@@ -15,11 +15,30 @@ use cairn_core::{Backend, ContainerId, Counters, Fingerprint, LockGuard, Result}
 use super::paged::commit_paged;
 use super::FingerprintIndex;
 use crate::index::disk_index::DiskIndex;
-use crate::index::frugal::FrugalIndex;
+use crate::index::frugal::{FrugalConfig, FrugalIndex};
+use crate::index::rebuild_frugal_log;
+
+/// Whether the logs of `frugal` (a handle alone, which indexes every log)
+/// are worth writing afresh after a commit: more than one partition holds
+/// records (writers ran beside each other; one log again makes the next
+/// open read one run of segments), or the records that no longer count
+/// (removals, and the puts they cancel or newer copies superseded) are at
+/// least a quarter of the `entries` the paged index holds. A rewrite costs
+/// one sequential write of the live records, which a quarter of dead ones
+/// pays for, as a log-structured store's cleaner does (004, "Log-structured
+/// organization", leaves the cleaning policy open). Collections are what
+/// hold the writer lock alone and remove, so this is maintenance, never a
+/// cost of a backup beside others (docs/frugal-index.md, "Compaction").
+pub(crate) fn needs_compaction(frugal: &FrugalIndex, entries: u64) -> bool {
+    let records = frugal.records();
+    let dead = records.saturating_sub(entries);
+    frugal.logs_holding_records() > 1 || (dead > 0 && dead >= entries / 4)
+}
 
 pub struct FrugalKind {
     pub frugal: FrugalIndex,
     pub disk: DiskIndex,
+    backend: Arc<dyn Backend>,
     counters: Arc<Counters>,
     /// The lock of the partition this handle appends to, beside other
     /// writers (`index::open_frugal`); released with the handle.
@@ -30,12 +49,14 @@ impl FrugalKind {
     pub fn new(
         frugal: FrugalIndex,
         disk: DiskIndex,
+        backend: Arc<dyn Backend>,
         counters: Arc<Counters>,
         partition: Option<Box<dyn LockGuard>>,
     ) -> Self {
         FrugalKind {
             frugal,
             disk,
+            backend,
             counters,
             _partition: partition,
         }
@@ -81,7 +102,8 @@ impl FingerprintIndex for FrugalKind {
     /// The chunk log gets `update` first, then the paged index. A crash in
     /// between leaves the log ahead of the paged index; applying the batch
     /// again changes nothing a lookup sees. The frugal kind has no
-    /// checkpoint.
+    /// checkpoint. A handle alone then compacts loose logs
+    /// ([`needs_compaction`]).
     fn commit(
         &mut self,
         backend: &dyn Backend,
@@ -94,6 +116,13 @@ impl FingerprintIndex for FrugalKind {
         commit_paged(
             &self.disk, None, backend, update, covered, fp_width, page_size,
         )?;
+        if self.frugal.is_alone() && needs_compaction(&self.frugal, self.disk.entry_count()) {
+            let cfg = FrugalConfig {
+                expected_chunks: (self.disk.entry_count() as usize).max(1 << 16),
+                ..self.frugal.config().clone()
+            };
+            self.frugal = rebuild_frugal_log(&self.backend, &self.counters, &self.disk, cfg)?;
+        }
         Ok(())
     }
 
