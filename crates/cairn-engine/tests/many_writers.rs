@@ -503,18 +503,7 @@ fn frugal_index_writers_each_append_their_own_log() {
     // A later backup of every tree finds all their chunks, whichever log
     // holds them: nothing new is written.
     for t in &trees {
-        let lock = repo.lock_backup(false).unwrap();
-        let o = cairn_engine::backup(
-            &repo,
-            &lock,
-            BackupOptions {
-                sources: vec![Source::Path(t.clone())],
-                host: Some("again".into()),
-                ..Default::default()
-            },
-        )
-        .unwrap();
-        assert_eq!(o.counters.chunks_written, 0, "{t:?} stored chunks again");
+        assert_nothing_new(&repo, t, "again");
     }
 
     // A collection alone reconciles and removes across every log.
@@ -551,17 +540,22 @@ fn frugal_index_writers_each_append_their_own_log() {
         "{records} records for {entries} entries"
     );
     for t in trees.iter().skip(1) {
-        let lock = repo.lock_backup(false).unwrap();
-        let o = cairn_engine::backup(
-            &repo,
-            &lock,
-            BackupOptions {
-                sources: vec![Source::Path(t.clone())],
-                host: Some("after".into()),
-                ..Default::default()
-            },
-        )
-        .unwrap();
-        assert_eq!(o.counters.chunks_written, 0, "{t:?} stored chunks again");
+        assert_nothing_new(&repo, t, "after");
     }
+}
+
+/// A backup of `tree` (as `host`) that finds every chunk stored already.
+fn assert_nothing_new(repo: &Repository, tree: &Path, host: &str) {
+    let lock = repo.lock_backup(false).unwrap();
+    let o = cairn_engine::backup(
+        repo,
+        &lock,
+        BackupOptions {
+            sources: vec![Source::Path(tree.to_path_buf())],
+            host: Some(host.into()),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(o.counters.chunks_written, 0, "{tree:?} stored chunks again");
 }
