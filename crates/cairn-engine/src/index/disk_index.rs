@@ -29,7 +29,7 @@ use super::coverage::Coverage;
 use super::file_pages::{check_entry_count, merge_into_pages, rename_corrupt, Pages};
 pub use super::overlay::IndexUpdate;
 use super::overlay::{Change, Overlay, OverlayMemo};
-use super::page_cache::PageCache;
+use super::page_cache::{CachedPage, PageCache};
 use cairn_core::{FpMap, FpSet};
 
 /// Times an open looks again when what it listed is gone (`load_latest`).
@@ -156,6 +156,27 @@ fn load_overlay(
 /// that random bucket sizes rarely overflow a page.
 const TARGET_FILL: f64 = 0.6;
 
+/// Bytes a cached reader reads at once around the page it asks for: a
+/// sealed repository authenticates 16 KiB blocks whole
+/// (`sealed_backend::BLOCK`), so reading a 4 KiB page paid for the whole
+/// block, and readers that look up every chunk of a tree (restore, the
+/// parent check of a backup) touch most pages of a small index: four
+/// pages per read took the eight-writer parent check's decryption and
+/// reads down to a quarter (docs/concurrency.md, "CPU of a backup beside
+/// seven others"). A plain store reads a run about as fast as one page.
+const RUN_BYTES: usize = crate::sealed_backend::BLOCK;
+
+/// The aligned run of pages `[first, end)` holding data page `page_no`:
+/// runs are aligned in the file (page `n` is its slot `n + 1`, after the
+/// header's), so a run is one sealed block, and never pass the last page.
+fn run_of(page_no: u64, page_size: usize, page_count: u64) -> (u64, u64) {
+    let per = (RUN_BYTES / page_size.max(1)).max(1) as u64;
+    let slot = page_no + 1;
+    let first = (slot - slot % per).max(1) - 1;
+    let end = (slot - slot % per + per - 1).min(page_count);
+    (first, end.max(page_no + 1))
+}
+
 impl DiskIndex {
     /// Opens the newest index generation (none in a new repository).
     pub fn open(backend: Arc<dyn Backend>, counters: Arc<Counters>) -> Result<Self> {
@@ -218,12 +239,32 @@ impl DiskIndex {
         match &self.pages {
             None => read().map(|(page, count)| f(&page, count)),
             Some(cache) => {
-                let (page, count) = cache.get_or_read(cur.generation, page_no, || {
-                    read().map(|(page, count)| (page.into(), count))
-                })?;
+                let (page, count) = cache
+                    .get_or_read_run(cur.generation, page_no, || self.read_run(cur, page_no))?;
                 Ok(f(&page, count))
             }
         }
+    }
+
+    /// The verified pages of the aligned run of [`RUN_BYTES`] holding page
+    /// `page_no` (one read, counted once), for the page cache.
+    fn read_run(&self, cur: &Current, page_no: u64) -> Result<Vec<(u64, CachedPage)>> {
+        let h = &cur.header;
+        let key = object_names::index(cur.generation);
+        let (first, end) = run_of(page_no, h.page_size, h.page_count);
+        let bytes = self.backend.read_at(
+            &key,
+            codec::index_page_offset(h, first),
+            (end - first) as usize * h.page_size,
+        )?;
+        bump(&self.counters.index_page_reads, 1);
+        (first..end)
+            .zip(bytes.chunks_exact(h.page_size))
+            .map(|(no, page)| {
+                let count = codec::check_page(page, h, no).map_err(|e| rename_corrupt(e, &key))?;
+                Ok((no, (Arc::from(page), count)))
+            })
+            .collect()
     }
 
     /// The newest generation with its deltas, listed again (a few times)

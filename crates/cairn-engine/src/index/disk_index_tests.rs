@@ -1021,3 +1021,27 @@ fn a_removal_whose_generation_is_replaced_mid_judgement_is_written() {
     assert_eq!(reader.lookup(&fp(4)).unwrap(), None);
     assert_eq!(reader.lookup(&fp(5)).unwrap(), Some(ContainerId(1)));
 }
+
+/// A cached reader's runs are whole sealed blocks of the file (the header
+/// is slot 0, page `n` slot `n + 1`) and never pass the last page.
+#[test]
+fn runs_are_aligned_blocks_within_the_file() {
+    assert_eq!(run_of(0, 4096, 10), (0, 3));
+    assert_eq!(run_of(2, 4096, 10), (0, 3));
+    assert_eq!(run_of(3, 4096, 10), (3, 7));
+    assert_eq!(run_of(6, 4096, 10), (3, 7));
+    assert_eq!(run_of(9, 4096, 10), (7, 10));
+    assert_eq!(run_of(0, 4096, 1), (0, 1));
+    assert_eq!(run_of(5, 65_536, 10), (5, 6));
+    // Every page of an index is in exactly the run that holds it.
+    for count in 1..40 {
+        for p in 0..count {
+            let (a, b) = run_of(p, 4096, count);
+            assert!(a <= p && p < b && b <= count, "{p} of {count}: {a}..{b}");
+            assert_eq!(
+                (a + 1) * 4096 / crate::sealed_backend::BLOCK as u64,
+                b * 4096 / crate::sealed_backend::BLOCK as u64
+            );
+        }
+    }
+}
