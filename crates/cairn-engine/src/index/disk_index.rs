@@ -160,10 +160,10 @@ const TARGET_FILL: f64 = 0.6;
 /// sealed repository authenticates 16 KiB blocks whole
 /// (`sealed_backend::BLOCK`), so reading a 4 KiB page paid for the whole
 /// block, and readers that look up every chunk of a tree (restore, the
-/// parent check of a backup) touch most pages of a small index: four
-/// pages per read took the eight-writer parent check's decryption and
-/// reads down to a quarter (docs/concurrency.md, "CPU of a backup beside
-/// seven others"). A plain store reads a run about as fast as one page.
+/// parent check of a backup) touch most pages of a small index: a run
+/// per read makes a quarter of the reads and authentications
+/// (docs/concurrency.md, "CPU of a backup beside seven others"). A plain
+/// store reads a run about as fast as one page.
 const RUN_BYTES: usize = crate::sealed_backend::BLOCK;
 
 /// The aligned run of pages `[first, end)` holding data page `page_no`:
