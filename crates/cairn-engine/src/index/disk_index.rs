@@ -29,7 +29,7 @@ use super::coverage::Coverage;
 use super::file_pages::{check_entry_count, merge_into_pages, rename_corrupt, Pages};
 pub use super::overlay::IndexUpdate;
 use super::overlay::{Change, Overlay, OverlayMemo};
-use super::page_cache::{CachedPage, PageCache};
+use super::page_cache::PageCache;
 use cairn_core::{FpMap, FpSet};
 
 /// Times an open looks again when what it listed is gone (`load_latest`).
@@ -225,46 +225,43 @@ impl DiskIndex {
         page_no: u64,
         f: impl FnOnce(&[u8], usize) -> T,
     ) -> Result<T> {
-        let h = &cur.header;
-        let key = object_names::index(cur.generation);
-        let read = || -> Result<(Vec<u8>, usize)> {
-            let page =
-                self.backend
-                    .read_at(&key, codec::index_page_offset(h, page_no), h.page_size)?;
-            bump(&self.counters.index_page_reads, 1);
-            let count =
-                codec::check_page(&page, h, page_no).map_err(|e| rename_corrupt(e, &key))?;
-            Ok((page, count))
-        };
         match &self.pages {
-            None => read().map(|(page, count)| f(&page, count)),
+            None => {
+                let (page, counts) = self.read_pages(cur, page_no, page_no + 1)?;
+                Ok(f(&page, counts[0]))
+            }
             Some(cache) => {
-                let (page, count) = cache
-                    .get_or_read_run(cur.generation, page_no, || self.read_run(cur, page_no))?;
+                let (page, count) = cache.get_or_read_run(cur.generation, page_no, || {
+                    let h = &cur.header;
+                    let (first, end) = run_of(page_no, h.page_size, h.page_count);
+                    let (bytes, counts) = self.read_pages(cur, first, end)?;
+                    Ok((first..end)
+                        .zip(bytes.chunks_exact(h.page_size))
+                        .zip(counts)
+                        .map(|((no, page), count)| (no, (Arc::from(page), count)))
+                        .collect())
+                })?;
                 Ok(f(&page, count))
             }
         }
     }
 
-    /// The verified pages of the aligned run of [`RUN_BYTES`] holding page
-    /// `page_no` (one read, counted once), for the page cache.
-    fn read_run(&self, cur: &Current, page_no: u64) -> Result<Vec<(u64, CachedPage)>> {
+    /// Data pages `[first, end)` of generation `cur` in one read (counted
+    /// once), each verified: their bytes and each one's entry count.
+    fn read_pages(&self, cur: &Current, first: u64, end: u64) -> Result<(Vec<u8>, Vec<usize>)> {
         let h = &cur.header;
         let key = object_names::index(cur.generation);
-        let (first, end) = run_of(page_no, h.page_size, h.page_count);
         let bytes = self.backend.read_at(
             &key,
             codec::index_page_offset(h, first),
             (end - first) as usize * h.page_size,
         )?;
         bump(&self.counters.index_page_reads, 1);
-        (first..end)
+        let counts = (first..end)
             .zip(bytes.chunks_exact(h.page_size))
-            .map(|(no, page)| {
-                let count = codec::check_page(page, h, no).map_err(|e| rename_corrupt(e, &key))?;
-                Ok((no, (Arc::from(page), count)))
-            })
-            .collect()
+            .map(|(no, page)| codec::check_page(page, h, no).map_err(|e| rename_corrupt(e, &key)))
+            .collect::<Result<_>>()?;
+        Ok((bytes, counts))
     }
 
     /// The newest generation with its deltas, listed again (a few times)

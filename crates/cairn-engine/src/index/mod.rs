@@ -366,9 +366,7 @@ pub(crate) fn rebuild_frugal_log(
     cfg: FrugalConfig,
 ) -> Result<FrugalIndex> {
     let mut keys = backend.list(frugal::log::LOG_PREFIX)?;
-    let head = frugal::log::segment_key(0, 0);
-    let head_suffix = &head[frugal::log::LOG_PREFIX.len()..];
-    keys.sort_by_key(|k| !k.ends_with(head_suffix));
+    keys.sort_by_key(|k| !frugal::log::is_first_segment(k));
     for key in keys {
         backend.delete(&key)?;
     }

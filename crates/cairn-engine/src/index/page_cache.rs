@@ -30,8 +30,7 @@ pub struct PageCache {
 }
 
 /// A verified page and its entry count.
-pub type CachedPage = (Arc<[u8]>, usize);
-type Page = CachedPage;
+type Page = (Arc<[u8]>, usize);
 
 #[derive(Default)]
 struct Held {

@@ -53,6 +53,19 @@ fn partition_of(key: &str) -> Option<u32> {
     }
 }
 
+/// Whether `key` names a log's first segment (record 0, in any
+/// partition): without it a partition fails its open as damaged.
+pub fn is_first_segment(key: &str) -> bool {
+    let Some(name) = key.strip_prefix(LOG_PREFIX) else {
+        return false;
+    };
+    let position = match name.strip_prefix('p') {
+        None => name,
+        Some(rest) => rest.split_once('-').map_or("", |(_, p)| p),
+    };
+    position.parse::<u32>() == Ok(0)
+}
+
 /// Every partition's log, from one listing of `frugal/`, by partition.
 /// A key that names no partition is damage of partition 0.
 pub fn open_partitions(

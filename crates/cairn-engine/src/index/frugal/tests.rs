@@ -334,3 +334,15 @@ fn ram_bytes_for_matches_an_allocated_table() {
         );
     }
 }
+
+/// A rewrite deletes each log's first segment before the others
+/// (`index::rebuild_frugal_log`): they are told by name, in every partition.
+#[test]
+fn first_segments_are_told_by_name() {
+    assert!(log::is_first_segment(&log::segment_key(0, 0)));
+    assert!(log::is_first_segment(&log::segment_key(7, 0)));
+    assert!(!log::is_first_segment(&log::segment_key(0, 4096)));
+    assert!(!log::is_first_segment(&log::segment_key(7, 1_000_000_000)));
+    assert!(!log::is_first_segment("frugal/p7"));
+    assert!(!log::is_first_segment("index/0000000000"));
+}

@@ -116,9 +116,10 @@ impl FingerprintIndex for FrugalKind {
         commit_paged(
             &self.disk, None, backend, update, covered, fp_width, page_size,
         )?;
-        if self.frugal.is_alone() && needs_compaction(&self.frugal, self.disk.entry_count()) {
+        let entries = self.disk.entry_count();
+        if self.frugal.is_alone() && needs_compaction(&self.frugal, entries) {
             let cfg = FrugalConfig {
-                expected_chunks: (self.disk.entry_count() as usize).max(1 << 16),
+                expected_chunks: (entries as usize).max(1 << 16),
                 ..self.frugal.config().clone()
             };
             self.frugal = rebuild_frugal_log(&self.backend, &self.counters, &self.disk, cfg)?;
