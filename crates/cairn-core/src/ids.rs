@@ -71,9 +71,24 @@ impl Fingerprint {
     /// their first bytes (a crafted trace) still spread evenly.
     #[inline]
     pub fn fold64(&self) -> u64 {
-        let mut h = self.len as u64;
-        for w in self.bytes[..(self.len as usize).div_ceil(8) * 8].chunks_exact(8) {
+        Self::fold64_of(self.as_bytes())
+    }
+
+    /// [`Fingerprint::fold64`] of the fingerprint whose significant bytes
+    /// are `bytes`, without building it (an index page's binary search
+    /// folds every entry it probes).
+    #[inline]
+    pub fn fold64_of(bytes: &[u8]) -> u64 {
+        let mut h = bytes.len() as u64;
+        let mut words = bytes.chunks_exact(8);
+        for w in &mut words {
             h = mix64(h ^ u64::from_le_bytes(w.try_into().expect("8 bytes")));
+        }
+        let rest = words.remainder();
+        if !rest.is_empty() {
+            let mut last = [0u8; 8];
+            last[..rest.len()].copy_from_slice(rest);
+            h = mix64(h ^ u64::from_le_bytes(last));
         }
         h
     }
@@ -161,6 +176,25 @@ impl ChunkKind {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The fold of a slice is the fold of the fingerprint it makes (the
+    /// index's page placement, part of the on-disk format, rests on it):
+    /// checked against the definition, word by zero-padded word.
+    #[test]
+    fn fold_of_a_slice_is_the_fingerprints_fold() {
+        let bytes: Vec<u8> = (0..32u8).map(|i| i.wrapping_mul(151) ^ 0x5a).collect();
+        for w in 1..=MAX_FINGERPRINT_LEN {
+            let fp = Fingerprint::from_slice(&bytes[..w]);
+            let mut padded = [0u8; 32];
+            padded[..w].copy_from_slice(&bytes[..w]);
+            let mut h = w as u64;
+            for word in padded[..w.div_ceil(8) * 8].chunks_exact(8) {
+                h = mix64(h ^ u64::from_le_bytes(word.try_into().unwrap()));
+            }
+            assert_eq!(Fingerprint::fold64_of(&bytes[..w]), h, "width {w}");
+            assert_eq!(fp.fold64(), h, "width {w}");
+        }
+    }
 
     #[test]
     fn fingerprint_width_is_kept() {

@@ -94,6 +94,14 @@ fn kept(key: &str) -> Kept {
     }
 }
 
+/// Where an entry checked in this process holds its object's bytes: from
+/// `start` to the object's `size`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+struct Checked {
+    size: u64,
+    start: u64,
+}
+
 /// An entry: the object's size and its bytes from `start` on.
 struct Entry {
     size: u64,
@@ -106,6 +114,13 @@ impl Entry {
         offset >= self.start
             && offset + len as u64 <= self.size
             && self.bytes.len() as u64 == self.size - self.start
+    }
+
+    fn checked(&self) -> Checked {
+        Checked {
+            size: self.size,
+            start: self.start,
+        }
     }
 
     fn slice(&self, offset: u64, len: usize) -> Vec<u8> {
@@ -154,10 +169,13 @@ impl Entry {
 pub struct LocalCache {
     inner: Arc<dyn Backend>,
     dir: PathBuf,
-    /// Whole entries checked in this process, with their objects' sizes:
-    /// read in place from then on (an index lookup reads one page of a
-    /// file of many MiB; its pages carry their own checksums).
-    checked: Mutex<HashMap<String, u64>>,
+    /// Entries checked in this process, with the span of the object each
+    /// holds: read in place from then on, not loaded and hashed again (an
+    /// index lookup reads one page of a file of many MiB; the parent check
+    /// reads a few recipe nodes from each of a hundred container tails,
+    /// several times each). What an in-place read gets is authenticated
+    /// or checksummed above this layer, as everything it serves is.
+    checked: Mutex<HashMap<String, Checked>>,
     /// Names temporaries apart between the threads of this process.
     temporaries: AtomicU64,
     /// The config object as `wrap` read it to key the cache: the open that
@@ -212,12 +230,21 @@ impl LocalCache {
         let path = self.path(key);
         let bytes = fs::read(&path).ok()?;
         let entry = Entry::decode(&bytes);
-        if entry.is_none() {
-            // Damaged or truncated: read from the store again.
-            self.checked.lock().remove(key);
-            let _ = fs::remove_file(&path);
+        match &entry {
+            Some(e) => self.note_checked(key, e),
+            None => {
+                // Damaged or truncated: read from the store again.
+                self.checked.lock().remove(key);
+                let _ = fs::remove_file(&path);
+            }
         }
         entry
+    }
+
+    fn note_checked(&self, key: &str, entry: &Entry) {
+        if matches!(kept(key), Kept::Whole | Kept::Tail) {
+            self.checked.lock().insert(key.to_string(), entry.checked());
+        }
     }
 
     /// Stores an entry, best effort (temporary and rename: a reader sees
@@ -233,13 +260,12 @@ impl LocalCache {
             drop(f);
             fs::rename(&tmp, &path)
         };
-        // `checked` names entries read in place from offset 0: only
-        // entries that hold an object's bytes from its start.
         match write() {
-            Ok(()) if kept(key) == Kept::Whole && entry.start == 0 => {
-                self.checked.lock().insert(key.to_string(), entry.size);
+            Ok(()) => self.note_checked(key, entry),
+            // The file may still hold the entry noted before, or none.
+            Err(_) => {
+                self.checked.lock().remove(key);
             }
-            _ => {}
         }
     }
 
@@ -261,23 +287,37 @@ impl LocalCache {
         }
     }
 
-    /// `len` bytes at `offset` of a whole entry checked before, read in
-    /// place; `None` when it was not checked or cannot be read.
+    /// `len` bytes at `offset` of an entry checked before, read in place;
+    /// `None` when it was not checked, does not hold them or cannot be
+    /// read. Another process sharing the cache may have replaced the entry
+    /// since (by rename: this read sees the old file or the new one); the
+    /// object's bytes are the same in both, but a tail may now start
+    /// elsewhere, so the file's own size and start must be the ones noted.
     fn read_checked(&self, key: &str, offset: u64, len: usize) -> Option<Vec<u8>> {
-        let size = *self.checked.lock().get(key)?;
-        if offset + len as u64 > size {
+        let noted = *self.checked.lock().get(key)?;
+        if offset < noted.start || offset + len as u64 > noted.size {
             return None;
         }
         let f = fs::File::open(self.path(key)).ok()?;
+        let mut head = [0; 24];
+        f.read_exact_at(&mut head, 0).ok()?;
+        let on_disk = Checked {
+            size: u64::from_le_bytes(head[8..16].try_into().ok()?),
+            start: u64::from_le_bytes(head[16..24].try_into().ok()?),
+        };
+        if &head[..8] != MAGIC || on_disk != noted {
+            return None;
+        }
         let mut buf = vec![0; len];
-        f.read_exact_at(&mut buf, HEADER as u64 + offset).ok()?;
+        f.read_exact_at(&mut buf, HEADER as u64 + offset - noted.start)
+            .ok()?;
         Some(buf)
     }
 
     /// A whole entry, loaded (checked) or read from the store.
     fn whole(&self, key: &str) -> Result<Entry> {
         let e = self.entry_from(key, |_| 0)?;
-        self.checked.lock().insert(key.to_string(), e.size);
+        self.note_checked(key, &e);
         Ok(e)
     }
 
@@ -406,6 +446,9 @@ impl Backend for LocalCache {
                 self.inner.read_at(key, offset, len)
             }
             Kept::Tail => {
+                if let Some(b) = self.read_checked(key, offset, len) {
+                    return Ok(b);
+                }
                 let size = self.size(key)?;
                 // Only reads within the tail are the metadata's.
                 if offset + len as u64 <= size && offset >= size.saturating_sub(TAIL) {
@@ -424,7 +467,10 @@ impl Backend for LocalCache {
         if matches!(kept(key), Kept::Nothing | Kept::WholeForStableReads) || len as u64 > TAIL {
             return self.inner.read_tail(key, len);
         }
-        if let Some(size) = self.checked.lock().get(key).copied() {
+        // Bound first: the guard must not live through the body, which
+        // takes the lock again.
+        let noted = self.checked.lock().get(key).map(|c| c.size);
+        if let Some(size) = noted {
             let take = (len as u64).min(size);
             if let Some(b) = self.read_checked(key, size - take, take as usize) {
                 return Ok((size, b));
@@ -442,8 +488,8 @@ impl Backend for LocalCache {
         if matches!(kept(key), Kept::Nothing | Kept::WholeForStableReads) {
             return self.inner.size(key);
         }
-        if let Some(&size) = self.checked.lock().get(key) {
-            return Ok(size);
+        if let Some(c) = self.checked.lock().get(key) {
+            return Ok(c.size);
         }
         if let Some(e) = self.load(key) {
             return Ok(e.size);
@@ -627,6 +673,57 @@ mod tests {
         let (cache, counters) = cache_of(&mem, tmp.path());
         assert_eq!(cache.read_at("index/1", 7, 3).unwrap(), data[7..10]);
         assert_eq!(reads(&counters), 2, "the config, then the index file");
+    }
+
+    /// Entries checked once are read in place afterwards; another process
+    /// sharing the cache may meanwhile replace one with an entry that
+    /// starts elsewhere in the object, and the in-place read must notice.
+    #[test]
+    fn in_place_reads_follow_an_entry_another_process_replaced() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mem = store();
+        // Bytes that do not repeat (`object`'s repeat every 256 bytes, so
+        // a read at a wrong multiple of 256 would not show).
+        let unrepeated = |n: usize, seed: u8| {
+            let mut b = vec![0; n];
+            blake3::Hasher::new()
+                .update(&[seed])
+                .finalize_xof()
+                .fill(&mut b);
+            b
+        };
+        let key = "index/0000000000000009";
+        let data = unrepeated(3 * TAIL as usize, 6);
+        mem.write_atomic(key, &data).unwrap();
+        let container = object_names::container(cairn_core::ContainerId(9));
+        let packed = unrepeated(TAIL as usize + 4096, 7);
+        mem.write_atomic(&container, &packed).unwrap();
+
+        // Process A: the index file's size (its tail is kept) and the
+        // container's tail, both noted.
+        let (a, _) = cache_of(&mem, tmp.path());
+        assert_eq!(a.size(key).unwrap(), data.len() as u64);
+        let end = data.len() as u64 - 100;
+        assert_eq!(a.read_at(key, end, 50).unwrap(), data[end as usize..][..50]);
+        let (size, _) = a.read_tail(&container, 100).unwrap();
+        let at = size - 1000;
+        assert_eq!(
+            a.read_at(&container, at, 200).unwrap(),
+            packed[at as usize..][..200]
+        );
+
+        // Process B reads the index file whole: its entry now starts at 0.
+        let (b, _) = cache_of(&mem, tmp.path());
+        assert_eq!(b.read(key).unwrap(), data);
+
+        // A's next reads, in the tail and before it, are the object's bytes.
+        assert_eq!(a.read_at(key, end, 50).unwrap(), data[end as usize..][..50]);
+        assert_eq!(a.read_at(key, 10, 50).unwrap(), data[10..60]);
+        assert_eq!(
+            a.read_at(&container, at, 200).unwrap(),
+            packed[at as usize..][..200]
+        );
+        assert_eq!(a.size(&container).unwrap(), packed.len() as u64);
     }
 
     #[test]

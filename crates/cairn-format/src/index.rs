@@ -475,12 +475,14 @@ pub fn search_page(
     if fp.len() != w || !(1..=cairn_core::MAX_FINGERPRINT_LEN).contains(&w) {
         return None;
     }
-    let key = entry_order(fp);
+    // `entry_order` on the probed bytes as they lie in the page: the same
+    // width, so comparing the significant bytes is comparing fingerprints.
+    let key = (page_key(fp), fp.as_bytes());
     let (mut lo, mut hi) = (0usize, count);
     while lo < hi {
         let mid = lo + (hi - lo) / 2;
         let (k, c) = entry_at(page, w, mid);
-        match entry_order(&Fingerprint::from_slice(k)).cmp(&key) {
+        match (Fingerprint::fold64_of(k), k).cmp(&key) {
             std::cmp::Ordering::Less => lo = mid + 1,
             std::cmp::Ordering::Greater => hi = mid,
             std::cmp::Ordering::Equal => return Some(ContainerId(c)),
