@@ -66,7 +66,7 @@ use crate::object_names;
 pub const TAIL: u64 = 256 << 10;
 
 const MAGIC: &[u8; 8] = b"CAIRNLC1";
-const HEADER: usize = 8 + 8 + 8 + 32;
+const HEADER: usize = SPAN + 32;
 
 /// What the cache keeps of an object.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -94,12 +94,28 @@ fn kept(key: &str) -> Kept {
     }
 }
 
-/// Where an entry checked in this process holds its object's bytes: from
-/// `start` to the object's `size`.
+/// Where an entry holds its object's bytes: from `start` to the object's
+/// `size` (the fields after the magic).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 struct Checked {
     size: u64,
     start: u64,
+}
+
+/// Bytes of an entry's magic, size and start: what [`Checked::parse`] reads.
+const SPAN: usize = 8 + 8 + 8;
+
+impl Checked {
+    /// The span an entry's first bytes record; `None` without the magic.
+    fn parse(head: &[u8]) -> Option<Checked> {
+        if head.len() < SPAN || &head[..8] != MAGIC {
+            return None;
+        }
+        Some(Checked {
+            size: u64::from_le_bytes(head[8..16].try_into().ok()?),
+            start: u64::from_le_bytes(head[16..24].try_into().ok()?),
+        })
+    }
 }
 
 /// An entry: the object's size and its bytes from `start` on.
@@ -147,15 +163,14 @@ impl Entry {
     }
 
     fn decode(b: &[u8]) -> Option<Entry> {
-        if b.len() < HEADER || &b[..8] != MAGIC {
+        if b.len() < HEADER {
             return None;
         }
-        let size = u64::from_le_bytes(b[8..16].try_into().ok()?);
-        let start = u64::from_le_bytes(b[16..24].try_into().ok()?);
+        let Checked { size, start } = Checked::parse(b)?;
         let bytes = &b[HEADER..];
         let ok = start <= size
             && bytes.len() as u64 == size - start
-            && Self::hash(size, start, bytes).as_bytes() == &b[24..56];
+            && Self::hash(size, start, bytes).as_bytes() == &b[SPAN..HEADER];
         ok.then(|| Entry {
             size,
             start,
@@ -299,13 +314,9 @@ impl LocalCache {
             return None;
         }
         let f = fs::File::open(self.path(key)).ok()?;
-        let mut head = [0; 24];
+        let mut head = [0; SPAN];
         f.read_exact_at(&mut head, 0).ok()?;
-        let on_disk = Checked {
-            size: u64::from_le_bytes(head[8..16].try_into().ok()?),
-            start: u64::from_le_bytes(head[16..24].try_into().ok()?),
-        };
-        if &head[..8] != MAGIC || on_disk != noted {
+        if Checked::parse(&head)? != noted {
             return None;
         }
         let mut buf = vec![0; len];
