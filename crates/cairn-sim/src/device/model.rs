@@ -167,6 +167,16 @@ impl IoUsage {
         self.bytes[stage.index()]
     }
 
+    /// Field-wise `self + other`: two runs' usage together.
+    pub fn plus(&self, other: &IoUsage) -> IoUsage {
+        let mut s = *self;
+        for i in 0..STAGES {
+            s.accesses[i] += other.accesses[i];
+            s.bytes[i] += other.bytes[i];
+        }
+        s
+    }
+
     /// Field-wise `self - earlier`, for per-run deltas.
     pub fn since(&self, earlier: &IoUsage) -> IoUsage {
         let mut d = *self;

@@ -217,6 +217,113 @@ pub fn run(inputs: &[GenerationInput], opts: &SimOptions) -> Result<SimReport> {
     run_with(inputs, opts, ContainerMetadata::Scratch)
 }
 
+/// Where a generation's simulated restores run: beside the next
+/// generation's backup (on the second core: about half of a `--restore`
+/// run's time was its restores, issue 35), or after their own backup
+/// before the next begins, the order the rows are defined by, which the
+/// test of the overlap compares against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Overlap {
+    Beside,
+    #[cfg_attr(not(test), allow(dead_code))]
+    InTurn,
+    /// Beside, but each restore starts only once the next generation's
+    /// backup has committed: the schedule in which a restore that read
+    /// the live repository instead of its frozen placement would see the
+    /// next generation's changes (the test's worst case).
+    #[cfg_attr(not(test), allow(dead_code))]
+    AfterNextBackup,
+}
+
+/// A generation's row, complete once its restores end.
+struct Pending<'s> {
+    row: GenerationRow,
+    /// What the backup (and a re-layout) charged, and its counters.
+    usage: IoUsage,
+    delta: CountersSnapshot,
+    restores: Option<std::thread::ScopedJoinHandle<'s, Result<Restored>>>,
+    /// Dropped to let the restores start ([`Overlap::AfterNextBackup`]).
+    go: Option<std::sync::mpsc::Sender<()>>,
+}
+
+/// A generation's restores: the default policy's, the others', what they
+/// charged, their own wall seconds and the placement they were lent.
+struct Restored {
+    main: restore::RestoreResult,
+    also: Vec<RestoreRow>,
+    usage: IoUsage,
+    wall_seconds: f64,
+    frozen: restore::Frozen,
+}
+
+impl Pending<'_> {
+    /// Waits for the restores and completes the row: their reads join the
+    /// backup's in its modeled time (as when they ran in turn), their
+    /// seconds its wall time.
+    fn finish(
+        self,
+        placement: &mut restore::Placement,
+        model: &DeviceModel,
+        restored: &mut IoUsage,
+    ) -> Result<GenerationRow> {
+        let mut row = self.row;
+        let mut usage = self.usage;
+        drop(self.go);
+        if let Some(handle) = self.restores {
+            let r = handle
+                .join()
+                .map_err(|_| Error::invalid("a simulated restore panicked"))??;
+            placement.thaw(r.frozen);
+            usage = usage.plus(&r.usage);
+            *restored = restored.plus(&r.usage);
+            row.containers_read = r.main.containers_read;
+            row.speed_factor = r.main.speed_factor();
+            row.restore_bytes_read = r.main.policy.bytes_read;
+            row.restore_memory_bytes = r.main.policy.peak_memory_bytes;
+            row.restores = r.also;
+            row.wall_seconds += r.wall_seconds;
+        }
+        let stages = model.times(&usage, &self.delta);
+        row.modeled_seconds = stages.total_seconds;
+        row.stages = stages;
+        Ok(row)
+    }
+}
+
+/// Restores generation `input` with every policy of `opts`, the
+/// default's last (as the rows list them), charging `model` (its own).
+fn restores(
+    input: &GenerationInput,
+    store: &MetaOnlyStore,
+    frozen: restore::Frozen,
+    model: &DeviceModel,
+    opts: &SimOptions,
+    unit: u64,
+) -> Result<Restored> {
+    let started = Instant::now();
+    let mut also = Vec::new();
+    for cache in &opts.also_restore {
+        let (mut src, _) = input.open()?;
+        let r = restore::simulate(&mut *src, store, &frozen, model, *cache, unit)?;
+        also.push(RestoreRow {
+            policy: r.policy.policy.clone(),
+            cache_bytes: cache.bytes,
+            containers_read: r.containers_read,
+            speed_factor: r.speed_factor(),
+            memory_bytes: r.policy.peak_memory_bytes,
+        });
+    }
+    let (mut src, _) = input.open()?;
+    let main = restore::simulate(&mut *src, store, &frozen, model, opts.restore_cache, unit)?;
+    Ok(Restored {
+        main,
+        also,
+        usage: model.usage(),
+        wall_seconds: started.elapsed().as_secs_f64(),
+        frozen,
+    })
+}
+
 /// Where the simulated containers' metadata sections are kept: the
 /// scratch directory ([`run`]), or whole in memory, the exact state the
 /// compact one is checked against (`tests.rs`, issue 35's exactness guard).
@@ -231,6 +338,15 @@ pub(crate) fn run_with(
     inputs: &[GenerationInput],
     opts: &SimOptions,
     metadata: ContainerMetadata,
+) -> Result<SimReport> {
+    run_overlapped(inputs, opts, metadata, Overlap::Beside)
+}
+
+pub(crate) fn run_overlapped(
+    inputs: &[GenerationInput],
+    opts: &SimOptions,
+    metadata: ContainerMetadata,
+    overlap: Overlap,
 ) -> Result<SimReport> {
     if inputs.is_empty() {
         return Err(Error::invalid(
@@ -284,117 +400,140 @@ pub(crate) fn run_with(
     // paged index (`restore::Placement`).
     let mut placement = match (metadata, cfg.index.kind) {
         (ContainerMetadata::Scratch, IndexKind::Paged) => {
-            restore::Placement::Index(Arc::new(objects.backend.clone()))
+            restore::Placement::Index(objects.backend.clone())
         }
         _ => restore::Placement::map(),
     };
+    // What every restore charged.
+    let mut restored = IoUsage::default();
     let (mut cum_logical, mut cum_stored) = (0u64, 0u64);
     // Chunks the index holds (data and tree nodes): nothing is deleted.
     let mut indexed = 0u64;
-    for (g, input) in inputs.iter().enumerate() {
-        let (src, flat) = input.open()?;
-        let lock = repo.lock_writer(false)?;
-        let usage_before = model.usage();
-        let counters_before = counters.snapshot();
-        let started = Instant::now();
-        let out = cairn_engine::backup(
-            &repo,
-            &lock,
-            BackupOptions {
-                sources: vec![Source::Trace {
-                    name: input.name(g),
-                    source: parking_lot::Mutex::new(src),
-                    flat,
-                }],
-                tags: vec![format!("gen{g}")],
-                host: Some("sim".into()),
-                ..Default::default()
-            },
-        )?;
-        drop(lock);
-        if let Some(s) = out.skipped.first() {
-            return Err(Error::invalid(s.clone()));
-        }
-        let relaid = match opts.relayout {
-            Some(ro) => maintenance::relayout(&repo, input, ro)?,
-            None => Default::default(),
-        };
-        let mut restored = restore::RestoreResult::default();
-        let mut restores = Vec::new();
-        if opts.restore {
-            for cache in &opts.also_restore {
-                let (mut src, _) = input.open()?;
-                let r = restore::simulate(
-                    &mut *src,
-                    store.inner(),
-                    &mut placement,
-                    &model,
-                    *cache,
-                    cfg.container_size as u64,
-                )?;
-                restores.push(RestoreRow {
-                    policy: r.policy.policy.clone(),
-                    cache_bytes: cache.bytes,
-                    containers_read: r.containers_read,
-                    speed_factor: r.speed_factor(),
-                    memory_bytes: r.policy.peak_memory_bytes,
-                });
-            }
-            let (mut src, _) = input.open()?;
-            restored = restore::simulate(
-                &mut *src,
-                store.inner(),
-                &mut placement,
-                &model,
-                opts.restore_cache,
-                cfg.container_size as u64,
+    let run_started = Instant::now();
+    std::thread::scope(|scope| -> Result<()> {
+        // The previous generation's row, waiting for its restores.
+        let mut pending: std::collections::VecDeque<Pending<'_>> = Default::default();
+        for (g, input) in inputs.iter().enumerate() {
+            let (src, flat) = input.open()?;
+            let lock = repo.lock_writer(false)?;
+            let usage_before = model.usage();
+            let counters_before = counters.snapshot();
+            let started = Instant::now();
+            let out = cairn_engine::backup(
+                &repo,
+                &lock,
+                BackupOptions {
+                    sources: vec![Source::Trace {
+                        name: input.name(g),
+                        source: parking_lot::Mutex::new(src),
+                        flat,
+                    }],
+                    tags: vec![format!("gen{g}")],
+                    host: Some("sim".into()),
+                    ..Default::default()
+                },
             )?;
+            drop(lock);
+            if let Some(s) = out.skipped.first() {
+                return Err(Error::invalid(s.clone()));
+            }
+            for p in &mut pending {
+                p.go.take();
+            }
+            // Earlier generations' restores end before a re-layout moves
+            // the containers they read.
+            if opts.relayout.is_some() {
+                while let Some(p) = pending.pop_front() {
+                    rows.push(p.finish(&mut placement, &model, &mut restored)?);
+                }
+            }
+            let relaid = match opts.relayout {
+                Some(ro) => maintenance::relayout(&repo, input, ro)?,
+                None => Default::default(),
+            };
+            let usage = model.usage().since(&usage_before);
+            let delta = counters.snapshot().since(&counters_before);
+            let st = &out.record.stats;
+            indexed += st.new_chunks;
+            cum_logical += st.logical_bytes;
+            cum_stored += st.new_data_stored_bytes + st.rewritten_data_stored_bytes;
+            let row = GenerationRow {
+                id: format!("{g}"),
+                chunks: st.data_chunks,
+                unique_chunks: st.new_data_chunks,
+                logical_bytes: st.logical_bytes,
+                rewritten_chunks: st.rewritten_data_chunks,
+                stored_bytes: st.new_data_stored_bytes + st.rewritten_data_stored_bytes,
+                dedup_ratio: ratio(
+                    st.logical_bytes,
+                    st.new_data_raw_bytes + st.rewritten_data_raw_bytes,
+                ),
+                total_compression: ratio(cum_logical, cum_stored),
+                bloom_negatives: delta.bloom_negatives,
+                cache_hits: delta.cache_hits,
+                index_page_reads: delta.index_page_reads,
+                prefetches: delta.prefetches,
+                containers_written: delta.containers_written,
+                wall_seconds: started.elapsed().as_secs_f64(),
+                index_ram_bytes_per_chunk: out.index_ram_bytes_per_chunk,
+                relayout_chunks: relaid.chunks,
+                relayout_bytes: relaid.bytes,
+                ..Default::default()
+            };
+            let mut p = Pending {
+                row,
+                usage,
+                delta,
+                restores: None,
+                go: None,
+            };
+            if opts.restore {
+                let at_once = match overlap {
+                    Overlap::InTurn => 0,
+                    _ => placement.restores_at_once(),
+                };
+                while pending.len() > at_once.saturating_sub(1) {
+                    let p = pending.pop_front().expect("a pending row");
+                    rows.push(p.finish(&mut placement, &model, &mut restored)?);
+                }
+                let frozen = placement.freeze(store.inner(), g)?;
+                // A model of the restores' own: they run beside the next
+                // generations' backups, whose rows must not take their
+                // reads, and beside each other.
+                let restore_model = DeviceModel::new(model.config().clone());
+                let store = store.inner();
+                let unit = cfg.container_size as u64;
+                let (go, wait) = std::sync::mpsc::channel::<()>();
+                if overlap == Overlap::AfterNextBackup {
+                    p.go = Some(go);
+                }
+                p.restores = Some(scope.spawn(move || {
+                    // Returns once the sender is dropped.
+                    let _ = wait.recv();
+                    restores(input, store, frozen, &restore_model, opts, unit)
+                }));
+            }
+            if overlap != Overlap::InTurn && opts.restore {
+                pending.push_back(p);
+            } else {
+                rows.push(p.finish(&mut placement, &model, &mut restored)?);
+            }
         }
-        let wall = started.elapsed().as_secs_f64();
-        let delta = counters.snapshot().since(&counters_before);
-        let stages = model.times(&model.usage().since(&usage_before), &delta);
-        let st = &out.record.stats;
-        indexed += st.new_chunks;
-        cum_logical += st.logical_bytes;
-        cum_stored += st.new_data_stored_bytes + st.rewritten_data_stored_bytes;
-        rows.push(GenerationRow {
-            id: format!("{g}"),
-            chunks: st.data_chunks,
-            unique_chunks: st.new_data_chunks,
-            logical_bytes: st.logical_bytes,
-            rewritten_chunks: st.rewritten_data_chunks,
-            stored_bytes: st.new_data_stored_bytes + st.rewritten_data_stored_bytes,
-            dedup_ratio: ratio(
-                st.logical_bytes,
-                st.new_data_raw_bytes + st.rewritten_data_raw_bytes,
-            ),
-            total_compression: ratio(cum_logical, cum_stored),
-            bloom_negatives: delta.bloom_negatives,
-            cache_hits: delta.cache_hits,
-            index_page_reads: delta.index_page_reads,
-            prefetches: delta.prefetches,
-            containers_written: delta.containers_written,
-            containers_read: restored.containers_read,
-            speed_factor: restored.speed_factor(),
-            restore_bytes_read: restored.policy.bytes_read,
-            restore_memory_bytes: restored.policy.peak_memory_bytes,
-            restores,
-            modeled_seconds: stages.total_seconds,
-            wall_seconds: wall,
-            index_ram_bytes_per_chunk: out.index_ram_bytes_per_chunk,
-            relayout_chunks: relaid.chunks,
-            relayout_bytes: relaid.bytes,
-            stages,
-        });
-    }
-    let totals = totals(&rows, &model, &counters);
+        while let Some(p) = pending.pop_front() {
+            rows.push(p.finish(&mut placement, &model, &mut restored)?);
+        }
+        Ok(())
+    })?;
+    let usage = model.usage().plus(&restored);
+    let mut totals = totals(&rows, &model, &usage, &counters);
+    totals.wall_seconds = run_started.elapsed().as_secs_f64();
     let memory = memory_report(&totals, indexed, &objects, store.inner());
     Ok(SimReport {
         config: serde_json::to_value(&cfg).map_err(|e| Error::invalid(e.to_string()))?,
         generations: rows,
         totals,
         counters: counters.snapshot(),
-        usage: model.usage(),
+        usage,
         lookup_choice,
         memory,
     })
@@ -450,12 +589,17 @@ impl ScratchObjects {
     }
 }
 
-fn totals(rows: &[GenerationRow], model: &DeviceModel, counters: &Counters) -> GenerationRow {
+fn totals(
+    rows: &[GenerationRow],
+    model: &DeviceModel,
+    usage: &IoUsage,
+    counters: &Counters,
+) -> GenerationRow {
     let sum = |f: fn(&GenerationRow) -> u64| rows.iter().map(f).sum::<u64>();
     let logical = sum(|r| r.logical_bytes);
     let stored = sum(|r| r.stored_bytes);
     let read = sum(|r| r.containers_read);
-    let stages = model.report(&counters.snapshot());
+    let stages = model.times(usage, &counters.snapshot());
     GenerationRow {
         id: "total".into(),
         chunks: sum(|r| r.chunks),

@@ -7,14 +7,17 @@
 //! container reads and the speed factor (MB restored per container read);
 //! each read is charged to the device model at the container's size.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
+use cairn_backend::LocalBackend;
 use cairn_core::{
-    Backend, ContainerId, Counters, Error, Fingerprint, FpMap, Result, TraceEvent, TraceSource,
+    ContainerId, Counters, Error, Fingerprint, FpMap, Result, TraceEvent, TraceSource,
 };
 use cairn_engine::container_log::ContainerStore;
 use cairn_engine::index::disk_index::DiskIndex;
 use cairn_engine::meta_store::MetaOnlyStore;
+use cairn_engine::object_names;
 use cairn_engine::read::policy::{plan_full, ContainerChunk, PlanStep, PolicyRun, PolicyStats};
 use cairn_engine::read::CacheOptions;
 
@@ -46,21 +49,110 @@ pub enum Placement {
     /// unique chunk. Runs with the containers' metadata in memory (the
     /// exactness guard's reference) and frugal-index runs use it.
     Map(PlacementMap),
-    /// The repository's paged index, opened for each restore on the
-    /// scratch objects' own backend (so its page reads are not charged to
-    /// the device model: a real restore's locator is part of the index it
-    /// already has, and the model charges container reads): no RAM per
-    /// chunk (issue 35). The index resolves each fingerprint to its
-    /// canonical copy as the map does (`canonical.rs`: its merges and the
-    /// map both keep the highest container id), and it is looked up only
-    /// when the policy reads a container (a miss), not per chunk.
-    Index(Arc<dyn Backend>),
+    /// The repository's paged index, its objects in this scratch
+    /// directory, read through a backend of their own (so its page reads
+    /// are not charged to the device model: a real restore's locator is
+    /// part of the index it already has, and the model charges container
+    /// reads): no RAM per chunk (issue 35). The index resolves each
+    /// fingerprint to its canonical copy as the map does (`canonical.rs`:
+    /// its merges and the map both keep the highest container id), and it
+    /// is looked up only when the policy reads a container (a miss), not
+    /// per chunk.
+    Index(LocalBackend),
 }
 
 impl Placement {
     /// A placement kept as a map.
     pub fn map() -> Self {
         Placement::Map(PlacementMap::default())
+    }
+
+    /// The placement as it is now, for one generation's restores, which
+    /// run beside the next generation's backup (`sim/mod.rs`): that
+    /// backup's commit may change where chunks are (a rewrite's copy has
+    /// a higher container id) and replace the index's objects, and the
+    /// restore must see the repository its generation left. `n` names
+    /// the index's view. Give the result back with [`Placement::thaw`].
+    pub fn freeze(&mut self, store: &MetaOnlyStore, n: usize) -> Result<Frozen> {
+        match self {
+            Placement::Map(m) => {
+                m.update(store)?;
+                Ok(Frozen::Map(std::mem::take(m)))
+            }
+            Placement::Index(objects) => IndexView::link(objects, n).map(Frozen::Index),
+        }
+    }
+
+    /// How many generations' restores may run at once: a map is lent to
+    /// one at a time (it is brought up to date from one restore to the
+    /// next); each restore through the index has a view of its own. Two
+    /// beside a backup keep both cores busy.
+    pub fn restores_at_once(&self) -> usize {
+        match self {
+            Placement::Map(_) => 1,
+            Placement::Index(_) => 2,
+        }
+    }
+
+    /// Takes back the map a [`Placement::freeze`] lent (kept up to date
+    /// from one restore to the next); a view of the index is removed. A
+    /// map never given back (a failed restore) leaves an empty one, which
+    /// the next freeze fills from every container.
+    pub fn thaw(&mut self, frozen: Frozen) {
+        if let (Placement::Map(m), Frozen::Map(f)) = (self, frozen) {
+            *m = f;
+        }
+    }
+}
+
+/// A placement frozen for one generation's restores ([`Placement::freeze`]).
+pub enum Frozen {
+    Map(PlacementMap),
+    Index(IndexView),
+}
+
+/// The index's objects (`index/`) as they were at one moment: hard links
+/// in a directory of their own, removed on drop. A commit after that
+/// moment writes new objects and deletes replaced ones but never changes
+/// an object in place (every write is a whole object under its name,
+/// renamed into place), so the links keep the bytes the restore must read.
+pub struct IndexView {
+    dir: PathBuf,
+    backend: LocalBackend,
+}
+
+impl IndexView {
+    fn link(objects: &LocalBackend, n: usize) -> Result<Self> {
+        let root = objects.root();
+        let dir = root.with_file_name(format!("index-view-{n}"));
+        let shown = dir.display().to_string();
+        let io = |what: &str, e: std::io::Error| Error::io(format!("{what} {shown}"), e);
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir).map_err(|e| io("removing", e))?;
+        }
+        let from = root.join(object_names::INDEX.trim_end_matches('/'));
+        let to = dir.join(object_names::INDEX.trim_end_matches('/'));
+        std::fs::create_dir_all(&to).map_err(|e| io("creating", e))?;
+        let view = IndexView {
+            backend: LocalBackend::scratch(&dir)?,
+            dir,
+        };
+        if from.is_dir() {
+            for entry in std::fs::read_dir(&from).map_err(|e| io("listing the index for", e))? {
+                let entry = entry.map_err(|e| io("listing the index for", e))?;
+                if entry.file_type().is_ok_and(|t| t.is_file()) {
+                    std::fs::hard_link(entry.path(), to.join(entry.file_name()))
+                        .map_err(|e| io("linking the index into", e))?;
+                }
+            }
+        }
+        Ok(view)
+    }
+}
+
+impl Drop for IndexView {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -134,22 +226,24 @@ impl PlacementMap {
     }
 }
 
+/// One simulated restore of `src`'s data chunks, located through
+/// `placement` (frozen when the generation's backup ended).
 pub fn simulate(
     src: &mut dyn TraceSource,
     store: &MetaOnlyStore,
-    placement: &mut Placement,
+    placement: &Frozen,
     model: &DeviceModel,
     cache: CacheOptions,
     unit: u64,
 ) -> Result<RestoreResult> {
     let place = match placement {
-        Placement::Map(m) => {
-            m.update(store)?;
-            Locate::Map(&m.place)
-        }
-        Placement::Index(backend) => Locate::Index(
-            DiskIndex::open(backend.clone(), Arc::new(Counters::default()))?
-                .with_page_cache(INDEX_PAGE_CACHE_BYTES),
+        Frozen::Map(m) => Locate::Map(&m.place),
+        Frozen::Index(view) => Locate::Index(
+            DiskIndex::open(
+                Arc::new(view.backend.clone()),
+                Arc::new(Counters::default()),
+            )?
+            .with_page_cache(INDEX_PAGE_CACHE_BYTES),
         ),
     };
     // The real restore's policy (`read::policy`), over metadata only: a
