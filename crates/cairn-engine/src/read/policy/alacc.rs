@@ -185,6 +185,22 @@ impl Alacc {
         self.law = self.law.clamp(self.faa, 4 * self.total.max(self.faa));
     }
 
+    /// Whether the hot and cold lists hold exactly the cached chunks, each
+    /// under its tick in the tier the current LAW and window give it (what
+    /// a rebuild of the lists would hold).
+    fn tiers_agree(&self) -> bool {
+        let listed = |hot: bool, list: &BTreeMap<u64, Fingerprint>| {
+            list.iter().all(|(tick, fp)| {
+                self.cached
+                    .get(fp)
+                    .is_some_and(|c| c.tick == *tick && c.hot == hot && self.wants_later(fp) == hot)
+            })
+        };
+        self.hot.len() + self.cold.len() == self.cached.len()
+            && listed(true, &self.hot)
+            && listed(false, &self.cold)
+    }
+
     fn new_round(&mut self, pos: usize, plan: &[PlanStep], mem: &mut Memory) {
         if self.started {
             self.adapt();
@@ -203,15 +219,26 @@ impl Alacc {
         self.law_wanted
             .extend(plan[self.end..law_end].iter().map(|s| s.fp));
         // Re-tier the cache for the new LAW; the budget may have changed.
-        let entries: Vec<(Fingerprint, Cached)> =
-            self.cached.iter().map(|(f, c)| (*f, *c)).collect();
-        self.hot.clear();
-        self.cold.clear();
-        for (fp, mut c) in entries {
-            c.hot = self.wants_later(&fp);
-            self.lists(c.hot).insert(c.tick, fp);
-            self.cached.insert(fp, c);
+        // The two lists always hold exactly the cached chunks, by tick, so
+        // moving the chunks whose tier changed gives the lists a rebuild
+        // would, without freeing and allocating every node each round
+        // (issue 35: that churn was a simulated restore's largest source
+        // of page faults).
+        let (hot, cold) = (&mut self.hot, &mut self.cold);
+        for (fp, c) in self.cached.iter_mut() {
+            let now_hot = self.law_wanted.contains(fp) || self.wanted.contains_key(fp);
+            if now_hot != c.hot {
+                let (from, to) = if c.hot {
+                    (&mut *hot, &mut *cold)
+                } else {
+                    (&mut *cold, &mut *hot)
+                };
+                from.remove(&c.tick);
+                to.insert(c.tick, *fp);
+                c.hot = now_hot;
+            }
         }
+        debug_assert!(self.tiers_agree());
         self.evicted_before = std::mem::take(&mut self.evicted_now);
         self.evict_over_budget(mem);
     }
