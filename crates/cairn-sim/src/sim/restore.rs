@@ -83,17 +83,6 @@ impl Placement {
         }
     }
 
-    /// How many generations' restores may run at once: a map is lent to
-    /// one at a time (it is brought up to date from one restore to the
-    /// next); each restore through the index has a view of its own. Two
-    /// beside a backup keep both cores busy.
-    pub fn restores_at_once(&self) -> usize {
-        match self {
-            Placement::Map(_) => 1,
-            Placement::Index(_) => 2,
-        }
-    }
-
     /// Takes back the map a [`Placement::freeze`] lent (kept up to date
     /// from one restore to the next); a view of the index is removed. A
     /// map never given back (a failed restore) leaves an empty one, which
