@@ -86,6 +86,31 @@ fn relayout_options() -> cairn_engine::gc::relayout::RelayoutOptions {
     }
 }
 
+/// The guards' configuration: small pages, and Capping when asked.
+fn guard_config(summary: bool, cache: bool, capping: bool) -> cairn_engine::RepoConfig {
+    let mut config = small_config(summary, cache);
+    config.index.page_size = 512;
+    if capping {
+        config.rewrite =
+            cairn_engine::config::RewriteConfig::parse("capping:segment=64KiB,cap=2").unwrap();
+    }
+    config
+}
+
+/// A report's rows and totals (wall seconds zeroed) and its counters, as
+/// JSON for [`agree`].
+fn rows_and_counters(report: &SimReport) -> (serde_json::Value, serde_json::Value) {
+    let mut rows: Vec<GenerationRow> = report.generations.clone();
+    rows.push(report.totals.clone());
+    for r in &mut rows {
+        r.wall_seconds = 0.0;
+    }
+    (
+        serde_json::to_value(&rows).unwrap(),
+        serde_json::to_value(report.counters).unwrap(),
+    )
+}
+
 /// Backups, each followed by a simulated restore through a default-policy
 /// cache of `cache_bytes`, on `device`.
 fn with_restores(
@@ -157,22 +182,10 @@ proptest! {
     ) {
         let tmp = tempfile::tempdir().unwrap();
         let inputs = trace_inputs(tmp.path(), &gens);
-        let mut config = small_config(summary, cache);
-        config.index.page_size = 512;
-        if capping {
-            config.rewrite = cairn_engine::config::RewriteConfig::parse("capping:segment=64KiB,cap=2").unwrap();
-        }
+        let config = guard_config(summary, cache, capping);
         // A fresh device model per run: a model's clones share its totals.
         let opts = || with_restores(config.clone(), DeviceClass::hdd(), 96 << 10, relayout.then(relayout_options));
-        let rows = |metadata| {
-            let report = run_with(&inputs, &opts(), metadata).unwrap();
-            let mut rows: Vec<GenerationRow> = report.generations.clone();
-            rows.push(report.totals.clone());
-            for r in &mut rows {
-                r.wall_seconds = 0.0;
-            }
-            (serde_json::to_value(&rows).unwrap(), serde_json::to_value(report.counters).unwrap())
-        };
+        let rows = |metadata| rows_and_counters(&run_with(&inputs, &opts(), metadata).unwrap());
         let (exact, compact) = (rows(ContainerMetadata::InMemory), rows(ContainerMetadata::Scratch));
         agree(&exact.0, &compact.0, "rows")?;
         agree(&exact.1, &compact.1, "counters")?;
@@ -200,11 +213,7 @@ proptest! {
     ) {
         let tmp = tempfile::tempdir().unwrap();
         let inputs = trace_inputs(tmp.path(), &gens);
-        let mut config = small_config(true, true);
-        config.index.page_size = 512;
-        if capping {
-            config.rewrite = cairn_engine::config::RewriteConfig::parse("capping:segment=64KiB,cap=2").unwrap();
-        }
+        let config = guard_config(true, true, capping);
         let metadata = if in_memory { ContainerMetadata::InMemory } else { ContainerMetadata::Scratch };
         let opts = || {
             let mut o = with_restores(config.clone(), DeviceClass::hdd(), 96 << 10, relayout.then(relayout_options));
@@ -216,12 +225,8 @@ proptest! {
         };
         let rows = |overlap| {
             let report = run_overlapped(&inputs, &opts(), metadata, overlap).unwrap();
-            let mut rows: Vec<GenerationRow> = report.generations.clone();
-            rows.push(report.totals.clone());
-            for r in &mut rows {
-                r.wall_seconds = 0.0;
-            }
-            (serde_json::to_value(&rows).unwrap(), serde_json::to_value(report.counters).unwrap(), report.usage)
+            let (rows, counters) = rows_and_counters(&report);
+            (rows, counters, report.usage)
         };
         let in_turn = rows(Overlap::InTurn);
         for overlap in [Overlap::Beside, Overlap::AfterNextBackup] {
@@ -464,14 +469,10 @@ proptest! {
     ) {
         let tmp = tempfile::tempdir().unwrap();
         let inputs = trace_inputs(tmp.path(), &gens);
-        let mut config = small_config(summary, cache);
-        config.index.page_size = 512;
+        let mut config = guard_config(summary, cache, capping);
         // A small Summary Vector, rebuilt larger at some merges: the chunks
         // the part keeps must join the new one.
         config.index.expected_chunks = 64;
-        if capping {
-            config.rewrite = cairn_engine::config::RewriteConfig::parse("capping:segment=64KiB,cap=2").unwrap();
-        }
         let run_with_budget = |budget: Option<u64>| {
             let mut config = config.clone();
             config.index.part_budget = budget;
