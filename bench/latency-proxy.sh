@@ -9,4 +9,9 @@ if [ ! -x "$PROXY_BIN" ] || [ bench/latency-proxy/main.go -nt "$PROXY_BIN" ]; th
     PROXY_BIN=$(realpath "$PROXY_BIN" 2>/dev/null || realpath -m "$PROXY_BIN")
     (cd bench/latency-proxy && go build -o "$PROXY_BIN" .)
 fi
-latency_proxy() { "$PROXY_BIN" "$1" "$2" "$DELAY_MS" "$3" >"$4" 2>&1 & }
+# The proxy stands in for a network, which takes no CPU from the machine
+# under test; it runs on one OS thread (GOMAXPROCS=1, unless the
+# environment sets it): with the Go scheduler on both shared cores it took
+# about a fifth more CPU per request (bench/README.md, "The proxy on one
+# thread").
+latency_proxy() { GOMAXPROCS=${GOMAXPROCS:-1} "$PROXY_BIN" "$1" "$2" "$DELAY_MS" "$3" >"$4" 2>&1 & }
