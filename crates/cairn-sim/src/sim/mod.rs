@@ -235,15 +235,13 @@ pub(crate) enum Overlap {
     AfterNextBackup,
 }
 
-/// Generations whose restores run at once, beside the next backup. A map
-/// placement is lent to one restore at a time (it is brought up to date
-/// from one to the next); through the index two could run, each with a
-/// view of its own, but on two cores that was no faster beyond the noise
-/// (26.2-29.6 s against 29.2-30.1 s for the small DDFS run) and peaked
-/// 8-42 MB higher (docs/simulation.md).
-const RESTORES_AT_ONCE: usize = 1;
-
-/// A generation's row, complete once its restores end.
+/// A generation's row, complete once its restores end. One generation's
+/// restores run at a time, beside the next backup: a map placement is
+/// lent to one restore at a time (it is brought up to date from one to
+/// the next); through the index two could run, each with a view of its
+/// own, but on two cores that was no faster beyond the noise (26.2-29.6 s
+/// against 29.2-30.1 s for the small DDFS run) and peaked 8-42 MB higher
+/// (docs/simulation.md).
 struct Pending<'s> {
     row: GenerationRow,
     /// What the backup (and a re-layout) charged, and its counters.
@@ -420,7 +418,7 @@ pub(crate) fn run_overlapped(
     let run_started = Instant::now();
     std::thread::scope(|scope| -> Result<()> {
         // The previous generation's row, waiting for its restores.
-        let mut pending: std::collections::VecDeque<Pending<'_>> = Default::default();
+        let mut pending: Option<Pending<'_>> = None;
         for (g, input) in inputs.iter().enumerate() {
             let (src, flat) = input.open()?;
             let lock = repo.lock_writer(false)?;
@@ -445,16 +443,15 @@ pub(crate) fn run_overlapped(
             if let Some(s) = out.skipped.first() {
                 return Err(Error::invalid(s.clone()));
             }
-            for p in &mut pending {
-                p.go.take();
+            // The previous generation's restores may start now, and end
+            // before a re-layout moves the containers they read, and before
+            // this generation's freeze (the map is lent to one at a time).
+            let waiting = Instant::now();
+            if let Some(p) = pending.take() {
+                rows.push(p.finish(&mut placement, &model, &mut restored)?);
             }
-            // Earlier generations' restores end before a re-layout moves
-            // the containers they read.
-            if opts.relayout.is_some() {
-                while let Some(p) = pending.pop_front() {
-                    rows.push(p.finish(&mut placement, &model, &mut restored)?);
-                }
-            }
+            // Not this generation's seconds.
+            let waited = waiting.elapsed();
             let relaid = match opts.relayout {
                 Some(ro) => maintenance::relayout(&repo, input, ro)?,
                 None => Default::default(),
@@ -482,7 +479,7 @@ pub(crate) fn run_overlapped(
                 index_page_reads: delta.index_page_reads,
                 prefetches: delta.prefetches,
                 containers_written: delta.containers_written,
-                wall_seconds: started.elapsed().as_secs_f64(),
+                wall_seconds: (started.elapsed() - waited).as_secs_f64(),
                 index_ram_bytes_per_chunk: out.index_ram_bytes_per_chunk,
                 relayout_chunks: relaid.chunks,
                 relayout_bytes: relaid.bytes,
@@ -496,14 +493,9 @@ pub(crate) fn run_overlapped(
                 go: None,
             };
             if opts.restore {
-                while pending.len() >= RESTORES_AT_ONCE {
-                    let p = pending.pop_front().expect("a pending row");
-                    rows.push(p.finish(&mut placement, &model, &mut restored)?);
-                }
                 let frozen = placement.freeze(store.inner(), g)?;
                 // A model of the restores' own: they run beside the next
-                // generations' backups, whose rows must not take their
-                // reads, and beside each other.
+                // generation's backup, whose row must not take their reads.
                 let restore_model = DeviceModel::new(model.config().clone());
                 let store = store.inner();
                 let unit = cfg.container_size as u64;
@@ -518,12 +510,12 @@ pub(crate) fn run_overlapped(
                 }));
             }
             if overlap != Overlap::InTurn && opts.restore {
-                pending.push_back(p);
+                pending = Some(p);
             } else {
                 rows.push(p.finish(&mut placement, &model, &mut restored)?);
             }
         }
-        while let Some(p) = pending.pop_front() {
+        if let Some(p) = pending.take() {
             rows.push(p.finish(&mut placement, &model, &mut restored)?);
         }
         Ok(())

@@ -109,7 +109,7 @@ impl Alacc {
     }
 
     fn wants_later(&self, fp: &Fingerprint) -> bool {
-        self.law_wanted.contains(fp) || self.wanted.contains_key(fp)
+        wanted_later(&self.law_wanted, &self.wanted, fp)
     }
 
     fn lists(&mut self, hot: bool) -> &mut BTreeMap<u64, Fingerprint> {
@@ -226,7 +226,7 @@ impl Alacc {
         // of page faults).
         let (hot, cold) = (&mut self.hot, &mut self.cold);
         for (fp, c) in self.cached.iter_mut() {
-            let now_hot = self.law_wanted.contains(fp) || self.wanted.contains_key(fp);
+            let now_hot = wanted_later(&self.law_wanted, &self.wanted, fp);
             if now_hot != c.hot {
                 let (from, to) = if c.hot {
                     (&mut *hot, &mut *cold)
@@ -242,6 +242,12 @@ impl Alacc {
         self.evicted_before = std::mem::take(&mut self.evicted_now);
         self.evict_over_budget(mem);
     }
+}
+
+/// Whether the LAW after the window or a later slot of the window wants
+/// `fp`: a cached chunk's tier ("hot").
+fn wanted_later(law_wanted: &FpSet, wanted: &FpMap<u32>, fp: &Fingerprint) -> bool {
+    law_wanted.contains(fp) || wanted.contains_key(fp)
 }
 
 impl RestorePolicy for Alacc {
