@@ -321,7 +321,12 @@ fn a_non_plain_file_is_read_written_and_truncated_through_content() {
     assert!(content.count("read") > 0);
 
     // A non-plain file is never passthrough; a plain one is when the
-    // kernel offers it (root on Linux 6.9 and later).
+    // kernel offers it (root on Linux 6.9 and later). The kernel sends the
+    // release of the read's handle after `close` returns (a CI run counted
+    // 2 handles below without this wait).
+    eventually("the read's handle released", || {
+        v.locks.open_count(ino).handles == 0
+    });
     let f = File::open(v.m("opt")).unwrap();
     assert_eq!(v.locks.open_count(ino).passthrough, 0);
     assert_eq!(v.locks.open_count(ino).handles, 1);
