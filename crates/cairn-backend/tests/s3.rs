@@ -3,7 +3,7 @@
 //! what only an object store has (multipart uploads, leases, its errors).
 
 use cairn_backend::s3::test_server::S3TestServer;
-use cairn_backend::s3::{ConditionalWrites, MULTIPART_THRESHOLD};
+use cairn_backend::s3::{ConditionalWrites, PayloadSigning, MULTIPART_THRESHOLD};
 use cairn_backend::{conformance, S3Backend, S3Config};
 use cairn_core::{Backend, Error, LockMode};
 use std::sync::Arc;
@@ -86,6 +86,32 @@ fn multipart_upload_of_a_large_object() {
     b.write_atomic("containers/00/0000000000000002", b"small")
         .unwrap();
     assert_eq!(b.read("containers/00/0000000000000002").unwrap(), b"small");
+}
+
+/// What an HTTPS endpoint gets (`PayloadSigning::ByScheme`): bodies sent
+/// as `UNSIGNED-PAYLOAD`, whole and in parts, are stored as sent; creates
+/// and locks work as signed ones do.
+#[test]
+fn unsigned_payloads_are_stored_as_sent() {
+    let server = S3TestServer::start();
+    let mut config = server.config();
+    assert!(config.payload_signing.signs(config.endpoint.as_deref()));
+    config.payload_signing = PayloadSigning::Unsigned;
+    let b = open(&config);
+    let small = pattern(100_000, 3);
+    let big = pattern(MULTIPART_THRESHOLD + (3 << 20), 4);
+    b.write_atomic("containers/00/0000000000000003", &small)
+        .unwrap();
+    b.write_atomic("containers/00/0000000000000004", &big)
+        .unwrap();
+    assert!(b.create_new("snapshots/unsigned", b"record").unwrap());
+    assert!(b.read("containers/00/0000000000000003").unwrap() == small);
+    assert!(b.read("containers/00/0000000000000004").unwrap() == big);
+    assert_eq!(b.read("snapshots/unsigned").unwrap(), b"record");
+    assert!(!b.create_new("snapshots/unsigned", b"again").unwrap());
+    assert_eq!(b.read("snapshots/unsigned").unwrap(), b"record");
+    // A lock's lease object is written and taken like a signed one.
+    assert!(!locked(&b, LockMode::Exclusive));
 }
 
 fn locked(b: &S3Backend, mode: LockMode) -> bool {
