@@ -71,6 +71,19 @@ pub fn check_round_trip(b: &Arc<dyn Backend>) {
     );
     assert_eq!(b.read("empty").unwrap(), b"", "round_trip: empty object");
     assert_eq!(b.size("empty").unwrap(), 0, "round_trip: empty size");
+    // Bytes given away are stored as borrowed ones are, replacing.
+    b.write_atomic_owned("containers/00/0000000000000002", big.clone())
+        .unwrap();
+    b.write_atomic_owned("config", b"cfg2".to_vec()).unwrap();
+    assert!(
+        b.read("containers/00/0000000000000002").unwrap() == big,
+        "round_trip: 1 MiB object written owned differs"
+    );
+    assert_eq!(
+        b.read("config").unwrap(),
+        b"cfg2",
+        "round_trip: owned write"
+    );
     assert_eq!(
         b.size("containers/00/0000000000000001").unwrap(),
         big.len() as u64

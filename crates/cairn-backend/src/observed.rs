@@ -127,6 +127,13 @@ impl<B: Backend, O: IoObserver> Backend for ObservedBackend<B, O> {
         Ok(())
     }
 
+    fn write_atomic_owned(&self, key: &str, data: Vec<u8>) -> Result<()> {
+        let len = data.len();
+        self.inner.write_atomic_owned(key, data)?;
+        self.observer.observe(IoOp::Write, key, len);
+        Ok(())
+    }
+
     fn create_new(&self, key: &str, data: &[u8]) -> Result<bool> {
         let created = self.inner.create_new(key, data)?;
         if created {

@@ -152,6 +152,13 @@ pub trait Backend: Send + Sync {
     /// absent, replacing any previous object under `key` atomically.
     fn write_atomic(&self, key: &str, data: &[u8]) -> Result<()>;
 
+    /// [`Backend::write_atomic`] of bytes the caller gives up: a store that
+    /// sends them as they are (S3's request body) takes them without a
+    /// copy. Layers that keep nothing of the bytes pass them on.
+    fn write_atomic_owned(&self, key: &str, data: Vec<u8>) -> Result<()> {
+        self.write_atomic(key, &data)
+    }
+
     /// Writes the object only if no object exists under `key`, atomically
     /// (create-if-absent: of two racing creators exactly one succeeds, and an
     /// existing object is never replaced). Returns whether it was created.
@@ -286,6 +293,9 @@ macro_rules! forward_backend {
             fn write_atomic(&self, key: &str, data: &[u8]) -> Result<()> {
                 (**self).write_atomic(key, data)
             }
+            fn write_atomic_owned(&self, key: &str, data: Vec<u8>) -> Result<()> {
+                (**self).write_atomic_owned(key, data)
+            }
             fn create_new(&self, key: &str, data: &[u8]) -> Result<bool> {
                 (**self).create_new(key, data)
             }
@@ -416,6 +426,11 @@ macro_rules! delegate_backend {
     (@one $f:ident write_atomic) => {
         fn write_atomic(&self, key: &str, data: &[u8]) -> $crate::Result<()> {
             self.$f.write_atomic(key, data)
+        }
+    };
+    (@one $f:ident write_atomic_owned) => {
+        fn write_atomic_owned(&self, key: &str, data: Vec<u8>) -> $crate::Result<()> {
+            self.$f.write_atomic_owned(key, data)
         }
     };
     (@one $f:ident create_new) => {

@@ -78,6 +78,21 @@ enum Kept {
     Nothing,
 }
 
+/// What the cache keeps of object `key` written as `data` (`None`: nothing).
+fn entry_of(key: &str, data: &[u8]) -> Option<Entry> {
+    let size = data.len() as u64;
+    let start = match kept(key) {
+        Kept::Whole | Kept::WholeForStableReads => 0,
+        Kept::Tail => size.saturating_sub(TAIL),
+        Kept::Nothing => return None,
+    };
+    Some(Entry {
+        size,
+        start,
+        bytes: data[start as usize..].to_vec(),
+    })
+}
+
 fn kept(key: &str) -> Kept {
     if key.starts_with(object_names::CONTAINERS) {
         Kept::Tail
@@ -333,20 +348,9 @@ impl LocalCache {
     }
 
     fn remember(&self, key: &str, data: &[u8]) {
-        let size = data.len() as u64;
-        let start = match kept(key) {
-            Kept::Whole | Kept::WholeForStableReads => 0,
-            Kept::Tail => size.saturating_sub(TAIL),
-            Kept::Nothing => return,
-        };
-        self.store(
-            key,
-            &Entry {
-                size,
-                start,
-                bytes: data[start as usize..].to_vec(),
-            },
-        );
+        if let Some(entry) = entry_of(key, data) {
+            self.store(key, &entry);
+        }
     }
 
     /// The entry of `key` with at least its bytes from `from` on, read
@@ -538,6 +542,16 @@ impl Backend for LocalCache {
         Ok(())
     }
 
+    fn write_atomic_owned(&self, key: &str, data: Vec<u8>) -> Result<()> {
+        // What the cache keeps is taken before the bytes go.
+        let entry = entry_of(key, &data);
+        self.inner.write_atomic_owned(key, data)?;
+        if let Some(entry) = entry {
+            self.store(key, &entry);
+        }
+        Ok(())
+    }
+
     fn create_new(&self, key: &str, data: &[u8]) -> Result<bool> {
         let created = self.inner.create_new(key, data)?;
         if created {
@@ -640,18 +654,27 @@ mod tests {
     #[test]
     fn writes_fill_the_cache_and_deletes_empty_it() {
         let tmp = tempfile::tempdir().unwrap();
-        let (cache, counters) = cache_of(&store(), tmp.path());
-        let container = object_names::container(cairn_core::ContainerId(9));
-        let bytes = object(100_000, 3);
-        cache.write_atomic(&container, &bytes).unwrap();
-        let before = reads(&counters);
-        assert_eq!(
-            cache.read_tail(&container, 500).unwrap().1,
-            bytes[bytes.len() - 500..]
-        );
-        assert_eq!(reads(&counters), before);
-        cache.delete(&container).unwrap();
-        assert!(cache.read_tail(&container, 500).unwrap_err().is_not_found());
+        let mem = store();
+        let (cache, counters) = cache_of(&mem, tmp.path());
+        // Written from borrowed bytes, and from bytes given away.
+        for (id, owned) in [(9, false), (10, true)] {
+            let container = object_names::container(cairn_core::ContainerId(id));
+            let bytes = object(100_000, id as u8);
+            if owned {
+                cache.write_atomic_owned(&container, bytes.clone()).unwrap();
+            } else {
+                cache.write_atomic(&container, &bytes).unwrap();
+            }
+            assert!(mem.read(&container).unwrap() == bytes);
+            let before = reads(&counters);
+            assert_eq!(
+                cache.read_tail(&container, 500).unwrap().1,
+                bytes[bytes.len() - 500..]
+            );
+            assert_eq!(reads(&counters), before);
+            cache.delete(&container).unwrap();
+            assert!(cache.read_tail(&container, 500).unwrap_err().is_not_found());
+        }
     }
 
     #[test]

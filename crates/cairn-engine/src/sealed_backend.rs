@@ -61,6 +61,21 @@ type OnFailedBlock<'a> = dyn FnMut(usize, Error, &mut Vec<u8>) -> Result<()> + '
 /// Largest sealing buffer kept between writes.
 const SCRATCH_KEEP: usize = 8 << 20;
 
+/// A write's sealed bytes: in the shared scratch buffer, or its own.
+enum Sealed<'a> {
+    Scratch(&'a [u8]),
+    Own(Vec<u8>),
+}
+
+impl Sealed<'_> {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Sealed::Scratch(b) => b,
+            Sealed::Own(b) => b,
+        }
+    }
+}
+
 impl SealedBackend {
     pub fn new(inner: Arc<dyn Backend>, keys: Arc<RepoKeys>) -> Self {
         SealedBackend {
@@ -93,21 +108,23 @@ impl SealedBackend {
         Ok(())
     }
 
-    /// Seals `data` as object `name` and hands the sealed bytes to `write`.
+    /// Seals `data` as object `name` and hands the sealed bytes to `write`:
+    /// in the scratch buffer, or in a buffer of their own when another
+    /// write holds it (parallel uploads), which `write` may then give away.
     fn write_sealed<T>(
         &self,
         name: &str,
         data: &[u8],
-        write: impl FnOnce(&[u8]) -> Result<T>,
+        write: impl FnOnce(Sealed<'_>) -> Result<T>,
     ) -> Result<T> {
         self.forget_size(name);
         let Some(mut buf) = self.scratch.try_lock() else {
             let mut own = Vec::new();
             self.seal_into(name, data, &mut own)?;
-            return write(&own);
+            return write(Sealed::Own(own));
         };
         self.seal_into(name, data, &mut buf)?;
-        let written = write(&buf);
+        let written = write(Sealed::Scratch(&buf));
         if buf.capacity() > SCRATCH_KEEP {
             *buf = Vec::new();
         }
@@ -374,14 +391,19 @@ impl Backend for SealedBackend {
         if Self::is_clear(key) {
             return self.inner.write_atomic(key, data);
         }
-        self.write_sealed(key, data, |b| self.inner.write_atomic(key, b))
+        self.write_sealed(key, data, |sealed| match sealed {
+            Sealed::Scratch(b) => self.inner.write_atomic(key, b),
+            Sealed::Own(b) => self.inner.write_atomic_owned(key, b),
+        })
     }
 
     fn create_new(&self, key: &str, data: &[u8]) -> Result<bool> {
         if Self::is_clear(key) {
             return self.inner.create_new(key, data);
         }
-        self.write_sealed(key, data, |b| self.inner.create_new(key, b))
+        self.write_sealed(key, data, |sealed| {
+            self.inner.create_new(key, sealed.bytes())
+        })
     }
 
     fn delete(&self, key: &str) -> Result<()> {

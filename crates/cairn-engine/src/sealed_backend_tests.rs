@@ -281,3 +281,55 @@ fn a_tail_read_is_one_read_of_the_store() {
         }
     }
 }
+
+/// A store that counts the writes handed to it with their bytes given
+/// away.
+struct CountsOwnedWrites {
+    inner: MemBackend,
+    owned: std::sync::atomic::AtomicUsize,
+}
+
+impl Backend for CountsOwnedWrites {
+    cairn_core::delegate_backend!(
+        inner: read, read_at, size, write_atomic, create_new, delete, exists, list, lock, describe
+    );
+
+    fn write_atomic_owned(&self, key: &str, data: Vec<u8>) -> cairn_core::Result<()> {
+        self.owned
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.inner.write_atomic_owned(key, data)
+    }
+}
+
+/// A write that finds the scratch buffer taken (parallel uploads) seals
+/// into a buffer of its own and gives it to the store below; either way
+/// the object reads back as written.
+#[test]
+fn a_write_beside_another_gives_its_sealed_bytes_away() {
+    let store = Arc::new(CountsOwnedWrites {
+        inner: MemBackend::new(),
+        owned: Default::default(),
+    });
+    let keys = Arc::new(RepoKeys::new(
+        &MasterKey::from_bytes([7; 32]),
+        Algorithm::ALL[0],
+    ));
+    let b = SealedBackend::new(store.clone(), keys);
+    let owned = || store.owned.load(std::sync::atomic::Ordering::Relaxed);
+    let d = data(3 * BLOCK + 5);
+    b.write_atomic("containers/00/0000000000000001", &d)
+        .unwrap();
+    assert_eq!(owned(), 0, "the scratch buffer was free");
+    {
+        let _other_write = b.scratch.lock();
+        b.write_atomic("containers/00/0000000000000002", &d)
+            .unwrap();
+    }
+    assert_eq!(owned(), 1);
+    for key in [
+        "containers/00/0000000000000001",
+        "containers/00/0000000000000002",
+    ] {
+        assert_eq!(b.read(key).unwrap(), d);
+    }
+}

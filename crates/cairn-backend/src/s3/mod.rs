@@ -459,12 +459,11 @@ impl Inner {
     }
 
     fn put(&self, key: &str, data: &[u8]) -> Result<()> {
+        if data.len() <= MULTIPART_THRESHOLD {
+            return self.put_whole(key, PutPayload::from(data.to_vec()));
+        }
         let path = self.path(key)?;
         let put = async {
-            if data.len() <= MULTIPART_THRESHOLD {
-                let put = || self.store.put(&path, data.to_vec().into());
-                return retrying_conflicts(put).await.map(drop);
-            }
             let upload = self.store.put_multipart(&path).await?;
             let mut writer = WriteMultipart::new_with_chunk_size(upload, PART_SIZE);
             for part in data.chunks(PART_SIZE) {
@@ -479,6 +478,16 @@ impl Inner {
             writer.finish().await.map(drop)
         };
         self.block_on(put)
+            .map_err(|e| self.error("writing", key, e))
+    }
+
+    /// One PUT of `payload` (a payload's clones share its bytes, so a
+    /// retried attempt copies nothing).
+    fn put_whole(&self, key: &str, payload: PutPayload) -> Result<()> {
+        let path = self.path(key)?;
+        let put = || self.store.put(&path, payload.clone());
+        self.block_on(retrying_conflicts(put))
+            .map(drop)
             .map_err(|e| self.error("writing", key, e))
     }
 
@@ -672,6 +681,14 @@ impl Backend for S3Backend {
     fn write_atomic(&self, key: &str, data: &[u8]) -> Result<()> {
         Self::check_key(key)?;
         self.inner.put(key, data)
+    }
+
+    fn write_atomic_owned(&self, key: &str, data: Vec<u8>) -> Result<()> {
+        Self::check_key(key)?;
+        if data.len() > MULTIPART_THRESHOLD {
+            return self.inner.put(key, &data);
+        }
+        self.inner.put_whole(key, PutPayload::from(data))
     }
 
     fn create_new(&self, key: &str, data: &[u8]) -> Result<bool> {
