@@ -34,6 +34,7 @@
 
 use super::{Inner, LOCKS_DIR};
 use cairn_core::{Error, LockGuard, LockMode, Result};
+use std::borrow::Cow;
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
@@ -286,7 +287,7 @@ pub(super) fn acquire_unless(
         if watching > 0 && watching < WATCH_ROUNDS && conflicts_listed(inner, name, &mine)? {
             watching += 1;
         } else {
-            if let Err(e) = inner.put(&key, &body) {
+            if let Err(e) = inner.put(&key, Cow::Borrowed(&body)) {
                 // The store already retried (and `put` itself retries the
                 // 409 a file-backed gateway answers when another lease's
                 // delete removes the directory); a waiting contender tries a
@@ -370,7 +371,7 @@ impl S3LockGuard {
                     while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(every) {
                         // A failed refresh is retried at the next tick; the
                         // lease lives for four ticks.
-                        let _ = inner.put(&key, &body);
+                        let _ = inner.put(&key, Cow::Borrowed(&body));
                     }
                 })
                 .ok()

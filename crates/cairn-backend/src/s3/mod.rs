@@ -38,6 +38,7 @@ use object_store::{
     ClientOptions, GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutMode, PutOptions,
     PutPayload, RetryConfig, WriteMultipart,
 };
+use std::borrow::Cow;
 use std::future::Future;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -458,9 +459,12 @@ impl Inner {
         errors::map(&self.config, doing, key, e)
     }
 
-    fn put(&self, key: &str, data: &[u8]) -> Result<()> {
+    /// Writes `data` as object `key`: one PUT up to [`MULTIPART_THRESHOLD`]
+    /// (bytes given away become the body as they are, borrowed ones are
+    /// copied into it), a multipart upload above.
+    fn put(&self, key: &str, data: Cow<'_, [u8]>) -> Result<()> {
         if data.len() <= MULTIPART_THRESHOLD {
-            return self.put_whole(key, PutPayload::from(data.to_vec()));
+            return self.put_whole(key, PutPayload::from(data.into_owned()));
         }
         let path = self.path(key)?;
         let put = async {
@@ -680,15 +684,12 @@ impl Backend for S3Backend {
 
     fn write_atomic(&self, key: &str, data: &[u8]) -> Result<()> {
         Self::check_key(key)?;
-        self.inner.put(key, data)
+        self.inner.put(key, Cow::Borrowed(data))
     }
 
     fn write_atomic_owned(&self, key: &str, data: Vec<u8>) -> Result<()> {
         Self::check_key(key)?;
-        if data.len() > MULTIPART_THRESHOLD {
-            return self.inner.put(key, &data);
-        }
-        self.inner.put_whole(key, PutPayload::from(data))
+        self.inner.put(key, Cow::Owned(data))
     }
 
     fn create_new(&self, key: &str, data: &[u8]) -> Result<bool> {
