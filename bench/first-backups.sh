@@ -37,22 +37,8 @@ rm -rf "$WORK" && mkdir -p "$WORK" "$OUT"
 WORK=$(realpath "$WORK")
 . bench/s3-proxy.sh
 
-mkfiles() { # DIR MIB: MIB of random bytes in files of 4 MiB
-    local i=0 left=$2
-    mkdir -p "$1"
-    while [ "$left" -gt 0 ]; do
-        head -c $((4 << 20)) /dev/urandom >"$1/f$i"
-        i=$((i + 1)) left=$((left - 4))
-    done
-}
-mkfiles "$WORK/base" $((MIB / 2))
-for k in $(seq 1 "$N"); do
-    mkdir -p "$WORK/trees/host$k"
-    cp -r "$WORK/base" "$WORK/trees/host$k/shared"
-    mkfiles "$WORK/trees/host$k/own" $((MIB - MIB / 2))
-done
-mkfiles "$WORK/seed" 1
-cat "$WORK"/trees/*/*/* >/dev/null
+. bench/host-trees.sh
+host_trees "$N" "$MIB" $((MIB / 2))
 
 binaries=("$(realpath "$CAIRN")")
 [ -n "$CAIRN_B" ] && binaries+=("$(realpath "$CAIRN_B")")

@@ -71,7 +71,7 @@ OUT=${OUT:-bench/out}
 CAIRN=${CAIRN:-target/release/cairn}
 TOOLS_DIR=${TOOLS_DIR:-target/tools}
 export CAIRN_PASSWORD=cairn-bench CAIRN_KDF_MEMORY_KIB=8192 CAIRN_KDF_PASSES=1
-CPUS=$(nproc) FILE_MIB=4
+CPUS=$(nproc)
 
 [ -x "$CAIRN" ] || cargo build --release --locked -p cairn-cli
 CAIRN=$(realpath "$CAIRN")
@@ -112,25 +112,9 @@ use_store() {
 }
 
 # The trees: MIB per host, SHARED_PCT of it the same on every host.
-mkfiles() { # DIR MIB: MIB of random bytes in files of FILE_MIB
-    local i=0 left=$2 n
-    mkdir -p "$1"
-    while [ "$left" -gt 0 ]; do
-        n=$((left < FILE_MIB ? left : FILE_MIB))
-        head -c $((n << 20)) /dev/urandom >"$1/f$i"
-        i=$((i + 1)) left=$((left - n))
-    done
-}
+. bench/host-trees.sh
 MAXN=$(printf '%s\n' $WRITERS | sort -n | tail -1)
-SHARED=$((MIB * SHARED_PCT / 100))
-mkfiles "$WORK/base" "$SHARED"
-for k in $(seq 1 "$MAXN"); do
-    mkdir -p "$WORK/trees/host$k"
-    cp -r "$WORK/base" "$WORK/trees/host$k/shared"
-    mkfiles "$WORK/trees/host$k/own" $((MIB - SHARED))
-done
-rm -rf "$WORK/base" && mkfiles "$WORK/seed" 1
-cat "$WORK"/trees/*/*/* >/dev/null
+host_trees "$MAXN" "$MIB" $((MIB * SHARED_PCT / 100))
 
 # "total idle server" jiffies: of all CPUs and idle (+ iowait), from
 # /proc/stat, and the S3 server's and proxy's CPU time (PIDS).
@@ -383,7 +367,7 @@ done
 
 {
     echo "many-writers benchmark $(date -u +%Y-%m-%d), $CPUS CPUs, cairn $("$CAIRN" --version | awk '{ print $2 }') ($(git rev-parse --short HEAD 2>/dev/null || echo '?'))"
-    echo "per host: $MIB MiB of random bytes in $FILE_MIB MiB files, $SHARED_PCT% of them the same on every host; phase B rewrites $CHANGE_MIB MiB per backup, for ${SECONDS_B}s"
+    echo "per host: $MIB MiB of random bytes in $TREE_FILE_MIB MiB files, $SHARED_PCT% of them the same on every host; phase B rewrites $CHANGE_MIB MiB per backup, for ${SECONDS_B}s"
     case " $STORES " in *" s3 "*) echo "s3: VersityGW $VERSITYGW_VERSION (posix) behind a ${DELAY_MS} ms round trip per request" ;; esac
     case " $STORES " in *" garage "*) echo "garage: Garage $GARAGE_VERSION, 3 nodes, replication factor 3, node 1 behind a ${DELAY_MS} ms round trip per request" ;; esac
     echo "encrypted (aes-256-gcm), Argon2id 8 MiB, 1 pass: every cairn process's key derivation is included in the times and CPU seconds"
