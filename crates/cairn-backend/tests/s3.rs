@@ -411,3 +411,63 @@ fn writes_refused_by_a_vanished_parent_directory_are_retried() {
     assert_eq!(store.read("snapshots/a").unwrap(), b"a");
     assert_eq!(store.read("index/b").unwrap(), b"b");
 }
+
+#[test]
+fn creates_interrupted_in_transit_are_retried() {
+    // A conditional create is not idempotent, so the client library does
+    // not retry it when its connection closes before the answer; cairn
+    // does, and tells its own object found in the way from another's.
+    use cairn_backend::s3::fault_proxy::{Action, FaultProxy};
+    use cairn_core::backend::create_new_or_own;
+    let server = S3TestServer::start();
+    let proxy = FaultProxy::start(server.endpoint());
+    let mut config = server.config();
+    config.endpoint = Some(proxy.endpoint());
+    config.conditional_writes = ConditionalWrites::Detect;
+    let store = open(&config);
+    // The conditional-write probe runs on the first create.
+    assert!(store.create_new("snapshots/first", b"1").unwrap());
+    assert!(store.conditional_writes_honoured().unwrap());
+    let once = |action: Action| {
+        let mut done = false;
+        move |r: &cairn_backend::s3::fault_proxy::Request| {
+            if r.is("PUT", "index") && !done {
+                done = true;
+                action
+            } else {
+                Action::Forward
+            }
+        }
+    };
+
+    // Reset before the store saw it: the retry creates the object.
+    proxy.set_rule(once(Action::Reset));
+    assert!(store.create_new("index/a", b"a").unwrap());
+    assert_eq!(proxy.faults(), 1, "{:?}", proxy.log());
+    assert_eq!(store.read("index/a").unwrap(), b"a");
+
+    // Applied, its answer lost: the retry is refused by this very object,
+    // which the caller reads back as its own.
+    proxy.set_rule(once(Action::ForwardThenReset));
+    assert!(create_new_or_own(&store, "index/b", b"mine").unwrap());
+    assert_eq!(proxy.faults(), 2, "{:?}", proxy.log());
+    assert_eq!(store.read("index/b").unwrap(), b"mine");
+
+    // Another writer's object in the way: refused, and not taken as ours.
+    store.write_atomic("index/c", b"theirs").unwrap();
+    proxy.set_rule(once(Action::ForwardThenReset));
+    assert!(!create_new_or_own(&store, "index/c", b"mine").unwrap());
+    assert_eq!(store.read("index/c").unwrap(), b"theirs");
+
+    // A store that never answers a create is reported, not retried forever.
+    proxy.set_rule(|r| {
+        if r.is("PUT", "index") {
+            Action::Reset
+        } else {
+            Action::Forward
+        }
+    });
+    let err = store.create_new("index/d", b"d").unwrap_err().to_string();
+    assert!(err.contains("index/d") && !err.contains('\n'), "{err}");
+    proxy.heal();
+}

@@ -284,7 +284,9 @@ pub fn add_key_file(
 ) -> Result<String> {
     let kf = KeyFile::create(master, password, params, label, repo_id)?;
     let name = object_names::key_file(kf.id());
-    if !backend.create_new(&name, &kf.to_bytes())? {
+    // A key file holds a fresh salt: equal bytes in the way are this
+    // create's own, applied by a store whose answer was lost.
+    if !cairn_core::backend::create_new_or_own(backend, &name, &kf.to_bytes())? {
         return Err(Error::invalid(format!("key file {name} exists already")));
     }
     Ok(name)

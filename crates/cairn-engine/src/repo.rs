@@ -267,7 +267,14 @@ impl Repository {
                 backend.describe(),
             )));
         }
-        backend.create_new(object_names::CONFIG, &crypto::encode_config(config, keys)?)
+        // The config names the repository's random id, so bytes found in
+        // the way that equal ours are our own create, applied by a store
+        // whose answer was lost (object storage), not another creator's.
+        cairn_core::backend::create_new_or_own(
+            backend,
+            object_names::CONFIG,
+            &crypto::encode_config(config, keys)?,
+        )
     }
 
     /// Creates a repository whose containers live in a store of the caller's

@@ -92,6 +92,28 @@ pub(super) fn is_transient_conflict(e: &object_store::Error) -> bool {
         .any(|code| body.contains(&format!("<Code>{code}</Code>")))
 }
 
+/// Whether a request failed in transit after it may have reached the
+/// store: its connection was closed or reset before the answer came (a
+/// server closing a kept-alive connection as the request went out, a
+/// restart), or the attempt timed out. object_store retries these only
+/// for requests it takes to be idempotent, which a conditional create is
+/// not, so the create comes back with one (`S3Backend::put_create` retries
+/// it; see there why that is safe).
+pub(super) fn is_interrupted(e: &object_store::Error) -> bool {
+    use object_store::client::{HttpError, HttpErrorKind};
+    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = next {
+        if let Some(http) = err.downcast_ref::<HttpError>() {
+            return matches!(
+                http.kind(),
+                HttpErrorKind::Interrupted | HttpErrorKind::Timeout
+            );
+        }
+        next = err.source();
+    }
+    false
+}
+
 pub(super) fn map(config: &S3Config, doing: &str, key: &str, e: object_store::Error) -> Error {
     let repo = config.describe();
     let (status, body) = response(&e);

@@ -54,6 +54,11 @@ pub enum Action {
     /// Read the whole request, then close the connection without an
     /// answer.
     Drop,
+    /// Forward it, let the server's answer go, and reset the connection
+    /// (a TCP RST, not an orderly close): the store applied a request whose
+    /// client sees its connection reset before the answer, as when a
+    /// server drops a kept-alive connection the request went out on.
+    ForwardThenReset,
     /// Close the connection as soon as the request's head is read, its body
     /// unread: the client, still sending, has its writes fail (EPIPE) and
     /// its connection reset.
@@ -266,6 +271,12 @@ fn serve(shared: &Shared, client: TcpStream) -> io::Result<()> {
             answer(&mut client, status)?;
         }
         Action::Drop => {}
+        Action::ForwardThenReset => {
+            apply(shared, &request_line, &headers, &body)?;
+            // Closing with a zero linger time sends a reset.
+            rustix::net::sockopt::set_socket_linger(&client, Some(Duration::ZERO))?;
+            return Ok(());
+        }
         Action::Hold | Action::ForwardThenHold => {
             if action == Action::ForwardThenHold {
                 apply(shared, &request_line, &headers, &body)?;

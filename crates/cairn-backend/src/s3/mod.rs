@@ -60,7 +60,20 @@ const CONFLICT_BACKOFF: Duration = Duration::from_millis(20);
 /// Runs the request `attempt` makes until it succeeds, fails otherwise,
 /// or has been refused by a transient conflict [`CONFLICT_ATTEMPTS`] times.
 /// Safe for every write cairn makes: a refused request changed nothing.
-async fn retrying_conflicts<T, F, Fut>(mut attempt: F) -> object_store::Result<T>
+async fn retrying_conflicts<T, F, Fut>(attempt: F) -> object_store::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = object_store::Result<T>>,
+{
+    retrying_while(attempt, errors::is_transient_conflict).await
+}
+
+/// Runs the request `attempt` makes until it succeeds, or fails with an
+/// error that `retry` does not accept, or [`CONFLICT_ATTEMPTS`] times.
+async fn retrying_while<T, F, Fut>(
+    mut attempt: F,
+    retry: fn(&object_store::Error) -> bool,
+) -> object_store::Result<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = object_store::Result<T>>,
@@ -68,7 +81,7 @@ where
     let mut wait = CONFLICT_BACKOFF;
     for _ in 1..CONFLICT_ATTEMPTS {
         match attempt().await {
-            Err(e) if errors::is_transient_conflict(&e) => {
+            Err(e) if retry(&e) => {
                 tokio::time::sleep(wait).await;
                 wait *= 2;
             }
@@ -379,16 +392,29 @@ impl S3Backend {
     fn put_create(&self, key: &str, data: &[u8]) -> Result<bool> {
         let inner = &self.inner;
         let path = inner.path(key)?;
-        let put = retrying_conflicts(|| {
-            let opts = PutOptions::from(PutMode::Create);
-            inner.store.put_opts(&path, data.to_vec().into(), opts)
-        });
+        // A create interrupted in transit is retried here too: object_store
+        // leaves it to the caller, since the store may have applied it.
+        // A retry then either creates the object or is refused, by another
+        // writer's object or by this very one, and a refusal is what the
+        // callers are ready for (below). Without the retry, a server that
+        // closed a kept-alive connection as the create went out failed a
+        // backup (3 of 8 concurrent first backups in one bench run).
+        let transient =
+            |e: &object_store::Error| errors::is_transient_conflict(e) || errors::is_interrupted(e);
+        let put = retrying_while(
+            || {
+                let opts = PutOptions::from(PutMode::Create);
+                inner.store.put_opts(&path, data.to_vec().into(), opts)
+            },
+            transient,
+        );
         match inner.block_on(put) {
             Ok(_) => Ok(true),
             // Also a conditional PUT that the store applied but whose
             // answer was lost, retried and refused by its own object: the
-            // callers whose payloads name their writer read it back
-            // (`session.rs`); to the rest a lost slot is harmless.
+            // callers whose payloads are theirs alone read it back
+            // (`cairn_core::backend::create_new_or_own`, `session.rs`); to
+            // the rest a lost slot is harmless.
             Err(object_store::Error::AlreadyExists { .. })
             | Err(object_store::Error::Precondition { .. }) => Ok(false),
             Err(e) => Err(inner.error("creating", key, e)),
