@@ -18,6 +18,13 @@
 #      into a fresh repository: one run varied from 0.49 to 0.82 s of CPU
 #      for 64 MiB on one day) give bytes per second per core, times
 #      min(N, CPUs). Target: MB/s >= 0.9x the ceiling.
+#   I. The control for A (N > 1; INDEP=0 skips it): the same N first
+#      backups, each into a repository of its own (seeded alike), all at
+#      once. Nothing is shared, so I's MB/s is what these CPUs give N
+#      processes of this work at once; A/I is what sharing one repository
+#      costs beyond that. (With 8 processes on 2 CPUs, the CPU each spends
+#      per byte rises: cache contention and switching. `zstd -3` of text,
+#      8 at once, took 18-20% more CPU per file than alone here.)
 #   B. Incremental. Every host, in a loop for SECONDS_B, rewrites
 #      CHANGE_MIB in place in one of its own files and backs up again
 #      (parent: its previous snapshot). Backups committed per minute in all
@@ -62,6 +69,7 @@ SHARED_PCT=${SHARED_PCT:-50}
 CHANGE_MIB=${CHANGE_MIB:-2}
 SECONDS_B=${SECONDS_B:-30}
 CEIL_RUNS=${CEIL_RUNS:-3}
+INDEP=${INDEP:-1}
 KEEP_G=${KEEP_G:-3}
 DELAY_MS=${DELAY_MS:-20}
 WAIT=${WAIT:-1}
@@ -210,8 +218,8 @@ calibrate() {
 
 report="$OUT/many-writers.txt"
 T0=$(usecs)
-A="$WORK/rows-a" B="$WORK/rows-b" C="$WORK/rows-c" V="$WORK/verdicts" R="$WORK/rows-r" G="$WORK/rows-g"
-touch "$A" "$B" "$C" "$V" "$R" "$G" "$WORK/ceilings"
+A="$WORK/rows-a" I="$WORK/rows-i" B="$WORK/rows-b" C="$WORK/rows-c" V="$WORK/verdicts" R="$WORK/rows-r" G="$WORK/rows-g"
+touch "$A" "$I" "$B" "$C" "$V" "$R" "$G" "$WORK/ceilings"
 declare -A CPB CPBM CPBK RATE_1
 
 for store in $STORES; do
@@ -252,6 +260,45 @@ for store in $STORES; do
             if (s != "local") printf "A %s N=%d: %.2fx the machine ceiling %.1f MB/s (the server and proxy on these CPUs too: their CPU s per byte added, host 1 alone); target >= 0.9x: %s\n", s, n, mbs / ceilm, ceilm, (mbs / ceilm >= 0.9 ? "met" : "NOT met") > "/dev/stderr"
         }' >>"$A" 2>>"$V"
         cat "$WORK"/log/a*.err >>"$WORK/errors" 2>/dev/null || true
+        a_mbs=$(awk -v b="$bytes" -v us=$((t1 - t0)) 'BEGIN { print (us > 0 ? b / us : 0) }')
+
+        # I: the control for A. The same N first backups, each into a
+        # repository of its own (seeded alike), all at once: nothing shared,
+        # so what they reach is what these CPUs give N processes of this
+        # work, their switching and caches included.
+        if [ "$n" -gt 1 ] && [ "$INDEP" = 1 ]; then
+            echo "== $store, N=$n: phase I (independent repositories)" >&2
+            rm -rf "$WORK/cache"
+            irepos=()
+            for k in $(seq 1 "$n"); do
+                use_store "$store" "$n-i$k"
+                irepos+=("$repo")
+                "$CAIRN" --repo "$repo" init -q
+                "$CAIRN" --repo "$repo" --cache-dir "$WORK/cache/seed" backup -q --host seed "$WORK/seed"
+            done
+            pids=()
+            c0=$(ticks) t0=$(usecs)
+            for k in $(seq 1 "$n"); do
+                (bk "${irepos[$((k - 1))]}" "host$k" "$WORK/log/i$k" --json || echo "host$k exit $?" >>"$WORK/log/i.fail") &
+                pids+=($!)
+            done
+            wait "${pids[@]}"
+            t1=$(usecs) c1=$(ticks)
+            read -r _ ibytes _ _ < <(jstats "$WORK"/log/i*.out)
+            icpu=$(cpu_sum "$WORK"/log/i*.time) ifails=$(lines "$WORK/log/i.fail")
+            ld=$(load "$c0" "$c1" "$icpu")
+            awk -v s="$store" -v n="$n" -v us=$((t1 - t0)) -v b="$ibytes" -v c="$icpu" -v ld="$ld" -v f="$ifails" -v a="$a_mbs" -v cpus="$CPUS" 'BEGIN {
+                if (b == 0) { printf "%-6s %3d  no backup committed\n", s, n; exit }
+                secs = us / 1e6; mbs = b / 1e6 / secs; split(ld, L, " ")
+                if (L[3] > 0.05 * secs * cpus) { L[3] = L[3] "!"; printf "WARNING: I %s N=%d: other processes took %.2f CPU s of %.2f\n", s, n, L[3], secs * cpus > "/dev/stderr" }
+                printf "%-6s %3d %6.2f %7.1f %6.2f %8.2f %5s %6.2f %6s %4d %8.2fx\n", s, n, secs, mbs, c, c / b * 1e9, L[1], L[2], L[3], f, a / mbs
+                printf "A %s N=%d: %.2fx the MB/s of the same backups into %d independent repositories (%.1f MB/s: no shared state, the CPUs shared alike); target >= 0.9x: %s\n", s, n, a / mbs, n, mbs, (a / mbs >= 0.9 ? "met" : "NOT met") > "/dev/stderr"
+            }' >>"$I" 2>>"$V"
+            cat "$WORK"/log/i*.err >>"$WORK/errors" 2>/dev/null || true
+            # Their space back (a Garage cluster keeps them until it is torn down).
+            for k in $(seq 1 "$n"); do use_store "$store" "$n-i$k" && [ -n "$dir" ] && rm -rf "$dir"; done
+            use_store "$store" "$n"
+        fi
 
         # R: reconciliation, and the size the same backups make in series.
         echo "== $store, N=$n: phase R (reconciliation)" >&2
@@ -379,6 +426,10 @@ done
     cat "$WORK/ceilings"
     printf "%-6s %3s %6s %7s %6s %8s %9s %7s %7s %5s %6s %6s %7s %4s %5s\n" store N s MB/s "CPU s" "CPU s/GB" "ceil MB/s" "x ceil" "x mach" busy "srv s" "oth s" "dup chk" fail waits
     cat "$A"
+    printf "\nI. the control for A: the same first backups, each into a repository of its own, all at once (INDEP=0 skips it)\n"
+    echo "(A/I: A's MB/s over I's: what sharing one repository costs beyond the CPUs' own limits with N processes at once)"
+    printf "%-6s %3s %6s %7s %6s %8s %5s %6s %6s %4s %9s\n" store N s MB/s "CPU s" "CPU s/GB" busy "srv s" "oth s" fail "A/I"
+    cat "$I"
     printf "\nB. incremental backups in a loop, all N at once\n"
     echo "(per backup: CPU s of the process; cairn's open and commit phases, s; containers replayed at open; lock s: taking the writer lock, waits included)"
     echo "(ceil: the machine's backups per minute, min(N, CPUs) over the first N's CPU s per backup of cairn, the S3 server and the proxy; x mach: per min over ceil)"
