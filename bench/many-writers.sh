@@ -150,6 +150,25 @@ bk() {
         backup $WAIT_FLAG --host "$h" "$@" "$WORK/trees/$h" >>"$log.out" 2>>"$log.err"
 }
 
+# Phase $1's first backups of hosts 1..$2, all at once: host K into the
+# K-th repository given after them, or every host into the one given;
+# logs in $WORK/log/$1K.*, failures in $WORK/log/$1.fail. Sets c0 t0
+# before and t1 c1 after.
+all_at_once() {
+    local phase=$1 n=$2 k r pids=()
+    shift 2
+    local repos=("$@")
+    c0=$(ticks) t0=$(usecs)
+    for k in $(seq 1 "$n"); do
+        r=${repos[0]}
+        if [ ${#repos[@]} -gt 1 ]; then r=${repos[$((k - 1))]}; fi
+        (bk "$r" "host$k" "$WORK/log/$phase$k" --json || echo "host$k exit $?" >>"$WORK/log/$phase.fail") &
+        pids+=($!)
+    done
+    wait "${pids[@]}"
+    t1=$(usecs) c1=$(ticks)
+}
+
 # Phase $1's incremental loop: every one of $3 hosts, until the deadline
 # $4 (usecs), rewrites CHANGE_MIB of one of its own files and backs up
 # into repository $2; logs in $WORK/log/$1K.*.
@@ -235,14 +254,7 @@ for store in $STORES; do
 
         # A: every host's first backup, all at once.
         echo "== $store, N=$n: phase A (first backups)" >&2
-        pids=()
-        c0=$(ticks) t0=$(usecs)
-        for k in $(seq 1 "$n"); do
-            (bk "$repo" "host$k" "$WORK/log/a$k" --json || echo "host$k exit $?" >>"$WORK/log/a.fail") &
-            pids+=($!)
-        done
-        wait "${pids[@]}"
-        t1=$(usecs) c1=$(ticks)
+        all_at_once a "$n" "$repo"
         read -r _ bytes dups _ < <(jstats "$WORK"/log/a*.out)
         cpu=$(cpu_sum "$WORK"/log/a*.time) fails=$(lines "$WORK/log/a.fail") waits=$(waits "$WORK"/log/a*.err)
         ld=$(load "$c0" "$c1" "$cpu")
@@ -276,14 +288,7 @@ for store in $STORES; do
                 "$CAIRN" --repo "$repo" init -q
                 "$CAIRN" --repo "$repo" --cache-dir "$WORK/cache/seed" backup -q --host seed "$WORK/seed"
             done
-            pids=()
-            c0=$(ticks) t0=$(usecs)
-            for k in $(seq 1 "$n"); do
-                (bk "${irepos[$((k - 1))]}" "host$k" "$WORK/log/i$k" --json || echo "host$k exit $?" >>"$WORK/log/i.fail") &
-                pids+=($!)
-            done
-            wait "${pids[@]}"
-            t1=$(usecs) c1=$(ticks)
+            all_at_once i "$n" "${irepos[@]}"
             read -r _ ibytes _ _ < <(jstats "$WORK"/log/i*.out)
             icpu=$(cpu_sum "$WORK"/log/i*.time) ifails=$(lines "$WORK/log/i.fail")
             ld=$(load "$c0" "$c1" "$icpu")

@@ -19,6 +19,21 @@ fn open(config: &S3Config) -> S3Backend {
     S3Backend::open(config.clone()).expect("opening the S3 backend")
 }
 
+/// A test server behind a fault proxy, and a config that reaches the
+/// server through the proxy (conditional writes detected).
+fn behind_fault_proxy() -> (
+    S3TestServer,
+    cairn_backend::s3::fault_proxy::FaultProxy,
+    S3Config,
+) {
+    let server = S3TestServer::start();
+    let proxy = cairn_backend::s3::fault_proxy::FaultProxy::start(server.endpoint());
+    let mut config = server.config();
+    config.endpoint = Some(proxy.endpoint());
+    config.conditional_writes = ConditionalWrites::Detect;
+    (server, proxy, config)
+}
+
 #[test]
 fn conformance_suite() {
     let server = S3TestServer::start();
@@ -338,11 +353,8 @@ fn unreachable_endpoint_fails_in_bounded_time() {
 
 #[test]
 fn a_store_that_stops_answering_fails_in_bounded_time() {
-    use cairn_backend::s3::fault_proxy::{Action, FaultProxy};
-    let server = S3TestServer::start();
-    let proxy = FaultProxy::start(server.endpoint());
-    let mut config = server.config();
-    config.endpoint = Some(proxy.endpoint());
+    use cairn_backend::s3::fault_proxy::Action;
+    let (_server, proxy, mut config) = behind_fault_proxy();
     config.request_timeout = Duration::from_secs(1);
     config.max_retries = 2;
     config.retry_timeout = Duration::from_secs(10);
@@ -376,12 +388,8 @@ fn writes_refused_by_a_vanished_parent_directory_are_retried() {
     // A server that keeps objects as files removes a directory with its
     // last object; a write that recreates it at that moment is refused
     // (409 ExistingObjectIsDirectory) although nothing is in its way.
-    use cairn_backend::s3::fault_proxy::{Action, FaultProxy};
-    let server = S3TestServer::start();
-    let proxy = FaultProxy::start(server.endpoint());
-    let mut config = server.config();
-    config.endpoint = Some(proxy.endpoint());
-    config.conditional_writes = ConditionalWrites::Detect;
+    use cairn_backend::s3::fault_proxy::Action;
+    let (_server, proxy, config) = behind_fault_proxy();
     let store = open(&config);
     let mut refused = 0;
     proxy.set_rule(move |r| {
@@ -417,13 +425,9 @@ fn creates_interrupted_in_transit_are_retried() {
     // A conditional create is not idempotent, so the client library does
     // not retry it when its connection closes before the answer; cairn
     // does, and tells its own object found in the way from another's.
-    use cairn_backend::s3::fault_proxy::{Action, FaultProxy};
+    use cairn_backend::s3::fault_proxy::Action;
     use cairn_core::backend::create_new_or_own;
-    let server = S3TestServer::start();
-    let proxy = FaultProxy::start(server.endpoint());
-    let mut config = server.config();
-    config.endpoint = Some(proxy.endpoint());
-    config.conditional_writes = ConditionalWrites::Detect;
+    let (_server, proxy, config) = behind_fault_proxy();
     let store = open(&config);
     // The conditional-write probe runs on the first create.
     assert!(store.create_new("snapshots/first", b"1").unwrap());
