@@ -175,6 +175,131 @@ fn a_backup_counts_the_chunks_another_stored_meanwhile() {
 
 /// A backup as `cairn backup` runs it: the writer lock shared with other
 /// backups and with collections.
+/// Where two writers' commits meet (`Meeting`): how many have reached
+/// their first container write, whether the lister has listed `index/`
+/// for its commit, and whether the other has created its delta.
+#[derive(Default)]
+struct MeetState {
+    writing: usize,
+    listed: bool,
+    created: bool,
+}
+
+/// A backend that makes two backups' commits meet: neither writes a
+/// container before both have opened their index (so each stores what
+/// they share), the lister's commit lists `index/` before the other's
+/// delta exists, and the lister creates its own delta only after it.
+#[derive(Clone)]
+struct Meeting {
+    inner: Arc<dyn Backend>,
+    lister: bool,
+    wrote: Arc<AtomicBool>,
+    state: Arc<(Mutex<MeetState>, Condvar)>,
+}
+
+impl Meeting {
+    fn wait_until(&self, what: &str, done: impl Fn(&MeetState) -> bool) {
+        let (lock, changed) = &*self.state;
+        let mut st = lock.lock().unwrap();
+        while !done(&st) {
+            let (next, timeout) = changed.wait_timeout(st, Duration::from_secs(60)).unwrap();
+            assert!(!timeout.timed_out(), "waited a minute for {what}");
+            st = next;
+        }
+    }
+
+    fn note(&self, change: impl Fn(&mut MeetState)) {
+        change(&mut self.state.0.lock().unwrap());
+        self.state.1.notify_all();
+    }
+}
+
+impl Backend for Meeting {
+    cairn_core::delegate_backend!(inner: read, read_at, size, delete, exists, describe);
+    fn write_atomic(&self, key: &str, data: &[u8]) -> Result<()> {
+        if key.starts_with("containers/") && !self.wrote.swap(true, Ordering::SeqCst) {
+            self.note(|st| st.writing += 1);
+            self.wait_until("both writers to open", |st| st.writing == 2);
+        }
+        self.inner.write_atomic(key, data)
+    }
+    fn create_new(&self, key: &str, data: &[u8]) -> Result<bool> {
+        let delta = key.starts_with("index/") && key.contains('.');
+        if delta && !self.lister {
+            self.wait_until("the lister's commit listing", |st| st.listed);
+        }
+        let created = self.inner.create_new(key, data);
+        if delta && !self.lister {
+            self.note(|st| st.created = true);
+        }
+        created
+    }
+    fn list(&self, prefix: &str) -> Result<Vec<String>> {
+        let listing = self.inner.list(prefix);
+        let commit = prefix == "index/" && self.wrote.load(Ordering::SeqCst);
+        if commit && self.lister && !self.state.0.lock().unwrap().listed {
+            self.note(|st| st.listed = true);
+            self.wait_until("the other writer's delta", |st| st.created);
+        }
+        listing
+    }
+    fn lock(&self, name: &str, mode: LockMode, wait: bool) -> Result<Box<dyn LockGuard>> {
+        self.inner.lock(name, mode, wait)
+    }
+}
+
+/// Two backups that store the same new file commit at the same moment:
+/// one lists `index/` for its commit before the other's delta exists and
+/// creates its own after it. Its listing misses the other's delta, but
+/// its delta's number does not: it counts the chunks both stored, and
+/// the other, whose delta came first, counts none (so the two counts add
+/// up to the copies reconciliation removes).
+#[test]
+fn commits_at_the_same_moment_count_what_both_stored_once() {
+    let Fresh { dir, mem, repo, .. } = fresh();
+    let fresh = dir.path().join("fresh");
+    write_files(&fresh, 11, 3);
+    let state = Arc::new((Mutex::new(MeetState::default()), Condvar::new()));
+    let writer = |lister: bool| {
+        let meeting = Meeting {
+            inner: Arc::new(mem.clone()),
+            lister,
+            wrote: Arc::new(AtomicBool::new(false)),
+            state: state.clone(),
+        };
+        let fresh = fresh.clone();
+        move || {
+            let repo = Repository::open(Arc::new(meeting)).unwrap();
+            let lock = repo.lock_backup(false).unwrap();
+            assert!(lock.is_shared());
+            cairn_engine::backup(
+                &repo,
+                &lock,
+                cairn_engine::BackupOptions {
+                    sources: vec![cairn_engine::Source::Path(fresh)],
+                    host: Some(if lister { "lister" } else { "other" }.into()),
+                    ..Default::default()
+                },
+            )
+            .unwrap()
+        }
+    };
+    let (listed, other) = std::thread::scope(|sc| {
+        let listed = sc.spawn(writer(true));
+        let other = sc.spawn(writer(false));
+        (listed.join().unwrap(), other.join().unwrap())
+    });
+    assert_eq!(other.concurrent_duplicates, 0, "its delta came first");
+    assert!(listed.record.stats.new_data_chunks > 0);
+    assert_eq!(
+        listed.concurrent_duplicates, listed.record.stats.new_chunks,
+        "every chunk the lister stored (data, listing, recipe), the other stored too"
+    );
+    assert_restores_as(&repo, &listed.snapshot_id, "fresh", &fresh);
+    assert_restores_as(&repo, &other.snapshot_id, "fresh", &fresh);
+    assert_check_clean(&repo);
+}
+
 fn backup_beside(repo: &Repository, path: &std::path::Path) -> Result<String> {
     let lock = repo.lock_backup(false)?;
     assert!(lock.is_shared());

@@ -34,7 +34,11 @@ pub(super) fn commit_index(
     // the open are read while this one's is written, so at eight writers on
     // object storage their reads cost no round trip of their own.
     let new = deltas_at_open.since(backend)?;
-    let ours = if new.is_empty() {
+    // Beside other writers, a delta committed at the same moment as this
+    // one's is found only after it (`NewDeltas::missed`), so this backup's
+    // new chunks are kept for the comparison then too.
+    let beside = shared.dedup.beside_other_writers();
+    let ours = if new.is_empty() && !beside {
         Vec::new()
     } else {
         concurrent::ours_to_compare(&puts, replayed)
@@ -52,10 +56,17 @@ pub(super) fn commit_index(
         (theirs, committed)
     });
     committed?;
-    let duplicates = match theirs {
-        Some(theirs) => concurrent::duplicates(&ours, &theirs?),
-        None => 0,
+    let mut theirs = match theirs {
+        Some(theirs) => theirs?,
+        None => Default::default(),
     };
+    if beside {
+        let missed = new.missed(deltas_at_open, &shared.dedup.written_deltas());
+        if !missed.is_empty() {
+            theirs.extend(missed.fingerprints(backend)?);
+        }
+    }
+    let duplicates = concurrent::duplicates(&ours, &theirs);
     let deltas_listed = new.listed;
     let indexed = shared.dedup.indexed_entries().max(1);
     Ok((

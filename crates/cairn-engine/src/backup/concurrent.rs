@@ -55,8 +55,36 @@ impl NewDeltas {
         self.names.is_empty()
     }
 
-    /// The chunks those deltas put. A delta that cannot be decoded is left
-    /// out (this is a report; the index is derived data).
+    /// The deltas the listing missed: those numbered below this backup's
+    /// last delta in its generation (`written`, in order, as (generation,
+    /// number)), neither listed at the open nor since, and not its own.
+    /// Numbers are taken in order with no gap, so each was created by
+    /// another writer after this backup's commit listed `index/` and
+    /// before its own delta: a commit at the same moment, which the
+    /// listing alone would miss (docs/concurrency.md, "Reconciliation").
+    pub fn missed(&self, at_open: &DeltasAtOpen, written: &[(u64, u32)]) -> NewDeltas {
+        let Some(&(generation, last)) = written.last() else {
+            return NewDeltas {
+                names: Vec::new(),
+                newest: self.newest,
+                listed: self.listed,
+            };
+        };
+        let names = (1..last)
+            .filter(|k| !written.contains(&(generation, *k)))
+            .map(|k| object_names::index_delta(generation, k))
+            .filter(|name| !at_open.names.contains(name) && !self.names.contains(name))
+            .collect();
+        NewDeltas {
+            names,
+            newest: self.newest,
+            listed: self.listed,
+        }
+    }
+
+    /// The chunks those deltas put. A delta that cannot be read or decoded
+    /// (one a merge has folded and deleted meanwhile) is left out: this is
+    /// a report, and the index is derived data.
     pub fn fingerprints(&self, backend: &dyn Backend) -> Result<FpSet> {
         let mut theirs = FpSet::default();
         // A window of parallel reads at a time: on object storage each
@@ -108,4 +136,29 @@ fn deltas_of(listing: Vec<String>) -> BTreeSet<String> {
         .into_iter()
         .filter(|k| object_names::parse_index_delta(k).is_some())
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::object_names::index_delta;
+
+    #[test]
+    fn missed_deltas_are_the_numbers_below_ours_that_no_listing_named() {
+        let at_open = DeltasAtOpen {
+            names: [index_delta(3, 1), index_delta(3, 2)].into(),
+        };
+        let since = NewDeltas {
+            names: vec![index_delta(3, 3)],
+            newest: Some(3),
+            listed: 3,
+        };
+        // This backup wrote delta 4 mid-way and delta 7 at its commit.
+        let missed = since.missed(&at_open, &[(3, 4), (3, 7)]);
+        assert_eq!(missed.names, vec![index_delta(3, 5), index_delta(3, 6)]);
+        // No delta of its own (it ran alone and merged): nothing missed.
+        assert!(since.missed(&at_open, &[]).is_empty());
+        // Its own delta right after the listed ones: nothing missed.
+        assert!(since.missed(&at_open, &[(3, 4)]).is_empty());
+    }
 }

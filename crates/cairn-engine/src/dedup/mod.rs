@@ -324,6 +324,17 @@ impl Dedup {
             .commit(backend, update, covered, fp_width, page_size)
     }
 
+    /// Whether other writers may commit beside this backup's index handle.
+    pub fn beside_other_writers(&self) -> bool {
+        self.state.lock().index.is_beside_other_writers()
+    }
+
+    /// The index deltas this backup's commits wrote, in order, as
+    /// (generation, number).
+    pub fn written_deltas(&self) -> Vec<(u64, u32)> {
+        self.state.lock().index.written_deltas()
+    }
+
     /// Entries of the paged on-disk index.
     pub fn indexed_entries(&self) -> u64 {
         self.state.lock().index.entry_count()

@@ -121,6 +121,8 @@ pub struct DiskIndex {
     /// Other writers were in flight at the open: a delta lists the numbers
     /// taken before its first create ([`DiskIndex::expect_other_commits`]).
     others_in_flight: std::sync::atomic::AtomicBool,
+    /// The deltas this handle wrote, in order: (generation, number).
+    written_deltas: parking_lot::Mutex<Vec<(u64, u32)>>,
     /// Tests: a merge stops (as if killed) after deleting this many of the
     /// deltas it folded.
     #[cfg(test)]
@@ -203,6 +205,7 @@ impl DiskIndex {
             never_merge: std::sync::atomic::AtomicBool::new(false),
             merge_next: std::sync::atomic::AtomicBool::new(false),
             others_in_flight: std::sync::atomic::AtomicBool::new(false),
+            written_deltas: parking_lot::Mutex::new(Vec::new()),
             #[cfg(test)]
             stop_after_deletes: std::sync::atomic::AtomicUsize::new(usize::MAX),
         })
@@ -708,6 +711,19 @@ impl DiskIndex {
             .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// Whether commits only add deltas because other writers may commit
+    /// beside this handle ([`DiskIndex::beside_other_writers`]).
+    pub fn is_beside_other_writers(&self) -> bool {
+        self.never_merge.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The deltas this handle wrote, in order, as (generation, number):
+    /// every number below one in its generation was taken when it was
+    /// created.
+    pub fn written_deltas(&self) -> Vec<(u64, u32)> {
+        self.written_deltas.lock().clone()
+    }
+
     /// Other writers had containers in flight when this handle opened, so
     /// they will most likely have committed deltas before this one does:
     /// its delta lists `index/` first and takes the next free number (one
@@ -852,6 +868,7 @@ impl DiskIndex {
             }
         }
         let seq = delta.seq;
+        self.written_deltas.lock().push((cur.generation, seq));
         // The overlay is changed in place when nothing but this handle and
         // the memo hold it (a reader's copy makes `make_mut` clone it), so
         // the index's largest structure is not held twice at each commit.

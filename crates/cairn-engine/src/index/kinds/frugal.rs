@@ -143,6 +143,14 @@ impl FingerprintIndex for FrugalKind {
         self.disk.expect_other_commits();
     }
 
+    fn is_beside_other_writers(&self) -> bool {
+        self.disk.is_beside_other_writers()
+    }
+
+    fn written_deltas(&self) -> Vec<(u64, u32)> {
+        self.disk.written_deltas()
+    }
+
     fn ram_bytes(&self) -> u64 {
         let ram = self.frugal.ram();
         (ram.table_slot_bytes + ram.stash_bytes) as u64

@@ -89,6 +89,18 @@ pub trait FingerprintIndex: Send {
     /// (`DiskIndex::expect_other_commits`).
     fn expect_other_commits(&self) {}
 
+    /// Whether other writers may commit beside this handle
+    /// (`DiskIndex::is_beside_other_writers`).
+    fn is_beside_other_writers(&self) -> bool {
+        false
+    }
+
+    /// The index deltas this handle's commits wrote, in order, as
+    /// (generation, number) (`DiskIndex::written_deltas`).
+    fn written_deltas(&self) -> Vec<(u64, u32)> {
+        Vec::new()
+    }
+
     /// Lookup RAM (filter or table), bytes.
     fn ram_bytes(&self) -> u64;
 

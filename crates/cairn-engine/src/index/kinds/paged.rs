@@ -230,6 +230,14 @@ impl FingerprintIndex for PagedIndex {
         self.disk.expect_other_commits();
     }
 
+    fn is_beside_other_writers(&self) -> bool {
+        self.disk.is_beside_other_writers()
+    }
+
+    fn written_deltas(&self) -> Vec<(u64, u32)> {
+        self.disk.written_deltas()
+    }
+
     fn ram_bytes(&self) -> u64 {
         self.summary.ram_bytes()
     }
