@@ -148,7 +148,7 @@ impl Drop for IndexView {
 /// A placement's view for one restore.
 enum Locate<'a> {
     Map(&'a FpMap<ContainerId>),
-    Index(DiskIndex),
+    Index(Box<DiskIndex>),
 }
 
 impl Locate<'_> {
@@ -227,13 +227,13 @@ pub fn simulate(
 ) -> Result<RestoreResult> {
     let place = match placement {
         Frozen::Map(m) => Locate::Map(&m.place),
-        Frozen::Index(view) => Locate::Index(
+        Frozen::Index(view) => Locate::Index(Box::new(
             DiskIndex::open(
                 Arc::new(view.backend.clone()),
                 Arc::new(Counters::default()),
             )?
             .with_page_cache(INDEX_PAGE_CACHE_BYTES),
-        ),
+        )),
     };
     // The real restore's policy (`read::policy`), over metadata only: a
     // read is charged to the device model. Plans span files and close by
