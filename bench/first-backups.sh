@@ -53,8 +53,7 @@ for r in $(seq 1 "$ROUNDS"); do
         run=$((run + 1))
         repo="s3:$ENDPOINT/bench/first-$run"
         rm -rf "$WORK/cache" "$WORK/time" && mkdir -p "$WORK/time"
-        "$b" --repo "$repo" init -q
-        "$b" --repo "$repo" --cache-dir "$WORK/cache/seed" backup -q --host seed "$WORK/seed"
+        seeded "$b" "$repo"
         pids=()
         t0=$EPOCHREALTIME
         for k in $(seq 1 "$N"); do

@@ -1,4 +1,5 @@
-# Sourced by many-writers.sh and first-backups.sh: the hosts' trees.
+# Sourced by many-writers.sh and first-backups.sh: the hosts' trees, and
+# the seeded repositories they are backed up into.
 # host_trees N MIB SHARED_MIB makes $WORK/trees/host1..N, each MIB MiB of
 # random bytes in files of TREE_FILE_MIB (4) MiB (the last of a directory smaller):
 # SHARED_MIB of it the same files on every host (shared/), the rest its
@@ -27,4 +28,10 @@ host_trees() { # N MIB SHARED_MIB
     done
     rm -rf "$WORK/base" && mkfiles "$WORK/seed" 1
     cat "$WORK"/trees/*/*/* >/dev/null
+}
+
+seeded() { # CAIRN REPO: a fresh repository and its backup of $WORK/seed
+    # (a repository's first backup runs alone and writes the index file)
+    "$1" --repo "$2" init -q
+    "$1" --repo "$2" --cache-dir "$WORK/cache/seed" backup -q --host seed "$WORK/seed"
 }

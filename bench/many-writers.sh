@@ -222,8 +222,7 @@ calibrate() {
         echo "== $1: ceiling, host 1 alone ($i of $CEIL_RUNS)" >&2
         use_store "$1" "ceil$i"
         rm -rf "$WORK/cache" "$WORK/log" && mkdir -p "$WORK/log"
-        "$CAIRN" --repo "$repo" init -q
-        "$CAIRN" --repo "$repo" --cache-dir "$WORK/cache/seed" backup -q --host seed "$WORK/seed"
+        seeded "$CAIRN" "$repo"
         c0=$(ticks)
         bk "$repo" host1 "$WORK/log/c1" --json
         c1=$(ticks)
@@ -248,9 +247,8 @@ for store in $STORES; do
         [ -n "$first" ] || first=$n
         rm -rf "$WORK/cache" "$WORK/log" && mkdir -p "$WORK/log"
         use_store "$store" "$n"
-        "$CAIRN" --repo "$repo" init -q
         echo "== $store, N=$n: seed backup" >&2
-        "$CAIRN" --repo "$repo" --cache-dir "$WORK/cache/seed" backup -q --host seed "$WORK/seed"
+        seeded "$CAIRN" "$repo"
 
         # A: every host's first backup, all at once.
         echo "== $store, N=$n: phase A (first backups)" >&2
@@ -285,8 +283,7 @@ for store in $STORES; do
             for k in $(seq 1 "$n"); do
                 use_store "$store" "$n-i$k"
                 irepos+=("$repo")
-                "$CAIRN" --repo "$repo" init -q
-                "$CAIRN" --repo "$repo" --cache-dir "$WORK/cache/seed" backup -q --host seed "$WORK/seed"
+                seeded "$CAIRN" "$repo"
             done
             all_at_once i "$n" "${irepos[@]}"
             read -r _ ibytes _ _ < <(jstats "$WORK"/log/i*.out)
@@ -301,7 +298,10 @@ for store in $STORES; do
             }' >>"$I" 2>>"$V"
             cat "$WORK"/log/i*.err >>"$WORK/errors" 2>/dev/null || true
             # Their space back (a Garage cluster keeps them until it is torn down).
-            for k in $(seq 1 "$n"); do use_store "$store" "$n-i$k" && [ -n "$dir" ] && rm -rf "$dir"; done
+            for k in $(seq 1 "$n"); do
+                use_store "$store" "$n-i$k"
+                if [ -n "$dir" ]; then rm -rf "$dir"; fi
+            done
             use_store "$store" "$n"
         fi
 

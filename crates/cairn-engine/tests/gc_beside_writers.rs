@@ -173,8 +173,6 @@ fn a_backup_counts_the_chunks_another_stored_meanwhile() {
     assert_check_clean(&repo);
 }
 
-/// A backup as `cairn backup` runs it: the writer lock shared with other
-/// backups and with collections.
 /// Where two writers' commits meet (`Meeting`): how many have reached
 /// their first container write, whether the lister has listed `index/`
 /// for its commit, and whether the other has created its delta.
@@ -300,6 +298,8 @@ fn commits_at_the_same_moment_count_what_both_stored_once() {
     assert_check_clean(&repo);
 }
 
+/// A backup as `cairn backup` runs it: the writer lock shared with other
+/// backups and with collections.
 fn backup_beside(repo: &Repository, path: &std::path::Path) -> Result<String> {
     let lock = repo.lock_backup(false)?;
     assert!(lock.is_shared());

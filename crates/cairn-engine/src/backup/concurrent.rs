@@ -63,18 +63,14 @@ impl NewDeltas {
     /// before its own delta: a commit at the same moment, which the
     /// listing alone would miss (docs/concurrency.md, "Reconciliation").
     pub fn missed(&self, at_open: &DeltasAtOpen, written: &[(u64, u32)]) -> NewDeltas {
-        let Some(&(generation, last)) = written.last() else {
-            return NewDeltas {
-                names: Vec::new(),
-                newest: self.newest,
-                listed: self.listed,
-            };
+        let names = match written.last() {
+            None => Vec::new(),
+            Some(&(generation, last)) => (1..last)
+                .filter(|k| !written.contains(&(generation, *k)))
+                .map(|k| object_names::index_delta(generation, k))
+                .filter(|name| !at_open.names.contains(name) && !self.names.contains(name))
+                .collect(),
         };
-        let names = (1..last)
-            .filter(|k| !written.contains(&(generation, *k)))
-            .map(|k| object_names::index_delta(generation, k))
-            .filter(|name| !at_open.names.contains(name) && !self.names.contains(name))
-            .collect();
         NewDeltas {
             names,
             newest: self.newest,
