@@ -9,6 +9,9 @@
 //!
 //! For corruption tests, [`MemBackend::tamper`] edits a stored object in place
 //! (which no real writer may do).
+//!
+//! It also keeps local notes (`Backend::read_local_note`) in memory, shared
+//! by clones, as a local cache would beside a remote repository.
 
 use crate::{truncated, validate_key, validate_lock_name, validate_prefix};
 use cairn_core::{Backend, Error, LockGuard, LockMode, Result};
@@ -22,6 +25,10 @@ struct Inner {
     objects: RwLock<BTreeMap<String, Arc<Vec<u8>>>>,
     locks: Mutex<HashMap<String, LockState>>,
     released: Condvar,
+    /// Local notes, as the local cache keeps them beside a remote
+    /// repository (`Backend::read_local_note`): kept here so that every
+    /// test of the engine on this backend runs the paths that use them.
+    notes: Mutex<HashMap<String, Vec<u8>>>,
 }
 
 /// How a named lock is held: by `readers` shared holders, or by one writer.
@@ -128,6 +135,14 @@ impl LockGuard for MemLock {}
 impl Backend for MemBackend {
     fn read(&self, key: &str) -> Result<Vec<u8>> {
         Ok(self.get(key)?.as_ref().clone())
+    }
+
+    fn read_local_note(&self, name: &str) -> Option<Vec<u8>> {
+        self.inner.notes.lock().get(name).cloned()
+    }
+
+    fn write_local_note(&self, name: &str, bytes: &[u8]) {
+        self.inner.notes.lock().insert(name.into(), bytes.to_vec());
     }
 
     fn read_at(&self, key: &str, offset: u64, len: usize) -> Result<Vec<u8>> {

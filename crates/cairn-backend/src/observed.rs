@@ -58,7 +58,8 @@ impl<B: Backend, O: IoObserver> ObservedBackend<B, O> {
 
 impl<B: Backend, O: IoObserver> Backend for ObservedBackend<B, O> {
     cairn_core::delegate_backend!(
-        inner: list, lock, clean_temporaries, describe, write_parallelism, read_parallelism
+        inner: list, lock, clean_temporaries, describe, write_parallelism, read_parallelism,
+        local_notes
     );
 
     fn read(&self, key: &str) -> Result<Vec<u8>> {

@@ -249,6 +249,19 @@ pub trait Backend: Send + Sync {
     fn create_streamed(&self, _key: &str) -> Result<Option<Box<dyn StreamedObject + '_>>> {
         Ok(None)
     }
+
+    /// A note this host keeps beside its local cache of the repository:
+    /// derived data of its own that the engine can always do without and
+    /// rebuild (the parent check's record, `backup/parent_held.rs`), never
+    /// an object of the store. `None`: no local cache, no such note, or a
+    /// damaged one. A sealing layer opens what it sealed.
+    fn read_local_note(&self, _name: &str) -> Option<Vec<u8>> {
+        None
+    }
+
+    /// Keeps a local note (see [`Backend::read_local_note`]), best effort:
+    /// without a local cache, or when the disk refuses, it is dropped.
+    fn write_local_note(&self, _name: &str, _bytes: &[u8]) {}
 }
 
 macro_rules! forward_backend {
@@ -346,6 +359,12 @@ macro_rules! forward_backend {
             }
             fn stored_size(&self, key: &str) -> Result<u64> {
                 (**self).stored_size(key)
+            }
+            fn read_local_note(&self, name: &str) -> Option<Vec<u8>> {
+                (**self).read_local_note(name)
+            }
+            fn write_local_note(&self, name: &str, bytes: &[u8]) {
+                (**self).write_local_note(name, bytes)
             }
         }
     };
@@ -547,6 +566,14 @@ macro_rules! delegate_backend {
     (@one $f:ident stored_size) => {
         fn stored_size(&self, key: &str) -> $crate::Result<u64> {
             self.$f.stored_size(key)
+        }
+    };
+    (@one $f:ident local_notes) => {
+        fn read_local_note(&self, name: &str) -> Option<Vec<u8>> {
+            self.$f.read_local_note(name)
+        }
+        fn write_local_note(&self, name: &str, bytes: &[u8]) {
+            self.$f.write_local_note(name, bytes)
         }
     };
 }

@@ -37,7 +37,7 @@ impl CountsCalls {
 
 impl Backend for CountsCalls {
     cairn_core::delegate_backend!(
-        inner: write_atomic, create_new, delete, exists, list, lock, describe
+        inner: write_atomic, create_new, delete, exists, list, lock, describe, local_notes
     );
 
     fn size(&self, key: &str) -> Result<u64> {

@@ -205,7 +205,7 @@ impl Backend for ListingMemo {
     cairn_core::delegate_backend!(
         inner: exists, read_at_into, read_at_slice, prefetch, read_run, read_salvaging, describe, write_parallelism,
         read_parallelism,
-        naming_key, stored_size
+        naming_key, stored_size, local_notes
     );
 
     fn read(&self, key: &str) -> Result<Vec<u8>> {

@@ -34,6 +34,12 @@
 //! open that follows instead of a second request, and never after a lock
 //! is taken, so a writer always re-reads it from the store.
 //!
+//! **Local notes** (`local-notes/<name>`, [`Backend::read_local_note`]):
+//! derived data of this host's own that the engine keeps between runs
+//! (the parent check's record, `backup/parent_held.rs`), in the same
+//! entries, sealed by the layer above in an encrypted repository. No
+//! object of the store is named so, and nothing reads a note as one.
+//!
 //! **Safe to delete**, whole or in part: a missing entry is a miss. Each
 //! entry carries a BLAKE3 hash of itself, checked on every read; a damaged
 //! or truncated entry is removed and read from the store again. Writing
@@ -91,6 +97,12 @@ fn entry_of(key: &str, data: &[u8]) -> Option<Entry> {
         start,
         bytes: data[start as usize..].to_vec(),
     })
+}
+
+/// Where a local note is kept: a directory no object of the store is
+/// named under, so a note never stands for an object.
+fn note_key(name: &str) -> String {
+    format!("local-notes/{name}")
 }
 
 fn kept(key: &str) -> Kept {
@@ -405,6 +417,19 @@ impl Backend for LocalCache {
         inner: read_salvaging, exists, clean_temporaries, describe,
         write_parallelism, read_parallelism, naming_key, stored_size
     );
+
+    fn read_local_note(&self, name: &str) -> Option<Vec<u8>> {
+        self.load(&note_key(name)).map(|e| e.bytes)
+    }
+
+    fn write_local_note(&self, name: &str, bytes: &[u8]) {
+        let entry = Entry {
+            size: bytes.len() as u64,
+            start: 0,
+            bytes: bytes.to_vec(),
+        };
+        self.store(&note_key(name), &entry);
+    }
 
     fn lock(&self, name: &str, mode: LockMode, wait: bool) -> Result<Box<dyn LockGuard>> {
         self.config_read_at_wrap.lock().take();

@@ -423,6 +423,28 @@ impl Backend for SealedBackend {
     fn naming_key(&self) -> Option<&[u8; 32]> {
         Some(self.keys.naming_key())
     }
+
+    /// Sealed like an object, under a name no object of the store has: the
+    /// local cache keeps a note as it keeps the store's objects, sealed.
+    fn read_local_note(&self, name: &str) -> Option<Vec<u8>> {
+        let sealed = self.inner.read_local_note(name)?;
+        self.open_whole(&local_note_name(name), sealed).ok()
+    }
+
+    fn write_local_note(&self, name: &str, bytes: &[u8]) {
+        let mut sealed = Vec::new();
+        if self
+            .seal_into(&local_note_name(name), bytes, &mut sealed)
+            .is_ok()
+        {
+            self.inner.write_local_note(name, &sealed);
+        }
+    }
+}
+
+/// The name a local note is sealed under (its blocks' associated data).
+fn local_note_name(name: &str) -> String {
+    format!("local-note/{name}")
 }
 
 #[cfg(test)]

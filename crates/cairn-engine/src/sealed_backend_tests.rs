@@ -333,3 +333,28 @@ fn a_write_beside_another_gives_its_sealed_bytes_away() {
         assert_eq!(b.read(key).unwrap(), d);
     }
 }
+
+/// A local note is sealed like an object under a name of its own: the
+/// store below holds ciphertext, and a note changed there reads as none.
+#[test]
+fn local_notes_are_sealed_and_authenticated() {
+    for algorithm in Algorithm::ALL {
+        let (raw, b) = backends(algorithm);
+        let note = data(3 * BLOCK + 5);
+        b.write_local_note("n", &note);
+        assert_eq!(b.read_local_note("n"), Some(note.clone()));
+        let sealed = raw.read_local_note("n").unwrap();
+        assert_eq!(sealed.len(), note.len() + 4 * OVERHEAD);
+        assert!(!sealed
+            .windows(64)
+            .any(|w| note.windows(64).next() == Some(w)));
+        // Not readable as another note, nor once changed.
+        raw.write_local_note("m", &sealed);
+        assert_eq!(b.read_local_note("m"), None);
+        let mut changed = sealed;
+        changed[9] ^= 1;
+        raw.write_local_note("n", &changed);
+        assert_eq!(b.read_local_note("n"), None);
+        assert_eq!(b.read_local_note("absent"), None);
+    }
+}

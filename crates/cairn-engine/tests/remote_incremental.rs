@@ -111,3 +111,68 @@ fn the_config_is_read_once_to_open_and_again_under_the_writer_lock() {
     assert_eq!(config_reads(), 2, "the writer's read under its lock");
     assert_restores(&repo, &done.snapshot_id, &src);
 }
+
+/// The parent check's record (`backup/parent_held.rs`), kept as a local
+/// note beside the cache: the backup after the one that made it reads no
+/// recipe of an unchanged file, and a container that has gone sends the
+/// files it held back to the full check, which finds the loss and reads
+/// them again, so the snapshot still restores whole.
+#[test]
+fn the_parent_check_record_spares_recipes_until_a_container_goes() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    let mut rng = Rng(12);
+    for i in 0..6 {
+        let bytes: Vec<u8> = (0..256 << 10).map(|_| rng.next() as u8).collect();
+        std::fs::write(src.join(format!("f{i}")), bytes).unwrap();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(60));
+    let mem = Arc::new(MemBackend::new());
+    drop(Repository::init(mem.clone(), tiny_config()).unwrap());
+    // Reads as the engine asks for them, above the cache.
+    let reads = Reads::default();
+    let cached = LocalCache::wrap(mem.clone(), &dir.path().join("cache")).unwrap();
+    let observed: ObservedBackend<_, Reads> = ObservedBackend::new(cached, reads.clone());
+    let repo = Repository::open(Arc::new(observed)).unwrap();
+    let with_parent = || BackupOptions {
+        parent: ParentChoice::Latest,
+        ..Default::default()
+    };
+    let container_reads = || {
+        let n = reads
+            .0
+            .lock()
+            .iter()
+            .filter(|k| k.starts_with("containers/"))
+            .count();
+        reads.0.lock().clear();
+        n
+    };
+    backup_opts(&repo, &src, with_parent()).unwrap();
+    container_reads();
+    // The full check: every file's recipe is read.
+    let checked = backup_opts(&repo, &src, with_parent()).unwrap();
+    assert_eq!(checked.record.stats.files_unmodified, 6);
+    let full = container_reads();
+    // The record answers for every file: what is read is the parent's
+    // listing.
+    let spared = backup_opts(&repo, &src, with_parent()).unwrap();
+    assert_eq!(spared.record.stats.files_unmodified, 6);
+    let with_record = container_reads();
+    eprintln!("container reads: {full} with the full check, {with_record} with the record");
+    assert!(with_record * 4 < full, "{with_record} against {full}");
+    assert_restores(&repo, &spared.snapshot_id, &src);
+
+    // A container lost from the store: what it held is stored again.
+    let lost = mem.list("containers/").unwrap().into_iter().nth(3).unwrap();
+    mem.delete(&lost).unwrap();
+    let after = backup_opts(&repo, &src, with_parent()).unwrap();
+    assert_eq!(after.record.stats.files_changed, 1, "{lost} held one file");
+    assert!(
+        after.counters.chunks_written > 0,
+        "the lost container's chunks were stored again"
+    );
+    assert!(after.notices.iter().any(|n| n.contains("missing")));
+    assert_restores(&repo, &after.snapshot_id, &src);
+}

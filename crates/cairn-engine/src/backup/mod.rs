@@ -23,6 +23,7 @@ pub mod file_content;
 mod layout;
 mod listings;
 pub mod parent;
+mod parent_held;
 mod read_ahead;
 pub mod rewrite;
 pub mod select;
@@ -264,6 +265,9 @@ pub fn backup(repo: &Repository, lock: &WriteLock, opts: BackupOptions) -> Resul
     let phases = phase_report(&shared, &run, open_seconds);
     let record = snapshot_record(&shared, &run, &opts, root, covered, counters, &phases);
     let snapshot_id = session.commit(&record)?;
+    if let Some(held) = &run.parent_held {
+        held.save(&**repo.backend());
+    }
 
     let mut notices = run.notices.into_inner();
     if let Some(har) = &shared.har {
@@ -544,6 +548,9 @@ struct RunState {
     /// and the source's entry in it.
     parent_id: Option<String>,
     parent_trees: Mutex<std::collections::HashMap<usize, (parent::ParentTree, DirEntry)>>,
+    /// Where the parent check found this host's files before, shared by
+    /// every source's tree; `None` without a parent.
+    parent_held: Option<Arc<parent_held::ParentHeld>>,
     files: Mutex<walker::FileCounts>,
     changed_while_read: Mutex<Vec<String>>,
 }
@@ -578,6 +585,7 @@ impl RunState {
             exclude,
             started,
             parent_id: None,
+            parent_held: None,
             parent_trees: Mutex::new(Default::default()),
             files: Mutex::new(Default::default()),
             changed_while_read: Mutex::new(Vec::new()),
@@ -612,6 +620,8 @@ impl RunState {
         };
         // Shared by every source's tree.
         let present = Arc::new(present);
+        let held = Arc::new(parent_held::ParentHeld::load(&**repo.backend(), &host));
+        self.parent_held = Some(held.clone());
         let mut trees = self.parent_trees.lock();
         let places = layout::place(&opts.sources)?;
         for (i, (source, place)) in opts.sources.iter().zip(places).enumerate() {
@@ -624,7 +634,7 @@ impl RunState {
                 continue;
             };
             // A source below the top is found through the directories above it.
-            let mut tree = parent::ParentTree::new(repo, present.clone(), p.trust)?;
+            let mut tree = parent::ParentTree::new(repo, present.clone(), held.clone(), p.trust)?;
             let mut at = Some(first);
             for name in place.iter().skip(1) {
                 at = at.and_then(|d| tree.children(d).remove(name));

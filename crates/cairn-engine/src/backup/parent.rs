@@ -36,6 +36,7 @@ use cairn_core::{ContainerId, Error, Result};
 use cairn_format::dir::{BlobRef, DirEntry, EntryKind};
 
 use super::events::EntryMeta;
+use super::parent_held::ParentHeld;
 use crate::catalog;
 use crate::read::{CacheOptions, Reader};
 use crate::Repository;
@@ -205,6 +206,8 @@ pub(crate) struct ParentTree {
     reader: Reader,
     /// Containers present when the backup started.
     present: Arc<HashSet<ContainerId>>,
+    /// Where this host found its files' chunks before (`parent_held.rs`).
+    held: Arc<ParentHeld>,
     pub trust: Trust,
 }
 
@@ -212,30 +215,47 @@ impl ParentTree {
     pub fn new(
         repo: &Repository,
         present: Arc<HashSet<ContainerId>>,
+        held: Arc<ParentHeld>,
         trust: Trust,
     ) -> Result<Self> {
         Ok(ParentTree {
             reader: Reader::open(repo, CacheOptions::default())?,
             present,
+            held,
             trust,
         })
     }
 
-    /// Whether every chunk of `content` is in a container that is present:
-    /// content whose container was lost is read and stored again instead of
-    /// carried into the new snapshot (its recipe is read, never its data).
+    /// Whether every recipe node and chunk of `content` is in a container
+    /// that is present: content whose container was lost is read and
+    /// stored again instead of carried into the new snapshot (its recipe is
+    /// read, never its data). Content of several chunks whose containers
+    /// this host recorded, all still present, is not looked at again
+    /// (`parent_held.rs`).
     pub fn stored(&mut self, content: &cairn_format::dir::BlobRef) -> bool {
-        let mut leaves = Vec::new();
-        let listed = self.reader.for_each_leaf(content, &mut |fp| {
-            leaves.push(*fp);
-            Ok(())
-        });
-        listed.is_ok()
-            && leaves.iter().all(|fp| {
-                self.reader
-                    .locate(fp)
-                    .is_ok_and(|c| self.present.contains(&c))
-            })
+        let recorded = content.level > 0;
+        if recorded && self.held.holds(&content.root, &self.present) {
+            return true;
+        }
+        let (mut nodes, mut leaves) = (Vec::new(), Vec::new());
+        if self
+            .reader
+            .recipe_fingerprints(content, &mut nodes, &mut leaves)
+            .is_err()
+        {
+            return false;
+        }
+        let mut containers = Vec::with_capacity(nodes.len() + leaves.len());
+        for fp in nodes.iter().chain(&leaves) {
+            match self.reader.locate(fp) {
+                Ok(c) if self.present.contains(&c) => containers.push(c),
+                _ => return false,
+            }
+        }
+        if recorded {
+            self.held.record(content.root, containers);
+        }
+        true
     }
 
     /// The entries of parent directory `dir`, by name; empty (everything

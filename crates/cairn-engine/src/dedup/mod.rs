@@ -184,13 +184,16 @@ impl Dedup {
             held
         } else if st.lost.contains_key(&id) {
             false
+        } else if !st.present.contains(&id) {
+            // Not listed at open nor sealed since: every container the index
+            // names was sealed before its delta, so before the listing, and
+            // one missing from it was deleted. Asked before its metadata is
+            // read, since a local cache may still serve the tail of a
+            // container the store has lost.
+            st.lost.insert(id, "missing".into());
+            false
         } else if !self.use_cache {
-            if st.present.contains(&id) {
-                true
-            } else {
-                st.lost.insert(id, "missing".into());
-                false
-            }
+            true
         } else if st.cache.contains_container(id) {
             st.cache.container_holds(id, fp)
         } else {

@@ -353,6 +353,23 @@ impl Reader {
         r
     }
 
+    /// The fingerprints of a blob's recipe nodes (`nodes`) and data chunks
+    /// (`leaves`), the nodes read and checked as [`Reader::for_each_leaf`]
+    /// reads them, the chunks not read.
+    pub(crate) fn recipe_fingerprints(
+        &mut self,
+        blob: &BlobRef,
+        nodes: &mut Vec<cairn_core::Fingerprint>,
+        leaves: &mut Vec<cairn_core::Fingerprint>,
+    ) -> Result<()> {
+        let mut steps = std::mem::take(&mut self.steps);
+        steps.clear();
+        let r = plan::plan_blob_and_nodes(&self.store, self.meta.as_mut(), blob, &mut steps, nodes);
+        leaves.extend(steps.iter().map(|s| s.fp));
+        self.steps = steps;
+        r
+    }
+
     /// A blob's data chunks in order with their sizes, as a restore plans
     /// them (recipe nodes read and checked), without reading the chunks.
     pub fn plan_steps(&mut self, blob: &BlobRef, out: &mut Vec<PlanStep>) -> Result<()> {

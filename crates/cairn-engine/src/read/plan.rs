@@ -36,6 +36,30 @@ pub fn plan_blob(
         buf: Vec::new(),
         offset: 0,
         out,
+        seen_nodes: None,
+    };
+    w.node(blob.root, blob.level, blob.size)
+}
+
+/// [`plan_blob`], also handing over the fingerprints of the recipe's tree
+/// nodes, in the order they were read.
+pub fn plan_blob_and_nodes(
+    store: &ChunkStore,
+    nodes: &mut dyn RestoreCache,
+    blob: &BlobRef,
+    out: &mut Vec<PlanStep>,
+    seen_nodes: &mut Vec<Fingerprint>,
+) -> Result<()> {
+    if blob.level == 0 {
+        return plan_blob(store, nodes, blob, out);
+    }
+    let mut w = Walk {
+        store,
+        nodes,
+        buf: Vec::new(),
+        offset: 0,
+        out,
+        seen_nodes: Some(seen_nodes),
     };
     w.node(blob.root, blob.level, blob.size)
 }
@@ -46,11 +70,15 @@ struct Walk<'a> {
     buf: Vec<u8>,
     offset: u64,
     out: &'a mut Vec<PlanStep>,
+    seen_nodes: Option<&'a mut Vec<Fingerprint>>,
 }
 
 impl Walk<'_> {
     fn node(&mut self, fp: Fingerprint, level: u8, size: u64) -> Result<()> {
         self.nodes.read_chunk(&fp, self.store, &mut self.buf)?;
+        if let Some(seen) = self.seen_nodes.as_mut() {
+            seen.push(fp);
+        }
         let node = decode_tree_node(&self.buf, self.store.fp_width())?;
         if node.level != level {
             return Err(Error::corrupt(
