@@ -22,6 +22,28 @@ pub fn plan_blob(
     blob: &BlobRef,
     out: &mut Vec<PlanStep>,
 ) -> Result<()> {
+    plan(store, nodes, blob, out, None)
+}
+
+/// [`plan_blob`], also handing over the fingerprints of the recipe's tree
+/// nodes, in the order they were read.
+pub fn plan_blob_and_nodes(
+    store: &ChunkStore,
+    nodes: &mut dyn RestoreCache,
+    blob: &BlobRef,
+    out: &mut Vec<PlanStep>,
+    seen_nodes: &mut Vec<Fingerprint>,
+) -> Result<()> {
+    plan(store, nodes, blob, out, Some(seen_nodes))
+}
+
+fn plan(
+    store: &ChunkStore,
+    nodes: &mut dyn RestoreCache,
+    blob: &BlobRef,
+    out: &mut Vec<PlanStep>,
+    seen_nodes: Option<&mut Vec<Fingerprint>>,
+) -> Result<()> {
     if blob.level == 0 {
         out.push(PlanStep {
             fp: blob.root,
@@ -36,30 +58,7 @@ pub fn plan_blob(
         buf: Vec::new(),
         offset: 0,
         out,
-        seen_nodes: None,
-    };
-    w.node(blob.root, blob.level, blob.size)
-}
-
-/// [`plan_blob`], also handing over the fingerprints of the recipe's tree
-/// nodes, in the order they were read.
-pub fn plan_blob_and_nodes(
-    store: &ChunkStore,
-    nodes: &mut dyn RestoreCache,
-    blob: &BlobRef,
-    out: &mut Vec<PlanStep>,
-    seen_nodes: &mut Vec<Fingerprint>,
-) -> Result<()> {
-    if blob.level == 0 {
-        return plan_blob(store, nodes, blob, out);
-    }
-    let mut w = Walk {
-        store,
-        nodes,
-        buf: Vec::new(),
-        offset: 0,
-        out,
-        seen_nodes: Some(seen_nodes),
+        seen_nodes,
     };
     w.node(blob.root, blob.level, blob.size)
 }
