@@ -345,12 +345,7 @@ impl Reader {
         blob: &BlobRef,
         leaf: &mut dyn FnMut(&cairn_core::Fingerprint) -> Result<()>,
     ) -> Result<()> {
-        let mut steps = std::mem::take(&mut self.steps);
-        steps.clear();
-        let r = plan::plan_blob(&self.store, self.meta.as_mut(), blob, &mut steps)
-            .and_then(|()| steps.iter().try_for_each(|s| leaf(&s.fp)));
-        self.steps = steps;
-        r
+        self.for_each_leaf_noting_nodes(blob, None, leaf)
     }
 
     /// The fingerprints of a blob's recipe nodes (`nodes`) and data chunks
@@ -362,10 +357,23 @@ impl Reader {
         nodes: &mut Vec<cairn_core::Fingerprint>,
         leaves: &mut Vec<cairn_core::Fingerprint>,
     ) -> Result<()> {
+        self.for_each_leaf_noting_nodes(blob, Some(nodes), &mut |fp| {
+            leaves.push(*fp);
+            Ok(())
+        })
+    }
+
+    fn for_each_leaf_noting_nodes(
+        &mut self,
+        blob: &BlobRef,
+        nodes: Option<&mut Vec<cairn_core::Fingerprint>>,
+        leaf: &mut dyn FnMut(&cairn_core::Fingerprint) -> Result<()>,
+    ) -> Result<()> {
         let mut steps = std::mem::take(&mut self.steps);
         steps.clear();
-        let r = plan::plan_blob_and_nodes(&self.store, self.meta.as_mut(), blob, &mut steps, nodes);
-        leaves.extend(steps.iter().map(|s| s.fp));
+        let r =
+            plan::plan_blob_noting_nodes(&self.store, self.meta.as_mut(), blob, &mut steps, nodes)
+                .and_then(|()| steps.iter().try_for_each(|s| leaf(&s.fp)));
         self.steps = steps;
         r
     }

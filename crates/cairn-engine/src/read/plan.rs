@@ -22,22 +22,12 @@ pub fn plan_blob(
     blob: &BlobRef,
     out: &mut Vec<PlanStep>,
 ) -> Result<()> {
-    plan(store, nodes, blob, out, None)
+    plan_blob_noting_nodes(store, nodes, blob, out, None)
 }
 
-/// [`plan_blob`], also handing over the fingerprints of the recipe's tree
-/// nodes, in the order they were read.
-pub fn plan_blob_and_nodes(
-    store: &ChunkStore,
-    nodes: &mut dyn RestoreCache,
-    blob: &BlobRef,
-    out: &mut Vec<PlanStep>,
-    seen_nodes: &mut Vec<Fingerprint>,
-) -> Result<()> {
-    plan(store, nodes, blob, out, Some(seen_nodes))
-}
-
-fn plan(
+/// [`plan_blob`], also appending the fingerprints of the recipe's tree
+/// nodes, in the order they were read, to `seen_nodes` when given.
+pub fn plan_blob_noting_nodes(
     store: &ChunkStore,
     nodes: &mut dyn RestoreCache,
     blob: &BlobRef,
