@@ -100,10 +100,12 @@ impl ParentHeld {
     }
 
     /// Writes what this backup used and made as the host's record, best
-    /// effort; nothing when it met no file of several chunks.
+    /// effort; nothing when that is the record it read (a backup of an
+    /// unchanged tree, or one that met no file of several chunks): a cache
+    /// file rewritten costs a file creation, every backup.
     pub fn save(&self, backend: &dyn Backend) {
         let used = self.used.lock();
-        if used.is_empty() && self.known.is_empty() {
+        if *used == self.known {
             return;
         }
         backend.write_local_note(&self.note, &encode(&used));
@@ -221,6 +223,14 @@ mod tests {
         assert!(!second.holds(&fp(3), &present), "never recorded");
         second.save(&store);
         let third = ParentHeld::load(&store, "h");
+        // Unchanged, the record is not written again.
+        assert!(third.holds(&fp(1), &present));
+        store.write_local_note(&note_name("h"), b"left alone");
+        third.save(&store);
+        assert_eq!(
+            store.read_local_note(&note_name("h")).unwrap(),
+            b"left alone"
+        );
         assert_eq!(third.known.len(), 1, "the entry not used is dropped");
         assert_eq!(&*third.known[&fp(1)], &[ContainerId(2), ContainerId(5)]);
 
