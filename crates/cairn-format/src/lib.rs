@@ -12,6 +12,7 @@
 //! | [`snapshot`] | catalog record (JSON in an envelope) | — |
 //! | [`index`] | the on-disk fingerprint index, a paged hash table | DDFS §4 "segment index" |
 //! | [`index_delta`] | what one commit changed in the index (puts, removals) | DDFS §3.2 batched updates |
+//! | [`parent_held`] | the parent check's record, a host's local note | — |
 //!
 //! All integers are little-endian. Every decoder takes untrusted bytes: it
 //! never panics, never allocates from an unchecked length, and reports damage
@@ -31,6 +32,7 @@ pub mod extras;
 pub mod frugal_log;
 pub mod index;
 pub mod index_delta;
+pub mod parent_held;
 pub mod snapshot;
 pub mod summary_vector;
 #[cfg(any(test, feature = "test-support"))]

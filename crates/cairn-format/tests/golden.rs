@@ -24,6 +24,7 @@ use cairn_format::index::{
     IndexEntry, IndexHeader,
 };
 use cairn_format::index_delta::{decode_index_delta, encode_index_delta, IndexDelta};
+use cairn_format::parent_held::{decode_parent_held, encode_parent_held};
 use cairn_format::snapshot::{decode_snapshot, encode_snapshot, SnapshotRecord, SnapshotStats};
 use cairn_format::summary_vector::{
     decode_summary_vector, encode_summary_vector, SummaryVectorCheckpoint,
@@ -660,6 +661,20 @@ fn golden_frugal_log_segment_with_a_removal() {
     assert_eq!(back, records);
 }
 
+/// FORMAT.md "Local notes": the parent check's record, entries sorted.
+#[test]
+fn golden_parent_held() {
+    let ids = [ContainerId(0x2a), ContainerId(0x102)];
+    let entries = [(fp(0x22), &ids[..]), (fp(0x11), &[][..])];
+    assert_bytes(
+        "parent check record",
+        &encode_parent_held(entries.iter().map(|(f, i)| (f, *i))),
+        PARENT_HELD,
+    );
+    let back = decode_parent_held(&parse(PARENT_HELD)).unwrap();
+    assert_eq!(back, vec![(fp(0x11), [].into()), (fp(0x22), ids.into())]);
+}
+
 const ENVELOPE: &str = r#"
     434149524e434647                         # magic "CAIRNCFG"
     01000000                                 # version 1
@@ -1051,4 +1066,15 @@ const DIR_EXTRAS_V2: &str = r#"
     811002                                   # entry 4: dev 2049, nlink 2
     8008                                     # entry 4: tag 128 (extents), length 8
     02802004fcdf0304                         # entry 4: 2 extents: gap 4096 len 4, gap 61436 len 4
+"#;
+
+const PARENT_HELD: &str = r#"
+    434149524e504831                         # magic "CAIRNPH1" (version 1)
+    02000000                                 # entry count 2
+    081111111111111111                       # entry 0: fingerprint width 8, content root 11..11
+    0000                                     # entry 0: container count 0
+    082222222222222222                       # entry 1: fingerprint width 8, content root 22..22
+    0200                                     # entry 1: container count 2
+    2a00000000000000                         # entry 1: container 0x2a
+    0201000000000000                         # entry 1: container 0x102
 "#;

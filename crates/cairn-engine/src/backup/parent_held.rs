@@ -37,19 +37,16 @@
 //! A backup writes the entries it used or made, so the note follows the
 //! host's current tree.
 //!
-//! ```text
-//! note  := "CAIRNPH1" | count u32 | entry*
-//! entry := fp_len u8 | root fingerprint [fp_len] | n u16 | container id u64 × n (ascending)
-//! ```
+//! The note's bytes: `cairn_format::parent_held` (`docs/FORMAT.md`,
+//! "Local notes").
 
 use std::collections::{HashMap, HashSet};
 use std::hash::BuildHasherDefault;
 
 use cairn_core::ids::FpHasher;
 use cairn_core::{Backend, ContainerId, Fingerprint};
+use cairn_format::parent_held::{decode_parent_held, encode_parent_held, MAX_CONTAINERS_PER_ENTRY};
 use parking_lot::Mutex;
-
-const MAGIC: &[u8; 8] = b"CAIRNPH1";
 
 /// The containers each content root's chunks were found in.
 type Held = HashMap<Fingerprint, Box<[ContainerId]>, BuildHasherDefault<FpHasher>>;
@@ -94,7 +91,7 @@ impl ParentHeld {
     pub fn record(&self, root: Fingerprint, mut containers: Vec<ContainerId>) {
         containers.sort_unstable();
         containers.dedup();
-        if containers.len() <= u16::MAX as usize {
+        if containers.len() <= MAX_CONTAINERS_PER_ENTRY {
             self.used.lock().insert(root, containers.into());
         }
     }
@@ -120,52 +117,15 @@ fn note_name(host: &str) -> String {
 }
 
 fn encode(held: &Held) -> Vec<u8> {
-    let mut out = Vec::with_capacity(12 + held.len() * 60);
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&(held.len() as u32).to_le_bytes());
-    for (root, ids) in held {
-        let fp = root.as_bytes();
-        out.push(fp.len() as u8);
-        out.extend_from_slice(fp);
-        out.extend_from_slice(&(ids.len() as u16).to_le_bytes());
-        for id in ids.iter() {
-            out.extend_from_slice(&id.0.to_le_bytes());
-        }
-    }
-    out
+    encode_parent_held(held.iter().map(|(root, ids)| (root, &ids[..])))
 }
 
 /// The record in `b`; `None` if it is not one, whole and exactly.
 fn decode(b: &[u8]) -> Option<Held> {
-    let mut r = Reader(b.strip_prefix(MAGIC.as_slice())?);
-    let count = u32::from_le_bytes(r.take(4)?.try_into().ok()?);
-    let mut held =
-        Held::with_capacity_and_hasher((count as usize).min(b.len() / 4), Default::default());
-    for _ in 0..count {
-        let len = r.take(1)?[0] as usize;
-        let root = Fingerprint::try_from_slice(r.take(len)?)?;
-        let n = u16::from_le_bytes(r.take(2)?.try_into().ok()?) as usize;
-        let ids: Box<[ContainerId]> = r
-            .take(n.checked_mul(8)?)?
-            .chunks_exact(8)
-            .map(|c| ContainerId(u64::from_le_bytes(c.try_into().expect("8 bytes"))))
-            .collect();
-        held.insert(root, ids);
-    }
-    r.0.is_empty().then_some(held)
-}
-
-struct Reader<'a>(&'a [u8]);
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        if self.0.len() < n {
-            return None;
-        }
-        let (head, rest) = self.0.split_at(n);
-        self.0 = rest;
-        Some(head)
-    }
+    let entries = decode_parent_held(b).ok()?;
+    let mut held = Held::with_capacity_and_hasher(entries.len(), Default::default());
+    held.extend(entries);
+    Some(held)
 }
 
 #[cfg(test)]
@@ -175,36 +135,6 @@ mod tests {
 
     fn fp(b: u8) -> Fingerprint {
         Fingerprint::from_slice(&[b; 32])
-    }
-
-    #[test]
-    fn a_record_round_trips_and_rejects_damage() {
-        let mut held = Held::default();
-        held.insert(fp(1), vec![ContainerId(3), ContainerId(9)].into());
-        held.insert(fp(2), vec![].into());
-        let bytes = encode(&held);
-        assert_eq!(decode(&bytes), Some(held));
-        for cut in 0..bytes.len() {
-            assert_eq!(decode(&bytes[..cut]), None, "cut at {cut}");
-        }
-        let mut longer = bytes.clone();
-        longer.push(0);
-        assert_eq!(decode(&longer), None);
-        let mut foreign = bytes;
-        foreign[0] ^= 1;
-        assert_eq!(decode(&foreign), None);
-    }
-
-    #[test]
-    fn the_golden_bytes_of_a_record() {
-        let mut held = Held::default();
-        held.insert(fp(7), vec![ContainerId(0x0102)].into());
-        let mut want = b"CAIRNPH1".to_vec();
-        want.extend([1, 0, 0, 0, 32]);
-        want.extend([7; 32]);
-        want.extend([1, 0]);
-        want.extend([2, 1, 0, 0, 0, 0, 0, 0]);
-        assert_eq!(encode(&held), want);
     }
 
     #[test]

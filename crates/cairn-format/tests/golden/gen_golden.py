@@ -296,5 +296,17 @@ dx.put(hl, "entry 4: dev 2049, nlink 2")
 dx.put(u8(128) + varint(len(ex)), "entry 4: tag 128 (extents), length %d" % len(ex))
 dx.put(ex, "entry 4: 2 extents: gap 4096 len 4, gap 61436 len 4")
 
-for name, o in [("ENVELOPE", env), ("TREE_NODE", tree), ("CONTAINER", ctr), ("DIR", d), ("SNAPSHOT", snap), ("INDEX", idx), ("INDEX_DELTA", dl), ("INDEX_DELTA_V2", d2), ("SUMMARY_VECTOR", sv), ("FRUGAL_LOG", fl), ("FRUGAL_LOG_REMOVAL", fr), ("DIR_EXTRAS", dx)]:
+# The parent check's record (FORMAT.md "Local notes"): entries in ascending
+# fingerprint order, container ids ascending.
+ph = Out()
+ph.put(b"CAIRNPH1", "magic \"CAIRNPH1\" (version 1)")
+ph.put(u32(2), "entry count 2")
+ph.put(u8(8) + FA, "entry 0: fingerprint width 8, content root 11..11")
+ph.put(struct.pack('<H', 0), "entry 0: container count 0")
+ph.put(u8(8) + FB, "entry 1: fingerprint width 8, content root 22..22")
+ph.put(struct.pack('<H', 2), "entry 1: container count 2")
+ph.put(u64(0x2a), "entry 1: container 0x2a")
+ph.put(u64(0x102), "entry 1: container 0x102")
+
+for name, o in [("ENVELOPE", env), ("TREE_NODE", tree), ("CONTAINER", ctr), ("DIR", d), ("SNAPSHOT", snap), ("INDEX", idx), ("INDEX_DELTA", dl), ("INDEX_DELTA_V2", d2), ("SUMMARY_VECTOR", sv), ("FRUGAL_LOG", fl), ("FRUGAL_LOG_REMOVAL", fr), ("DIR_EXTRAS", dx), ("PARENT_HELD", ph)]:
     print("const %s: &str = r#\"\n%s\n\"#;\n" % (name, o.text()))
