@@ -18,6 +18,7 @@
 #
 # Key derivation is cheap (CAIRN_KDF_MEMORY_KIB=8192, one pass) and
 # included. About 5 s a round at N=1. Output: $OUT/first-backups.txt.
+# WORK is removed at the end unless KEEP_WORK=1 (and kept when a run fails).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${N:-1}
@@ -73,3 +74,6 @@ for r in $(seq 1 "$ROUNDS"); do
         }' | tee -a "$report"
     done
 done
+# Kept with KEEP_WORK=1; a failed run above exits first and keeps it.
+cleanup
+[ -n "${KEEP_WORK:-}" ] || rm -rf "$WORK"

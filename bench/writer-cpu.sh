@@ -19,6 +19,7 @@
 #
 # Key derivation is cheap (CAIRN_KDF_MEMORY_KIB=8192, one pass) and
 # included. About a minute a run. Output: $OUT/writer-cpu.txt.
+# WORK is removed at the end unless KEEP_WORK=1 (and kept when a run fails).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${N:-8}
@@ -98,3 +99,6 @@ if grep -v "waiting for" "$WORK/errors" 2>/dev/null | grep -q .; then
     echo "backups failed:" && grep -v "waiting for" "$WORK/errors" | sort | uniq -c | head
     exit 1
 fi
+# Kept with KEEP_WORK=1; a failed run above exits first and keeps it.
+cleanup
+[ -n "${KEEP_WORK:-}" ] || rm -rf "$WORK"

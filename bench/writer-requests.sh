@@ -18,6 +18,7 @@
 #
 # Key derivation is cheap (CAIRN_KDF_MEMORY_KIB=8192, one pass) and
 # included. About 40 s per run. Output: $OUT/writer-requests.txt.
+# WORK is removed at the end unless KEEP_WORK=1 (and kept when a run fails).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${N:-8}
@@ -119,3 +120,5 @@ for _ in $(seq "$ROUNDS"); do
     [ -z "$CAIRN_B" ] || run "$CAIRN_B" "B ($CAIRN_B)"
     run "$CAIRN" "A ($CAIRN)"
 done
+# Kept with KEEP_WORK=1.
+[ -n "${KEEP_WORK:-}" ] || rm -rf "$BASE"
