@@ -63,6 +63,10 @@ impl<'a> Reader<'a> {
         Ok(self.array::<1>(field)?[0])
     }
 
+    pub(crate) fn u16(&mut self, field: &str) -> Result<u16> {
+        self.array(field).map(u16::from_le_bytes)
+    }
+
     pub(crate) fn u32(&mut self, field: &str) -> Result<u32> {
         self.array(field).map(u32::from_le_bytes)
     }

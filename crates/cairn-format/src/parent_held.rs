@@ -76,12 +76,11 @@ pub fn decode_parent_held(b: &[u8]) -> Result<Vec<HeldEntry>> {
         let width = r.u8("fingerprint width")? as usize;
         check_fp_width(WHAT, width)?;
         let root = r.fp(width, "content root")?;
-        let n = u16::from_le_bytes(r.take(2, "container count")?.try_into().expect("2")) as usize;
-        let ids: Box<[ContainerId]> = r
-            .take(n * 8, "container ids")?
-            .chunks_exact(8)
-            .map(|c| ContainerId(u64::from_le_bytes(c.try_into().expect("8 bytes"))))
-            .collect();
+        // At most 65,535 ids: a bounded allocation whatever the bytes say.
+        let n = r.u16("container count")?;
+        let ids = (0..n)
+            .map(|_| r.u64("container id").map(ContainerId))
+            .collect::<Result<Box<[ContainerId]>>>()?;
         if !ids.windows(2).all(|w| w[0] < w[1]) {
             return Err(r.corrupt("container ids not strictly ascending"));
         }
