@@ -122,10 +122,9 @@ fn encode(held: &Held) -> Vec<u8> {
 
 /// The record in `b`; `None` if it is not one, whole and exactly.
 fn decode(b: &[u8]) -> Option<Held> {
-    let entries = decode_parent_held(b).ok()?;
-    let mut held = Held::with_capacity_and_hasher(entries.len(), Default::default());
-    held.extend(entries);
-    Some(held)
+    decode_parent_held(b)
+        .ok()
+        .map(|entries| entries.into_iter().collect())
 }
 
 #[cfg(test)]
