@@ -140,7 +140,7 @@ pub fn repair_index(repo: &Repository, lock: &WriteLock, read_data: bool) -> Res
     let index = DiskIndex::open(backend.clone(), repo.counters.clone())?
         .with_generation_floor(last_generation);
     let cfg = &repo.config.index;
-    let summary = SummaryVector::with_capacity(
+    let mut summary = SummaryVector::with_capacity(
         cfg.expected_chunks.max(entries.len() as u64 * 2),
         cfg.bloom_bits_per_chunk,
     );

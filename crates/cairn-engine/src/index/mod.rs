@@ -192,14 +192,14 @@ fn open_index(
     let mut kind: Box<dyn FingerprintIndex> = match cfg.kind {
         IndexKind::Paged => {
             let (summary, checkpoint_rebuilt) = match checkpoint.take() {
-                Some(sv) => {
+                Some(mut sv) => {
                     // The checkpoint covers the file; its deltas are added.
                     disk.for_each_delta_entry(&mut |e| sv.insert(&e.fp));
                     (sv, false)
                 }
                 None => {
                     // No usable checkpoint: rebuild from the index file itself.
-                    let sv = SummaryVector::with_capacity(
+                    let mut sv = SummaryVector::with_capacity(
                         cfg.expected_chunks.max(indexed * 2),
                         cfg.bloom_bits_per_chunk,
                     );

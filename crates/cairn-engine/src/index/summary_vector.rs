@@ -5,23 +5,26 @@
 //! loading the latest checkpoint and replaying the containers appended since.
 //! cairn writes a checkpoint (object `bloom/<generation>`) right after each
 //! index merge, recording the container mark it covers; the replay is done by
-//! `FingerprintIndex::open`. The filter is the `fastbloom` crate's atomic
-//! variant, so parallel streams insert without a lock.
+//! `FingerprintIndex::open`. The filter is the `fastbloom` crate's plain
+//! variant: every insert happens under the dedup state's lock (or before the
+//! filter is shared), so its bits are set with ordinary stores. The atomic
+//! variant set each bit with a locked read-modify-write, which waits for
+//! every earlier access, so an insert's misses came one after another: its
+//! inserts were 13% of a first backup's replay (issue 35).
 
 use cairn_core::{ContainerId, Fingerprint, Result};
 use cairn_format::summary_vector::{decode_summary_vector, encode_summary_vector_words};
 
-use fastbloom::AtomicBloomFilter;
-use std::sync::atomic::{AtomicU64, Ordering};
+use fastbloom::BloomFilter;
 
 /// Version 2 keys the filter on a hash of the whole fingerprint (version 1 on
 /// its first 8 bytes); a checkpoint of another version is rebuilt from the index.
 pub use cairn_format::summary_vector::SUMMARY_VECTOR_VERSION as BLOOM_VERSION;
 
 pub struct SummaryVector {
-    filter: AtomicBloomFilter,
+    filter: BloomFilter,
     hashes: u32,
-    inserted: AtomicU64,
+    inserted: u64,
 }
 
 /// The Bloom key of a fingerprint: a hash of every byte (not a prefix, so
@@ -44,24 +47,24 @@ impl SummaryVector {
         let bits = (expected.max(1024) * bits_per_chunk as u64).next_multiple_of(64);
         let hashes = optimal_hashes(bits_per_chunk);
         SummaryVector {
-            filter: AtomicBloomFilter::with_num_bits(bits as usize).hashes(hashes),
+            filter: BloomFilter::with_num_bits(bits as usize).hashes(hashes),
             hashes,
-            inserted: AtomicU64::new(0),
+            inserted: 0,
         }
     }
 
     /// An empty filter of the same size and hash count.
     pub fn empty_like(&self) -> Self {
         SummaryVector {
-            filter: AtomicBloomFilter::with_num_bits(self.num_bits() as usize).hashes(self.hashes),
+            filter: BloomFilter::with_num_bits(self.num_bits() as usize).hashes(self.hashes),
             hashes: self.hashes,
-            inserted: AtomicU64::new(0),
+            inserted: 0,
         }
     }
 
-    pub fn insert(&self, fp: &Fingerprint) {
+    pub fn insert(&mut self, fp: &Fingerprint) {
         self.filter.insert_hash(key(fp));
-        self.inserted.fetch_add(1, Ordering::Relaxed);
+        self.inserted += 1;
     }
 
     pub fn contains(&self, fp: &Fingerprint) -> bool {
@@ -70,7 +73,7 @@ impl SummaryVector {
 
     /// Insertions so far (duplicates included).
     pub fn inserted(&self) -> u64 {
-        self.inserted.load(Ordering::Relaxed)
+        self.inserted
     }
 
     pub fn num_bits(&self) -> u64 {
@@ -103,12 +106,12 @@ impl SummaryVector {
     /// Loads a checkpoint; returns the filter and the container mark it covers.
     pub fn from_checkpoint(bytes: &[u8]) -> Result<(Self, ContainerId)> {
         let c = decode_summary_vector(bytes)?;
-        let filter = AtomicBloomFilter::from_vec(c.words).hashes(c.hashes);
+        let filter = BloomFilter::from_vec(c.words).hashes(c.hashes);
         Ok((
             SummaryVector {
                 filter,
                 hashes: c.hashes,
-                inserted: AtomicU64::new(c.inserted),
+                inserted: c.inserted,
             },
             c.covered_below,
         ))
@@ -125,7 +128,7 @@ mod tests {
 
     #[test]
     fn no_false_negatives_and_few_false_positives() {
-        let sv = SummaryVector::with_capacity(10_000, 10);
+        let mut sv = SummaryVector::with_capacity(10_000, 10);
         for i in 0..10_000 {
             sv.insert(&fp(i));
         }
@@ -136,7 +139,7 @@ mod tests {
 
     #[test]
     fn checkpoint_round_trips_and_detects_damage() {
-        let sv = SummaryVector::with_capacity(1000, 10);
+        let mut sv = SummaryVector::with_capacity(1000, 10);
         for i in 0..500 {
             sv.insert(&fp(i));
         }
@@ -153,7 +156,7 @@ mod tests {
 
     #[test]
     fn narrow_fingerprints_spread() {
-        let sv = SummaryVector::with_capacity(10_000, 10);
+        let mut sv = SummaryVector::with_capacity(10_000, 10);
         let narrow = |i: u64| Fingerprint::from_slice(&fp(i).as_bytes()[..6]);
         for i in 0..10_000 {
             sv.insert(&narrow(i));

@@ -123,7 +123,7 @@ fn measure_ddfs(fps: &[Fingerprint], stream: &[(Fingerprint, bool)]) -> Result<M
     let counters = Arc::new(Counters::default());
     let disk = DiskIndex::open(backend, counters.clone())?;
     let t0 = Instant::now();
-    let sv = SummaryVector::with_capacity(n, BLOOM_BITS_PER_CHUNK);
+    let mut sv = SummaryVector::with_capacity(n, BLOOM_BITS_PER_CHUNK);
     let mut entries = Vec::with_capacity(fps.len());
     for (i, f) in fps.iter().enumerate() {
         sv.insert(f);

@@ -85,7 +85,7 @@ impl FingerprintIndex for FrugalKind {
     }
 
     /// New chunks join the table at commit, with their containers.
-    fn note_new(&self, _fp: &Fingerprint) {}
+    fn note_new(&mut self, _fp: &Fingerprint) {}
 
     fn note_replayed(&mut self, _fp: &Fingerprint) {}
 

@@ -34,7 +34,7 @@ pub trait FingerprintIndex: Send {
     fn lookup(&mut self, fp: &Fingerprint) -> Result<Option<ContainerId>>;
 
     /// `fp` was decided new: it joins the filter.
-    fn note_new(&self, fp: &Fingerprint);
+    fn note_new(&mut self, fp: &Fingerprint);
 
     /// A chunk replayed at open (stored after the last commit): it joins
     /// the filter without counting as an insert of this backup.

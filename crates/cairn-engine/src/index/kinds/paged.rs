@@ -121,7 +121,7 @@ impl FingerprintIndex for PagedIndex {
         Ok(found)
     }
 
-    fn note_new(&self, fp: &Fingerprint) {
+    fn note_new(&mut self, fp: &Fingerprint) {
         self.summary.insert(fp);
         if self.use_summary {
             bump(&self.counters.bloom_inserts, 1);
@@ -175,7 +175,7 @@ impl FingerprintIndex for PagedIndex {
             let overfull = self.summary.is_overfull(entries * 2, self.bits_per_chunk);
             if removed || overfull {
                 let gone: cairn_core::FpSet = update.removes.iter().copied().collect();
-                let fresh = if overfull {
+                let mut fresh = if overfull {
                     SummaryVector::with_capacity(entries * 4, self.bits_per_chunk)
                 } else {
                     self.summary.empty_like()
