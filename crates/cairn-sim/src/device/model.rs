@@ -112,9 +112,11 @@ pub struct DeviceConfig {
     #[serde(default)]
     pub stage_devices: BTreeMap<Stage, DeviceClass>,
     /// Memory accesses per Summary Vector test or insert. Default 1: cairn's
-    /// Summary Vector is a blocked Bloom filter (fastbloom), all `k` bits of a
-    /// key in one 512-bit block, one cache line. Use `k` for a classic filter,
-    /// 0 to leave the Bloom stage to explicit charges only.
+    /// Summary Vector (fastbloom) spreads a key's `k` bits over the whole
+    /// filter, but their addresses are known at once and the accesses are
+    /// independent, so the CPU overlaps the misses (docs/device-model.md).
+    /// Use `k` to charge each bit as a miss of its own, 0 to leave the Bloom
+    /// stage to explicit charges only.
     pub bloom_accesses: u32,
     /// Memory accesses per locality-cache probe and per locality-ring entry
     /// walked (default 1; 0: explicit charges only).
